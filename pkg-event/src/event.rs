@@ -1,0 +1,304 @@
+//! The event union, its header of coordinates, and each kind's class and scope.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::content::{Message, Usage};
+use crate::ids::{EventId, GateId, InputId, LoopId, SessionId, StepId, TurnId};
+
+/// What led to an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
+pub enum Cause {
+    Input(InputId),
+    Gate(GateId),
+}
+
+/// Where and when an event happened. Coordinates that do not apply are `None`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub id: EventId,
+    pub session: SessionId,
+    #[serde(rename = "loop", default, skip_serializing_if = "Option::is_none")]
+    pub loop_id: Option<LoopId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<StepId>,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
+}
+
+impl Header {
+    /// A header for a session-wide event, stamped now with a fresh id.
+    pub fn session(session: SessionId) -> Self {
+        Self {
+            id: EventId::new(),
+            session,
+            loop_id: None,
+            turn: None,
+            step: None,
+            at_ms: now_ms(),
+            cause: None,
+        }
+    }
+
+    /// A header for an event of one loop.
+    pub fn in_loop(session: SessionId, loop_id: LoopId) -> Self {
+        Self {
+            loop_id: Some(loop_id),
+            ..Self::session(session)
+        }
+    }
+
+    pub fn with_turn(mut self, turn: TurnId) -> Self {
+        self.turn = Some(turn);
+        self
+    }
+
+    pub fn with_step(mut self, step: StepId) -> Self {
+        self.step = Some(step);
+        self
+    }
+
+    pub fn with_cause(mut self, cause: Cause) -> Self {
+        self.cause = Some(cause);
+        self
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Which stream of model output a [`EventKind::TokenDelta`] belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeltaKind {
+    Text,
+    Reasoning,
+    /// A piece of a tool call's arguments; the delta's `index` names the call.
+    ToolArguments,
+}
+
+/// How a gate was answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum GateAnswer {
+    Approve,
+    /// Approve, and remember the approval for the gate's scope.
+    ApproveAlways,
+    Deny {
+        reason: String,
+    },
+    /// Nobody answered before the deadline; treated as a denial.
+    Expired,
+}
+
+/// What happened. The `type` tag of the JSON encoding is the variant name in snake case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    // Ephemeral: never journaled; a slow subscriber may miss them.
+    /// A piece of streamed model output, tagged with the step in the header.
+    TokenDelta {
+        kind: DeltaKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        index: Option<u32>,
+        text: String,
+    },
+    ToolCallStarted {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolCallCompleted {
+        call_id: String,
+        name: String,
+        content: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+    /// An input waits behind the turn in flight; `position` 1 runs next.
+    InputQueued {
+        input: InputId,
+        position: u32,
+    },
+
+    // Enduring: journaled before anyone sees them.
+    SessionStarted {
+        model: String,
+        endpoint: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        system: Option<String>,
+    },
+    /// A turn began. Its input message joins the committed history with this event.
+    TurnStarted {
+        input: InputId,
+        message: Message,
+    },
+    /// One step's messages, committed to history, and the tokens it spent.
+    StepDone {
+        index: u32,
+        messages: Vec<Message>,
+        usage: Usage,
+        model: String,
+    },
+    GateOpened {
+        gate: GateId,
+        question: String,
+        #[serde(default)]
+        subject: serde_json::Value,
+    },
+    GateResolved {
+        gate: GateId,
+        answer: GateAnswer,
+    },
+    /// An input that will never run, for example because the queue was full.
+    InputCancelled {
+        input: InputId,
+        reason: String,
+    },
+    SessionStopped {
+        reason: String,
+    },
+
+    // Terminals: enduring, and each ends exactly one turn.
+    TurnDone {
+        text: String,
+        steps: u32,
+        usage: Usage,
+    },
+    TurnFailed {
+        error: String,
+        steps: u32,
+        usage: Usage,
+    },
+    TurnInterrupted {
+        reason: String,
+        steps: u32,
+        usage: Usage,
+    },
+}
+
+/// The delivery class of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Never journaled; may be dropped for a slow subscriber.
+    Ephemeral,
+    /// Journaled before it is published; never silently lost.
+    Enduring,
+    /// Enduring, and ends a turn.
+    Terminal,
+}
+
+impl Class {
+    pub fn is_enduring(self) -> bool {
+        !matches!(self, Class::Ephemeral)
+    }
+}
+
+/// Whether an event belongs to the session as a whole or to one loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Session,
+    Loop,
+}
+
+/// The three ways a turn can end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminalKind {
+    Done,
+    Failed,
+    Interrupted,
+}
+
+impl EventKind {
+    pub fn class(&self) -> Class {
+        use EventKind::*;
+        match self {
+            TokenDelta { .. }
+            | ToolCallStarted { .. }
+            | ToolCallCompleted { .. }
+            | InputQueued { .. } => Class::Ephemeral,
+            SessionStarted { .. }
+            | TurnStarted { .. }
+            | StepDone { .. }
+            | GateOpened { .. }
+            | GateResolved { .. }
+            | InputCancelled { .. }
+            | SessionStopped { .. } => Class::Enduring,
+            TurnDone { .. } | TurnFailed { .. } | TurnInterrupted { .. } => Class::Terminal,
+        }
+    }
+
+    pub fn scope(&self) -> Scope {
+        match self {
+            EventKind::SessionStarted { .. } | EventKind::SessionStopped { .. } => Scope::Session,
+            _ => Scope::Loop,
+        }
+    }
+
+    pub fn terminal(&self) -> Option<TerminalKind> {
+        match self {
+            EventKind::TurnDone { .. } => Some(TerminalKind::Done),
+            EventKind::TurnFailed { .. } => Some(TerminalKind::Failed),
+            EventKind::TurnInterrupted { .. } => Some(TerminalKind::Interrupted),
+            _ => None,
+        }
+    }
+
+    /// The snake-case name used as the JSON `type` tag.
+    pub fn name(&self) -> &'static str {
+        use EventKind::*;
+        match self {
+            TokenDelta { .. } => "token_delta",
+            ToolCallStarted { .. } => "tool_call_started",
+            ToolCallCompleted { .. } => "tool_call_completed",
+            InputQueued { .. } => "input_queued",
+            SessionStarted { .. } => "session_started",
+            TurnStarted { .. } => "turn_started",
+            StepDone { .. } => "step_done",
+            GateOpened { .. } => "gate_opened",
+            GateResolved { .. } => "gate_resolved",
+            InputCancelled { .. } => "input_cancelled",
+            SessionStopped { .. } => "session_stopped",
+            TurnDone { .. } => "turn_done",
+            TurnFailed { .. } => "turn_failed",
+            TurnInterrupted { .. } => "turn_interrupted",
+        }
+    }
+}
+
+/// One event: where and when ([`Header`]) and what ([`EventKind`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    #[serde(flatten)]
+    pub header: Header,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+impl Event {
+    pub fn new(header: Header, kind: EventKind) -> Self {
+        Self { header, kind }
+    }
+
+    pub fn id(&self) -> EventId {
+        self.header.id
+    }
+
+    pub fn class(&self) -> Class {
+        self.kind.class()
+    }
+
+    pub fn is_enduring(&self) -> bool {
+        self.kind.class().is_enduring()
+    }
+}

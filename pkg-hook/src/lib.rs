@@ -1,0 +1,1 @@
+//! The hook contract (being written).

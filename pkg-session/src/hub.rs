@@ -1,0 +1,1 @@
+//! Fan-out of events to subscribers (being written).

@@ -1,0 +1,1 @@
+//! Streaming inference from OpenAI-compatible endpoints (being written).

@@ -1,0 +1,15 @@
+//! The treadle runtime: sessions, loop actors, turns, inference, tools, journal and hub.
+//!
+//! # Layout
+//!
+//! * [`session`]: the [`Session`] handle and its builder, the public face of the crate.
+//! * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
+//! * `turn`: the task that runs one turn, step by step, outside the actor.
+//! * [`inference`]: streaming chat completions from any OpenAI-compatible endpoint.
+//! * [`tool`]: the [`Tool`] trait and the batch runner.
+//! * [`journal`]: the durable, append-only event log on redb.
+//! * [`hub`]: fan-out of events to subscribers.
+
+pub mod hub;
+pub mod inference;
+pub mod journal;
