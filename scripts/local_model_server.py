@@ -62,7 +62,12 @@ def main(argv):
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: done.set())
 
-    server = xllamacpp.Server(params)     # loads the model and starts the HTTP thread
+    try:
+        server = xllamacpp.Server(params)  # loads the model and starts the HTTP thread
+    except RuntimeError as exc:
+        print(f"local_model_server: server did not start ({exc}); see the lines above "
+              f"(port {args.port} in use? bad model file?)", file=sys.stderr, flush=True)
+        return 1
     print(f"local_model_server: pid {os.getpid()} listening on {server.listening_address}",
           flush=True)
     done.wait()

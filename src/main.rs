@@ -1,1 +1,18 @@
-fn main() {}
+//! The `treadle` binary: parses the command line and turns the command's result into the
+//! process exit code. Everything else lives in the library (`treadle::cli`).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = treadle::cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("treadle: cannot start the async runtime: {e}");
+            return ExitCode::from(treadle::cli::EXIT_CONFIG);
+        }
+    };
+    ExitCode::from(runtime.block_on(treadle::cli::dispatch(cli)))
+}

@@ -1,1 +1,137 @@
-//! The hook contract (being written).
+//! The hook contract of treadle: operations, calls, outcomes, guards, and the runner that
+//! orders them.
+//!
+//! A hook sees each operation of the runtime (a turn, a step, an inference, a tool call and
+//! its execution, a gate wait, a journal append) twice: when it begins and when it finishes.
+//! On a guard operation ([`Operation::is_guard`]: turn, inference, tool call) a hook may also
+//! deny it. The runtime (`treadle-session`) owns a [`HookRunner`] and calls it around every
+//! operation; this crate knows nothing of the runtime.
+//!
+//! # Layout
+//!
+//! * `call`: [`Operation`], the [`HookCall`] a hook is given with its [`Payload`], and the
+//!   [`Outcome`] an operation ends with.
+//! * `hook`: the [`Hook`] trait and the [`Decision`] a guard returns.
+//! * `runner`: [`HookRunner`], which calls hooks in order, the in-flight [`Active`]
+//!   operation, and the [`Denied`] error.
+//! * `recorder`: [`Recorder`], a hook that records every [`Record`], for audit logs and the
+//!   proofs of rule 5 (hook-order).
+//! * `deny`: [`DenyTools`], the smallest guard policy.
+//!
+//! # Ordering
+//!
+//! Hooks nest like scopes. [`HookRunner::begin`] calls `begin` in registration order;
+//! [`Active::finish`] calls `finish` in reverse. When a hook denies a guard operation, the
+//! hooks that already began (the denying one included) finish with [`Outcome::Denied`] in
+//! reverse, later hooks are not called at all, and `begin` returns [`Denied`]. A deny on an
+//! operation that is not a guard is ignored and logged with `tracing`. Every begun operation
+//! must be finished, also when it fails or is canceled (rule 5); an [`Active`] dropped
+//! without finishing is reported on stderr in debug builds.
+//!
+//! With no hooks registered, `begin` and `finish` allocate nothing and await nothing, so the
+//! runtime calls them unconditionally.
+//!
+//! # Writing a hook
+//!
+//! A complete plugin: it refuses the `shell` tool, and counts tool executions that
+//! completed. Implement only the methods you need; both default to doing nothing.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//!
+//! use treadle_event::{LoopId, SessionId};
+//! use treadle_hook::{
+//!     async_trait, Decision, Hook, HookCall, HookRunner, Operation, Outcome, Payload,
+//! };
+//!
+//! #[derive(Default)]
+//! struct ToolMeter {
+//!     completed: AtomicUsize,
+//! }
+//!
+//! #[async_trait]
+//! impl Hook for ToolMeter {
+//!     fn name(&self) -> &str {
+//!         "tool_meter"
+//!     }
+//!
+//!     async fn begin(&self, call: &HookCall) -> Decision {
+//!         match &call.payload {
+//!             Payload::ToolCall { name, .. } if name == "shell" => {
+//!                 Decision::deny("shell is not available here")
+//!             }
+//!             _ => Decision::Allow,
+//!         }
+//!     }
+//!
+//!     async fn finish(&self, call: &HookCall, outcome: &Outcome, _output: Option<&serde_json::Value>) {
+//!         if call.op == Operation::ToolExecution && outcome.is_completed() {
+//!             self.completed.fetch_add(1, Ordering::Relaxed);
+//!         }
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let meter = Arc::new(ToolMeter::default());
+//! let runner = HookRunner::new(vec![meter.clone()]);
+//! let (session, loop_id) = (SessionId::new(), LoopId::new());
+//!
+//! // The runtime asks before a tool call is authorized...
+//! let shell = Payload::ToolCall {
+//!     call_id: "c1".into(),
+//!     name: "shell".into(),
+//!     arguments: serde_json::json!({ "cmd": "ls" }),
+//! };
+//! let denied = runner.begin(HookCall::new(session, loop_id, shell)).await.unwrap_err();
+//! assert_eq!(denied.to_string(), "denied by hook tool_meter: shell is not available here");
+//!
+//! // ...and brackets each execution with begin and finish.
+//! let read = Payload::ToolExecution {
+//!     call_id: "c2".into(),
+//!     name: "read_file".into(),
+//!     arguments: serde_json::json!({ "path": "README.md" }),
+//! };
+//! let active = runner.begin(HookCall::new(session, loop_id, read)).await.unwrap();
+//! active.finish(Outcome::Completed, Some(serde_json::json!("# treadle"))).await;
+//! assert_eq!(meter.completed.load(Ordering::Relaxed), 1);
+//! # }
+//! ```
+//!
+//! # Decisions made here
+//!
+//! * [`Decision`] is `#[non_exhaustive]`: an `Ask` answer (park on a gate) is planned, and
+//!   hooks only construct decisions, so adding it breaks no plugin. [`Operation`],
+//!   [`Payload`] and [`Outcome`] are exhaustive, because hooks match on them and rule 5 is
+//!   stated over exactly these operations.
+//! * [`HookRunner::observe`] is for notifications of things that already happened, so it
+//!   ignores decisions even on guard operations.
+//! * JSON: a [`HookCall`] encodes as `{"op", "session", "loop", "turn"?, "step"?, "payload"}`
+//!   and its [`Payload`] carries a snake-case `kind` tag; [`Outcome`] carries a `status` tag.
+//! * A hook runs inline on the runtime's task and must not panic; a panic unwinds through
+//!   the operation that called it.
+//!
+//! # Dependencies
+//!
+//! * `treadle-event`: the ids ([`SessionId`](treadle_event::SessionId), ...) in a call.
+//! * `serde` / `serde_json`: calls, outcomes and records encode for audit logs, and
+//!   inference requests and tool arguments are JSON values.
+//! * `async-trait`: hooks are stored as `Arc<dyn Hook>`, which native `async fn` in traits
+//!   does not allow yet; re-exported as [`macro@async_trait`] so plugins need not depend on it.
+//! * `thiserror`: the typed [`Denied`] error.
+//! * `tracing`: the warning when a hook denies an operation that cannot be denied.
+
+mod call;
+mod deny;
+mod hook;
+mod recorder;
+mod runner;
+
+pub use async_trait::async_trait;
+
+pub use call::{HookCall, Operation, Outcome, Payload};
+pub use deny::DenyTools;
+pub use hook::{Decision, Hook};
+pub use recorder::{Phase, Record, Recorder};
+pub use runner::{Active, Denied, HookRunner};

@@ -1,1 +1,77 @@
-//! placeholder
+//! treadle-scripted: a scripted OpenAI-compatible chat-completions server over real HTTP
+//! and SSE on loopback, for tests, doc tests and benchmarks.
+//!
+//! The server answers `POST /v1/chat/completions` (and `/chat/completions`) from a
+//! [`Script`] of [`Reply`]s: streamed text, reasoning, single and parallel tool calls,
+//! usage, HTTP errors with `Retry-After`, malformed SSE data, a stream cut mid-answer, and
+//! a stream that blocks until the client goes away. It depends on no other treadle crate,
+//! so any crate can dev-depend on it.
+//!
+//! ```
+//! use serde_json::json;
+//! use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), treadle_scripted::ServerError> {
+//! let server = ScriptedServer::start(Script::new([
+//!     Reply::tool_calls([
+//!         ToolCall::new("echo", json!({"i": 1})),
+//!         ToolCall::new("read", json!({"p": "a"})),
+//!     ]),
+//!     Reply::text("Hello there").usage(10, 5),
+//! ]))
+//! .await?;
+//! let base_url = server.base_url(); // "http://127.0.0.1:PORT/v1"
+//! # let _ = base_url;
+//! // ... run a client against base_url, then inspect what it sent:
+//! assert!(server.requests().is_empty());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Wire behaviour
+//!
+//! * `"stream": true`: `text/event-stream` of `data: {chat.completion.chunk}` frames, then
+//!   `data: [DONE]`. The first delta carries `role: "assistant"`. Reasoning, then text,
+//!   then tool calls are split into pieces of at most 4 characters. A tool call starts
+//!   with a delta holding `index`, `id`, `type` and `function.name` with empty arguments;
+//!   its arguments follow in pieces under the same `index`. A final delta is empty with
+//!   the `finish_reason`. If the request set `stream_options.include_usage` and the reply
+//!   has usage, a `choices: []` chunk with `usage` comes before `[DONE]`.
+//! * Otherwise: one `chat.completion` object, with usage (zeros when the reply has none).
+//! * Tool call ids default to `call_<request>_<index>`, unique per server.
+//! * An exhausted script answers HTTP 500 `scripted server: script exhausted after N
+//!   requests`; a body that is not JSON answers 400. Neither consumes a reply.
+//!
+//! # Layout
+//!
+//! * `reply.rs`: [`Reply`], [`ToolCall`], [`Usage`]: what one answer is.
+//! * `script.rs`: [`Script`]: the queue, `from_fn`, the echo workload, JSON script files.
+//! * `render.rs`: reply → wire bytes (SSE frames or one JSON object) in one buffer.
+//! * `server.rs`: [`ScriptedServer`], [`ServerBuilder`], the axum handler.
+//! * `pace.rs`: seeded delays and the paced / cut / blocking body stream.
+//! * `main.rs`: the `treadle-scripted` binary, to benchmark other frameworks against the
+//!   same server.
+//!
+//! # Dependencies
+//!
+//! * `tokio`: runtime, loopback listener, timers, `watch` counters.
+//! * `axum` (hyper underneath): HTTP/1 server; its body streams carry SSE frames.
+//! * `serde` / `serde_json`: request parsing and chunk serialization.
+//! * `futures`: `stream::unfold` for paced, cut and blocking bodies.
+//! * `bytes`: one buffer per answer, sliced into frames without copying.
+//! * `thiserror`: [`ServerError`], [`ScriptError`].
+//! * `tracing`: debug logs; a warning when the script runs out.
+//! * `clap`: argument parsing of the binary only.
+//!
+//! Jitter uses an inline splitmix64 generator rather than `rand`.
+
+mod pace;
+mod render;
+mod reply;
+mod script;
+mod server;
+
+pub use reply::{Reply, ToolCall, Usage};
+pub use script::{Script, ScriptError};
+pub use server::{RecordedRequest, ScriptedServer, ServerBuilder, ServerError};

@@ -105,7 +105,10 @@ impl Script {
         let replies = specs
             .into_iter()
             .enumerate()
-            .map(|(index, spec)| spec.into_reply().map_err(|reason| ScriptError::Invalid { index, reason }))
+            .map(|(index, spec)| {
+                spec.into_reply()
+                    .map_err(|reason| ScriptError::Invalid { index, reason })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self::new(replies))
     }
@@ -128,7 +131,7 @@ impl Script {
         }
         match &mut self.generator {
             Generator::None => None,
-            Generator::Fn(f) => body.map(|b| f(b)),
+            Generator::Fn(f) => body.map(f),
             Generator::Echo(k) => Some(echo_reply(tool_messages, *k)),
         }
     }
@@ -219,7 +222,9 @@ impl ReplySpec {
                 .collect::<Vec<_>>()
         });
         let mut reply = match (self.text, calls, self.status, self.malformed) {
-            (Some(text), calls, None, false) => Reply::text(text).with_tool_calls(calls.unwrap_or_default()),
+            (Some(text), calls, None, false) => {
+                Reply::text(text).with_tool_calls(calls.unwrap_or_default())
+            }
             (None, Some(calls), None, false) => Reply::tool_calls(calls),
             (None, None, Some(status), false) => {
                 let mut r = Reply::status(status);
@@ -233,7 +238,9 @@ impl ReplySpec {
             }
             (None, None, None, true) => Reply::malformed(),
             _ => {
-                return Err("needs exactly one of `text`, `tool_calls`, `status`, `malformed`".into());
+                return Err(
+                    "needs exactly one of `text`, `tool_calls`, `status`, `malformed`".into(),
+                );
             }
         };
         if let Some(reasoning) = self.reasoning {
@@ -250,7 +257,9 @@ impl ReplySpec {
             reply = reply.finish_reason(reason);
         }
         match (self.cut_after, self.block_after) {
-            (Some(_), Some(_)) => return Err("`cut_after` and `block_after` exclude each other".into()),
+            (Some(_), Some(_)) => {
+                return Err("`cut_after` and `block_after` exclude each other".into());
+            }
             (Some(n), None) => reply = reply.cut_after(n),
             (None, Some(n)) => reply = reply.block_after(n),
             (None, None) => {}

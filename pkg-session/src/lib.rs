@@ -13,3 +13,20 @@
 pub mod hub;
 pub mod inference;
 pub mod journal;
+
+mod actor;
+mod batch;
+mod context;
+mod error;
+mod session;
+pub mod tool;
+mod turn;
+
+pub use error::{RunError, SessionClosed, StartError, SubmitError};
+pub use hub::{Subscription, SubscriptionLost};
+pub use inference::{ApiKey, ModelConfig, RetryPolicy};
+pub use journal::{Journal, JournalOptions};
+pub use session::{Session, SessionBuilder, TurnOutcome, TurnReport};
+pub use tool::{FnTool, Tool, ToolError};
+pub use treadle_event as event;
+pub use treadle_hook as hook;

@@ -1,1 +1,40 @@
-//! Streaming inference from OpenAI-compatible endpoints (being written).
+//! Streaming chat completions from any OpenAI-compatible endpoint.
+//!
+//! [`ModelClient::complete`] sends an [`InferenceRequest`] as a streaming chat-completions
+//! body (see [`ModelClient::body`]), reports each text, reasoning and tool-argument piece
+//! as it arrives, and returns the assembled [`Completion`].
+//!
+//! # Layout
+//!
+//! * `config.rs`: [`ModelConfig`], [`ApiKey`] (never formatted), [`RetryPolicy`].
+//! * `request.rs`: [`InferenceRequest`], [`ToolSpec`], [`ToolChoice`] and the JSON body.
+//! * `client.rs`: [`ModelClient`]: async-openai's `create_stream_byot` into our chunks,
+//!   error mapping.
+//! * `chunk.rs`: tolerant chunk types (`finish_reason: ""`, missing or `null` usage and
+//!   choices, unknown fields, `reasoning_content`, cached tokens).
+//! * `stitch.rs`: chunks → [`Completion`]; tool-call pieces stitched by index.
+//! * `retry.rs`: the tower service under async-openai: the one retry policy, and errors
+//!   that keep the HTTP status and body.
+//! * `error.rs`: [`InferenceError`], [`ClientError`], [`MissingApiKey`].
+//!
+//! # Guarantees
+//!
+//! * Retries happen only before the response: connection errors and HTTP 408, 429 and
+//!   5xx, honouring `Retry-After`. Once the body starts, any failure is an error.
+//! * A stream that ends before a chunk carries a `finish_reason` is
+//!   [`InferenceError::StreamCut`], never a short success.
+//! * The API key appears in no error and no log line.
+
+mod chunk;
+mod client;
+mod config;
+mod error;
+mod request;
+mod retry;
+mod stitch;
+
+pub use client::ModelClient;
+pub use config::{ApiKey, ModelConfig, RetryPolicy};
+pub use error::{ClientError, InferenceError, MissingApiKey};
+pub use request::{InferenceRequest, ToolChoice, ToolSpec};
+pub use stitch::Completion;

@@ -1,1 +1,392 @@
-//! The durable event journal on redb (being written).
+//! The durable, append-only event journal on redb.
+//!
+//! One [`Journal`] owns one redb file and one writer thread. Appends from every session go
+//! over a channel to that thread, which group-commits them: many appends, one write
+//! transaction, one fsync. Reads open their own redb read transaction on the caller's thread
+//! and never wait for the writer.
+//!
+//! # Layout of the file
+//!
+//! * `events.v1`: seq (`u64`) → versioned bytes: a format byte (1 = JSON), then the payload.
+//!   Seqs are global to the file and strictly increase from 1.
+//! * `event_ids.v1`: event id (`u128`) → seq, which makes appends idempotent (rule 10).
+//! * `session_seqs.v1`: (session `u128`, seq) → `()`, for per-session reads in seq order.
+//!
+//! # Decisions
+//!
+//! * Events are encoded by the appending task, not the writer thread, so that JSON
+//!   serialization scales with the callers and the writer only does storage work.
+//! * A batch is atomic as a whole: if its commit fails, every append in it fails with
+//!   [`AppendError::Storage`], and the writer continues with the next batch.
+//! * Dropping the last handle stops the writer after it has written what was already sent,
+//!   and waits for it, so the file can be opened again as soon as the drop returns.
+
+mod codec;
+mod error;
+mod tables;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+
+use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable};
+use tokio::sync::oneshot;
+use treadle_event::{Event, SessionId};
+
+pub use error::{AppendError, JournalOpenError, ReadError};
+
+use tables::{BY_SESSION, EVENTS, IDS};
+use writer::{Counters, Encoded, Request, Writer};
+
+/// How a [`Journal`] writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalOptions {
+    /// `true` (the default): each batch commits with `Durability::Immediate`, one fsync per
+    /// batch. `false`: `Durability::None`, for benchmarks; a crash may lose recent batches.
+    pub durable: bool,
+    /// The most events the writer gathers into one transaction (default 1024). One append
+    /// larger than this is still written whole, in a batch of its own.
+    pub max_batch: usize,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        Self {
+            durable: true,
+            max_batch: 1024,
+        }
+    }
+}
+
+/// What the writer has done since the journal was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JournalStats {
+    /// Committed write transactions.
+    pub batches: u64,
+    /// Acknowledged [`Journal::append`] calls.
+    pub appends: u64,
+    /// Events newly written (duplicates excluded).
+    pub events: u64,
+    /// Events whose id was already journaled, answered with the existing seq.
+    pub duplicates: u64,
+    /// Batches whose write or commit failed.
+    pub failed_batches: u64,
+}
+
+/// A handle to one journal file. Cheap to clone; every clone shares the file and the
+/// writer thread.
+///
+/// ```
+/// use treadle_event::{Event, EventKind, Header, SessionId};
+/// use treadle_session::journal::Journal;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let journal = Journal::open(dir.path().join("journal.redb"))?;
+///
+/// let session = SessionId::new();
+/// let stopped = Event::new(
+///     Header::session(session),
+///     EventKind::SessionStopped { reason: "done".into() },
+/// );
+/// let seqs = journal.append(vec![stopped.clone()]).await?;
+/// assert_eq!(seqs, vec![1]);
+///
+/// // Appending the same event again changes nothing.
+/// assert_eq!(journal.append(vec![stopped.clone()]).await?, vec![1]);
+///
+/// assert_eq!(journal.read(session, 1, None)?, vec![(1, stopped)]);
+/// assert_eq!(journal.last_seq(session)?, Some(1));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    db: Arc<Database>,
+    counters: Arc<Counters>,
+    // Both are `Option` only so that `Drop` can close the channel before joining.
+    requests: Option<mpsc::Sender<Request>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        drop(self.requests.take());
+        if let Some(writer) = self.writer.take()
+            && writer.join().is_err()
+        {
+            tracing::error!(path = %self.path.display(), "the journal writer thread panicked");
+        }
+    }
+}
+
+impl fmt::Debug for Journal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Journal")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Journal {
+    /// Opens the journal at `path` with default options, creating the parent directories
+    /// and the file if needed.
+    pub fn open(path: impl AsRef<Path>) -> Result<Journal, JournalOpenError> {
+        Self::open_with(path, JournalOptions::default())
+    }
+
+    /// Opens the journal at `path`, creating the parent directories and the file if needed.
+    /// Only one handle per file may be open at a time, in the whole system.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: JournalOptions,
+    ) -> Result<Journal, JournalOpenError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent).map_err(|source| JournalOpenError::CreateDir {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        let db = Database::create(&path).map_err(|source| match source {
+            DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
+                JournalOpenError::AlreadyOpen { path: path.clone() }
+            }
+            source => JournalOpenError::Open {
+                path: path.clone(),
+                source,
+            },
+        })?;
+        let last_seq = prepare(&db).map_err(|source| JournalOpenError::Init {
+            path: path.clone(),
+            source,
+        })?;
+
+        let db = Arc::new(db);
+        let counters = Arc::new(Counters::default());
+        let (requests, receiver) = mpsc::channel();
+        let writer = Writer {
+            db: Arc::clone(&db),
+            requests: receiver,
+            counters: Arc::clone(&counters),
+            durable: options.durable,
+            max_batch: options.max_batch.max(1),
+            next_seq: last_seq.map_or(1, |seq| seq + 1),
+        };
+        let writer = std::thread::Builder::new()
+            .name("treadle-journal".into())
+            .spawn(move || writer.run())
+            .map_err(|source| JournalOpenError::SpawnWriter {
+                path: path.clone(),
+                source,
+            })?;
+
+        Ok(Journal {
+            inner: Arc::new(Inner {
+                path,
+                db,
+                counters,
+                requests: Some(requests),
+                writer: Some(writer),
+            }),
+        })
+    }
+
+    /// Appends one group of events atomically (in one write transaction) and returns the
+    /// journal seq of each event, in order, once the group is committed (durably, by
+    /// default).
+    ///
+    /// Idempotent by event id: an event whose id is already journaled, or that appears
+    /// earlier in the same batch, is not written again; its existing seq is returned.
+    ///
+    /// Cancel-safety: dropping the future does not withdraw the append once it was sent.
+    pub async fn append(&self, events: Vec<Event>) -> Result<Vec<u64>, AppendError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let events = events
+            .iter()
+            .enumerate()
+            .map(|(index, event)| {
+                let bytes = codec::encode(event).map_err(|source| AppendError::Encode {
+                    index,
+                    source: Arc::new(source),
+                })?;
+                Ok(Encoded {
+                    id: tables::event_key(event.id()),
+                    session: tables::session_key(event.header.session),
+                    bytes,
+                })
+            })
+            .collect::<Result<Vec<_>, AppendError>>()?;
+        let (reply, acked) = oneshot::channel();
+        self.inner
+            .requests
+            .as_ref()
+            .ok_or(AppendError::Closed)?
+            .send(Request { events, reply })
+            .map_err(|_| AppendError::Closed)?;
+        acked.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// This session's events with seq ≥ `from_seq`, ascending, at most `limit` of them.
+    pub fn read(
+        &self,
+        session: SessionId,
+        from_seq: u64,
+        limit: Option<usize>,
+    ) -> Result<Vec<(u64, Event)>, ReadError> {
+        self.read_range(session, from_seq.., limit)
+    }
+
+    /// This session's events whose seq is in `seqs`, ascending, at most `limit` of them.
+    pub fn read_range(
+        &self,
+        session: SessionId,
+        seqs: impl RangeBounds<u64>,
+        limit: Option<usize>,
+    ) -> Result<Vec<(u64, Event)>, ReadError> {
+        let Some((low, high)) = inclusive(&seqs) else {
+            return Ok(Vec::new());
+        };
+        let limit = limit.unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let txn = self.inner.db.begin_read().map_err(ReadError::storage)?;
+        let index = txn.open_table(BY_SESSION).map_err(ReadError::storage)?;
+        let events = txn.open_table(EVENTS).map_err(ReadError::storage)?;
+        let key = tables::session_key(session);
+        let mut out = Vec::new();
+        for entry in index
+            .range((key, low)..=(key, high))
+            .map_err(ReadError::storage)?
+        {
+            let (_, seq) = entry.map_err(ReadError::storage)?.0.value();
+            let stored = events
+                .get(seq)
+                .map_err(ReadError::storage)?
+                .ok_or_else(|| ReadError::Corrupt {
+                    seq,
+                    detail: format!(
+                        "the index of session {session} names it, but no event is stored"
+                    ),
+                })?;
+            let event = codec::decode(stored.value())
+                .map_err(|detail| ReadError::Corrupt { seq, detail })?;
+            out.push((seq, event));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The seq of this session's last journaled event, if it has any.
+    pub fn last_seq(&self, session: SessionId) -> Result<Option<u64>, ReadError> {
+        let txn = self.inner.db.begin_read().map_err(ReadError::storage)?;
+        let index = txn.open_table(BY_SESSION).map_err(ReadError::storage)?;
+        let key = tables::session_key(session);
+        let last = index
+            .range((key, 0)..=(key, u64::MAX))
+            .map_err(ReadError::storage)?
+            .next_back()
+            .transpose()
+            .map_err(ReadError::storage)?;
+        Ok(last.map(|(k, _)| k.value().1))
+    }
+
+    /// Every session with at least one journaled event, in id (creation time) order.
+    pub fn sessions(&self) -> Result<Vec<SessionId>, ReadError> {
+        let txn = self.inner.db.begin_read().map_err(ReadError::storage)?;
+        let index = txn.open_table(BY_SESSION).map_err(ReadError::storage)?;
+        let mut out = Vec::new();
+        let mut from = 0u128;
+        // Seek past each session's entries instead of scanning them: cost grows with the
+        // number of sessions, not events.
+        loop {
+            let next = index
+                .range((from, 0)..)
+                .map_err(ReadError::storage)?
+                .next()
+                .transpose()
+                .map_err(ReadError::storage)?;
+            let Some((k, _)) = next else { break };
+            let session = k.value().0;
+            out.push(tables::session_from_key(session));
+            match session.checked_add(1) {
+                Some(after) => from = after,
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The seq the event with this id was journaled at, if it was.
+    pub fn seq_of(&self, id: treadle_event::EventId) -> Result<Option<u64>, ReadError> {
+        let txn = self.inner.db.begin_read().map_err(ReadError::storage)?;
+        let ids = txn.open_table(IDS).map_err(ReadError::storage)?;
+        let seq = ids.get(tables::event_key(id)).map_err(ReadError::storage)?;
+        Ok(seq.map(|s| s.value()))
+    }
+
+    /// The file this journal writes.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// What the writer has done since this journal was opened.
+    pub fn stats(&self) -> JournalStats {
+        let c = &self.inner.counters;
+        JournalStats {
+            batches: c.batches.load(Ordering::Relaxed),
+            appends: c.appends.load(Ordering::Relaxed),
+            events: c.events.load(Ordering::Relaxed),
+            duplicates: c.duplicates.load(Ordering::Relaxed),
+            failed_batches: c.failed_batches.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Creates the tables (so that reads never meet a missing table) and returns the last seq.
+fn prepare(db: &Database) -> Result<Option<u64>, redb::Error> {
+    let txn = db.begin_write()?;
+    let last = {
+        let events = txn.open_table(EVENTS)?;
+        txn.open_table(IDS)?;
+        txn.open_table(BY_SESSION)?;
+        events.last()?.map(|(seq, _)| seq.value())
+    };
+    txn.commit()?;
+    Ok(last)
+}
+
+/// `seqs` as an inclusive pair, or `None` when it holds no seq.
+fn inclusive(seqs: &impl RangeBounds<u64>) -> Option<(u64, u64)> {
+    let low = match seqs.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.checked_add(1)?,
+        Bound::Unbounded => 0,
+    };
+    let high = match seqs.end_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.checked_sub(1)?,
+        Bound::Unbounded => u64::MAX,
+    };
+    (low <= high).then_some((low, high))
+}

@@ -1,0 +1,231 @@
+//! What a hook is told about: the operation, its coordinates, its payload and its outcome.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use treadle_event::{GateId, LoopId, SessionId, StepId, TurnId};
+
+/// An operation of the runtime that hooks can observe, and for some kinds veto.
+///
+/// The set is closed on purpose: rule 5 (hook-order) is stated in terms of these operations,
+/// so adding one is a deliberate, breaking change rather than something a `_` arm absorbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// The work that answers one input.
+    Turn,
+    /// One model request/response cycle and its tool batch.
+    Step,
+    /// The model request of a step, from sending the request to the assistant message.
+    Inference,
+    /// The authorization of one tool call (a guard: it may be denied).
+    ToolCall,
+    /// The run of one authorized tool call.
+    ToolExecution,
+    /// Work parked on a gate until someone answers it.
+    GateWait,
+    /// A durable append to the journal (the step's commit, among others).
+    JournalAppend,
+}
+
+impl Operation {
+    /// Every operation, in the order they nest inside a turn.
+    pub const ALL: [Operation; 7] = [
+        Operation::Turn,
+        Operation::Step,
+        Operation::Inference,
+        Operation::ToolCall,
+        Operation::ToolExecution,
+        Operation::GateWait,
+        Operation::JournalAppend,
+    ];
+
+    /// The snake-case name, the same as the JSON encoding.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::Turn => "turn",
+            Operation::Step => "step",
+            Operation::Inference => "inference",
+            Operation::ToolCall => "tool_call",
+            Operation::ToolExecution => "tool_execution",
+            Operation::GateWait => "gate_wait",
+            Operation::JournalAppend => "journal_append",
+        }
+    }
+
+    /// Whether a hook's [`Decision::Deny`](crate::Decision::Deny) stops this operation.
+    ///
+    /// Only the points where stopping is meaningful and safe are guards: before a turn runs,
+    /// before a request is sent, and before a tool call is authorized. A step, a tool
+    /// execution or a journal append cannot be half-refused without breaking the
+    /// history's invariants, so a deny there is ignored (with a warning).
+    pub fn is_guard(self) -> bool {
+        matches!(
+            self,
+            Operation::Turn | Operation::Inference | Operation::ToolCall
+        )
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The operation-specific part of a [`HookCall`].
+///
+/// Encodes as a JSON object with a snake-case `kind` tag, the same name as the operation:
+/// `{"kind":"tool_call","call_id":"c1","name":"read","arguments":{}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Payload {
+    Turn {
+        /// The turn's position in its loop, from 0.
+        index: u32,
+        /// The input text the turn answers.
+        input: String,
+    },
+    Step {
+        /// The step's position in its turn, from 0.
+        index: u32,
+    },
+    Inference {
+        /// The model as configured, e.g. `provider/model`.
+        model: String,
+        /// The exact request body sent to the endpoint.
+        request: serde_json::Value,
+    },
+    ToolCall {
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+    ToolExecution {
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+    GateWait {
+        gate: GateId,
+        question: String,
+    },
+    JournalAppend {
+        /// The event type names being appended (`"step_done"`, ...). `Cow` so the runtime can
+        /// pass static names without allocating, while an audit log can still be read back.
+        events: Vec<Cow<'static, str>>,
+    },
+}
+
+impl Payload {
+    /// The operation this payload belongs to.
+    pub fn operation(&self) -> Operation {
+        match self {
+            Payload::Turn { .. } => Operation::Turn,
+            Payload::Step { .. } => Operation::Step,
+            Payload::Inference { .. } => Operation::Inference,
+            Payload::ToolCall { .. } => Operation::ToolCall,
+            Payload::ToolExecution { .. } => Operation::ToolExecution,
+            Payload::GateWait { .. } => Operation::GateWait,
+            Payload::JournalAppend { .. } => Operation::JournalAppend,
+        }
+    }
+
+    /// The tool name, for tool calls and tool executions.
+    pub fn tool_name(&self) -> Option<&str> {
+        match self {
+            Payload::ToolCall { name, .. } | Payload::ToolExecution { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// What an operation is about: which operation, where it happens, and its payload.
+///
+/// `op` and `payload` are both public for easy matching. Build calls with [`HookCall::new`],
+/// which derives `op` from the payload so the two cannot disagree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookCall {
+    pub op: Operation,
+    pub session: SessionId,
+    /// Named `loop` in JSON, like the event header.
+    #[serde(rename = "loop")]
+    pub loop_id: LoopId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<StepId>,
+    pub payload: Payload,
+}
+
+impl HookCall {
+    /// A call in one loop, with `op` taken from the payload and no turn or step yet.
+    pub fn new(session: SessionId, loop_id: LoopId, payload: Payload) -> Self {
+        Self {
+            op: payload.operation(),
+            session,
+            loop_id,
+            turn: None,
+            step: None,
+            payload,
+        }
+    }
+
+    pub fn with_turn(mut self, turn: TurnId) -> Self {
+        self.turn = Some(turn);
+        self
+    }
+
+    pub fn with_step(mut self, step: StepId) -> Self {
+        self.step = Some(step);
+        self
+    }
+}
+
+/// How an operation ended.
+///
+/// Encodes with a snake-case `status` tag: `{"status":"denied","reason":"..."}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    Completed,
+    /// A guard hook (or, for tool calls, a policy) refused the operation.
+    Denied {
+        reason: String,
+    },
+    /// The operation failed; for a step this means it was discarded (rule 4).
+    Failed {
+        error: String,
+    },
+    /// The operation was interrupted before it ended.
+    Canceled,
+}
+
+impl Outcome {
+    pub fn denied(reason: impl Into<String>) -> Self {
+        Outcome::Denied {
+            reason: reason.into(),
+        }
+    }
+
+    pub fn failed(error: impl Into<String>) -> Self {
+        Outcome::Failed {
+            error: error.into(),
+        }
+    }
+
+    /// The snake-case name, the same as the JSON `status` tag.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::Denied { .. } => "denied",
+            Outcome::Failed { .. } => "failed",
+            Outcome::Canceled => "canceled",
+        }
+    }
+
+    pub fn is_completed(&self) -> bool {
+        matches!(self, Outcome::Completed)
+    }
+}

@@ -1,0 +1,60 @@
+//! The `Hook` trait a plugin implements, and the `Decision` a guard returns.
+
+use crate::call::{HookCall, Outcome};
+
+/// A hook's answer to the beginning of an operation.
+///
+/// `#[non_exhaustive]` because a third answer (`Ask`: park the operation on a gate) is planned.
+/// Hooks only construct decisions, which stays source-compatible; only the runner matches
+/// on them, and it lives in this crate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Decision {
+    /// Let the operation run.
+    Allow,
+    /// Stop the operation, if it is a guard ([`Operation::is_guard`](crate::Operation::is_guard));
+    /// ignored with a warning otherwise.
+    Deny { reason: String },
+}
+
+impl Decision {
+    pub fn deny(reason: impl Into<String>) -> Self {
+        Decision::Deny {
+            reason: reason.into(),
+        }
+    }
+
+    pub fn is_allow(&self) -> bool {
+        matches!(self, Decision::Allow)
+    }
+}
+
+/// An observer of the runtime's operations, and for guard operations a veto.
+///
+/// For every operation that begins, [`Hook::begin`] is called once and, unless the caller
+/// is buggy, [`Hook::finish`] once, with the same [`HookCall`]. Hooks nest like scopes:
+/// `begin` runs in registration order and `finish` in reverse, so the first hook registered
+/// sees the widest span. Both default to doing nothing, so implement only what you need.
+///
+/// Hooks run inline on the runtime's task: a slow hook delays the operation it observes.
+/// Hand expensive work (network, disk) to a task or channel of your own. A hook must not
+/// panic: a panic unwinds through the turn that called it.
+#[async_trait::async_trait]
+pub trait Hook: Send + Sync + 'static {
+    /// A short name, used in [`Denied`](crate::Denied) and in logs.
+    fn name(&self) -> &str;
+
+    /// Called when an operation begins. For a guard operation, [`Decision::Deny`] stops it.
+    async fn begin(&self, call: &HookCall) -> Decision {
+        let _ = call;
+        Decision::Allow
+    }
+
+    /// Called when an operation ends, including when it was denied, failed or canceled.
+    ///
+    /// `output` is the operation's result where one exists: the inference response (the
+    /// assistant message JSON), the tool result, the gate answer.
+    async fn finish(&self, call: &HookCall, outcome: &Outcome, output: Option<&serde_json::Value>) {
+        let _ = (call, outcome, output);
+    }
+}

@@ -1,0 +1,332 @@
+//! The loop actor: the only writer of a loop's committed history, inbox and status.
+//!
+//! The actor never awaits a model or a tool. It starts a turn task per input and takes that
+//! task's commit requests as messages. A commit is journaled first; only after the journal
+//! acknowledges it do the messages join the history and the event reach subscribers
+//! (rule 2, commit-before-publish).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio_util::sync::CancellationToken;
+use treadle_event::{Event, EventKind, Header, InputId, Message, StepId, TurnId, Usage};
+
+use crate::context::{LoopContext, TurnCoords};
+use crate::error::{CommitError, SubmitError};
+use crate::journal::AppendError;
+use crate::turn;
+
+/// One step's group of messages, as the turn asks the actor to commit it.
+pub(crate) struct StepCommit {
+    pub step: StepId,
+    pub index: u32,
+    pub messages: Vec<Message>,
+    pub usage: Usage,
+    pub model: String,
+}
+
+pub(crate) enum LoopMsg {
+    Submit {
+        text: String,
+        reply: RpcReplyPort<Result<InputId, SubmitError>>,
+    },
+    Commit {
+        coords: TurnCoords,
+        commit: StepCommit,
+        reply: RpcReplyPort<Result<(), CommitError>>,
+    },
+    TurnEnded {
+        coords: TurnCoords,
+        terminal: EventKind,
+    },
+    Interrupt {
+        reply: RpcReplyPort<bool>,
+    },
+    History {
+        reply: RpcReplyPort<Vec<Message>>,
+    },
+    Shutdown {
+        reason: String,
+        reply: RpcReplyPort<()>,
+    },
+}
+
+pub(crate) struct LoopActor;
+
+pub(crate) struct LoopState {
+    ctx: Arc<LoopContext>,
+    history: Vec<Message>,
+    queue: VecDeque<(InputId, String)>,
+    running: Option<Running>,
+    turns_started: u32,
+    stopping: Option<Stopping>,
+}
+
+struct Running {
+    coords: TurnCoords,
+    cancel: CancellationToken,
+}
+
+struct Stopping {
+    reason: String,
+    replies: Vec<RpcReplyPort<()>>,
+}
+
+pub(crate) struct LoopArgs {
+    pub ctx: Arc<LoopContext>,
+    pub history: Vec<Message>,
+}
+
+impl Actor for LoopActor {
+    type Msg = LoopMsg;
+    type State = LoopState;
+    type Arguments = LoopArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<LoopMsg>,
+        args: LoopArgs,
+    ) -> Result<LoopState, ActorProcessingErr> {
+        Ok(LoopState {
+            ctx: args.ctx,
+            history: args.history,
+            queue: VecDeque::new(),
+            running: None,
+            turns_started: 0,
+            stopping: None,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<LoopMsg>,
+        message: LoopMsg,
+        state: &mut LoopState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            LoopMsg::Submit { text, reply } => {
+                let result = state.submit(&myself, text).await;
+                let _ = reply.send(result);
+            }
+            LoopMsg::Commit {
+                coords,
+                commit,
+                reply,
+            } => {
+                let result = state.commit(coords, commit).await;
+                let _ = reply.send(result);
+            }
+            LoopMsg::TurnEnded { coords, terminal } => {
+                state.turn_ended(&myself, coords, terminal).await;
+            }
+            LoopMsg::Interrupt { reply } => {
+                let interrupted = match &state.running {
+                    Some(running) => {
+                        running.cancel.cancel();
+                        true
+                    }
+                    None => false,
+                };
+                let _ = reply.send(interrupted);
+            }
+            LoopMsg::History { reply } => {
+                let _ = reply.send(state.history.clone());
+            }
+            LoopMsg::Shutdown { reason, reply } => {
+                state.begin_shutdown(reason, reply).await;
+                state.finish_shutdown_if_idle(&myself).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LoopState {
+    /// Journals an enduring event, then publishes it.
+    async fn record(&self, header: Header, kind: EventKind) -> Result<u64, AppendError> {
+        let event = Event::new(header, kind);
+        let seqs = self.ctx.journal.append(vec![event.clone()]).await?;
+        let seq = seqs.first().copied().unwrap_or_default();
+        self.ctx.hub.publish(Arc::new(event), Some(seq));
+        Ok(seq)
+    }
+
+    async fn submit(
+        &mut self,
+        myself: &ActorRef<LoopMsg>,
+        text: String,
+    ) -> Result<InputId, SubmitError> {
+        if self.stopping.is_some() {
+            return Err(SubmitError::Closed);
+        }
+        let input = InputId::new();
+        if self.running.is_none() && self.queue.is_empty() {
+            self.start_turn(myself, input, text).await?;
+            return Ok(input);
+        }
+        if self.queue.len() >= self.ctx.queue_capacity {
+            let capacity = self.ctx.queue_capacity;
+            let reason = format!(
+                "the input queue is full ({capacity} waiting); submit again after a turn ends"
+            );
+            self.record(
+                self.ctx.loop_header(),
+                EventKind::InputCancelled { input, reason },
+            )
+            .await?;
+            return Err(SubmitError::QueueFull { input, capacity });
+        }
+        self.queue.push_back((input, text));
+        self.ctx.emit(
+            self.ctx.loop_header(),
+            EventKind::InputQueued {
+                input,
+                position: self.queue.len() as u32,
+            },
+        );
+        Ok(input)
+    }
+
+    async fn start_turn(
+        &mut self,
+        myself: &ActorRef<LoopMsg>,
+        input: InputId,
+        text: String,
+    ) -> Result<(), AppendError> {
+        let coords = TurnCoords {
+            turn: TurnId::new(),
+            input,
+        };
+        let message = Message::user(text.clone());
+        self.record(
+            self.ctx.turn_header(coords, None),
+            EventKind::TurnStarted {
+                input,
+                message: message.clone(),
+            },
+        )
+        .await?;
+        self.history.push(message);
+        let cancel = CancellationToken::new();
+        self.running = Some(Running {
+            coords,
+            cancel: cancel.clone(),
+        });
+        let index = self.turns_started;
+        self.turns_started += 1;
+        tokio::spawn(turn::run(
+            self.ctx.clone(),
+            myself.clone(),
+            coords,
+            index,
+            self.history.clone(),
+            text,
+            cancel,
+        ));
+        Ok(())
+    }
+
+    async fn commit(&mut self, coords: TurnCoords, commit: StepCommit) -> Result<(), CommitError> {
+        if self.running.as_ref().map(|r| r.coords.turn) != Some(coords.turn) {
+            return Err(CommitError::NotRunning);
+        }
+        let header = self.ctx.turn_header(coords, Some(commit.step));
+        let event = Event::new(
+            header,
+            EventKind::StepDone {
+                index: commit.index,
+                messages: commit.messages,
+                usage: commit.usage,
+                model: commit.model,
+            },
+        );
+        let seqs = self.ctx.journal.append(vec![event.clone()]).await?;
+        let seq = seqs.first().copied().unwrap_or_default();
+        if let EventKind::StepDone { messages, .. } = &event.kind {
+            self.history.extend(messages.iter().cloned());
+        }
+        self.ctx.hub.publish(Arc::new(event), Some(seq));
+        Ok(())
+    }
+
+    async fn turn_ended(
+        &mut self,
+        myself: &ActorRef<LoopMsg>,
+        coords: TurnCoords,
+        terminal: EventKind,
+    ) {
+        if self.running.as_ref().map(|r| r.coords.turn) != Some(coords.turn) {
+            return;
+        }
+        if let Err(error) = self
+            .record(self.ctx.turn_header(coords, None), terminal)
+            .await
+        {
+            tracing::error!(%error, turn = %coords.turn, "could not journal the end of a turn");
+        }
+        self.running = None;
+        if self.stopping.is_some() {
+            self.finish_shutdown_if_idle(myself).await;
+            return;
+        }
+        while let Some((input, text)) = self.queue.pop_front() {
+            match self.start_turn(myself, input, text).await {
+                Ok(()) => break,
+                Err(error) => {
+                    tracing::error!(%error, %input, "could not start a queued turn");
+                }
+            }
+        }
+    }
+
+    async fn begin_shutdown(&mut self, reason: String, reply: RpcReplyPort<()>) {
+        match &mut self.stopping {
+            Some(stopping) => stopping.replies.push(reply),
+            None => {
+                self.stopping = Some(Stopping {
+                    reason,
+                    replies: vec![reply],
+                })
+            }
+        }
+        if let Some(running) = &self.running {
+            running.cancel.cancel();
+        }
+        for (input, _) in std::mem::take(&mut self.queue) {
+            let kind = EventKind::InputCancelled {
+                input,
+                reason: "the session shut down before this input ran".into(),
+            };
+            if let Err(error) = self.record(self.ctx.loop_header(), kind).await {
+                tracing::error!(%error, %input, "could not journal a cancelled input");
+            }
+        }
+    }
+
+    async fn finish_shutdown_if_idle(&mut self, myself: &ActorRef<LoopMsg>) {
+        if self.running.is_some() {
+            return;
+        }
+        let Some(stopping) = self.stopping.take() else {
+            return;
+        };
+        let header = Header::session(self.ctx.session);
+        let kind = EventKind::SessionStopped {
+            reason: stopping.reason,
+        };
+        if let Err(error) = self.record(header, kind).await {
+            tracing::error!(%error, "could not journal the end of the session");
+        }
+        self.ctx.hub.close();
+        for reply in stopping.replies {
+            let _ = reply.send(());
+        }
+        // Later messages find the actor gone and get SessionClosed.
+        myself.stop(None);
+        self.stopping = Some(Stopping {
+            reason: String::new(),
+            replies: Vec::new(),
+        });
+    }
+}

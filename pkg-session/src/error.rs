@@ -1,0 +1,66 @@
+//! Typed errors of the session API, one enum per operation.
+
+use treadle_event::InputId;
+
+use crate::hub::SubscriptionLost;
+use crate::inference::{ClientError, MissingApiKey};
+use crate::journal::{AppendError, JournalOpenError};
+
+/// Why a session could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("no model endpoint given: call .endpoint(\"http://host:port/v1\") on the builder")]
+    MissingEndpoint,
+    #[error("no model given: call .model(\"name\") on the builder")]
+    MissingModel,
+    #[error(transparent)]
+    MissingApiKey(#[from] MissingApiKey),
+    #[error("cannot build the model client: {0}")]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Journal(#[from] JournalOpenError),
+    #[error("cannot record the session start: {0}")]
+    Append(#[from] AppendError),
+    #[error("cannot start the loop actor: {0}")]
+    Spawn(String),
+}
+
+/// Why an input was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error(
+        "input {input} rejected: {capacity} inputs already wait; submit again after a turn ends"
+    )]
+    QueueFull { input: InputId, capacity: usize },
+    #[error("the session is shut down")]
+    Closed,
+    #[error("cannot journal the input: {0}")]
+    Journal(#[from] AppendError),
+}
+
+/// Why a step group could not be committed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CommitError {
+    #[error("the turn is no longer the loop's running turn")]
+    NotRunning,
+    #[error("the loop actor stopped before the commit")]
+    ActorGone,
+    #[error("the journal refused the step: {0}")]
+    Journal(#[from] AppendError),
+}
+
+/// The session's actor has stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the session is shut down")]
+pub struct SessionClosed;
+
+/// Why [`crate::Session::run`] returned no report.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+    #[error(transparent)]
+    Lost(#[from] SubscriptionLost),
+    #[error("the session shut down before the turn ended")]
+    Closed,
+}

@@ -1,1 +1,0 @@
-//! Fan-out of events to subscribers (being written).

@@ -1,0 +1,316 @@
+//! Fan-out of one session's events to its subscribers.
+//!
+//! The loop actor publishes every event here: ephemeral ones as they happen, enduring ones
+//! only after the journal acknowledged them, in seq order (rule 2). Each subscriber has a
+//! bounded queue of its own, so a slow one never slows the publisher or the others.
+//!
+//! # Delivery guarantees
+//!
+//! * Every subscriber sees events in publish order: publishing is serialized by one lock,
+//!   which is held only for the non-blocking pushes.
+//! * A full queue drops an ephemeral event for that subscriber only (counted in
+//!   [`Subscription::missed`]). A full queue on an enduring event closes that subscription
+//!   with [`SubscriptionLost`], after it has delivered what was queued (rule 8).
+//! * [`Hub::subscribe_from`] reads the journal up to the last published seq, then follows
+//!   live, with no gap and no duplicate. Because the catch-up stops at what was published
+//!   before the live queue began, a step's deltas (queued live) can never come after that
+//!   step's `StepDone` (read from the journal), which keeps rule 3 on resumed subscriptions.
+//!
+//! # Decisions
+//!
+//! * A hub starts with the journal's last seq for its session as its last published seq, so
+//!   `subscribe_from` on a restored session replays the restored history even before the
+//!   first new event is published. If that read fails, the hub logs it, and until the first
+//!   enduring publish `subscribe_from` reads the whole journal tail instead, skipping live
+//!   duplicates by seq.
+//! * An enduring event published without a seq (a caller bug: it should be journaled first)
+//!   that overflows a queue reports `resume_from` as the seq after the last published one.
+
+mod queue;
+mod subscription;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use treadle_event::{Delivery, Event, EventFilter, SessionId};
+
+use crate::journal::{Journal, ReadError};
+
+pub use subscription::{Subscription, SubscriptionLost};
+
+use queue::{Queue, Rejected};
+
+/// How a [`Hub`] queues for its subscribers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubOptions {
+    /// Deliveries each subscriber may have waiting (default 4096, at least 1).
+    pub queue_capacity: usize,
+}
+
+impl Default for HubOptions {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 4096,
+        }
+    }
+}
+
+/// The event fan-out of one session. Cheap to clone; every clone is the same hub.
+///
+/// ```
+/// use std::sync::Arc;
+/// use futures::StreamExt;
+/// use treadle_event::{Event, EventFilter, EventKind, Header, SessionId};
+/// use treadle_session::hub::Hub;
+/// use treadle_session::journal::Journal;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let journal = Journal::open(dir.path().join("journal.redb"))?;
+/// let session = SessionId::new();
+/// let hub = Hub::new(session, journal.clone());
+///
+/// let mut live = hub.subscribe(EventFilter::all());
+///
+/// // Enduring events are journaled first, then published with their seq.
+/// let stopped = Event::new(
+///     Header::session(session),
+///     EventKind::SessionStopped { reason: "done".into() },
+/// );
+/// let seqs = journal.append(vec![stopped.clone()]).await?;
+/// hub.publish(Arc::new(stopped), Some(seqs[0]));
+/// hub.close();
+///
+/// let delivery = live.next().await.unwrap()?;
+/// assert_eq!(delivery.journal_seq, Some(1));
+/// assert!(live.next().await.is_none());
+///
+/// // A late reader catches up from the journal.
+/// let mut late = hub.subscribe_from(1, EventFilter::all())?;
+/// assert_eq!(late.next().await.unwrap()?.journal_seq, Some(1));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Hub {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    session: SessionId,
+    journal: Journal,
+    capacity: usize,
+    state: Mutex<State>,
+}
+
+struct State {
+    subscribers: Vec<Subscriber>,
+    /// The last enduring seq subscribers can have seen: the journal's last at creation,
+    /// then each enduring publish.
+    last_seq: Option<u64>,
+    /// The journal could not be read at creation, so `last_seq` may be too low.
+    seed_unknown: bool,
+    closed: bool,
+}
+
+struct Subscriber {
+    filter: EventFilter,
+    queue: Arc<Queue>,
+}
+
+impl Drop for Subscriber {
+    // Whether removed by close, by loss or with the hub, the subscription then ends after
+    // what it has queued.
+    fn drop(&mut self) {
+        self.queue.close(None);
+    }
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state();
+        f.debug_struct("Hub")
+            .field("session", &self.inner.session)
+            .field("subscribers", &state.subscribers.len())
+            .field("last_seq", &state.last_seq)
+            .field("closed", &state.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hub {
+    /// A hub for `session` with default options; `journal` serves catch-up reads.
+    pub fn new(session: SessionId, journal: Journal) -> Hub {
+        Self::with_options(session, journal, HubOptions::default())
+    }
+
+    /// A hub for `session`; `journal` serves catch-up reads.
+    pub fn with_options(session: SessionId, journal: Journal, options: HubOptions) -> Hub {
+        let (last_seq, seed_unknown) = match journal.last_seq(session) {
+            Ok(seq) => (seq, false),
+            Err(error) => {
+                tracing::warn!(%session, %error, "hub cannot read the journal's last seq");
+                (None, true)
+            }
+        };
+        Hub {
+            inner: Arc::new(Inner {
+                session,
+                journal,
+                capacity: options.queue_capacity.max(1),
+                state: Mutex::new(State {
+                    subscribers: Vec::new(),
+                    last_seq,
+                    seed_unknown,
+                    closed: false,
+                }),
+            }),
+        }
+    }
+
+    /// The session this hub serves.
+    pub fn session(&self) -> SessionId {
+        self.inner.session
+    }
+
+    /// Delivers `event` to every subscriber whose filter admits it. Never blocks on a
+    /// subscriber and never awaits.
+    ///
+    /// `seq` is the event's journal seq: `Some` for enduring events, which must be
+    /// published after the journal acknowledged them and in seq order; `None` for
+    /// ephemeral ones. Publishing after [`Hub::close`] does nothing.
+    pub fn publish(&self, event: Arc<Event>, seq: Option<u64>) {
+        let enduring = event.is_enduring();
+        let mut state = self.state();
+        if state.closed {
+            return;
+        }
+        if enduring && let Some(seq) = seq {
+            state.last_seq = Some(state.last_seq.map_or(seq, |last| last.max(seq)));
+        }
+        let resume_from = seq.unwrap_or_else(|| state.last_seq.map_or(1, |last| last + 1));
+        state.subscribers.retain(|subscriber| {
+            if !subscriber.filter.admits(&event) {
+                return true;
+            }
+            let delivery = Delivery {
+                event: Arc::clone(&event),
+                journal_seq: seq,
+            };
+            match subscriber.queue.try_push(delivery) {
+                Ok(()) => true,
+                Err(Rejected::Full) if !enduring => {
+                    subscriber.queue.count_missed();
+                    true
+                }
+                Err(Rejected::Full) => {
+                    subscriber.queue.close(Some(resume_from));
+                    false
+                }
+                Err(Rejected::Gone) => false,
+            }
+        });
+    }
+
+    /// Live events from now on, with no replay.
+    pub fn subscribe(&self, filter: EventFilter) -> Subscription {
+        self.register(filter).0
+    }
+
+    /// This session's journaled events with seq ≥ `from_seq` that `filter` admits, then live
+    /// events, with no gap and no duplicate even while events are being published.
+    pub fn subscribe_from(
+        &self,
+        from_seq: u64,
+        filter: EventFilter,
+    ) -> Result<Subscription, ReadError> {
+        let (subscription, through, seed_unknown) = self.register(filter.clone());
+        // Read after the live queue exists, and without the lock: everything up to
+        // `through` was published before the queue began, everything after comes through it.
+        let (events, through) = match (through, seed_unknown) {
+            (Some(through), _) => {
+                let events = if from_seq <= through {
+                    self.inner
+                        .journal
+                        .read_range(self.inner.session, from_seq..=through, None)?
+                } else {
+                    Vec::new()
+                };
+                (events, through)
+            }
+            // Nothing published and the journal's tail unknown: read all of it and let the
+            // live queue skip what the read already returned.
+            (None, true) => {
+                let events = self
+                    .inner
+                    .journal
+                    .read(self.inner.session, from_seq, None)?;
+                let read_through = events.last().map_or(0, |(seq, _)| *seq);
+                (events, read_through)
+            }
+            (None, false) => (Vec::new(), 0),
+        };
+        let catch_up: VecDeque<Delivery> = events
+            .into_iter()
+            .filter(|(_, event)| filter.admits(event))
+            .map(|(seq, event)| Delivery {
+                event: Arc::new(event),
+                journal_seq: Some(seq),
+            })
+            .collect();
+        Ok(subscription.with_catch_up(catch_up, through))
+    }
+
+    /// Ends every subscription after what is already queued; later publishes are ignored
+    /// and later subscriptions end at once (after their catch-up).
+    pub fn close(&self) {
+        let mut state = self.state();
+        state.closed = true;
+        state.subscribers.clear();
+    }
+
+    /// Whether [`Hub::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.state().closed
+    }
+
+    /// The seq of the last enduring event subscribers can have seen: the last published
+    /// one, or, before any, the last one the journal held for this session when the hub
+    /// was made.
+    pub fn last_published_seq(&self) -> Option<u64> {
+        self.state().last_seq
+    }
+
+    /// How many subscriptions are live. Dropped ones are noticed on the next publish that
+    /// reaches them.
+    pub fn subscriber_count(&self) -> usize {
+        self.state().subscribers.len()
+    }
+
+    /// Registers a live subscriber under the publish lock and notes the last seq as of that
+    /// moment.
+    fn register(&self, filter: EventFilter) -> (Subscription, Option<u64>, bool) {
+        let queue = Arc::new(Queue::new(self.inner.capacity));
+        let subscription = Subscription::new(Arc::clone(&queue));
+        let mut state = self.state();
+        if state.closed {
+            queue.close(None);
+        } else {
+            state.subscribers.push(Subscriber { filter, queue });
+        }
+        (subscription, state.last_seq, state.seed_unknown)
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent across a panic in a publish (nothing is half-updated
+        // that matters), so a poisoned lock is safe to keep using.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

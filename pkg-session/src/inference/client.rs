@@ -1,0 +1,276 @@
+//! [`ModelClient`]: one streamed chat completion per call, with deltas reported as they
+//! arrive and errors mapped to [`InferenceError`].
+
+use std::sync::Arc;
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_openai::error::{OpenAIError, StreamError};
+use futures::StreamExt;
+use serde_json::Value;
+use treadle_event::DeltaKind;
+
+use super::chunk::{Chunk, is_json};
+use super::config::{ApiKey, ModelConfig};
+use super::error::{BODY_LIMIT, ClientError, InferenceError, redact, truncate};
+use super::request::{InferenceRequest, build_body};
+use super::retry::{HttpFailure, RetryService};
+use super::stitch::{Completion, Stitcher};
+
+/// A client of one model at one OpenAI-compatible endpoint. Cheap to clone (one `Arc`);
+/// clones share the HTTP connection pool.
+///
+/// ```no_run
+/// use treadle_event::{DeltaKind, Message};
+/// use treadle_session::inference::{
+///     ApiKey, InferenceRequest, ModelClient, ModelConfig, RetryPolicy,
+/// };
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = ModelConfig::new("http://127.0.0.1:8080/v1", "qwen3")
+///     .with_api_key(ApiKey::from_env("LLAMA_API_KEY")?)
+///     .with_retry(RetryPolicy::default())
+///     .with_temperature(0.2);
+/// let client = ModelClient::new(config)?;
+/// let request = InferenceRequest {
+///     system: Some("Answer briefly.".into()),
+///     messages: vec![Message::user("What is 2 + 2?")],
+///     ..Default::default()
+/// };
+/// let completion = client
+///     .complete(&request, |kind, _index, piece| {
+///         if kind == DeltaKind::Text {
+///             print!("{piece}");
+///         }
+///     })
+///     .await?;
+/// println!("\n{} tokens, {}", completion.usage.total(), completion.finish_reason);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ModelClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client<OpenAIConfig>,
+    endpoint: String,
+    model: String,
+    api_key: Option<ApiKey>,
+    temperature: Option<f32>,
+}
+
+impl std::fmt::Debug for ModelClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelClient")
+            .field("endpoint", &self.inner.endpoint)
+            .field("model", &self.inner.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelClient {
+    /// Builds a client. Fails if the endpoint is not an http(s) URL, the key cannot be
+    /// sent in a header, or the HTTP client cannot be set up. No request is made.
+    pub fn new(config: ModelConfig) -> Result<Self, ClientError> {
+        // A trailing slash would make `.../v1//chat/completions`.
+        let endpoint = config.endpoint.trim().trim_end_matches('/').to_owned();
+        let key = config.api_key.as_ref().map(ApiKey::expose);
+        check_endpoint(&endpoint, key)?;
+        if let Some(key) = key
+            && reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err()
+        {
+            // async-openai would panic building the header; refuse the key here instead.
+            return Err(ClientError::InvalidApiKey {
+                endpoint: redact(endpoint, Some(key)),
+            });
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .build()
+            .map_err(|e| ClientError::Http {
+                endpoint: redact(endpoint.clone(), key),
+                detail: redact(e.to_string(), key),
+            })?;
+        // Explicit values for everything OpenAIConfig would otherwise read from OPENAI_*
+        // variables: a key meant for OpenAI must not go to another endpoint.
+        let openai = OpenAIConfig::new()
+            .with_api_base(endpoint.clone())
+            .with_api_key(key.unwrap_or_default())
+            .with_org_id("")
+            .with_project_id("");
+        let service = RetryService::new(
+            http,
+            config.retry,
+            key.is_none(),
+            Arc::from(endpoint.as_str()),
+        );
+        let client = Client::with_config(openai).with_http_service(service);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                endpoint,
+                model: config.model,
+                api_key: config.api_key,
+                temperature: config.temperature,
+            }),
+        })
+    }
+
+    /// The endpoint's base URL (without a trailing slash).
+    pub fn endpoint(&self) -> &str {
+        &self.inner.endpoint
+    }
+
+    /// The configured model name.
+    pub fn model(&self) -> &str {
+        &self.inner.model
+    }
+
+    /// The exact JSON body [`ModelClient::complete`] sends for `request`.
+    pub fn body(&self, request: &InferenceRequest) -> Value {
+        build_body(&self.inner.model, self.inner.temperature, request)
+    }
+
+    /// Streams one completion of `request`.
+    ///
+    /// `on_delta(kind, index, piece)` is called synchronously for every non-empty piece of
+    /// text, reasoning or tool-call arguments as it arrives (`index` is `Some` only for
+    /// tool-call arguments and names the call), all before this returns.
+    ///
+    /// Connection errors and HTTP 408, 429 and 5xx are retried by the configured policy
+    /// before the response starts; once it starts, any failure is returned. Dropping the
+    /// future closes the connection.
+    pub async fn complete<F>(
+        &self,
+        request: &InferenceRequest,
+        on_delta: F,
+    ) -> Result<Completion, InferenceError>
+    where
+        F: FnMut(DeltaKind, Option<u32>, &str) + Send,
+    {
+        let body = self.body(request);
+        self.complete_body(&body, on_delta).await
+    }
+
+    /// Like [`ModelClient::complete`], but sends `body` as given: for callers that let
+    /// hooks see or change the body from [`ModelClient::body`] before it is sent. The body
+    /// must ask for streaming (`"stream": true`).
+    pub async fn complete_body<F>(
+        &self,
+        body: &Value,
+        mut on_delta: F,
+    ) -> Result<Completion, InferenceError>
+    where
+        F: FnMut(DeltaKind, Option<u32>, &str) + Send,
+    {
+        let mut stream = self
+            .inner
+            .client
+            .chat()
+            .create_stream_byot::<&Value, Chunk>(body)
+            .await
+            .map_err(|e| self.open_error(e))?;
+        let mut stitcher = Stitcher::default();
+        while let Some(item) = stream.next().await {
+            let chunk = item.map_err(|e| self.stream_error(e))?;
+            stitcher
+                .push(chunk, &mut on_delta)
+                .map_err(|detail| InferenceError::Remote {
+                    endpoint: self.inner.endpoint.clone(),
+                    detail: self.clean(detail),
+                })?;
+        }
+        stitcher
+            .finish(&self.inner.model)
+            .ok_or_else(|| InferenceError::StreamCut {
+                endpoint: self.inner.endpoint.clone(),
+                detail: "no chunk carried a finish_reason".to_owned(),
+            })
+    }
+
+    /// Maps a failure to get a response.
+    fn open_error(&self, error: OpenAIError) -> InferenceError {
+        let endpoint = self.inner.endpoint.clone();
+        match error {
+            OpenAIError::Boxed(boxed) => match boxed.downcast::<HttpFailure>() {
+                Ok(failure) => match *failure {
+                    HttpFailure::Status { status, body } => InferenceError::Status {
+                        endpoint,
+                        status,
+                        body: self.clean(body),
+                    },
+                    HttpFailure::Connect { detail } => InferenceError::Connect {
+                        endpoint,
+                        detail: self.clean(detail),
+                    },
+                    HttpFailure::Transport { detail } => InferenceError::Transport {
+                        endpoint,
+                        detail: self.clean(detail),
+                    },
+                },
+                Err(other) => InferenceError::Transport {
+                    endpoint,
+                    detail: self.clean(other.to_string()),
+                },
+            },
+            other => InferenceError::Transport {
+                endpoint,
+                detail: self.clean(other.to_string()),
+            },
+        }
+    }
+
+    /// Maps a failure after the response started.
+    fn stream_error(&self, error: OpenAIError) -> InferenceError {
+        let endpoint = self.inner.endpoint.clone();
+        match error {
+            OpenAIError::JSONDeserialize(parse, data) => {
+                let what = if is_json(&data) {
+                    "unexpected shape"
+                } else {
+                    "not JSON"
+                };
+                InferenceError::Malformed {
+                    endpoint,
+                    detail: self.clean(format!("{what} ({parse}): {data}")),
+                }
+            }
+            // The body broke off (connection reset, truncated chunked encoding): the
+            // answer is incomplete, whatever the transport said.
+            OpenAIError::StreamError(stream) => match *stream {
+                StreamError::EventStream(detail) => InferenceError::StreamCut {
+                    endpoint,
+                    detail: self.clean(detail),
+                },
+                other => InferenceError::Malformed {
+                    endpoint,
+                    detail: self.clean(other.to_string()),
+                },
+            },
+            other => InferenceError::Transport {
+                endpoint,
+                detail: self.clean(other.to_string()),
+            },
+        }
+    }
+
+    /// Removes the key from text headed for an error, and bounds its length.
+    fn clean(&self, text: String) -> String {
+        let key = self.inner.api_key.as_ref().map(ApiKey::expose);
+        truncate(redact(text, key), BODY_LIMIT)
+    }
+}
+
+fn check_endpoint(endpoint: &str, key: Option<&str>) -> Result<(), ClientError> {
+    let invalid = |detail: String| ClientError::InvalidEndpoint {
+        endpoint: redact(endpoint.to_owned(), key),
+        detail,
+    };
+    let url = reqwest::Url::parse(endpoint).map_err(|e| invalid(e.to_string()))?;
+    match url.scheme() {
+        "http" | "https" => Ok(()),
+        other => Err(invalid(format!("scheme {other:?} is not http or https"))),
+    }
+}

@@ -1,0 +1,162 @@
+//! Client configuration: endpoint, model, API key (kept secret) and retry policy.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::error::MissingApiKey;
+
+/// An API key. Its `Debug` and `Display` print `***`, so it cannot leak through logs or
+/// error messages by formatting; only [`ApiKey::expose`] reveals it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key.
+    pub fn new(key: String) -> Self {
+        Self(key)
+    }
+
+    /// Reads a key from the environment variable `var`, trimming surrounding whitespace
+    /// (a key read from a file often ends in a newline); unset, empty and non-Unicode
+    /// values are all [`MissingApiKey`].
+    pub fn from_env(var: &str) -> Result<Self, MissingApiKey> {
+        match std::env::var(var) {
+            Ok(key) if !key.trim().is_empty() => Ok(Self(key.trim().to_owned())),
+            _ => Err(MissingApiKey {
+                var: var.to_owned(),
+            }),
+        }
+    }
+
+    /// The key itself, for the `Authorization` header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// When and how often a request is retried before its response arrives.
+///
+/// Retried: connection errors (refused, reset, timed out) and HTTP 408, 429 and 5xx.
+/// Never retried: anything after the first byte of a successful response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (so at most `max_retries + 1` requests).
+    pub max_retries: u32,
+    /// The first backoff; each retry doubles it, with jitter.
+    pub base_delay: Duration,
+    /// Cap of any single wait, including one a `Retry-After` header asks for.
+    pub max_delay: Duration,
+}
+
+impl RetryPolicy {
+    /// No retries at all.
+    pub fn none() -> Self {
+        Self {
+            max_retries: 0,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 3,
+            base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Everything a [`ModelClient`](super::ModelClient) needs to reach a model.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// Base URL of the OpenAI-compatible API, e.g. `http://127.0.0.1:8080/v1`;
+    /// `/chat/completions` is appended.
+    pub endpoint: String,
+    /// The model name sent in every request.
+    pub model: String,
+    /// Sent as `Authorization: Bearer <key>`; without one no `Authorization` header is
+    /// sent (local servers need none).
+    pub api_key: Option<ApiKey>,
+    /// Retries before the response.
+    pub retry: RetryPolicy,
+    /// Sampling temperature; the server's default when `None`.
+    pub temperature: Option<f32>,
+    /// How long to wait for a TCP (and TLS) connection.
+    pub connect_timeout: Duration,
+}
+
+impl ModelConfig {
+    /// A configuration with no key, the default retry policy, the server's temperature
+    /// and a 10 s connect timeout.
+    pub fn new(endpoint: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            endpoint: endpoint.into(),
+            model: model.into(),
+            api_key: None,
+            retry: RetryPolicy::default(),
+            temperature: None,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Sets the API key.
+    #[must_use]
+    pub fn with_api_key(mut self, key: ApiKey) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+
+    /// Sets the retry policy.
+    #[must_use]
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the sampling temperature.
+    #[must_use]
+    pub fn with_temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// Sets the connect timeout.
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_never_formats() {
+        let key = ApiKey::new("sk-secret".into());
+        assert_eq!(format!("{key} {key:?}"), "*** ***");
+        let config = ModelConfig::new("http://x", "m").with_api_key(key);
+        assert!(!format!("{config:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn missing_env_key() {
+        let err = ApiKey::from_env("TREADLE_TEST_SURELY_UNSET_KEY_VAR");
+        assert!(err.is_err());
+    }
+}

@@ -1,0 +1,223 @@
+//! Typed errors of the inference client: building it, and running one completion.
+
+use std::fmt;
+
+/// How many characters of an error body an [`InferenceError::Status`] keeps.
+pub(crate) const BODY_LIMIT: usize = 500;
+
+/// Why a [`ModelClient`](super::ModelClient) could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The endpoint is not an `http://` or `https://` URL.
+    #[error("invalid endpoint {endpoint:?}: {detail}")]
+    InvalidEndpoint {
+        /// The endpoint as configured.
+        endpoint: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The API key cannot be sent in an HTTP header (it holds control characters).
+    #[error("the API key for {endpoint} contains characters not allowed in an HTTP header")]
+    InvalidApiKey {
+        /// The endpoint the key was meant for.
+        endpoint: String,
+    },
+    /// The HTTP client could not be set up (for example, no TLS backend).
+    #[error("cannot set up the HTTP client for {endpoint}: {detail}")]
+    Http {
+        /// The endpoint as configured.
+        endpoint: String,
+        /// The underlying cause.
+        detail: String,
+    },
+}
+
+/// An API key variable that is not set (or is empty, or not Unicode).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {var} holds no API key (unset, empty or not Unicode)")]
+pub struct MissingApiKey {
+    /// The variable that was read.
+    pub var: String,
+}
+
+/// Why one completion failed. Every message names the endpoint and the cause; none
+/// contains the API key (it is replaced by `***` if a server echoes it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InferenceError {
+    /// No HTTP response: connection refused, DNS failure, connect timeout, connection
+    /// reset before the response head. Retried before it is reported.
+    #[error("cannot reach {endpoint}: {detail}")]
+    Connect {
+        /// The base URL of the endpoint.
+        endpoint: String,
+        /// The root cause, e.g. `connection refused`.
+        detail: String,
+    },
+    /// The server answered with a non-success HTTP status (after retries, if the status
+    /// is retryable).
+    #[error("{endpoint} answered HTTP {status}{}{}", reason(.status), body_suffix(.body))]
+    Status {
+        /// The base URL of the endpoint.
+        endpoint: String,
+        /// The HTTP status code.
+        status: u16,
+        /// The response body, cut to about 500 characters.
+        body: String,
+    },
+    /// A stream chunk was not valid JSON, or JSON of a shape no chat-completions server
+    /// sends (for example `choices` as a string).
+    #[error("{endpoint} sent a chunk that is not valid JSON: {detail}")]
+    Malformed {
+        /// The base URL of the endpoint.
+        endpoint: String,
+        /// The parse error and the start of the offending data.
+        detail: String,
+    },
+    /// The stream ended (cleanly or by a broken connection) before any chunk carried a
+    /// `finish_reason`.
+    #[error("the stream from {endpoint} ended before the answer finished: {detail}")]
+    StreamCut {
+        /// The base URL of the endpoint.
+        endpoint: String,
+        /// What ended it.
+        detail: String,
+    },
+    /// The server put an `error` object in the stream (as OpenRouter and vLLM do when a
+    /// generation fails after the response started).
+    #[error("{endpoint} reported an error in the stream: {detail}")]
+    Remote {
+        /// The base URL of the endpoint.
+        endpoint: String,
+        /// The error object as the server sent it.
+        detail: String,
+    },
+    /// Any other failure of the HTTP exchange (TLS, protocol, request building).
+    #[error("transport error talking to {endpoint}: {detail}")]
+    Transport {
+        /// The base URL of the endpoint.
+        endpoint: String,
+        /// The underlying cause.
+        detail: String,
+    },
+}
+
+impl InferenceError {
+    /// The HTTP status, for [`InferenceError::Status`].
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The endpoint the error is about.
+    pub fn endpoint(&self) -> &str {
+        match self {
+            Self::Connect { endpoint, .. }
+            | Self::Status { endpoint, .. }
+            | Self::Malformed { endpoint, .. }
+            | Self::StreamCut { endpoint, .. }
+            | Self::Remote { endpoint, .. }
+            | Self::Transport { endpoint, .. } => endpoint,
+        }
+    }
+
+    /// Whether this kind of failure happens before the first byte of an answer and is
+    /// worth retrying: connection errors and HTTP 408, 429 and 5xx. The client has already
+    /// retried these up to its policy's `max_retries` before reporting them; this tells a
+    /// caller whether trying again later may help.
+    pub fn is_retryable_before_first_byte(&self) -> bool {
+        match self {
+            Self::Connect { .. } => true,
+            Self::Status { status, .. } => is_retryable_status(*status),
+            _ => false,
+        }
+    }
+}
+
+/// HTTP statuses worth another attempt: request timeout, rate limit, server errors.
+pub(crate) fn is_retryable_status(status: u16) -> bool {
+    status == 408 || status == 429 || (500..600).contains(&status)
+}
+
+fn reason(status: &u16) -> String {
+    reqwest::StatusCode::from_u16(*status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .map(|r| format!(" {r}"))
+        .unwrap_or_default()
+}
+
+fn body_suffix(body: &str) -> BodySuffix<'_> {
+    BodySuffix(body)
+}
+
+/// Displays `: body` or nothing, so an empty body does not leave a dangling colon.
+struct BodySuffix<'a>(&'a str);
+
+impl fmt::Display for BodySuffix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            write!(f, ": {}", self.0)
+        }
+    }
+}
+
+/// Cuts `text` to at most `limit` characters (on a char boundary), marking the cut.
+pub(crate) fn truncate(mut text: String, limit: usize) -> String {
+    if let Some((cut, _)) = text.char_indices().nth(limit) {
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
+/// Replaces every occurrence of `secret` in `text` by `***`. Servers sometimes echo the
+/// key they rejected ("Incorrect API key provided: sk-...") and errors end up in logs.
+pub(crate) fn redact(text: String, secret: Option<&str>) -> String {
+    match secret {
+        // Keys shorter than 4 characters would redact ordinary words; they are not real
+        // keys and not worth hiding at that cost.
+        Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "***"),
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_display_names_reason_and_body() {
+        let e = InferenceError::Status {
+            endpoint: "http://x/v1".into(),
+            status: 401,
+            body: "nope".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "http://x/v1 answered HTTP 401 Unauthorized: nope"
+        );
+        let e = InferenceError::Status {
+            endpoint: "http://x/v1".into(),
+            status: 599,
+            body: String::new(),
+        };
+        assert_eq!(e.to_string(), "http://x/v1 answered HTTP 599");
+    }
+
+    #[test]
+    fn truncate_and_redact() {
+        assert_eq!(truncate("héllo".into(), 2), "hé…");
+        assert_eq!(truncate("hi".into(), 2), "hi");
+        assert_eq!(
+            redact("key sk-123 bad".into(), Some("sk-123")),
+            "key *** bad"
+        );
+        assert_eq!(redact("a".into(), Some("a")), "a");
+    }
+}

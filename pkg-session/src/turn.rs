@@ -1,0 +1,308 @@
+//! The turn task: answers one input, step by step, outside the loop actor.
+//!
+//! A step streams one model response, runs its tool batch, and asks the actor to commit
+//! the group. The turn owns the staged messages of the step in flight; they are dropped if
+//! the step fails or is interrupted, so a discarded step leaves no trace in the history
+//! (rule 4). Hooks are begun and finished here, in the order of rule 5.
+
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use ractor::rpc::CallResult;
+use tokio_util::sync::CancellationToken;
+use treadle_event::{EventKind, Message, StepId, Usage};
+use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
+
+use crate::actor::{LoopMsg, StepCommit};
+use crate::batch::{self, BatchOutcome, Call};
+use crate::context::{LoopContext, TurnCoords};
+use crate::error::CommitError;
+use crate::inference::InferenceRequest;
+
+/// How a turn ends, before it becomes a terminal event.
+enum End {
+    Done(String),
+    Failed(String),
+    Interrupted(String),
+}
+
+/// How a step ends.
+enum StepEnd {
+    /// Committed; `Some(text)` when the step was the final, text-only answer.
+    Committed(Option<String>),
+    Discarded(End),
+}
+
+struct Turn {
+    ctx: Arc<LoopContext>,
+    actor: ActorRef<LoopMsg>,
+    coords: TurnCoords,
+    cancel: CancellationToken,
+    request: InferenceRequest,
+    usage: Usage,
+    steps: u32,
+}
+
+pub(crate) async fn run(
+    ctx: Arc<LoopContext>,
+    actor: ActorRef<LoopMsg>,
+    coords: TurnCoords,
+    index: u32,
+    history: Vec<Message>,
+    input: String,
+    cancel: CancellationToken,
+) {
+    let request = InferenceRequest {
+        system: ctx.system.clone(),
+        messages: history,
+        tools: ctx.tools.specs().to_vec(),
+        tool_choice: None,
+    };
+    let mut turn = Turn {
+        ctx,
+        actor,
+        coords,
+        cancel,
+        request,
+        usage: Usage::default(),
+        steps: 0,
+    };
+    let end = turn.drive(index, input).await;
+    let (usage, steps) = (turn.usage, turn.steps);
+    let terminal = match end {
+        End::Done(text) => EventKind::TurnDone { text, steps, usage },
+        End::Failed(error) => EventKind::TurnFailed {
+            error,
+            steps,
+            usage,
+        },
+        End::Interrupted(reason) => EventKind::TurnInterrupted {
+            reason,
+            steps,
+            usage,
+        },
+    };
+    // If the actor is gone the session is shutting down and nobody waits for this.
+    let _ = turn.actor.cast(LoopMsg::TurnEnded { coords, terminal });
+}
+
+impl Turn {
+    fn hook_call(&self, op: Operation, step: Option<StepId>, payload: Payload) -> HookCall {
+        HookCall {
+            op,
+            session: self.ctx.session,
+            loop_id: self.ctx.loop_id,
+            turn: Some(self.coords.turn),
+            step,
+            payload,
+        }
+    }
+
+    async fn begin(
+        &self,
+        op: Operation,
+        step: Option<StepId>,
+        payload: impl FnOnce() -> Payload,
+    ) -> Result<Option<Active>, treadle_hook::Denied> {
+        if self.ctx.hooks.is_empty() {
+            return Ok(None);
+        }
+        let call = self.hook_call(op, step, payload());
+        self.ctx.hooks.begin(call).await.map(Some)
+    }
+
+    async fn drive(&mut self, index: u32, input: String) -> End {
+        let turn_hook = match self
+            .begin(Operation::Turn, None, || Payload::Turn { index, input })
+            .await
+        {
+            Ok(active) => active,
+            Err(denied) => return End::Failed(denied.to_string()),
+        };
+        let end = self.steps().await;
+        if let Some(active) = turn_hook {
+            active.finish(outcome_of(&end), None).await;
+        }
+        end
+    }
+
+    async fn steps(&mut self) -> End {
+        loop {
+            if self.cancel.is_cancelled() {
+                return End::Interrupted("interrupted".into());
+            }
+            if self.steps >= self.ctx.max_steps {
+                return End::Failed(format!(
+                    "the turn used its limit of {} steps without a final answer",
+                    self.ctx.max_steps
+                ));
+            }
+            let step = StepId::new();
+            let index = self.steps;
+            let step_hook = match self
+                .begin(Operation::Step, Some(step), || Payload::Step { index })
+                .await
+            {
+                Ok(active) => active,
+                Err(denied) => return End::Failed(denied.to_string()),
+            };
+            let end = self.step(step, index).await;
+            if let Some(active) = step_hook {
+                let outcome = match &end {
+                    StepEnd::Committed(_) => Outcome::Completed,
+                    StepEnd::Discarded(end) => match outcome_of(end) {
+                        Outcome::Completed => Outcome::Failed {
+                            error: "discarded".into(),
+                        },
+                        other => other,
+                    },
+                };
+                active.finish(outcome, None).await;
+            }
+            match end {
+                StepEnd::Committed(Some(text)) => return End::Done(text),
+                StepEnd::Committed(None) => {}
+                StepEnd::Discarded(end) => return end,
+            }
+        }
+    }
+
+    async fn step(&mut self, step: StepId, index: u32) -> StepEnd {
+        let ctx = self.ctx.clone();
+        let inference_hook = match self
+            .begin(Operation::Inference, Some(step), || Payload::Inference {
+                model: ctx.client.model().to_owned(),
+                request: ctx.client.body(&self.request),
+            })
+            .await
+        {
+            Ok(active) => active,
+            Err(denied) => return StepEnd::Discarded(End::Failed(denied.to_string())),
+        };
+
+        let header = ctx.turn_header(self.coords, Some(step));
+        let on_delta = |kind, index, text: &str| {
+            ctx.emit(
+                header.clone(),
+                EventKind::TokenDelta {
+                    kind,
+                    index,
+                    text: text.to_owned(),
+                },
+            );
+        };
+        let result = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => None,
+            result = ctx.client.complete(&self.request, on_delta) => Some(result),
+        };
+        let completion = match result {
+            None => {
+                finish(inference_hook, Outcome::Canceled, None).await;
+                return StepEnd::Discarded(End::Interrupted("interrupted".into()));
+            }
+            Some(Err(error)) => {
+                let error = error.to_string();
+                let outcome = Outcome::Failed {
+                    error: error.clone(),
+                };
+                finish(inference_hook, outcome, None).await;
+                return StepEnd::Discarded(End::Failed(error));
+            }
+            Some(Ok(completion)) => completion,
+        };
+        if inference_hook.is_some() {
+            let output = serde_json::to_value(&completion.message).ok();
+            finish(inference_hook, Outcome::Completed, output).await;
+        }
+
+        let assistant = completion.message;
+        let calls: Vec<Call> = assistant
+            .tool_uses()
+            .map(|(id, name, arguments)| Call {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                arguments: arguments.to_owned(),
+            })
+            .collect();
+        let final_text = calls.is_empty().then(|| assistant.text_content());
+        let mut messages = vec![assistant];
+        if !calls.is_empty() {
+            match batch::run_batch(&ctx, self.coords, step, calls, &self.cancel).await {
+                BatchOutcome::Done(results) => messages.push(results),
+                BatchOutcome::Canceled => {
+                    return StepEnd::Discarded(End::Interrupted("interrupted".into()));
+                }
+            }
+        }
+
+        let commit = StepCommit {
+            step,
+            index,
+            messages: messages.clone(),
+            usage: completion.usage,
+            model: completion.model,
+        };
+        if let Err(error) = self.commit(step, commit).await {
+            return StepEnd::Discarded(End::Failed(error.to_string()));
+        }
+        self.request.messages.extend(messages);
+        self.usage += completion.usage;
+        self.steps += 1;
+        StepEnd::Committed(final_text)
+    }
+
+    /// Asks the actor to journal and commit the step's group, around the journal-append
+    /// hooks (the step.commit point of rule 5).
+    async fn commit(&self, step: StepId, commit: StepCommit) -> Result<(), CommitError> {
+        let hook = self
+            .begin(Operation::JournalAppend, Some(step), || {
+                Payload::JournalAppend {
+                    events: vec!["step_done".into()],
+                }
+            })
+            .await
+            .ok()
+            .flatten();
+        let coords = self.coords;
+        let reply = self
+            .actor
+            .call(
+                |reply| LoopMsg::Commit {
+                    coords,
+                    commit,
+                    reply,
+                },
+                None,
+            )
+            .await;
+        let result = match reply {
+            Ok(CallResult::Success(result)) => result,
+            _ => Err(CommitError::ActorGone),
+        };
+        let outcome = match &result {
+            Ok(()) => Outcome::Completed,
+            Err(error) => Outcome::Failed {
+                error: error.to_string(),
+            },
+        };
+        finish(hook, outcome, None).await;
+        result
+    }
+}
+
+async fn finish(active: Option<Active>, outcome: Outcome, output: Option<serde_json::Value>) {
+    if let Some(active) = active {
+        active.finish(outcome, output).await;
+    }
+}
+
+fn outcome_of(end: &End) -> Outcome {
+    match end {
+        End::Done(_) => Outcome::Completed,
+        End::Failed(error) => Outcome::Failed {
+            error: error.clone(),
+        },
+        End::Interrupted(_) => Outcome::Canceled,
+    }
+}

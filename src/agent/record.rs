@@ -1,0 +1,217 @@
+//! What an agent step leaves behind: its [`AgentOutcome`], the [`RecordedCall`]s it made,
+//! and how they are read back from a session's committed history.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use treadle_event::{Block, Message, Role, Usage};
+
+use super::cost::Cost;
+
+/// One tool call the agent made, with the result it read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedCall {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as JSON. Arguments that were not valid JSON are kept as a JSON string
+    /// holding the raw text, so nothing the model wrote is lost.
+    pub arguments: serde_json::Value,
+    /// The result the model read (or the error message, when `is_error`).
+    pub result: String,
+    /// Whether the call failed or was refused.
+    pub is_error: bool,
+}
+
+/// How an agent step ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum AgentStatus {
+    /// The turn ended with an answer (and a valid verdict, when verdicts were asked for).
+    Succeeded,
+    /// The model, the endpoint or the session failed the turn.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+    /// A token budget was spent; no further model call was made.
+    BudgetExceeded {
+        /// Tokens spent when the next call was refused.
+        spent: u64,
+        /// The budget that was reached.
+        limit: u64,
+        /// Which budget: `step` or `job`.
+        scope: String,
+    },
+    /// Verdicts were asked for and the agent did not give a valid one, even when reminded.
+    NoVerdict {
+        /// The verdicts it was asked to pick from.
+        allowed: Vec<String>,
+    },
+    /// The step was cancelled (Ctrl-C or its timeout) while the turn ran.
+    Interrupted {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl AgentStatus {
+    /// Whether the step succeeded.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Self::Succeeded)
+    }
+
+    /// A one-line reason for a failure, `None` on success.
+    pub fn error(&self) -> Option<String> {
+        match self {
+            Self::Succeeded => None,
+            Self::Failed { error } => Some(error.clone()),
+            Self::BudgetExceeded {
+                spent,
+                limit,
+                scope,
+            } => Some(format!(
+                "{scope} token budget spent ({spent} of {limit} tokens); no further model call was made"
+            )),
+            Self::NoVerdict { allowed } => Some(format!(
+                "the agent did not call the verdict tool with one of: {}",
+                allowed.join(", ")
+            )),
+            Self::Interrupted { reason } => Some(format!("interrupted: {reason}")),
+        }
+    }
+}
+
+/// Everything the executor records about one agent step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentOutcome {
+    /// The agent's final answer (the text of its last message). Asserts on `stdout` check it.
+    pub text: String,
+    /// The verdict it picked, when verdicts were asked for and it gave a valid one.
+    pub verdict: Option<String>,
+    /// The reason it gave with the verdict.
+    pub verdict_reason: Option<String>,
+    /// Every tool call, in the order they were made (the verdict call included).
+    pub tool_calls: Vec<RecordedCall>,
+    /// Tokens spent by every model call of the step.
+    pub usage: Usage,
+    /// The model that served, as the endpoint named it (the configured name when it named
+    /// none).
+    pub model: String,
+    /// What the usage cost.
+    pub cost: Cost,
+    /// Model calls committed.
+    pub steps: u32,
+    /// How the step ended.
+    pub status: AgentStatus,
+}
+
+/// Reads the tool calls out of a committed history: each `ToolUse` block paired with the
+/// `ToolResult` that answers it.
+pub(crate) fn calls_from_history(history: &[Message]) -> Vec<RecordedCall> {
+    let mut results: HashMap<&str, (&str, bool)> = HashMap::new();
+    for message in history.iter().filter(|m| m.role == Role::Tool) {
+        for block in &message.content {
+            if let Block::ToolResult {
+                call_id,
+                content,
+                is_error,
+            } = block
+            {
+                results.insert(call_id.as_str(), (content.as_str(), *is_error));
+            }
+        }
+    }
+    history
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .flat_map(Message::tool_uses)
+        .map(|(id, name, arguments)| {
+            let (result, is_error) = results.get(id).copied().unwrap_or(("", true));
+            RecordedCall {
+                name: name.to_owned(),
+                arguments: parse_arguments(arguments),
+                result: result.to_owned(),
+                is_error,
+            }
+        })
+        .collect()
+}
+
+/// Parses a call's raw argument text; an empty text is an empty object, as endpoints send
+/// for tools without parameters.
+pub(crate) fn parse_arguments(raw: &str) -> serde_json::Value {
+    if raw.trim().is_empty() {
+        return serde_json::Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn pairs_calls_with_results_in_order() {
+        let history = vec![
+            Message::user("go"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    Block::ToolUse {
+                        id: "a".into(),
+                        name: "read_file".into(),
+                        arguments: r#"{"path":"x"}"#.into(),
+                    },
+                    Block::ToolUse {
+                        id: "b".into(),
+                        name: "list_dir".into(),
+                        arguments: String::new(),
+                    },
+                ],
+            },
+            Message {
+                role: Role::Tool,
+                content: vec![
+                    Block::ToolResult {
+                        call_id: "b".into(),
+                        content: "f.txt".into(),
+                        is_error: false,
+                    },
+                    Block::ToolResult {
+                        call_id: "a".into(),
+                        content: "no file".into(),
+                        is_error: true,
+                    },
+                ],
+            },
+        ];
+        let calls = calls_from_history(&history);
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].name, "read_file");
+        assert_eq!(calls[0].arguments, json!({"path": "x"}));
+        assert!(calls[0].is_error);
+        assert_eq!(calls[1].arguments, json!({}));
+        assert_eq!(calls[1].result, "f.txt");
+    }
+
+    #[test]
+    fn keeps_broken_arguments_as_text() {
+        assert_eq!(parse_arguments("{oops"), json!("{oops"));
+    }
+
+    #[test]
+    fn statuses_explain_themselves() {
+        let budget = AgentStatus::BudgetExceeded {
+            spent: 120,
+            limit: 100,
+            scope: "step".into(),
+        };
+        assert_eq!(
+            budget.error().unwrap_or_default(),
+            "step token budget spent (120 of 100 tokens); no further model call was made"
+        );
+        assert!(AgentStatus::Succeeded.error().is_none());
+    }
+}

@@ -1,0 +1,181 @@
+//! The `verdict` tool: how an agent step with `verdicts:` makes its enumerated choice.
+//!
+//! The tool's argument schema lists the allowed verdicts as an enum, so a model that honours
+//! schemas can only pick one of them; a model that does not is told which ones exist and can
+//! call again. The last valid call wins, so a model may change its mind within the turn.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{Value, json};
+use treadle_session::{Tool, ToolError};
+
+/// The name the verdict tool is offered under.
+pub const VERDICT_TOOL: &str = "verdict";
+
+/// A verdict the agent gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    /// One of the allowed verdicts.
+    pub verdict: String,
+    /// The reason the agent gave (empty when it gave none).
+    pub reason: String,
+}
+
+/// Where the verdict tool puts the agent's choice, shared with the step that reads it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct VerdictSlot(Arc<Mutex<Option<Chosen>>>);
+
+impl VerdictSlot {
+    pub(crate) fn get(&self) -> Option<Chosen> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, chosen: Chosen) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(chosen);
+    }
+}
+
+/// The tool itself.
+pub(crate) struct VerdictTool {
+    allowed: Vec<String>,
+    description: String,
+    slot: VerdictSlot,
+}
+
+impl VerdictTool {
+    pub(crate) fn new(allowed: Vec<String>, slot: VerdictSlot) -> Self {
+        let description = format!(
+            "Record your decision. You must call this exactly once before you finish, with one of: {}.",
+            allowed.join(", ")
+        );
+        Self {
+            allowed,
+            description,
+            slot,
+        }
+    }
+}
+
+/// The text that asks an agent for its verdict when a turn ended without one.
+pub(crate) fn reminder(allowed: &[String]) -> String {
+    format!(
+        "You must call the {VERDICT_TOOL} tool with one of: {}.",
+        allowed.join(", ")
+    )
+}
+
+#[async_trait::async_trait]
+impl Tool for VerdictTool {
+    fn name(&self) -> &str {
+        VERDICT_TOOL
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "verdict": {
+                    "type": "string",
+                    "enum": self.allowed,
+                    "description": "Your decision."
+                },
+                "reason": {
+                    "type": "string",
+                    "description": "One or two sentences on why."
+                }
+            },
+            "required": ["verdict", "reason"],
+            "additionalProperties": false
+        })
+    }
+
+    async fn call(&self, arguments: Value) -> Result<String, ToolError> {
+        let allowed = self.allowed.join(", ");
+        let verdict = arguments
+            .get(VERDICT_TOOL)
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ToolError::new(format!(
+                    "give \"verdict\" as a string, one of: {allowed}"
+                ))
+            })?;
+        if !self.allowed.iter().any(|a| a == verdict) {
+            return Err(ToolError::new(format!(
+                "{verdict:?} is not an allowed verdict; use one of: {allowed}"
+            )));
+        }
+        // A missing reason is accepted: the choice is what routes the plan, and refusing it
+        // over a missing explanation would only cost another model call.
+        let reason = arguments
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        self.slot.set(Chosen {
+            verdict: verdict.to_owned(),
+            reason: reason.to_owned(),
+        });
+        Ok(format!("verdict recorded: {verdict}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool() -> (VerdictTool, VerdictSlot) {
+        let slot = VerdictSlot::default();
+        let tool = VerdictTool::new(vec!["approve".into(), "reject".into()], slot.clone());
+        (tool, slot)
+    }
+
+    #[test]
+    fn schema_enumerates_the_verdicts() {
+        let (tool, _) = tool();
+        let schema = tool.parameters();
+        assert_eq!(schema["properties"]["verdict"]["enum"], json!(["approve", "reject"]));
+        assert_eq!(schema["properties"]["reason"]["type"], "string");
+        assert!(tool.description().contains("approve, reject"));
+    }
+
+    #[tokio::test]
+    async fn records_a_valid_verdict_and_refuses_others() {
+        let (tool, slot) = tool();
+        let err = tool
+            .call(json!({"verdict": "maybe", "reason": "x"}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.0,
+            "\"maybe\" is not an allowed verdict; use one of: approve, reject"
+        );
+        assert!(tool.call(json!({"reason": "x"})).await.is_err());
+        assert_eq!(slot.get(), None);
+
+        tool.call(json!({"verdict": "reject", "reason": "risky"}))
+            .await
+            .unwrap();
+        tool.call(json!({"verdict": "approve"})).await.unwrap();
+        assert_eq!(
+            slot.get(),
+            Some(Chosen {
+                verdict: "approve".into(),
+                reason: String::new()
+            })
+        );
+    }
+
+    #[test]
+    fn reminder_names_the_choices() {
+        assert_eq!(
+            reminder(&["approve".into(), "reject".into()]),
+            "You must call the verdict tool with one of: approve, reject."
+        );
+    }
+}

@@ -1,0 +1,543 @@
+//! Deterministic checks of what a step and a job did: the `assert:` blocks of a pipeline.
+//!
+//! The checks are pure functions over recorded facts, so `treadle test` and `treadle run`
+//! judge a step the same way, and a replayed step can be judged again from its record.
+//! Every failed check is one [`AssertFailure`] whose message says what was expected and
+//! what was found; all failures are reported, not only the first.
+//!
+//! Step asserts:
+//! * `files`: each path (relative to the step directory, usually under an output such as
+//!   `report/summary.md`) exists and is non-empty; a directory must hold at least one entry.
+//!   Paths are confined like the agent's tools: a path that leaves the step directory fails.
+//! * `stdout`: the step's output (a task's stdout, an agent's final answer) contains the text.
+//! * `code`: a task's exit code.
+//! * `verdict`: the verdict an agent picked.
+//! * `tool_calls`: the calls appear in this order, other calls may come between, and each
+//!   expected `args` object is a subset of the call's arguments (see [`json_subset`]).
+//!
+//! Job asserts: `execution` (the names of the steps that ran, in order, exactly) and
+//! `outcome` (`success` or `failure`).
+
+use std::path::Path;
+
+use crate::agent::RecordedCall;
+use crate::pipeline::{JobAssert, StepAssert, ToolCallAssert};
+use crate::tools::Workspace;
+
+/// What a step did, as far as its asserts can see.
+#[derive(Debug, Clone, Copy)]
+pub struct StepFacts<'a> {
+    /// The step directory; `files` are resolved against it.
+    pub dir: &'a Path,
+    /// A task's standard output, or an agent's final answer.
+    pub stdout: &'a str,
+    /// A task's exit code (`None` for an agent step, or a task that was killed).
+    pub code: Option<i32>,
+    /// An agent's verdict.
+    pub verdict: Option<&'a str>,
+    /// An agent's tool calls, in order.
+    pub tool_calls: &'a [RecordedCall],
+}
+
+/// How a job ended, for `assert: { outcome }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Every step that had to succeed succeeded.
+    Success,
+    /// A step failed.
+    Failure,
+}
+
+impl JobOutcome {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "success" | "succeeded" => Some(Self::Success),
+            "failure" | "failed" => Some(Self::Failure),
+            _ => None,
+        }
+    }
+}
+
+/// What a job did, as far as its asserts can see.
+#[derive(Debug, Clone, Copy)]
+pub struct JobFacts<'a> {
+    /// The names of the job's top-level steps that ran, in the order they ran.
+    pub executed: &'a [String],
+    /// How the job ended.
+    pub outcome: JobOutcome,
+}
+
+/// One failed check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssertFailure {
+    /// A `files` entry does not exist.
+    #[error("assert files: {path} was not written (it does not exist)")]
+    FileMissing {
+        /// The path as the pipeline wrote it.
+        path: String,
+    },
+    /// A `files` entry exists but is empty.
+    #[error("assert files: {path} is empty")]
+    FileEmpty {
+        /// The path as the pipeline wrote it.
+        path: String,
+    },
+    /// A `files` entry points outside the step directory.
+    #[error("assert files: {path} is not inside the step directory: {reason}")]
+    FileOutside {
+        /// The path as the pipeline wrote it.
+        path: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// The output does not contain the expected text.
+    #[error("assert stdout: the output does not contain {expected:?}; it ends with: {tail:?}")]
+    Stdout {
+        /// The text expected.
+        expected: String,
+        /// The end of the actual output.
+        tail: String,
+    },
+    /// The exit code differs.
+    #[error("assert code: expected exit code {expected}, got {}", display_code(*.actual))]
+    Code {
+        /// The code expected.
+        expected: i32,
+        /// The code the step ended with.
+        actual: Option<i32>,
+    },
+    /// The verdict differs.
+    #[error("assert verdict: expected {expected:?}, got {}", actual.as_deref().map_or("no verdict".to_owned(), |v| format!("{v:?}")))]
+    Verdict {
+        /// The verdict expected.
+        expected: String,
+        /// The verdict given.
+        actual: Option<String>,
+    },
+    /// An expected tool call was not found after the ones matched before it.
+    #[error(
+        "assert tool_calls: expected call #{position} {expected} was not made{after}; calls made: {made}"
+    )]
+    ToolCall {
+        /// 1-based position in the expected list.
+        position: usize,
+        /// The expected call, as `name {args}`.
+        expected: String,
+        /// Where the search started: empty, or ` after call #N` of the calls made.
+        after: String,
+        /// The calls made, as `name {args}`, in order.
+        made: String,
+    },
+    /// The steps that ran differ.
+    #[error("assert execution: expected the steps [{}] to run, but [{}] ran", expected.join(", "), actual.join(", "))]
+    Execution {
+        /// The expected order.
+        expected: Vec<String>,
+        /// The order that ran.
+        actual: Vec<String>,
+    },
+    /// The job's outcome differs.
+    #[error("assert outcome: expected {expected}, the job ended in {actual}")]
+    Outcome {
+        /// The outcome expected, as written.
+        expected: String,
+        /// The outcome.
+        actual: &'static str,
+    },
+    /// `outcome:` names no outcome.
+    #[error("assert outcome: {value:?} is not an outcome; use success or failure")]
+    BadOutcome {
+        /// The value as written.
+        value: String,
+    },
+}
+
+fn display_code(code: Option<i32>) -> String {
+    code.map_or_else(
+        || "none (the step has no exit code)".to_owned(),
+        |c| c.to_string(),
+    )
+}
+
+/// Checks a step's asserts. An empty result means every check passed.
+pub fn check_step(spec: &StepAssert, facts: &StepFacts<'_>) -> Vec<AssertFailure> {
+    let mut failures = Vec::new();
+    failures.extend(check_files(&spec.files, facts.dir));
+    if let Some(expected) = &spec.stdout
+        && !facts.stdout.contains(expected.as_str())
+    {
+        failures.push(AssertFailure::Stdout {
+            expected: expected.clone(),
+            tail: tail(facts.stdout, 200),
+        });
+    }
+    if let Some(expected) = spec.code
+        && facts.code != Some(expected)
+    {
+        failures.push(AssertFailure::Code {
+            expected,
+            actual: facts.code,
+        });
+    }
+    if let Some(expected) = &spec.verdict
+        && facts.verdict != Some(expected.as_str())
+    {
+        failures.push(AssertFailure::Verdict {
+            expected: expected.clone(),
+            actual: facts.verdict.map(str::to_owned),
+        });
+    }
+    failures.extend(check_tool_calls(&spec.tool_calls, facts.tool_calls));
+    failures
+}
+
+/// Checks a job's asserts. An empty result means every check passed.
+pub fn check_job(spec: &JobAssert, facts: &JobFacts<'_>) -> Vec<AssertFailure> {
+    let mut failures = Vec::new();
+    if let Some(expected) = &spec.execution
+        && expected.as_slice() != facts.executed
+    {
+        failures.push(AssertFailure::Execution {
+            expected: expected.clone(),
+            actual: facts.executed.to_vec(),
+        });
+    }
+    if let Some(expected) = &spec.outcome {
+        match JobOutcome::parse(expected) {
+            None => failures.push(AssertFailure::BadOutcome {
+                value: expected.clone(),
+            }),
+            Some(outcome) if outcome != facts.outcome => failures.push(AssertFailure::Outcome {
+                expected: expected.clone(),
+                actual: facts.outcome.name(),
+            }),
+            Some(_) => {}
+        }
+    }
+    failures
+}
+
+fn check_files(files: &[String], dir: &Path) -> Vec<AssertFailure> {
+    if files.is_empty() {
+        return Vec::new();
+    }
+    let workspace = match Workspace::new(dir) {
+        Ok(ws) => ws,
+        // No step directory: nothing was written.
+        Err(_) => {
+            return files
+                .iter()
+                .map(|path| AssertFailure::FileMissing { path: path.clone() })
+                .collect();
+        }
+    };
+    files
+        .iter()
+        .filter_map(|path| {
+            let resolved = match workspace.resolve(path) {
+                Ok(resolved) => resolved,
+                Err(error) => {
+                    return Some(AssertFailure::FileOutside {
+                        path: path.clone(),
+                        reason: error.to_string(),
+                    });
+                }
+            };
+            let missing = || AssertFailure::FileMissing { path: path.clone() };
+            let empty = || AssertFailure::FileEmpty { path: path.clone() };
+            match std::fs::metadata(&resolved) {
+                Err(_) => Some(missing()),
+                Ok(meta) if meta.is_dir() => {
+                    let has_entries = std::fs::read_dir(&resolved)
+                        .is_ok_and(|mut entries| entries.next().is_some());
+                    (!has_entries).then(empty)
+                }
+                Ok(meta) if meta.len() == 0 => Some(empty()),
+                Ok(_) => None,
+            }
+        })
+        .collect()
+}
+
+fn check_tool_calls(expected: &[ToolCallAssert], made: &[RecordedCall]) -> Vec<AssertFailure> {
+    // Greedy matching finds an ordered subsequence whenever one exists: taking the earliest
+    // match for each expectation leaves the most calls for the ones after it.
+    let mut next = 0;
+    for (i, want) in expected.iter().enumerate() {
+        let found = made[next..].iter().position(|call| {
+            call.name == want.name
+                && want
+                    .args
+                    .as_ref()
+                    .is_none_or(|args| json_subset(args, &call.arguments))
+        });
+        match found {
+            Some(offset) => next += offset + 1,
+            None => {
+                return vec![AssertFailure::ToolCall {
+                    position: i + 1,
+                    expected: describe_call(&want.name, want.args.as_ref()),
+                    after: if next == 0 {
+                        String::new()
+                    } else {
+                        format!(" after call #{next}")
+                    },
+                    made: if made.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        made.iter()
+                            .map(|c| describe_call(&c.name, Some(&c.arguments)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
+                }];
+            }
+        }
+    }
+    Vec::new()
+}
+
+fn describe_call(name: &str, args: Option<&serde_json::Value>) -> String {
+    match args {
+        Some(args) => format!("{name} {args}"),
+        None => name.to_owned(),
+    }
+}
+
+/// Whether `expected` is a subset of `actual`: every key of an expected object is present
+/// in the actual object with a matching value (recursively); arrays match element by
+/// element and must have the same length; other values must be equal.
+pub fn json_subset(expected: &serde_json::Value, actual: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (expected, actual) {
+        (Value::Object(want), Value::Object(have)) => want
+            .iter()
+            .all(|(key, value)| have.get(key).is_some_and(|got| json_subset(value, got))),
+        (Value::Array(want), Value::Array(have)) => {
+            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| json_subset(w, h))
+        }
+        _ => expected == actual,
+    }
+}
+
+/// The last `max` bytes of `text`, on a character boundary.
+fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &text[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(name: &str, arguments: serde_json::Value) -> RecordedCall {
+        RecordedCall {
+            name: name.into(),
+            arguments,
+            result: String::new(),
+            is_error: false,
+        }
+    }
+
+    fn facts<'a>(dir: &'a Path, calls: &'a [RecordedCall]) -> StepFacts<'a> {
+        StepFacts {
+            dir,
+            stdout: "all good here",
+            code: Some(0),
+            verdict: Some("approve"),
+            tool_calls: calls,
+        }
+    }
+
+    fn expect(name: &str, args: Option<serde_json::Value>) -> ToolCallAssert {
+        ToolCallAssert {
+            name: name.into(),
+            args,
+        }
+    }
+
+    #[test]
+    fn files_must_exist_be_non_empty_and_inside() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("report/empty-dir")).unwrap();
+        std::fs::write(dir.path().join("report/summary.md"), "risk: low").unwrap();
+        std::fs::write(dir.path().join("report/blank.md"), "").unwrap();
+        let spec = StepAssert {
+            files: vec![
+                "report/summary.md".into(),
+                "report".into(),
+                "report/blank.md".into(),
+                "report/empty-dir".into(),
+                "report/missing.md".into(),
+                "../elsewhere".into(),
+            ],
+            ..StepAssert::default()
+        };
+        let failures = check_step(&spec, &facts(dir.path(), &[]));
+        let messages: Vec<String> = failures.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            messages,
+            [
+                "assert files: report/blank.md is empty",
+                "assert files: report/empty-dir is empty",
+                "assert files: report/missing.md was not written (it does not exist)",
+                r#"assert files: ../elsewhere is not inside the step directory: path "../elsewhere" is outside the step directory; use a path relative to it"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_step_directory_means_nothing_was_written() {
+        let spec = StepAssert {
+            files: vec!["report/summary.md".into()],
+            ..StepAssert::default()
+        };
+        let failures = check_step(&spec, &facts(Path::new("/nonexistent/step"), &[]));
+        assert!(matches!(failures[..], [AssertFailure::FileMissing { .. }]));
+    }
+
+    #[test]
+    fn stdout_code_and_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let pass = StepAssert {
+            stdout: Some("good".into()),
+            code: Some(0),
+            verdict: Some("approve".into()),
+            ..StepAssert::default()
+        };
+        assert!(check_step(&pass, &facts(dir.path(), &[])).is_empty());
+
+        let fail = StepAssert {
+            stdout: Some("bad".into()),
+            code: Some(2),
+            verdict: Some("reject".into()),
+            ..StepAssert::default()
+        };
+        let mut step = facts(dir.path(), &[]);
+        step.verdict = None;
+        step.code = None;
+        let messages: Vec<String> = check_step(&fail, &step)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                r#"assert stdout: the output does not contain "bad"; it ends with: "all good here""#,
+                "assert code: expected exit code 2, got none (the step has no exit code)",
+                r#"assert verdict: expected "reject", got no verdict"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_calls_are_an_ordered_subsequence_with_subset_args() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = [
+            call("list_dir", json!({})),
+            call("read_file", json!({"path": "in/a.txt"})),
+            call(
+                "write_file",
+                json!({"path": "out/answer.txt", "content": "42"}),
+            ),
+        ];
+        let ok = StepAssert {
+            tool_calls: vec![
+                expect("read_file", None),
+                expect("write_file", Some(json!({"path": "out/answer.txt"}))),
+            ],
+            ..StepAssert::default()
+        };
+        assert!(check_step(&ok, &facts(dir.path(), &made)).is_empty());
+
+        let wrong_order = StepAssert {
+            tool_calls: vec![expect("write_file", None), expect("read_file", None)],
+            ..StepAssert::default()
+        };
+        let failures = check_step(&wrong_order, &facts(dir.path(), &made));
+        assert_eq!(
+            failures[0].to_string(),
+            r#"assert tool_calls: expected call #2 read_file was not made after call #3; calls made: list_dir {}, read_file {"path":"in/a.txt"}, write_file {"content":"42","path":"out/answer.txt"}"#
+        );
+
+        let wrong_args = StepAssert {
+            tool_calls: vec![expect("read_file", Some(json!({"path": "in/b.txt"})))],
+            ..StepAssert::default()
+        };
+        let failures = check_step(&wrong_args, &facts(dir.path(), &[]));
+        assert_eq!(
+            failures[0].to_string(),
+            r#"assert tool_calls: expected call #1 read_file {"path":"in/b.txt"} was not made; calls made: none"#
+        );
+    }
+
+    #[test]
+    fn json_subset_rules() {
+        assert!(json_subset(
+            &json!({"a": {"b": 1}}),
+            &json!({"a": {"b": 1, "c": 2}, "d": 3})
+        ));
+        assert!(!json_subset(&json!({"a": 1}), &json!({"a": "1"})));
+        assert!(!json_subset(&json!({"a": 1}), &json!({})));
+        assert!(json_subset(&json!([{"x": 1}]), &json!([{"x": 1, "y": 2}])));
+        assert!(!json_subset(&json!([1]), &json!([1, 2])));
+        assert!(json_subset(&json!("s"), &json!("s")));
+    }
+
+    #[test]
+    fn job_execution_and_outcome() {
+        let ran = vec![
+            "build".to_owned(),
+            "review".to_owned(),
+            "publish".to_owned(),
+        ];
+        let facts = JobFacts {
+            executed: &ran,
+            outcome: JobOutcome::Success,
+        };
+        let pass = JobAssert {
+            execution: Some(ran.clone()),
+            outcome: Some("success".into()),
+        };
+        assert!(check_job(&pass, &facts).is_empty());
+
+        let fail = JobAssert {
+            execution: Some(vec!["build".into(), "escalate".into()]),
+            outcome: Some("failure".into()),
+        };
+        let messages: Vec<String> = check_job(&fail, &facts)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "assert execution: expected the steps [build, escalate] to run, but [build, review, publish] ran",
+                "assert outcome: expected failure, the job ended in success",
+            ]
+        );
+        let bad = JobAssert {
+            execution: None,
+            outcome: Some("green".into()),
+        };
+        assert_eq!(
+            check_job(&bad, &facts)[0].to_string(),
+            r#"assert outcome: "green" is not an outcome; use success or failure"#
+        );
+    }
+}

@@ -1,0 +1,106 @@
+//! The commands that do not run anything: `validate`, `plan`, `schema`, `runs`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::EXIT_CONFIG;
+use crate::pipeline::duration::format_duration;
+use crate::pipeline::{self, CheckScope};
+use crate::run::outline::Outline;
+use crate::run::state::Store;
+
+pub(super) fn validate(file: &Path) -> u8 {
+    let scope = CheckScope { job: None, env: &pipeline::model::process_env, machine: true };
+    match pipeline::load(file, &scope) {
+        Ok(loaded) => {
+            let jobs = loaded.pipeline.jobs.len();
+            let steps: usize = loaded.pipeline.jobs.iter().map(|j| Outline::of(j).entries.len()).sum();
+            println!("{}: ok ({jobs} job(s), {steps} step(s))", file.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            EXIT_CONFIG
+        }
+    }
+}
+
+pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
+    let scope = CheckScope { job, env: &pipeline::model::process_env, machine: false };
+    let loaded = match pipeline::load(file, &scope) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    for j in loaded.pipeline.jobs.iter().filter(|j| job.is_none_or(|n| j.name.value == n)) {
+        println!("job {}", j.name.value);
+        for e in Outline::of(j).entries {
+            let what = if e.path.contains("on_") || e.path.contains("ensure") { "when its hook fires" } else { "would run" };
+            println!("  {}{} [{}] {what}", "  ".repeat(e.depth as usize), e.name, e.kind);
+        }
+    }
+    0
+}
+
+pub(super) fn schema() -> u8 {
+    match serde_json::to_string_pretty(&pipeline::schema()) {
+        Ok(s) => {
+            println!("{s}");
+            0
+        }
+        Err(e) => {
+            eprintln!("cannot render the schema: {e}");
+            EXIT_CONFIG
+        }
+    }
+}
+
+pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
+    let path = state.unwrap_or_else(|| {
+        let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        dir.join(".treadle").join("state.redb")
+    });
+    if !path.exists() {
+        eprintln!("{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`", file.display(), path.display(), file.display());
+        return EXIT_CONFIG;
+    }
+    let store = match Store::open(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let ms = |d: Option<u64>| d.map_or_else(|| "-".to_owned(), |d| format_duration(Duration::from_millis(d)));
+    match steps {
+        None => match store.runs() {
+            Ok(runs) => {
+                println!("{:>5}  {:<10} {:<16} {:>9}  error", "run", "status", "job", "duration");
+                for r in runs {
+                    println!("{:>5}  {:<10} {:<16} {:>9}  {}", r.id, r.status.as_str(), r.job, ms(r.duration_ms), r.error.unwrap_or_default());
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                EXIT_CONFIG
+            }
+        },
+        Some(run) => match store.run(run).and_then(|_| store.steps(run)) {
+            Ok(list) => {
+                println!("{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  error", "path", "step", "kind", "status", "duration", "exit", "attempts");
+                for s in list {
+                    let exit = s.exit_code.map_or_else(|| "-".to_owned(), |c| c.to_string());
+                    println!("{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  {}", s.path, s.name, s.kind, s.status.as_str(), ms(s.duration_ms), exit, s.attempts, s.error.unwrap_or_default());
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                EXIT_CONFIG
+            }
+        },
+    }
+}

@@ -1,0 +1,43 @@
+//! `treadle run`: load, run one job, map the result to an exit code; Ctrl-C interrupts.
+
+use std::path::{Path, PathBuf};
+
+use tokio_util::sync::CancellationToken;
+
+use super::{EXIT_CONFIG, EXIT_INTERRUPTED, wiring};
+use crate::pipeline::{self, CheckScope};
+use crate::run::{self, RunOptions, Style};
+
+pub(super) async fn run(file: &Path, job: Option<String>, json: bool, state: Option<PathBuf>) -> u8 {
+    let scope = CheckScope { job: job.as_deref(), env: &pipeline::model::process_env, machine: false };
+    let loaded = match pipeline::load(file, &scope) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let cancel = CancellationToken::new();
+    let watcher = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("interrupted: stopping the running steps (Ctrl-C again to quit now)");
+                cancel.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(i32::from(EXIT_INTERRUPTED));
+                }
+            }
+        })
+    };
+    let options = RunOptions { job, style: Style::detect(json), state, cancel };
+    let report = run::run(&loaded, options, wiring::default_agent_runner(), wiring::default_checker()).await;
+    watcher.abort();
+    match report {
+        Ok(r) => r.exit_code(),
+        Err(e) => {
+            eprintln!("{}: {e}", file.display());
+            EXIT_CONFIG
+        }
+    }
+}

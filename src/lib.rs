@@ -1,0 +1,18 @@
+//! treadle: YAML pipelines in which an agent is one step among shell tasks, resources,
+//! approvals and assertions.
+//!
+//! # Layout
+//!
+//! * [`pipeline`]: the pipeline file format, loading with located errors, validation, schema.
+//! * [`run`]: the executor (plan walking, task steps, artifacts, state store, transcript).
+//! * [`agent`]: the agent step on top of a `treadle_session::Session`: verdicts, budgets, cost.
+//! * [`tools`]: built-in tools confined to a step's directory.
+//! * [`assert`]: deterministic checks of a step's and a job's facts.
+//! * [`cli`]: the `treadle` command's grammar and commands (`main.rs` only calls it).
+
+pub mod agent;
+pub mod assert;
+pub mod cli;
+pub mod pipeline;
+pub mod run;
+pub mod tools;

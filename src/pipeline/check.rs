@@ -1,0 +1,551 @@
+//! Checks a parsed pipeline before anything runs: every step has one kind and only its
+//! kind's keys, every input is produced by an earlier step, agents and resources exist,
+//! tools are built in, verdict routes land on steps (a backward one bounded by
+//! `max_visits`), models resolve and their API key variables are set.
+//!
+//! `validate` adds checks of this machine ([`CheckScope::machine`]): the programs tasks
+//! name exist and the local model server answers.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+use super::at::{At, Pos};
+use super::diagnostic::{Diagnostic, Problem, did_you_mean};
+use super::format::{Agent, Job, Pipeline, RunSpec, Step};
+use super::kind::StepKind;
+use super::model::{self, ResolvedModel};
+
+/// Tools every agent step can be granted.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "read_file",
+    "list_dir",
+    "search_files",
+    "write_file",
+    "edit_file",
+    "run_shell",
+];
+
+/// The grant when an agent lists no `tools:`: read-only.
+pub const DEFAULT_TOOLS: &[&str] = &["read_file", "list_dir", "search_files"];
+
+/// What to check.
+pub struct CheckScope<'a> {
+    /// Only this job's agents need resolvable models and keys (`run --job`); `None`: all.
+    pub job: Option<&'a str>,
+    /// Environment lookup (the process environment outside tests).
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// Also check this machine: programs exist, the local model server answers.
+    pub machine: bool,
+}
+
+struct Checker<'a> {
+    file: &'a Path,
+    pipeline: &'a Pipeline,
+    agents: HashMap<&'a str, &'a Agent>,
+    out: Vec<Diagnostic>,
+}
+
+/// Runs every check; returns all problems found, in file order per job.
+pub fn check(file: &Path, pipeline: &Pipeline, scope: &CheckScope<'_>) -> Vec<Diagnostic> {
+    let mut c = Checker {
+        file,
+        pipeline,
+        agents: HashMap::new(),
+        out: Vec::new(),
+    };
+    c.definitions();
+    if pipeline.jobs.is_empty() {
+        c.push(
+            Pos::default(),
+            Problem::MissingKey,
+            "the pipeline has no jobs",
+            "add `jobs:` with at least one job that has a `plan:`",
+        );
+    }
+    for job in &pipeline.jobs {
+        c.job(job);
+    }
+    if let Some(wanted) = scope.job
+        && !pipeline.jobs.iter().any(|j| j.name.value == wanted)
+    {
+        let names: Vec<&str> = pipeline
+            .jobs
+            .iter()
+            .map(|j| j.name.value.as_str())
+            .collect();
+        c.push(
+            Pos::default(),
+            Problem::UnknownJob,
+            format!("there is no job `{wanted}`"),
+            format!("jobs in this file: {}", names.join(", ")),
+        );
+    }
+    c.models(scope);
+    if scope.machine {
+        c.machine(scope);
+    }
+    c.out
+}
+
+/// The agents the given job (or every job) uses, with their resolved models.
+pub fn used_agents<'p>(
+    pipeline: &'p Pipeline,
+    job: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(&'p Agent, Result<ResolvedModel, model::ModelError>)> {
+    let mut names = BTreeSet::new();
+    for j in pipeline
+        .jobs
+        .iter()
+        .filter(|j| job.is_none_or(|n| j.name.value == n))
+    {
+        visit_job(j, &mut |s| {
+            if let Ok(StepKind::Agent(a)) = s.kind() {
+                names.insert(a.value.clone());
+            }
+        });
+    }
+    pipeline
+        .agents
+        .iter()
+        .filter(|a| names.contains(&a.name.value))
+        .map(|a| (a, model::resolve(&a.source, a.name.pos, env)))
+        .collect()
+}
+
+/// Calls `f` on every step of a job, nested steps and hooks included, in file order.
+pub fn visit_job(job: &Job, f: &mut dyn FnMut(&Step)) {
+    for s in job
+        .plan
+        .iter()
+        .chain(job.on_success.as_deref())
+        .chain(job.on_failure.as_deref())
+        .chain(job.ensure.as_deref())
+    {
+        visit_step(s, f);
+    }
+}
+
+fn visit_step(step: &Step, f: &mut dyn FnMut(&Step)) {
+    f(step);
+    match step.kind() {
+        Ok(StepKind::Do(steps)) => steps.iter().for_each(|s| visit_step(s, f)),
+        Ok(StepKind::InParallel(p)) => p.steps().iter().for_each(|s| visit_step(s, f)),
+        Ok(StepKind::Try(s)) => visit_step(s, f),
+        _ => {}
+    }
+    for (_, hook) in step.hooks() {
+        visit_step(hook, f);
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn push(
+        &mut self,
+        pos: Pos,
+        problem: Problem,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
+        self.out
+            .push(Diagnostic::new(self.file, pos, problem, message, hint));
+    }
+
+    fn definitions(&mut self) {
+        let mut seen = BTreeSet::new();
+        for r in &self.pipeline.resources {
+            if !seen.insert(r.name.value.as_str()) {
+                self.push(
+                    r.name.pos,
+                    Problem::Duplicate,
+                    format!("resource `{}` is defined twice", r.name.value),
+                    "give each resource its own name",
+                );
+            }
+        }
+        for a in &self.pipeline.agents {
+            if self.agents.insert(a.name.value.as_str(), a).is_some() {
+                self.push(
+                    a.name.pos,
+                    Problem::Duplicate,
+                    format!("agent `{}` is defined twice", a.name.value),
+                    "give each agent its own name",
+                );
+            }
+            for t in a.tools.iter().flatten() {
+                self.tool(t);
+            }
+        }
+        let mut jobs = BTreeSet::new();
+        for j in &self.pipeline.jobs {
+            if !jobs.insert(j.name.value.as_str()) {
+                self.push(
+                    j.name.pos,
+                    Problem::Duplicate,
+                    format!("job `{}` is defined twice", j.name.value),
+                    "give each job its own name",
+                );
+            }
+        }
+    }
+
+    fn tool(&mut self, t: &At<String>) {
+        if !BUILTIN_TOOLS.contains(&t.value.as_str()) {
+            let hint = match did_you_mean(&t.value, BUILTIN_TOOLS.iter().copied()) {
+                Some(n) => format!(
+                    "did you mean `{n}`? built-in tools: {}",
+                    BUILTIN_TOOLS.join(", ")
+                ),
+                None => format!("built-in tools: {}", BUILTIN_TOOLS.join(", ")),
+            };
+            self.push(
+                t.pos,
+                Problem::UnknownTool,
+                format!("unknown tool `{}`", t.value),
+                hint,
+            );
+        }
+    }
+
+    fn job(&mut self, job: &'a Job) {
+        if job.plan.is_empty() {
+            self.push(
+                job.name.pos,
+                Problem::MissingKey,
+                format!("job `{}` has an empty plan", job.name.value),
+                "add at least one step under `plan:`",
+            );
+        }
+        let mut available = BTreeSet::new();
+        self.sequence(&job.plan, &mut available);
+        for hook in [&job.on_success, &job.on_failure, &job.ensure]
+            .into_iter()
+            .flatten()
+        {
+            self.step(hook, &mut available.clone());
+        }
+        self.routes(job);
+    }
+
+    fn sequence(&mut self, steps: &'a [At<Step>], available: &mut BTreeSet<String>) {
+        for s in steps {
+            self.step(s, available);
+        }
+    }
+
+    fn step(&mut self, step: &'a At<Step>, available: &mut BTreeSet<String>) {
+        let kind = match step.kind() {
+            Ok(k) => k,
+            Err(e) => {
+                self.push(step.pos, Problem::BadStep, e.to_string(), "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`");
+                return;
+            }
+        };
+        for (key, kinds, pos) in step.specific_keys() {
+            if !kinds.contains(&kind.key()) {
+                self.push(
+                    pos.unwrap_or(step.pos),
+                    Problem::BadStep,
+                    format!("`{key}` does not belong on a `{}` step", kind.key()),
+                    format!(
+                        "`{key}` is a key of {} steps; remove it here",
+                        kinds.join("/")
+                    ),
+                );
+            }
+        }
+        for input in &step.inputs {
+            if !available.contains(&input.value) {
+                let near = did_you_mean(&input.value, available.iter().map(String::as_str));
+                let hint = match near {
+                    Some(n) => format!(
+                        "did you mean `{n}`? an input must be an `outputs:` entry (or a `get:`) of an earlier step"
+                    ),
+                    None if available.is_empty() => format!(
+                        "no earlier step produces anything: add `outputs: [{}]` to an earlier step, or a `get: {}`",
+                        input.value, input.value
+                    ),
+                    None => format!(
+                        "earlier steps produce: {}; add `outputs: [{}]` to the step that makes it",
+                        available.iter().cloned().collect::<Vec<_>>().join(", "),
+                        input.value
+                    ),
+                };
+                self.push(
+                    input.pos,
+                    Problem::UnproducedInput,
+                    format!(
+                        "input `{}` is not produced by any earlier step",
+                        input.value
+                    ),
+                    hint,
+                );
+            }
+        }
+        if let Some(a) = &step.attempts
+            && a.value == 0
+        {
+            self.push(
+                a.pos,
+                Problem::InvalidValue,
+                "`attempts` must be at least 1",
+                "write `attempts: 1` or more (1 means no retry)",
+            );
+        }
+        match kind {
+            StepKind::Task(run) => {
+                if let RunSpec::Exec(cfg) = &run.value
+                    && cfg.path.trim().is_empty()
+                {
+                    self.push(
+                        run.pos,
+                        Problem::InvalidValue,
+                        "`run.path` is empty",
+                        "name the program to run, e.g. `path: make`",
+                    );
+                }
+            }
+            StepKind::Agent(name) => self.agent_step(step, name),
+            StepKind::Get(r) | StepKind::Put(r) => {
+                if !self
+                    .pipeline
+                    .resources
+                    .iter()
+                    .any(|x| x.name.value == r.value)
+                {
+                    self.push(
+                        r.pos,
+                        Problem::BadStep,
+                        format!("no resource named `{}`", r.value),
+                        "add it under `resources:` with a `name`, `type` and `source`",
+                    );
+                }
+                if matches!(kind, StepKind::Get(_)) {
+                    available.insert(step.display_name());
+                }
+            }
+            StepKind::Approval => {}
+            StepKind::Do(steps) => self.sequence(steps, available),
+            StepKind::InParallel(p) => {
+                if let Some(l) = p.limit()
+                    && l == 0
+                {
+                    self.push(
+                        step.pos,
+                        Problem::InvalidValue,
+                        "`limit` must be at least 1",
+                        "leave `limit` out to run every step at once",
+                    );
+                }
+                let before = available.clone();
+                for s in p.steps() {
+                    let mut mine = before.clone();
+                    self.step(s, &mut mine);
+                    available.extend(mine);
+                }
+            }
+            StepKind::Try(inner) => self.step(inner, available),
+        }
+        for o in &step.outputs {
+            available.insert(o.value.clone());
+        }
+        for (_, hook) in step.hooks() {
+            self.step(hook, &mut available.clone());
+        }
+    }
+
+    fn agent_step(&mut self, step: &Step, name: &At<String>) {
+        let Some(agent) = self.agents.get(name.value.as_str()).copied() else {
+            let known: Vec<&str> = self.agents.keys().copied().collect();
+            let hint = match did_you_mean(&name.value, known.iter().copied()) {
+                Some(n) => format!(
+                    "did you mean `{n}`? or define `{}` under `agents:`",
+                    name.value
+                ),
+                None if known.is_empty() => format!(
+                    "define it under `agents:` (`- name: {}` with a `source:`)",
+                    name.value
+                ),
+                None => format!(
+                    "agents in this file: {}; or define `{}` under `agents:`",
+                    known.join(", "),
+                    name.value
+                ),
+            };
+            self.push(
+                name.pos,
+                Problem::UnknownAgent,
+                format!("unknown agent `{}`", name.value),
+                hint,
+            );
+            return;
+        };
+        let grant: Vec<&str> = match &agent.tools {
+            Some(t) => t.iter().map(|t| t.value.as_str()).collect(),
+            None => DEFAULT_TOOLS.to_vec(),
+        };
+        for t in step.tools.iter().flatten() {
+            self.tool(t);
+            if BUILTIN_TOOLS.contains(&t.value.as_str()) && !grant.contains(&t.value.as_str()) {
+                self.push(
+                    t.pos,
+                    Problem::BadStep,
+                    format!(
+                        "agent `{}` is not granted `{}`; a step can only narrow the grant",
+                        name.value, t.value
+                    ),
+                    format!(
+                        "add `{}` to the agent's `tools:` or remove it here",
+                        t.value
+                    ),
+                );
+            }
+        }
+        if step.prompt.is_some() && step.messages.is_some() {
+            self.push(
+                name.pos,
+                Problem::BadStep,
+                "an agent step takes `prompt:` or `messages:`, not both",
+                "keep one of them",
+            );
+        }
+        for entry in step.verdicts.iter().flatten() {
+            if entry.value.len() != 1 {
+                self.push(
+                    entry.pos,
+                    Problem::BadStep,
+                    "each verdict is one `- choice: step` entry",
+                    "write one verdict per list item, e.g. `- approve: publish`",
+                );
+            }
+        }
+    }
+
+    fn routes(&mut self, job: &'a Job) {
+        let names: Vec<String> = job.plan.iter().map(|s| s.display_name()).collect();
+        for (index, top) in job.plan.iter().enumerate() {
+            let mut routes = Vec::new();
+            visit_step(top, &mut |s| {
+                routes.extend(
+                    s.routes()
+                        .into_iter()
+                        .map(|(v, t)| (v.to_owned(), t.clone())),
+                )
+            });
+            for (verdict, target) in routes {
+                if target.value == "next" {
+                    continue;
+                }
+                let Some(to) = names.iter().position(|n| *n == target.value) else {
+                    let hint = match did_you_mean(&target.value, names.iter().map(String::as_str)) {
+                        Some(n) => format!(
+                            "did you mean `{n}`? a verdict routes to a top-level step of job `{}`, or to `next`",
+                            job.name.value
+                        ),
+                        None => format!("route to one of: next, {}", names.join(", ")),
+                    };
+                    self.push(
+                        target.pos,
+                        Problem::MissingRoute,
+                        format!(
+                            "verdict `{verdict}` routes to `{}`, which is not a step of job `{}`",
+                            target.value, job.name.value
+                        ),
+                        hint,
+                    );
+                    continue;
+                };
+                if to <= index && job.plan[to].max_visits.is_none() {
+                    self.push(
+                        target.pos,
+                        Problem::UnboundedLoop,
+                        format!(
+                            "verdict `{verdict}` routes back to `{}` without a bound",
+                            target.value
+                        ),
+                        format!(
+                            "add `max_visits: N` to step `{}` so the loop ends",
+                            target.value
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    fn models(&mut self, scope: &CheckScope<'_>) {
+        for (_, resolved) in used_agents(self.pipeline, scope.job, scope.env) {
+            let err = resolved.and_then(|m| m.api_key(scope.env).map(|_| ()));
+            if let Err(e) = err {
+                let problem = match e {
+                    model::ModelError::MissingKey { .. } => Problem::MissingApiKey,
+                    _ => Problem::Model,
+                };
+                self.push(e.pos(), problem, e.to_string(), e.hint());
+            }
+        }
+    }
+
+    fn machine(&mut self, scope: &CheckScope<'_>) {
+        if find_program("sh").is_none() {
+            self.push(
+                Pos::default(),
+                Problem::Machine,
+                "`sh` is not on PATH; string `run:` commands need it",
+                "install a POSIX shell or use `run: { path, args }`",
+            );
+        }
+        let mut missing = Vec::new();
+        for job in &self.pipeline.jobs {
+            visit_job(job, &mut |s| {
+                if let Ok(StepKind::Task(run)) = s.kind()
+                    && let RunSpec::Exec(cfg) = &run.value
+                    && !cfg.path.contains('/')
+                    && find_program(&cfg.path).is_none()
+                {
+                    missing.push((run.pos, cfg.path.clone()));
+                }
+            });
+        }
+        for (pos, prog) in missing {
+            self.push(
+                pos,
+                Problem::Machine,
+                format!("program `{prog}` is not on PATH"),
+                format!("install `{prog}`, or give its full path in `run.path`"),
+            );
+        }
+        let mut probed = BTreeSet::new();
+        for (agent, resolved) in used_agents(self.pipeline, scope.job, scope.env) {
+            let Ok(m) = resolved else { continue };
+            if m.provider == "local" && probed.insert(m.base_url.clone()) && !answers(&m.base_url) {
+                self.push(agent.name.pos, Problem::Machine, format!("agent `{}` uses the local model server at {}, which is not answering", agent.name.value, m.base_url), "start it with `scripts/local-model start` (or set TREADLE_LOCAL_URL to where it runs)");
+            }
+        }
+    }
+}
+
+/// Looks a program up on PATH.
+pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Whether something accepts TCP connections at the URL's host and port.
+fn answers(base_url: &str) -> bool {
+    let (scheme, rest) = base_url.split_once("://").unwrap_or(("http", base_url));
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let addr = if authority.contains(':') {
+        authority.to_owned()
+    } else {
+        format!("{authority}:{}", if scheme == "https" { 443 } else { 80 })
+    };
+    addr.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_millis(700)).is_ok())
+}

@@ -1,0 +1,393 @@
+//! The pipeline file format: the types a `treadle.yml` deserializes into.
+//!
+//! The keys follow Concourse and `steps`: `resources`, `agents`, `jobs`, each job a `plan`
+//! of steps. A step is one mapping that names its kind with one key (`task:`, `agent:`,
+//! `approval:`, `get:`, `put:`, `do:`, `in_parallel:`, `try:`) next to the keys every step
+//! takes (`inputs`, `outputs`, `env`, `timeout`, `attempts`, hooks). The mapping is read
+//! into one flat [`Step`] so that an unknown key is reported where it is written; which
+//! keys belong to which kind is checked afterwards by [`super::check`].
+//!
+//! Every struct denies unknown fields: a typo is a load error, never silently ignored.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+use super::at::At;
+use super::duration::DurationSpec;
+
+/// A whole pipeline file.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    /// Things steps fetch with `get:` and publish with `put:` (git is built in).
+    #[serde(default)]
+    pub resources: Vec<Resource>,
+    /// Agent definitions that `agent:` steps refer to by name.
+    #[serde(default)]
+    pub agents: Vec<Agent>,
+    /// The jobs; `treadle run --job NAME` picks one when there are several.
+    #[serde(default)]
+    pub jobs: Vec<Job>,
+    /// Shorthand for a file with a single job: its plan, written at the top level.
+    #[serde(default)]
+    pub plan: Option<Vec<At<Step>>>,
+}
+
+/// A resource (`get:` / `put:` target).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resource {
+    /// Name steps use in `get:` and `put:`.
+    pub name: At<String>,
+    /// Resource type; `git` is built in.
+    #[serde(rename = "type")]
+    pub kind: At<String>,
+    /// Type-specific settings, e.g. `{ uri, branch }` for git.
+    #[serde(default)]
+    pub source: BTreeMap<String, serde_json::Value>,
+}
+
+/// An agent: a model and what it may do.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// Name `agent:` steps refer to.
+    pub name: At<String>,
+    /// Which model serves the agent; empty means the local model server.
+    #[serde(default)]
+    pub source: AgentSource,
+    /// System prompt.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// Tools the agent is granted; the default grant is read-only
+    /// (`read_file`, `list_dir`, `search_files`).
+    #[serde(default)]
+    pub tools: Option<Vec<At<String>>>,
+    /// Upper bound on model requests in one step.
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    /// Token budget for one step of this agent.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+}
+
+/// Where an agent's model is served.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSource {
+    /// `provider/model`: `openai/gpt-4o-mini`, `openrouter/qwen/qwen3-coder`, `local/NAME`.
+    /// Left out: the local model server.
+    #[serde(default)]
+    pub model: Option<At<String>>,
+    /// An OpenAI-compatible base URL; it wins over the provider's default.
+    #[serde(default)]
+    pub endpoint: Option<At<String>>,
+    /// Name of the environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<At<String>>,
+}
+
+/// A spending limit.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Total tokens (prompt + completion) after which no further model call is made.
+    #[serde(default)]
+    pub tokens: Option<u64>,
+}
+
+/// A job: a named plan.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    /// Job name (`treadle run --job NAME`).
+    pub name: At<String>,
+    /// The steps, run in order.
+    pub plan: Vec<At<Step>>,
+    /// Checks on the whole job once it ends.
+    #[serde(default)]
+    pub assert: Option<JobAssert>,
+    /// Token budget shared by every agent step of the job.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// Runs when the job succeeded.
+    #[serde(default)]
+    pub on_success: Option<Box<At<Step>>>,
+    /// Runs when the job failed.
+    #[serde(default)]
+    pub on_failure: Option<Box<At<Step>>>,
+    /// Runs whatever happened.
+    #[serde(default)]
+    pub ensure: Option<Box<At<Step>>>,
+}
+
+/// One step of a plan. Exactly one of the kind keys (`task`, `agent`, `approval`, `get`,
+/// `put`, `do`, `in_parallel`, `try`) must be set.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    // ---- kinds ----
+    /// A shell task; the value is the step's name.
+    #[serde(default)]
+    pub task: Option<At<String>>,
+    /// An agent step; the value names an entry of `agents:`.
+    #[serde(default)]
+    pub agent: Option<At<String>>,
+    /// Parks the run until a person approves; the value is the step's name.
+    #[serde(default)]
+    pub approval: Option<At<String>>,
+    /// Fetches a resource into an artifact of the same name.
+    #[serde(default)]
+    pub get: Option<At<String>>,
+    /// Publishes to a resource.
+    #[serde(default)]
+    pub put: Option<At<String>>,
+    /// Runs the nested steps in order.
+    #[serde(default, rename = "do")]
+    pub do_: Option<Vec<At<Step>>>,
+    /// Runs the nested steps at the same time.
+    #[serde(default)]
+    pub in_parallel: Option<InParallel>,
+    /// Runs the nested step and succeeds whatever it does.
+    #[serde(default, rename = "try")]
+    pub try_: Option<Box<At<Step>>>,
+
+    // ---- naming ----
+    /// Step name, when the kind key does not give one (e.g. two steps of the same agent).
+    #[serde(default)]
+    pub name: Option<At<String>>,
+
+    // ---- task ----
+    /// The command: a string run with `sh -c`, or `{ path, args, dir }` run directly.
+    #[serde(default)]
+    pub run: Option<At<RunSpec>>,
+
+    // ---- agent ----
+    /// The agent step's instruction.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// The instruction as several user messages (joined by blank lines).
+    #[serde(default)]
+    pub messages: Option<Vec<String>>,
+    /// Narrows the agent's tool grant for this step (it cannot widen it).
+    #[serde(default)]
+    pub tools: Option<Vec<At<String>>>,
+    /// The choices the agent must pick from; each `- choice: step` routes the plan.
+    #[serde(default)]
+    pub verdicts: Option<Vec<At<BTreeMap<String, At<String>>>>>,
+    /// Token budget for this step.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+
+    // ---- approval ----
+    /// Text shown to the person asked.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// What happens when an approval's `timeout` passes: `approve` or `reject`.
+    #[serde(default)]
+    pub on_timeout: Option<At<String>>,
+
+    // ---- get / put ----
+    /// The resource, when the step's name differs from it.
+    #[serde(default)]
+    pub resource: Option<At<String>>,
+    /// Resource-specific parameters.
+    #[serde(default)]
+    pub params: Option<BTreeMap<String, serde_json::Value>>,
+
+    // ---- every step ----
+    /// Artifacts this step sees, each as a read-only directory of that name.
+    #[serde(default)]
+    pub inputs: Vec<At<String>>,
+    /// Artifacts this step makes: an empty directory each, collected after it succeeds.
+    #[serde(default)]
+    pub outputs: Vec<At<String>>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Kill the step after this long (per attempt).
+    #[serde(default)]
+    pub timeout: Option<At<DurationSpec>>,
+    /// Run the step up to this many times until it succeeds (default 1).
+    #[serde(default)]
+    pub attempts: Option<At<u32>>,
+    /// How many times a verdict may route the plan back to this step in one run.
+    #[serde(default)]
+    pub max_visits: Option<At<u32>>,
+    /// Deterministic checks of what the step did.
+    #[serde(default)]
+    pub assert: Option<At<StepAssert>>,
+    /// Runs after the step succeeded; its failure fails the step.
+    #[serde(default)]
+    pub on_success: Option<Box<At<Step>>>,
+    /// Runs after the step failed; the step stays failed.
+    #[serde(default)]
+    pub on_failure: Option<Box<At<Step>>>,
+    /// Runs after the step whatever happened; its failure fails the step.
+    #[serde(default)]
+    pub ensure: Option<Box<At<Step>>>,
+}
+
+/// `in_parallel:` either as a list of steps or as `{ steps, limit, fail_fast }`.
+#[derive(Debug, Clone, JsonSchema)]
+#[schemars(untagged)]
+pub enum InParallel {
+    /// A bare list: `in_parallel: [step, step]`.
+    Steps(Vec<At<Step>>),
+    /// The long form.
+    Config(InParallelConfig),
+}
+
+/// The long form of `in_parallel:`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InParallelConfig {
+    /// The steps to run together.
+    pub steps: Vec<At<Step>>,
+    /// At most this many at once (default: all).
+    #[serde(default)]
+    pub limit: Option<At<u32>>,
+    /// Interrupt the others as soon as one fails (default false).
+    #[serde(default)]
+    pub fail_fast: bool,
+}
+
+impl InParallel {
+    /// The nested steps.
+    pub fn steps(&self) -> &[At<Step>] {
+        match self {
+            Self::Steps(s) => s,
+            Self::Config(c) => &c.steps,
+        }
+    }
+    /// The concurrency limit, if any.
+    pub fn limit(&self) -> Option<u32> {
+        match self {
+            Self::Config(c) => c.limit.as_ref().map(|l| l.value),
+            _ => None,
+        }
+    }
+    /// Whether one failure interrupts the others.
+    pub fn fail_fast(&self) -> bool {
+        matches!(self, Self::Config(c) if c.fail_fast)
+    }
+}
+
+// A visitor, not `#[serde(untagged)]`: untagged buffers the input and loses both the
+// locations of nested values and the precise error of the form the user meant.
+impl<'de> Deserialize<'de> for InParallel {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = InParallel;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of steps, or a mapping with `steps`, `limit`, `fail_fast`")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<InParallel, A::Error> {
+                Vec::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(InParallel::Steps)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<InParallel, A::Error> {
+                InParallelConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(InParallel::Config)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A task's command.
+#[derive(Debug, Clone, JsonSchema)]
+#[schemars(untagged)]
+pub enum RunSpec {
+    /// `run: "make test"`: a shell command line, run with `sh -c`.
+    Shell(String),
+    /// `run: { path: make, args: [test] }`: a program run directly, as in Concourse.
+    Exec(RunConfig),
+}
+
+/// The Concourse form of a command.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// The program (looked up in PATH, or relative to the step directory).
+    pub path: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Working directory, relative to the step directory.
+    #[serde(default)]
+    pub dir: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RunSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RunSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a shell command string, or a mapping with `path` and `args`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RunSpec, A::Error> {
+                RunConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RunSpec::Exec)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// `assert:` on a step: facts checked after it ran.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepAssert {
+    /// Paths (relative to the step directory, e.g. `report/summary.md`) that must exist
+    /// and be non-empty.
+    #[serde(default)]
+    pub files: Vec<String>,
+    /// Text the step's standard output must contain.
+    #[serde(default)]
+    pub stdout: Option<String>,
+    /// The exit code a task must end with.
+    #[serde(default)]
+    pub code: Option<i32>,
+    /// The verdict an agent must have picked.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// Tool calls the agent must have made, in this order (others may come between);
+    /// `args` matches as a subset of the call's arguments.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCallAssert>,
+}
+
+/// One expected tool call.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallAssert {
+    /// Tool name.
+    pub name: String,
+    /// Arguments that must appear in the call (a subset match).
+    #[serde(default)]
+    pub args: Option<serde_json::Value>,
+}
+
+/// `assert:` on a job: checked when it ends.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobAssert {
+    /// Names of the top-level steps that ran, in order.
+    #[serde(default)]
+    pub execution: Option<Vec<String>>,
+    /// `success` or `failure`.
+    #[serde(default)]
+    pub outcome: Option<String>,
+}

@@ -1,0 +1,211 @@
+//! What a [`Step`] is: the typed view of its kind key, its display name, and the keys that
+//! belong to each kind.
+
+use super::at::{At, Pos};
+use super::format::{InParallel, RunSpec, Step};
+
+/// The kind of a step, borrowing its configuration.
+#[derive(Debug, Clone, Copy)]
+pub enum StepKind<'a> {
+    /// `task:` with its command.
+    Task(&'a At<RunSpec>),
+    /// `agent:` naming an agent.
+    Agent(&'a At<String>),
+    /// `approval:`.
+    Approval,
+    /// `get:` of a resource.
+    Get(&'a At<String>),
+    /// `put:` to a resource.
+    Put(&'a At<String>),
+    /// `do:`.
+    Do(&'a [At<Step>]),
+    /// `in_parallel:`.
+    InParallel(&'a InParallel),
+    /// `try:`.
+    Try(&'a At<Step>),
+}
+
+impl StepKind<'_> {
+    /// The kind's key, as written in the file.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Self::Task(_) => "task",
+            Self::Agent(_) => "agent",
+            Self::Approval => "approval",
+            Self::Get(_) => "get",
+            Self::Put(_) => "put",
+            Self::Do(_) => "do",
+            Self::InParallel(_) => "in_parallel",
+            Self::Try(_) => "try",
+        }
+    }
+}
+
+/// Why a step has no single kind.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum KindError {
+    /// None of the kind keys is present.
+    #[error(
+        "this step has no kind: it needs one of task, agent, approval, get, put, do, in_parallel, try"
+    )]
+    None,
+    /// More than one is.
+    #[error("this step has several kinds ({0}); a step has exactly one")]
+    Several(String),
+    /// A `task:` without `run:`.
+    #[error("task `{0}` has no `run:` command")]
+    TaskWithoutRun(String),
+}
+
+impl Step {
+    /// The names of the kind keys present.
+    fn kind_keys(&self) -> Vec<&'static str> {
+        [
+            ("task", self.task.is_some()),
+            ("agent", self.agent.is_some()),
+            ("approval", self.approval.is_some()),
+            ("get", self.get.is_some()),
+            ("put", self.put.is_some()),
+            ("do", self.do_.is_some()),
+            ("in_parallel", self.in_parallel.is_some()),
+            ("try", self.try_.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, present)| present.then_some(k))
+        .collect()
+    }
+
+    /// The step's kind; the checks make sure this succeeds for every loaded step.
+    pub fn kind(&self) -> Result<StepKind<'_>, KindError> {
+        let keys = self.kind_keys();
+        if keys.len() > 1 {
+            return Err(KindError::Several(keys.join(", ")));
+        }
+        if let Some(name) = &self.task {
+            return match &self.run {
+                Some(run) => Ok(StepKind::Task(run)),
+                None => Err(KindError::TaskWithoutRun(name.value.clone())),
+            };
+        }
+        if let Some(a) = &self.agent {
+            return Ok(StepKind::Agent(a));
+        }
+        if self.approval.is_some() {
+            return Ok(StepKind::Approval);
+        }
+        if let Some(g) = &self.get {
+            return Ok(StepKind::Get(self.resource.as_ref().unwrap_or(g)));
+        }
+        if let Some(p) = &self.put {
+            return Ok(StepKind::Put(self.resource.as_ref().unwrap_or(p)));
+        }
+        if let Some(d) = &self.do_ {
+            return Ok(StepKind::Do(d));
+        }
+        if let Some(p) = &self.in_parallel {
+            return Ok(StepKind::InParallel(p));
+        }
+        if let Some(t) = &self.try_ {
+            return Ok(StepKind::Try(t));
+        }
+        Err(KindError::None)
+    }
+
+    /// The step's name: `name:` if given, else the value of its kind key, else the kind.
+    pub fn display_name(&self) -> String {
+        if let Some(n) = &self.name {
+            return n.value.clone();
+        }
+        [
+            &self.task,
+            &self.agent,
+            &self.approval,
+            &self.get,
+            &self.put,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|v| v.value.clone())
+        .next()
+        .unwrap_or_else(|| {
+            self.kind_keys()
+                .first()
+                .copied()
+                .unwrap_or("step")
+                .to_owned()
+        })
+    }
+
+    /// Kind-specific keys present on this step, with the kinds they belong to.
+    pub fn specific_keys(&self) -> Vec<(&'static str, &'static [&'static str], Option<Pos>)> {
+        const TASK: &[&str] = &["task"];
+        const AGENT: &[&str] = &["agent"];
+        const APPROVAL: &[&str] = &["approval"];
+        const RESOURCE: &[&str] = &["get", "put"];
+        let mut keys = Vec::new();
+        let mut add = |key, kinds, present: bool, pos: Option<Pos>| {
+            if present {
+                keys.push((key, kinds, pos));
+            }
+        };
+        add(
+            "run",
+            TASK,
+            self.run.is_some(),
+            self.run.as_ref().map(|r| r.pos),
+        );
+        add("prompt", AGENT, self.prompt.is_some(), None);
+        add("messages", AGENT, self.messages.is_some(), None);
+        add(
+            "tools",
+            AGENT,
+            self.tools.is_some(),
+            self.tools.as_ref().and_then(|t| t.first()).map(|t| t.pos),
+        );
+        add(
+            "verdicts",
+            AGENT,
+            self.verdicts.is_some(),
+            self.verdicts
+                .as_ref()
+                .and_then(|t| t.first())
+                .map(|t| t.pos),
+        );
+        add("budget", AGENT, self.budget.is_some(), None);
+        add("message", APPROVAL, self.message.is_some(), None);
+        add(
+            "on_timeout",
+            APPROVAL,
+            self.on_timeout.is_some(),
+            self.on_timeout.as_ref().map(|t| t.pos),
+        );
+        add(
+            "resource",
+            RESOURCE,
+            self.resource.is_some(),
+            self.resource.as_ref().map(|t| t.pos),
+        );
+        add("params", RESOURCE, self.params.is_some(), None);
+        keys
+    }
+
+    /// The routes of this step's verdicts: `(verdict, target)` pairs, `next` included.
+    pub fn routes(&self) -> Vec<(&str, &At<String>)> {
+        self.verdicts
+            .iter()
+            .flatten()
+            .flat_map(|entry| entry.value.iter().map(|(k, v)| (k.as_str(), v)))
+            .collect()
+    }
+
+    /// The hooks present, in the order they may run.
+    pub fn hooks(&self) -> impl Iterator<Item = (&'static str, &At<Step>)> {
+        [
+            ("on_success", &self.on_success),
+            ("on_failure", &self.on_failure),
+            ("ensure", &self.ensure),
+        ]
+        .into_iter()
+        .filter_map(|(k, h)| h.as_deref().map(|h| (k, h)))
+    }
+}

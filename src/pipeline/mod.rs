@@ -1,0 +1,123 @@
+//! The pipeline file: its format, loading with located errors, the checks, model
+//! resolution and the JSON Schema.
+//!
+//! [`load`] is what every command calls: read, parse, check, and either a [`Loaded`]
+//! pipeline or a [`LoadError`] listing each problem as `FILE:LINE:COL: what` + `hint:`.
+
+pub mod at;
+pub mod check;
+pub mod diagnostic;
+pub mod duration;
+pub mod format;
+pub mod kind;
+pub mod load;
+pub mod model;
+
+use std::path::{Path, PathBuf};
+
+pub use at::{At, Pos};
+pub use check::{BUILTIN_TOOLS, CheckScope, DEFAULT_TOOLS};
+pub use diagnostic::{Diagnostic, LoadError, Problem};
+pub use duration::DurationSpec;
+pub use format::{
+    Agent, AgentSource, Budget, InParallel, Job, JobAssert, Pipeline, Resource, RunConfig, RunSpec,
+    Step, StepAssert, ToolCallAssert,
+};
+pub use kind::StepKind;
+pub use model::{ApiKey, ResolvedModel};
+
+/// The name of the pipeline file commands use when none is given.
+pub const DEFAULT_FILE: &str = "treadle.yml";
+
+/// A pipeline that parsed and passed its checks.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The file, as given.
+    pub file: PathBuf,
+    /// The directory holding it (state lives in `.treadle/` there).
+    pub dir: PathBuf,
+    /// The content.
+    pub pipeline: Pipeline,
+}
+
+impl Loaded {
+    /// The job to run: the named one, or the only one.
+    pub fn job(&self, name: Option<&str>) -> Result<&Job, Diagnostic> {
+        let jobs = &self.pipeline.jobs;
+        let names = || {
+            jobs.iter()
+                .map(|j| j.name.value.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match name {
+            Some(n) => jobs.iter().find(|j| j.name.value == n).ok_or_else(|| {
+                Diagnostic::new(
+                    &self.file,
+                    Pos::default(),
+                    Problem::UnknownJob,
+                    format!("there is no job `{n}`"),
+                    format!("jobs in this file: {}", names()),
+                )
+            }),
+            None if jobs.len() == 1 => Ok(&jobs[0]),
+            None => Err(Diagnostic::new(
+                &self.file,
+                Pos::default(),
+                Problem::UnknownJob,
+                format!("the file has {} jobs; say which one to run", jobs.len()),
+                format!("pass `--job NAME`, one of: {}", names()),
+            )),
+        }
+    }
+
+    /// The agent definition with this name.
+    pub fn agent(&self, name: &str) -> Option<&Agent> {
+        self.pipeline.agents.iter().find(|a| a.name.value == name)
+    }
+}
+
+/// Reads, parses and checks a pipeline file.
+pub fn load(file: &Path, scope: &CheckScope<'_>) -> Result<Loaded, LoadError> {
+    let mut pipeline = load::read(file)?;
+    if let Some(plan) = pipeline.plan.take() {
+        if !pipeline.jobs.is_empty() {
+            return Err(LoadError(vec![Diagnostic::new(
+                file,
+                Pos::default(),
+                Problem::BadStep,
+                "the file has both a top-level `plan:` and `jobs:`",
+                "move the top-level plan into a job under `jobs:`",
+            )]));
+        }
+        pipeline.jobs.push(Job {
+            name: At::new("main".to_owned()),
+            plan,
+            assert: None,
+            budget: None,
+            on_success: None,
+            on_failure: None,
+            ensure: None,
+        });
+    }
+    let problems = check::check(file, &pipeline, scope);
+    if !problems.is_empty() {
+        return Err(LoadError(problems));
+    }
+    let dir = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok(Loaded {
+        file: file.to_path_buf(),
+        dir,
+        pipeline,
+    })
+}
+
+/// The JSON Schema of the pipeline format, for `# yaml-language-server: $schema=...`.
+pub fn schema() -> serde_json::Value {
+    let mut schema = schemars::schema_for!(Pipeline);
+    schema.insert("title".to_owned(), "treadle pipeline".into());
+    schema.to_value()
+}

@@ -1,0 +1,538 @@
+//! The walker: runs a job's plan step by step, with attempts, timeouts, hooks, the
+//! containers (`do`, `in_parallel`, `try`) and verdict routes, and records every
+//! transition in the state file and the transcript.
+//!
+//! Semantics follow Concourse:
+//! * `attempts: N` re-runs a failed step (in a fresh directory) up to N times in all;
+//!   `timeout` applies to each attempt;
+//! * `on_success` runs after the step succeeded and its failure fails the step's parent;
+//!   `on_failure` runs after it failed and the step stays failed; `ensure` always runs and
+//!   its failure fails the parent. Each hook is recorded as a step of its own;
+//! * `do` stops at the first failure, and the steps after it are skipped;
+//! * `in_parallel` runs its steps together (at most `limit` at once) and fails if any
+//!   fails; with `fail_fast` the first failure interrupts the others;
+//! * `try` succeeds whatever its step does (but not when the run is interrupted);
+//! * a verdict routed to a step jumps there (skipping the steps between, or going back,
+//!   bounded by the target's `max_visits`).
+
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use tokio_util::sync::CancellationToken;
+
+use super::outline::{Entry, Outline};
+use super::ports::{AgentRunner, Checker, JobFacts};
+use super::state::{StepRecord, StepStatus, Store};
+use super::transcript::{Event, Transcript};
+use super::workspace::Workspace;
+use crate::pipeline::duration::format_duration;
+use crate::pipeline::{At, InParallel, Job, Loaded, Step, StepKind};
+
+/// How a step (or a whole job) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// It worked.
+    Succeeded,
+    /// It failed (exit code 1).
+    Failed,
+    /// It could not be run (exit code 2).
+    Errored,
+    /// The run was interrupted (exit code 130).
+    Aborted,
+}
+
+/// The result of running one step.
+#[derive(Debug, Clone)]
+pub struct Done {
+    /// How it ended.
+    pub status: Status,
+    /// Why, when not well.
+    pub error: Option<String>,
+    /// Where a verdict sends the plan next.
+    pub route: Option<String>,
+}
+
+impl Done {
+    pub(crate) fn ok() -> Self {
+        Self {
+            status: Status::Succeeded,
+            error: None,
+            route: None,
+        }
+    }
+    pub(crate) fn failed(error: impl Into<String>) -> Self {
+        Self {
+            status: Status::Failed,
+            error: Some(error.into()),
+            route: None,
+        }
+    }
+    pub(crate) fn errored(error: impl Into<String>) -> Self {
+        Self {
+            status: Status::Errored,
+            error: Some(error.into()),
+            route: None,
+        }
+    }
+    pub(crate) fn aborted() -> Self {
+        Self {
+            status: Status::Aborted,
+            error: Some("interrupted".to_owned()),
+            route: None,
+        }
+    }
+    /// Whether it succeeded.
+    pub fn is_ok(&self) -> bool {
+        self.status == Status::Succeeded
+    }
+}
+
+/// Everything a run shares.
+pub(crate) struct Ctx<'a> {
+    pub loaded: &'a Loaded,
+    pub job: &'a Job,
+    pub outline: Outline,
+    pub store: std::sync::Arc<Store>,
+    pub transcript: std::sync::Arc<Transcript>,
+    pub workspace: std::sync::Arc<Workspace>,
+    pub agents: std::sync::Arc<dyn AgentRunner>,
+    pub checker: std::sync::Arc<dyn Checker>,
+    pub run: u64,
+    /// Cancelled by Ctrl-C.
+    pub root: CancellationToken,
+    pub records: Mutex<Vec<StepRecord>>,
+    /// Tokens spent by agent steps, against the job's budget.
+    pub tokens: AtomicU64,
+    /// The first failure to write the state file, which makes the run exit 2.
+    pub state_error: Mutex<Option<String>>,
+}
+
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl<'a> Ctx<'a> {
+    /// Changes a step's record and writes it.
+    pub(crate) async fn update(&self, seq: u32, change: impl FnOnce(&mut StepRecord)) {
+        let record = {
+            let Ok(mut records) = self.records.lock() else {
+                return;
+            };
+            let Some(r) = records.get_mut(seq as usize) else {
+                return;
+            };
+            change(r);
+            r.clone()
+        };
+        let store = self.store.clone();
+        let run = self.run;
+        let result = tokio::task::spawn_blocking(move || store.put_step(run, &record)).await;
+        let error = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        if let Ok(mut slot) = self.state_error.lock() {
+            slot.get_or_insert(error);
+        }
+    }
+
+    pub(crate) fn emit(&self, event: Event) {
+        self.transcript.emit(&event);
+    }
+
+    /// The status a cancelled step ends with: aborted on Ctrl-C, else interrupted by a
+    /// sibling (`fail_fast`) or a timeout the caller reports.
+    pub(crate) fn cancelled(&self) -> Done {
+        if self.root.is_cancelled() {
+            Done::aborted()
+        } else {
+            Done::failed("interrupted")
+        }
+    }
+
+    fn skip(&self, steps: &[At<Step>]) {
+        for s in steps {
+            if let Some(e) = self.outline.entry(s) {
+                self.emit(Event::StepSkipped {
+                    run: self.run,
+                    seq: e.seq,
+                    name: e.name.clone(),
+                    depth: e.depth,
+                });
+            }
+        }
+    }
+
+    /// Runs one step with its attempts, timeout and hooks.
+    pub(crate) fn exec(
+        &'a self,
+        step: &'a At<Step>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Done> {
+        async move {
+            let Some(entry) = self.outline.entry(step) else {
+                return Done::errored(format!(
+                    "step `{}` is missing from the outline",
+                    step.display_name()
+                ));
+            };
+            let attempts = step.attempts.as_ref().map_or(1, |a| a.value.max(1));
+            let started = Instant::now();
+            self.update(entry.seq, |r| {
+                r.status = StepStatus::Running;
+                r.started_ms = Some(now_ms());
+                r.error = None;
+            })
+            .await;
+            let mut done = Done::aborted();
+            for attempt in 1..=attempts {
+                if cancel.is_cancelled() {
+                    done = self.cancelled();
+                    break;
+                }
+                self.emit(Event::StepStarted {
+                    run: self.run,
+                    seq: entry.seq,
+                    name: entry.name.clone(),
+                    kind: entry.kind.to_owned(),
+                    depth: entry.depth,
+                    attempt,
+                });
+                self.update(entry.seq, |r| r.attempts = attempt).await;
+                let t0 = Instant::now();
+                done = self.attempt(step, entry, attempt, &cancel).await;
+                if done.is_ok() || done.status == Status::Aborted || attempt == attempts {
+                    break;
+                }
+                self.finished(entry, &done, t0.elapsed());
+            }
+            self.finished(entry, &done, started.elapsed());
+            let error = done.error.clone();
+            let verdict_free = done.clone();
+            self.update(entry.seq, move |r| {
+                r.status = if verdict_free.is_ok() {
+                    StepStatus::Succeeded
+                } else {
+                    StepStatus::Failed
+                };
+                r.duration_ms = Some(millis(started.elapsed()));
+                r.error = error;
+            })
+            .await;
+            self.hooks(step, done, &cancel).await
+        }
+        .boxed()
+    }
+
+    fn finished(&self, entry: &Entry, done: &Done, took: Duration) {
+        let (exit_code, verdict) = self
+            .records
+            .lock()
+            .ok()
+            .and_then(|r| {
+                r.get(entry.seq as usize)
+                    .map(|r| (r.exit_code, r.verdict.clone()))
+            })
+            .unwrap_or_default();
+        self.emit(Event::StepFinished {
+            run: self.run,
+            seq: entry.seq,
+            name: entry.name.clone(),
+            kind: entry.kind.to_owned(),
+            depth: entry.depth,
+            status: if done.is_ok() {
+                StepStatus::Succeeded
+            } else {
+                StepStatus::Failed
+            },
+            duration_ms: millis(took),
+            exit_code,
+            verdict,
+            error: done.error.clone(),
+        });
+    }
+
+    /// Runs the hooks of a finished step and folds their result into its own.
+    async fn hooks(&'a self, step: &'a At<Step>, done: Done, cancel: &CancellationToken) -> Done {
+        let mut result = done;
+        match result.status {
+            Status::Succeeded => {
+                if let Some(h) = &step.on_success {
+                    let d = self.exec(h, cancel.clone()).await;
+                    if !d.is_ok() {
+                        result = Done {
+                            route: None,
+                            ..fold(d, "on_success", h)
+                        };
+                    }
+                }
+            }
+            Status::Failed | Status::Errored => {
+                if let Some(h) = &step.on_failure {
+                    let _ = self.exec(h, cancel.clone()).await;
+                }
+            }
+            Status::Aborted => {}
+        }
+        if let Some(h) = &step.ensure {
+            let d = self.exec(h, cancel.clone()).await;
+            if !d.is_ok() && result.is_ok() {
+                result = fold(d, "ensure", h);
+            }
+        }
+        result
+    }
+
+    /// One attempt, under the step's timeout.
+    async fn attempt(
+        &'a self,
+        step: &'a At<Step>,
+        entry: &'a Entry,
+        attempt: u32,
+        cancel: &CancellationToken,
+    ) -> Done {
+        let token = cancel.child_token();
+        let work = self.kind(step, entry, attempt, token.clone());
+        let Some(limit) = step.timeout.as_ref().map(|t| t.value.0) else {
+            return work.await;
+        };
+        tokio::pin!(work);
+        tokio::select! {
+            d = &mut work => d,
+            () = tokio::time::sleep(limit) => {
+                // Let the step stop its processes before reporting.
+                token.cancel();
+                let _ = work.await;
+                Done::failed(format!("timed out after {}", format_duration(limit)))
+            }
+        }
+    }
+
+    fn kind(
+        &'a self,
+        step: &'a At<Step>,
+        entry: &'a Entry,
+        attempt: u32,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Done> {
+        async move {
+            match step.kind() {
+                Err(e) => Done::errored(e.to_string()),
+                Ok(StepKind::Task(run)) => {
+                    self.task(step, entry, attempt, &run.value, cancel).await
+                }
+                Ok(StepKind::Agent(name)) => {
+                    self.agent(step, entry, attempt, &name.value, cancel).await
+                }
+                Ok(StepKind::Do(steps)) => self.sequence(steps, &cancel).await,
+                Ok(StepKind::InParallel(p)) => self.parallel(p, &cancel).await,
+                Ok(StepKind::Try(inner)) => {
+                    let d = self.exec(inner, cancel).await;
+                    if d.status == Status::Aborted {
+                        d
+                    } else {
+                        Done {
+                            route: d.route,
+                            ..Done::ok()
+                        }
+                    }
+                }
+                Ok(k @ (StepKind::Approval | StepKind::Get(_) | StepKind::Put(_))) => {
+                    Done::errored(format!(
+                        "`{}` steps are not supported by this version of treadle yet",
+                        k.key()
+                    ))
+                }
+            }
+        }
+        .boxed()
+    }
+
+    /// Runs steps in order; stops at a failure or a verdict route.
+    pub(crate) async fn sequence(
+        &'a self,
+        steps: &'a [At<Step>],
+        cancel: &CancellationToken,
+    ) -> Done {
+        for (i, s) in steps.iter().enumerate() {
+            let d = self.exec(s, cancel.clone()).await;
+            if !d.is_ok() || d.route.is_some() {
+                self.skip(&steps[i + 1..]);
+                return d;
+            }
+        }
+        Done::ok()
+    }
+
+    async fn parallel(&'a self, p: &'a InParallel, cancel: &CancellationToken) -> Done {
+        let steps = p.steps();
+        let limit = p.limit().map_or(steps.len(), |l| l as usize).max(1);
+        let group = cancel.child_token();
+        let fail_fast = p.fail_fast();
+        let branches: Vec<BoxFuture<'a, Option<Done>>> = steps
+            .iter()
+            .map(|s| self.branch(s, group.clone(), fail_fast))
+            .collect();
+        let results: Vec<Done> = futures::stream::iter(branches)
+            .buffered(limit)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        if self.root.is_cancelled() {
+            return Done::aborted();
+        }
+        // The worst status wins: errored over failed.
+        let mut failures = results.iter().filter(|d| !d.is_ok());
+        match failures
+            .clone()
+            .find(|d| d.status == Status::Errored)
+            .or_else(|| failures.next())
+        {
+            Some(d) => Done {
+                route: None,
+                ..d.clone()
+            },
+            None => Done::ok(),
+        }
+    }
+
+    /// One step of an `in_parallel`; `None` when it was skipped because a sibling failed.
+    fn branch(
+        &'a self,
+        step: &'a At<Step>,
+        group: CancellationToken,
+        fail_fast: bool,
+    ) -> BoxFuture<'a, Option<Done>> {
+        async move {
+            if group.is_cancelled() {
+                self.skip(std::slice::from_ref(step));
+                return None;
+            }
+            let d = self.exec(step, group.clone()).await;
+            if fail_fast && !d.is_ok() {
+                group.cancel();
+            }
+            Some(d)
+        }
+        .boxed()
+    }
+
+    /// Runs the job's plan, following verdict routes, then its hooks and asserts.
+    pub(crate) async fn job(&'a self) -> Done {
+        let plan = &self.job.plan;
+        let mut visits = vec![0u32; plan.len()];
+        let mut execution = Vec::new();
+        let mut i = 0;
+        let mut result = Done::ok();
+        while i < plan.len() {
+            visits[i] += 1;
+            if let Some(max) = &plan[i].max_visits
+                && visits[i] > max.value
+            {
+                result = Done::failed(format!(
+                    "step `{}` would run more than its max_visits ({})",
+                    plan[i].display_name(),
+                    max.value
+                ));
+                break;
+            }
+            let d = self.exec(&plan[i], self.root.clone()).await;
+            execution.push(plan[i].display_name());
+            if !d.is_ok() {
+                self.skip(&plan[i + 1..]);
+                result = d;
+                break;
+            }
+            match d
+                .route
+                .as_deref()
+                .map(|t| plan.iter().position(|s| s.display_name() == t))
+            {
+                Some(Some(j)) => {
+                    if j > i + 1 {
+                        self.skip(&plan[i + 1..j]);
+                    }
+                    i = j;
+                }
+                Some(None) => {
+                    result = Done::errored(format!(
+                        "verdict routes to `{}`, which is not a step",
+                        d.route.unwrap_or_default()
+                    ));
+                    break;
+                }
+                None => i += 1,
+            }
+        }
+        let job = self.job;
+        result = self.job_hooks(result).await;
+        if let Some(assert) = &job.assert
+            && result.status != Status::Aborted
+            && result.status != Status::Errored
+        {
+            let facts = JobFacts {
+                execution,
+                succeeded: result.is_ok(),
+            };
+            let failures = self.checker.check_job(assert, &facts);
+            if !failures.is_empty() {
+                return Done::failed(format!("job assert failed: {}", failures.join("; ")));
+            }
+            // An asserted failure outcome is what the author expected.
+            if assert.outcome.as_deref() == Some("failure") && result.status == Status::Failed {
+                return Done::ok();
+            }
+        }
+        result
+    }
+
+    async fn job_hooks(&'a self, done: Done) -> Done {
+        let job = self.job;
+        let mut result = done;
+        match result.status {
+            Status::Succeeded => {
+                if let Some(h) = job.on_success.as_deref() {
+                    let d = self.exec(h, self.root.clone()).await;
+                    if !d.is_ok() {
+                        result = fold(d, "on_success", h);
+                    }
+                }
+            }
+            Status::Failed | Status::Errored => {
+                if let Some(h) = job.on_failure.as_deref() {
+                    let _ = self.exec(h, self.root.clone()).await;
+                }
+            }
+            Status::Aborted => {}
+        }
+        if let Some(h) = job.ensure.as_deref() {
+            let d = self.exec(h, self.root.clone()).await;
+            if !d.is_ok() && result.is_ok() {
+                result = fold(d, "ensure", h);
+            }
+        }
+        result
+    }
+}
+
+fn fold(hook: Done, which: &str, step: &At<Step>) -> Done {
+    let why = hook.error.unwrap_or_default();
+    Done {
+        status: hook.status,
+        error: Some(format!(
+            "{which} step `{}` failed: {why}",
+            step.display_name()
+        )),
+        route: None,
+    }
+}

@@ -1,0 +1,273 @@
+//! The leaf steps: a task (a command) and an agent (handed to the [`AgentRunner`]), each in
+//! its own directory, with its asserts checked and its outputs collected.
+//!
+//! [`AgentRunner`]: super::ports::AgentRunner
+
+use std::path::{Path, PathBuf};
+
+use tokio_util::sync::CancellationToken;
+
+use super::exec::{Ctx, Done, Status};
+use super::outline::Entry;
+use super::ports::{AgentStepError, AgentStepRequest, StepFacts, StepReporter};
+use super::task::{TaskEnd, TaskSpec, run_task};
+use super::transcript::Event;
+use super::workspace::WorkspaceError;
+use crate::pipeline::check::DEFAULT_TOOLS;
+use crate::pipeline::model::{self, process_env};
+use crate::pipeline::{At, RunSpec, Step};
+
+fn names(list: &[At<String>]) -> Vec<String> {
+    list.iter().map(|s| s.value.clone()).collect()
+}
+
+impl<'a> Ctx<'a> {
+    async fn prepare(&self, step: &Step, entry: &Entry, attempt: u32) -> Result<PathBuf, Done> {
+        let (inputs, outputs) = (names(&step.inputs), names(&step.outputs));
+        let (ws, seq, name) = (self.workspace.clone(), entry.seq, entry.name.clone());
+        let result =
+            tokio::task::spawn_blocking(move || ws.prepare(seq, &name, attempt, &inputs, &outputs))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(WorkspaceError::Io {
+                        what: "cannot prepare",
+                        path: PathBuf::new(),
+                        source: std::io::Error::other(e.to_string()),
+                    })
+                });
+        result.map_err(|e| match e {
+            WorkspaceError::MissingInput(_) | WorkspaceError::MissingOutput(_) => {
+                Done::failed(e.to_string())
+            }
+            WorkspaceError::Io { .. } => Done::errored(e.to_string()),
+        })
+    }
+
+    /// Checks asserts, then collects outputs; the directory is removed when all went well.
+    async fn conclude(&self, step: &Step, dir: &Path, facts: StepFacts) -> Done {
+        if let Some(assert) = &step.assert {
+            let failures = self.checker.check_step(&assert.value, &facts);
+            if !failures.is_empty() {
+                return Done::failed(format!("assert failed: {}", failures.join("; ")));
+            }
+        }
+        let outputs = names(&step.outputs);
+        let (ws, owned) = (self.workspace.clone(), dir.to_path_buf());
+        let collected = tokio::task::spawn_blocking(move || ws.collect(&owned, &outputs))
+            .await
+            .unwrap_or_else(|e| {
+                Err(WorkspaceError::Io {
+                    what: "cannot collect",
+                    path: dir.to_path_buf(),
+                    source: std::io::Error::other(e.to_string()),
+                })
+            });
+        match collected {
+            Ok(()) => {
+                self.workspace.discard(dir);
+                Done::ok()
+            }
+            Err(e @ WorkspaceError::Io { .. }) => Done::errored(e.to_string()),
+            Err(e) => Done::failed(e.to_string()),
+        }
+    }
+
+    pub(crate) async fn task(
+        &'a self,
+        step: &'a Step,
+        entry: &'a Entry,
+        attempt: u32,
+        run: &'a RunSpec,
+        cancel: CancellationToken,
+    ) -> Done {
+        let dir = match self.prepare(step, entry, attempt).await {
+            Ok(d) => d,
+            Err(done) => return done,
+        };
+        let extra = [
+            ("TREADLE_RUN".to_owned(), self.run.to_string()),
+            ("TREADLE_STEP".to_owned(), entry.name.clone()),
+            ("TREADLE_ATTEMPT".to_owned(), attempt.to_string()),
+        ];
+        let spec = TaskSpec {
+            run,
+            dir: &dir,
+            env: &step.env,
+            extra_env: &extra,
+        };
+        let (run_id, seq) = (self.run, entry.seq);
+        let on_line = |stream: &'static str, line: String| {
+            self.emit(Event::Output {
+                run: run_id,
+                seq,
+                stream,
+                line,
+            });
+        };
+        let result = match run_task(&spec, None, &cancel, &on_line).await {
+            Ok(r) => r,
+            Err(e) => return Done::failed(e.to_string()),
+        };
+        let code = match result.end {
+            TaskEnd::Exited(c) => Some(c),
+            _ => None,
+        };
+        let tail = self.transcript.redactor().mask(&result.tail);
+        self.update(seq, |r| {
+            r.exit_code = code;
+            r.stdout_tail = tail;
+        })
+        .await;
+        let asserts_code = step.assert.as_ref().is_some_and(|a| a.value.code.is_some());
+        let done = match result.end {
+            TaskEnd::Exited(0) => Done::ok(),
+            // `assert: { code }` judges the exit code instead of "zero is success".
+            TaskEnd::Exited(_) if asserts_code => Done::ok(),
+            TaskEnd::Exited(c) => Done::failed(format!("exit code {c}")),
+            TaskEnd::Signaled(s) => Done::failed(format!("killed by signal {s}")),
+            TaskEnd::TimedOut(t) => Done::failed(format!("timed out after {t:?}")),
+            TaskEnd::Canceled => self.cancelled(),
+        };
+        if !done.is_ok() {
+            return done;
+        }
+        let facts = StepFacts {
+            dir: dir.clone(),
+            stdout: result.stdout,
+            exit_code: code,
+            ..StepFacts::default()
+        };
+        self.conclude(step, &dir, facts).await
+    }
+
+    pub(crate) async fn agent(
+        &'a self,
+        step: &'a Step,
+        entry: &'a Entry,
+        attempt: u32,
+        name: &'a str,
+        cancel: CancellationToken,
+    ) -> Done {
+        let Some(agent) = self.loaded.agent(name) else {
+            return Done::errored(format!("unknown agent `{name}`"));
+        };
+        let resolved = match model::resolve(&agent.source, agent.name.pos, &process_env) {
+            Ok(m) => m,
+            Err(e) => return Done::errored(format!("{e} ({})", e.hint())),
+        };
+        let api_key = match resolved.api_key(&process_env) {
+            Ok(k) => k,
+            Err(e) => return Done::errored(format!("{e} ({})", e.hint())),
+        };
+        let prompt = match (&step.prompt, &step.messages) {
+            (Some(p), _) => p.clone(),
+            (None, Some(m)) => m.join("\n\n"),
+            (None, None) => String::new(),
+        };
+        let tools = match (&step.tools, &agent.tools) {
+            (Some(t), _) | (None, Some(t)) => names(t),
+            (None, None) => DEFAULT_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+        };
+        let routes: Vec<(String, String)> = step
+            .routes()
+            .into_iter()
+            .map(|(v, t)| (v.to_owned(), t.value.clone()))
+            .collect();
+        let budget_tokens = self.budget(step, agent.budget.as_ref().and_then(|b| b.tokens));
+        if budget_tokens == Some(0) {
+            return Done::failed("budget spent: the job's token budget is used up");
+        }
+        let dir = match self.prepare(step, entry, attempt).await {
+            Ok(d) => d,
+            Err(done) => return done,
+        };
+        let request = AgentStepRequest {
+            step_name: &entry.name,
+            agent,
+            model: resolved,
+            api_key,
+            prompt,
+            tools,
+            verdicts: routes.iter().map(|(v, _)| v.clone()).collect(),
+            dir: dir.clone(),
+            budget_tokens,
+            reporter: StepReporter {
+                transcript: self.transcript.clone(),
+                store: self.store.clone(),
+                run: self.run,
+                seq: entry.seq,
+            },
+            cancel: cancel.clone(),
+        };
+        let outcome = match self.agents.run(request).await {
+            Ok(o) => o,
+            Err(AgentStepError::Infrastructure(m)) => {
+                return Done::errored(self.transcript.redactor().mask(&m));
+            }
+            Err(AgentStepError::Failed(m)) => {
+                return Done::failed(self.transcript.redactor().mask(&m));
+            }
+        };
+        self.tokens
+            .fetch_add(outcome.tokens, std::sync::atomic::Ordering::Relaxed);
+        let tail: String = {
+            let masked = self.transcript.redactor().mask(&outcome.text);
+            let start = masked.len().saturating_sub(super::task::TAIL_BYTES);
+            masked.get(start..).unwrap_or(&masked).to_owned()
+        };
+        let (verdict, usage) = (outcome.verdict.clone(), outcome.usage.clone());
+        self.update(entry.seq, |r| {
+            r.verdict = verdict;
+            r.usage = usage;
+            r.stdout_tail = tail;
+        })
+        .await;
+        if cancel.is_cancelled() {
+            return self.cancelled();
+        }
+        if let Some(f) = outcome.failure {
+            return Done::failed(f);
+        }
+        let route = match (&outcome.verdict, routes.is_empty()) {
+            (_, true) => None,
+            (None, false) => return Done::failed("the agent gave no verdict"),
+            (Some(v), false) => match routes.iter().find(|(name, _)| name == v) {
+                Some((_, target)) if target == "next" => None,
+                Some((_, target)) => Some(target.clone()),
+                None => {
+                    return Done::failed(format!(
+                        "the agent gave verdict `{v}`, which is not one of the listed verdicts"
+                    ));
+                }
+            },
+        };
+        let facts = StepFacts {
+            dir: dir.clone(),
+            stdout: outcome.text,
+            exit_code: None,
+            verdict: outcome.verdict,
+            tool_calls: outcome.tool_calls,
+        };
+        let done = self.conclude(step, &dir, facts).await;
+        if done.status == Status::Succeeded {
+            Done { route, ..done }
+        } else {
+            done
+        }
+    }
+
+    /// Tokens this step may spend: the least of its own, its agent's and what is left of
+    /// the job's budget.
+    fn budget(&self, step: &Step, agent: Option<u64>) -> Option<u64> {
+        let job_left = self
+            .job
+            .budget
+            .as_ref()
+            .and_then(|b| b.tokens)
+            .map(|t| t.saturating_sub(self.tokens.load(std::sync::atomic::Ordering::Relaxed)));
+        [step.budget.as_ref().and_then(|b| b.tokens), agent, job_left]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}

@@ -1,0 +1,217 @@
+//! The executor: runs one job of a loaded pipeline, records it in the state file and
+//! prints its transcript.
+//!
+//! * `exec.rs`: the walker (attempts, timeouts, hooks, containers, routes);
+//! * `leaf.rs`: task and agent steps;
+//! * `task.rs`: running a command in its process group;
+//! * `workspace.rs`: step directories and artifacts;
+//! * `outline.rs`: every step of a job, numbered;
+//! * `state.rs`: the redb state file;
+//! * `transcript.rs`: what is printed;
+//! * `ports.rs`: the interfaces to the agent step and to asserts.
+
+pub mod exec;
+pub mod leaf;
+pub mod outline;
+pub mod ports;
+pub mod state;
+pub mod task;
+pub mod transcript;
+pub mod workspace;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+pub use exec::Status;
+pub use ports::{
+    AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, Checker, JobFacts, StepFacts,
+    StepReporter, ToolCallFact,
+};
+pub use state::{RunStatus, StateError, StepStatus, Store};
+pub use transcript::{Event, Redactor, Style, Transcript};
+
+use crate::pipeline::check::used_agents;
+use crate::pipeline::model::process_env;
+use crate::pipeline::{Diagnostic, Loaded};
+
+/// The state file of a pipeline when `--state` is not given: `.treadle/state.redb` beside it.
+pub fn default_state_path(loaded: &Loaded) -> PathBuf {
+    loaded.dir.join(".treadle").join("state.redb")
+}
+
+/// What to run and how.
+pub struct RunOptions {
+    /// The job (`None`: the only one).
+    pub job: Option<String>,
+    /// Transcript style.
+    pub style: Style,
+    /// The state file (`None`: beside the pipeline).
+    pub state: Option<PathBuf>,
+    /// Cancelled on Ctrl-C.
+    pub cancel: CancellationToken,
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The job cannot be chosen.
+    #[error("{0}")]
+    Job(Diagnostic),
+    /// The state file cannot be used.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The run directory cannot be made.
+    #[error(transparent)]
+    Workspace(#[from] workspace::WorkspaceError),
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// Run id in the state file.
+    pub run: u64,
+    /// How it ended.
+    pub status: Status,
+    /// Why, when not well.
+    pub error: Option<String>,
+}
+
+impl RunReport {
+    /// The process exit code: 0, 1 (a step failed), 2 (could not run), 130 (interrupted).
+    pub fn exit_code(&self) -> u8 {
+        match self.status {
+            Status::Succeeded => 0,
+            Status::Failed => 1,
+            Status::Errored => 2,
+            Status::Aborted => 130,
+        }
+    }
+}
+
+/// The secrets a run must never print: the values of its agents' key variables.
+pub fn secrets_of(loaded: &Loaded, job: Option<&str>) -> Redactor {
+    let values = used_agents(&loaded.pipeline, job, &process_env)
+        .into_iter()
+        .filter_map(|(_, m)| m.ok()?.api_key_env)
+        .filter_map(|var| std::env::var(var).ok());
+    Redactor::new(values)
+}
+
+/// Runs one job.
+pub async fn run(
+    loaded: &Loaded,
+    options: RunOptions,
+    agents: Arc<dyn AgentRunner>,
+    checker: Arc<dyn Checker>,
+) -> Result<RunReport, RunError> {
+    let job = loaded.job(options.job.as_deref()).map_err(RunError::Job)?;
+    let state_path = options
+        .state
+        .clone()
+        .unwrap_or_else(|| default_state_path(loaded));
+    let store = {
+        let path = state_path.clone();
+        tokio::task::spawn_blocking(move || Store::open(&path))
+            .await
+            .map_err(|e| StateError::Db(e.to_string()))??
+    };
+    let store = Arc::new(store);
+    let outline = outline::Outline::of(job);
+    let records: Vec<state::StepRecord> = outline
+        .entries
+        .iter()
+        .map(|e| state::StepRecord {
+            seq: e.seq,
+            path: e.path.clone(),
+            name: e.name.clone(),
+            kind: e.kind.to_owned(),
+            status: StepStatus::Pending,
+            started_ms: None,
+            duration_ms: None,
+            exit_code: None,
+            attempts: 0,
+            stdout_tail: String::new(),
+            error: None,
+            verdict: None,
+            usage: None,
+        })
+        .collect();
+    let pipeline_name = loaded.file.display().to_string();
+    let job_name = job.name.value.clone();
+    let run_id = {
+        let (store, records, p, j) = (
+            store.clone(),
+            records.clone(),
+            pipeline_name.clone(),
+            job_name.clone(),
+        );
+        tokio::task::spawn_blocking(move || store.begin_run(&p, &j, exec::now_ms(), &records))
+            .await
+            .map_err(|e| StateError::Db(e.to_string()))??
+    };
+    let state_dir = state_path
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let workspace = Arc::new(workspace::Workspace::create(&state_dir, run_id)?);
+    let transcript = Arc::new(Transcript::new(
+        options.style,
+        secrets_of(loaded, Some(&job_name)),
+    ));
+    transcript.emit(&Event::RunStarted {
+        run: run_id,
+        job: job_name,
+        pipeline: pipeline_name,
+    });
+    let started = Instant::now();
+    let ctx = exec::Ctx {
+        loaded,
+        job,
+        outline,
+        store: store.clone(),
+        transcript: transcript.clone(),
+        workspace,
+        agents,
+        checker,
+        run: run_id,
+        root: options.cancel.clone(),
+        records: Mutex::new(records),
+        tokens: AtomicU64::new(0),
+        state_error: Mutex::new(None),
+    };
+    let mut done = ctx.job().await;
+    if let Some(e) = ctx.state_error.lock().ok().and_then(|mut e| e.take())
+        && done.status != Status::Aborted
+    {
+        done = exec::Done::errored(format!("cannot record the run: {e}"));
+    }
+    let status = match done.status {
+        Status::Succeeded => RunStatus::Succeeded,
+        Status::Failed => RunStatus::Failed,
+        Status::Errored => RunStatus::Errored,
+        Status::Aborted => RunStatus::Aborted,
+    };
+    let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let error = done.error.clone().map(|e| transcript.redactor().mask(&e));
+    let recorded = {
+        let (store, error) = (store.clone(), error.clone());
+        tokio::task::spawn_blocking(move || store.end_run(run_id, status, took, error)).await
+    };
+    transcript.emit(&Event::RunFinished {
+        run: run_id,
+        status,
+        duration_ms: took,
+        error: error.clone(),
+    });
+    if let Ok(Err(e)) = recorded {
+        return Err(RunError::State(e));
+    }
+    Ok(RunReport {
+        run: run_id,
+        status: done.status,
+        error,
+    })
+}

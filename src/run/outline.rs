@@ -1,0 +1,95 @@
+//! The outline of a job: every step it could run (nested steps and hooks included) in
+//! plan order, each with a sequence number, a path and a depth.
+//!
+//! The executor records each step under its sequence number, and `treadle plan` prints
+//! the outline. Entries are keyed by the step's address because a [`Step`] has no
+//! identity of its own; the pipeline is held unmoved for the whole run, so the address
+//! is stable.
+
+use std::collections::HashMap;
+
+use crate::pipeline::{At, Job, Step, StepKind};
+
+/// One step in the outline.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Sequence number, from 0, in plan order.
+    pub seq: u32,
+    /// Place in the plan: indices and hook names, e.g. `2/0`, `1/ensure`, `job/on_failure`.
+    pub path: String,
+    /// Display name.
+    pub name: String,
+    /// Kind key.
+    pub kind: &'static str,
+    /// Nesting depth.
+    pub depth: u32,
+}
+
+/// A job's outline.
+#[derive(Debug, Default)]
+pub struct Outline {
+    /// Entries in plan order.
+    pub entries: Vec<Entry>,
+    index: HashMap<usize, u32>,
+}
+
+impl Outline {
+    /// Builds the outline of a job.
+    pub fn of(job: &Job) -> Self {
+        let mut o = Self::default();
+        for (i, s) in job.plan.iter().enumerate() {
+            o.add(s, i.to_string(), 0);
+        }
+        for (name, hook) in [
+            ("on_success", &job.on_success),
+            ("on_failure", &job.on_failure),
+            ("ensure", &job.ensure),
+        ] {
+            if let Some(h) = hook {
+                o.add(h, format!("job/{name}"), 0);
+            }
+        }
+        o
+    }
+
+    fn add(&mut self, step: &At<Step>, path: String, depth: u32) {
+        let seq = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
+        self.index.insert(key(step), seq);
+        let kind = step.kind().map(|k| k.key()).unwrap_or("step");
+        self.entries.push(Entry {
+            seq,
+            path: path.clone(),
+            name: step.display_name(),
+            kind,
+            depth,
+        });
+        match step.kind() {
+            Ok(StepKind::Do(steps)) => {
+                for (i, s) in steps.iter().enumerate() {
+                    self.add(s, format!("{path}/{i}"), depth + 1);
+                }
+            }
+            Ok(StepKind::InParallel(p)) => {
+                for (i, s) in p.steps().iter().enumerate() {
+                    self.add(s, format!("{path}/{i}"), depth + 1);
+                }
+            }
+            Ok(StepKind::Try(s)) => self.add(s, format!("{path}/try"), depth + 1),
+            _ => {}
+        }
+        for (name, hook) in step.hooks() {
+            self.add(hook, format!("{path}/{name}"), depth + 1);
+        }
+    }
+
+    /// The entry of a step of this job.
+    pub fn entry(&self, step: &At<Step>) -> Option<&Entry> {
+        self.index
+            .get(&key(step))
+            .and_then(|&i| self.entries.get(i as usize))
+    }
+}
+
+fn key(step: &At<Step>) -> usize {
+    std::ptr::from_ref(step) as usize
+}

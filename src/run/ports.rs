@@ -1,0 +1,154 @@
+//! The executor's interfaces to the agent step and to asserts, which live in
+//! `crate::agent` and `crate::assert`.
+//!
+//! The executor prepares the step directory, resolves the model and the key, and hands an
+//! [`AgentStepRequest`] to an [`AgentRunner`]; it then checks `assert:` through a
+//! [`Checker`] on the [`StepFacts`] it gathered. Keeping these as traits lets the
+//! executor be tested with tasks alone and lets the agent module evolve on its own.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::state::Store;
+use super::transcript::{Event, Transcript};
+use crate::pipeline::{Agent, ApiKey, JobAssert, ResolvedModel, StepAssert};
+
+/// One tool call an agent made.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ToolCallFact {
+    /// Tool name.
+    pub name: String,
+    /// Its arguments.
+    pub args: serde_json::Value,
+}
+
+/// What a finished step did, for `assert:`.
+#[derive(Debug, Clone, Default)]
+pub struct StepFacts {
+    /// The step directory (outputs are subdirectories of it).
+    pub dir: PathBuf,
+    /// A task's stdout, or an agent's final text.
+    pub stdout: String,
+    /// A task's exit code.
+    pub exit_code: Option<i32>,
+    /// An agent's verdict.
+    pub verdict: Option<String>,
+    /// An agent's tool calls, in order.
+    pub tool_calls: Vec<ToolCallFact>,
+}
+
+/// What a finished job did, for a job's `assert:`.
+#[derive(Debug, Clone, Default)]
+pub struct JobFacts {
+    /// Names of the job's top-level steps that ran, in order.
+    pub execution: Vec<String>,
+    /// Whether every step succeeded.
+    pub succeeded: bool,
+}
+
+/// Checks asserts; each returned string is one failed check.
+pub trait Checker: Send + Sync {
+    /// Checks a step's `assert:`.
+    fn check_step(&self, assert: &StepAssert, facts: &StepFacts) -> Vec<String>;
+    /// Checks a job's `assert:`.
+    fn check_job(&self, assert: &JobAssert, facts: &JobFacts) -> Vec<String>;
+}
+
+/// Shows and records what an agent step does.
+#[derive(Clone)]
+pub struct StepReporter {
+    pub(crate) transcript: Arc<Transcript>,
+    pub(crate) store: Arc<Store>,
+    pub(crate) run: u64,
+    pub(crate) seq: u32,
+}
+
+impl StepReporter {
+    /// Shows something in the transcript only (e.g. streamed text pieces).
+    pub fn show(&self, what: &str, data: serde_json::Value) {
+        self.transcript.emit(&Event::Agent {
+            run: self.run,
+            seq: self.seq,
+            what: what.to_owned(),
+            data,
+        });
+    }
+
+    /// Shows something and records it in the state file with the step (tool calls and
+    /// results, the final text, usage). Secrets are masked first.
+    pub async fn record(&self, what: &str, data: serde_json::Value) {
+        let masked = self.transcript.redactor().mask(&data.to_string());
+        let data = serde_json::from_str(&masked).unwrap_or(serde_json::Value::String(masked));
+        self.show(what, data.clone());
+        let store = self.store.clone();
+        let (run, seq) = (self.run, self.seq);
+        let event = serde_json::json!({ "what": what, "data": data });
+        // Recording is best effort: losing one event must not fail the step.
+        let _ =
+            tokio::task::spawn_blocking(move || store.append_agent_event(run, seq, &event)).await;
+    }
+}
+
+/// Everything an agent step needs.
+pub struct AgentStepRequest<'a> {
+    /// The step's display name.
+    pub step_name: &'a str,
+    /// The agent definition (system prompt, max_turns, budget).
+    pub agent: &'a Agent,
+    /// Where its model is.
+    pub model: ResolvedModel,
+    /// The key, when the model needs one.
+    pub api_key: Option<ApiKey>,
+    /// The instruction (`prompt:`, or `messages:` joined by blank lines).
+    pub prompt: String,
+    /// The effective tool grant.
+    pub tools: Vec<String>,
+    /// The verdicts the model must choose from (empty: no verdict tool).
+    pub verdicts: Vec<String>,
+    /// The step directory the tools are confined to.
+    pub dir: PathBuf,
+    /// Token budget left for this step, if any.
+    pub budget_tokens: Option<u64>,
+    /// Transcript and state.
+    pub reporter: StepReporter,
+    /// Cancelled on timeout or Ctrl-C.
+    pub cancel: CancellationToken,
+}
+
+/// What an agent step did.
+#[derive(Debug, Clone, Default)]
+pub struct AgentStepOutcome {
+    /// The chosen verdict.
+    pub verdict: Option<String>,
+    /// The final text.
+    pub text: String,
+    /// Tool calls in order.
+    pub tool_calls: Vec<ToolCallFact>,
+    /// Usage and cost as JSON (recorded with the step).
+    pub usage: Option<serde_json::Value>,
+    /// Tokens spent, for job budgets.
+    pub tokens: u64,
+    /// Why the step failed (budget spent, no verdict given, ...), when it did.
+    pub failure: Option<String>,
+}
+
+/// Why an agent step could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentStepError {
+    /// The model server or session could not be used (exit code 2).
+    #[error("{0}")]
+    Infrastructure(String),
+    /// The step failed (exit code 1).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Runs agent steps.
+#[async_trait]
+pub trait AgentRunner: Send + Sync {
+    /// Runs one agent step to its end.
+    async fn run(&self, request: AgentStepRequest<'_>) -> Result<AgentStepOutcome, AgentStepError>;
+}

@@ -1,0 +1,386 @@
+//! The state file: runs and their steps in one redb database, `.treadle/state.redb`.
+//!
+//! Values are versioned bytes (a format byte, then JSON) so that a later schema can still
+//! read older files. redb is synchronous; the executor calls this from blocking tasks.
+//! redb allows one process to open a file at a time: a second `treadle run` on the same
+//! pipeline fails with [`StateError::Busy`] instead of corrupting anything.
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+const RUNS: TableDefinition<u64, &[u8]> = TableDefinition::new("runs");
+const STEPS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("steps");
+const AGENT_EVENTS: TableDefinition<(u64, u32, u32), &[u8]> = TableDefinition::new("agent_events");
+
+/// Format byte of every value written by this version.
+const FORMAT_JSON_V1: u8 = 1;
+
+/// Errors of the state store.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The directory for the state file could not be made.
+    #[error("cannot create the state directory {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Another process has the file open.
+    #[error("the state file {0} is in use by another treadle process")]
+    Busy(PathBuf),
+    /// redb could not open the file.
+    #[error("cannot open the state file {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<redb::DatabaseError>,
+    },
+    /// A read or write failed.
+    #[error("state file error: {0}")]
+    Db(String),
+    /// A value is in a format this version cannot read.
+    #[error("a record in the state file is in an unknown format ({0})")]
+    Format(String),
+    /// No run with this id.
+    #[error("there is no run {0}")]
+    NoRun(u64),
+}
+
+macro_rules! db_err {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StateError {
+            fn from(e: $t) -> Self { StateError::Db(e.to_string()) }
+        }
+    )*};
+}
+db_err!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// How a run ended (or that it has not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still going (or the process died; see `treadle runs`).
+    Running,
+    /// Every step succeeded.
+    Succeeded,
+    /// A step failed.
+    Failed,
+    /// The pipeline could not be run (infrastructure or configuration).
+    Errored,
+    /// Interrupted (Ctrl-C).
+    Aborted,
+}
+
+/// A step's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Not reached yet.
+    Pending,
+    /// In progress.
+    Running,
+    /// Finished well.
+    Succeeded,
+    /// Finished badly (non-zero exit, timeout, failed assert, interrupted).
+    Failed,
+    /// Never ran (an earlier failure, a verdict route, fail_fast).
+    Skipped,
+}
+
+impl StepStatus {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+impl RunStatus {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Errored => "errored",
+            Self::Aborted => "aborted",
+        }
+    }
+}
+
+/// One run of a job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Run id, increasing from 1 per state file.
+    pub id: u64,
+    /// The pipeline file as given.
+    pub pipeline: String,
+    /// The job.
+    pub job: String,
+    /// Status.
+    pub status: RunStatus,
+    /// Start, in milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// Duration once ended.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    /// Why it failed or errored.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// One step of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Position in the plan outline (nested steps and hooks included).
+    pub seq: u32,
+    /// Where it is in the plan, e.g. `2/in_parallel/0`.
+    pub path: String,
+    /// Display name.
+    pub name: String,
+    /// Kind key (`task`, `agent`, `do`, ...).
+    pub kind: String,
+    /// Status.
+    pub status: StepStatus,
+    /// Start, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub started_ms: Option<u64>,
+    /// How long it ran (all attempts).
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    /// A task's exit code (the last attempt's).
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// Attempts made.
+    #[serde(default)]
+    pub attempts: u32,
+    /// The end of its output (stdout and stderr, secrets masked).
+    #[serde(default)]
+    pub stdout_tail: String,
+    /// Why it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// An agent's verdict.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// An agent's token usage and cost, as the agent step reports it.
+    #[serde(default)]
+    pub usage: Option<serde_json::Value>,
+}
+
+/// The open state file.
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StateError> {
+    let mut out = vec![FORMAT_JSON_V1];
+    serde_json::to_writer(&mut out, v).map_err(|e| StateError::Format(e.to_string()))?;
+    Ok(out)
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
+    match bytes.split_first() {
+        Some((&FORMAT_JSON_V1, json)) => {
+            serde_json::from_slice(json).map_err(|e| StateError::Format(e.to_string()))
+        }
+        Some((b, _)) => Err(StateError::Format(format!("format byte {b}"))),
+        None => Err(StateError::Format("empty value".to_owned())),
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the state file, creating its directory.
+    pub fn open(path: &Path) -> Result<Self, StateError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StateError::Dir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let db = Database::create(path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StateError::Busy(path.to_path_buf()),
+            other => StateError::Open {
+                path: path.to_path_buf(),
+                source: Box::new(other),
+            },
+        })?;
+        let txn = db.begin_write()?;
+        txn.open_table(RUNS)?;
+        txn.open_table(STEPS)?;
+        txn.open_table(AGENT_EVENTS)?;
+        txn.commit()?;
+        Ok(Self {
+            db,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts a run: gives it the next id and records it with its steps, all pending.
+    pub fn begin_run(
+        &self,
+        pipeline: &str,
+        job: &str,
+        started_ms: u64,
+        steps: &[StepRecord],
+    ) -> Result<u64, StateError> {
+        let txn = self.db.begin_write()?;
+        let id = {
+            let mut runs = txn.open_table(RUNS)?;
+            let id = runs.last()?.map_or(1, |(k, _)| k.value() + 1);
+            let rec = RunRecord {
+                id,
+                pipeline: pipeline.to_owned(),
+                job: job.to_owned(),
+                status: RunStatus::Running,
+                started_ms,
+                duration_ms: None,
+                error: None,
+            };
+            runs.insert(id, encode(&rec)?.as_slice())?;
+            let mut table = txn.open_table(STEPS)?;
+            for s in steps {
+                table.insert((id, s.seq), encode(s)?.as_slice())?;
+            }
+            id
+        };
+        txn.commit()?;
+        Ok(id)
+    }
+
+    /// Writes a step's record.
+    pub fn put_step(&self, run: u64, step: &StepRecord) -> Result<(), StateError> {
+        let txn = self.db.begin_write()?;
+        txn.open_table(STEPS)?
+            .insert((run, step.seq), encode(step)?.as_slice())?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Ends a run, turning every step still pending or running into skipped or failed.
+    pub fn end_run(
+        &self,
+        run: u64,
+        status: RunStatus,
+        duration_ms: u64,
+        error: Option<String>,
+    ) -> Result<(), StateError> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut runs = txn.open_table(RUNS)?;
+            let mut rec: RunRecord = match runs.get(run)? {
+                Some(v) => decode(v.value())?,
+                None => return Err(StateError::NoRun(run)),
+            };
+            rec.status = status;
+            rec.duration_ms = Some(duration_ms);
+            rec.error = error;
+            runs.insert(run, encode(&rec)?.as_slice())?;
+            let mut steps = txn.open_table(STEPS)?;
+            let mut open = Vec::new();
+            for entry in steps.range((run, 0)..=(run, u32::MAX))? {
+                let (k, v) = entry?;
+                let mut s: StepRecord = decode(v.value())?;
+                match s.status {
+                    StepStatus::Pending => s.status = StepStatus::Skipped,
+                    StepStatus::Running => {
+                        s.status = StepStatus::Failed;
+                        s.error.get_or_insert_with(|| "interrupted".to_owned());
+                    }
+                    _ => continue,
+                }
+                open.push((k.value(), s));
+            }
+            for (k, s) in open {
+                steps.insert(k, encode(&s)?.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Appends one event of an agent step (kept in order per step).
+    pub fn append_agent_event(
+        &self,
+        run: u64,
+        seq: u32,
+        event: &serde_json::Value,
+    ) -> Result<(), StateError> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut t = txn.open_table(AGENT_EVENTS)?;
+            let next = t
+                .range((run, seq, 0)..=(run, seq, u32::MAX))?
+                .next_back()
+                .transpose()?
+                .map_or(0, |(k, _)| k.value().2 + 1);
+            t.insert((run, seq, next), encode(event)?.as_slice())?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Every run, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunRecord>, StateError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(RUNS)?;
+        let mut out = Vec::new();
+        for e in t.iter()? {
+            out.push(decode(e?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    /// One run.
+    pub fn run(&self, id: u64) -> Result<RunRecord, StateError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(RUNS)?;
+        match t.get(id)? {
+            Some(v) => decode(v.value()),
+            None => Err(StateError::NoRun(id)),
+        }
+    }
+
+    /// A run's steps in plan order.
+    pub fn steps(&self, run: u64) -> Result<Vec<StepRecord>, StateError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(STEPS)?;
+        let mut out = Vec::new();
+        for e in t.range((run, 0)..=(run, u32::MAX))? {
+            out.push(decode(e?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    /// An agent step's recorded events.
+    pub fn agent_events(&self, run: u64, seq: u32) -> Result<Vec<serde_json::Value>, StateError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(AGENT_EVENTS)?;
+        let mut out = Vec::new();
+        for e in t.range((run, seq, 0)..=(run, seq, u32::MAX))? {
+            out.push(decode(e?.1.value())?);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,252 @@
+//! Running a task's command: `sh -c` for a string, the program itself for `{ path, args }`.
+//!
+//! The command runs in its own process group in the step directory, with the step's `env`
+//! added to treadle's environment. Its output is streamed line by line to the transcript
+//! and kept (a tail for the state file, stdout for asserts). On timeout or Ctrl-C the whole
+//! group is killed, so a shell's children die with it; when the command exits, anything it
+//! left running in the background and still holding its output open is killed too.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
+
+use crate::pipeline::RunSpec;
+
+/// Bytes of output kept for the state file.
+pub const TAIL_BYTES: usize = 4096;
+/// Bytes of stdout kept for `assert: { stdout }`.
+const STDOUT_CAP: usize = 1 << 20;
+/// How long output may keep flowing after the command exited, from its leftovers.
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Signaled(i32),
+    /// It ran past its timeout and was killed.
+    TimedOut(Duration),
+    /// The run was interrupted and it was killed.
+    Canceled,
+}
+
+/// What a command did.
+#[derive(Debug, Clone)]
+pub struct TaskResult {
+    /// How it ended.
+    pub end: TaskEnd,
+    /// Its stdout (the first MiB).
+    pub stdout: String,
+    /// The last few KiB of stdout and stderr, interleaved as printed.
+    pub tail: String,
+}
+
+/// Why a command could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// The program could not be executed.
+    #[error("cannot start `{program}`: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Waiting for it failed.
+    #[error("lost track of the command: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Everything needed to start a command.
+pub struct TaskSpec<'a> {
+    /// The command.
+    pub run: &'a RunSpec,
+    /// The step directory.
+    pub dir: &'a Path,
+    /// Variables added to the environment.
+    pub env: &'a BTreeMap<String, String>,
+    /// More variables (treadle's own, like `TREADLE_RUN`).
+    pub extra_env: &'a [(String, String)],
+}
+
+fn command(spec: &TaskSpec<'_>) -> (Command, String) {
+    let (mut cmd, program) = match spec.run {
+        RunSpec::Shell(line) => {
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(line).current_dir(spec.dir);
+            (c, "sh".to_owned())
+        }
+        RunSpec::Exec(cfg) => {
+            // A relative path with a slash means "in the step directory"; make it absolute
+            // because which cwd a relative program is resolved against is unspecified.
+            let program = if cfg.path.contains('/') && !cfg.path.starts_with('/') {
+                spec.dir.join(&cfg.path).to_string_lossy().into_owned()
+            } else {
+                cfg.path.clone()
+            };
+            let mut c = Command::new(&program);
+            c.args(&cfg.args);
+            c.current_dir(
+                cfg.dir
+                    .as_ref()
+                    .map_or_else(|| spec.dir.to_path_buf(), |d| spec.dir.join(d)),
+            );
+            (c, cfg.path.clone())
+        }
+    };
+    cmd.envs(spec.env)
+        .envs(spec.extra_env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    (cmd, program)
+}
+
+fn kill_group(child: &Child) {
+    if let Some(pid) = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        // The group may already be gone; nothing to do then.
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Runs a command to its end, its timeout, or cancellation. `on_line` sees each line.
+pub async fn run_task(
+    spec: &TaskSpec<'_>,
+    timeout: Option<Duration>,
+    cancel: &CancellationToken,
+    on_line: &(dyn Fn(&'static str, String) + Sync),
+) -> Result<TaskResult, TaskError> {
+    let (mut cmd, program) = command(spec);
+    let mut child = cmd
+        .spawn()
+        .map_err(|source| TaskError::Spawn { program, source })?;
+    let mut out = Output::default();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    let work = pump(&mut child, stdout, stderr, &mut out, on_line);
+    let end = tokio::select! {
+        r = work => r?,
+        () = deadline => TaskEnd::TimedOut(timeout.unwrap_or_default()),
+        () = cancel.cancelled() => TaskEnd::Canceled,
+    };
+    // Whatever ended the step, nothing of its process group may outlive it.
+    kill_group(&child);
+    if matches!(end, TaskEnd::TimedOut(_) | TaskEnd::Canceled) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+    }
+    Ok(TaskResult {
+        end,
+        stdout: out.stdout,
+        tail: out.tail,
+    })
+}
+
+#[derive(Default)]
+struct Output {
+    stdout: String,
+    tail: String,
+}
+
+impl Output {
+    fn push(&mut self, stream: &'static str, line: &str) {
+        if stream == "stdout" && self.stdout.len() < STDOUT_CAP {
+            self.stdout.push_str(line);
+            self.stdout.push('\n');
+        }
+        self.tail.push_str(line);
+        self.tail.push('\n');
+        if self.tail.len() > 2 * TAIL_BYTES {
+            let mut cut = self.tail.len() - TAIL_BYTES;
+            while !self.tail.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.tail.drain(..cut);
+        }
+    }
+}
+
+async fn pump(
+    child: &mut Child,
+    stdout: Option<impl AsyncRead + Unpin>,
+    stderr: Option<impl AsyncRead + Unpin>,
+    out: &mut Output,
+    on_line: &(dyn Fn(&'static str, String) + Sync),
+) -> Result<TaskEnd, TaskError> {
+    let mut o = stdout.map(BufReader::new);
+    let mut e = stderr.map(BufReader::new);
+    let (mut obuf, mut ebuf) = (Vec::new(), Vec::new());
+    let mut status: Option<ExitStatus> = None;
+    // Armed only once the command has exited (see the `grace` branch).
+    let grace = tokio::time::sleep(Duration::from_secs(86_400));
+    tokio::pin!(grace);
+    loop {
+        if o.is_none() && e.is_none() {
+            if let Some(s) = status {
+                return Ok(end_of(s));
+            }
+            return child.wait().await.map(end_of).map_err(TaskError::Wait);
+        }
+        tokio::select! {
+            r = read_line(&mut o, &mut obuf), if o.is_some() => if let Some(line) = r {
+                out.push("stdout", &line);
+                on_line("stdout", line);
+            } else { o = None },
+            r = read_line(&mut e, &mut ebuf), if e.is_some() => if let Some(line) = r {
+                out.push("stderr", &line);
+                on_line("stderr", line);
+            } else { e = None },
+            s = child.wait(), if status.is_none() => {
+                let s = s.map_err(TaskError::Wait)?;
+                status = Some(s);
+                grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
+            }
+            () = &mut grace, if status.is_some() => {
+                // The command is done; a background child still holds the pipes open.
+                if let Some(s) = status { return Ok(end_of(s)); }
+            }
+        }
+    }
+}
+
+async fn read_line(
+    reader: &mut Option<BufReader<impl AsyncRead + Unpin>>,
+    buf: &mut Vec<u8>,
+) -> Option<String> {
+    let r = reader.as_mut()?;
+    buf.clear();
+    match r.read_until(b'\n', buf).await {
+        Ok(0) | Err(_) => None,
+        Ok(_) => {
+            let text = String::from_utf8_lossy(buf);
+            Some(text.trim_end_matches(['\n', '\r']).to_owned())
+        }
+    }
+}
+
+fn end_of(status: ExitStatus) -> TaskEnd {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => TaskEnd::Exited(code),
+        (None, Some(sig)) => TaskEnd::Signaled(sig),
+        (None, None) => TaskEnd::Exited(-1),
+    }
+}

@@ -1,0 +1,203 @@
+//! Artifacts: the directory each step runs in, its inputs and its collected outputs.
+//!
+//! A run owns `<state dir>/runs/<id>/`. Each step attempt gets a fresh
+//! `steps/<seq>-<name>-<attempt>/` holding a copy of each declared input (files made
+//! read-only) and an empty directory per output. Inputs are copied, not hard-linked: a
+//! hard link shares the inode, and permission bits do not stop a command running as root
+//! from writing through it into the artifact every later step sees. After a step
+//! succeeds its output directories are moved (a rename, no copy) to `artifacts/`, where
+//! the next steps' inputs are copied from. A name that is both an input and an output is
+//! copied writable and collected again, so a step can extend an artifact.
+//!
+//! Directories stay writable so that `rm -rf .treadle` works for any user; only file
+//! contents are protected, and each step only ever changes its own copy.
+
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Runs whose directories are kept; older ones are removed when a run starts.
+const KEEP_RUNS: u64 = 20;
+
+/// Errors preparing or collecting a step's directory.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// A filesystem operation failed.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// An input that no step of this run has produced (e.g. its producer was skipped).
+    #[error("input `{0}` was not produced by any step that ran")]
+    MissingInput(String),
+    /// The step removed one of its output directories.
+    #[error("output `{0}` is missing: the step removed its directory")]
+    MissingOutput(String),
+}
+
+fn io<'p>(
+    what: &'static str,
+    path: &'p Path,
+) -> impl FnOnce(std::io::Error) -> WorkspaceError + 'p {
+    move |source| WorkspaceError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The artifacts of one run.
+#[derive(Debug)]
+pub struct Workspace {
+    root: PathBuf,
+    artifacts: Mutex<HashMap<String, PathBuf>>,
+    versions: Mutex<u32>,
+}
+
+impl Workspace {
+    /// Makes the run's directory under `state_dir`, pruning old runs' directories.
+    pub fn create(state_dir: &Path, run: u64) -> Result<Self, WorkspaceError> {
+        let runs = state_dir.join("runs");
+        let root = runs.join(run.to_string());
+        fs::create_dir_all(root.join("steps")).map_err(io("cannot create", &root))?;
+        fs::create_dir_all(root.join("artifacts")).map_err(io("cannot create", &root))?;
+        if let Ok(entries) = fs::read_dir(&runs) {
+            for e in entries.flatten() {
+                let old = e.file_name().to_str().and_then(|n| n.parse::<u64>().ok());
+                if old.is_some_and(|old| old + KEEP_RUNS <= run) {
+                    // Best effort: a leftover directory costs disk, not correctness.
+                    let _ = fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        Ok(Self {
+            root,
+            artifacts: Mutex::new(HashMap::new()),
+            versions: Mutex::new(0),
+        })
+    }
+
+    /// The run's directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where an artifact currently lives, if some step produced it.
+    pub fn artifact(&self, name: &str) -> Option<PathBuf> {
+        self.artifacts.lock().ok()?.get(name).cloned()
+    }
+
+    /// Makes a fresh directory for one attempt of a step, with its inputs and empty
+    /// outputs.
+    pub fn prepare(
+        &self,
+        seq: u32,
+        name: &str,
+        attempt: u32,
+        inputs: &[String],
+        outputs: &[String],
+    ) -> Result<PathBuf, WorkspaceError> {
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(40)
+            .collect();
+        let dir = self
+            .root
+            .join("steps")
+            .join(format!("{seq:03}-{safe}-{attempt}"));
+        if dir.exists() {
+            fs::remove_dir_all(&dir).map_err(io("cannot clear", &dir))?;
+        }
+        fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
+        for input in inputs {
+            let src = self
+                .artifact(input)
+                .ok_or_else(|| WorkspaceError::MissingInput(input.clone()))?;
+            let writable = outputs.contains(input);
+            copy_tree(&src, &dir.join(input), writable)?;
+        }
+        for output in outputs.iter().filter(|o| !inputs.contains(o)) {
+            let path = dir.join(output);
+            fs::create_dir_all(&path).map_err(io("cannot create", &path))?;
+        }
+        Ok(dir)
+    }
+
+    /// Moves a finished step's outputs into the run's artifacts.
+    pub fn collect(&self, dir: &Path, outputs: &[String]) -> Result<(), WorkspaceError> {
+        for output in outputs {
+            let src = dir.join(output);
+            if !src.is_dir() {
+                return Err(WorkspaceError::MissingOutput(output.clone()));
+            }
+            let version = {
+                let mut v = self
+                    .versions
+                    .lock()
+                    .map_err(|_| WorkspaceError::MissingOutput(output.clone()))?;
+                *v += 1;
+                *v
+            };
+            let dest = self
+                .root
+                .join("artifacts")
+                .join(format!("{output}.{version}"));
+            fs::rename(&src, &dest).map_err(io("cannot collect output", &src))?;
+            if let Ok(mut map) = self.artifacts.lock() {
+                map.insert(output.clone(), dest);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a step directory that is no longer needed.
+    pub fn discard(&self, dir: &Path) {
+        // Best effort: it only costs disk when it stays.
+        let _ = fs::remove_dir_all(dir);
+    }
+}
+
+/// Copies a tree, keeping symlinks as links (never following them) and making files
+/// read-only unless `writable`.
+pub fn copy_tree(src: &Path, dest: &Path, writable: bool) -> Result<(), WorkspaceError> {
+    fs::create_dir_all(dest).map_err(io("cannot create", dest))?;
+    for entry in fs::read_dir(src).map_err(io("cannot read", src))? {
+        let entry = entry.map_err(io("cannot read", src))?;
+        let from = entry.path();
+        let to = dest.join(entry.file_name());
+        let kind = entry.file_type().map_err(io("cannot stat", &from))?;
+        if kind.is_symlink() {
+            let target = fs::read_link(&from).map_err(io("cannot read link", &from))?;
+            std::os::unix::fs::symlink(&target, &to).map_err(io("cannot link", &to))?;
+        } else if kind.is_dir() {
+            copy_tree(&from, &to, writable)?;
+        } else {
+            fs::copy(&from, &to).map_err(io("cannot copy", &from))?;
+            let mut perms = fs::metadata(&to)
+                .map_err(io("cannot stat", &to))?
+                .permissions();
+            let mode = if writable {
+                perms.mode() | 0o200
+            } else {
+                perms.mode() & !0o222
+            };
+            perms.set_mode(mode);
+            fs::set_permissions(&to, perms).map_err(io("cannot protect", &to))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! `run_shell`: one `sh -c` command in the step directory, with a timeout.
+//!
+//! The command runs in a process group of its own, so a timeout stops everything it started,
+//! not only the shell. A non-zero exit is a normal result that reports the code: the model
+//! asked what happens, and a failing test run is an answer. Only a command that cannot be
+//! started or that times out is a tool error.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use treadle_session::{FnTool, Tool, ToolError};
+
+use super::Workspace;
+use super::output::{MAX_OUTPUT_BYTES, truncate};
+
+/// The timeout when the model gives none.
+const DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// The longest timeout the model may ask for.
+const MAX_TIMEOUT_SECS: u64 = 600;
+/// How long to wait for the output pipes to close after the command was killed; a process
+/// that left the group could hold them open forever.
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ShellArgs {
+    /// The command, run by `sh -c` in the step directory.
+    command: String,
+    /// Seconds before the command is stopped (default 120, at most 600).
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+}
+
+pub(super) fn run_shell(ws: Workspace) -> impl Tool {
+    FnTool::new(
+        "run_shell",
+        "Run a shell command (sh -c) in the step directory. Reports the exit code, stdout and stderr.",
+        move |args: ShellArgs| {
+            let ws = ws.clone();
+            async move { run(&ws, &args).await }
+        },
+    )
+}
+
+async fn run(ws: &Workspace, args: &ShellArgs) -> Result<String, ToolError> {
+    let secs = args
+        .timeout_secs
+        .unwrap_or(DEFAULT_TIMEOUT_SECS)
+        .clamp(1, MAX_TIMEOUT_SECS);
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(&args.command)
+        .current_dir(ws.root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for name in ws.hidden_env() {
+        command.env_remove(name);
+    }
+    command.envs(ws.env().iter().map(|(k, v)| (k, v)));
+
+    let mut child = command
+        .spawn()
+        .map_err(|e| ToolError::new(format!("cannot start sh: {e}")))?;
+    let stdout = tokio::spawn(read_all(child.stdout.take()));
+    let stderr = tokio::spawn(read_all(child.stderr.take()));
+
+    let status = match tokio::time::timeout(Duration::from_secs(secs), child.wait()).await {
+        Ok(status) => Some(status.map_err(|e| ToolError::new(format!("cannot wait for sh: {e}")))?),
+        Err(_) => {
+            kill_group(child.id());
+            // Reap the shell; the group is already gone, so this returns at once.
+            let _ = child.wait().await;
+            None
+        }
+    };
+    let stdout = drain(stdout).await;
+    let stderr = drain(stderr).await;
+
+    let Some(status) = status else {
+        return Err(ToolError::new(truncate(
+            format!(
+                "command timed out after {secs}s and was stopped; pass a larger timeout_secs (at most {MAX_TIMEOUT_SECS}) or run less at once{}",
+                sections(&stdout, &stderr)
+            ),
+            MAX_OUTPUT_BYTES,
+            "",
+        )));
+    };
+    Ok(truncate(
+        format!("{}{}", describe(status), sections(&stdout, &stderr)),
+        MAX_OUTPUT_BYTES,
+        "redirect the output to a file and search it",
+    ))
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code: {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "exit status unknown".to_owned(),
+    }
+}
+
+fn sections(stdout: &str, stderr: &str) -> String {
+    let mut out = String::new();
+    for (name, text) in [("stdout", stdout), ("stderr", stderr)] {
+        if !text.is_empty() {
+            out.push_str(&format!("\n--- {name} ---\n{text}"));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("\n(no output)");
+    }
+    out
+}
+
+async fn read_all(pipe: Option<impl AsyncRead + Unpin>) -> Vec<u8> {
+    let mut buf = Vec::new();
+    if let Some(mut pipe) = pipe {
+        // What was read before an error is still worth showing.
+        let _ = pipe.read_to_end(&mut buf).await;
+    }
+    buf
+}
+
+async fn drain(reader: tokio::task::JoinHandle<Vec<u8>>) -> String {
+    match tokio::time::timeout(DRAIN_GRACE, reader).await {
+        Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Kills the process group the command leads. Best effort: the group may have exited.
+fn kill_group(pid: Option<u32>) {
+    let group = pid
+        .and_then(|pid| i32::try_from(pid).ok())
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(group) = group {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn args(command: &str) -> ShellArgs {
+        ShellArgs {
+            command: command.into(),
+            timeout_secs: None,
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        (dir, ws)
+    }
+
+    #[tokio::test]
+    async fn reports_exit_code_and_output() {
+        let (_dir, ws) = setup();
+        let out = run(&ws, &args("echo out; echo err >&2; exit 3"))
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            "exit code: 3\n--- stdout ---\nout\n\n--- stderr ---\nerr\n"
+        );
+        assert_eq!(
+            run(&ws, &args("true")).await.unwrap(),
+            "exit code: 0\n(no output)"
+        );
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_step_directory_with_its_env() {
+        let (_dir, ws) = setup();
+        std::fs::write(ws.root().join("here.txt"), "x").unwrap();
+        let ws = ws
+            .with_env([("STEP_VAR".to_owned(), "v1".to_owned())])
+            .hide_env(["PATH_TO_HIDE".to_owned(), "HOME".to_owned()]);
+        let out = run(&ws, &args("ls; echo \"$STEP_VAR\"; echo \"home=$HOME\""))
+            .await
+            .unwrap();
+        assert_eq!(out, "exit code: 0\n--- stdout ---\nhere.txt\nv1\nhome=\n");
+    }
+
+    #[tokio::test]
+    async fn a_timeout_stops_the_whole_group() {
+        let (_dir, ws) = setup();
+        let started = Instant::now();
+        let slow = ShellArgs {
+            command: "echo before; sleep 30 & sleep 30; echo finished".into(),
+            timeout_secs: Some(1),
+        };
+        let err = run(&ws, &slow).await.unwrap_err();
+        assert!(err.0.starts_with("command timed out after 1s"), "{err}");
+        assert!(err.0.contains("before"), "{err}");
+        assert!(!err.0.contains("finished"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn long_output_is_truncated() {
+        let (_dir, ws) = setup();
+        let out = run(&ws, &args("yes line | head -n 20000")).await.unwrap();
+        assert!(out.len() < MAX_OUTPUT_BYTES + 200);
+        assert!(
+            out.contains("[output truncated: showed"),
+            "{}",
+            &out[out.len() - 200..]
+        );
+    }
+}
