@@ -79,15 +79,19 @@ impl Stream for Subscription {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        if let Some(delivery) = this.catch_up.pop_front() {
-            return Poll::Ready(Some(Ok(delivery)));
-        }
-        if this.ended {
+        if this.ended && this.catch_up.is_empty() {
             return Poll::Ready(None);
         }
         // Take part in tokio's task budget, so a subscriber that never runs dry still lets
         // the other tasks of its worker run.
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        if let Some(delivery) = this.catch_up.pop_front() {
+            coop.made_progress();
+            return Poll::Ready(Some(Ok(delivery)));
+        }
+        if this.ended {
+            return Poll::Ready(None);
+        }
         loop {
             while let Some(delivery) = this.local.pop_front() {
                 this.queue.set_held(this.local.len());

@@ -368,7 +368,9 @@ async fn hub_fanout_throughput() {
         .collect();
     // Distinct events, as a streaming turn makes them, made before the clock starts.
     let main = LoopId::new();
-    let events: Vec<Arc<Event>> = (0..EVENTS / 4).map(|_| delta(session, main, "tok")).collect();
+    let events: Vec<Arc<Event>> = (0..EVENTS / 4)
+        .map(|_| delta(session, main, "tok"))
+        .collect();
     let started = Instant::now();
     let publisher = {
         let hub = hub.clone();

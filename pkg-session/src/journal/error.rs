@@ -7,57 +7,76 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JournalOpenError {
-    /// redb holds a lock on the file for as long as one handle has it open.
+    /// redb holds a lock on the file for as long as one handle has it open, so one file
+    /// has at most one [`super::Journal`] at a time in the whole system.
     #[error(
         "journal {} is already open in another process (or by another Journal in this process); \
          open it once and share the handle",
         path.display()
     )]
-    AlreadyOpen { path: PathBuf },
+    AlreadyOpen {
+        /// The journal file.
+        path: PathBuf,
+    },
+    /// The parent directories of the file could not be created.
     #[error("cannot create the directory {} for the journal", path.display())]
     CreateDir {
+        /// The directory that could not be created.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// redb could not open or create the file (I/O, not a redb file, old format, ...).
     #[error("cannot open journal {}", path.display())]
     Open {
+        /// The journal file.
         path: PathBuf,
+        /// redb's reason.
         #[source]
         source: redb::DatabaseError,
     },
     /// The file opened, but its tables could not be created or read.
     #[error("cannot prepare the tables of journal {}", path.display())]
     Init {
+        /// The journal file.
         path: PathBuf,
+        /// redb's reason.
         #[source]
         source: redb::Error,
     },
+    /// The operating system refused to start the writer thread.
     #[error("cannot start the writer thread of journal {}", path.display())]
     SpawnWriter {
+        /// The journal file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
 }
 
-/// Why [`super::Journal::append`] failed. Nothing of the group was written, unless the
-/// error is [`AppendError::Storage`] from a commit, which redb says "may already have become
-/// durable"; appending the same events again is safe because appends are idempotent.
+/// Why [`super::Journal::append`] failed.
+///
+/// Nothing of the group was written, except perhaps on [`AppendError::Storage`] from a
+/// commit, which redb says "may already have become durable". Appending the same events
+/// again is always safe: appends are idempotent by event id.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum AppendError {
-    /// The writer thread is gone (it can only stop with the last handle, or by a bug).
+    /// The writer thread is gone (it stops only with the last handle, or on a bug).
     #[error("the journal writer has stopped")]
     Closed,
     /// An event could not be encoded; nothing of the group was sent to the writer.
     #[error("cannot encode event {index} of the group")]
     Encode {
+        /// The position of the event in the group.
         index: usize,
+        /// serde_json's reason.
         #[source]
         source: Arc<serde_json::Error>,
     },
-    /// The batch holding this group failed to write or commit; every group of that batch
+    /// The batch holding this group failed to write or commit. Every group of that batch
     /// gets the same error, and the writer carries on with the next batch.
     #[error("the journal write failed")]
     Storage(#[source] Arc<redb::Error>),
@@ -67,11 +86,17 @@ pub enum AppendError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReadError {
+    /// redb could not read the file.
     #[error("the journal read failed")]
     Storage(#[source] redb::Error),
-    /// A stored value or index entry does not make sense.
+    /// A stored value does not decode, or an index entry points at nothing.
     #[error("journal entry seq {seq} is corrupt: {detail}")]
-    Corrupt { seq: u64, detail: String },
+    Corrupt {
+        /// The seq of the bad entry.
+        seq: u64,
+        /// What is wrong with it.
+        detail: String,
+    },
 }
 
 impl ReadError {

@@ -1,0 +1,244 @@
+//! [`AgentStep`]: everything one agent step needs to run, gathered from the pipeline's
+//! agent definition and step, with the executor's run-time facts (the step directory, the
+//! job's budget) added.
+//!
+//! Keeping this a plain struct means the runner never looks at YAML types, and a test or a
+//! library user can build a step without a pipeline file.
+
+use std::path::PathBuf;
+
+use crate::pipeline::{Agent, ResolvedModel, Step};
+use crate::tools::DEFAULT_GRANT;
+
+use super::budget::{BudgetScope, TokenBudget};
+use super::cost::{ModelPrice, Prices, find_price};
+
+/// One agent step, ready to run.
+#[derive(Debug, Clone)]
+pub struct AgentStep {
+    /// The step's display name (for messages).
+    pub name: String,
+    /// The model and where it is served.
+    pub model: ResolvedModel,
+    /// The system prompt.
+    pub system: Option<String>,
+    /// The tools granted, after the step's narrowing; the verdict tool is added on top.
+    pub tools: Vec<String>,
+    /// The instruction the turn answers.
+    pub prompt: String,
+    /// The verdicts the agent must choose from; empty when the step has no `verdicts:`.
+    pub verdicts: Vec<String>,
+    /// The most model calls the turn may make.
+    pub max_turns: Option<u32>,
+    /// Token limits the step runs under.
+    pub budgets: Vec<TokenBudget>,
+    /// The price of the model, when the pipeline gives one.
+    pub price: Option<ModelPrice>,
+    /// The step directory the tools are confined to.
+    pub dir: PathBuf,
+    /// Extra environment for `run_shell` (the step's `env:`).
+    pub env: Vec<(String, String)>,
+    /// Sampling temperature; the endpoint's default when `None`.
+    pub temperature: Option<f32>,
+}
+
+impl AgentStep {
+    /// Builds the step from its pipeline definition.
+    ///
+    /// * tools: the step's `tools:` where given (the checks already refused any that widen
+    ///   the agent's grant; they are filtered here too), else the agent's `tools:`, else the
+    ///   read-only [`DEFAULT_GRANT`];
+    /// * prompt: `prompt:`, then each of `messages:`, separated by blank lines;
+    /// * verdicts: the keys of `verdicts:`, in order;
+    /// * budget: the smaller of the agent's and the step's `budget: { tokens }`. A job
+    ///   budget is the executor's to add with [`AgentStep::with_job_budget`].
+    pub fn from_pipeline(agent: &Agent, step: &Step, model: ResolvedModel, dir: PathBuf) -> Self {
+        let granted: Vec<String> = match &agent.tools {
+            Some(tools) => tools.iter().map(|t| t.value.clone()).collect(),
+            None => DEFAULT_GRANT.iter().map(|t| (*t).to_owned()).collect(),
+        };
+        let tools = match &step.tools {
+            Some(narrowed) => narrowed
+                .iter()
+                .map(|t| t.value.clone())
+                .filter(|t| granted.contains(t))
+                .collect(),
+            None => granted,
+        };
+
+        let mut parts: Vec<&str> = Vec::new();
+        if let Some(prompt) = &step.prompt {
+            parts.push(prompt);
+        }
+        parts.extend(step.messages.iter().flatten().map(String::as_str));
+
+        let verdicts = step
+            .verdicts
+            .iter()
+            .flatten()
+            .flat_map(|choice| choice.value.keys().cloned())
+            .collect();
+
+        let limit = [&agent.budget, &step.budget]
+            .into_iter()
+            .filter_map(|b| b.as_ref().and_then(|b| b.tokens))
+            .min();
+        let budgets = limit
+            .map(|limit| TokenBudget {
+                scope: BudgetScope::Step,
+                limit,
+                spent_before: 0,
+            })
+            .into_iter()
+            .collect();
+
+        let name = step
+            .name
+            .as_ref()
+            .or(step.agent.as_ref())
+            .map_or_else(|| agent.name.value.clone(), |n| n.value.clone());
+
+        Self {
+            name,
+            model,
+            system: agent.system.clone(),
+            tools,
+            prompt: parts.join("\n\n"),
+            verdicts,
+            max_turns: agent.max_turns,
+            budgets,
+            price: None,
+            dir,
+            env: step.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            temperature: None,
+        }
+    }
+
+    /// Adds the job's budget: `limit` tokens for every agent step of the job, of which
+    /// earlier steps spent `spent`.
+    #[must_use]
+    pub fn with_job_budget(mut self, limit: u64, spent: u64) -> Self {
+        self.budgets.push(TokenBudget {
+            scope: BudgetScope::Job,
+            limit,
+            spent_before: spent,
+        });
+        self
+    }
+
+    /// Looks the model's price up in the pipeline's prices, by the name written in the
+    /// pipeline (`provider/model`) or the name sent to the endpoint.
+    #[must_use]
+    pub fn with_prices(mut self, prices: &Prices) -> Self {
+        let qualified = format!("{}/{}", self.model.provider, self.model.model);
+        self.price = find_price(prices, &[&qualified, &self.model.model]).copied();
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::pipeline::{At, Budget, Pos};
+
+    fn model() -> ResolvedModel {
+        ResolvedModel {
+            provider: "local".into(),
+            model: "tiny".into(),
+            base_url: "http://127.0.0.1:1/v1".into(),
+            api_key_env: None,
+            pos: Pos::default(),
+            key_pos: Pos::default(),
+        }
+    }
+
+    fn agent(tools: Option<&[&str]>, budget: Option<u64>) -> Agent {
+        Agent {
+            name: At::new("reviewer".into()),
+            source: Default::default(),
+            system: Some("Be terse.".into()),
+            tools: tools.map(|t| t.iter().map(|s| At::new((*s).to_owned())).collect()),
+            max_turns: Some(7),
+            budget: budget.map(|tokens| Budget {
+                tokens: Some(tokens),
+            }),
+        }
+    }
+
+    #[test]
+    fn gathers_prompt_tools_verdicts_and_budget() {
+        let mut verdict = BTreeMap::new();
+        verdict.insert("approve".to_owned(), At::new("publish".to_owned()));
+        let mut reject = BTreeMap::new();
+        reject.insert("reject".to_owned(), At::new("escalate".to_owned()));
+        let step = Step {
+            agent: Some(At::new("reviewer".into())),
+            prompt: Some("Review.".into()),
+            messages: Some(vec!["Be brief.".into()]),
+            tools: Some(vec![At::new("read_file".into()), At::new("run_shell".into())]),
+            verdicts: Some(vec![At::new(verdict), At::new(reject)]),
+            budget: Some(Budget { tokens: Some(500) }),
+            ..Step::default()
+        };
+        let spec = AgentStep::from_pipeline(
+            &agent(Some(&["read_file", "write_file"]), Some(800)),
+            &step,
+            model(),
+            PathBuf::from("/tmp/step"),
+        )
+        .with_job_budget(10_000, 9_000);
+        assert_eq!(spec.name, "reviewer");
+        assert_eq!(spec.prompt, "Review.\n\nBe brief.");
+        // run_shell was not granted to the agent, so narrowing cannot add it.
+        assert_eq!(spec.tools, ["read_file"]);
+        assert_eq!(spec.verdicts, ["approve", "reject"]);
+        assert_eq!(spec.max_turns, Some(7));
+        assert_eq!(
+            spec.budgets,
+            [
+                TokenBudget {
+                    scope: BudgetScope::Step,
+                    limit: 500,
+                    spent_before: 0
+                },
+                TokenBudget {
+                    scope: BudgetScope::Job,
+                    limit: 10_000,
+                    spent_before: 9_000
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn the_default_grant_is_read_only() {
+        let step = Step {
+            agent: Some(At::new("reviewer".into())),
+            prompt: Some("x".into()),
+            ..Step::default()
+        };
+        let spec = AgentStep::from_pipeline(&agent(None, None), &step, model(), PathBuf::new());
+        assert_eq!(spec.tools, DEFAULT_GRANT);
+        assert!(spec.budgets.is_empty());
+        assert!(spec.verdicts.is_empty());
+    }
+
+    #[test]
+    fn prices_are_found_by_model_name() {
+        let step = Step::default();
+        let mut prices = Prices::new();
+        prices.insert(
+            "tiny".into(),
+            ModelPrice {
+                prompt: 1.0,
+                completion: 2.0,
+                cached: None,
+            },
+        );
+        let spec = AgentStep::from_pipeline(&agent(None, None), &step, model(), PathBuf::new())
+            .with_prices(&prices);
+        assert_eq!(spec.price.map(|p| p.completion), Some(2.0));
+    }
+}

@@ -1,0 +1,64 @@
+//! Helpers shared by the command-line tests: run the `treadle` binary on a temp dir.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A pipeline in a fresh temp dir.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// Writes `treadle.yml` with this content.
+    pub fn new(yaml: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("treadle.yml"), yaml).expect("write pipeline");
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn file(&self) -> PathBuf {
+        self.dir.path().join("treadle.yml")
+    }
+
+    /// Runs `treadle ARGS` in the dir (no agent keys in the environment).
+    pub fn treadle(&self, args: &[&str]) -> Run {
+        self.treadle_env(args, &[])
+    }
+
+    /// Runs `treadle ARGS` with extra environment variables.
+    pub fn treadle_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_treadle"));
+        cmd.args(args).current_dir(self.path());
+        for var in ["OPENAI_API_KEY", "OPENROUTER_API_KEY", "TREADLE_LOCAL_URL"] {
+            cmd.env_remove(var);
+        }
+        cmd.envs(env.iter().copied());
+        Run(cmd.output().expect("run treadle"))
+    }
+}
+
+/// What the binary did.
+pub struct Run(pub Output);
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.0.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+    /// Panics with both streams unless the exit code is `code`.
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(self.code(), code, "exit code\n--- stdout\n{}\n--- stderr\n{}", self.stdout(), self.stderr());
+        self
+    }
+}

@@ -1,0 +1,132 @@
+//! Every bad pipeline is refused with exit code 2, one located message and a hint.
+
+mod common;
+
+use common::Fixture;
+
+/// Runs `treadle run` on the YAML and checks exit 2, the location and a message fragment.
+fn refused(yaml: &str, at: Option<&str>, what: &str) -> String {
+    let f = Fixture::new(yaml);
+    let run = f.treadle(&["run"]);
+    run.expect_code(2);
+    let err = run.stderr();
+    if let Some(at) = at {
+        assert!(err.contains(&format!("treadle.yml:{at}: ")), "expected location {at} in:\n{err}");
+    }
+    assert!(err.contains(what), "expected `{what}` in:\n{err}");
+    assert!(err.contains("\nhint: "), "expected a hint in:\n{err}");
+    // validate refuses it the same way.
+    f.treadle(&["validate"]).expect_code(2);
+    err
+}
+
+#[test]
+fn yaml_syntax_error() {
+    let err = refused("jobs:\n  - name: a\n    plan: [\n      - task: x\n", None, "YAML syntax error");
+    assert!(err.contains("treadle.yml:"), "{err}");
+}
+
+#[test]
+fn unknown_key() {
+    let err = refused(
+        "jobs:\n  - name: a\n    plan:\n      - task: x\n        ouputs: [o]\n        run: true\n",
+        Some("5:9"),
+        "unknown key `ouputs`",
+    );
+    assert!(err.contains("did you mean `outputs`"), "{err}");
+}
+
+#[test]
+fn wrong_type() {
+    refused(
+        "jobs:\n  - name: a\n    plan:\n      - task: x\n        run: true\n        attempts: many\n",
+        Some("6:19"),
+        "wrong type",
+    );
+}
+
+#[test]
+fn input_nobody_produces() {
+    let err = refused(
+        "jobs:\n  - name: a\n    plan:\n      - task: make\n        outputs: [built]\n        run: true\n      - task: use\n        inputs: [biult]\n        run: true\n",
+        Some("8:18"),
+        "input `biult` is not produced by any earlier step",
+    );
+    assert!(err.contains("did you mean `built`"), "{err}");
+}
+
+#[test]
+fn unknown_agent() {
+    refused(
+        "agents:\n  - name: reviewer\njobs:\n  - name: a\n    plan:\n      - agent: reveiwer\n        prompt: hi\n",
+        Some("6:16"),
+        "unknown agent `reveiwer`",
+    );
+}
+
+#[test]
+fn verdict_to_missing_step() {
+    refused(
+        "agents:\n  - name: r\njobs:\n  - name: a\n    plan:\n      - agent: r\n        prompt: decide\n        verdicts:\n          - approve: publish\n      - task: publsh\n        run: true\n",
+        Some("9:22"),
+        "routes to `publish`, which is not a step",
+    );
+}
+
+#[test]
+fn backward_route_without_max_visits() {
+    refused(
+        "agents:\n  - name: r\njobs:\n  - name: a\n    plan:\n      - task: draft\n        run: true\n      - agent: r\n        prompt: decide\n        verdicts:\n          - again: draft\n          - done: next\n",
+        Some("11:20"),
+        "routes back to `draft` without a bound",
+    );
+}
+
+#[test]
+fn backward_route_with_max_visits_loads() {
+    let f = Fixture::new(
+        "agents:\n  - name: r\njobs:\n  - name: a\n    plan:\n      - task: draft\n        max_visits: 3\n        run: true\n      - agent: r\n        prompt: decide\n        verdicts:\n          - again: draft\n          - done: next\n",
+    );
+    f.treadle(&["plan"]).expect_code(0);
+}
+
+#[test]
+fn missing_api_key_variable() {
+    let err = refused(
+        "agents:\n  - name: r\n    source: { model: openai/gpt-4o-mini }\njobs:\n  - name: a\n    plan:\n      - agent: r\n        prompt: hi\n",
+        Some("3:23"),
+        "OPENAI_API_KEY is not set",
+    );
+    assert!(err.contains("export OPENAI_API_KEY"), "{err}");
+}
+
+#[test]
+fn named_key_variable_missing() {
+    refused(
+        "agents:\n  - name: r\n    source: { model: acme/m, endpoint: \"http://127.0.0.1:9/v1\", api_key_env: ACME_KEY_FOR_TEST }\njobs:\n  - name: a\n    plan:\n      - agent: r\n        prompt: hi\n",
+        Some("3:82"),
+        "ACME_KEY_FOR_TEST is not set",
+    );
+}
+
+#[test]
+fn step_without_kind_and_task_without_run() {
+    refused("jobs:\n  - name: a\n    plan:\n      - inputs: []\n", Some("4:9"), "this step has no kind");
+    refused("jobs:\n  - name: a\n    plan:\n      - task: x\n", Some("4:9"), "has no `run:`");
+}
+
+#[test]
+fn missing_file() {
+    let f = Fixture::new("jobs: []\n");
+    let run = f.treadle(&["run", "nope.yml"]);
+    run.expect_code(2);
+    assert!(run.stderr().contains("cannot read the pipeline file"), "{}", run.stderr());
+}
+
+#[test]
+fn unknown_job() {
+    let f = Fixture::new("jobs:\n  - name: a\n    plan:\n      - task: x\n        run: true\n");
+    let run = f.treadle(&["run", "--job", "b"]);
+    run.expect_code(2);
+    assert!(run.stderr().contains("there is no job `b`"), "{}", run.stderr());
+}
