@@ -1,1 +1,48 @@
-//! (being written)
+//! The agent step: a `treadle_session::Session` that runs one turn in the step's directory,
+//! with the tools its agent is granted, a forced verdict, a token budget and a price.
+//!
+//! # Use
+//!
+//! The executor builds an [`AgentStep`] from the pipeline ([`AgentStep::from_pipeline`],
+//! then [`AgentStep::with_job_budget`] and [`AgentStep::with_prices`]), calls
+//! [`run_agent_step`] with the shared journal, an [`AgentObserver`] that writes the
+//! transcript and a cancellation token, and records the [`AgentOutcome`]. The step's asserts
+//! are then checked with [`crate::assert::check_step`] over the outcome's facts.
+//!
+//! # Layout
+//!
+//! * `spec`: [`AgentStep`], the step's inputs.
+//! * `step`: [`run_agent_step`] and [`AgentError`].
+//! * `verdict`: the `verdict` tool and the reminder when it was not called.
+//! * `budget`: [`TokenBudget`] and the guard hook that enforces it.
+//! * `cost`: [`ModelPrice`], [`Cost`].
+//! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
+//! * `record`: [`AgentOutcome`], [`RecordedCall`], [`AgentStatus`].
+//!
+//! # Decisions made here
+//!
+//! * The verdict is forced by the tool's enum schema and one reminder, not by the
+//!   endpoint's `tool_choice`: the session does not expose `tool_choice`, and a reminder
+//!   works on servers that ignore it too.
+//! * Tool calls are read from the committed history after the turn, not from the live
+//!   `ToolCall*` events, which are ephemeral and may be dropped for a slow subscriber.
+//! * A budget is checked before each model call, so the step stops before the call that
+//!   would begin over budget; the last call may still end above it.
+//! * The agent's API key variable is removed from `run_shell`'s environment, so a model
+//!   cannot print the key it runs with.
+
+mod budget;
+mod cost;
+mod observe;
+mod record;
+mod spec;
+mod step;
+mod verdict;
+
+pub use budget::{BudgetScope, TokenBudget};
+pub use cost::{Cost, ModelPrice, Prices, cost, find_price};
+pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
+pub use record::{AgentOutcome, AgentStatus, RecordedCall};
+pub use spec::AgentStep;
+pub use step::{AgentError, run_agent_step};
+pub use verdict::{Chosen, VERDICT_TOOL};

@@ -337,6 +337,16 @@ impl<'de> Deserialize<'de> for RunSpec {
             fn visit_string<E: de::Error>(self, v: String) -> Result<RunSpec, E> {
                 Ok(RunSpec::Shell(v))
             }
+            // `run: true` and `run: 7` are commands too: YAML types them, the shell does not.
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v.to_string()))
+            }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RunSpec, A::Error> {
                 RunConfig::deserialize(de::value::MapAccessDeserializer::new(map))
                     .map(RunSpec::Exec)

@@ -1,0 +1,236 @@
+//! [`run_agent_step`]: one agent step as one session turn (two when a verdict is missing).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use treadle_event::{EventFilter, LoopScope, Usage};
+use treadle_hook::Hook;
+use treadle_session::{
+    Journal, RunError, Session, StartError, Tool, TurnOutcome, TurnReport,
+};
+
+use super::budget::BudgetGuard;
+use super::cost::cost;
+use super::observe::{AgentEvent, AgentObserver, forward};
+use super::record::{AgentOutcome, AgentStatus, calls_from_history};
+use super::spec::AgentStep;
+use super::verdict::{VerdictSlot, VerdictTool, reminder};
+use crate::tools::{UnknownTool, Workspace, WorkspaceError, grant};
+
+/// How often an interrupt is repeated while a cancelled turn has not ended: an input that
+/// was still queued when the first interrupt came starts a turn the first one missed.
+const INTERRUPT_RETRY: Duration = Duration::from_millis(100);
+
+/// Why an agent step could not run at all. These are configuration or infrastructure
+/// errors (exit code 2); a step that ran and failed is an [`AgentOutcome`] whose status says
+/// why.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The step directory is unusable.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// The grant names a tool that does not exist.
+    #[error(transparent)]
+    UnknownTool(#[from] UnknownTool),
+    /// The session did not start (a missing API key variable, an unusable journal, ...).
+    #[error("cannot start the agent session: {0}")]
+    Start(#[from] StartError),
+    /// The session stopped answering in the middle of the step.
+    #[error("the agent session ended unexpectedly: {0}")]
+    Session(#[from] RunError),
+}
+
+/// Runs one agent step: starts a session on `journal` with the step's tools confined to its
+/// directory, runs the prompt as one turn, and reports what happened.
+///
+/// * Text, tool calls, tool results and finally tokens and cost are shown to `observer`
+///   as they happen.
+/// * With `verdicts`, a `verdict` tool is added. A turn that ends without a valid verdict
+///   is followed by one more turn asking for it; a second miss is
+///   [`AgentStatus::NoVerdict`].
+/// * A token budget refuses the next model call once spent:
+///   [`AgentStatus::BudgetExceeded`].
+/// * `cancel` interrupts the turn (Ctrl-C, the step's timeout): [`AgentStatus::Interrupted`].
+///
+/// The API key is read from its variable by the session and is hidden from `run_shell`'s
+/// environment; it appears in no event, outcome or error.
+pub async fn run_agent_step(
+    step: &AgentStep,
+    journal: &Journal,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+) -> Result<AgentOutcome, AgentError> {
+    let workspace = Workspace::new(&step.dir)?
+        .with_env(step.env.iter().cloned())
+        .hide_env(step.model.api_key_env.iter().cloned());
+    let mut tools: Vec<Arc<dyn Tool>> = grant(&step.tools, &workspace)?;
+    let slot = VerdictSlot::default();
+    if !step.verdicts.is_empty() {
+        tools.push(Arc::new(VerdictTool::new(step.verdicts.clone(), slot.clone())));
+    }
+    let guard = Arc::new(BudgetGuard::new(step.budgets.clone()));
+
+    let mut builder = Session::builder()
+        .endpoint(step.model.base_url.clone())
+        .model(step.model.model.clone())
+        .tools(tools)
+        .hooks([guard.clone() as Arc<dyn Hook>])
+        .journal(journal.clone());
+    if let Some(var) = &step.model.api_key_env {
+        builder = builder.api_key_env(var.clone());
+    }
+    if let Some(system) = &step.system {
+        builder = builder.system_prompt(system.clone());
+    }
+    if let Some(max) = step.max_turns {
+        builder = builder.max_steps(max);
+    }
+    if let Some(temperature) = step.temperature {
+        builder = builder.temperature(temperature);
+    }
+    let session = builder.start().await?;
+
+    guard.attach(session.subscribe(EventFilter {
+        ephemeral: LoopScope::None,
+        enduring: LoopScope::Only(vec![session.main_loop()]),
+    }));
+    let events = session.subscribe(EventFilter::all());
+    // The forwarder ends when `drive` shuts the session down, which ends the subscription.
+    let (turns, served) = tokio::join!(
+        drive(&session, step, &slot, observer, cancel),
+        forward(events, observer)
+    );
+    let turns = turns?;
+
+    let verdict = slot.get();
+    let status = match &turns.last.outcome {
+        TurnOutcome::Failed { error } => match guard.tripped() {
+            Some(tripped) => AgentStatus::BudgetExceeded {
+                spent: tripped.spent,
+                limit: tripped.limit,
+                scope: tripped.scope.to_string(),
+            },
+            None => AgentStatus::Failed {
+                error: error.clone(),
+            },
+        },
+        TurnOutcome::Interrupted { reason } => AgentStatus::Interrupted {
+            reason: reason.clone(),
+        },
+        TurnOutcome::Done { .. } if !step.verdicts.is_empty() && verdict.is_none() => {
+            AgentStatus::NoVerdict {
+                allowed: step.verdicts.clone(),
+            }
+        }
+        TurnOutcome::Done { .. } => AgentStatus::Succeeded,
+    };
+    let model = served.unwrap_or_else(|| step.model.model.clone());
+    let cost = cost(&turns.usage, step.price.as_ref());
+    observer.on_event(AgentEvent::Usage {
+        usage: turns.usage,
+        model: model.clone(),
+        cost,
+    });
+    Ok(AgentOutcome {
+        text: turns.text,
+        verdict: verdict.as_ref().map(|v| v.verdict.clone()),
+        verdict_reason: verdict.map(|v| v.reason),
+        tool_calls: turns.calls,
+        usage: turns.usage,
+        model,
+        cost,
+        steps: turns.steps,
+        status,
+    })
+}
+
+/// What the turns of a step added up to.
+struct Turns {
+    last: TurnReport,
+    text: String,
+    usage: Usage,
+    steps: u32,
+    calls: Vec<super::RecordedCall>,
+}
+
+/// Runs the turn (and the verdict reminder), reads the history, and shuts the session down
+/// whatever happened.
+async fn drive(
+    session: &Session,
+    step: &AgentStep,
+    slot: &VerdictSlot,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+) -> Result<Turns, RunError> {
+    let result = turns(session, step, slot, observer, cancel).await;
+    let calls = match &result {
+        Ok(_) => session
+            .history()
+            .await
+            .map(|history| calls_from_history(&history))
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    session.shutdown().await;
+    result.map(|mut turns| {
+        turns.calls = calls;
+        turns
+    })
+}
+
+async fn turns(
+    session: &Session,
+    step: &AgentStep,
+    slot: &VerdictSlot,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+) -> Result<Turns, RunError> {
+    let first = run_turn(session, &step.prompt, cancel).await?;
+    let mut turns = Turns {
+        text: first.text().to_owned(),
+        usage: first.usage,
+        steps: first.steps,
+        last: first,
+        calls: Vec::new(),
+    };
+    if !step.verdicts.is_empty() && turns.last.is_done() && slot.get().is_none() {
+        let ask = reminder(&step.verdicts);
+        observer.on_event(AgentEvent::Notice(format!(
+            "no verdict was given; asking once more: {ask}"
+        )));
+        let again = run_turn(session, &ask, cancel).await?;
+        turns.usage += again.usage;
+        turns.steps += again.steps;
+        // The answer to the reminder is often only the verdict call; the first turn's text
+        // stays the step's answer unless the second one says something.
+        if !again.is_done() || !again.text().trim().is_empty() {
+            turns.text = again.text().to_owned();
+        }
+        turns.last = again;
+    }
+    Ok(turns)
+}
+
+/// Runs one turn, interrupting it when `cancel` fires.
+async fn run_turn(
+    session: &Session,
+    input: &str,
+    cancel: &CancellationToken,
+) -> Result<TurnReport, RunError> {
+    let run = session.run(input);
+    tokio::pin!(run);
+    tokio::select! {
+        report = &mut run => return report,
+        () = cancel.cancelled() => {}
+    }
+    loop {
+        // Interrupting a session that is already shut down only fails; the turn's report
+        // (or its error) still comes from `run`.
+        let _ = session.interrupt().await;
+        tokio::select! {
+            report = &mut run => return report,
+            () = tokio::time::sleep(INTERRUPT_RETRY) => {}
+        }
+    }
+}
