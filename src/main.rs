@@ -7,7 +7,10 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = treadle::cli::Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("treadle: cannot start the async runtime: {e}");

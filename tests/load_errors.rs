@@ -11,7 +11,10 @@ fn refused(yaml: &str, at: Option<&str>, what: &str) -> String {
     run.expect_code(2);
     let err = run.stderr();
     if let Some(at) = at {
-        assert!(err.contains(&format!("treadle.yml:{at}: ")), "expected location {at} in:\n{err}");
+        assert!(
+            err.contains(&format!("treadle.yml:{at}: ")),
+            "expected location {at} in:\n{err}"
+        );
     }
     assert!(err.contains(what), "expected `{what}` in:\n{err}");
     assert!(err.contains("\nhint: "), "expected a hint in:\n{err}");
@@ -22,7 +25,11 @@ fn refused(yaml: &str, at: Option<&str>, what: &str) -> String {
 
 #[test]
 fn yaml_syntax_error() {
-    let err = refused("jobs:\n  - name: a\n    plan: [\n      - task: x\n", None, "YAML syntax error");
+    let err = refused(
+        "jobs:\n  - name: a\n    plan: [\n      - task: x\n",
+        None,
+        "YAML syntax error",
+    );
     assert!(err.contains("treadle.yml:"), "{err}");
 }
 
@@ -94,7 +101,7 @@ fn backward_route_with_max_visits_loads() {
 fn missing_api_key_variable() {
     let err = refused(
         "agents:\n  - name: r\n    source: { model: openai/gpt-4o-mini }\njobs:\n  - name: a\n    plan:\n      - agent: r\n        prompt: hi\n",
-        Some("3:23"),
+        Some("3:22"),
         "OPENAI_API_KEY is not set",
     );
     assert!(err.contains("export OPENAI_API_KEY"), "{err}");
@@ -104,15 +111,23 @@ fn missing_api_key_variable() {
 fn named_key_variable_missing() {
     refused(
         "agents:\n  - name: r\n    source: { model: acme/m, endpoint: \"http://127.0.0.1:9/v1\", api_key_env: ACME_KEY_FOR_TEST }\njobs:\n  - name: a\n    plan:\n      - agent: r\n        prompt: hi\n",
-        Some("3:82"),
+        Some("3:78"),
         "ACME_KEY_FOR_TEST is not set",
     );
 }
 
 #[test]
 fn step_without_kind_and_task_without_run() {
-    refused("jobs:\n  - name: a\n    plan:\n      - inputs: []\n", Some("4:9"), "this step has no kind");
-    refused("jobs:\n  - name: a\n    plan:\n      - task: x\n", Some("4:9"), "has no `run:`");
+    refused(
+        "jobs:\n  - name: a\n    plan:\n      - inputs: []\n",
+        Some("4:9"),
+        "this step has no kind",
+    );
+    refused(
+        "jobs:\n  - name: a\n    plan:\n      - task: x\n",
+        Some("4:9"),
+        "has no `run:`",
+    );
 }
 
 #[test]
@@ -120,7 +135,11 @@ fn missing_file() {
     let f = Fixture::new("jobs: []\n");
     let run = f.treadle(&["run", "nope.yml"]);
     run.expect_code(2);
-    assert!(run.stderr().contains("cannot read the pipeline file"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("cannot read the pipeline file"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]
@@ -128,5 +147,9 @@ fn unknown_job() {
     let f = Fixture::new("jobs:\n  - name: a\n    plan:\n      - task: x\n        run: true\n");
     let run = f.treadle(&["run", "--job", "b"]);
     run.expect_code(2);
-    assert!(run.stderr().contains("there is no job `b`"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("there is no job `b`"),
+        "{}",
+        run.stderr()
+    );
 }

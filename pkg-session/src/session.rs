@@ -380,23 +380,23 @@ impl Session {
         let input = self.submit(input).await?;
         while let Some(delivery) = events.next().await {
             let event = delivery?.event;
+            if let EventKind::InputCancelled {
+                input: cancelled,
+                reason,
+            } = &event.kind
+                && *cancelled == input
+            {
+                // Shutdown cancelled the input before it ran.
+                return Ok(TurnReport {
+                    input,
+                    outcome: TurnOutcome::Failed {
+                        error: reason.clone(),
+                    },
+                    steps: 0,
+                    usage: Usage::default(),
+                });
+            }
             if event.header.cause != Some(Cause::Input(input)) {
-                if let EventKind::InputCancelled {
-                    input: cancelled,
-                    reason,
-                } = &event.kind
-                {
-                    if *cancelled == input {
-                        return Ok(TurnReport {
-                            input,
-                            outcome: TurnOutcome::Failed {
-                                error: reason.clone(),
-                            },
-                            steps: 0,
-                            usage: Usage::default(),
-                        });
-                    }
-                }
                 continue;
             }
             let (outcome, steps, usage) = match &event.kind {

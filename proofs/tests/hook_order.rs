@@ -15,9 +15,7 @@ use treadle_scripted::{Reply, Script, ToolCall};
 fn committed_step(calls: usize) -> Vec<String> {
     let mut labels = vec!["step.begin", "inference.begin", "inference.finish"];
     // Guards of every call run before any execution (authorization precedes running).
-    for _ in 0..calls {
-        labels.push("tool_call.begin");
-    }
+    labels.extend(std::iter::repeat_n("tool_call.begin", calls));
     labels.extend([
         "journal_append.begin",
         "journal_append.finish",

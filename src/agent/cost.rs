@@ -115,7 +115,10 @@ mod tests {
             completion: 0.0,
             cached: None,
         };
-        assert_eq!(cost(&usage(1_000_000, 0, 300_000), Some(&price)).usd(), Some(1.0));
+        assert_eq!(
+            cost(&usage(1_000_000, 0, 300_000), Some(&price)).usd(),
+            Some(1.0)
+        );
     }
 
     #[test]

@@ -134,7 +134,10 @@ impl AgentObserver for Quiet {
 
 /// Follows a session's events until the subscription ends, showing them to `observer`.
 /// Returns the model the endpoint last reported serving.
-pub(crate) async fn forward(mut events: Subscription, observer: &dyn AgentObserver) -> Option<String> {
+pub(crate) async fn forward(
+    mut events: Subscription,
+    observer: &dyn AgentObserver,
+) -> Option<String> {
     let mut line = LineBuffer::default();
     let mut served = None;
     while let Some(delivery) = events.next_delivery().await {
@@ -252,7 +255,10 @@ mod tests {
             model: "m".into(),
             cost: Cost::Unpriced,
         };
-        assert_eq!(usage.summary(), "m: 100 prompt (40 cached) + 20 completion tokens, unpriced");
+        assert_eq!(
+            usage.summary(),
+            "m: 100 prompt (40 cached) + 20 completion tokens, unpriced"
+        );
         assert_eq!(usage.data()["cost_usd"], Value::Null);
     }
 }

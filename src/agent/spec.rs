@@ -109,7 +109,11 @@ impl AgentStep {
             budgets,
             price: None,
             dir,
-            env: step.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            env: step
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             temperature: None,
         }
     }
@@ -177,7 +181,10 @@ mod tests {
             agent: Some(At::new("reviewer".into())),
             prompt: Some("Review.".into()),
             messages: Some(vec!["Be brief.".into()]),
-            tools: Some(vec![At::new("read_file".into()), At::new("run_shell".into())]),
+            tools: Some(vec![
+                At::new("read_file".into()),
+                At::new("run_shell".into()),
+            ]),
             verdicts: Some(vec![At::new(verdict), At::new(reject)]),
             budget: Some(Budget { tokens: Some(500) }),
             ..Step::default()

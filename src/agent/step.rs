@@ -6,9 +6,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use treadle_event::{EventFilter, LoopScope, Usage};
 use treadle_hook::Hook;
-use treadle_session::{
-    Journal, RunError, Session, StartError, Tool, TurnOutcome, TurnReport,
-};
+use treadle_session::{Journal, RunError, Session, StartError, Tool, TurnOutcome, TurnReport};
 
 use super::budget::BudgetGuard;
 use super::cost::cost;
@@ -67,7 +65,10 @@ pub async fn run_agent_step(
     let mut tools: Vec<Arc<dyn Tool>> = grant(&step.tools, &workspace)?;
     let slot = VerdictSlot::default();
     if !step.verdicts.is_empty() {
-        tools.push(Arc::new(VerdictTool::new(step.verdicts.clone(), slot.clone())));
+        tools.push(Arc::new(VerdictTool::new(
+            step.verdicts.clone(),
+            slot.clone(),
+        )));
     }
     let guard = Arc::new(BudgetGuard::new(step.budgets.clone()));
 

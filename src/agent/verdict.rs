@@ -102,9 +102,7 @@ impl Tool for VerdictTool {
             .get(VERDICT_TOOL)
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                ToolError::new(format!(
-                    "give \"verdict\" as a string, one of: {allowed}"
-                ))
+                ToolError::new(format!("give \"verdict\" as a string, one of: {allowed}"))
             })?;
         if !self.allowed.iter().any(|a| a == verdict) {
             return Err(ToolError::new(format!(
@@ -139,7 +137,10 @@ mod tests {
     fn schema_enumerates_the_verdicts() {
         let (tool, _) = tool();
         let schema = tool.parameters();
-        assert_eq!(schema["properties"]["verdict"]["enum"], json!(["approve", "reject"]));
+        assert_eq!(
+            schema["properties"]["verdict"]["enum"],
+            json!(["approve", "reject"])
+        );
         assert_eq!(schema["properties"]["reason"]["type"], "string");
         assert!(tool.description().contains("approve, reject"));
     }

@@ -10,11 +10,20 @@ use crate::run::outline::Outline;
 use crate::run::state::Store;
 
 pub(super) fn validate(file: &Path) -> u8 {
-    let scope = CheckScope { job: None, env: &pipeline::model::process_env, machine: true };
+    let scope = CheckScope {
+        job: None,
+        env: &pipeline::model::process_env,
+        machine: true,
+    };
     match pipeline::load(file, &scope) {
         Ok(loaded) => {
             let jobs = loaded.pipeline.jobs.len();
-            let steps: usize = loaded.pipeline.jobs.iter().map(|j| Outline::of(j).entries.len()).sum();
+            let steps: usize = loaded
+                .pipeline
+                .jobs
+                .iter()
+                .map(|j| Outline::of(j).entries.len())
+                .sum();
             println!("{}: ok ({jobs} job(s), {steps} step(s))", file.display());
             0
         }
@@ -26,7 +35,11 @@ pub(super) fn validate(file: &Path) -> u8 {
 }
 
 pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
-    let scope = CheckScope { job, env: &pipeline::model::process_env, machine: false };
+    let scope = CheckScope {
+        job,
+        env: &pipeline::model::process_env,
+        machine: false,
+    };
     let loaded = match pipeline::load(file, &scope) {
         Ok(l) => l,
         Err(e) => {
@@ -34,11 +47,25 @@ pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
             return EXIT_CONFIG;
         }
     };
-    for j in loaded.pipeline.jobs.iter().filter(|j| job.is_none_or(|n| j.name.value == n)) {
+    for j in loaded
+        .pipeline
+        .jobs
+        .iter()
+        .filter(|j| job.is_none_or(|n| j.name.value == n))
+    {
         println!("job {}", j.name.value);
         for e in Outline::of(j).entries {
-            let what = if e.path.contains("on_") || e.path.contains("ensure") { "when its hook fires" } else { "would run" };
-            println!("  {}{} [{}] {what}", "  ".repeat(e.depth as usize), e.name, e.kind);
+            let what = if e.path.contains("on_") || e.path.contains("ensure") {
+                "when its hook fires"
+            } else {
+                "would run"
+            };
+            println!(
+                "  {}{} [{}] {what}",
+                "  ".repeat(e.depth as usize),
+                e.name,
+                e.kind
+            );
         }
     }
     0
@@ -59,11 +86,19 @@ pub(super) fn schema() -> u8 {
 
 pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
     let path = state.unwrap_or_else(|| {
-        let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = file
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         dir.join(".treadle").join("state.redb")
     });
     if !path.exists() {
-        eprintln!("{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`", file.display(), path.display(), file.display());
+        eprintln!(
+            "{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`",
+            file.display(),
+            path.display(),
+            file.display()
+        );
         return EXIT_CONFIG;
     }
     let store = match Store::open(&path) {
@@ -73,13 +108,28 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
             return EXIT_CONFIG;
         }
     };
-    let ms = |d: Option<u64>| d.map_or_else(|| "-".to_owned(), |d| format_duration(Duration::from_millis(d)));
+    let ms = |d: Option<u64>| {
+        d.map_or_else(
+            || "-".to_owned(),
+            |d| format_duration(Duration::from_millis(d)),
+        )
+    };
     match steps {
         None => match store.runs() {
             Ok(runs) => {
-                println!("{:>5}  {:<10} {:<16} {:>9}  error", "run", "status", "job", "duration");
+                println!(
+                    "{:>5}  {:<10} {:<16} {:>9}  error",
+                    "run", "status", "job", "duration"
+                );
                 for r in runs {
-                    println!("{:>5}  {:<10} {:<16} {:>9}  {}", r.id, r.status.as_str(), r.job, ms(r.duration_ms), r.error.unwrap_or_default());
+                    println!(
+                        "{:>5}  {:<10} {:<16} {:>9}  {}",
+                        r.id,
+                        r.status.as_str(),
+                        r.job,
+                        ms(r.duration_ms),
+                        r.error.unwrap_or_default()
+                    );
                 }
                 0
             }
@@ -90,10 +140,25 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
         },
         Some(run) => match store.run(run).and_then(|_| store.steps(run)) {
             Ok(list) => {
-                println!("{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  error", "path", "step", "kind", "status", "duration", "exit", "attempts");
+                println!(
+                    "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  error",
+                    "path", "step", "kind", "status", "duration", "exit", "attempts"
+                );
                 for s in list {
-                    let exit = s.exit_code.map_or_else(|| "-".to_owned(), |c| c.to_string());
-                    println!("{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  {}", s.path, s.name, s.kind, s.status.as_str(), ms(s.duration_ms), exit, s.attempts, s.error.unwrap_or_default());
+                    let exit = s
+                        .exit_code
+                        .map_or_else(|| "-".to_owned(), |c| c.to_string());
+                    println!(
+                        "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  {}",
+                        s.path,
+                        s.name,
+                        s.kind,
+                        s.status.as_str(),
+                        ms(s.duration_ms),
+                        exit,
+                        s.attempts,
+                        s.error.unwrap_or_default()
+                    );
                 }
                 0
             }

@@ -82,7 +82,12 @@ pub enum Command {
 /// Runs a parsed command line and returns the exit code.
 pub async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
-        Command::Run { file, job, json, state } => run::run(&file, job, json, state).await,
+        Command::Run {
+            file,
+            job,
+            json,
+            state,
+        } => run::run(&file, job, json, state).await,
         Command::Validate { file } => inspect::validate(&file),
         Command::Plan { file, job } => inspect::plan(&file, job.as_deref()),
         Command::Schema => inspect::schema(),

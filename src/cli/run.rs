@@ -8,8 +8,17 @@ use super::{EXIT_CONFIG, EXIT_INTERRUPTED, wiring};
 use crate::pipeline::{self, CheckScope};
 use crate::run::{self, RunOptions, Style};
 
-pub(super) async fn run(file: &Path, job: Option<String>, json: bool, state: Option<PathBuf>) -> u8 {
-    let scope = CheckScope { job: job.as_deref(), env: &pipeline::model::process_env, machine: false };
+pub(super) async fn run(
+    file: &Path,
+    job: Option<String>,
+    json: bool,
+    state: Option<PathBuf>,
+) -> u8 {
+    let scope = CheckScope {
+        job: job.as_deref(),
+        env: &pipeline::model::process_env,
+        machine: false,
+    };
     let loaded = match pipeline::load(file, &scope) {
         Ok(l) => l,
         Err(e) => {
@@ -30,8 +39,16 @@ pub(super) async fn run(file: &Path, job: Option<String>, json: bool, state: Opt
             }
         })
     };
-    let options = RunOptions { job, style: Style::detect(json), state, cancel };
-    let report = run::run(&loaded, options, wiring::default_agent_runner(), wiring::default_checker()).await;
+    let state_path = state.unwrap_or_else(|| run::default_state_path(&loaded));
+    let journal = state_path.with_file_name("journal.redb");
+    let agents = wiring::default_agent_runner(journal, loaded.pipeline.prices.clone());
+    let options = RunOptions {
+        job,
+        style: Style::detect(json),
+        state: Some(state_path),
+        cancel,
+    };
+    let report = run::run(&loaded, options, agents, wiring::default_checker()).await;
     watcher.abort();
     match report {
         Ok(r) => r.exit_code(),

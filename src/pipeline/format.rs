@@ -35,6 +35,10 @@ pub struct Pipeline {
     /// Shorthand for a file with a single job: its plan, written at the top level.
     #[serde(default)]
     pub plan: Option<Vec<At<Step>>>,
+    /// Prices per model (`provider/model` or the served name), in US dollars per million
+    /// tokens; a model without a price is shown as unpriced.
+    #[serde(default)]
+    pub prices: crate::agent::Prices,
 }
 
 /// A resource (`get:` / `put:` target).

@@ -79,6 +79,19 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
             format!("wrong type: found {unexpected}, expected {expected}"),
             format!("write {expected} here"),
         ),
+        YamlError::InvalidScalar { ty, .. } => {
+            let expected = match *ty {
+                t if t.starts_with('u') || t.starts_with('i') => "a whole number",
+                t if t.starts_with('f') => "a number",
+                "bool" => "true or false",
+                t => t,
+            };
+            d(
+                Problem::WrongType,
+                format!("wrong type: expected {expected}"),
+                format!("write {expected} here"),
+            )
+        }
         YamlError::SerdeInvalidValue {
             unexpected,
             expected,

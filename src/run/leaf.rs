@@ -173,10 +173,17 @@ impl<'a> Ctx<'a> {
             .into_iter()
             .map(|(v, t)| (v.to_owned(), t.value.clone()))
             .collect();
-        let budget_tokens = self.budget(step, agent.budget.as_ref().and_then(|b| b.tokens));
-        if budget_tokens == Some(0) {
-            return Done::failed("budget spent: the job's token budget is used up");
-        }
+        let job_budget = self
+            .job
+            .budget
+            .as_ref()
+            .and_then(|b| b.tokens)
+            .map(|limit| {
+                (
+                    limit,
+                    self.tokens.load(std::sync::atomic::Ordering::Relaxed),
+                )
+            });
         let dir = match self.prepare(step, entry, attempt).await {
             Ok(d) => d,
             Err(done) => return done,
@@ -184,13 +191,14 @@ impl<'a> Ctx<'a> {
         let request = AgentStepRequest {
             step_name: &entry.name,
             agent,
+            step,
             model: resolved,
             api_key,
             prompt,
             tools,
             verdicts: routes.iter().map(|(v, _)| v.clone()).collect(),
             dir: dir.clone(),
-            budget_tokens,
+            job_budget,
             reporter: StepReporter {
                 transcript: self.transcript.clone(),
                 store: self.store.clone(),
@@ -254,20 +262,5 @@ impl<'a> Ctx<'a> {
         } else {
             done
         }
-    }
-
-    /// Tokens this step may spend: the least of its own, its agent's and what is left of
-    /// the job's budget.
-    fn budget(&self, step: &Step, agent: Option<u64>) -> Option<u64> {
-        let job_left = self
-            .job
-            .budget
-            .as_ref()
-            .and_then(|b| b.tokens)
-            .map(|t| t.saturating_sub(self.tokens.load(std::sync::atomic::Ordering::Relaxed)));
-        [step.budget.as_ref().and_then(|b| b.tokens), agent, job_left]
-            .into_iter()
-            .flatten()
-            .min()
     }
 }

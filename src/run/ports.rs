@@ -14,16 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::state::Store;
 use super::transcript::{Event, Transcript};
-use crate::pipeline::{Agent, ApiKey, JobAssert, ResolvedModel, StepAssert};
+use crate::pipeline::{Agent, ApiKey, JobAssert, ResolvedModel, Step, StepAssert};
 
-/// One tool call an agent made.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct ToolCallFact {
-    /// Tool name.
-    pub name: String,
-    /// Its arguments.
-    pub args: serde_json::Value,
-}
+/// One tool call an agent made (with its result), as the agent module records it.
+pub use crate::agent::RecordedCall as ToolCallFact;
 
 /// What a finished step did, for `assert:`.
 #[derive(Debug, Clone, Default)]
@@ -67,22 +61,24 @@ pub struct StepReporter {
 }
 
 impl StepReporter {
-    /// Shows something in the transcript only (e.g. streamed text pieces).
-    pub fn show(&self, what: &str, data: serde_json::Value) {
+    /// Shows something in the transcript only: `summary` on the plain transcript, `what`
+    /// and `data` in `--json` lines.
+    pub fn show(&self, what: &str, data: serde_json::Value, summary: String) {
         self.transcript.emit(&Event::Agent {
             run: self.run,
             seq: self.seq,
             what: what.to_owned(),
             data,
+            summary,
         });
     }
 
-    /// Shows something and records it in the state file with the step (tool calls and
-    /// results, the final text, usage). Secrets are masked first.
+    /// Records something in the state file with the step (tool calls and results, the
+    /// final text, usage). Secrets are masked first.
     pub async fn record(&self, what: &str, data: serde_json::Value) {
         let masked = self.transcript.redactor().mask(&data.to_string());
-        let data = serde_json::from_str(&masked).unwrap_or(serde_json::Value::String(masked));
-        self.show(what, data.clone());
+        let data: serde_json::Value =
+            serde_json::from_str(&masked).unwrap_or(serde_json::Value::String(masked));
         let store = self.store.clone();
         let (run, seq) = (self.run, self.seq);
         let event = serde_json::json!({ "what": what, "data": data });
@@ -98,6 +94,8 @@ pub struct AgentStepRequest<'a> {
     pub step_name: &'a str,
     /// The agent definition (system prompt, max_turns, budget).
     pub agent: &'a Agent,
+    /// The step as written (prompt, tools, verdicts, budget, env).
+    pub step: &'a Step,
     /// Where its model is.
     pub model: ResolvedModel,
     /// The key, when the model needs one.
@@ -110,8 +108,8 @@ pub struct AgentStepRequest<'a> {
     pub verdicts: Vec<String>,
     /// The step directory the tools are confined to.
     pub dir: PathBuf,
-    /// Token budget left for this step, if any.
-    pub budget_tokens: Option<u64>,
+    /// The job's token budget and what earlier steps spent of it.
+    pub job_budget: Option<(u64, u64)>,
     /// Transcript and state.
     pub reporter: StepReporter,
     /// Cancelled on timeout or Ctrl-C.

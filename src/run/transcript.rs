@@ -66,6 +66,9 @@ pub enum Event {
         what: String,
         /// Its content.
         data: serde_json::Value,
+        /// One line for the plain transcript.
+        #[serde(skip)]
+        summary: String,
     },
     /// A step ended.
     StepFinished {
@@ -174,6 +177,8 @@ pub struct Transcript {
     redactor: Redactor,
     multi: Option<MultiProgress>,
     spinners: Mutex<HashMap<u32, ProgressBar>>,
+    // Leaf steps running now, to label output lines when several run at once.
+    running: Mutex<HashMap<u32, String>>,
     // Serialises whole lines from concurrent steps.
     out: Mutex<()>,
 }
@@ -186,6 +191,7 @@ impl Transcript {
             redactor,
             multi: (style == Style::Terminal).then(MultiProgress::new),
             spinners: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
             out: Mutex::new(()),
         }
     }
@@ -233,6 +239,11 @@ impl Transcript {
                 attempt,
                 ..
             } => {
+                if matches!(kind.as_str(), "task" | "agent")
+                    && let Ok(mut r) = self.running.lock()
+                {
+                    r.insert(*seq, name.clone());
+                }
                 let again = if *attempt > 1 {
                     format!(" (attempt {attempt})")
                 } else {
@@ -253,13 +264,20 @@ impl Transcript {
                     }
                 }
             }
-            Event::Output { line, .. } => self.line(&format!("  │ {}", self.redactor.mask(line))),
-            Event::Agent { what, data, .. } => {
-                let text = match (what.as_str(), data) {
-                    (_, serde_json::Value::String(s)) => s.clone(),
-                    (_, other) => other.to_string(),
-                };
-                self.line(&format!("  │ {what}: {}", self.redactor.mask(&text)));
+            Event::Output { line, seq, .. } => {
+                let label = self
+                    .running
+                    .lock()
+                    .ok()
+                    .filter(|r| r.len() > 1)
+                    .and_then(|r| r.get(seq).cloned());
+                let label = label.map_or_else(String::new, |n| format!("{n} "));
+                self.line(&format!("  {label}│ {}", self.redactor.mask(line)));
+            }
+            Event::Agent { summary, .. } => {
+                for line in summary.lines() {
+                    self.line(&format!("  │ {}", self.redactor.mask(line)));
+                }
             }
             Event::StepFinished {
                 seq,

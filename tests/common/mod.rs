@@ -58,7 +58,13 @@ impl Run {
     }
     /// Panics with both streams unless the exit code is `code`.
     pub fn expect_code(&self, code: i32) -> &Self {
-        assert_eq!(self.code(), code, "exit code\n--- stdout\n{}\n--- stderr\n{}", self.stdout(), self.stderr());
+        assert_eq!(
+            self.code(),
+            code,
+            "exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout(),
+            self.stderr()
+        );
         self
     }
 }

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use futures::StreamExt;
 use treadle_event::{
@@ -342,61 +341,4 @@ async fn hub_subscribe_from_during_publishing_has_no_gap_and_no_duplicate() {
         assert_eq!(enduring, expected, "round {round}");
     }
     eprintln!("joined mid-stream in {mid_stream} of 50 rounds; resumed after loss {resumed} times");
-}
-
-/// Fan-out throughput: run with
-/// `cargo test --release -p treadle-session hub_fanout -- --ignored --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a throughput check, meaningful only in release builds"]
-async fn hub_fanout_throughput() {
-    const EVENTS: u64 = 1_000_000;
-    const SUBSCRIBERS: usize = 10;
-    let dir = tempfile::tempdir().unwrap();
-    let session = SessionId::new();
-    let hub = Hub::new(session, journal(&dir));
-    let consumers: Vec<_> = (0..SUBSCRIBERS)
-        .map(|_| {
-            let mut sub = hub.subscribe(EventFilter::all());
-            tokio::spawn(async move {
-                let mut n = 0u64;
-                while let Some(Ok(_)) = sub.next().await {
-                    n += 1;
-                }
-                (n, sub.missed())
-            })
-        })
-        .collect();
-    // Distinct events, as a streaming turn makes them, made before the clock starts.
-    let main = LoopId::new();
-    let events: Vec<Arc<Event>> = (0..EVENTS / 4)
-        .map(|_| delta(session, main, "tok"))
-        .collect();
-    let started = Instant::now();
-    let publisher = {
-        let hub = hub.clone();
-        tokio::task::spawn_blocking(move || {
-            for event in events.iter().cycle().take(EVENTS as usize) {
-                hub.publish(Arc::clone(event), None);
-            }
-            hub.close();
-        })
-    };
-    publisher.await.unwrap();
-    let published = started.elapsed();
-    let mut delivered = 0;
-    let mut missed = 0;
-    for consumer in consumers {
-        let (n, m) = consumer.await.unwrap();
-        delivered += n;
-        missed += m;
-    }
-    let drained = started.elapsed();
-    let rate = EVENTS as f64 / published.as_secs_f64();
-    println!(
-        "{{\"events\":{EVENTS},\"subscribers\":{SUBSCRIBERS},\"publish_per_s\":{rate:.0},\
-         \"delivered\":{delivered},\"missed\":{missed},\"drained_s\":{:.3}}}",
-        drained.as_secs_f64()
-    );
-    assert_eq!(delivered + missed, EVENTS * SUBSCRIBERS as u64);
-    assert!(rate > 500_000.0, "publish rate {rate:.0}/s");
 }
