@@ -144,6 +144,26 @@ fn one_fsync_us(dir: &std::path::Path) -> f64 {
     samples[samples.len() / 2]
 }
 
+/// Median latency of one durable redb commit holding one small insert: the floor of what a
+/// durable journal append on redb can cost on this disk.
+fn redb_commit_us(dir: &std::path::Path) -> f64 {
+    let table: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("probe");
+    let db = redb::Database::create(dir.join("redb-probe.redb")).expect("redb");
+    let mut samples = Vec::new();
+    for i in 0..200u64 {
+        let t = Instant::now();
+        let tx = db.begin_write().expect("begin");
+        {
+            let mut t = tx.open_table(table).expect("table");
+            t.insert(i, [7u8; 300].as_slice()).expect("insert");
+        }
+        tx.commit().expect("commit");
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
 async fn turn_overhead() {
     let dir = tempfile::tempdir().expect("dir");
     let server = server(TURN_STEPS).await;
@@ -175,6 +195,7 @@ async fn turn_overhead() {
         best[2] = best[2].min(t.elapsed().as_secs_f64() * 1e6 / steps as f64);
     }
     let fsync = one_fsync_us(dir.path());
+    let redb_commit = redb_commit_us(dir.path());
     println!(
         "{}",
         json!({
@@ -182,6 +203,7 @@ async fn turn_overhead() {
             "floor_per_step_us": best[0], "treadle_nofsync_per_step_us": best[1], "treadle_durable_per_step_us": best[2],
             "nofsync_over_floor": best[1] / best[0],
             "one_fsync_us": fsync,
+        "one_redb_durable_commit_us": redb_commit,
             "durable_extra_per_step_in_fsyncs": (best[2] - best[1]) / fsync,
         })
     );
@@ -242,7 +264,9 @@ async fn fanout() {
     );
     // One counter per subscriber: pacing on the slowest keeps every queue from overflowing,
     // so the figure is for deltas that every subscriber actually received.
-    let counters: Vec<Arc<AtomicUsize>> = (0..subscribers).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let counters: Vec<Arc<AtomicUsize>> = (0..subscribers)
+        .map(|_| Arc::new(AtomicUsize::new(0)))
+        .collect();
     let mut tasks = Vec::new();
     for counter in &counters {
         let mut sub = hub.subscribe(EventFilter::all());
@@ -254,10 +278,20 @@ async fn fanout() {
             counter.load(Ordering::Relaxed)
         }));
     }
-    let slowest = || counters.iter().map(|c| c.load(Ordering::Relaxed)).min().unwrap_or(0);
+    let slowest = || {
+        counters
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(0)
+    };
     let delta = Arc::new(Event::new(
         Header::in_loop(session, LoopId::new()),
-        EventKind::TokenDelta { kind: DeltaKind::Text, index: None, text: "tok".into() },
+        EventKind::TokenDelta {
+            kind: DeltaKind::Text,
+            index: None,
+            text: "tok".into(),
+        },
     ));
     let t = Instant::now();
     let mut published = 0;

@@ -13,6 +13,7 @@
 pub mod hub;
 pub mod inference;
 pub mod journal;
+pub mod mcp;
 
 mod actor;
 mod batch;

@@ -182,7 +182,7 @@ pub struct Step {
     pub tools: Option<Vec<At<String>>>,
     /// The choices the agent must pick from; each `- choice: step` routes the plan.
     #[serde(default)]
-    pub verdicts: Option<Vec<At<BTreeMap<String, At<String>>>>>,
+    pub verdicts: Option<Vec<VerdictEntry>>,
     /// Token budget for this step.
     #[serde(default)]
     pub budget: Option<Budget>,
@@ -235,6 +235,9 @@ pub struct Step {
     #[serde(default)]
     pub ensure: Option<Box<At<Step>>>,
 }
+
+/// One `- choice: target` entry of `verdicts:` (a one-key mapping; the checks refuse more).
+pub type VerdictEntry = At<BTreeMap<String, At<String>>>;
 
 /// `in_parallel:` either as a list of steps or as `{ steps, limit, fail_fast }`.
 #[derive(Debug, Clone, JsonSchema)]

@@ -137,11 +137,11 @@ fn first_line(err: &YamlError) -> String {
 }
 
 fn syntax_hint(text: &str, pos: Pos) -> String {
-    let line = text
-        .lines()
-        .nth(pos.line.saturating_sub(1) as usize)
-        .unwrap_or("");
-    if line.contains('\t') {
+    // The scanner often reports a tab at the end of the line before the one holding it.
+    let at = pos.line.saturating_sub(1) as usize;
+    let line = text.lines().nth(at).unwrap_or("");
+    let next = text.lines().nth(at + 1).unwrap_or("");
+    if line.contains('\t') || next.starts_with('\t') {
         "YAML does not allow tabs for indentation; indent with spaces".to_owned()
     } else if line.trim_start().starts_with("- ")
         && line.contains(": ")

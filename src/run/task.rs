@@ -228,19 +228,22 @@ async fn pump(
     }
 }
 
+// `read_until` is not cancel-safe on its own: bytes of a line read before another
+// `select!` branch won stay in `buf`, so `buf` is only emptied once a line is taken.
 async fn read_line(
     reader: &mut Option<BufReader<impl AsyncRead + Unpin>>,
     buf: &mut Vec<u8>,
 ) -> Option<String> {
     let r = reader.as_mut()?;
-    buf.clear();
-    match r.read_until(b'\n', buf).await {
-        Ok(0) | Err(_) => None,
-        Ok(_) => {
-            let text = String::from_utf8_lossy(buf);
-            Some(text.trim_end_matches(['\n', '\r']).to_owned())
-        }
+    let read = r.read_until(b'\n', buf).await;
+    if matches!(read, Ok(0) | Err(_)) && buf.is_empty() {
+        return None;
     }
+    let text = String::from_utf8_lossy(buf)
+        .trim_end_matches(['\n', '\r'])
+        .to_owned();
+    buf.clear();
+    Some(text)
 }
 
 fn end_of(status: ExitStatus) -> TaskEnd {

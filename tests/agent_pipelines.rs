@@ -1,0 +1,165 @@
+//! Agent steps inside pipelines, against the scripted OpenAI-compatible server: the
+//! quickstart and review examples, verdict routing, asserts and secrets.
+
+mod common;
+
+use std::path::Path;
+
+use common::Fixture;
+use serde_json::json;
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(name),
+    )
+    .expect("example")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quickstart_runs_on_the_local_model_url() {
+    let server = ScriptedServer::start(Script::new([
+        Reply::tool_call("read_file", json!({"path": "question/q.txt"})),
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "answer/a.txt", "content": "5"}),
+        ),
+        Reply::text("I wrote 5 to answer/a.txt.").usage(40, 8),
+    ]))
+    .await
+    .expect("server");
+    let f = Fixture::new(&example("quickstart.yml"));
+    let url = server.base_url().to_string();
+    let (f, run) = tokio::task::spawn_blocking(move || {
+        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
+        (f, run)
+    })
+    .await
+    .unwrap();
+    run.expect_code(0);
+    let out = run.stdout();
+    assert!(out.contains("read_file"), "{out}");
+    assert!(
+        out.lines().any(|l| l.trim_end().ends_with("│ 5")),
+        "answer not shown:\n{out}"
+    );
+    let steps = f.treadle(&["runs", "--steps", "1"]).stdout();
+    assert!(
+        steps
+            .lines()
+            .any(|l| l.contains("helper") && l.contains("succeeded")),
+        "{steps}"
+    );
+    // The question the task wrote reached the model as the tool result.
+    let requests = server.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.body.to_string().contains("What is 2 + 3")),
+        "tool result not sent: {:?}",
+        requests
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_that_writes_nothing_fails_its_assert() {
+    let server = ScriptedServer::start(Script::new([Reply::text("All done, I wrote the answer.")]))
+        .await
+        .expect("server");
+    let f = Fixture::new(&example("quickstart.yml"));
+    let url = server.base_url().to_string();
+    let (_f, run) = tokio::task::spawn_blocking(move || {
+        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
+        (f, run)
+    })
+    .await
+    .unwrap();
+    run.expect_code(1);
+    assert!(run.stdout().contains("assert failed"), "{}", run.stdout());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn review_verdict_routes_to_publish() {
+    let server = ScriptedServer::start(Script::new([
+        Reply::tool_call("read_file", json!({"path": "draft/notes.md"})),
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "report/summary.md", "content": "Fine notes."}),
+        ),
+        Reply::tool_call("verdict", json!({"verdict": "approve", "reason": "clear"})),
+        Reply::text("Approved."),
+    ]))
+    .await
+    .expect("server");
+    let f = Fixture::new(&example("review.yml"));
+    let url = server.base_url().to_string();
+    let (f, run) = tokio::task::spawn_blocking(move || {
+        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
+        (f, run)
+    })
+    .await
+    .unwrap();
+    run.expect_code(0);
+    let out = run.stdout();
+    assert!(out.contains("verdict approve"), "{out}");
+    assert!(out.contains("escalate skipped"), "{out}");
+    assert!(out.contains("Fine notes."), "{out}");
+    let steps = f.treadle(&["runs", "--steps", "1"]).stdout();
+    assert!(
+        steps
+            .lines()
+            .any(|l| l.contains("escalate") && l.contains("skipped")),
+        "{steps}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explicit_endpoint_and_key_never_printed() {
+    let server = ScriptedServer::start(Script::new([Reply::text(
+        "the key is sk-test-very-secret-123",
+    )]))
+    .await
+    .expect("server");
+    let yaml = format!(
+        "agents:\n  - name: a\n    source: {{ model: acme/m1, endpoint: \"{}\", api_key_env: ACME_TEST_KEY }}\njobs:\n  - name: j\n    plan:\n      - agent: a\n        prompt: say something\n",
+        server.base_url()
+    );
+    let f = Fixture::new(&yaml);
+    let (f, run) = tokio::task::spawn_blocking(move || {
+        let run = f.treadle_env(
+            &["run", "--json"],
+            &[("ACME_TEST_KEY", "sk-test-very-secret-123")],
+        );
+        (f, run)
+    })
+    .await
+    .unwrap();
+    run.expect_code(0);
+    assert!(
+        !run.stdout().contains("sk-test-very-secret-123"),
+        "{}",
+        run.stdout()
+    );
+    assert!(!run.stderr().contains("sk-test-very-secret-123"));
+    let state = std::fs::read(f.path().join(".treadle/state.redb")).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&state).contains("sk-test-very-secret-123"),
+        "key in the state file"
+    );
+    // It was sent where it belongs: the Authorization header.
+    let requests = server.requests();
+    assert!(
+        requests.iter().all(|r| r.body["model"] == "acme/m1"),
+        "model name"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("authorization") == Some("Bearer sk-test-very-secret-123"))
+    );
+}

@@ -1,0 +1,123 @@
+//! Every ```yaml block in docs/*.md and README.md is a complete pipeline: each one is run
+//! and must exit 0. Agent steps talk to a scripted server (through `TREADLE_LOCAL_URL`)
+//! that plays a simple, obedient agent, so the docs themselves stay free of test setup.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::Fixture;
+use serde_json::{Value, json};
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+/// `(file, line, yaml)` for every yaml block.
+fn yaml_blocks() -> Vec<(PathBuf, usize, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "md"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files.push(root.join("README.md"));
+    let mut blocks = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let mut current: Option<(usize, String)> = None;
+        for (n, line) in text.lines().enumerate() {
+            match &mut current {
+                None if line.trim_start().starts_with("```yaml") => {
+                    current = Some((n + 1, String::new()))
+                }
+                Some((start, body)) if line.trim_start().starts_with("```") => {
+                    blocks.push((file.clone(), *start, std::mem::take(body)));
+                    current = None;
+                }
+                Some((_, body)) => {
+                    body.push_str(line);
+                    body.push('\n');
+                }
+                None => {}
+            }
+        }
+    }
+    blocks
+}
+
+/// The scripted agent: writes a file to every `dir/name.ext` path its prompt names after
+/// "to" or "into" (when it may write), picks the first verdict (when asked), then answers.
+fn obedient_agent(body: &Value) -> Reply {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let prompt = messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_owned();
+    let tools: Vec<Value> = body["tools"].as_array().cloned().unwrap_or_default();
+    let has = |name: &str| tools.iter().any(|t| t["function"]["name"] == name);
+    let mut actions = Vec::new();
+    if has("write_file") {
+        let words: Vec<&str> = prompt.split_whitespace().collect();
+        for pair in words.windows(2) {
+            let path = pair[1].trim_matches(|c: char| !(c.is_alphanumeric() || "/._-".contains(c)));
+            if matches!(pair[0], "to" | "into") && path.contains('/') && path.contains('.') {
+                actions.push(Reply::tool_call(
+                    "write_file",
+                    json!({"path": path, "content": "written by the scripted agent\n"}),
+                ));
+            }
+        }
+    }
+    if let Some(verdict) = tools.iter().find(|t| t["function"]["name"] == "verdict") {
+        let first = verdict["function"]["parameters"]["properties"]["verdict"]["enum"][0].clone();
+        actions.push(Reply::tool_call(
+            "verdict",
+            json!({"verdict": first, "reason": "scripted"}),
+        ));
+    }
+    let done = messages.iter().filter(|m| m["role"] == "tool").count();
+    actions
+        .into_iter()
+        .nth(done)
+        .unwrap_or_else(|| Reply::text("done").usage(10, 2))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_yaml_block_in_the_docs_runs() {
+    let blocks = yaml_blocks();
+    assert!(
+        blocks.len() >= 5,
+        "expected the docs to hold pipelines, found {}",
+        blocks.len()
+    );
+    let server = ScriptedServer::start(Script::from_fn(obedient_agent))
+        .await
+        .expect("server");
+    let url = server.base_url().to_string();
+    let failures = tokio::task::spawn_blocking(move || {
+        let mut failures = Vec::new();
+        for (file, line, yaml) in blocks {
+            let f = Fixture::new(&yaml);
+            let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
+            if run.code() != 0 {
+                failures.push(format!(
+                    "{}:{line}: exit {}\n{}{}",
+                    file.display(),
+                    run.code(),
+                    run.stdout(),
+                    run.stderr()
+                ));
+            }
+        }
+        failures
+    })
+    .await
+    .unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n----\n"));
+}
