@@ -21,7 +21,9 @@ use treadle_session::event::{DeltaKind, Event, EventFilter, EventKind, Header, L
 use treadle_session::hub::{Hub, HubOptions};
 use treadle_session::{FnTool, Journal, JournalOptions, Session, ToolError};
 
-const TURN_STEPS: usize = 200;
+fn turn_steps() -> usize {
+    size(200)
+}
 
 #[derive(Deserialize, JsonSchema)]
 struct Echo {
@@ -118,7 +120,7 @@ async fn treadle_turn(endpoint: &str, journal: Journal) -> u32 {
         .endpoint(endpoint)
         .model("scripted")
         .journal(journal)
-        .max_steps(TURN_STEPS as u32 + 2)
+        .max_steps(turn_steps() as u32 + 2)
         .tool(echo())
         .start()
         .await
@@ -166,7 +168,7 @@ fn redb_commit_us(dir: &std::path::Path) -> f64 {
 
 async fn turn_overhead() {
     let dir = tempfile::tempdir().expect("dir");
-    let server = server(TURN_STEPS).await;
+    let server = server(turn_steps()).await;
     let url = server.base_url().to_owned();
     // Warm up connections and code paths once.
     raw_loop(&url).await;
@@ -199,7 +201,7 @@ async fn turn_overhead() {
     println!(
         "{}",
         json!({
-            "bench": "turn_overhead", "steps": TURN_STEPS,
+            "bench": "turn_overhead", "steps": turn_steps(),
             "floor_per_step_us": best[0], "treadle_nofsync_per_step_us": best[1], "treadle_durable_per_step_us": best[2],
             "nofsync_over_floor": best[1] / best[0],
             "one_fsync_us": fsync,
@@ -210,7 +212,7 @@ async fn turn_overhead() {
 }
 
 async fn concurrent_sessions() {
-    let (sessions, steps) = (100usize, 20usize);
+    let (sessions, steps) = (size(100), size(20));
     let dir = tempfile::tempdir().expect("dir");
     let server = server(steps).await;
     let journal = Journal::open(dir.path().join("many.redb")).expect("journal");
@@ -251,7 +253,7 @@ async fn concurrent_sessions() {
 }
 
 async fn fanout() {
-    let (subscribers, total, burst) = (10usize, 2_000_000usize, 4096usize);
+    let (subscribers, total, burst) = (10usize, size(2_000_000), 4096usize);
     let dir = tempfile::tempdir().expect("dir");
     let journal = Journal::open(dir.path().join("fanout.redb")).expect("journal");
     let session = SessionId::new();

@@ -76,6 +76,8 @@ struct Stopping {
 pub(crate) struct LoopArgs {
     pub ctx: Arc<LoopContext>,
     pub history: Vec<Message>,
+    /// Turns this loop already ran (non-zero after a restore); numbers the next turn.
+    pub turns_started: u32,
 }
 
 impl Actor for LoopActor {
@@ -93,7 +95,7 @@ impl Actor for LoopActor {
             history: args.history,
             queue: VecDeque::new(),
             running: None,
-            turns_started: 0,
+            turns_started: args.turns_started,
             stopping: None,
         })
     }

@@ -18,6 +18,7 @@ use crate::error::{RunError, SessionClosed, StartError, SubmitError};
 use crate::hub::{Hub, HubOptions, Subscription};
 use crate::inference::{ApiKey, ModelClient, ModelConfig, RetryPolicy};
 use crate::journal::{Journal, ReadError};
+use crate::restore::{self, RestoreError};
 use crate::tool::{Tool, ToolSet};
 
 /// Configures and starts a [`Session`].
@@ -157,46 +158,93 @@ impl SessionBuilder {
 
     /// Starts the session: opens the journal, records `SessionStarted`, spawns the loop.
     pub async fn start(self) -> Result<Session, StartError> {
-        let endpoint = self.endpoint.ok_or(StartError::MissingEndpoint)?;
-        let model = self.model.ok_or(StartError::MissingModel)?;
-        let api_key = match (self.api_key, &self.api_key_env) {
-            (Some(key), _) => Some(key),
+        let (client, journal) = self.connect()?;
+        let session = SessionId::new();
+        let loop_id = LoopId::new();
+        let hub = self.hub(session, &journal);
+        let started = Event::new(
+            Header::in_loop(session, loop_id),
+            EventKind::SessionStarted {
+                model: client.model().to_owned(),
+                endpoint: client.endpoint().to_owned(),
+                system: self.system.clone(),
+            },
+        );
+        let seqs = journal.append(vec![started.clone()]).await?;
+        hub.publish(Arc::new(started), seqs.first().copied());
+        self.launch(client, journal, hub, session, loop_id, Vec::new(), 0)
+            .await
+    }
+
+    /// Restores session `id` from the journal this builder names, with this builder's
+    /// model, tools and hooks. The history is exactly what the journal committed; a turn
+    /// that was in flight when the process stopped is closed with `TurnInterrupted`.
+    pub async fn restore(self, id: SessionId) -> Result<Session, RestoreError> {
+        let (client, journal) = self.connect()?;
+        let restored = restore::read(&journal, id)?;
+        let hub = self.hub(id, &journal);
+        if let Some(turn) = &restored.in_flight {
+            let closing = restore::close_in_flight(id, restored.main_loop, turn);
+            let seqs = journal.append(vec![closing.clone()]).await?;
+            hub.publish(Arc::new(closing), seqs.first().copied());
+        }
+        Ok(self
+            .launch(
+                client,
+                journal,
+                hub,
+                id,
+                restored.main_loop,
+                restored.history,
+                restored.turns_started,
+            )
+            .await?)
+    }
+
+    fn connect(&self) -> Result<(ModelClient, Journal), StartError> {
+        let endpoint = self.endpoint.clone().ok_or(StartError::MissingEndpoint)?;
+        let model = self.model.clone().ok_or(StartError::MissingModel)?;
+        let api_key = match (&self.api_key, &self.api_key_env) {
+            (Some(key), _) => Some(key.clone()),
             (None, Some(var)) => Some(ApiKey::from_env(var)?),
             (None, None) => None,
         };
-        let mut config = ModelConfig::new(endpoint.clone(), model.clone());
+        let mut config = ModelConfig::new(endpoint, model);
         config.api_key = api_key;
         config.temperature = self.temperature;
         if let Some(retry) = self.retry {
             config.retry = retry;
         }
         let client = ModelClient::new(config)?;
-        let journal = match self.journal {
-            Some(JournalChoice::Shared(journal)) => journal,
+        let journal = match &self.journal {
+            Some(JournalChoice::Shared(journal)) => journal.clone(),
             Some(JournalChoice::Path(path)) => Journal::open(path)?,
             None => Journal::open(temp_journal_path())?,
         };
+        Ok((client, journal))
+    }
 
-        let session = SessionId::new();
-        let loop_id = LoopId::new();
-        let hub = Hub::with_options(
+    fn hub(&self, session: SessionId, journal: &Journal) -> Hub {
+        Hub::with_options(
             session,
             journal.clone(),
             HubOptions {
                 queue_capacity: self.subscriber_capacity,
             },
-        );
-        let started = Event::new(
-            Header::in_loop(session, loop_id),
-            EventKind::SessionStarted {
-                model: model.clone(),
-                endpoint: endpoint.clone(),
-                system: self.system.clone(),
-            },
-        );
-        let seqs = journal.append(vec![started.clone()]).await?;
-        hub.publish(Arc::new(started), seqs.first().copied());
+        )
+    }
 
+    #[allow(clippy::too_many_arguments)]
+    async fn launch(
+        self,
+        client: ModelClient,
+        journal: Journal,
+        hub: Hub,
+        session: SessionId,
+        loop_id: LoopId,
+        history: Vec<Message>,
+        turns_started: u32,
+    ) -> Result<Session, StartError> {
         let ctx = Arc::new(LoopContext {
             session,
             loop_id,
@@ -211,7 +259,8 @@ impl SessionBuilder {
         });
         let args = LoopArgs {
             ctx,
-            history: Vec::new(),
+            history,
+            turns_started,
         };
         let (actor, _join) = Actor::spawn(None, LoopActor, args)
             .await
