@@ -5,6 +5,9 @@
 //!   does not fsync, and treadle with the durable journal. Also one measured fsync.
 //! * `concurrent_sessions`: 100 sessions × 20 steps at once: wall time and peak memory.
 //! * `fanout`: TokenDelta events published to 10 subscribers, each receiving all.
+//! * `batch_parallel`: one batch of 8 tool calls that each sleep 50 ms, from the first
+//!   `ToolCallStarted` to the last `ToolCallCompleted` as a subscriber sees them (target:
+//!   under 70 ms), without hooks and behind a `Policy` guard.
 //!
 //! Pass a name to run one: `cargo bench --bench harness -- fanout`.
 
@@ -146,6 +149,25 @@ fn one_fsync_us(dir: &std::path::Path) -> f64 {
     samples[samples.len() / 2]
 }
 
+/// Median latency of what the durable journal's write-ahead log does per batch: a 512-byte
+/// write in place into a file pre-extended with written zeros, then `sync_data`.
+fn one_wal_append_us(dir: &std::path::Path) -> f64 {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut file = std::fs::File::create(dir.join("wal-probe")).expect("probe file");
+    file.write_all(&vec![0u8; 1 << 20]).expect("zeros");
+    file.sync_data().expect("fsync");
+    let mut samples = Vec::new();
+    for i in 0..200u64 {
+        let t = Instant::now();
+        file.seek(SeekFrom::Start(i * 512)).expect("seek");
+        file.write_all(&[7u8; 512]).expect("write");
+        file.sync_data().expect("fsync");
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
 /// Median latency of one durable redb commit holding one small insert: the floor of what a
 /// durable journal append on redb can cost on this disk.
 fn redb_commit_us(dir: &std::path::Path) -> f64 {
@@ -198,6 +220,7 @@ async fn turn_overhead() {
     }
     let fsync = one_fsync_us(dir.path());
     let redb_commit = redb_commit_us(dir.path());
+    let wal_append = one_wal_append_us(dir.path());
     println!(
         "{}",
         json!({
@@ -206,6 +229,7 @@ async fn turn_overhead() {
             "nofsync_over_floor": best[1] / best[0],
             "one_fsync_us": fsync,
         "one_redb_durable_commit_us": redb_commit,
+            "one_wal_append_us": wal_append,
             "durable_extra_per_step_in_fsyncs": (best[2] - best[1]) / fsync,
         })
     );
@@ -328,6 +352,192 @@ async fn fanout() {
     );
 }
 
+/// Restoring a session of 10,000 committed steps (each an assistant tool call and its
+/// result), from a journal written beforehand.
+async fn restore_large() {
+    let steps = size(10_000);
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("restore.redb");
+    let server = server(1).await;
+    let session = {
+        let journal = Journal::open_with(
+            &path,
+            JournalOptions {
+                durable: false,
+                ..JournalOptions::default()
+            },
+        )
+        .expect("journal");
+        let (id, main) = (SessionId::new(), LoopId::new());
+        let started = EventKind::SessionStarted {
+            model: "scripted".into(),
+            endpoint: server.base_url().into(),
+            system: None,
+        };
+        journal
+            .append(vec![Event::new(Header::in_loop(id, main), started)])
+            .await
+            .expect("append");
+        let turn = treadle_session::event::TurnId::new();
+        let input = treadle_session::event::InputId::new();
+        let header = || Header::in_loop(id, main).with_turn(turn);
+        let mut batch = vec![Event::new(
+            header(),
+            EventKind::TurnStarted {
+                input,
+                message: treadle_session::event::Message::user("go"),
+            },
+        )];
+        for i in 0..steps {
+            use treadle_session::event::{Block, Message, Role, Usage};
+            let call = format!("call_{i}");
+            let messages = vec![
+                Message {
+                    role: Role::Assistant,
+                    content: vec![Block::ToolUse {
+                        id: call.clone(),
+                        name: "echo".into(),
+                        arguments: format!("{{\"i\":{i}}}"),
+                    }],
+                },
+                Message {
+                    role: Role::Tool,
+                    content: vec![Block::ToolResult {
+                        call_id: call,
+                        content: i.to_string(),
+                        is_error: false,
+                    }],
+                },
+            ];
+            batch.push(Event::new(
+                header(),
+                EventKind::StepDone {
+                    index: i as u32,
+                    messages,
+                    usage: Usage::default(),
+                    model: "scripted".into(),
+                },
+            ));
+            if batch.len() == 1000 {
+                journal
+                    .append(std::mem::take(&mut batch))
+                    .await
+                    .expect("append");
+            }
+        }
+        batch.push(Event::new(
+            header(),
+            EventKind::TurnDone {
+                text: "done".into(),
+                steps: steps as u32,
+                usage: Default::default(),
+            },
+        ));
+        journal.append(batch).await.expect("append");
+        id
+    };
+    let t = Instant::now();
+    let restored = Session::builder()
+        .endpoint(server.base_url())
+        .model("scripted")
+        .journal_path(&path)
+        .restore(session)
+        .await
+        .expect("restore");
+    let wall = t.elapsed();
+    let history = restored.history().await.expect("history");
+    assert_eq!(history.len(), 1 + 2 * steps);
+    println!(
+        "{}",
+        json!({ "bench": "restore", "steps": steps, "wall_ms": wall.as_secs_f64() * 1e3 })
+    );
+    restored.shutdown().await;
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Nap {
+    ms: u64,
+}
+
+/// 8 calls × 50 ms in one batch: the span from the first call's start to the last call's
+/// end, as a subscriber receives the events, over several turns (best and median).
+async fn batch_parallel() {
+    use treadle_scripted::{Reply, ToolCall};
+    let (calls, nap_ms) = (8usize, 50u64);
+    let rounds = if full_run() { 20 } else { 2 };
+    for guarded in [false, true] {
+        let mut replies = Vec::new();
+        for _ in 0..rounds {
+            replies.push(Reply::tool_calls(
+                (0..calls).map(|_| ToolCall::new("nap", json!({ "ms": nap_ms }))),
+            ));
+            replies.push(Reply::text("done"));
+        }
+        let server = ScriptedServer::builder()
+            .record(false)
+            .start(Script::new(replies))
+            .await
+            .expect("scripted server");
+        let dir = tempfile::tempdir().expect("dir");
+        let mut builder = Session::builder()
+            .endpoint(server.base_url())
+            .model("scripted")
+            .journal_path(dir.path().join("batch.redb"))
+            .tool(FnTool::new(
+                "nap",
+                "Sleeps ms milliseconds.",
+                |a: Nap| async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(a.ms)).await;
+                    Ok::<_, ToolError>("rested".to_owned())
+                },
+            ));
+        if guarded {
+            builder = builder.hook(treadle_session::hook::Policy::new().allow("nap"));
+        }
+        let session = builder.start().await.expect("session");
+        let mut spans = Vec::new();
+        for _ in 0..rounds {
+            let mut sub = session.subscribe(EventFilter::all());
+            let input = session.submit("go").await.expect("submit");
+            let (mut first, mut last, mut completed) = (None, None, 0);
+            while let Some(Ok(delivery)) = sub.next().await {
+                match &delivery.event.kind {
+                    EventKind::ToolCallStarted { .. } => {
+                        first.get_or_insert_with(Instant::now);
+                    }
+                    EventKind::ToolCallCompleted { is_error, .. } => {
+                        assert!(!is_error, "a nap failed");
+                        completed += 1;
+                        last = Some(Instant::now());
+                    }
+                    kind if kind.terminal().is_some()
+                        && delivery.event.header.cause
+                            == Some(treadle_session::event::Cause::Input(input)) =>
+                    {
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(completed, calls, "every call completed");
+            if let (Some(first), Some(last)) = (first, last) {
+                spans.push((last - first).as_secs_f64() * 1e3);
+            }
+        }
+        session.shutdown().await;
+        spans.sort_by(f64::total_cmp);
+        println!(
+            "{}",
+            json!({
+                "bench": "batch_parallel", "calls": calls, "sleep_ms": nap_ms,
+                "policy_guard": guarded, "rounds": spans.len(),
+                "best_ms": spans.first(), "median_ms": spans.get(spans.len() / 2),
+                "worst_ms": spans.last(), "target_ms": 70,
+            })
+        );
+    }
+}
+
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -339,6 +549,17 @@ fn peak_rss_mb() -> f64 {
         })
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)
+}
+
+/// Whether this is a real benchmark run. `cargo bench` passes `--bench`; `cargo test`
+/// runs this binary without it, as a quick smoke test of the benchmark code itself.
+fn full_run() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+/// `n` in a benchmark run, a small fraction of it in a smoke run.
+fn size(n: usize) -> usize {
+    if full_run() { n } else { (n / 50).max(2) }
 }
 
 fn main() {
@@ -360,6 +581,12 @@ fn main() {
         }
         if wanted("fanout") {
             fanout().await;
+        }
+        if wanted("batch_parallel") {
+            batch_parallel().await;
+        }
+        if wanted("restore") {
+            restore_large().await;
         }
     });
 }

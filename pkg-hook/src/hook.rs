@@ -4,9 +4,8 @@ use crate::call::{HookCall, Outcome};
 
 /// A hook's answer to the beginning of an operation.
 ///
-/// `#[non_exhaustive]` because a third answer (`Ask`: park the operation on a gate) is planned.
-/// Hooks only construct decisions, which stays source-compatible; only the runner matches
-/// on them, and it lives in this crate.
+/// `#[non_exhaustive]` so further answers can be added without breaking plugins: hooks
+/// only construct decisions, and only the runner (in this crate) matches on them all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Decision {
@@ -15,12 +14,25 @@ pub enum Decision {
     /// Stop the operation, if it is a guard ([`Operation::is_guard`](crate::Operation::is_guard));
     /// ignored with a warning otherwise.
     Deny { reason: String },
+    /// Let the operation run only if someone approves it: the runtime parks a tool call on a
+    /// permission gate with this question. Where nobody can answer (a headless session, or
+    /// a guard operation that cannot be parked: a turn or an inference) the operation is
+    /// denied, never allowed (rule 7, fail-closed). Ignored with a warning on operations
+    /// that are not guards.
+    Ask { question: String },
 }
 
 impl Decision {
     pub fn deny(reason: impl Into<String>) -> Self {
         Decision::Deny {
             reason: reason.into(),
+        }
+    }
+
+    /// An [`Decision::Ask`] with `question`, written for the person who will answer it.
+    pub fn ask(question: impl Into<String>) -> Self {
+        Decision::Ask {
+            question: question.into(),
         }
     }
 

@@ -17,6 +17,9 @@
 //! * `recorder`: [`Recorder`], a hook that records every [`Record`], for audit logs and the
 //!   proofs of rule 5 (hook-order).
 //! * `deny`: [`DenyTools`], the smallest guard policy.
+//! * `policy`: [`Policy`], the rule-based tool-call guard users start from: ordered
+//!   [`Rule`]s (tool-name glob, argument subset, argument regexes) with an [`Action`]
+//!   (allow, deny, ask); first match wins; undecided calls are denied.
 //!
 //! # Ordering
 //!
@@ -101,8 +104,10 @@
 //!
 //! # Decisions made here
 //!
-//! * [`Decision`] is `#[non_exhaustive]`: an `Ask` answer (park on a gate) is planned, and
-//!   hooks only construct decisions, so adding it breaks no plugin. [`Operation`],
+//! * [`Decision`] is `#[non_exhaustive]`: hooks only construct decisions, so adding an
+//!   answer breaks no plugin. [`Decision::Ask`] parks a tool call on a permission gate
+//!   through [`HookRunner::authorize`]; [`HookRunner::begin`] has nobody to ask and denies
+//!   it with [`APPROVAL_REQUIRED`] (fail closed, rule 7). Deny beats ask, ask beats allow. [`Operation`],
 //!   [`Payload`] and [`Outcome`] are exhaustive, because hooks match on them and rule 5 is
 //!   stated over exactly these operations.
 //! * [`HookRunner::observe`] is for notifications of things that already happened, so it
@@ -121,10 +126,13 @@
 //!   does not allow yet; re-exported as [`macro@async_trait`] so plugins need not depend on it.
 //! * `thiserror`: the typed [`Denied`] error.
 //! * `tracing`: the warning when a hook denies an operation that cannot be denied.
+//! * `regex`: argument patterns in [`Policy`] rules (linear-time matching, so a policy
+//!   from a pipeline file cannot make a guard hang).
 
 mod call;
 mod deny;
 mod hook;
+mod policy;
 mod recorder;
 mod runner;
 
@@ -133,5 +141,6 @@ pub use async_trait::async_trait;
 pub use call::{HookCall, Operation, Outcome, Payload};
 pub use deny::DenyTools;
 pub use hook::{Decision, Hook};
+pub use policy::{Action, ArgPattern, Policy, PolicyError, Rule};
 pub use recorder::{Phase, Record, Recorder};
-pub use runner::{Active, Denied, HookRunner};
+pub use runner::{APPROVAL_REQUIRED, Active, Authorization, Denied, HookRunner};

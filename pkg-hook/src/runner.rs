@@ -6,6 +6,30 @@ use std::sync::Arc;
 use crate::call::{HookCall, Outcome};
 use crate::hook::{Decision, Hook};
 
+/// The reason prefix of a [`Decision::Ask`] that nobody could answer. Pipelines and
+/// proofs match on it, so it is part of the contract.
+pub const APPROVAL_REQUIRED: &str = "approval_required";
+
+/// What [`HookRunner::authorize`] decided about a guard operation that no hook denied.
+///
+/// `#[non_exhaustive]`: a caller must refuse an answer it does not know (fail closed).
+#[derive(Debug)]
+#[must_use = "the operation's hooks must be finished with Active::finish"]
+#[non_exhaustive]
+pub enum Authorization {
+    /// Every hook allowed it.
+    Allowed(Active),
+    /// At least one hook asked; the operation may run only if someone approves.
+    Ask {
+        /// The begun operation; finish it however the question ends.
+        active: Active,
+        /// The [`Hook::name`] of the first hook that asked.
+        hook: String,
+        /// The question(s), one per asking hook, joined by newlines.
+        question: String,
+    },
+}
+
 /// A guard hook refused an operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("denied by hook {hook}: {reason}")]
@@ -63,24 +87,58 @@ impl HookRunner {
     /// and the error names the hook and its reason. On any other operation a deny is
     /// ignored, with a `tracing` warning, because the runtime cannot stop it half-way.
     ///
+    /// A [`Decision::Ask`] on a guard operation is a denial here (reason
+    /// `approval_required: <question>`), because this caller has nobody to ask: permission
+    /// that cannot be decided is refused (rule 7). Callers that can park the operation on
+    /// a gate use [`HookRunner::authorize`] instead.
+    ///
     /// On success the caller must end the operation with [`Active::finish`], whatever
     /// happens to it: a discarded step finishes with `Failed` or `Canceled` (rule 5).
     pub async fn begin(&self, call: HookCall) -> Result<Active, Denied> {
+        match self.authorize(call).await? {
+            Authorization::Allowed(active) => Ok(active),
+            Authorization::Ask {
+                active,
+                hook,
+                question,
+            } => {
+                let reason = format!("{APPROVAL_REQUIRED}: {question}");
+                active.finish(Outcome::denied(reason.clone()), None).await;
+                Err(Denied { hook, reason })
+            }
+        }
+    }
+
+    /// Begins an operation like [`HookRunner::begin`], but hands a [`Decision::Ask`] back
+    /// to the caller instead of denying it.
+    ///
+    /// Every hook's `begin` runs (unless one denies), so a later hook can still deny what
+    /// an earlier one asked about: deny beats ask, and ask beats allow. When several hooks
+    /// ask, their questions are joined, one per line, and the first asker is named. The
+    /// caller must finish the returned [`Active`] in every case, with
+    /// [`Outcome::Denied`] if the question is refused or never answered.
+    pub async fn authorize(&self, call: HookCall) -> Result<Authorization, Denied> {
         let Some(hooks) = &self.hooks else {
-            return Ok(Active::new(call, None));
+            return Ok(Authorization::Allowed(Active::new(call, None)));
         };
+        let mut asks: Vec<(String, String)> = Vec::new();
         for (index, hook) in hooks.iter().enumerate() {
-            let reason = match hook.begin(&call).await {
+            let (reason, asking) = match hook.begin(&call).await {
                 Decision::Allow => continue,
-                Decision::Deny { reason } => reason,
+                Decision::Deny { reason } => (reason, false),
+                Decision::Ask { question } => (question, true),
             };
             if !call.op.is_guard() {
                 tracing::warn!(
                     hook = hook.name(),
                     op = call.op.name(),
                     %reason,
-                    "hook denied an operation that is not a guard; the deny is ignored"
+                    "hook denied or asked about an operation that is not a guard; ignored"
                 );
+                continue;
+            }
+            if asking {
+                asks.push((hook.name().to_owned(), reason));
                 continue;
             }
             let outcome = Outcome::Denied {
@@ -95,7 +153,21 @@ impl HookRunner {
                 reason,
             });
         }
-        Ok(Active::new(call, Some(Arc::clone(hooks))))
+        let active = Active::new(call, Some(Arc::clone(hooks)));
+        let mut asks = asks.into_iter();
+        let Some((hook, first)) = asks.next() else {
+            return Ok(Authorization::Allowed(active));
+        };
+        let question = asks.fold(first, |mut all, (_, next)| {
+            all.push('\n');
+            all.push_str(&next);
+            all
+        });
+        Ok(Authorization::Ask {
+            active,
+            hook,
+            question,
+        })
     }
 
     /// Reports an operation that already happened (a notification): every hook's `begin`,

@@ -409,3 +409,70 @@ async fn dropping_an_active_reports_but_does_not_panic() {
     drop(active);
     assert_eq!(recorder.labels(), ["inference.begin"]);
 }
+
+/// A guard that asks about every tool call.
+struct Asker(&'static str);
+
+#[async_trait]
+impl Hook for Asker {
+    fn name(&self) -> &str {
+        self.0
+    }
+
+    async fn begin(&self, call: &HookCall) -> Decision {
+        if call.op == Operation::ToolCall {
+            Decision::ask(format!("{} wants to know", self.0))
+        } else {
+            Decision::Allow
+        }
+    }
+}
+
+#[tokio::test]
+async fn authorize_hands_back_ask_with_every_question_and_begin_denies_it() {
+    let recorder = Recorder::new();
+    let runner = HookRunner::new(vec![
+        Arc::new(recorder.clone()),
+        Arc::new(Asker("first")),
+        Arc::new(Asker("second")),
+    ]);
+    let Ok(treadle_hook::Authorization::Ask {
+        active,
+        hook,
+        question,
+    }) = runner.authorize(tool_call("write")).await
+    else {
+        panic!("expected Ask");
+    };
+    assert_eq!(hook, "first");
+    assert_eq!(question, "first wants to know\nsecond wants to know");
+    active.finish(Outcome::denied("no"), None).await;
+
+    // `begin` has nobody to ask: it refuses, naming approval_required (fail closed).
+    recorder.clear();
+    let denied = runner
+        .begin(tool_call("write"))
+        .await
+        .expect_err("ask is a denial here");
+    assert_eq!(denied.hook, "first");
+    assert!(
+        denied.reason.starts_with(treadle_hook::APPROVAL_REQUIRED),
+        "{denied}"
+    );
+    let finish = recorder.records().pop().expect("finish record");
+    assert!(matches!(finish.outcome, Some(Outcome::Denied { .. })));
+}
+
+#[tokio::test]
+async fn a_later_deny_beats_an_earlier_ask() {
+    let trace = trace();
+    let runner = HookRunner::new(vec![
+        Arc::new(Asker("asker")),
+        Probe::denying("denier", Some(Operation::ToolCall), &trace),
+    ]);
+    let denied = runner
+        .authorize(tool_call("write"))
+        .await
+        .expect_err("deny beats ask");
+    assert_eq!(denied.hook, "denier");
+}

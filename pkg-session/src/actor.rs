@@ -12,8 +12,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 use treadle_event::{Event, EventKind, Header, InputId, Message, StepId, TurnId, Usage};
 
-use crate::context::{LoopContext, TurnCoords};
+use crate::context::{LoopContext, TurnCoords, TurnOptions};
 use crate::error::{CommitError, SubmitError};
+use crate::gate::{GateError, GateRequest, Gates};
 use crate::journal::AppendError;
 use crate::turn;
 
@@ -29,6 +30,7 @@ pub(crate) struct StepCommit {
 pub(crate) enum LoopMsg {
     Submit {
         text: String,
+        options: TurnOptions,
         reply: RpcReplyPort<Result<InputId, SubmitError>>,
     },
     Commit {
@@ -43,8 +45,21 @@ pub(crate) enum LoopMsg {
     Interrupt {
         reply: RpcReplyPort<bool>,
     },
+    /// Interrupt without an answer, for a caller that cannot wait (a dropped delegation).
+    Cancel,
     History {
         reply: RpcReplyPort<Vec<Message>>,
+    },
+    /// A tool call asks for permission: journal `GateOpened` and keep the gate pending.
+    OpenGate {
+        request: GateRequest,
+        reply: RpcReplyPort<Result<(), AppendError>>,
+    },
+    /// An answer (or the deadline's `Expired`): journal `GateResolved`, wake the call.
+    ResolveGate {
+        gate: treadle_event::GateId,
+        answer: treadle_event::GateAnswer,
+        reply: Option<RpcReplyPort<Result<(), GateError>>>,
     },
     Shutdown {
         reason: String,
@@ -57,10 +72,12 @@ pub(crate) struct LoopActor;
 pub(crate) struct LoopState {
     ctx: Arc<LoopContext>,
     history: Vec<Message>,
-    queue: VecDeque<(InputId, String)>,
+    queue: VecDeque<(InputId, String, TurnOptions)>,
     running: Option<Running>,
     turns_started: u32,
     stopping: Option<Stopping>,
+    /// Permission gates waiting for an answer.
+    gates: Gates,
 }
 
 struct Running {
@@ -97,6 +114,7 @@ impl Actor for LoopActor {
             running: None,
             turns_started: args.turns_started,
             stopping: None,
+            gates: Gates::default(),
         })
     }
 
@@ -107,8 +125,12 @@ impl Actor for LoopActor {
         state: &mut LoopState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            LoopMsg::Submit { text, reply } => {
-                let result = state.submit(&myself, text).await;
+            LoopMsg::Submit {
+                text,
+                options,
+                reply,
+            } => {
+                let result = state.submit(&myself, text, options).await;
                 let _ = reply.send(result);
             }
             LoopMsg::Commit {
@@ -132,8 +154,27 @@ impl Actor for LoopActor {
                 };
                 let _ = reply.send(interrupted);
             }
+            LoopMsg::Cancel => {
+                if let Some(running) = &state.running {
+                    running.cancel.cancel();
+                }
+            }
             LoopMsg::History { reply } => {
                 let _ = reply.send(state.history.clone());
+            }
+            LoopMsg::OpenGate { request, reply } => {
+                let result = state.gates.open(&state.ctx, request).await;
+                let _ = reply.send(result);
+            }
+            LoopMsg::ResolveGate {
+                gate,
+                answer,
+                reply,
+            } => {
+                let result = state.gates.resolve(&state.ctx, gate, answer).await;
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
             }
             LoopMsg::Shutdown { reason, reply } => {
                 state.begin_shutdown(reason, reply).await;
@@ -158,13 +199,14 @@ impl LoopState {
         &mut self,
         myself: &ActorRef<LoopMsg>,
         text: String,
+        options: TurnOptions,
     ) -> Result<InputId, SubmitError> {
         if self.stopping.is_some() {
             return Err(SubmitError::Closed);
         }
         let input = InputId::new();
         if self.running.is_none() && self.queue.is_empty() {
-            self.start_turn(myself, input, text).await?;
+            self.start_turn(myself, input, text, options).await?;
             return Ok(input);
         }
         if self.queue.len() >= self.ctx.queue_capacity {
@@ -179,7 +221,7 @@ impl LoopState {
             .await?;
             return Err(SubmitError::QueueFull { input, capacity });
         }
-        self.queue.push_back((input, text));
+        self.queue.push_back((input, text, options));
         self.ctx.emit(
             self.ctx.loop_header(),
             EventKind::InputQueued {
@@ -195,6 +237,7 @@ impl LoopState {
         myself: &ActorRef<LoopMsg>,
         input: InputId,
         text: String,
+        options: TurnOptions,
     ) -> Result<(), AppendError> {
         let coords = TurnCoords {
             turn: TurnId::new(),
@@ -224,6 +267,7 @@ impl LoopState {
             index,
             self.history.clone(),
             text,
+            options,
             cancel,
         ));
         Ok(())
@@ -261,6 +305,8 @@ impl LoopState {
         if self.running.as_ref().map(|r| r.coords.turn) != Some(coords.turn) {
             return;
         }
+        // Gates of the turn close before its terminal, so none outlives its turn.
+        self.gates.close_turn(&self.ctx, coords.turn).await;
         if let Err(error) = self
             .record(self.ctx.turn_header(coords, None), terminal)
             .await
@@ -272,8 +318,8 @@ impl LoopState {
             self.finish_shutdown_if_idle(myself).await;
             return;
         }
-        while let Some((input, text)) = self.queue.pop_front() {
-            match self.start_turn(myself, input, text).await {
+        while let Some((input, text, options)) = self.queue.pop_front() {
+            match self.start_turn(myself, input, text, options).await {
                 Ok(()) => break,
                 Err(error) => {
                     tracing::error!(%error, %input, "could not start a queued turn");
@@ -295,7 +341,7 @@ impl LoopState {
         if let Some(running) = &self.running {
             running.cancel.cancel();
         }
-        for (input, _) in std::mem::take(&mut self.queue) {
+        for (input, _, _) in std::mem::take(&mut self.queue) {
             let kind = EventKind::InputCancelled {
                 input,
                 reason: "the session shut down before this input ran".into(),
@@ -313,14 +359,17 @@ impl LoopState {
         let Some(stopping) = self.stopping.take() else {
             return;
         };
-        let header = Header::session(self.ctx.session);
-        let kind = EventKind::SessionStopped {
-            reason: stopping.reason,
-        };
-        if let Err(error) = self.record(header, kind).await {
-            tracing::error!(%error, "could not journal the end of the session");
+        // Sub-agent loops stop quietly; the main loop speaks for the session.
+        if self.ctx.owns_session {
+            let header = Header::session(self.ctx.session);
+            let kind = EventKind::SessionStopped {
+                reason: stopping.reason,
+            };
+            if let Err(error) = self.record(header, kind).await {
+                tracing::error!(%error, "could not journal the end of the session");
+            }
+            self.ctx.hub.close();
         }
-        self.ctx.hub.close();
         for reply in stopping.replies {
             let _ = reply.send(());
         }

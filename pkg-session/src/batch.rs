@@ -1,18 +1,38 @@
-//! Runs one batch of tool calls: prepare, authorize through the guards, execute, collect.
+//! Runs one batch of tool calls: prepare, authorize (asking through gates), execute, collect.
 //!
-//! Every call gets exactly one `ToolCallStarted` and one `ToolCallCompleted`, and the
-//! results come back in call order whatever order the calls finish in. A call that is
-//! malformed, unknown, denied, failing or panicking still yields a result: its reason, for
-//! the model to read. Only cancellation (an interrupt) discards the batch.
+//! Each call is first *prepared*, in call order: its arguments are parsed and checked
+//! against the tool's schema, then the tool-call guards authorize it. A guard may ask; the
+//! call then waits on a permission gate (see [`crate::gate`]) before the next call is
+//! prepared, so an `ApproveAlways` given for one call already covers the later calls of
+//! that tool. Every call is authorized before any runs, so a denial never races an
+//! execution.
+//!
+//! Then the authorized calls run: a call of a [sequential](crate::Tool::sequential) tool runs
+//! alone, after every call before it and before every call after it; between such calls the
+//! rest run in parallel, at most `max_parallel` at once, except that calls declaring the same
+//! [write target](crate::Tool::write_target) run one after another in call order.
+//!
+//! Every call gets exactly one `ToolCallStarted` and one `ToolCallCompleted` (rule 6), and
+//! the results come back in call order whatever order the calls finish in. A call that is
+//! malformed, unknown, denied, unanswered, failing or panicking still yields a result: its
+//! reason, for the model to read. A call whose permission cannot be decided is never run
+//! (rule 7). Only cancellation (an interrupt) discards the batch.
 
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::FutureExt;
+use ractor::ActorRef;
+use ractor::rpc::CallResult;
+use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
-use treadle_event::{Block, EventKind, Message, Role, StepId};
-use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
+use treadle_event::{Block, EventKind, GateAnswer, GateId, Message, Role, StepId};
+use treadle_hook::{APPROVAL_REQUIRED, Active, Authorization, HookCall, Outcome, Payload};
 
+use crate::actor::LoopMsg;
 use crate::context::{LoopContext, TurnCoords};
+use crate::gate::{self, GateRequest};
 
 /// A tool call as the model wrote it.
 pub(crate) struct Call {
@@ -28,43 +48,71 @@ pub(crate) enum BatchOutcome {
     Canceled,
 }
 
+/// Where the turn's batch runs: the loop it belongs to and how to reach its actor.
+pub(crate) struct BatchScope<'a> {
+    pub ctx: &'a LoopContext,
+    pub actor: &'a ActorRef<LoopMsg>,
+    pub coords: TurnCoords,
+    pub step: StepId,
+    pub cancel: &'a CancellationToken,
+}
+
 enum Prepared {
     Ready {
         arguments: serde_json::Value,
         guard: Option<Active>,
     },
     Refused(String),
+    /// Interrupted before it was authorized.
+    Canceled,
 }
 
-pub(crate) async fn run_batch(
-    ctx: &LoopContext,
-    coords: TurnCoords,
-    step: StepId,
-    calls: Vec<Call>,
-    cancel: &CancellationToken,
-) -> BatchOutcome {
-    // Every call is authorized before any runs, so a denial never races an execution.
+/// A call's result text, and whether it is an error.
+type Output = (String, bool);
+
+const CANCELED: &str = "canceled: the turn was interrupted";
+
+pub(crate) async fn run_batch(scope: &BatchScope<'_>, calls: Vec<Call>) -> BatchOutcome {
     let mut prepared = Vec::with_capacity(calls.len());
     for call in &calls {
-        prepared.push(prepare(ctx, coords, step, call).await);
+        prepared.push(if scope.cancel.is_cancelled() {
+            Prepared::Canceled
+        } else {
+            prepare(scope, call).await
+        });
     }
 
-    let runs = calls
-        .iter()
-        .zip(prepared)
-        .map(|(call, prepared)| run_one(ctx, coords, step, call, prepared, cancel));
-    let results = futures::future::join_all(runs).await;
+    let permits = Semaphore::new(scope.ctx.batch.max_parallel.max(1));
+    let mut results: Vec<Option<Output>> = (0..calls.len()).map(|_| None).collect();
+    for phase in plan(scope.ctx, &calls, prepared) {
+        let lanes = phase.into_iter().map(|lane| async {
+            let mut done = Vec::with_capacity(lane.len());
+            for (index, prepared) in lane {
+                let output = run_one(scope, &calls[index], prepared, &permits).await;
+                done.push((index, output));
+            }
+            done
+        });
+        for (index, output) in futures::future::join_all(lanes).await.into_iter().flatten() {
+            results[index] = Some(output);
+        }
+    }
 
-    if cancel.is_cancelled() {
+    if scope.cancel.is_cancelled() {
         return BatchOutcome::Canceled;
     }
     let content = results
         .into_iter()
         .zip(&calls)
-        .map(|((content, is_error), call)| Block::ToolResult {
-            call_id: call.id.clone(),
-            content,
-            is_error,
+        .map(|(output, call)| {
+            // Every index is filled by `plan`, which places each call exactly once.
+            let (content, is_error) =
+                output.unwrap_or_else(|| ("the call was not scheduled".to_owned(), true));
+            Block::ToolResult {
+                call_id: call.id.clone(),
+                content,
+                is_error,
+            }
         })
         .collect();
     BatchOutcome::Done(Message {
@@ -73,22 +121,65 @@ pub(crate) async fn run_batch(
     })
 }
 
-fn hook_call(ctx: &LoopContext, coords: TurnCoords, step: StepId, payload: Payload) -> HookCall {
-    let op = match payload {
-        Payload::ToolExecution { .. } => Operation::ToolExecution,
-        _ => Operation::ToolCall,
-    };
+/// Calls that run one after another, in call order.
+type Lane = Vec<(usize, Prepared)>;
+
+/// Orders the calls into phases that run one after another; the lanes of a phase run in
+/// parallel. A sequential tool's call is a phase of its own; calls declaring one write
+/// target share a lane. Every call is placed exactly once.
+fn plan(ctx: &LoopContext, calls: &[Call], prepared: Vec<Prepared>) -> Vec<Vec<Lane>> {
+    let mut phases: Vec<Vec<Lane>> = Vec::new();
+    let mut lanes: Vec<Lane> = Vec::new();
+    let mut by_target: HashMap<String, usize> = HashMap::new();
+    for (index, (call, prepared)) in calls.iter().zip(prepared).enumerate() {
+        let Prepared::Ready { arguments, .. } = &prepared else {
+            // Refused and canceled calls do not run; they only report.
+            lanes.push(vec![(index, prepared)]);
+            continue;
+        };
+        let Some(tool) = ctx.tools.get(&call.name) else {
+            lanes.push(vec![(index, prepared)]);
+            continue;
+        };
+        if tool.sequential() {
+            if !lanes.is_empty() {
+                phases.push(std::mem::take(&mut lanes));
+                by_target.clear();
+            }
+            phases.push(vec![vec![(index, prepared)]]);
+            continue;
+        }
+        match tool.write_target(arguments) {
+            Some(target) => match by_target.get(&target) {
+                Some(&lane) => lanes[lane].push((index, prepared)),
+                None => {
+                    by_target.insert(target, lanes.len());
+                    lanes.push(vec![(index, prepared)]);
+                }
+            },
+            None => lanes.push(vec![(index, prepared)]),
+        }
+    }
+    if !lanes.is_empty() {
+        phases.push(lanes);
+    }
+    phases
+}
+
+fn hook_call(scope: &BatchScope<'_>, payload: Payload) -> HookCall {
     HookCall {
-        op,
-        session: ctx.session,
-        loop_id: ctx.loop_id,
-        turn: Some(coords.turn),
-        step: Some(step),
+        op: payload.operation(),
+        session: scope.ctx.session,
+        loop_id: scope.ctx.loop_id,
+        turn: Some(scope.coords.turn),
+        step: Some(scope.step),
         payload,
     }
 }
 
-async fn prepare(ctx: &LoopContext, coords: TurnCoords, step: StepId, call: &Call) -> Prepared {
+/// Parses, checks and authorizes one call.
+async fn prepare(scope: &BatchScope<'_>, call: &Call) -> Prepared {
+    let ctx = scope.ctx;
     if ctx.tools.get(&call.name).is_none() {
         return Prepared::Refused(format!(
             "unknown tool {:?}; the tools you can call are: {}",
@@ -116,6 +207,9 @@ async fn prepare(ctx: &LoopContext, coords: TurnCoords, step: StepId, call: &Cal
             ));
         }
     };
+    if let Err(problems) = ctx.tools.check(&call.name, &arguments) {
+        return Prepared::Refused(problems);
+    }
     if ctx.hooks.is_empty() {
         return Prepared::Ready {
             arguments,
@@ -127,38 +221,206 @@ async fn prepare(ctx: &LoopContext, coords: TurnCoords, step: StepId, call: &Cal
         name: call.name.clone(),
         arguments: arguments.clone(),
     };
-    match ctx.hooks.begin(hook_call(ctx, coords, step, payload)).await {
-        Ok(active) => Prepared::Ready {
+    let (active, hook, question) = match ctx.hooks.authorize(hook_call(scope, payload)).await {
+        Ok(Authorization::Allowed(active)) => {
+            return Prepared::Ready {
+                arguments,
+                guard: Some(active),
+            };
+        }
+        Ok(Authorization::Ask {
+            active,
+            hook,
+            question,
+        }) => (active, hook, question),
+        Ok(_) => {
+            // An answer this runtime does not know cannot be trusted to allow (rule 7).
+            return Prepared::Refused("denied: the guards' answer is not understood here".into());
+        }
+        Err(denied) => return Prepared::Refused(format!("denied: {}", denied.reason)),
+    };
+    match permission(scope, call, &arguments, &hook, &question).await {
+        Permission::Granted => Prepared::Ready {
             arguments,
             guard: Some(active),
         },
-        Err(denied) => Prepared::Refused(format!("denied: {}", denied.reason)),
+        Permission::Refused(reason) => {
+            active.finish(Outcome::denied(reason.clone()), None).await;
+            Prepared::Refused(format!("denied: {reason}"))
+        }
+        Permission::Canceled => {
+            active.finish(Outcome::Canceled, None).await;
+            Prepared::Canceled
+        }
     }
 }
 
-/// Returns the call's result text and whether it is an error.
+enum Permission {
+    Granted,
+    Refused(String),
+    Canceled,
+}
+
+/// Settles a guard's question: a remembered `ApproveAlways`, a headless denial, or a gate.
+async fn permission(
+    scope: &BatchScope<'_>,
+    call: &Call,
+    arguments: &serde_json::Value,
+    hook: &str,
+    question: &str,
+) -> Permission {
+    let ctx = scope.ctx;
+    if ctx.batch.approvals.contains(&call.name) {
+        return Permission::Granted;
+    }
+    if ctx.batch.headless {
+        return Permission::Refused(format!(
+            "{APPROVAL_REQUIRED}: this call needs approval and nobody can answer in this \
+             session ({question})"
+        ));
+    }
+    let deadline = ctx.batch.gate_deadline;
+    let gate = GateId::new();
+    let (answer_tx, answer_rx) = oneshot::channel();
+    let request = GateRequest {
+        coords: scope.coords,
+        step: scope.step,
+        gate,
+        question: question.to_owned(),
+        subject: gate::call_subject(
+            &call.id,
+            &call.name,
+            arguments,
+            hook,
+            deadline_at_ms(deadline),
+        ),
+        answer: answer_tx,
+    };
+    match scope
+        .actor
+        .call(|reply| LoopMsg::OpenGate { request, reply }, None)
+        .await
+    {
+        Ok(CallResult::Success(Ok(()))) => {}
+        Ok(CallResult::Success(Err(error))) => {
+            return Permission::Refused(format!(
+                "the permission gate could not be opened ({error})"
+            ));
+        }
+        _ => return Permission::Refused("the session stopped before the gate opened".into()),
+    }
+
+    let wait_hook = if ctx.hooks.is_empty() {
+        None
+    } else {
+        let payload = Payload::GateWait {
+            gate,
+            question: question.to_owned(),
+        };
+        // Gate waits are observed, not guarded: the runner ignores a deny here.
+        ctx.hooks.begin(hook_call(scope, payload)).await.ok()
+    };
+    let answer = wait(scope, gate, answer_rx, deadline).await;
+    let (permission, outcome) = match answer {
+        None => (Permission::Canceled, Outcome::Canceled),
+        Some(GateAnswer::Approve | GateAnswer::ApproveAlways) => {
+            (Permission::Granted, Outcome::Completed)
+        }
+        Some(GateAnswer::Deny { reason }) => {
+            (Permission::Refused(reason.clone()), Outcome::denied(reason))
+        }
+        Some(GateAnswer::Expired) => {
+            let reason = "no answer before the deadline".to_owned();
+            (Permission::Refused(reason.clone()), Outcome::denied(reason))
+        }
+    };
+    if let Some(active) = wait_hook {
+        let output = answer_json(&permission);
+        active.finish(outcome, Some(output)).await;
+    }
+    permission
+}
+
+fn answer_json(permission: &Permission) -> serde_json::Value {
+    match permission {
+        Permission::Granted => serde_json::json!({ "answer": "approve" }),
+        Permission::Refused(reason) => serde_json::json!({ "answer": "deny", "reason": reason }),
+        Permission::Canceled => serde_json::json!({ "answer": "canceled" }),
+    }
+}
+
+/// Waits for the gate's answer. At the deadline it asks the actor to expire the gate and
+/// keeps waiting: the actor decides whether the expiry or an answer that raced it wins, and
+/// sends the winner. `None` when the turn is interrupted first.
+async fn wait(
+    scope: &BatchScope<'_>,
+    gate: GateId,
+    mut answer: oneshot::Receiver<GateAnswer>,
+    deadline: Duration,
+) -> Option<GateAnswer> {
+    let timer = tokio::time::sleep(deadline);
+    tokio::pin!(timer);
+    let mut expiring = false;
+    loop {
+        tokio::select! {
+            biased;
+            _ = scope.cancel.cancelled() => return None,
+            received = &mut answer => {
+                // The actor is gone (the session stopped): nobody can approve any more.
+                return Some(received.unwrap_or_else(|_| GateAnswer::Deny {
+                    reason: "the session stopped before the gate was answered".into(),
+                }));
+            }
+            _ = &mut timer, if !expiring => {
+                expiring = true;
+                let message = LoopMsg::ResolveGate { gate, answer: GateAnswer::Expired, reply: None };
+                if scope.actor.cast(message).is_err() {
+                    return Some(GateAnswer::Expired);
+                }
+            }
+        }
+    }
+}
+
+fn deadline_at_ms(deadline: Duration) -> u64 {
+    SystemTime::now()
+        .checked_add(deadline)
+        .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(u64::MAX)
+}
+
+/// Runs one prepared call between its Started and Completed events.
 async fn run_one(
-    ctx: &LoopContext,
-    coords: TurnCoords,
-    step: StepId,
+    scope: &BatchScope<'_>,
     call: &Call,
     prepared: Prepared,
-    cancel: &CancellationToken,
-) -> (String, bool) {
-    let header = || ctx.turn_header(coords, Some(step));
-    ctx.emit(
-        header(),
-        EventKind::ToolCallStarted {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-        },
-    );
+    permits: &Semaphore,
+) -> Output {
+    let ctx = scope.ctx;
     let (content, is_error, canceled) = match prepared {
-        Prepared::Refused(reason) => (reason, true, false),
+        Prepared::Refused(reason) => {
+            started(scope, call);
+            (reason, true, false)
+        }
+        Prepared::Canceled => {
+            started(scope, call);
+            (CANCELED.to_owned(), true, true)
+        }
         Prepared::Ready { arguments, guard } => {
-            let (content, is_error, canceled) =
-                execute(ctx, coords, step, call, arguments, cancel).await;
+            let permit = tokio::select! {
+                biased;
+                _ = scope.cancel.cancelled() => None,
+                permit = permits.acquire() => permit.ok(),
+            };
+            // Started marks the moment the call really begins, after it got its slot.
+            started(scope, call);
+            let (content, is_error, canceled) = match permit {
+                Some(_permit) if !scope.cancel.is_cancelled() => {
+                    execute(scope, call, arguments).await
+                }
+                _ => (CANCELED.to_owned(), true, true),
+            };
             if let Some(guard) = guard {
                 guard
                     .finish(outcome(&content, is_error, canceled), None)
@@ -168,7 +430,7 @@ async fn run_one(
         }
     };
     ctx.emit(
-        header(),
+        ctx.turn_header(scope.coords, Some(scope.step)),
         EventKind::ToolCallCompleted {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -177,6 +439,17 @@ async fn run_one(
         },
     );
     (content, is_error)
+}
+
+fn started(scope: &BatchScope<'_>, call: &Call) {
+    scope.ctx.emit(
+        scope.ctx.turn_header(scope.coords, Some(scope.step)),
+        EventKind::ToolCallStarted {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        },
+    );
 }
 
 fn outcome(content: &str, is_error: bool, canceled: bool) -> Outcome {
@@ -191,14 +464,13 @@ fn outcome(content: &str, is_error: bool, canceled: bool) -> Outcome {
     }
 }
 
+/// Runs the tool, around the execution hooks; returns `(content, is_error, canceled)`.
 async fn execute(
-    ctx: &LoopContext,
-    coords: TurnCoords,
-    step: StepId,
+    scope: &BatchScope<'_>,
     call: &Call,
     arguments: serde_json::Value,
-    cancel: &CancellationToken,
 ) -> (String, bool, bool) {
+    let ctx = scope.ctx;
     let Some(tool) = ctx.tools.get(&call.name) else {
         return (format!("unknown tool {:?}", call.name), true, false);
     };
@@ -211,15 +483,12 @@ async fn execute(
             arguments: arguments.clone(),
         };
         // Execution hooks observe; a denial here is not a guard and is ignored by the runner.
-        ctx.hooks
-            .begin(hook_call(ctx, coords, step, payload))
-            .await
-            .ok()
+        ctx.hooks.begin(hook_call(scope, payload)).await.ok()
     };
     let run = AssertUnwindSafe(tool.call(arguments)).catch_unwind();
     let (content, is_error, canceled) = tokio::select! {
         biased;
-        _ = cancel.cancelled() => ("canceled: the turn was interrupted".to_owned(), true, true),
+        _ = scope.cancel.cancelled() => (CANCELED.to_owned(), true, true),
         result = run => match result {
             Ok(Ok(text)) => (text, false, false),
             Ok(Err(error)) => (error.0, true, false),

@@ -1,13 +1,17 @@
 //! What every turn of a loop shares: its coordinates, model client, tools, hooks and hub.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use treadle_event::{Cause, Event, EventKind, Header, InputId, LoopId, SessionId, StepId, TurnId};
+use treadle_event::{
+    Cause, Event, EventKind, Header, InputId, LoopId, SessionId, StepId, TurnId, Usage,
+};
 use treadle_hook::HookRunner;
 
+use crate::gate::Approvals;
 use crate::hub::Hub;
-use crate::inference::ModelClient;
-use crate::journal::Journal;
+use crate::inference::{ModelClient, ToolSpec};
+use crate::journal::{AppendError, Journal};
 use crate::tool::ToolSet;
 
 /// The fixed configuration of one loop. Built once; turns hold it behind an `Arc`.
@@ -22,6 +26,50 @@ pub(crate) struct LoopContext {
     pub system: Option<String>,
     pub max_steps: u32,
     pub queue_capacity: usize,
+    /// Tokens spent by sub-agent loops on behalf of this loop's running step; the step
+    /// takes them when it commits, so a delegation is charged to the step that asked.
+    pub delegated: Arc<Mutex<Usage>>,
+    /// How tool batches and permission gates run.
+    pub batch: BatchConfig,
+    /// Whether this is the main loop, which records the session's end and closes its hub.
+    pub owns_session: bool,
+}
+
+/// How a loop runs tool batches and permission gates (set on the session builder).
+#[derive(Clone, Debug)]
+pub(crate) struct BatchConfig {
+    /// Most calls of one batch that execute at once.
+    pub max_parallel: usize,
+    /// Most tool calls one turn may make; the step that would pass it ends the turn.
+    pub max_calls_per_turn: u32,
+    /// How long a permission gate waits for an answer before it denies (`Expired`).
+    pub gate_deadline: Duration,
+    /// Nobody can answer a gate: an `Ask` is denied with `approval_required`.
+    pub headless: bool,
+    /// Tools approved with `ApproveAlways`, shared by every loop of the session.
+    pub approvals: Approvals,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        Self {
+            max_parallel: 8,
+            max_calls_per_turn: 256,
+            gate_deadline: Duration::from_secs(600),
+            headless: false,
+            approvals: Approvals::default(),
+        }
+    }
+}
+
+/// How one turn must answer, beyond the loop's configuration (typed output uses it).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TurnOptions {
+    /// Sent as the request's `response_format`.
+    pub response_format: Option<serde_json::Value>,
+    /// A tool offered for this turn only. When the model calls it, the turn ends with the
+    /// call's arguments as its text.
+    pub report_tool: Option<ToolSpec>,
 }
 
 /// Coordinates of the turn in flight, used to stamp the events it emits.
@@ -45,6 +93,26 @@ impl LoopContext {
             Some(step) => header.with_step(step),
             None => header,
         }
+    }
+
+    /// Takes the tokens sub-agents spent for this loop since the last call.
+    pub(crate) fn take_delegated(&self) -> Usage {
+        std::mem::take(
+            &mut *self
+                .delegated
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// Journals an enduring event, then publishes it (rule 2). Only the loop actor calls
+    /// this: it is the loop's single journal writer.
+    pub(crate) async fn record(&self, header: Header, kind: EventKind) -> Result<u64, AppendError> {
+        let event = Event::new(header, kind);
+        let seqs = self.journal.append(vec![event.clone()]).await?;
+        let seq = seqs.first().copied().unwrap_or_default();
+        self.hub.publish(Arc::new(event), Some(seq));
+        Ok(seq)
     }
 
     /// Publishes an ephemeral event. Never journaled, never blocks.

@@ -17,19 +17,27 @@ pub mod mcp;
 
 mod actor;
 mod batch;
+mod builder;
 mod context;
+mod delegate;
 mod error;
+pub mod gate;
 mod restore;
 mod session;
 pub mod tool;
 mod turn;
+mod typed;
 
+pub use builder::{SessionBuilder, StructuredOutput};
+pub use delegate::SubAgent;
 pub use error::{RunError, SessionClosed, StartError, SubmitError};
+pub use gate::{Approvals, GateError, GateResponse};
 pub use hub::{Subscription, SubscriptionLost};
 pub use inference::{ApiKey, ModelConfig, RetryPolicy};
 pub use journal::{Journal, JournalOptions};
 pub use restore::RestoreError;
-pub use session::{Session, SessionBuilder, TurnOutcome, TurnReport};
+pub use session::{Session, TurnOutcome, TurnReport};
 pub use tool::{FnTool, Tool, ToolError};
 pub use treadle_event as event;
 pub use treadle_hook as hook;
+pub use typed::AskError;

@@ -1,9 +1,11 @@
 //! Rebuilding a session's state from its journal, after a crash or a clean stop.
 //!
-//! The committed history of the main loop is exactly the input messages of its
+//! The committed history of each loop is exactly the input messages of its
 //! `TurnStarted` events and the message groups of its `StepDone` events, in journal order
 //! (rule 9). A turn that has a `TurnStarted` but no terminal was in flight when the process
 //! stopped; restore closes it with `TurnInterrupted`, so every turn in the journal ends.
+
+use std::collections::HashMap;
 
 use treadle_event::{
     Cause, Event, EventKind, Header, InputId, LoopId, Message, SessionId, TurnId, Usage,
@@ -11,9 +13,15 @@ use treadle_event::{
 
 use crate::journal::{Journal, ReadError};
 
-/// What the journal says about a session.
+/// What the journal says about a session: its main loop and every loop's state.
 pub(crate) struct Restored {
     pub main_loop: LoopId,
+    pub loops: HashMap<LoopId, RestoredLoop>,
+}
+
+/// One loop's committed history and turn count.
+#[derive(Default)]
+pub(crate) struct RestoredLoop {
     pub history: Vec<Message>,
     pub turns_started: u32,
     /// The turn that was in flight when the process stopped, if any.
@@ -58,24 +66,21 @@ impl From<ReadError> for RestoreError {
 pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, RestoreError> {
     let events = journal.read(session, 0, None)?;
     let mut main_loop = None;
-    let mut history = Vec::new();
-    let mut turns_started = 0;
-    let mut in_flight = None;
-    for (_, event) in &events {
-        let Event { header, kind } = event;
+    let mut loops: HashMap<LoopId, RestoredLoop> = HashMap::new();
+    for (_, Event { header, kind }) in &events {
         if let EventKind::SessionStarted { .. } = kind {
             main_loop = main_loop.or(header.loop_id);
             continue;
         }
-        // Sub-agent loops keep their own histories; the main loop's is the session's.
-        if header.loop_id != main_loop {
+        let Some(loop_id) = header.loop_id else {
             continue;
-        }
+        };
+        let state = loops.entry(loop_id).or_default();
         match kind {
             EventKind::TurnStarted { input, message } => {
-                turns_started += 1;
-                history.push(message.clone());
-                in_flight = header.turn.map(|turn| InFlight {
+                state.turns_started += 1;
+                state.history.push(message.clone());
+                state.in_flight = header.turn.map(|turn| InFlight {
                     turn,
                     input: *input,
                     steps: 0,
@@ -85,28 +90,22 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
             EventKind::StepDone {
                 messages, usage, ..
             } => {
-                history.extend(messages.iter().cloned());
-                if let Some(turn) = in_flight.as_mut() {
+                state.history.extend(messages.iter().cloned());
+                if let Some(turn) = state.in_flight.as_mut() {
                     turn.steps += 1;
                     turn.usage += *usage;
                 }
             }
-            kind if kind.terminal().is_some() => in_flight = None,
+            kind if kind.terminal().is_some() => state.in_flight = None,
             _ => {}
         }
     }
     let main_loop = main_loop.ok_or(RestoreError::NotFound { session })?;
-    Ok(Restored {
-        main_loop,
-        history,
-        turns_started,
-        in_flight,
-    })
+    Ok(Restored { main_loop, loops })
 }
 
-/// The terminal that closes a turn found in flight.
-pub(crate) fn close_in_flight(session: SessionId, main_loop: LoopId, turn: &InFlight) -> Event {
-    let header = Header::in_loop(session, main_loop)
+pub(crate) fn close_in_flight(session: SessionId, loop_id: LoopId, turn: &InFlight) -> Event {
+    let header = Header::in_loop(session, loop_id)
         .with_turn(turn.turn)
         .with_cause(Cause::Input(turn.input));
     Event::new(

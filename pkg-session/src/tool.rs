@@ -33,8 +33,24 @@ pub trait Tool: Send + Sync + 'static {
     fn description(&self) -> &str;
     /// The JSON Schema of the arguments object.
     fn parameters(&self) -> serde_json::Value;
-    /// Runs the call. `arguments` is the parsed JSON object the model wrote.
+    /// Runs the call. `arguments` is the parsed JSON object the model wrote, already
+    /// checked against [`Tool::parameters`].
     async fn call(&self, arguments: serde_json::Value) -> Result<String, ToolError>;
+
+    /// Whether calls of this tool must run alone: a batch runs a sequential call only after
+    /// every call before it has finished, and starts the calls after it only once it has
+    /// finished. Default: `false` (the call may run in parallel with others).
+    fn sequential(&self) -> bool {
+        false
+    }
+
+    /// What this call writes to, if anything (a path, a table, a URL). Calls of one batch
+    /// that declare the same target run one after another, in call order, while the rest
+    /// still run in parallel. Default: `None` (no declared target).
+    fn write_target(&self, arguments: &serde_json::Value) -> Option<String> {
+        let _ = arguments;
+        None
+    }
 }
 
 /// A tool made from an async function of typed arguments.
@@ -61,6 +77,9 @@ pub struct FnTool<A, F> {
     description: String,
     parameters: serde_json::Value,
     function: F,
+    sequential: bool,
+    /// The argument whose value is the call's write target, if any.
+    write_target_arg: Option<String>,
     _args: PhantomData<fn(A)>,
 }
 
@@ -82,8 +101,25 @@ where
             description: description.into(),
             parameters,
             function,
+            sequential: false,
+            write_target_arg: None,
             _args: PhantomData,
         }
+    }
+
+    /// Marks the tool sequential: its calls run alone (see [`Tool::sequential`]).
+    #[must_use]
+    pub fn sequential(mut self, sequential: bool) -> Self {
+        self.sequential = sequential;
+        self
+    }
+
+    /// Declares the argument `name` (a top-level key) as the call's write target, so calls
+    /// of one batch naming the same value run one after another (see [`Tool::write_target`]).
+    #[must_use]
+    pub fn write_target_arg(mut self, name: impl Into<String>) -> Self {
+        self.write_target_arg = Some(name.into());
+        self
     }
 }
 
@@ -115,13 +151,33 @@ where
         })?;
         (self.function)(args).await
     }
+
+    fn sequential(&self) -> bool {
+        self.sequential
+    }
+
+    fn write_target(&self, arguments: &serde_json::Value) -> Option<String> {
+        let value = arguments.get(self.write_target_arg.as_deref()?)?;
+        Some(match value {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+    }
 }
 
-/// The tools of one loop, by name, with their specs computed once.
+/// The tools of one loop, by name, with their specs and argument validators computed once.
 #[derive(Clone, Default)]
 pub(crate) struct ToolSet {
-    by_name: HashMap<String, Arc<dyn Tool>>,
+    by_name: HashMap<String, Entry>,
     specs: Arc<Vec<ToolSpec>>,
+}
+
+#[derive(Clone)]
+struct Entry {
+    tool: Arc<dyn Tool>,
+    /// `None` when the tool's schema does not compile: such a tool's arguments are passed
+    /// through unchecked (the tool still parses them), rather than making it uncallable.
+    validator: Option<Arc<jsonschema::Validator>>,
 }
 
 impl ToolSet {
@@ -136,7 +192,16 @@ impl ToolSet {
             .collect();
         let by_name = tools
             .into_iter()
-            .map(|t| (t.name().to_owned(), t))
+            .map(|tool| {
+                let validator = match jsonschema::validator_for(&tool.parameters()) {
+                    Ok(validator) => Some(Arc::new(validator)),
+                    Err(error) => {
+                        tracing::warn!(tool = tool.name(), %error, "the tool's parameter schema does not compile; its arguments are not checked");
+                        None
+                    }
+                };
+                (tool.name().to_owned(), Entry { tool, validator })
+            })
             .collect();
         Self {
             by_name,
@@ -145,7 +210,40 @@ impl ToolSet {
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.by_name.get(name)
+        self.by_name.get(name).map(|entry| &entry.tool)
+    }
+
+    /// Checks `arguments` against the schema of tool `name`. The error lists what is wrong
+    /// (at most a few problems, each with its place in the arguments), for the model.
+    pub(crate) fn check(&self, name: &str, arguments: &serde_json::Value) -> Result<(), String> {
+        const SHOWN: usize = 5;
+        let Some(validator) = self.by_name.get(name).and_then(|e| e.validator.as_ref()) else {
+            return Ok(());
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(arguments)
+            .take(SHOWN + 1)
+            .map(|error| {
+                let at = error.instance_path().to_string();
+                if at.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("at {at}: {error}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let more = if problems.len() > SHOWN { "; ..." } else { "" };
+        let shown = problems
+            .into_iter()
+            .take(SHOWN)
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(format!(
+            "arguments of {name} do not fit its parameter schema: {shown}{more}"
+        ))
     }
 
     pub(crate) fn specs(&self) -> &[ToolSpec] {

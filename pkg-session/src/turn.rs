@@ -10,14 +10,14 @@ use std::sync::Arc;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio_util::sync::CancellationToken;
-use treadle_event::{EventKind, Message, StepId, Usage};
+use treadle_event::{Block, EventKind, Message, Role, StepId, Usage};
 use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
 
 use crate::actor::{LoopMsg, StepCommit};
 use crate::batch::{self, BatchOutcome, Call};
-use crate::context::{LoopContext, TurnCoords};
+use crate::context::{LoopContext, TurnCoords, TurnOptions};
 use crate::error::CommitError;
-use crate::inference::InferenceRequest;
+use crate::inference::{InferenceRequest, ToolChoice};
 
 /// How a turn ends, before it becomes a terminal event.
 enum End {
@@ -39,8 +39,12 @@ struct Turn {
     coords: TurnCoords,
     cancel: CancellationToken,
     request: InferenceRequest,
+    /// The typed-output reporting tool of this turn, if it has one.
+    report_tool: Option<String>,
     usage: Usage,
     steps: u32,
+    /// Tool calls the turn's committed and running steps made, against the per-turn limit.
+    tool_calls: u32,
 }
 
 pub(crate) async fn run(
@@ -50,13 +54,23 @@ pub(crate) async fn run(
     index: u32,
     history: Vec<Message>,
     input: String,
+    options: TurnOptions,
     cancel: CancellationToken,
 ) {
+    let mut tools = ctx.tools.specs().to_vec();
+    let mut tool_choice = None;
+    let report_tool = options.report_tool.map(|spec| {
+        tool_choice = Some(ToolChoice::Named(spec.name.clone()));
+        let name = spec.name.clone();
+        tools.push(spec);
+        name
+    });
     let request = InferenceRequest {
         system: ctx.system.clone(),
         messages: history,
-        tools: ctx.tools.specs().to_vec(),
-        tool_choice: None,
+        tools,
+        tool_choice,
+        response_format: options.response_format,
     };
     let mut turn = Turn {
         ctx,
@@ -64,8 +78,10 @@ pub(crate) async fn run(
         coords,
         cancel,
         request,
+        report_tool,
         usage: Usage::default(),
         steps: 0,
+        tool_calls: 0,
     };
     let end = turn.drive(index, input).await;
     let (usage, steps) = (turn.usage, turn.steps);
@@ -216,7 +232,28 @@ impl Turn {
             finish(inference_hook, Outcome::Completed, output).await;
         }
 
-        let assistant = completion.message;
+        let mut assistant = completion.message;
+        if let Some(report) = self.reported(&mut assistant) {
+            let results = Message {
+                role: Role::Tool,
+                content: vec![Block::ToolResult {
+                    call_id: report.0,
+                    content: "Answer received.".into(),
+                    is_error: false,
+                }],
+            };
+            let messages = vec![assistant, results];
+            return self
+                .commit_and_count(
+                    step,
+                    index,
+                    messages,
+                    completion.usage,
+                    completion.model,
+                    Some(report.1),
+                )
+                .await;
+        }
         let calls: Vec<Call> = assistant
             .tool_uses()
             .map(|(id, name, arguments)| Call {
@@ -228,7 +265,24 @@ impl Turn {
         let final_text = calls.is_empty().then(|| assistant.text_content());
         let mut messages = vec![assistant];
         if !calls.is_empty() {
-            match batch::run_batch(&ctx, self.coords, step, calls, &self.cancel).await {
+            let limit = ctx.batch.max_calls_per_turn;
+            let wanted = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+            if self.tool_calls.saturating_add(wanted) > limit {
+                // Tool uses without results cannot be committed, so the step is discarded.
+                return StepEnd::Discarded(End::Failed(format!(
+                    "the turn reached its limit of {limit} tool calls: {} made, {wanted} more asked",
+                    self.tool_calls
+                )));
+            }
+            self.tool_calls += wanted;
+            let scope = batch::BatchScope {
+                ctx: &ctx,
+                actor: &self.actor,
+                coords: self.coords,
+                step,
+                cancel: &self.cancel,
+            };
+            match batch::run_batch(&scope, calls).await {
                 BatchOutcome::Done(results) => messages.push(results),
                 BatchOutcome::Canceled => {
                     return StepEnd::Discarded(End::Interrupted("interrupted".into()));
@@ -236,20 +290,58 @@ impl Turn {
             }
         }
 
+        self.commit_and_count(
+            step,
+            index,
+            messages,
+            completion.usage,
+            completion.model,
+            final_text,
+        )
+        .await
+    }
+
+    /// Commits a step's group, charging it the tokens of any sub-agents it delegated to.
+    async fn commit_and_count(
+        &mut self,
+        step: StepId,
+        index: u32,
+        messages: Vec<Message>,
+        mut usage: Usage,
+        model: String,
+        final_text: Option<String>,
+    ) -> StepEnd {
+        usage += self.ctx.take_delegated();
         let commit = StepCommit {
             step,
             index,
             messages: messages.clone(),
-            usage: completion.usage,
-            model: completion.model,
+            usage,
+            model,
         };
         if let Err(error) = self.commit(step, commit).await {
             return StepEnd::Discarded(End::Failed(error.to_string()));
         }
         self.request.messages.extend(messages);
-        self.usage += completion.usage;
+        self.usage += usage;
         self.steps += 1;
         StepEnd::Committed(final_text)
+    }
+
+    /// If the model called this turn's reporting tool, keeps only that call in the message
+    /// and returns its id and arguments: the turn's typed answer.
+    fn reported(&self, assistant: &mut Message) -> Option<(String, String)> {
+        let name = self.report_tool.as_deref()?;
+        let (id, arguments) = assistant
+            .tool_uses()
+            .find(|(_, n, _)| *n == name)
+            .map(|(id, _, args)| (id.to_owned(), args.to_owned()))?;
+        // Other calls in the same message never run, so they must not stay in the history
+        // without results.
+        assistant
+            .content
+            .retain(|b| !matches!(b, Block::ToolUse { id: other, .. } if *other != id));
+        Some((id, arguments))
     }
 
     /// Asks the actor to journal and commit the step's group, around the journal-append

@@ -261,6 +261,7 @@ async fn http_fixture(args: &[&str]) -> HttpFixture {
         .arg("--http")
         .args(args)
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .expect("spawn the HTTP fixture");
@@ -301,6 +302,48 @@ async fn http_transport_lists_and_calls() {
     assert_eq!(
         within(fail.call(json!({"message": "no"}))).await,
         Err(ToolError::new("no"))
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn http_bearer_token_comes_from_the_named_variable() {
+    // cargo sets CARGO_PKG_NAME for the test process too, which spares the test an
+    // (unsafe, racy) set_var; the token is then "treadle-proofs".
+    let token = env!("CARGO_PKG_NAME");
+    assert_eq!(
+        std::env::var("CARGO_PKG_NAME").as_deref(),
+        Ok(token),
+        "run me with cargo test"
+    );
+    let fixture = http_fixture(&["--bearer", token]).await;
+
+    let anonymous = within(McpServer::connect(McpServerConfig::http(
+        "web",
+        &fixture.url,
+    )))
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(anonymous, McpError::Initialize { .. }),
+        "{anonymous:?}"
+    );
+
+    let config = McpServerConfig {
+        name: "web".into(),
+        transport: McpTransport::Http {
+            url: fixture.url.clone(),
+            bearer_env: Some("CARGO_PKG_NAME".into()),
+        },
+        call_timeout: Duration::from_secs(10),
+    };
+    let server = within(McpServer::connect(config))
+        .await
+        .expect("authorized");
+    let echo = tool(&server, "web__echo").await;
+    assert_eq!(
+        within(echo.call(json!({"text": "in"}))).await,
+        Ok("in".into())
     );
     server.shutdown().await;
 }

@@ -39,6 +39,8 @@ pub struct InferenceRequest {
     /// Tool choice; the server's default (auto) when `None`. Not sent without tools,
     /// since servers reject a tool choice with no tools.
     pub tool_choice: Option<ToolChoice>,
+    /// Sent as `response_format` when set, e.g. `{"type": "json_schema", ...}`.
+    pub response_format: Option<Value>,
 }
 
 /// Builds the streaming chat-completions body for `request`.
@@ -61,6 +63,9 @@ pub(crate) fn build_body(
         if let Some(choice) = &request.tool_choice {
             body.insert("tool_choice".into(), tool_choice(choice));
         }
+    }
+    if let Some(format) = &request.response_format {
+        body.insert("response_format".into(), format.clone());
     }
     if let Some(t) = temperature.and_then(temperature_number) {
         body.insert("temperature".into(), Value::Number(t));
@@ -226,6 +231,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             tool_choice: Some(ToolChoice::Named("read".into())),
+            response_format: None,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Typed errors of the journal, one enum per operation.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Why [`super::Journal::open`] failed.
@@ -45,6 +45,24 @@ pub enum JournalOpenError {
         #[source]
         source: redb::Error,
     },
+    /// The write-ahead log beside the file could not be read, created or reset.
+    #[error("cannot recover the write-ahead log of journal {}", path.display())]
+    WriteAhead {
+        /// The journal file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: WalError,
+    },
+    /// The batches found in the write-ahead log could not be written into the file.
+    #[error("cannot replay the write-ahead log into journal {}", path.display())]
+    Replay {
+        /// The journal file.
+        path: PathBuf,
+        /// redb's reason.
+        #[source]
+        source: redb::Error,
+    },
     /// The operating system refused to start the writer thread.
     #[error("cannot start the writer thread of journal {}", path.display())]
     SpawnWriter {
@@ -80,6 +98,44 @@ pub enum AppendError {
     /// gets the same error, and the writer carries on with the next batch.
     #[error("the journal write failed")]
     Storage(#[source] Arc<redb::Error>),
+    /// The batch holding this group could not be made durable in the write-ahead log (or,
+    /// after an earlier failure, the log could not be reset). Like [`AppendError::Storage`],
+    /// every group of the batch gets it, and the writer carries on.
+    #[error("the journal's write-ahead log failed")]
+    WriteAhead(#[source] Arc<WalError>),
+}
+
+/// Why the journal's write-ahead log (`<journal>.wal`) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WalError {
+    /// A file operation failed.
+    #[error("cannot {op} the write-ahead log {}", path.display())]
+    Io {
+        /// What was being done, as a verb phrase ("sync", "write a record to", ...).
+        op: &'static str,
+        /// The log file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A batch (or one event of it) is over 4 GiB, the most one log record can hold.
+    #[error("a batch part of {bytes} bytes does not fit one write-ahead log record (4 GiB)")]
+    TooLarge {
+        /// The size that did not fit.
+        bytes: usize,
+    },
+}
+
+impl WalError {
+    pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
+        WalError::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
 
 /// Why a read of the journal failed.

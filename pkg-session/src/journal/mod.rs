@@ -2,8 +2,23 @@
 //!
 //! One [`Journal`] owns one redb file and one writer thread. Appends from every session go
 //! over a channel to that thread, which group-commits them: many appends, one write
-//! transaction, one fsync. Reads open their own redb read transaction on the caller's thread
+//! transaction, one sync. Reads open their own redb read transaction on the caller's thread
 //! and never wait for the writer.
+//!
+//! # Durability: a write-ahead log in front of redb
+//!
+//! A durable redb commit costs several fsyncs. In durable mode (the default) the writer
+//! instead appends each batch as one checksummed record to `<file>.wal` beside the redb file
+//! and syncs that once (`fdatasync`), then commits the batch to redb with
+//! `Durability::None`, then acknowledges. Every read still goes to redb. A checkpoint (one
+//! durable redb commit, then an emptied log) runs every
+//! [`checkpoint_batches`](JournalOptions::checkpoint_batches) logged batches, every
+//! [`checkpoint_bytes`](JournalOptions::checkpoint_bytes) of log, and on a clean close.
+//! Opening a journal replays the log's complete records into redb (skipping events whose id
+//! redb already has, at exactly the seqs they were acknowledged with) and stops at the
+//! first torn one, which was never acknowledged; see `wal.rs` for the format and the
+//! crash-consistency argument. So a journal killed at any point reopens with every
+//! acknowledged append and no part of any other.
 //!
 //! # Layout of the file
 //!
@@ -18,16 +33,23 @@
 //!   serialization scales with the callers and the writer only does storage work.
 //! * A batch is atomic as a whole: if its commit fails, every append in it fails with
 //!   [`AppendError::Storage`], and the writer continues with the next batch.
-//! * Dropping the last handle stops the writer after it has written what was already sent,
-//!   and waits for it, so the file can be opened again as soon as the drop returns.
+//! * Dropping the last handle stops the writer after it has written what was already sent
+//!   and checkpointed it, and waits for it, so the file can be opened again as soon as the
+//!   drop returns, with nothing to replay.
+//! * After a failed durable batch, nothing more is logged until a checkpoint and a reset of
+//!   the log succeed: the failed batch may have left a synced record whose seqs redb never
+//!   took, and a later batch reusing them must not meet it at replay.
 
 mod codec;
 mod error;
 mod tables;
+mod wal;
 mod writer;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wal_tests;
 
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
@@ -36,24 +58,33 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
-use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable};
+use redb::{Database, DatabaseError, Durability, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 use treadle_event::{Event, SessionId};
 
-pub use error::{AppendError, JournalOpenError, ReadError};
+pub use error::{AppendError, JournalOpenError, ReadError, WalError};
 
 use tables::{BY_SESSION, EVENTS, IDS};
+use wal::{Replayed, Wal};
 use writer::{Counters, Encoded, Request, Writer};
 
 /// How a [`Journal`] writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalOptions {
-    /// `true` (the default): each batch commits with `Durability::Immediate`, one fsync per
-    /// batch. `false`: `Durability::None`, for benchmarks; a crash may lose recent batches.
+    /// `true` (the default): each batch is durable before it is acknowledged, through one
+    /// `fdatasync` of the write-ahead log. `false`: no log and `Durability::None`, for
+    /// benchmarks; a crash may lose recent batches (a clean close still persists them).
     pub durable: bool,
     /// The most events the writer gathers into one transaction (default 1024). One append
     /// larger than this is still written whole, in a batch of its own.
     pub max_batch: usize,
+    /// Durable mode: checkpoint (one durable redb commit, then an emptied log) after this
+    /// many logged batches (default 1024). Lower means a shorter replay after a crash and
+    /// a durable redb commit more often.
+    pub checkpoint_batches: u64,
+    /// Durable mode: checkpoint once the log holds this many bytes (default 8 MiB), which
+    /// also bounds the log file at about twice this.
+    pub checkpoint_bytes: u64,
 }
 
 impl Default for JournalOptions {
@@ -61,6 +92,8 @@ impl Default for JournalOptions {
         Self {
             durable: true,
             max_batch: 1024,
+            checkpoint_batches: 1024,
+            checkpoint_bytes: 8 << 20,
         }
     }
 }
@@ -78,6 +111,11 @@ pub struct JournalStats {
     pub duplicates: u64,
     /// Batches whose write or commit failed.
     pub failed_batches: u64,
+    /// Checkpoints of the write-ahead log into redb (durable mode).
+    pub checkpoints: u64,
+    /// Events found in the write-ahead log at open that redb did not have yet, and that
+    /// were restored from it.
+    pub replayed: u64,
 }
 
 /// A handle to one journal file. Cheap to clone; every clone shares the file and the
@@ -172,21 +210,32 @@ impl Journal {
                 source,
             },
         })?;
-        let last_seq = prepare(&db).map_err(|source| JournalOpenError::Init {
+        prepare(&db).map_err(|source| JournalOpenError::Init {
+            path: path.clone(),
+            source,
+        })?;
+        // After the redb file, whose lock makes this process the only one to touch the log.
+        let (wal, replayed) = recover(&db, &path, options.durable)?;
+        let last_seq = writer::last_seq(&db).map_err(|source| JournalOpenError::Init {
             path: path.clone(),
             source,
         })?;
 
         let db = Arc::new(db);
         let counters = Arc::new(Counters::default());
+        counters.replayed.store(replayed, Ordering::Relaxed);
         let (requests, receiver) = mpsc::channel();
         let writer = Writer {
             db: Arc::clone(&db),
             requests: receiver,
             counters: Arc::clone(&counters),
-            durable: options.durable,
+            wal,
             max_batch: options.max_batch.max(1),
-            next_seq: last_seq.map_or(1, |seq| seq + 1),
+            checkpoint_batches: options.checkpoint_batches.max(1),
+            checkpoint_bytes: options.checkpoint_bytes,
+            next_seq: last_seq + 1,
+            since_checkpoint: 0,
+            needs_recovery: false,
         };
         let writer = std::thread::Builder::new()
             .name("treadle-journal".into())
@@ -205,6 +254,14 @@ impl Journal {
                 writer: Some(writer),
             }),
         })
+    }
+
+    /// The redb database under the journal, for a caller that keeps its own tables in the
+    /// same file (the pipeline's state store does). redb serializes write transactions, so
+    /// such writes simply wait their turn with the journal's batches; they must not touch
+    /// the journal's tables (`events.v1`, `event_ids.v1`, `session_seqs.v1`).
+    pub fn database(&self) -> Arc<Database> {
+        Arc::clone(&self.inner.db)
     }
 
     /// Appends one group of events atomically (in one write transaction) and returns the
@@ -359,21 +416,99 @@ impl Journal {
             events: c.events.load(Ordering::Relaxed),
             duplicates: c.duplicates.load(Ordering::Relaxed),
             failed_batches: c.failed_batches.load(Ordering::Relaxed),
+            checkpoints: c.checkpoints.load(Ordering::Relaxed),
+            replayed: c.replayed.load(Ordering::Relaxed),
         }
     }
 }
 
-/// Creates the tables (so that reads never meet a missing table) and returns the last seq.
-fn prepare(db: &Database) -> Result<Option<u64>, redb::Error> {
+/// Creates the tables, so that reads never meet a missing table.
+fn prepare(db: &Database) -> Result<(), redb::Error> {
     let txn = db.begin_write()?;
-    let last = {
-        let events = txn.open_table(EVENTS)?;
-        txn.open_table(IDS)?;
-        txn.open_table(BY_SESSION)?;
-        events.last()?.map(|(seq, _)| seq.value())
-    };
+    txn.open_table(EVENTS)?;
+    txn.open_table(IDS)?;
+    txn.open_table(BY_SESSION)?;
     txn.commit()?;
-    Ok(last)
+    Ok(())
+}
+
+/// Replays the write-ahead log beside `path` into `db`, if there is one, and returns the log
+/// ready for appends (durable mode) and the number of events restored from it.
+///
+/// The replay commits durably before the log is reset (durable mode) or removed
+/// (non-durable mode, which keeps no log but must not lose what a durable run left in one).
+/// A crash in between replays the same records again, which changes nothing.
+fn recover(
+    db: &Database,
+    path: &Path,
+    durable: bool,
+) -> Result<(Option<Wal>, u64), JournalOpenError> {
+    let wal_error = |source| JournalOpenError::WriteAhead {
+        path: path.to_path_buf(),
+        source,
+    };
+    let replay_error = |source| JournalOpenError::Replay {
+        path: path.to_path_buf(),
+        source,
+    };
+    let wal_path = wal::path_for(path);
+    if durable {
+        let (mut wal, records) = Wal::open(wal_path).map_err(wal_error)?;
+        let replayed = replay(db, &records).map_err(replay_error)?;
+        wal.reset().map_err(wal_error)?;
+        if replayed > 0 {
+            tracing::info!(log = %wal.path().display(), replayed, "journal replayed its write-ahead log");
+        }
+        return Ok((Some(wal), replayed));
+    }
+    let Some(records) = Wal::read_existing(&wal_path).map_err(wal_error)? else {
+        return Ok((None, 0));
+    };
+    let replayed = replay(db, &records).map_err(replay_error)?;
+    if let Err(error) = std::fs::remove_file(&wal_path) {
+        // Harmless if it stays: a later open replays it again and skips every event.
+        tracing::warn!(%error, log = %wal_path.display(), "cannot remove the replayed write-ahead log");
+    }
+    Ok((None, replayed))
+}
+
+/// Writes the logged events that redb does not have, in one durable transaction.
+fn replay(db: &Database, records: &[Vec<Replayed>]) -> Result<u64, redb::Error> {
+    if records.is_empty() {
+        return Ok(0);
+    }
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate)?;
+    let mut restored = 0;
+    {
+        let mut events = txn.open_table(EVENTS)?;
+        let mut ids = txn.open_table(IDS)?;
+        let mut by_session = txn.open_table(BY_SESSION)?;
+        for entry in records.iter().flatten() {
+            // Already there when redb was made durable after the record was logged (by a
+            // checkpoint that was not followed by its reset, or by another writer's durable
+            // commit to the same file).
+            if ids.get(entry.id)?.is_some() {
+                continue;
+            }
+            // The writer never logs a seq that redb or an earlier record holds (it resets the
+            // log after any failed batch), so this means the files do not belong together.
+            // Never overwrite a stored event.
+            if events.get(entry.seq)?.is_some() {
+                tracing::error!(
+                    seq = entry.seq,
+                    "the write-ahead log holds another event at a seq the journal already has; skipping it"
+                );
+                continue;
+            }
+            events.insert(entry.seq, entry.bytes.as_slice())?;
+            ids.insert(entry.id, entry.seq)?;
+            by_session.insert((entry.session, entry.seq), ())?;
+            restored += 1;
+        }
+    }
+    txn.commit()?;
+    Ok(restored)
 }
 
 /// `seqs` as an inclusive pair, or `None` when it holds no seq.

@@ -1,19 +1,27 @@
 //! The journal's writer thread: group commit of appends from every session.
 //!
 //! The thread blocks for one request, drains whatever else is already waiting (up to
-//! `max_batch` events), writes all of it in one write transaction, commits once, and only
-//! then answers each request. One fsync therefore covers every append that arrived while
-//! the previous commit was in flight.
+//! `max_batch` events), writes all of it in one write transaction, makes it durable once,
+//! and only then answers each request. One sync therefore covers every append that arrived
+//! while the previous batch was being written.
+//!
+//! In durable mode that sync is one `fdatasync` of the write-ahead log (`wal.rs`): the
+//! batch's new events are logged and synced while its redb transaction is still open, and
+//! the transaction is then committed with `Durability::None`. Readers therefore only ever
+//! see events that are already durable, and redb's own (several-fsync) durable commit runs
+//! only at checkpoints: every `checkpoint_batches` logged batches, every `checkpoint_bytes`
+//! of log, and when the writer stops.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, WriteTransaction};
 use tokio::sync::oneshot;
 
-use super::error::AppendError;
+use super::error::{AppendError, WalError};
 use super::tables::{BY_SESSION, EVENTS, IDS};
+use super::wal::{Entry, Wal};
 
 /// One event, encoded by the caller so that serialization runs on many threads, not here.
 pub(crate) struct Encoded {
@@ -36,22 +44,63 @@ pub(crate) struct Counters {
     pub(crate) events: AtomicU64,
     pub(crate) duplicates: AtomicU64,
     pub(crate) failed_batches: AtomicU64,
+    pub(crate) checkpoints: AtomicU64,
+    pub(crate) replayed: AtomicU64,
 }
 
 pub(crate) struct Writer {
     pub(crate) db: Arc<Database>,
     pub(crate) requests: Receiver<Request>,
     pub(crate) counters: Arc<Counters>,
-    pub(crate) durable: bool,
+    /// `Some` in durable mode.
+    pub(crate) wal: Option<Wal>,
     pub(crate) max_batch: usize,
+    /// Checkpoint after this many logged batches...
+    pub(crate) checkpoint_batches: u64,
+    /// ...or once the log holds this many bytes, whichever comes first.
+    pub(crate) checkpoint_bytes: u64,
     /// The seq the next new event gets.
     pub(crate) next_seq: u64,
+    /// Logged batches since the last checkpoint.
+    pub(crate) since_checkpoint: u64,
+    /// A durable batch or checkpoint failed. Until a checkpoint and a log reset succeed,
+    /// nothing more is logged (see [`Writer::recover`]).
+    pub(crate) needs_recovery: bool,
 }
 
 struct Written {
     seqs: Vec<Vec<u64>>,
     new_events: u64,
     duplicates: u64,
+}
+
+/// Why a batch failed.
+#[derive(Debug)]
+enum BatchError {
+    Redb(redb::Error),
+    Wal(WalError),
+}
+
+fn redb_error(error: impl Into<redb::Error>) -> BatchError {
+    BatchError::Redb(error.into())
+}
+
+impl From<BatchError> for AppendError {
+    fn from(error: BatchError) -> Self {
+        match error {
+            BatchError::Redb(error) => AppendError::Storage(Arc::new(error)),
+            BatchError::Wal(error) => AppendError::WriteAhead(Arc::new(error)),
+        }
+    }
+}
+
+impl std::fmt::Display for BatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchError::Redb(error) => error.fmt(f),
+            BatchError::Wal(error) => error.fmt(f),
+        }
+    }
 }
 
 impl Writer {
@@ -71,19 +120,30 @@ impl Writer {
                 }
             }
             self.write(batch);
-            unsynced |= !self.durable;
+            unsynced = true;
         }
-        if unsynced {
-            // Commits with Durability::None are only persisted by a later durable commit;
-            // make the benchmark mode leave a complete file behind on a clean shutdown.
-            if let Err(error) = self.sync() {
-                tracing::warn!(%error, "final sync of the journal failed");
+        if unsynced || self.needs_recovery {
+            // A clean close leaves redb complete and durable and the log empty, so the
+            // next open has nothing to replay. In non-durable mode this is the only point
+            // at which the batches are persisted at all.
+            let done = if self.wal.is_some() {
+                self.checkpoint()
+            } else {
+                self.sync().map_err(BatchError::Redb)
+            };
+            if let Err(error) = done {
+                tracing::warn!(%error, "final checkpoint of the journal failed");
             }
         }
     }
 
     fn write(&mut self, batch: Vec<Request>) {
-        match self.write_batch(&batch) {
+        let result = if self.needs_recovery {
+            self.recover()
+        } else {
+            Ok(())
+        };
+        match result.and_then(|()| self.write_batch(&batch)) {
             Ok(written) => {
                 let c = &self.counters;
                 c.batches.fetch_add(1, Ordering::Relaxed);
@@ -95,77 +155,99 @@ impl Writer {
                     // A caller that stopped waiting does not undo its append.
                     let _ = request.reply.send(Ok(seqs));
                 }
+                if written.new_events > 0 {
+                    self.maybe_checkpoint();
+                }
             }
             Err(error) => {
                 tracing::error!(%error, groups = batch.len(), "journal batch failed");
                 self.counters.failed_batches.fetch_add(1, Ordering::Relaxed);
-                let events: usize = batch.iter().map(|r| r.events.len()).sum();
-                self.recover_next_seq(events as u64);
-                let error = Arc::new(error);
+                if self.wal.is_some() {
+                    self.needs_recovery = true;
+                } else {
+                    let events: usize = batch.iter().map(|r| r.events.len()).sum();
+                    self.recover_next_seq(events as u64);
+                }
+                let error = AppendError::from(error);
                 for request in batch {
-                    let _ = request
-                        .reply
-                        .send(Err(AppendError::Storage(Arc::clone(&error))));
+                    let _ = request.reply.send(Err(error.clone()));
                 }
             }
         }
     }
 
-    fn write_batch(&mut self, batch: &[Request]) -> Result<Written, redb::Error> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(if self.durable {
-            Durability::Immediate
-        } else {
-            Durability::None
-        })?;
-        let mut next_seq = self.next_seq;
-        let mut written = Written {
-            seqs: Vec::with_capacity(batch.len()),
-            new_events: 0,
-            duplicates: 0,
-        };
+    fn write_batch(&mut self, batch: &[Request]) -> Result<Written, BatchError> {
+        let mut txn = self.db.begin_write().map_err(redb_error)?;
+        // Durable mode makes the batch durable in the log below, not through redb.
+        txn.set_durability(Durability::None).map_err(redb_error)?;
+        let (written, entries, next_seq) =
+            stage(&txn, batch, self.next_seq).map_err(BatchError::Redb)?;
+        if let Some(wal) = self.wal.as_mut()
+            && !entries.is_empty()
         {
-            let mut events = txn.open_table(EVENTS)?;
-            let mut ids = txn.open_table(IDS)?;
-            let mut by_session = txn.open_table(BY_SESSION)?;
-            for request in batch {
-                let mut seqs = Vec::with_capacity(request.events.len());
-                for event in &request.events {
-                    // The id table sees this transaction's own inserts, so a duplicate inside
-                    // the batch resolves to the seq given a moment ago.
-                    let existing = ids.get(event.id)?.map(|seq| seq.value());
-                    if let Some(seq) = existing {
-                        written.duplicates += 1;
-                        seqs.push(seq);
-                        continue;
-                    }
-                    let seq = next_seq;
-                    next_seq += 1;
-                    events.insert(seq, event.bytes.as_slice())?;
-                    ids.insert(event.id, seq)?;
-                    by_session.insert((event.session, seq), ())?;
-                    written.new_events += 1;
-                    seqs.push(seq);
+            // Logged and synced before the commit, so that no reader of redb ever sees an
+            // event a crash could still take back. A batch of duplicates only has nothing
+            // to log: what it answers with was logged (or checkpointed) before.
+            if let Err(error) = wal.append(&entries) {
+                drop(entries);
+                if let Err(abort) = txn.abort() {
+                    tracing::warn!(error = %abort, "aborting a failed journal batch failed");
                 }
-                written.seqs.push(seqs);
+                return Err(BatchError::Wal(error));
             }
+            self.since_checkpoint += 1;
         }
-        txn.commit()?;
+        txn.commit().map_err(redb_error)?;
         self.next_seq = next_seq;
         Ok(written)
     }
 
-    /// After a failed batch the commit may or may not have reached the disk, so the next
-    /// seq is re-read from the file; if even that fails, the seqs the batch might have used
-    /// are skipped, because reusing one would overwrite an event.
+    fn maybe_checkpoint(&mut self) {
+        let Some(wal) = &self.wal else { return };
+        if self.since_checkpoint < self.checkpoint_batches && wal.used() < self.checkpoint_bytes {
+            return;
+        }
+        if let Err(error) = self.checkpoint() {
+            tracing::warn!(%error, "journal checkpoint failed; retrying before the next batch");
+            self.needs_recovery = true;
+        }
+    }
+
+    /// Makes every committed batch durable in redb, then empties the log.
+    ///
+    /// Order matters: the log is reset only after redb's durable commit returned, so at
+    /// every instant each acknowledged batch is durable in one of the two. A crash between
+    /// the two steps replays batches redb already has, which the replay skips by id.
+    fn checkpoint(&mut self) -> Result<(), BatchError> {
+        self.sync().map_err(BatchError::Redb)?;
+        if let Some(wal) = self.wal.as_mut() {
+            wal.reset().map_err(BatchError::Wal)?;
+        }
+        self.since_checkpoint = 0;
+        self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Runs before the first batch after a failed durable batch or checkpoint.
+    ///
+    /// A failed batch may have left a complete, synced record in the log whose redb
+    /// transaction never committed. Its seqs are free in redb, so the next batch would
+    /// reuse them, and a replay would then meet two events at one seq. Resetting the log
+    /// (after a checkpoint, so that no acknowledged batch depends on it) drops that record;
+    /// until the reset succeeds nothing is logged, so no record can conflict with it.
+    fn recover(&mut self) -> Result<(), BatchError> {
+        self.checkpoint()?;
+        self.next_seq = last_seq(&self.db).map_err(BatchError::Redb)? + 1;
+        self.needs_recovery = false;
+        Ok(())
+    }
+
+    /// After a failed non-durable batch the commit may or may not have reached the file, so
+    /// the next seq is re-read; if even that fails, the seqs the batch might have used are
+    /// skipped, because reusing one would overwrite an event.
     fn recover_next_seq(&mut self, attempted: u64) {
-        let from_file = (|| -> Result<Option<u64>, redb::Error> {
-            let txn = self.db.begin_read()?;
-            let events = txn.open_table(EVENTS)?;
-            Ok(events.last()?.map(|(seq, _)| seq.value()))
-        })();
-        self.next_seq = match from_file {
-            Ok(last) => last.map_or(1, |seq| seq + 1).max(self.next_seq),
+        self.next_seq = match last_seq(&self.db) {
+            Ok(last) => (last + 1).max(self.next_seq),
             Err(_) => self.next_seq + attempted,
         };
     }
@@ -176,4 +258,57 @@ impl Writer {
         txn.commit()?;
         Ok(())
     }
+}
+
+/// Inserts the batch's new events into the open transaction and returns the seqs of every
+/// request, the new events as log entries, and the next free seq.
+fn stage<'b>(
+    txn: &WriteTransaction,
+    batch: &'b [Request],
+    mut next_seq: u64,
+) -> Result<(Written, Vec<Entry<'b>>, u64), redb::Error> {
+    let mut written = Written {
+        seqs: Vec::with_capacity(batch.len()),
+        new_events: 0,
+        duplicates: 0,
+    };
+    let mut entries = Vec::new();
+    let mut events = txn.open_table(EVENTS)?;
+    let mut ids = txn.open_table(IDS)?;
+    let mut by_session = txn.open_table(BY_SESSION)?;
+    for request in batch {
+        let mut seqs = Vec::with_capacity(request.events.len());
+        for event in &request.events {
+            // The id table sees this transaction's own inserts, so a duplicate inside
+            // the batch resolves to the seq given a moment ago.
+            let existing = ids.get(event.id)?.map(|seq| seq.value());
+            if let Some(seq) = existing {
+                written.duplicates += 1;
+                seqs.push(seq);
+                continue;
+            }
+            let seq = next_seq;
+            next_seq += 1;
+            events.insert(seq, event.bytes.as_slice())?;
+            ids.insert(event.id, seq)?;
+            by_session.insert((event.session, seq), ())?;
+            entries.push(Entry {
+                seq,
+                id: event.id,
+                session: event.session,
+                bytes: &event.bytes,
+            });
+            written.new_events += 1;
+            seqs.push(seq);
+        }
+        written.seqs.push(seqs);
+    }
+    Ok((written, entries, next_seq))
+}
+
+/// The last seq in the file, 0 when it has none.
+pub(crate) fn last_seq(db: &Database) -> Result<u64, redb::Error> {
+    let txn = db.begin_read()?;
+    let events = txn.open_table(EVENTS)?;
+    Ok(events.last()?.map_or(0, |(seq, _)| seq.value()))
 }

@@ -3,7 +3,8 @@
 //! It serves over stdio by default. With `--http` it serves streamable HTTP on an ephemeral
 //! loopback port instead and prints its URL (`http://127.0.0.1:PORT/mcp`) as the first line
 //! of stdout, so a test can read where to connect; `--port N` picks the port instead (to
-//! stand a server up again where a dead one was). With `--exit-at-start` it writes a reason
+//! stand a server up again where a dead one was), and `--bearer TOKEN` answers 401 to any
+//! request without `Authorization: Bearer TOKEN`. With `--exit-at-start` it writes a reason
 //! to stderr and exits 2 before speaking MCP, which is how a broken server looks to a client.
 //!
 //! Tools:
@@ -19,6 +20,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::response::IntoResponse;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -167,13 +169,32 @@ impl ServerHandler for Fixture {
     }
 }
 
-async fn serve_http(port: u16) -> std::io::Result<()> {
+async fn serve_http(port: u16, bearer: Option<String>) -> std::io::Result<()> {
     let service: StreamableHttpService<Fixture, LocalSessionManager> = StreamableHttpService::new(
         || Ok(Fixture),
         Arc::default(),
         StreamableHttpServerConfig::default(),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some(token) = bearer {
+        let expected = format!("Bearer {token}");
+        router = router.layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let authorized = request
+                    .headers()
+                    .get(axum::http::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    == Some(expected.as_str());
+                async move {
+                    if authorized {
+                        next.run(request).await
+                    } else {
+                        axum::http::StatusCode::UNAUTHORIZED.into_response()
+                    }
+                }
+            },
+        ));
+    }
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
     let mut stdout = tokio::io::stdout();
@@ -196,7 +217,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(i) => args.get(i + 1).ok_or("--port needs a number")?.parse()?,
             None => 0,
         };
-        serve_http(port).await?;
+        let bearer = match args.iter().position(|a| a == "--bearer") {
+            Some(i) => Some(args.get(i + 1).ok_or("--bearer needs a token")?.clone()),
+            None => None,
+        };
+        serve_http(port, bearer).await?;
         return Ok(());
     }
     let running = Fixture.serve(rmcp::transport::stdio()).await?;

@@ -1,0 +1,398 @@
+//! [`SessionBuilder`]: configuring, starting and restoring a session and its loops.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use ractor::{Actor, ActorRef};
+use treadle_event::{Event, EventKind, Header, LoopId, SessionId, Usage};
+use treadle_hook::{Hook, HookRunner};
+
+use crate::actor::{LoopActor, LoopArgs, LoopMsg};
+use crate::context::BatchConfig;
+use crate::context::LoopContext;
+use crate::delegate::{self, DelegateTool, SubAgent};
+use crate::error::StartError;
+use crate::hub::{Hub, HubOptions};
+use crate::inference::{ApiKey, ModelClient, ModelConfig, RetryPolicy};
+use crate::journal::Journal;
+use crate::restore::{self, RestoreError, Restored, RestoredLoop};
+use crate::session::{Session, SessionParts};
+use crate::tool::{Tool, ToolSet};
+
+/// Configures and starts a [`Session`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use treadle_session::Session;
+///
+/// let session = Session::builder()
+///     .endpoint("http://127.0.0.1:8080/v1")
+///     .model("qwen2.5-coder-0.5b")
+///     .api_key_env("OPENAI_API_KEY")
+///     .system_prompt("You are terse.")
+///     .journal_path(".treadle/journal.redb")
+///     .start()
+///     .await?;
+/// let report = session.run("Say hello.").await?;
+/// println!("{}", report.text());
+/// session.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[must_use]
+pub struct SessionBuilder {
+    endpoint: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    api_key: Option<ApiKey>,
+    system: Option<String>,
+    tools: Vec<Arc<dyn Tool>>,
+    hooks: Vec<Arc<dyn Hook>>,
+    journal: Option<JournalChoice>,
+    max_steps: u32,
+    queue_capacity: usize,
+    temperature: Option<f32>,
+    retry: Option<RetryPolicy>,
+    subscriber_capacity: usize,
+    sub_agents: Vec<SubAgent>,
+    structured_output: StructuredOutput,
+    /// Tool batches and permission gates.
+    batch: BatchConfig,
+}
+
+/// How [`Session::ask`] makes the model answer in a given shape.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StructuredOutput {
+    /// `response_format: json_schema`, which OpenAI, vLLM and llama.cpp's server enforce.
+    #[default]
+    JsonSchema,
+    /// A reporting tool whose argument schema is the answer's, with `tool_choice` naming
+    /// it: for endpoints without `response_format`.
+    ForcedTool,
+}
+
+enum JournalChoice {
+    Path(PathBuf),
+    Shared(Journal),
+}
+
+impl SessionBuilder {
+    /// The base URL of an OpenAI-compatible endpoint, such as `http://127.0.0.1:8080/v1`.
+    pub fn endpoint(mut self, url: impl Into<String>) -> Self {
+        self.endpoint = Some(url.into());
+        self
+    }
+
+    pub fn model(mut self, name: impl Into<String>) -> Self {
+        self.model = Some(name.into());
+        self
+    }
+
+    /// The environment variable that holds the API key. It is read when the session starts
+    /// and never written to the journal, events or errors.
+    pub fn api_key_env(mut self, var: impl Into<String>) -> Self {
+        self.api_key_env = Some(var.into());
+        self
+    }
+
+    /// An API key given directly rather than through the environment.
+    pub fn api_key(mut self, key: ApiKey) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+
+    pub fn system_prompt(mut self, text: impl Into<String>) -> Self {
+        self.system = Some(text.into());
+        self
+    }
+
+    pub fn tool(mut self, tool: impl Tool) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Adds a hook. Hooks begin in the order they are added and finish in reverse.
+    pub fn hook(mut self, hook: impl Hook) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    pub fn hooks(mut self, hooks: impl IntoIterator<Item = Arc<dyn Hook>>) -> Self {
+        self.hooks.extend(hooks);
+        self
+    }
+
+    /// Opens (or creates) the journal at `path`. Without a journal the session keeps one
+    /// in a temporary file that is deleted with the process's temp directory.
+    pub fn journal_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.journal = Some(JournalChoice::Path(path.into()));
+        self
+    }
+
+    /// Shares an open journal (and its single writer thread) with other sessions.
+    pub fn journal(mut self, journal: Journal) -> Self {
+        self.journal = Some(JournalChoice::Shared(journal));
+        self
+    }
+
+    /// The most model steps one turn may take before it fails (default 50).
+    pub fn max_steps(mut self, steps: u32) -> Self {
+        self.max_steps = steps;
+        self
+    }
+
+    /// How many inputs may wait behind the running turn (default 16).
+    pub fn queue_capacity(mut self, capacity: usize) -> Self {
+        self.queue_capacity = capacity;
+        self
+    }
+
+    /// How many undelivered events each subscription may hold (default 4096). A subscriber
+    /// that falls further behind loses ephemeral events; an enduring event that does not
+    /// fit closes the subscription with a resumable loss error.
+    pub fn subscriber_capacity(mut self, capacity: usize) -> Self {
+        self.subscriber_capacity = capacity;
+        self
+    }
+
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// Adds a sub-agent: a loop of this session the main agent delegates to through a
+    /// tool named after it.
+    pub fn sub_agent(mut self, agent: SubAgent) -> Self {
+        self.sub_agents.push(agent);
+        self
+    }
+
+    /// How many calls of one tool batch may execute at once (default 8; at least 1).
+    /// Sequential tools and calls sharing a write target are serialized regardless.
+    pub fn max_parallel_tools(mut self, n: usize) -> Self {
+        self.batch.max_parallel = n.max(1);
+        self
+    }
+
+    /// The most tool calls one turn may make (default 256). A step whose calls would pass
+    /// the limit is discarded and the turn ends with `TurnFailed` naming the limit.
+    pub fn max_tool_calls_per_turn(mut self, n: u32) -> Self {
+        self.batch.max_calls_per_turn = n;
+        self
+    }
+
+    /// How long a permission gate waits for [`Session::respond_gate`] before it denies the
+    /// call with `GateAnswer::Expired` (default 10 minutes).
+    pub fn gate_deadline(mut self, deadline: std::time::Duration) -> Self {
+        self.batch.gate_deadline = deadline;
+        self
+    }
+
+    /// Whether nobody can answer permission gates (default `false`). A headless session
+    /// denies every call a guard asks about with reason `approval_required`, without
+    /// opening a gate; pipelines run headless.
+    pub fn headless(mut self, headless: bool) -> Self {
+        self.batch.headless = headless;
+        self
+    }
+
+    /// How [`Session::ask`] asks for typed answers (default: `response_format`).
+    pub fn structured_output(mut self, mode: StructuredOutput) -> Self {
+        self.structured_output = mode;
+        self
+    }
+
+    pub(crate) fn new() -> Self {
+        SessionBuilder {
+            endpoint: None,
+            model: None,
+            api_key_env: None,
+            api_key: None,
+            system: None,
+            tools: Vec::new(),
+            hooks: Vec::new(),
+            journal: None,
+            max_steps: 50,
+            queue_capacity: 16,
+            temperature: None,
+            retry: None,
+            subscriber_capacity: HubOptions::default().queue_capacity,
+            sub_agents: Vec::new(),
+            structured_output: StructuredOutput::default(),
+            batch: BatchConfig::default(),
+        }
+    }
+
+    /// Starts the session: opens the journal, records `SessionStarted`, spawns the loop.
+    pub async fn start(self) -> Result<Session, StartError> {
+        let (client, journal) = self.connect()?;
+        let session = SessionId::new();
+        let loop_id = LoopId::new();
+        let hub = self.hub(session, &journal);
+        let started = Event::new(
+            Header::in_loop(session, loop_id),
+            EventKind::SessionStarted {
+                model: client.model().to_owned(),
+                endpoint: client.endpoint().to_owned(),
+                system: self.system.clone(),
+            },
+        );
+        let seqs = journal.append(vec![started.clone()]).await?;
+        hub.publish(Arc::new(started), seqs.first().copied());
+        let restored = Restored {
+            main_loop: loop_id,
+            loops: Default::default(),
+        };
+        self.launch(client, journal, hub, session, restored).await
+    }
+
+    /// Restores session `id` from the journal this builder names, with this builder's
+    /// model, tools and hooks. The history is exactly what the journal committed; a turn
+    /// that was in flight when the process stopped is closed with `TurnInterrupted`.
+    pub async fn restore(self, id: SessionId) -> Result<Session, RestoreError> {
+        let (client, journal) = self.connect()?;
+        let restored = restore::read(&journal, id)?;
+        let hub = self.hub(id, &journal);
+        for (loop_id, state) in &restored.loops {
+            if let Some(turn) = &state.in_flight {
+                let closing = restore::close_in_flight(id, *loop_id, turn);
+                let seqs = journal.append(vec![closing.clone()]).await?;
+                hub.publish(Arc::new(closing), seqs.first().copied());
+            }
+        }
+        Ok(self.launch(client, journal, hub, id, restored).await?)
+    }
+
+    fn connect(&self) -> Result<(ModelClient, Journal), StartError> {
+        let endpoint = self.endpoint.clone().ok_or(StartError::MissingEndpoint)?;
+        let model = self.model.clone().ok_or(StartError::MissingModel)?;
+        let api_key = match (&self.api_key, &self.api_key_env) {
+            (Some(key), _) => Some(key.clone()),
+            (None, Some(var)) => Some(ApiKey::from_env(var)?),
+            (None, None) => None,
+        };
+        let mut config = ModelConfig::new(endpoint, model);
+        config.api_key = api_key;
+        config.temperature = self.temperature;
+        if let Some(retry) = self.retry {
+            config.retry = retry;
+        }
+        let client = ModelClient::new(config)?;
+        let journal = match &self.journal {
+            Some(JournalChoice::Shared(journal)) => journal.clone(),
+            Some(JournalChoice::Path(path)) => Journal::open(path)?,
+            None => Journal::open(temp_journal_path())?,
+        };
+        Ok((client, journal))
+    }
+
+    fn hub(&self, session: SessionId, journal: &Journal) -> Hub {
+        Hub::with_options(
+            session,
+            journal.clone(),
+            HubOptions {
+                queue_capacity: self.subscriber_capacity,
+            },
+        )
+    }
+
+    /// Spawns the sub-agent loops, then the main loop with a delegation tool per sub-agent.
+    async fn launch(
+        self,
+        client: ModelClient,
+        journal: Journal,
+        hub: Hub,
+        session: SessionId,
+        mut restored: Restored,
+    ) -> Result<Session, StartError> {
+        let hooks = HookRunner::new(self.hooks);
+        let delegated = Arc::new(Mutex::new(Usage::default()));
+        let mut tools = self.tools;
+        let mut children = Vec::new();
+        for agent in self.sub_agents {
+            let loop_id = delegate::loop_id(session, &agent.name);
+            let ctx = LoopContext {
+                session,
+                loop_id,
+                client: client.clone(),
+                tools: ToolSet::new(agent.tools),
+                hooks: hooks.clone(),
+                hub: hub.clone(),
+                journal: journal.clone(),
+                system: agent.system,
+                max_steps: agent.max_steps,
+                queue_capacity: self.queue_capacity,
+                delegated: Arc::default(),
+                owns_session: false,
+                batch: self.batch.clone(),
+            };
+            let child = spawn_loop(ctx, restored.loops.remove(&loop_id)).await?;
+            tools.push(Arc::new(DelegateTool {
+                name: agent.name,
+                description: agent.description,
+                child: child.clone(),
+                child_loop: loop_id,
+                hub: hub.clone(),
+                charge_to: delegated.clone(),
+            }));
+            children.push(child);
+        }
+        let main_loop = restored.main_loop;
+        let ctx = LoopContext {
+            session,
+            loop_id: main_loop,
+            client,
+            tools: ToolSet::new(tools),
+            hooks,
+            hub: hub.clone(),
+            journal: journal.clone(),
+            system: self.system,
+            max_steps: self.max_steps,
+            queue_capacity: self.queue_capacity,
+            delegated,
+            owns_session: true,
+            batch: self.batch,
+        };
+        let actor = spawn_loop(ctx, restored.loops.remove(&main_loop)).await?;
+        Ok(Session::from_parts(SessionParts {
+            id: session,
+            main_loop,
+            actor,
+            children,
+            hub,
+            journal,
+            structured_output: self.structured_output,
+        }))
+    }
+}
+
+async fn spawn_loop(
+    ctx: LoopContext,
+    restored: Option<RestoredLoop>,
+) -> Result<ActorRef<LoopMsg>, StartError> {
+    let restored = restored.unwrap_or_default();
+    let args = LoopArgs {
+        ctx: Arc::new(ctx),
+        history: restored.history,
+        turns_started: restored.turns_started,
+    };
+    let (actor, _join) = Actor::spawn(None, LoopActor, args)
+        .await
+        .map_err(|e| StartError::Spawn(e.to_string()))?;
+    Ok(actor)
+}
+
+fn temp_journal_path() -> PathBuf {
+    std::env::temp_dir()
+        .join("treadle")
+        .join(format!("session-{}.redb", uuid::Uuid::now_v7()))
+}

@@ -1,0 +1,265 @@
+//! Permission gates: a tool call parked until someone approves or denies it, or its deadline.
+//!
+//! # How a gate runs
+//!
+//! When a tool-call guard answers [`Decision::Ask`](treadle_hook::Decision::Ask), the batch
+//! asks the loop actor to open a gate. The actor (the loop's only journal writer) journals an
+//! enduring `GateOpened`, keeps the gate as pending, and the call waits. An answer comes in
+//! through [`Session::respond_gate`](crate::Session::respond_gate), which goes to the same
+//! actor: it journals `GateResolved` first, then hands the answer to the waiting call. When
+//! the deadline passes first, the batch asks the actor to resolve the gate `Expired`, which
+//! denies. A gate still open when its turn ends (an interrupt, a shutdown) is resolved
+//! `Deny { reason: "canceled: ..." }` before the turn's terminal event, so the journal never
+//! holds a gate whose turn is over and that nobody closed.
+//!
+//! # Journal shape (for restore)
+//!
+//! `GateOpened { gate, question, subject }`, with the turn and step in the header, and
+//!
+//! ```json
+//! "subject": {
+//!   "calls": [{ "call_id": "c1", "name": "write_file", "arguments": { "path": "a.md" } }],
+//!   "scope": { "tools": ["write_file"] },
+//!   "asked_by": "policy",
+//!   "deadline_at_ms": 1767225600000
+//! }
+//! ```
+//!
+//! `GateResolved { gate, answer }` where `answer` is a [`GateAnswer`]. An `ApproveAlways`
+//! approves every tool named in the gate's `subject.scope.tools` for the rest of the session;
+//! [`Approvals::from_events`] rebuilds that set from a journal's events. A gate opened with
+//! no `GateResolved` after it was still open at a crash.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+use treadle_event::{Event, EventKind, GateAnswer, GateId, StepId};
+
+use crate::context::{LoopContext, TurnCoords};
+use crate::journal::AppendError;
+
+/// An answer to a permission gate, given through
+/// [`Session::respond_gate`](crate::Session::respond_gate).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateResponse {
+    /// Run the call.
+    Approve,
+    /// Run the call, and every later call of the same tool in this session without asking.
+    ApproveAlways,
+    /// Refuse the call; the model reads `denied: <reason>`.
+    Deny { reason: String },
+}
+
+impl GateResponse {
+    /// A denial with `reason`.
+    pub fn deny(reason: impl Into<String>) -> Self {
+        GateResponse::Deny {
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<GateResponse> for GateAnswer {
+    fn from(response: GateResponse) -> Self {
+        match response {
+            GateResponse::Approve => GateAnswer::Approve,
+            GateResponse::ApproveAlways => GateAnswer::ApproveAlways,
+            GateResponse::Deny { reason } => GateAnswer::Deny { reason },
+        }
+    }
+}
+
+/// Why a gate answer was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error(
+        "gate {0} is not open: it was never opened here, or it was already answered or expired"
+    )]
+    NotOpen(GateId),
+    #[error("the session is shut down")]
+    Closed,
+    /// The answer could not be made durable; the call was denied (fail closed).
+    #[error("cannot journal the answer, so the call was denied: {0}")]
+    Journal(#[from] AppendError),
+}
+
+/// Tools approved with [`GateResponse::ApproveAlways`]: their calls no longer ask.
+///
+/// Shared by every loop of a session, and cheap to clone. An entry is added only after its
+/// `GateResolved` is durable, so a restored session can rebuild exactly this set.
+#[derive(Debug, Clone, Default)]
+pub struct Approvals(Arc<Mutex<BTreeSet<String>>>);
+
+impl Approvals {
+    /// Whether calls of `tool` are approved for the rest of the session.
+    pub fn contains(&self, tool: &str) -> bool {
+        self.lock().contains(tool)
+    }
+
+    /// The approved tool names, sorted.
+    pub fn tools(&self) -> Vec<String> {
+        self.lock().iter().cloned().collect()
+    }
+
+    pub(crate) fn insert(&self, tool: impl Into<String>) {
+        self.lock().insert(tool.into());
+    }
+
+    /// Rebuilds the set from journaled events, oldest first: the tools of every gate whose
+    /// `GateResolved` answer is `ApproveAlways` (its scope, read from its `GateOpened`).
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Self {
+        let approvals = Approvals::default();
+        let mut scopes: HashMap<GateId, Vec<String>> = HashMap::new();
+        for event in events {
+            match &event.kind {
+                EventKind::GateOpened { gate, subject, .. } => {
+                    scopes.insert(*gate, scope_tools(subject));
+                }
+                EventKind::GateResolved {
+                    gate,
+                    answer: GateAnswer::ApproveAlways,
+                } => {
+                    for tool in scopes.remove(gate).into_iter().flatten() {
+                        approvals.insert(tool);
+                    }
+                }
+                _ => {}
+            }
+        }
+        approvals
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeSet<String>> {
+        // The set is only ever inserted into, so a poisoned lock still guards a valid set.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The tool names of a `GateOpened` subject's scope.
+fn scope_tools(subject: &Value) -> Vec<String> {
+    subject["scope"]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The subject of a gate over one call, in the documented shape.
+pub(crate) fn call_subject(
+    call_id: &str,
+    name: &str,
+    arguments: &Value,
+    asked_by: &str,
+    deadline_at_ms: u64,
+) -> Value {
+    serde_json::json!({
+        "calls": [{ "call_id": call_id, "name": name, "arguments": arguments }],
+        "scope": { "tools": [name] },
+        "asked_by": asked_by,
+        "deadline_at_ms": deadline_at_ms,
+    })
+}
+
+/// What the batch sends the actor to open a gate.
+pub(crate) struct GateRequest {
+    pub coords: TurnCoords,
+    pub step: StepId,
+    pub gate: GateId,
+    pub question: String,
+    pub subject: Value,
+    /// Where the actor sends the answer once it is journaled.
+    pub answer: oneshot::Sender<GateAnswer>,
+}
+
+struct Pending {
+    coords: TurnCoords,
+    step: StepId,
+    tools: Vec<String>,
+    answer: oneshot::Sender<GateAnswer>,
+}
+
+/// The open gates of one loop. Owned by the loop actor, so opening, answering, expiring and
+/// closing a gate are serialized with every other journal write of the loop.
+#[derive(Default)]
+pub(crate) struct Gates {
+    pending: HashMap<GateId, Pending>,
+}
+
+impl Gates {
+    /// Journals `GateOpened` and keeps the gate pending.
+    pub(crate) async fn open(
+        &mut self,
+        ctx: &LoopContext,
+        request: GateRequest,
+    ) -> Result<(), AppendError> {
+        let tools = scope_tools(&request.subject);
+        let header = ctx.turn_header(request.coords, Some(request.step));
+        let kind = EventKind::GateOpened {
+            gate: request.gate,
+            question: request.question,
+            subject: request.subject,
+        };
+        ctx.record(header, kind).await?;
+        self.pending.insert(
+            request.gate,
+            Pending {
+                coords: request.coords,
+                step: request.step,
+                tools,
+                answer: request.answer,
+            },
+        );
+        Ok(())
+    }
+
+    /// Journals `GateResolved`, remembers an `ApproveAlways`, then wakes the waiting call.
+    pub(crate) async fn resolve(
+        &mut self,
+        ctx: &LoopContext,
+        gate: GateId,
+        answer: GateAnswer,
+    ) -> Result<(), GateError> {
+        let pending = self.pending.remove(&gate).ok_or(GateError::NotOpen(gate))?;
+        let header = ctx.turn_header(pending.coords, Some(pending.step));
+        let kind = EventKind::GateResolved {
+            gate,
+            answer: answer.clone(),
+        };
+        if let Err(error) = ctx.record(header, kind).await {
+            // An answer that is not durable is not given: the call is refused.
+            let _ = pending.answer.send(GateAnswer::Deny {
+                reason: format!("the answer could not be journaled ({error})"),
+            });
+            return Err(error.into());
+        }
+        if answer == GateAnswer::ApproveAlways {
+            for tool in &pending.tools {
+                ctx.batch.approvals.insert(tool.clone());
+            }
+        }
+        // The call may have stopped waiting (interrupted); the answer is journaled anyway.
+        let _ = pending.answer.send(answer);
+        Ok(())
+    }
+
+    /// Closes every gate still open in `turn`, denying it, before the turn's terminal.
+    pub(crate) async fn close_turn(&mut self, ctx: &LoopContext, turn: treadle_event::TurnId) {
+        let open: Vec<GateId> = self
+            .pending
+            .iter()
+            .filter(|(_, pending)| pending.coords.turn == turn)
+            .map(|(gate, _)| *gate)
+            .collect();
+        for gate in open {
+            let answer = GateAnswer::Deny {
+                reason: "canceled: the turn ended before the gate was answered".into(),
+            };
+            if let Err(error) = self.resolve(ctx, gate, answer).await {
+                tracing::error!(%error, %gate, "could not close a gate of an ended turn");
+            }
+        }
+    }
+}

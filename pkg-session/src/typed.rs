@@ -1,0 +1,101 @@
+//! Typed output: [`Session::ask`] returns a value of the caller's type.
+//!
+//! The answer's JSON Schema comes from `schemars`. The model is held to it with
+//! `response_format: json_schema`, or, for endpoints without it, with a forced reporting
+//! tool whose arguments are the answer. An answer that does not parse goes back to the
+//! model once, with the parse error; a second failure is [`AskError::Parse`].
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+
+use crate::builder::StructuredOutput;
+use crate::context::TurnOptions;
+use crate::error::RunError;
+use crate::inference::ToolSpec;
+use crate::session::{Session, TurnOutcome};
+
+/// The name of the reporting tool in [`StructuredOutput::ForcedTool`] mode.
+const REPORT_TOOL: &str = "report_answer";
+
+/// Why [`Session::ask`] returned no value.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("the turn did not finish: {0}")]
+    Turn(String),
+    #[error(
+        "the answer does not fit the requested type after one retry: {error}; answer was: {answer}"
+    )]
+    Parse { error: String, answer: String },
+}
+
+impl Session {
+    /// Asks for an answer of type `T`.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: treadle_session::Session) -> Result<(), treadle_session::AskError> {
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Verdict {
+    ///     approve: bool,
+    ///     reason: String,
+    /// }
+    /// let verdict: Verdict = session.ask("Should this change be merged?").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn ask<T: JsonSchema + DeserializeOwned>(
+        &self,
+        input: impl Into<String>,
+    ) -> Result<T, AskError> {
+        let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+        if let Some(object) = schema.as_object_mut() {
+            object.remove("$schema");
+        }
+        let name = std::any::type_name::<T>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("answer")
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect::<String>();
+        let options = match self.structured_output() {
+            StructuredOutput::JsonSchema => TurnOptions {
+                response_format: Some(serde_json::json!({
+                    "type": "json_schema",
+                    "json_schema": { "name": name, "schema": schema },
+                })),
+                report_tool: None,
+            },
+            StructuredOutput::ForcedTool => TurnOptions {
+                response_format: None,
+                report_tool: Some(ToolSpec {
+                    name: REPORT_TOOL.into(),
+                    description: "Report your final answer. Its arguments are the answer.".into(),
+                    parameters: schema,
+                }),
+            },
+        };
+        let answer = self.answer(input.into(), options.clone()).await?;
+        let error = match serde_json::from_str::<T>(&answer) {
+            Ok(value) => return Ok(value),
+            Err(error) => error.to_string(),
+        };
+        let retry = format!(
+            "Your answer could not be read: {error}. Answer again with only JSON that matches the schema."
+        );
+        let answer = self.answer(retry, options).await?;
+        serde_json::from_str::<T>(&answer).map_err(|e| AskError::Parse {
+            error: e.to_string(),
+            answer,
+        })
+    }
+
+    async fn answer(&self, input: String, options: TurnOptions) -> Result<String, AskError> {
+        let report = self.run_with(input, options).await?;
+        match report.outcome {
+            TurnOutcome::Done { text } => Ok(text),
+            TurnOutcome::Failed { error } => Err(AskError::Turn(error)),
+            TurnOutcome::Interrupted { reason } => Err(AskError::Turn(reason)),
+        }
+    }
+}
