@@ -8,11 +8,18 @@
 //! * [`agent`]: the agent step on top of a `treadle_session::Session`: verdicts, budgets, cost.
 //! * [`tools`]: built-in tools confined to a step's directory.
 //! * [`assert`]: deterministic checks of a step's and a job's facts.
+//! * [`model_tape`]: recording and replaying agent steps' model traffic (`--record`,
+//!   `--replay-model`).
+//! * [`cache`]: step keys, the content-addressed store, replay, resume, `plan`.
+//! * [`resource`]: `get` / `put` resources; git is built in.
 //! * [`cli`]: the `treadle` command's grammar and commands (`main.rs` only calls it).
 
 pub mod agent;
 pub mod assert;
+pub mod cache;
 pub mod cli;
+pub mod model_tape;
 pub mod pipeline;
+pub mod resource;
 pub mod run;
 pub mod tools;

@@ -21,12 +21,8 @@ fn example(name: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn quickstart_runs_on_the_local_model_url() {
     let server = ScriptedServer::start(Script::new([
-        Reply::tool_call("read_file", json!({"path": "question/q.txt"})),
-        Reply::tool_call(
-            "write_file",
-            json!({"path": "answer/a.txt", "content": "5"}),
-        ),
-        Reply::text("I wrote 5 to answer/a.txt.").usage(40, 8),
+        Reply::tool_call("read_file", json!({"path": "inbox/note.txt"})),
+        Reply::text("PELICAN").usage(40, 8),
     ]))
     .await
     .expect("server");
@@ -42,22 +38,23 @@ async fn quickstart_runs_on_the_local_model_url() {
     let out = run.stdout();
     assert!(out.contains("read_file"), "{out}");
     assert!(
-        out.lines().any(|l| l.trim_end().ends_with("│ 5")),
+        out.lines().any(|l| l.trim_end().ends_with("│ PELICAN")),
         "answer not shown:\n{out}"
     );
     let steps = f.treadle(&["runs", "--steps", "1"]).stdout();
     assert!(
         steps
             .lines()
-            .any(|l| l.contains("helper") && l.contains("succeeded")),
+            .any(|l| l.contains("reader") && l.contains("succeeded")),
         "{steps}"
     );
-    // The question the task wrote reached the model as the tool result.
+    // The note the task wrote reached the model as the tool result.
     let requests = server.requests();
     assert!(
-        requests
-            .iter()
-            .any(|r| r.body.to_string().contains("What is 2 + 3")),
+        requests.iter().any(|r| r
+            .body
+            .to_string()
+            .contains("The code word for the launch is PELICAN")),
         "tool result not sent: {:?}",
         requests
             .iter()
@@ -120,13 +117,17 @@ async fn review_verdict_routes_to_publish() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn explicit_endpoint_and_key_never_printed() {
-    let server = ScriptedServer::start(Script::new([Reply::text(
-        "the key is sk-test-very-secret-123",
-    )]))
+    // The key reaches the agent the realistic way: a task leaks it into an artifact (and
+    // prints it), and the agent reads that file. The tool result is masked before the
+    // model or the session journal (in the state file) sees it.
+    let server = ScriptedServer::start(Script::new([
+        Reply::tool_call("read_file", json!({"path": "leak/k.txt"})),
+        Reply::text("I read the file."),
+    ]))
     .await
     .expect("server");
     let yaml = format!(
-        "agents:\n  - name: a\n    source: {{ model: acme/m1, endpoint: \"{}\", api_key_env: ACME_TEST_KEY }}\njobs:\n  - name: j\n    plan:\n      - agent: a\n        prompt: say something\n",
+        "agents:\n  - name: a\n    source: {{ model: acme/m1, endpoint: \"{}\", api_key_env: ACME_TEST_KEY }}\n    tools: [read_file]\njobs:\n  - name: j\n    plan:\n      - task: leak\n        outputs: [leak]\n        run: echo \"key $ACME_TEST_KEY\" | tee leak/k.txt\n      - agent: a\n        inputs: [leak]\n        prompt: read leak/k.txt\n",
         server.base_url()
     );
     let f = Fixture::new(&yaml);
@@ -151,8 +152,19 @@ async fn explicit_endpoint_and_key_never_printed() {
         !String::from_utf8_lossy(&state).contains("sk-test-very-secret-123"),
         "key in the state file"
     );
-    // It was sent where it belongs: the Authorization header.
+    // It was sent where it belongs: the Authorization header; the model saw it masked.
     let requests = server.requests();
+    assert!(
+        requests
+            .iter()
+            .all(|r| !r.body.to_string().contains("very-secret")),
+        "key sent to the model"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.body.to_string().contains("key ***"))
+    );
     assert!(
         requests.iter().all(|r| r.body["model"] == "acme/m1"),
         "model name"

@@ -16,7 +16,8 @@ use crate::context::{LoopContext, TurnCoords, TurnOptions};
 use crate::error::{CommitError, SubmitError};
 use crate::gate::{GateError, GateRequest, Gates};
 use crate::journal::AppendError;
-use crate::turn;
+use crate::resume::ResumedTurn;
+use crate::turn::{self, TurnStart};
 
 /// One step's group of messages, as the turn asks the actor to commit it.
 pub(crate) struct StepCommit {
@@ -78,6 +79,8 @@ pub(crate) struct LoopState {
     stopping: Option<Stopping>,
     /// Permission gates waiting for an answer.
     gates: Gates,
+    /// A turn restore resumes, started once the actor runs.
+    resuming: Option<TurnStart>,
 }
 
 struct Running {
@@ -95,6 +98,8 @@ pub(crate) struct LoopArgs {
     pub history: Vec<Message>,
     /// Turns this loop already ran (non-zero after a restore); numbers the next turn.
     pub turns_started: u32,
+    /// A turn that was parked on a gate at a crash, to resume (see `resume.rs`).
+    pub resume: Option<ResumedTurn>,
 }
 
 impl Actor for LoopActor {
@@ -104,10 +109,10 @@ impl Actor for LoopActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<LoopMsg>,
+        myself: ActorRef<LoopMsg>,
         args: LoopArgs,
     ) -> Result<LoopState, ActorProcessingErr> {
-        Ok(LoopState {
+        let mut state = LoopState {
             ctx: args.ctx,
             history: args.history,
             queue: VecDeque::new(),
@@ -115,7 +120,45 @@ impl Actor for LoopActor {
             turns_started: args.turns_started,
             stopping: None,
             gates: Gates::default(),
-        })
+            resuming: None,
+        };
+        if let Some(resumed) = args.resume {
+            // The resumed turn is running from the first message on: its gates can be
+            // answered, and a submit queues behind it, as before the crash.
+            let coords = resumed.coords;
+            for gate in resumed.gates {
+                state.gates.adopt(coords, gate);
+            }
+            let cancel = CancellationToken::new();
+            state.running = Some(Running {
+                coords,
+                cancel: cancel.clone(),
+            });
+            state.resuming = Some(TurnStart {
+                ctx: state.ctx.clone(),
+                actor: myself,
+                coords,
+                index: resumed.index,
+                history: state.history.clone(),
+                input: resumed.input,
+                // Typed-output options are not journaled, and whoever asked is gone.
+                options: TurnOptions::default(),
+                cancel,
+                resume: Some(resumed.turn),
+            });
+        }
+        Ok(state)
+    }
+
+    async fn post_start(
+        &self,
+        _myself: ActorRef<LoopMsg>,
+        state: &mut LoopState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(start) = state.resuming.take() {
+            tokio::spawn(turn::run(start));
+        }
+        Ok(())
     }
 
     async fn handle(
@@ -260,16 +303,17 @@ impl LoopState {
         });
         let index = self.turns_started;
         self.turns_started += 1;
-        tokio::spawn(turn::run(
-            self.ctx.clone(),
-            myself.clone(),
+        tokio::spawn(turn::run(TurnStart {
+            ctx: self.ctx.clone(),
+            actor: myself.clone(),
             coords,
             index,
-            self.history.clone(),
-            text,
+            history: self.history.clone(),
+            input: text,
             options,
             cancel,
-        ));
+            resume: None,
+        }));
         Ok(())
     }
 

@@ -17,6 +17,10 @@
 //! malformed, unknown, denied, unanswered, failing or panicking still yields a result: its
 //! reason, for the model to read. A call whose permission cannot be decided is never run
 //! (rule 7). Only cancellation (an interrupt) discards the batch.
+//!
+//! A batch resumed after a crash (see `resume.rs`) gets, per call id, what the journal says
+//! about its gate: an answer given before the crash is taken as is, and an open gate is
+//! waited on under its original id instead of a new one being opened.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -33,6 +37,7 @@ use treadle_hook::{APPROVAL_REQUIRED, Active, Authorization, HookCall, Outcome, 
 use crate::actor::LoopMsg;
 use crate::context::{LoopContext, TurnCoords};
 use crate::gate::{self, GateRequest};
+use crate::resume::{self, PriorGate, StagedStep};
 
 /// A tool call as the model wrote it.
 pub(crate) struct Call {
@@ -54,6 +59,9 @@ pub(crate) struct BatchScope<'a> {
     pub actor: &'a ActorRef<LoopMsg>,
     pub coords: TurnCoords,
     pub step: StepId,
+    /// The step's assistant message and its coordinates, journaled with every gate so a
+    /// restore can resume the batch.
+    pub staged: &'a StagedStep,
     pub cancel: &'a CancellationToken,
 }
 
@@ -72,13 +80,19 @@ type Output = (String, bool);
 
 const CANCELED: &str = "canceled: the turn was interrupted";
 
-pub(crate) async fn run_batch(scope: &BatchScope<'_>, calls: Vec<Call>) -> BatchOutcome {
+/// Runs `calls`; `prior` holds, by call id, the gates a resumed batch found in the journal
+/// (empty for a fresh batch).
+pub(crate) async fn run_batch(
+    scope: &BatchScope<'_>,
+    calls: Vec<Call>,
+    mut prior: HashMap<String, PriorGate>,
+) -> BatchOutcome {
     let mut prepared = Vec::with_capacity(calls.len());
     for call in &calls {
         prepared.push(if scope.cancel.is_cancelled() {
             Prepared::Canceled
         } else {
-            prepare(scope, call).await
+            prepare(scope, call, prior.remove(&call.id)).await
         });
     }
 
@@ -177,8 +191,10 @@ fn hook_call(scope: &BatchScope<'_>, payload: Payload) -> HookCall {
     }
 }
 
-/// Parses, checks and authorizes one call.
-async fn prepare(scope: &BatchScope<'_>, call: &Call) -> Prepared {
+/// Parses, checks and authorizes one call. The guards run again even for a resumed call
+/// (they are this process's hooks); only an `Ask` consults `prior`. A prior open gate whose
+/// guard no longer asks stays open until it is answered or its turn ends.
+async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: Option<PriorGate>) -> Prepared {
     let ctx = scope.ctx;
     if ctx.tools.get(&call.name).is_none() {
         return Prepared::Refused(format!(
@@ -239,7 +255,7 @@ async fn prepare(scope: &BatchScope<'_>, call: &Call) -> Prepared {
         }
         Err(denied) => return Prepared::Refused(format!("denied: {}", denied.reason)),
     };
-    match permission(scope, call, &arguments, &hook, &question).await {
+    match permission(scope, call, &arguments, (&hook, &question), prior).await {
         Permission::Granted => Prepared::Ready {
             arguments,
             guard: Some(active),
@@ -261,23 +277,91 @@ enum Permission {
     Canceled,
 }
 
-/// Settles a guard's question: a remembered `ApproveAlways`, a headless denial, or a gate.
+/// Settles a guard's question: an answer the journal already holds, a remembered
+/// `ApproveAlways`, a headless denial, or a gate (reopened after a crash, or new).
 async fn permission(
+    scope: &BatchScope<'_>,
+    call: &Call,
+    arguments: &serde_json::Value,
+    (hook, question): (&str, &str),
+    prior: Option<PriorGate>,
+) -> Permission {
+    let ctx = scope.ctx;
+    let (gate, answer_rx, deadline) = match prior {
+        // The person (or the deadline) answered this very call before the crash.
+        Some(PriorGate::Answered(answer)) => return settled(answer),
+        Some(PriorGate::Open {
+            gate,
+            deadline_at_ms,
+            answer,
+        }) => {
+            // The recorded instant holds: time spent down counts against the deadline.
+            let left = Duration::from_millis(deadline_at_ms.saturating_sub(resume::now_ms()));
+            (gate, answer, left)
+        }
+        None => match open_gate(scope, call, arguments, hook, question).await {
+            Ok(opened) => opened,
+            Err(permission) => return permission,
+        },
+    };
+
+    let wait_hook = if ctx.hooks.is_empty() {
+        None
+    } else {
+        let payload = Payload::GateWait {
+            gate,
+            question: question.to_owned(),
+        };
+        // Gate waits are observed, not guarded: the runner ignores a deny here.
+        ctx.hooks.begin(hook_call(scope, payload)).await.ok()
+    };
+    let answer = wait(scope, gate, answer_rx, deadline).await;
+    let (permission, outcome) = match answer {
+        None => (Permission::Canceled, Outcome::Canceled),
+        Some(answer) => {
+            let permission = settled(answer);
+            let outcome = match &permission {
+                Permission::Refused(reason) => Outcome::denied(reason.clone()),
+                _ => Outcome::Completed,
+            };
+            (permission, outcome)
+        }
+    };
+    if let Some(active) = wait_hook {
+        let output = answer_json(&permission);
+        active.finish(outcome, Some(output)).await;
+    }
+    permission
+}
+
+/// What an answer means for the call.
+fn settled(answer: GateAnswer) -> Permission {
+    match answer {
+        GateAnswer::Approve | GateAnswer::ApproveAlways => Permission::Granted,
+        GateAnswer::Deny { reason } => Permission::Refused(reason),
+        GateAnswer::Expired => Permission::Refused("no answer before the deadline".to_owned()),
+    }
+}
+
+/// Asks the actor to open a new gate for the call, unless the answer is already known
+/// (remembered approval, headless). Returns the gate, where its answer arrives, and how
+/// long to wait.
+async fn open_gate(
     scope: &BatchScope<'_>,
     call: &Call,
     arguments: &serde_json::Value,
     hook: &str,
     question: &str,
-) -> Permission {
+) -> Result<(GateId, oneshot::Receiver<GateAnswer>, Duration), Permission> {
     let ctx = scope.ctx;
     if ctx.batch.approvals.contains(&call.name) {
-        return Permission::Granted;
+        return Err(Permission::Granted);
     }
     if ctx.batch.headless {
-        return Permission::Refused(format!(
+        return Err(Permission::Refused(format!(
             "{APPROVAL_REQUIRED}: this call needs approval and nobody can answer in this \
              session ({question})"
-        ));
+        )));
     }
     let deadline = ctx.batch.gate_deadline;
     let gate = GateId::new();
@@ -293,6 +377,7 @@ async fn permission(
             arguments,
             hook,
             deadline_at_ms(deadline),
+            scope.staged,
         ),
         answer: answer_tx,
     };
@@ -301,44 +386,14 @@ async fn permission(
         .call(|reply| LoopMsg::OpenGate { request, reply }, None)
         .await
     {
-        Ok(CallResult::Success(Ok(()))) => {}
-        Ok(CallResult::Success(Err(error))) => {
-            return Permission::Refused(format!(
-                "the permission gate could not be opened ({error})"
-            ));
-        }
-        _ => return Permission::Refused("the session stopped before the gate opened".into()),
+        Ok(CallResult::Success(Ok(()))) => Ok((gate, answer_rx, deadline)),
+        Ok(CallResult::Success(Err(error))) => Err(Permission::Refused(format!(
+            "the permission gate could not be opened ({error})"
+        ))),
+        _ => Err(Permission::Refused(
+            "the session stopped before the gate opened".into(),
+        )),
     }
-
-    let wait_hook = if ctx.hooks.is_empty() {
-        None
-    } else {
-        let payload = Payload::GateWait {
-            gate,
-            question: question.to_owned(),
-        };
-        // Gate waits are observed, not guarded: the runner ignores a deny here.
-        ctx.hooks.begin(hook_call(scope, payload)).await.ok()
-    };
-    let answer = wait(scope, gate, answer_rx, deadline).await;
-    let (permission, outcome) = match answer {
-        None => (Permission::Canceled, Outcome::Canceled),
-        Some(GateAnswer::Approve | GateAnswer::ApproveAlways) => {
-            (Permission::Granted, Outcome::Completed)
-        }
-        Some(GateAnswer::Deny { reason }) => {
-            (Permission::Refused(reason.clone()), Outcome::denied(reason))
-        }
-        Some(GateAnswer::Expired) => {
-            let reason = "no answer before the deadline".to_owned();
-            (Permission::Refused(reason.clone()), Outcome::denied(reason))
-        }
-    };
-    if let Some(active) = wait_hook {
-        let output = answer_json(&permission);
-        active.finish(outcome, Some(output)).await;
-    }
-    permission
 }
 
 fn answer_json(permission: &Permission) -> serde_json::Value {

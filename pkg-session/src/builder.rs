@@ -251,24 +251,24 @@ impl SessionBuilder {
         let restored = Restored {
             main_loop: loop_id,
             loops: Default::default(),
+            approvals: Default::default(),
         };
         self.launch(client, journal, hub, session, restored).await
     }
 
     /// Restores session `id` from the journal this builder names, with this builder's
     /// model, tools and hooks. The history is exactly what the journal committed; a turn
-    /// that was in flight when the process stopped is closed with `TurnInterrupted`.
-    pub async fn restore(self, id: SessionId) -> Result<Session, RestoreError> {
+    /// that was in flight when the process stopped is closed with `TurnInterrupted`, except
+    /// a main-loop turn parked on an open permission gate: that gate is open again under
+    /// its original id (answer it with [`Session::respond_gate`]; its recorded deadline
+    /// still holds, and one that passed during the downtime has expired) and the turn
+    /// resumes at that step's batch. `ApproveAlways` answers in the journal still hold.
+    pub async fn restore(mut self, id: SessionId) -> Result<Session, RestoreError> {
         let (client, journal) = self.connect()?;
-        let restored = restore::read(&journal, id)?;
+        let mut restored = restore::read(&journal, id)?;
         let hub = self.hub(id, &journal);
-        for (loop_id, state) in &restored.loops {
-            if let Some(turn) = &state.in_flight {
-                let closing = restore::close_in_flight(id, *loop_id, turn);
-                let seqs = journal.append(vec![closing.clone()]).await?;
-                hub.publish(Arc::new(closing), seqs.first().copied());
-            }
-        }
+        crate::resume::settle(&journal, &hub, id, &mut restored, self.batch.headless).await?;
+        self.batch.approvals = restored.approvals.clone();
         Ok(self.launch(client, journal, hub, id, restored).await?)
     }
 
@@ -384,6 +384,7 @@ async fn spawn_loop(
         ctx: Arc::new(ctx),
         history: restored.history,
         turns_started: restored.turns_started,
+        resume: restored.resume,
     };
     let (actor, _join) = Actor::spawn(None, LoopActor, args)
         .await

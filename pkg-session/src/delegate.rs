@@ -136,6 +136,12 @@ impl Tool for DelegateTool {
             enduring: LoopScope::Only(vec![self.child_loop]),
         });
         let task = delegation.task;
+        // Armed before the submit: if this call is dropped (the parent interrupted) while
+        // the submit is in flight, the Cancel queues behind the Submit in the child's
+        // mailbox and still stops the turn it starts.
+        let mut guard = CancelOnDrop {
+            child: Some(self.child.clone()),
+        };
         let submitted = self
             .child
             .call(
@@ -150,17 +156,17 @@ impl Tool for DelegateTool {
         let input = match submitted {
             Ok(CallResult::Success(Ok(input))) => input,
             Ok(CallResult::Success(Err(error))) => {
+                // Nothing of ours runs in the child: leave its running turn alone.
+                guard.child = None;
                 return Err(ToolError::new(format!("{}: {error}", self.name)));
             }
             _ => {
+                guard.child = None;
                 return Err(ToolError::new(format!(
                     "sub-agent {} is not running",
                     self.name
                 )));
             }
-        };
-        let mut guard = CancelOnDrop {
-            child: Some(self.child.clone()),
         };
         while let Some(delivery) = events.next().await {
             let Ok(delivery) = delivery else {

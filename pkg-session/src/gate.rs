@@ -21,14 +21,22 @@
 //!   "calls": [{ "call_id": "c1", "name": "write_file", "arguments": { "path": "a.md" } }],
 //!   "scope": { "tools": ["write_file"] },
 //!   "asked_by": "policy",
-//!   "deadline_at_ms": 1767225600000
+//!   "deadline_at_ms": 1767225600000,
+//!   "resume": { "step": "<step id>", "index": 2, "message": { "role": "assistant", .. },
+//!               "usage": { .. }, "model": "..." }
 //! }
 //! ```
+//!
+//! `subject.resume` is the step's staged assistant message (all its tool uses), its id,
+//! index, usage and model: enough for restore to run the step's batch again without asking
+//! the model, when a crash caught the gate open (see `resume.rs`). `deadline_at_ms`
+//! is a wall-clock instant that a restore keeps: downtime counts against it.
 //!
 //! `GateResolved { gate, answer }` where `answer` is a [`GateAnswer`]. An `ApproveAlways`
 //! approves every tool named in the gate's `subject.scope.tools` for the rest of the session;
 //! [`Approvals::from_events`] rebuilds that set from a journal's events. A gate opened with
-//! no `GateResolved` after it was still open at a crash.
+//! no `GateResolved` after it was still open at a crash; restore opens it again under the
+//! same id (or resolves it, when its deadline passed or its turn cannot resume).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -39,6 +47,7 @@ use treadle_event::{Event, EventKind, GateAnswer, GateId, StepId};
 
 use crate::context::{LoopContext, TurnCoords};
 use crate::journal::AppendError;
+use crate::resume::{AdoptedGate, StagedStep};
 
 /// An answer to a permission gate, given through
 /// [`Session::respond_gate`](crate::Session::respond_gate).
@@ -138,7 +147,7 @@ impl Approvals {
 }
 
 /// The tool names of a `GateOpened` subject's scope.
-fn scope_tools(subject: &Value) -> Vec<String> {
+pub(crate) fn scope_tools(subject: &Value) -> Vec<String> {
     subject["scope"]["tools"]
         .as_array()
         .into_iter()
@@ -154,12 +163,14 @@ pub(crate) fn call_subject(
     arguments: &Value,
     asked_by: &str,
     deadline_at_ms: u64,
+    staged: &StagedStep,
 ) -> Value {
     serde_json::json!({
         "calls": [{ "call_id": call_id, "name": name, "arguments": arguments }],
         "scope": { "tools": [name] },
         "asked_by": asked_by,
         "deadline_at_ms": deadline_at_ms,
+        "resume": staged,
     })
 }
 
@@ -213,6 +224,20 @@ impl Gates {
             },
         );
         Ok(())
+    }
+
+    /// Takes over a gate that was open when the process stopped, under its original id:
+    /// its `GateOpened` is already journaled, so nothing is written.
+    pub(crate) fn adopt(&mut self, coords: TurnCoords, gate: AdoptedGate) {
+        self.pending.insert(
+            gate.gate,
+            Pending {
+                coords,
+                step: gate.step,
+                tools: gate.tools,
+                answer: gate.answer,
+            },
+        );
     }
 
     /// Journals `GateResolved`, remembers an `ApproveAlways`, then wakes the waiting call.

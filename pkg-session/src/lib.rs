@@ -2,11 +2,16 @@
 //!
 //! # Layout
 //!
-//! * [`session`]: the [`Session`] handle and its builder, the public face of the crate.
+//! * `session` and `builder`: the [`Session`] handle and its [`SessionBuilder`], the public face of the crate.
 //! * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
 //! * `turn`: the task that runs one turn, step by step, outside the actor.
 //! * [`inference`]: streaming chat completions from any OpenAI-compatible endpoint.
-//! * [`tool`]: the [`Tool`] trait and the batch runner.
+//! * [`tool`]: the [`Tool`] trait (with `sequential` and `write_target` for scheduling).
+//! * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
+//!   JSON schema, authorized by the guards in call order, then run in parallel (at most
+//!   `max_parallel_tools`), sequential tools alone, same write targets in call order.
+//! * [`gate`]: permission gates for guards that answer `Ask` (journal shape documented
+//!   there), [`Session::respond_gate`], and the remembered [`Approvals`].
 //! * [`journal`]: the durable, append-only event log on redb.
 //! * [`hub`]: fan-out of events to subscribers.
 
@@ -23,6 +28,7 @@ mod delegate;
 mod error;
 pub mod gate;
 mod restore;
+mod resume;
 mod session;
 pub mod tool;
 mod turn;

@@ -3,20 +3,24 @@
 //! The committed history of each loop is exactly the input messages of its
 //! `TurnStarted` events and the message groups of its `StepDone` events, in journal order
 //! (rule 9). A turn that has a `TurnStarted` but no terminal was in flight when the process
-//! stopped; restore closes it with `TurnInterrupted`, so every turn in the journal ends.
+//! stopped; restore closes it with `TurnInterrupted`, so every turn in the journal ends,
+//! unless it was parked on an open permission gate: then it is resumed (see
+//! [`crate::resume`]). `ApproveAlways` answers are rebuilt into the session's approvals.
 
 use std::collections::HashMap;
 
-use treadle_event::{
-    Cause, Event, EventKind, Header, InputId, LoopId, Message, SessionId, TurnId, Usage,
-};
+use treadle_event::{Event, EventKind, InputId, LoopId, Message, Role, SessionId, TurnId, Usage};
 
+use crate::gate::Approvals;
 use crate::journal::{Journal, ReadError};
+use crate::resume::{GateRecord, ResumedTurn};
 
 /// What the journal says about a session: its main loop and every loop's state.
 pub(crate) struct Restored {
     pub main_loop: LoopId,
     pub loops: HashMap<LoopId, RestoredLoop>,
+    /// Tools approved with `ApproveAlways` anywhere in the session.
+    pub approvals: Approvals,
 }
 
 /// One loop's committed history and turn count.
@@ -26,6 +30,8 @@ pub(crate) struct RestoredLoop {
     pub turns_started: u32,
     /// The turn that was in flight when the process stopped, if any.
     pub in_flight: Option<InFlight>,
+    /// The in-flight turn, when restore resumes it rather than closing it.
+    pub resume: Option<ResumedTurn>,
 }
 
 /// A turn found without a terminal, with what it committed before the stop.
@@ -34,6 +40,12 @@ pub(crate) struct InFlight {
     pub input: InputId,
     pub steps: u32,
     pub usage: Usage,
+    /// The text of the turn's input message.
+    pub input_text: String,
+    /// Tool calls in the steps it committed.
+    pub tool_calls: u32,
+    /// Its gates, in journal order, each with its answer if it has one.
+    pub gates: Vec<GateRecord>,
 }
 
 /// Why a session could not be restored. The journal is never modified by a failed restore.
@@ -85,6 +97,9 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
                     input: *input,
                     steps: 0,
                     usage: Usage::default(),
+                    input_text: message.text_content(),
+                    tool_calls: 0,
+                    gates: Vec::new(),
                 });
             }
             EventKind::StepDone {
@@ -94,6 +109,33 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
                 if let Some(turn) = state.in_flight.as_mut() {
                     turn.steps += 1;
                     turn.usage += *usage;
+                    let calls = messages
+                        .iter()
+                        .filter(|m| m.role == Role::Assistant)
+                        .map(|m| m.tool_uses().count())
+                        .sum::<usize>();
+                    turn.tool_calls = turn
+                        .tool_calls
+                        .saturating_add(u32::try_from(calls).unwrap_or(u32::MAX));
+                }
+            }
+            EventKind::GateOpened { gate, subject, .. } => {
+                if let Some(turn) = state.in_flight.as_mut()
+                    && header.turn == Some(turn.turn)
+                {
+                    turn.gates.push(GateRecord {
+                        gate: *gate,
+                        step: header.step,
+                        subject: subject.clone(),
+                        answer: None,
+                    });
+                }
+            }
+            EventKind::GateResolved { gate, answer } => {
+                if let Some(turn) = state.in_flight.as_mut()
+                    && let Some(record) = turn.gates.iter_mut().find(|g| g.gate == *gate)
+                {
+                    record.answer = Some(answer.clone());
                 }
             }
             kind if kind.terminal().is_some() => state.in_flight = None,
@@ -101,19 +143,10 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
         }
     }
     let main_loop = main_loop.ok_or(RestoreError::NotFound { session })?;
-    Ok(Restored { main_loop, loops })
-}
-
-pub(crate) fn close_in_flight(session: SessionId, loop_id: LoopId, turn: &InFlight) -> Event {
-    let header = Header::in_loop(session, loop_id)
-        .with_turn(turn.turn)
-        .with_cause(Cause::Input(turn.input));
-    Event::new(
-        header,
-        EventKind::TurnInterrupted {
-            reason: "the process stopped while this turn was in flight; closed at restore".into(),
-            steps: turn.steps,
-            usage: turn.usage,
-        },
-    )
+    let approvals = Approvals::from_events(events.iter().map(|(_, event)| event));
+    Ok(Restored {
+        main_loop,
+        loops,
+        approvals,
+    })
 }

@@ -4,7 +4,13 @@
 //! the group. The turn owns the staged messages of the step in flight; they are dropped if
 //! the step fails or is interrupted, so a discarded step leaves no trace in the history
 //! (rule 4). Hooks are begun and finished here, in the order of rule 5.
+//!
+//! A turn restored while parked on a permission gate (see `resume.rs`) starts at that
+//! step's batch: the step keeps its id and index, skips inference (the assistant message
+//! is the one journaled with the gate, so no inference hooks run for it), runs its batch,
+//! commits, and the turn continues with fresh steps as usual.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ractor::ActorRef;
@@ -18,6 +24,7 @@ use crate::batch::{self, BatchOutcome, Call};
 use crate::context::{LoopContext, TurnCoords, TurnOptions};
 use crate::error::CommitError;
 use crate::inference::{InferenceRequest, ToolChoice};
+use crate::resume::{PriorGate, Resume, StagedStep};
 
 /// How a turn ends, before it becomes a terminal event.
 enum End {
@@ -45,18 +52,39 @@ struct Turn {
     steps: u32,
     /// Tool calls the turn's committed and running steps made, against the per-turn limit.
     tool_calls: u32,
+    /// The parked step a restored turn starts at, taken by its first step.
+    resume: Option<Resume>,
 }
 
-pub(crate) async fn run(
-    ctx: Arc<LoopContext>,
-    actor: ActorRef<LoopMsg>,
-    coords: TurnCoords,
-    index: u32,
-    history: Vec<Message>,
-    input: String,
-    options: TurnOptions,
-    cancel: CancellationToken,
-) {
+/// Everything a turn task starts from.
+pub(crate) struct TurnStart {
+    pub ctx: Arc<LoopContext>,
+    pub actor: ActorRef<LoopMsg>,
+    pub coords: TurnCoords,
+    /// The turn's number in its loop.
+    pub index: u32,
+    /// The committed history, ending with this turn's input (and, for a resumed turn,
+    /// the steps it committed before the crash).
+    pub history: Vec<Message>,
+    pub input: String,
+    pub options: TurnOptions,
+    pub cancel: CancellationToken,
+    /// Set when restore resumes a turn parked on a gate.
+    pub resume: Option<Resume>,
+}
+
+pub(crate) async fn run(start: TurnStart) {
+    let TurnStart {
+        ctx,
+        actor,
+        coords,
+        index,
+        history,
+        input,
+        options,
+        cancel,
+        resume,
+    } = start;
     let mut tools = ctx.tools.specs().to_vec();
     let mut tool_choice = None;
     let report_tool = options.report_tool.map(|spec| {
@@ -79,9 +107,10 @@ pub(crate) async fn run(
         cancel,
         request,
         report_tool,
-        usage: Usage::default(),
-        steps: 0,
-        tool_calls: 0,
+        usage: resume.as_ref().map(|r| r.usage).unwrap_or_default(),
+        steps: resume.as_ref().map_or(0, |r| r.steps),
+        tool_calls: resume.as_ref().map_or(0, |r| r.tool_calls),
+        resume,
     };
     let end = turn.drive(index, input).await;
     let (usage, steps) = (turn.usage, turn.steps);
@@ -153,8 +182,11 @@ impl Turn {
                     self.ctx.max_steps
                 ));
             }
-            let step = StepId::new();
-            let index = self.steps;
+            let resume = self.resume.take();
+            let (step, index) = match &resume {
+                Some(resume) => (resume.staged.step, resume.staged.index),
+                None => (StepId::new(), self.steps),
+            };
             let step_hook = match self
                 .begin(Operation::Step, Some(step), || Payload::Step { index })
                 .await
@@ -162,7 +194,17 @@ impl Turn {
                 Ok(active) => active,
                 Err(denied) => return End::Failed(denied.to_string()),
             };
-            let end = self.step(step, index).await;
+            let end = match resume {
+                Some(resume) => {
+                    // Its calls were counted against the limit before the crash.
+                    let wanted = resume.staged.message.tool_uses().count();
+                    self.tool_calls = self
+                        .tool_calls
+                        .saturating_add(u32::try_from(wanted).unwrap_or(u32::MAX));
+                    self.tool_step(resume.staged, resume.prior).await
+                }
+                None => self.step(step, index).await,
+            };
             if let Some(active) = step_hook {
                 let outcome = match &end {
                     StepEnd::Committed(_) => Outcome::Completed,
@@ -254,19 +296,10 @@ impl Turn {
                 )
                 .await;
         }
-        let calls: Vec<Call> = assistant
-            .tool_uses()
-            .map(|(id, name, arguments)| Call {
-                id: id.to_owned(),
-                name: name.to_owned(),
-                arguments: arguments.to_owned(),
-            })
-            .collect();
-        let final_text = calls.is_empty().then(|| assistant.text_content());
-        let mut messages = vec![assistant];
-        if !calls.is_empty() {
+        let calls = assistant.tool_uses().count();
+        if calls > 0 {
             let limit = ctx.batch.max_calls_per_turn;
-            let wanted = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+            let wanted = u32::try_from(calls).unwrap_or(u32::MAX);
             if self.tool_calls.saturating_add(wanted) > limit {
                 // Tool uses without results cannot be committed, so the step is discarded.
                 return StepEnd::Discarded(End::Failed(format!(
@@ -275,30 +308,63 @@ impl Turn {
                 )));
             }
             self.tool_calls += wanted;
+        }
+        let staged = StagedStep {
+            step,
+            index,
+            message: assistant,
+            usage: completion.usage,
+            model: completion.model,
+        };
+        self.tool_step(staged, HashMap::new()).await
+    }
+
+    /// Runs the batch of a staged assistant message (if it has tool uses) and commits the
+    /// step. `prior` holds the gates a resumed step found in the journal.
+    async fn tool_step(
+        &mut self,
+        staged: StagedStep,
+        prior: HashMap<String, PriorGate>,
+    ) -> StepEnd {
+        let ctx = self.ctx.clone();
+        let calls: Vec<Call> = staged
+            .message
+            .tool_uses()
+            .map(|(id, name, arguments)| Call {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                arguments: arguments.to_owned(),
+            })
+            .collect();
+        let final_text = calls.is_empty().then(|| staged.message.text_content());
+        let mut results = None;
+        if !calls.is_empty() {
             let scope = batch::BatchScope {
                 ctx: &ctx,
                 actor: &self.actor,
                 coords: self.coords,
-                step,
+                step: staged.step,
+                staged: &staged,
                 cancel: &self.cancel,
             };
-            match batch::run_batch(&scope, calls).await {
-                BatchOutcome::Done(results) => messages.push(results),
+            match batch::run_batch(&scope, calls, prior).await {
+                BatchOutcome::Done(message) => results = Some(message),
                 BatchOutcome::Canceled => {
                     return StepEnd::Discarded(End::Interrupted("interrupted".into()));
                 }
             }
         }
-
-        self.commit_and_count(
+        let StagedStep {
             step,
             index,
-            messages,
-            completion.usage,
-            completion.model,
-            final_text,
-        )
-        .await
+            message,
+            usage,
+            model,
+        } = staged;
+        let mut messages = vec![message];
+        messages.extend(results);
+        self.commit_and_count(step, index, messages, usage, model, final_text)
+            .await
     }
 
     /// Commits a step's group, charging it the tokens of any sub-agents it delegated to.

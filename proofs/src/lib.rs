@@ -167,3 +167,36 @@ pub fn tool_turns(seed: u64, turns: usize) -> (Script, Vec<usize>) {
     }
     (Script::new(replies), steps)
 }
+
+/// Arguments of the line-counting `write` tool.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct WriteArgs {
+    pub path: String,
+}
+
+/// A `write` tool that appends one line (`wrote <path>`) to the file `log` per execution,
+/// so executions are counted across processes (a killed child and its restorer).
+pub fn line_counting_write(log: std::path::PathBuf) -> impl treadle_session::Tool {
+    FnTool::new("write", "Writes a file.", move |args: WriteArgs| {
+        let log = log.clone();
+        async move {
+            use std::io::Write as _;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .map_err(|e| ToolError(format!("cannot open the log: {e}")))?;
+            writeln!(file, "wrote {}", args.path)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| ToolError(format!("cannot append to the log: {e}")))?;
+            Ok::<_, ToolError>(format!("wrote {}", args.path))
+        }
+    })
+}
+
+/// How many times [`line_counting_write`] ran against `log`.
+pub fn lines_in(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}

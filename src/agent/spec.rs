@@ -114,7 +114,7 @@ impl AgentStep {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            temperature: None,
+            temperature: agent.temperature,
         }
     }
 
@@ -165,6 +165,7 @@ mod tests {
             system: Some("Be terse.".into()),
             tools: tools.map(|t| t.iter().map(|s| At::new((*s).to_owned())).collect()),
             max_turns: Some(7),
+            temperature: None,
             budget: budget.map(|tokens| Budget {
                 tokens: Some(tokens),
             }),

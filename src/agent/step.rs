@@ -62,7 +62,16 @@ pub async fn run_agent_step(
     let workspace = Workspace::new(&step.dir)?
         .with_env(step.env.iter().cloned())
         .hide_env(step.model.api_key_env.iter().cloned());
-    let mut tools: Vec<Arc<dyn Tool>> = grant(&step.tools, &workspace)?;
+    // The key's value, so that a tool result carrying it (an artifact a task wrote, a
+    // command's output) reaches neither the model nor the journal in the state file.
+    let secrets: Vec<String> = step
+        .model
+        .api_key_env
+        .iter()
+        .filter_map(|var| std::env::var(var).ok())
+        .collect();
+    let mut tools: Vec<Arc<dyn Tool>> =
+        crate::tools::Masked::wrap_all(grant(&step.tools, &workspace)?, &secrets);
     let slot = VerdictSlot::default();
     if !step.verdicts.is_empty() {
         tools.push(Arc::new(VerdictTool::new(
@@ -77,6 +86,9 @@ pub async fn run_agent_step(
         .model(step.model.model.clone())
         .tools(tools)
         .hooks([guard.clone() as Arc<dyn Hook>])
+        // Nobody watches a pipeline's agent step: a guard's question is denied
+        // (approval_required), never left waiting.
+        .headless(true)
         .journal(journal.clone());
     if let Some(var) = &step.model.api_key_env {
         builder = builder.api_key_env(var.clone());

@@ -34,43 +34,6 @@ pub(super) fn validate(file: &Path) -> u8 {
     }
 }
 
-pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
-    let scope = CheckScope {
-        job,
-        env: &pipeline::model::process_env,
-        machine: false,
-    };
-    let loaded = match pipeline::load(file, &scope) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_CONFIG;
-        }
-    };
-    for j in loaded
-        .pipeline
-        .jobs
-        .iter()
-        .filter(|j| job.is_none_or(|n| j.name.value == n))
-    {
-        println!("job {}", j.name.value);
-        for e in Outline::of(j).entries {
-            let what = if e.path.contains("on_") || e.path.contains("ensure") {
-                "when its hook fires"
-            } else {
-                "would run"
-            };
-            println!(
-                "  {}{} [{}] {what}",
-                "  ".repeat(e.depth as usize),
-                e.name,
-                e.kind
-            );
-        }
-    }
-    0
-}
-
 pub(super) fn schema() -> u8 {
     match serde_json::to_string_pretty(&pipeline::schema()) {
         Ok(s) => {

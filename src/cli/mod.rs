@@ -4,15 +4,22 @@
 //! Exit codes: 0 success, 1 a step failed, 2 the pipeline cannot run (configuration or
 //! infrastructure), 130 interrupted.
 
+mod approvals;
+mod cost;
 mod inspect;
+mod plan;
 mod run;
+mod tape;
+mod test;
 mod wiring;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-pub use wiring::{default_agent_runner, default_checker};
+use crate::run::approval::mailbox::Answer;
+
+pub use wiring::{default_agent_runner, default_checker, taped_agent_runner};
 
 /// Exit code: a step failed.
 pub const EXIT_FAILED: u8 = 1;
@@ -47,6 +54,21 @@ pub enum Command {
         /// The state file (default: .treadle/state.redb beside the pipeline).
         #[arg(long)]
         state: Option<PathBuf>,
+        /// Save each agent step's model traffic under DIR/<job>/<step>/ (see docs/record-replay.md).
+        #[arg(long, value_name = "DIR", conflicts_with = "replay_model")]
+        record: Option<PathBuf>,
+        /// Answer agent steps from a recording made with --record, with no model server.
+        #[arg(long, value_name = "DIR")]
+        replay_model: Option<PathBuf>,
+        /// Continue a failed or interrupted run from its first unfinished step.
+        #[arg(long, value_name = "RUN", conflicts_with = "replay")]
+        resume: Option<u64>,
+        /// Re-run one step of an earlier run (with --from), on that run's recorded inputs.
+        #[arg(long, value_name = "RUN", requires = "from")]
+        replay: Option<u64>,
+        /// The step --replay re-runs (its name or outline path), and what follows it.
+        #[arg(long, value_name = "STEP", requires = "replay")]
+        from: Option<String>,
     },
     /// Check the file and that this machine can run it.
     Validate {
@@ -73,10 +95,53 @@ pub enum Command {
         /// Show the steps of this run.
         #[arg(long)]
         steps: Option<u64>,
+        /// Show tokens and cost (per run, or per step with --steps).
+        #[arg(long)]
+        cost: bool,
         /// The state file (default: .treadle/state.redb beside the pipeline).
         #[arg(long)]
         state: Option<PathBuf>,
     },
+    /// Run every job and check every assert; exit 1 if any job failed.
+    Test {
+        /// The pipeline file.
+        #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
+        file: PathBuf,
+        /// Print the runs' events as JSON lines (the summary goes to stderr).
+        #[arg(long)]
+        json: bool,
+        /// The state file (default: .treadle/state.redb beside the pipeline).
+        #[arg(long)]
+        state: Option<PathBuf>,
+    },
+    /// List the approvals that running pipelines wait on.
+    Approvals {
+        /// The pipeline file (its state directory is read).
+        #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
+        file: PathBuf,
+        /// The state file the runs use (default: .treadle/state.redb beside the pipeline).
+        #[arg(long)]
+        state: Option<PathBuf>,
+    },
+    /// Approve a waiting approval step: the run goes on.
+    Approve(AnswerArgs),
+    /// Reject a waiting approval step: the step fails.
+    Reject(AnswerArgs),
+}
+
+/// Which approval to answer.
+#[derive(Debug, clap::Args)]
+pub struct AnswerArgs {
+    /// The run id (see `treadle approvals`).
+    pub run: u64,
+    /// The step: its number in the run, or its name.
+    pub step: String,
+    /// The pipeline file.
+    #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
+    pub file: PathBuf,
+    /// The state file the run uses (default: .treadle/state.redb beside the pipeline).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
 }
 
 /// Runs a parsed command line and returns the exit code.
@@ -87,10 +152,38 @@ pub async fn dispatch(cli: Cli) -> u8 {
             job,
             json,
             state,
-        } => run::run(&file, job, json, state).await,
+            record,
+            replay_model,
+            resume,
+            replay,
+            from,
+        } => {
+            let tape = tape::TapeArgs {
+                record,
+                replay: replay_model,
+            };
+            let start = match (resume, replay, from) {
+                (Some(r), _, _) => crate::cache::Start::Resume(r),
+                (None, Some(r), Some(step)) => crate::cache::Start::Replay(r, step),
+                _ => crate::cache::Start::Fresh,
+            };
+            run::run(&file, job, json, state, tape, start).await
+        }
         Command::Validate { file } => inspect::validate(&file),
-        Command::Plan { file, job } => inspect::plan(&file, job.as_deref()),
+        Command::Plan { file, job } => plan::plan(&file, job.as_deref()),
         Command::Schema => inspect::schema(),
-        Command::Runs { file, steps, state } => inspect::runs(&file, steps, state),
+        Command::Runs {
+            file,
+            steps,
+            cost: true,
+            state,
+        } => cost::runs(&file, steps, state),
+        Command::Runs {
+            file, steps, state, ..
+        } => inspect::runs(&file, steps, state),
+        Command::Test { file, json, state } => test::test(&file, json, state).await,
+        Command::Approvals { file, state } => approvals::list(&file, state),
+        Command::Approve(a) => approvals::answer(a.run, &a.step, &a.file, a.state, Answer::Approve),
+        Command::Reject(a) => approvals::answer(a.run, &a.step, &a.file, a.state, Answer::Reject),
     }
 }

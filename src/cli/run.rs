@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
+use super::tape::{self, TapeArgs};
 use super::{EXIT_CONFIG, EXIT_INTERRUPTED, wiring};
 use crate::pipeline::{self, CheckScope};
 use crate::run::{self, RunOptions, Style};
@@ -13,6 +14,8 @@ pub(super) async fn run(
     job: Option<String>,
     json: bool,
     state: Option<PathBuf>,
+    tape_args: TapeArgs,
+    start: crate::cache::Start,
 ) -> u8 {
     let scope = CheckScope {
         job: job.as_deref(),
@@ -21,6 +24,13 @@ pub(super) async fn run(
     };
     let loaded = match pipeline::load(file, &scope) {
         Ok(l) => l,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let tape = match tape_args.open(&loaded, job.as_deref()) {
+        Ok(t) => t,
         Err(e) => {
             eprintln!("{e}");
             return EXIT_CONFIG;
@@ -40,18 +50,23 @@ pub(super) async fn run(
         })
     };
     let state_path = state.unwrap_or_else(|| run::default_state_path(&loaded));
-    let journal = state_path.with_file_name("journal.redb");
-    let agents = wiring::default_agent_runner(journal, loaded.pipeline.prices.clone());
+    let agents = wiring::taped_agent_runner(loaded.pipeline.prices.clone(), tape.clone());
     let options = RunOptions {
         job,
         style: Style::detect(json),
-        state: Some(state_path),
+        state: Some(state_path.clone()),
         cancel,
     };
-    let report = run::run(&loaded, options, agents, wiring::default_checker()).await;
+    let report = match run::open_store(state_path).await {
+        Ok(store) => {
+            let checker = wiring::default_checker();
+            run::run_from(&loaded, options, store, agents, checker, &start).await
+        }
+        Err(e) => Err(e.into()),
+    };
     watcher.abort();
     match report {
-        Ok(r) => r.exit_code(),
+        Ok(r) => tape::conclude(r.exit_code(), tape.as_deref()),
         Err(e) => {
             eprintln!("{}: {e}", file.display());
             EXIT_CONFIG

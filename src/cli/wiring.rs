@@ -1,32 +1,33 @@
 //! Connects the executor's ports to the agent step (`crate::agent`) and to the asserts
 //! (`crate::assert`).
 //!
-//! Agent sessions journal to `journal.redb` beside the state file: the session journal
-//! owns its redb database, and redb lets one handle per file exist, so it cannot share
-//! `state.redb`. The journal is opened on the first agent step only, so task-only
-//! pipelines never create it.
+//! Agent sessions journal into the state file itself: the executor opens the session
+//! journal at `state.redb` and hands it to each step in [`AgentStepRequest::journal`].
+//!
+//! With a [`ModelTape`] (`--record`, `--replay-model`), each agent step's session talks to
+//! the tape's loopback server for that step instead of the model's endpoint.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::sync::OnceCell;
-use treadle_session::Journal;
 
 use crate::agent::{AgentEvent, AgentStatus, AgentStep, Prices, run_agent_step};
 use crate::assert::{self, JobOutcome};
+use crate::model_tape::ModelTape;
 use crate::pipeline::{JobAssert, StepAssert};
 use crate::run::{
     AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, Checker, JobFacts, StepFacts,
 };
 
-/// The agent runner `treadle run` uses: real sessions journaled at `journal`.
-pub fn default_agent_runner(journal: PathBuf, prices: Prices) -> Arc<dyn AgentRunner> {
-    Arc::new(SessionAgents {
-        path: journal,
-        journal: OnceCell::new(),
-        prices,
-    })
+/// The agent runner `treadle run` uses: real sessions, journaled in the state file.
+pub fn default_agent_runner(prices: Prices) -> Arc<dyn AgentRunner> {
+    taped_agent_runner(prices, None)
+}
+
+/// Like [`default_agent_runner`], recording or replaying every agent step's model traffic
+/// through `tape` when one is given.
+pub fn taped_agent_runner(prices: Prices, tape: Option<Arc<ModelTape>>) -> Arc<dyn AgentRunner> {
+    Arc::new(SessionAgents { prices, tape })
 }
 
 /// The assert checker `treadle run` uses.
@@ -35,47 +36,42 @@ pub fn default_checker() -> Arc<dyn Checker> {
 }
 
 struct SessionAgents {
-    path: PathBuf,
-    journal: OnceCell<Journal>,
     prices: Prices,
-}
-
-impl SessionAgents {
-    async fn journal(&self) -> Result<&Journal, AgentStepError> {
-        self.journal
-            .get_or_try_init(|| async {
-                let path = self.path.clone();
-                tokio::task::spawn_blocking(move || Journal::open(&path).map_err(|e| e.to_string()))
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r)
-                    .map_err(|e| {
-                        AgentStepError::Infrastructure(format!(
-                            "cannot open the session journal {}: {e}",
-                            self.path.display()
-                        ))
-                    })
-            })
-            .await
-    }
+    tape: Option<Arc<ModelTape>>,
 }
 
 #[async_trait]
 impl AgentRunner for SessionAgents {
     async fn run(&self, request: AgentStepRequest<'_>) -> Result<AgentStepOutcome, AgentStepError> {
-        let journal = self.journal().await?;
-        let mut step =
-            AgentStep::from_pipeline(request.agent, request.step, request.model, request.dir)
-                .with_prices(&self.prices);
+        let journal = &request.journal;
+        let mut model = request.model;
+        let tape = match &self.tape {
+            Some(tape) => Some(
+                tape.open_step(request.step_name, &model.base_url)
+                    .await
+                    .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?,
+            ),
+            None => None,
+        };
+        if let Some(tape) = &tape {
+            model.base_url = tape.base_url().to_owned();
+        }
+        let mut step = AgentStep::from_pipeline(request.agent, request.step, model, request.dir)
+            .with_prices(&self.prices);
         if let Some((limit, spent)) = request.job_budget {
             step = step.with_job_budget(limit, spent);
         }
         let reporter = request.reporter.clone();
         let observer =
             move |event: AgentEvent| reporter.show(event.what(), event.data(), event.summary());
-        let outcome = run_agent_step(&step, journal, &observer, &request.cancel)
-            .await
-            .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?;
+        let result = run_agent_step(&step, journal, &observer, &request.cancel).await;
+        // A replay mismatch explains whatever error the refused request caused, so it wins.
+        if let Some(tape) = tape {
+            tape.finish()
+                .await
+                .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?;
+        }
+        let outcome = result.map_err(|e| AgentStepError::Infrastructure(e.to_string()))?;
         for call in &outcome.tool_calls {
             request
                 .reporter

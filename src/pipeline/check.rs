@@ -326,7 +326,25 @@ impl<'a> Checker<'a> {
                     available.insert(step.display_name());
                 }
             }
-            StepKind::Approval => {}
+            StepKind::Approval => {
+                if let Some(t) = &step.on_timeout {
+                    if !matches!(t.value.as_str(), "approve" | "reject") {
+                        self.push(
+                            t.pos,
+                            Problem::InvalidValue,
+                            format!("`on_timeout` is `{}`", t.value),
+                            "write `on_timeout: approve` or `on_timeout: reject`",
+                        );
+                    } else if step.timeout.is_none() {
+                        self.push(
+                            t.pos,
+                            Problem::InvalidValue,
+                            "`on_timeout` without a `timeout`",
+                            "add `timeout: 30m` (the deadline on_timeout answers at)",
+                        );
+                    }
+                }
+            }
             StepKind::Do(steps) => self.sequence(steps, available),
             StepKind::InParallel(p) => {
                 if let Some(l) = p.limit()
@@ -357,6 +375,15 @@ impl<'a> Checker<'a> {
     }
 
     fn agent_step(&mut self, step: &Step, name: &At<String>) {
+        // Refused before the agent starts, as in `steps`: an empty message commits nothing.
+        if step.commit.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            self.push(
+                name.pos,
+                Problem::InvalidValue,
+                "`commit:` is empty",
+                "give the commit a message, or leave `commit:` out to wipe the agent's changes",
+            );
+        }
         let Some(agent) = self.agents.get(name.value.as_str()).copied() else {
             let known: Vec<&str> = self.agents.keys().copied().collect();
             let hint = match did_you_mean(&name.value, known.iter().copied()) {

@@ -39,6 +39,9 @@ pub struct Pipeline {
     /// tokens; a model without a price is shown as unpriced.
     #[serde(default)]
     pub prices: crate::agent::Prices,
+    /// The step cache: its size limit (see docs/caching.md).
+    #[serde(default)]
+    pub cache: Option<crate::cache::CacheConfig>,
 }
 
 /// A resource (`get:` / `put:` target).
@@ -74,6 +77,10 @@ pub struct Agent {
     /// Upper bound on model requests in one step.
     #[serde(default)]
     pub max_turns: Option<u32>,
+    /// Sampling temperature (0 for the most repeatable answers); the server's default
+    /// when left out.
+    #[serde(default)]
+    pub temperature: Option<f32>,
     /// Token budget for one step of this agent.
     #[serde(default)]
     pub budget: Option<Budget>,
@@ -186,6 +193,10 @@ pub struct Step {
     /// Token budget for this step.
     #[serde(default)]
     pub budget: Option<Budget>,
+    /// Commit what the agent changed in a git input to that input's branch, with this
+    /// message; without it the agent's changes there are wiped.
+    #[serde(default)]
+    pub commit: Option<String>,
 
     // ---- approval ----
     /// Text shown to the person asked.
@@ -225,6 +236,9 @@ pub struct Step {
     /// Deterministic checks of what the step did.
     #[serde(default)]
     pub assert: Option<At<StepAssert>>,
+    /// Never replay this step from the cache (it reads something its key cannot see).
+    #[serde(default)]
+    pub volatile: bool,
     /// Runs after the step succeeded; its failure fails the step.
     #[serde(default)]
     pub on_success: Option<Box<At<Step>>>,

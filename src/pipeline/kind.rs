@@ -172,6 +172,7 @@ impl Step {
                 .map(|t| t.pos),
         );
         add("budget", AGENT, self.budget.is_some(), None);
+        add("commit", AGENT, self.commit.is_some(), None);
         add("message", APPROVAL, self.message.is_some(), None);
         add(
             "on_timeout",

@@ -108,6 +108,8 @@ pub(crate) struct Ctx<'a> {
     pub tokens: AtomicU64,
     /// The first failure to write the state file, which makes the run exit 2.
     pub state_error: Mutex<Option<String>>,
+    /// The step cache (`None`: every step runs).
+    pub cache: Option<std::sync::Arc<crate::cache::StepCache>>,
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -188,6 +190,11 @@ impl<'a> Ctx<'a> {
             };
             let attempts = step.attempts.as_ref().map_or(1, |a| a.value.max(1));
             let started = Instant::now();
+            // A replayed step has been shown and recorded; only its hooks remain.
+            let before = self.cache_before(step, entry).await;
+            if let Some(d) = before.as_ref().filter(|d| d.is_ok()) {
+                return self.hooks(step, d.clone(), &cancel).await;
+            }
             self.update(entry.seq, |r| {
                 r.status = StepStatus::Running;
                 r.started_ms = Some(now_ms());
@@ -196,6 +203,11 @@ impl<'a> Ctx<'a> {
             .await;
             let mut done = Done::aborted();
             for attempt in 1..=attempts {
+                if let Some(d) = &before {
+                    // Its key could not be worked out (e.g. an unreachable resource).
+                    done = d.clone();
+                    break;
+                }
                 if cancel.is_cancelled() {
                     done = self.cancelled();
                     break;
@@ -229,6 +241,9 @@ impl<'a> Ctx<'a> {
                 r.error = error;
             })
             .await;
+            if done.is_ok() {
+                self.cache_after(step, entry).await;
+            }
             self.hooks(step, done, &cancel).await
         }
         .boxed()
@@ -303,7 +318,9 @@ impl<'a> Ctx<'a> {
     ) -> Done {
         let token = cancel.child_token();
         let work = self.kind(step, entry, attempt, token.clone());
-        let Some(limit) = step.timeout.as_ref().map(|t| t.value.0) else {
+        // An approval's timeout is its deadline, which its `on_timeout` answers.
+        let limit = step.timeout.as_ref().filter(|_| step.approval.is_none());
+        let Some(limit) = limit.map(|t| t.value.0) else {
             return work.await;
         };
         tokio::pin!(work);
@@ -347,12 +364,9 @@ impl<'a> Ctx<'a> {
                         }
                     }
                 }
-                Ok(k @ (StepKind::Approval | StepKind::Get(_) | StepKind::Put(_))) => {
-                    Done::errored(format!(
-                        "`{}` steps are not supported by this version of treadle yet",
-                        k.key()
-                    ))
-                }
+                Ok(StepKind::Approval) => self.approval(step, entry, cancel).await,
+                Ok(StepKind::Get(res)) => self.get_step(step, entry, attempt, &res.value).await,
+                Ok(StepKind::Put(res)) => self.put_step(step, entry, &res.value).await,
             }
         }
         .boxed()

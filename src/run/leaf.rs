@@ -199,6 +199,7 @@ impl<'a> Ctx<'a> {
             verdicts: routes.iter().map(|(v, _)| v.clone()).collect(),
             dir: dir.clone(),
             job_budget,
+            journal: self.store.journal().clone(),
             reporter: StepReporter {
                 transcript: self.transcript.clone(),
                 store: self.store.clone(),

@@ -2,6 +2,7 @@
 //! prints its transcript.
 //!
 //! * `exec.rs`: the walker (attempts, timeouts, hooks, containers, routes);
+//! * `approval/`: approval steps, parked until `treadle approve` answers;
 //! * `leaf.rs`: task and agent steps;
 //! * `task.rs`: running a command in its process group;
 //! * `workspace.rs`: step directories and artifacts;
@@ -10,6 +11,7 @@
 //! * `transcript.rs`: what is printed;
 //! * `ports.rs`: the interfaces to the agent step and to asserts.
 
+pub mod approval;
 pub mod exec;
 pub mod leaf;
 pub mod outline;
@@ -67,6 +69,9 @@ pub enum RunError {
     /// The run directory cannot be made.
     #[error(transparent)]
     Workspace(#[from] workspace::WorkspaceError),
+    /// A resume or replay cannot start (no such run or step).
+    #[error(transparent)]
+    Start(#[from] crate::cache::StartError),
 }
 
 /// How a run ended.
@@ -101,6 +106,14 @@ pub fn secrets_of(loaded: &Loaded, job: Option<&str>) -> Redactor {
     Redactor::new(values)
 }
 
+/// Opens the state file (with the session journal in it) off the async threads.
+pub async fn open_store(path: PathBuf) -> Result<Arc<Store>, StateError> {
+    tokio::task::spawn_blocking(move || Store::open(&path))
+        .await
+        .map_err(|e| StateError::Db(e.to_string()))?
+        .map(Arc::new)
+}
+
 /// Runs one job.
 pub async fn run(
     loaded: &Loaded,
@@ -108,18 +121,43 @@ pub async fn run(
     agents: Arc<dyn AgentRunner>,
     checker: Arc<dyn Checker>,
 ) -> Result<RunReport, RunError> {
-    let job = loaded.job(options.job.as_deref()).map_err(RunError::Job)?;
+    loaded.job(options.job.as_deref()).map_err(RunError::Job)?;
     let state_path = options
         .state
         .clone()
         .unwrap_or_else(|| default_state_path(loaded));
-    let store = {
-        let path = state_path.clone();
-        tokio::task::spawn_blocking(move || Store::open(&path))
-            .await
-            .map_err(|e| StateError::Db(e.to_string()))??
-    };
-    let store = Arc::new(store);
+    let store = open_store(state_path).await?;
+    run_in(loaded, options, store, agents, checker).await
+}
+
+/// Runs one job, recording it in an open state file (`treadle test` runs every job of
+/// a file in one; `options.state` is not used).
+pub async fn run_in(
+    loaded: &Loaded,
+    options: RunOptions,
+    store: Arc<Store>,
+    agents: Arc<dyn AgentRunner>,
+    checker: Arc<dyn Checker>,
+) -> Result<RunReport, RunError> {
+    let fresh = crate::cache::Start::Fresh;
+    run_from(loaded, options, store, agents, checker, &fresh).await
+}
+
+/// Runs one job fresh, or resuming or replaying an earlier run (`--resume`, `--replay`).
+pub async fn run_from(
+    loaded: &Loaded,
+    options: RunOptions,
+    store: Arc<Store>,
+    agents: Arc<dyn AgentRunner>,
+    checker: Arc<dyn Checker>,
+    start: &crate::cache::Start,
+) -> Result<RunReport, RunError> {
+    let earlier = crate::cache::setup::earlier_job(&store, start).await?;
+    let job = loaded
+        .job(options.job.as_deref().or(earlier.as_deref()))
+        .map_err(RunError::Job)?;
+    let cache = crate::cache::setup::open(&store, loaded, job, start).await?;
+    let state_path = store.path().to_path_buf();
     let outline = outline::Outline::of(job);
     let records: Vec<state::StepRecord> = outline
         .entries
@@ -157,6 +195,7 @@ pub async fn run(
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let workspace = Arc::new(workspace::Workspace::create(&state_dir, run_id)?);
+    crate::cache::setup::link(&store, &cache, start, run_id).await;
     let transcript = Arc::new(Transcript::new(
         options.style,
         secrets_of(loaded, Some(&job_name)),
@@ -181,8 +220,12 @@ pub async fn run(
         records: Mutex::new(records),
         tokens: AtomicU64::new(0),
         state_error: Mutex::new(None),
+        cache: Some(cache.clone()),
     };
     let mut done = ctx.job().await;
+    if let Some(warning) = cache.finish() {
+        eprintln!("treadle: {warning}");
+    }
     if let Some(e) = ctx.state_error.lock().ok().and_then(|mut e| e.take())
         && done.status != Status::Aborted
     {

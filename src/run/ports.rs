@@ -110,6 +110,8 @@ pub struct AgentStepRequest<'a> {
     pub dir: PathBuf,
     /// The job's token budget and what earlier steps spent of it.
     pub job_budget: Option<(u64, u64)>,
+    /// The session journal, which lives in the state file.
+    pub journal: treadle_session::Journal,
     /// Transcript and state.
     pub reporter: StepReporter,
     /// Cancelled on timeout or Ctrl-C.

@@ -1,4 +1,10 @@
-//! The state file: runs and their steps in one redb database, `.treadle/state.redb`.
+//! The state file: runs, their steps, agent events, usage and approvals in one redb
+//! database, `.treadle/state.redb`, which is also the agent sessions' journal.
+//!
+//! The session [`Journal`] opens the file (it owns the writer thread and its tables
+//! `events.v1`, `event_ids.v1`, `session_seqs.v1`); the store keeps its own tables in the
+//! same database through [`Journal::database`]. redb serializes write transactions, so
+//! the store's writes simply take turns with the journal's batches.
 //!
 //! Values are versioned bytes (a format byte, then JSON) so that a later schema can still
 //! read older files. redb is synchronous; the executor calls this from blocking tasks.
@@ -6,14 +12,20 @@
 //! pipeline fails with [`StateError::Busy`] instead of corrupting anything.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use treadle_session::Journal;
+use treadle_session::journal::JournalOpenError;
+
+pub use super::approval::{ApprovalRecord, ApprovalStatus};
 
 const RUNS: TableDefinition<u64, &[u8]> = TableDefinition::new("runs");
 const STEPS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("steps");
 const AGENT_EVENTS: TableDefinition<(u64, u32, u32), &[u8]> = TableDefinition::new("agent_events");
+const APPROVALS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("approvals");
 
 /// Format byte of every value written by this version.
 const FORMAT_JSON_V1: u8 = 1;
@@ -185,7 +197,8 @@ pub struct StepRecord {
 
 /// The open state file.
 pub struct Store {
-    db: Database,
+    db: Arc<Database>,
+    journal: Journal,
     path: PathBuf,
 }
 
@@ -206,28 +219,28 @@ fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
 }
 
 impl Store {
-    /// Opens (or creates) the state file, creating its directory.
+    /// Opens (or creates) the state file, creating its directory: the session journal
+    /// first, then the store's tables beside the journal's.
     pub fn open(path: &Path) -> Result<Self, StateError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StateError::Dir {
-                path: dir.to_path_buf(),
-                source,
-            })?;
-        }
-        let db = Database::create(path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StateError::Busy(path.to_path_buf()),
-            other => StateError::Open {
+        let journal = Journal::open(path).map_err(|e| match e {
+            JournalOpenError::AlreadyOpen { .. } => StateError::Busy(path.to_path_buf()),
+            JournalOpenError::CreateDir { path, source } => StateError::Dir { path, source },
+            JournalOpenError::Open { source, .. } => StateError::Open {
                 path: path.to_path_buf(),
-                source: Box::new(other),
+                source: Box::new(source),
             },
+            other => StateError::Db(other.to_string()),
         })?;
+        let db = journal.database();
         let txn = db.begin_write()?;
         txn.open_table(RUNS)?;
         txn.open_table(STEPS)?;
         txn.open_table(AGENT_EVENTS)?;
+        txn.open_table(APPROVALS)?;
         txn.commit()?;
         Ok(Self {
             db,
+            journal,
             path: path.to_path_buf(),
         })
     }
@@ -235,6 +248,38 @@ impl Store {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The database, for the tables other modules keep in the same file (the step
+    /// cache's, `crate::cache::records`).
+    pub fn database(&self) -> Arc<Database> {
+        self.db.clone()
+    }
+
+    /// The agent sessions' journal, in the same file.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Writes an approval's record (when it is asked, and again when it is answered).
+    pub fn put_approval(&self, record: &ApprovalRecord) -> Result<(), StateError> {
+        let txn = self.db.begin_write()?;
+        txn.open_table(APPROVALS)?
+            .insert((record.run, record.seq), encode(record)?.as_slice())?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Every approval asked, oldest run first (`pending` ones are still waiting, or their
+    /// run's process died while waiting).
+    pub fn approvals(&self) -> Result<Vec<ApprovalRecord>, StateError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(APPROVALS)?;
+        let mut out = Vec::new();
+        for e in t.iter()? {
+            out.push(decode(e?.1.value())?);
+        }
+        Ok(out)
     }
 
     /// Starts a run: gives it the next id and records it with its steps, all pending.
@@ -269,9 +314,28 @@ impl Store {
         Ok(id)
     }
 
-    /// Writes a step's record.
+    /// Writes a step's record without waiting for the disk: for a replayed step, whose
+    /// record the cache can rebuild. The run's end (or any later durable write) persists it.
+    pub fn put_step_lazy(&self, run: u64, step: &StepRecord) -> Result<(), StateError> {
+        let mut txn = self.db.begin_write()?;
+        // Refused only where durability cannot be lowered; the commit then just syncs.
+        let _ = txn.set_durability(redb::Durability::None);
+        txn.open_table(STEPS)?
+            .insert((run, step.seq), encode(step)?.as_slice())?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Writes a step's record. Only a step's final status is made durable (one fsync per
+    /// step): the transitions before it (running, attempt, exit code) are committed without
+    /// a sync, and the final commit persists them too. A crash can lose only those, and
+    /// the run is then recorded as running with the step not finished, which is true.
     pub fn put_step(&self, run: u64, step: &StepRecord) -> Result<(), StateError> {
-        let txn = self.db.begin_write()?;
+        let mut txn = self.db.begin_write()?;
+        if matches!(step.status, StepStatus::Pending | StepStatus::Running) {
+            // Refused only where durability cannot be lowered; the commit then just syncs.
+            let _ = txn.set_durability(redb::Durability::None);
+        }
         txn.open_table(STEPS)?
             .insert((run, step.seq), encode(step)?.as_slice())?;
         txn.commit()?;

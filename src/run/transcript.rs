@@ -13,7 +13,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use super::state::{RunStatus, StepStatus};
+use super::state::{ApprovalStatus, RunStatus, StepStatus};
 use crate::pipeline::duration::format_duration;
 
 /// Something that happened in a run.
@@ -106,6 +106,52 @@ pub enum Event {
         name: String,
         /// Nesting depth.
         depth: u32,
+    },
+    /// A step replayed from the cache (or from a resumed run's record) instead of run.
+    StepCached {
+        /// Run id.
+        run: u64,
+        /// The step.
+        seq: u32,
+        /// Display name.
+        name: String,
+        /// Kind key.
+        kind: String,
+        /// Nesting depth.
+        depth: u32,
+        /// The step key.
+        key: String,
+        /// The run that recorded it.
+        from_run: u64,
+    },
+    /// An approval step parked the run.
+    ApprovalWaiting {
+        /// Run id.
+        run: u64,
+        /// The step.
+        seq: u32,
+        /// Display name.
+        name: String,
+        /// The step's `message:`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// When it times out (ms since the Unix epoch).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        deadline_ms: Option<u64>,
+        /// How to answer, for the plain transcript.
+        #[serde(skip)]
+        summary: String,
+    },
+    /// An approval was answered (or timed out, or the run was interrupted).
+    ApprovalAnswered {
+        /// Run id.
+        run: u64,
+        /// The step.
+        seq: u32,
+        /// How it ended.
+        status: ApprovalStatus,
+        /// Who answered: a user, `timeout`.
+        by: String,
     },
     /// The run ended.
     RunFinished {
@@ -239,7 +285,7 @@ impl Transcript {
                 attempt,
                 ..
             } => {
-                if matches!(kind.as_str(), "task" | "agent")
+                if matches!(kind.as_str(), "task" | "agent" | "approval")
                     && let Ok(mut r) = self.running.lock()
                 {
                     r.insert(*seq, name.clone());
@@ -251,7 +297,7 @@ impl Transcript {
                 };
                 self.line(&format!("{}▶ {name} [{kind}]{again}", pad(*depth)));
                 if let Some(multi) = &self.multi
-                    && matches!(kind.as_str(), "task" | "agent")
+                    && matches!(kind.as_str(), "task" | "agent" | "approval")
                 {
                     let bar = multi.add(ProgressBar::new_spinner());
                     if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
@@ -295,6 +341,9 @@ impl Transcript {
                 {
                     bar.finish_and_clear();
                 }
+                if let Ok(mut r) = self.running.lock() {
+                    r.remove(seq);
+                }
                 let mark = if *status == StepStatus::Succeeded {
                     "✓"
                 } else {
@@ -318,6 +367,34 @@ impl Transcript {
                     text.push_str(&format!(": {}", self.redactor.mask(e)));
                 }
                 self.line(&text);
+            }
+            Event::ApprovalWaiting {
+                message, summary, ..
+            } => {
+                for line in message
+                    .iter()
+                    .flat_map(|m| m.lines())
+                    .chain(summary.lines())
+                {
+                    self.line(&format!("  │ {}", self.redactor.mask(line)));
+                }
+            }
+            Event::ApprovalAnswered { status, by, .. } => {
+                self.line(&format!("  │ {} by {by}", status.as_str()));
+            }
+            Event::StepCached {
+                name,
+                kind,
+                depth,
+                key,
+                from_run,
+                ..
+            } => {
+                let short: String = key.chars().take(12).collect();
+                self.line(&format!(
+                    "{}↺ {name} [{kind}] cached: not run, replayed from run {from_run} (key {short})",
+                    pad(*depth)
+                ));
             }
             Event::StepSkipped { name, depth, .. } => {
                 self.line(&format!("{}- {name} skipped", pad(*depth)))

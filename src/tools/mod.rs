@@ -22,6 +22,7 @@
 //! * The default grant is read-only: an agent changes files only when its pipeline says so.
 
 mod files;
+mod masked;
 mod output;
 mod search;
 mod shell;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 
 use treadle_session::Tool;
 
+pub use masked::Masked;
 pub use output::{MAX_OUTPUT_BYTES, truncate};
 pub use workspace::{PathError, Workspace, WorkspaceError};
 

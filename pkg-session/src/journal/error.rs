@@ -27,6 +27,15 @@ pub enum JournalOpenError {
         #[source]
         source: std::io::Error,
     },
+    /// A new file could not be built and moved into place.
+    #[error("cannot create journal {}", path.display())]
+    Create {
+        /// The journal file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// redb could not open or create the file (I/O, not a redb file, old format, ...).
     #[error("cannot open journal {}", path.display())]
     Open {

@@ -201,15 +201,16 @@ impl Journal {
                 source,
             })?;
         }
-        let db = Database::create(&path).map_err(|source| match source {
-            DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
-                JournalOpenError::AlreadyOpen { path: path.clone() }
-            }
-            source => JournalOpenError::Open {
+        let exists = path
+            .try_exists()
+            .map_err(|source| JournalOpenError::Create {
                 path: path.clone(),
                 source,
-            },
-        })?;
+            })?;
+        if !exists {
+            create(&path)?;
+        }
+        let db = open_db(&path)?;
         prepare(&db).map_err(|source| JournalOpenError::Init {
             path: path.clone(),
             source,
@@ -420,6 +421,61 @@ impl Journal {
             replayed: c.replayed.load(Ordering::Relaxed),
         }
     }
+}
+
+fn open_db(path: &Path) -> Result<Database, JournalOpenError> {
+    Database::create(path).map_err(|source| match source {
+        DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
+            JournalOpenError::AlreadyOpen {
+                path: path.to_path_buf(),
+            }
+        }
+        source => JournalOpenError::Open {
+            path: path.to_path_buf(),
+            source,
+        },
+    })
+}
+
+/// Creates a new journal file atomically: built beside it as `<file>.creating` and renamed
+/// into place once complete.
+///
+/// redb writes a new file's magic number last, and refuses a file without it, so a process
+/// killed while redb initialises a file in place would leave a file no later open accepts.
+/// Nothing can have been acknowledged before creation finished, so a leftover
+/// `.creating` file is simply started over.
+fn create(path: &Path) -> Result<(), JournalOpenError> {
+    let io_error = |source| JournalOpenError::Create {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut creating = path.as_os_str().to_owned();
+    creating.push(".creating");
+    let creating = PathBuf::from(creating);
+    match std::fs::remove_file(&creating) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(io_error(error)),
+    }
+    let db = open_db(&creating)?;
+    prepare(&db).map_err(|source| JournalOpenError::Init {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    drop(db);
+    std::fs::rename(&creating, path).map_err(io_error)?;
+    // The rename must be durable before anything is acknowledged through the new name.
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    #[cfg(unix)]
+    std::fs::File::open(parent)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io_error)?;
+    #[cfg(not(unix))]
+    let _ = parent;
+    Ok(())
 }
 
 /// Creates the tables, so that reads never meet a missing table.

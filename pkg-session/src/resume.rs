@@ -1,0 +1,319 @@
+//! Resuming a turn that a crash caught waiting on a permission gate.
+//!
+//! # Why a parked turn can be resumed exactly
+//!
+//! A batch authorizes every call (asking through gates, one gate at a time, in call order)
+//! before any call of the batch executes. So while a gate of a step is open, no call of that
+//! step has run, and nothing of the step is in the history. Every `GateOpened` carries the
+//! step's staged assistant message (with all its tool uses), the step id and index, its
+//! usage and model (`subject.resume`, see [`crate::gate`]). From the journal alone, restore
+//! therefore knows the exact point the turn stood at: "run the batch of this message", with
+//! the answers already given to earlier gates of the step.
+//!
+//! # What restore does with an in-flight turn
+//!
+//! * The journal of the turn ends with an open gate (a `GateOpened` with no `GateResolved`)
+//!   in the main loop: the turn is **resumed**. It keeps its `TurnId`, `InputId` and the
+//!   `StepId` of the parked step. Its open gate is registered again in the loop actor under
+//!   its original `GateId`, so `Session::respond_gate(old_id, ..)` answers it. The turn task
+//!   starts at the parked step's batch without streaming inference again: calls whose gate
+//!   was already answered take that journaled answer, the call whose gate is open waits on
+//!   it, calls not reached yet are authorized as usual. Then the step commits and the turn
+//!   goes on normally; its terminal closes it, once.
+//! * **Deadlines keep their recorded wall-clock instant** (`subject.deadline_at_ms`): a crash
+//!   does not buy a gate more time. A gate whose deadline passed while the process was down
+//!   is resolved `Expired` at restore, before the session accepts any answer, so the call is
+//!   denied (rule 7) and the model reads `denied: no answer before the deadline`; the turn
+//!   still resumes and ends normally. A gate with time left waits only for the rest of it.
+//! * A restored **headless** session cannot answer anything: open gates are resolved
+//!   `Deny { approval_required }` at restore, and the turn resumes with that denial.
+//! * Otherwise (no open gate, a sub-agent's loop, or a journal written before gates carried
+//!   `subject.resume`) the turn is closed with `TurnInterrupted`, after its open gates are
+//!   resolved `Deny { canceled }` so no gate outlives its turn. A sub-agent's turn is not
+//!   resumed because the parent call that delegated to it was executing at the crash, so
+//!   the parent's turn is interrupted and nobody would read the child's answer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use treadle_event::{
+    Cause, Event, EventKind, GateAnswer, GateId, Header, LoopId, Message, SessionId, StepId, Usage,
+};
+use treadle_hook::APPROVAL_REQUIRED;
+
+use crate::context::TurnCoords;
+use crate::gate::scope_tools;
+use crate::hub::Hub;
+use crate::journal::{AppendError, Journal};
+use crate::restore::{InFlight, Restored};
+
+/// The step a gate parked: what the turn needs to run its batch and commit it, without
+/// asking the model again. Journaled as `subject.resume` of every `GateOpened`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StagedStep {
+    pub step: StepId,
+    pub index: u32,
+    /// The assistant message, with every tool use of the batch.
+    pub message: Message,
+    pub usage: Usage,
+    pub model: String,
+}
+
+/// What a call of a resumed batch finds about its permission.
+pub(crate) enum PriorGate {
+    /// Its gate was answered before the crash (or at restore): take that answer.
+    Answered(GateAnswer),
+    /// Its gate is open again: wait on it, until its recorded deadline.
+    Open {
+        gate: GateId,
+        deadline_at_ms: u64,
+        answer: oneshot::Receiver<GateAnswer>,
+    },
+}
+
+/// The turn task's part of a resumed turn.
+pub(crate) struct Resume {
+    /// Steps the turn committed before the crash, and their tokens.
+    pub steps: u32,
+    pub usage: Usage,
+    /// Tool calls of those steps, against the per-turn limit.
+    pub tool_calls: u32,
+    pub staged: StagedStep,
+    /// By call id.
+    pub prior: HashMap<String, PriorGate>,
+}
+
+/// An open gate the loop actor takes over at restore, under its original id.
+pub(crate) struct AdoptedGate {
+    pub gate: GateId,
+    pub step: StepId,
+    pub tools: Vec<String>,
+    pub answer: oneshot::Sender<GateAnswer>,
+}
+
+/// A turn the loop actor restarts when it starts.
+pub(crate) struct ResumedTurn {
+    pub coords: TurnCoords,
+    /// The turn's number in its loop (what `Payload::Turn` reports).
+    pub index: u32,
+    /// The text of the turn's input.
+    pub input: String,
+    pub gates: Vec<AdoptedGate>,
+    pub turn: Resume,
+}
+
+/// A gate of an in-flight turn, as restore read it.
+pub(crate) struct GateRecord {
+    pub gate: GateId,
+    pub step: Option<StepId>,
+    pub subject: Value,
+    pub answer: Option<GateAnswer>,
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Settles every in-flight turn of a restored session: resumes the main loop's turn parked
+/// on a gate, closes the others. Journals what it decides (expired, headless and canceled
+/// gates, `TurnInterrupted`) before any actor exists, so it is the session's only writer.
+pub(crate) async fn settle(
+    journal: &Journal,
+    hub: &Hub,
+    session: SessionId,
+    restored: &mut Restored,
+    headless: bool,
+) -> Result<(), AppendError> {
+    let main_loop = restored.main_loop;
+    for (loop_id, state) in restored.loops.iter_mut() {
+        let Some(in_flight) = state.in_flight.take() else {
+            continue;
+        };
+        let writer = Writer {
+            journal,
+            hub,
+            session,
+            loop_id: *loop_id,
+            in_flight: &in_flight,
+        };
+        let staged = (*loop_id == main_loop)
+            .then(|| parked_step(&in_flight))
+            .flatten();
+        match staged {
+            Some(staged) => {
+                let turn_index = state.turns_started.saturating_sub(1);
+                let resumed = writer.resume(staged, turn_index, headless).await?;
+                state.resume = Some(resumed);
+            }
+            None => writer.close().await?,
+        }
+    }
+    Ok(())
+}
+
+/// The staged step the turn is parked on: the step of its open gates, read from their
+/// subject. `None` when no gate is open, the open gates disagree on the step, or a subject
+/// lacks `resume` (an older journal).
+fn parked_step(in_flight: &InFlight) -> Option<StagedStep> {
+    let mut open = in_flight.gates.iter().filter(|g| g.answer.is_none());
+    let first = open.next()?;
+    let staged: StagedStep = serde_json::from_value(first.subject.get("resume")?.clone()).ok()?;
+    let same_step = open.all(|g| {
+        g.subject["resume"]["step"] == first.subject["resume"]["step"]
+            && g.step == Some(staged.step)
+    });
+    (same_step && first.step == Some(staged.step)).then_some(staged)
+}
+
+/// The call ids a gate's subject covers.
+fn call_ids(subject: &Value) -> Vec<String> {
+    subject["calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|call| call["call_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Journals restore's decisions about one in-flight turn.
+struct Writer<'a> {
+    journal: &'a Journal,
+    hub: &'a Hub,
+    session: SessionId,
+    loop_id: LoopId,
+    in_flight: &'a InFlight,
+}
+
+impl Writer<'_> {
+    fn header(&self, step: Option<StepId>) -> Header {
+        let header = Header::in_loop(self.session, self.loop_id)
+            .with_turn(self.in_flight.turn)
+            .with_cause(Cause::Input(self.in_flight.input));
+        match step {
+            Some(step) => header.with_step(step),
+            None => header,
+        }
+    }
+
+    async fn record(&self, event: Event) -> Result<(), AppendError> {
+        let seqs = self.journal.append(vec![event.clone()]).await?;
+        self.hub.publish(Arc::new(event), seqs.first().copied());
+        Ok(())
+    }
+
+    async fn resolve(&self, record: &GateRecord, answer: GateAnswer) -> Result<(), AppendError> {
+        let kind = EventKind::GateResolved {
+            gate: record.gate,
+            answer,
+        };
+        self.record(Event::new(self.header(record.step), kind))
+            .await
+    }
+
+    /// Denies the open gates, then closes the turn with `TurnInterrupted`.
+    async fn close(&self) -> Result<(), AppendError> {
+        for record in self.in_flight.gates.iter().filter(|g| g.answer.is_none()) {
+            let answer = GateAnswer::Deny {
+                reason: "canceled: the process stopped and this turn could not be resumed".into(),
+            };
+            self.resolve(record, answer).await?;
+        }
+        let kind = EventKind::TurnInterrupted {
+            reason: "the process stopped while this turn was in flight; closed at restore".into(),
+            steps: self.in_flight.steps,
+            usage: self.in_flight.usage,
+        };
+        self.record(Event::new(self.header(None), kind)).await
+    }
+
+    /// Builds the resumed turn: answered gates of the staged step become prior answers,
+    /// open ones are expired, denied (headless) or handed to the actor to wait on again.
+    async fn resume(
+        &self,
+        staged: StagedStep,
+        index: u32,
+        headless: bool,
+    ) -> Result<ResumedTurn, AppendError> {
+        let now = now_ms();
+        let mut prior = HashMap::new();
+        let mut gates = Vec::new();
+        for record in &self.in_flight.gates {
+            if record.step != Some(staged.step) {
+                continue;
+            }
+            let answered = match &record.answer {
+                Some(answer) => Some(answer.clone()),
+                None => {
+                    // A missing deadline cannot be trusted to still be ahead: fail closed.
+                    let deadline_at_ms = record.subject["deadline_at_ms"].as_u64().unwrap_or(0);
+                    let decided = if deadline_at_ms <= now {
+                        Some(GateAnswer::Expired)
+                    } else if headless {
+                        Some(GateAnswer::Deny {
+                            reason: format!(
+                                "{APPROVAL_REQUIRED}: the session was restored headless, so \
+                                 nobody can answer this gate"
+                            ),
+                        })
+                    } else {
+                        None
+                    };
+                    match decided {
+                        Some(answer) => {
+                            self.resolve(record, answer.clone()).await?;
+                            Some(answer)
+                        }
+                        None => {
+                            let (tx, rx) = oneshot::channel();
+                            gates.push(AdoptedGate {
+                                gate: record.gate,
+                                step: staged.step,
+                                tools: scope_tools(&record.subject),
+                                answer: tx,
+                            });
+                            // A gate covers one call (the batch asks call by call).
+                            if let Some(call) = call_ids(&record.subject).into_iter().next() {
+                                let open = PriorGate::Open {
+                                    gate: record.gate,
+                                    deadline_at_ms,
+                                    answer: rx,
+                                };
+                                prior.insert(call, open);
+                            }
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(answer) = answered {
+                for call in call_ids(&record.subject) {
+                    prior.insert(call, PriorGate::Answered(answer.clone()));
+                }
+            }
+        }
+        Ok(ResumedTurn {
+            coords: TurnCoords {
+                turn: self.in_flight.turn,
+                input: self.in_flight.input,
+            },
+            index,
+            input: self.in_flight.input_text.clone(),
+            gates,
+            turn: Resume {
+                steps: self.in_flight.steps,
+                usage: self.in_flight.usage,
+                tool_calls: self.in_flight.tool_calls,
+                staged,
+                prior,
+            },
+        })
+    }
+}

@@ -1,0 +1,150 @@
+//! Which step comes "before" each step, for chaining keys, and how a container's key is
+//! made from its children's.
+//!
+//! * In a plan or a `do:`, a step follows the step before it; the first follows whatever
+//!   the container follows.
+//! * Each branch of an `in_parallel:` follows what the group follows, tagged with its
+//!   position in the group: branches do not chain to each other, yet two identical
+//!   branches still have different keys (one must not replay the other's work).
+//! * A hook follows the step it hooks; the job's hooks follow the plan's last step.
+//! * A `do:` or `try:` has the key of its last child that ran; an `in_parallel:` the hash of
+//!   its branches' keys.
+
+use std::collections::HashMap;
+
+use super::digest::Digest;
+use crate::pipeline::{At, Job, Step, StepKind};
+use crate::run::outline::Outline;
+
+#[derive(Debug, Clone)]
+enum Composite {
+    /// The last child with a key.
+    Last(Vec<u32>),
+    /// All branches, hashed together.
+    All(Vec<u32>),
+}
+
+/// What a step chains to: a step, and its branch number when it starts an `in_parallel:`
+/// branch.
+#[derive(Debug, Clone, Copy, Default)]
+struct Link {
+    pred: Option<u32>,
+    branch: Option<u32>,
+}
+
+impl Link {
+    fn after(seq: u32) -> Self {
+        Self {
+            pred: Some(seq),
+            branch: None,
+        }
+    }
+}
+
+/// The static shape of a job's key chain.
+#[derive(Debug, Default)]
+pub struct Chain {
+    prev: HashMap<u32, Link>,
+    composite: HashMap<u32, Composite>,
+}
+
+impl Chain {
+    /// The chain of a job.
+    pub fn of(job: &Job, outline: &Outline) -> Self {
+        let mut c = Self::default();
+        let last = c.walk(&job.plan, Link::default(), outline);
+        for hook in [&job.on_success, &job.on_failure, &job.ensure]
+            .into_iter()
+            .flatten()
+        {
+            let link = Link {
+                pred: last,
+                branch: None,
+            };
+            c.walk(std::slice::from_ref(hook.as_ref()), link, outline);
+        }
+        c
+    }
+
+    fn walk(&mut self, steps: &[At<Step>], first: Link, outline: &Outline) -> Option<u32> {
+        let mut link = first;
+        for s in steps {
+            let Some(seq) = outline.entry(s).map(|e| e.seq) else {
+                continue;
+            };
+            self.prev.insert(seq, link);
+            let seqs = |list: &[At<Step>]| -> Vec<u32> {
+                list.iter()
+                    .filter_map(|c| outline.entry(c).map(|e| e.seq))
+                    .collect()
+            };
+            match s.kind() {
+                Ok(StepKind::Do(children)) => {
+                    self.walk(children, link, outline);
+                    self.composite.insert(seq, Composite::Last(seqs(children)));
+                }
+                Ok(StepKind::InParallel(p)) => {
+                    for (i, child) in p.steps().iter().enumerate() {
+                        let branch = Link {
+                            pred: link.pred,
+                            branch: Some(u32::try_from(i).unwrap_or(u32::MAX)),
+                        };
+                        self.walk(std::slice::from_ref(child), branch, outline);
+                    }
+                    self.composite.insert(seq, Composite::All(seqs(p.steps())));
+                }
+                Ok(StepKind::Try(inner)) => {
+                    self.walk(std::slice::from_ref(inner), link, outline);
+                    self.composite
+                        .insert(seq, Composite::Last(seqs(std::slice::from_ref(inner))));
+                }
+                _ => {}
+            }
+            for (_, hook) in s.hooks() {
+                self.walk(std::slice::from_ref(hook), Link::after(seq), outline);
+            }
+            link = Link::after(seq);
+        }
+        link.pred
+    }
+
+    /// The key of step `seq`, given the keys leaf steps got so far.
+    pub fn key_of(&self, seq: u32, leaves: &HashMap<u32, Digest>) -> Digest {
+        if let Some(k) = leaves.get(&seq) {
+            return *k;
+        }
+        match self.composite.get(&seq) {
+            Some(Composite::Last(children)) => children
+                .iter()
+                .rev()
+                .map(|c| self.key_of(*c, leaves))
+                .find(|k| *k != Digest::ZERO)
+                .unwrap_or(Digest::ZERO),
+            Some(Composite::All(children)) => {
+                let mut h = blake3::Hasher::new();
+                h.update(b"in_parallel\0");
+                for c in children {
+                    h.update(&self.key_of(*c, leaves).0);
+                }
+                h.finalize().into()
+            }
+            None => Digest::ZERO,
+        }
+    }
+
+    /// The key step `seq` chains to.
+    pub fn prev_key(&self, seq: u32, leaves: &HashMap<u32, Digest>) -> Digest {
+        let link = self.prev.get(&seq).copied().unwrap_or_default();
+        let base = link.pred.map_or(Digest::ZERO, |p| self.key_of(p, leaves));
+        match link.branch {
+            None => base,
+            Some(i) => {
+                let mut h = blake3::Hasher::new();
+                h.update(b"branch\0");
+                h.update(&base.0);
+                h.update(&i.to_le_bytes());
+                h.finalize().into()
+            }
+        }
+    }
+}

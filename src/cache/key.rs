@@ -1,0 +1,184 @@
+//! Step keys: what a step is, hashed, so that an unchanged step can be recognised.
+//!
+//! A key is blake3 over four parts, kept apart in [`KeyParts`] so that `treadle plan` can
+//! say which one changed:
+//! * the step's **kind** (`task`, `agent`, `get`, `put`, `approval`);
+//! * its **effective configuration** ([`config`]), as canonical JSON: for a task the
+//!   command, `env`, the input and output names and `assert`; for an agent the resolved
+//!   model and endpoint, the system prompt, the granted tools with their schemas, the
+//!   prompt, the verdicts, `assert`, `env`, `commit` and the artifact names; for `get` the
+//!   resource's type and source and the version fetched;
+//! * the **content digest of each input** artifact tree;
+//! * the **key of the step before it** ([`super::chain`]).
+//!
+//! Left out on purpose: `timeout`, `attempts`, budgets and `max_turns` (they bound how a
+//! step runs, not what it computes), the step's hooks (they are steps with keys of their
+//! own) and its name.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::digest::Digest;
+use crate::pipeline::check::DEFAULT_TOOLS;
+use crate::pipeline::model::{self, process_env};
+use crate::pipeline::{Loaded, RunSpec, Step, StepKind};
+
+/// The parts a step key is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyParts {
+    /// Kind key.
+    pub kind: String,
+    /// Digest of the canonical configuration.
+    pub config: Digest,
+    /// Each input's tree digest, by artifact name.
+    pub inputs: BTreeMap<String, Digest>,
+    /// The key of the step before it ([`Digest::ZERO`] for the first).
+    pub prev: Digest,
+}
+
+impl KeyParts {
+    /// The key.
+    pub fn key(&self) -> Digest {
+        let mut h = blake3::Hasher::new();
+        h.update(b"treadle-step-key-v1\0");
+        h.update(self.kind.as_bytes());
+        h.update(b"\0");
+        h.update(&self.config.0);
+        for (name, d) in &self.inputs {
+            h.update(&(name.len() as u64).to_le_bytes());
+            h.update(name.as_bytes());
+            h.update(&d.0);
+        }
+        h.update(&self.prev.0);
+        h.finalize().into()
+    }
+
+    /// What differs from `old`, as short phrases (empty when nothing does).
+    pub fn changes(&self, old: &KeyParts) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.kind != old.kind {
+            out.push(format!("kind changed ({} → {})", old.kind, self.kind));
+        }
+        if self.config != old.config {
+            out.push("configuration changed".to_owned());
+        }
+        for (name, d) in &self.inputs {
+            match old.inputs.get(name) {
+                Some(o) if o == d => {}
+                Some(_) => out.push(format!("input `{name}` changed")),
+                None => out.push(format!("input `{name}` is new")),
+            }
+        }
+        for name in old.inputs.keys().filter(|n| !self.inputs.contains_key(*n)) {
+            out.push(format!("input `{name}` was removed"));
+        }
+        if self.prev != old.prev {
+            out.push("the step before it changed".to_owned());
+        }
+        out
+    }
+}
+
+/// Why a step's configuration could not be resolved.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn names(list: &[crate::pipeline::At<String>]) -> Vec<String> {
+    list.iter().map(|s| s.value.clone()).collect()
+}
+
+fn run_json(run: &RunSpec) -> Value {
+    match run {
+        RunSpec::Shell(line) => json!({ "shell": line }),
+        RunSpec::Exec(c) => json!({ "path": c.path, "args": c.args, "dir": c.dir }),
+    }
+}
+
+/// The canonical configuration of a leaf step, as JSON. `version` is a `get`'s resolved
+/// version (the commit); other kinds ignore it.
+pub fn config(loaded: &Loaded, step: &Step, version: Option<&str>) -> Result<Value, ConfigError> {
+    let common = json!({
+        "inputs": names(&step.inputs),
+        "outputs": names(&step.outputs),
+        "env": step.env,
+        "assert": step.assert.as_ref().map(|a| serde_json::to_value(&a.value).unwrap_or(Value::Null)),
+    });
+    let kind = step.kind().map_err(|e| ConfigError(e.to_string()))?;
+    let specific = match kind {
+        StepKind::Task(run) => json!({ "run": run_json(&run.value) }),
+        StepKind::Agent(name) => agent_config(loaded, step, &name.value)?,
+        StepKind::Get(res) | StepKind::Put(res) => {
+            let resource = loaded
+                .pipeline
+                .resources
+                .iter()
+                .find(|r| r.name.value == res.value)
+                .ok_or_else(|| ConfigError(format!("unknown resource `{}`", res.value)))?;
+            json!({
+                "type": resource.kind.value,
+                "source": resource.source,
+                "params": step.params,
+                "version": version,
+            })
+        }
+        StepKind::Approval => json!({ "message": step.message }),
+        StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_) => Value::Null,
+    };
+    Ok(json!({ "kind": kind.key(), "common": common, "step": specific }))
+}
+
+fn agent_config(loaded: &Loaded, step: &Step, name: &str) -> Result<Value, ConfigError> {
+    let agent = loaded
+        .agent(name)
+        .ok_or_else(|| ConfigError(format!("unknown agent `{name}`")))?;
+    let resolved = model::resolve(&agent.source, agent.name.pos, &process_env)
+        .map_err(|e| ConfigError(e.to_string()))?;
+    let tools = match (&step.tools, &agent.tools) {
+        (Some(t), _) | (None, Some(t)) => names(t),
+        (None, None) => DEFAULT_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+    };
+    let prompt = match (&step.prompt, &step.messages) {
+        (Some(p), _) => p.clone(),
+        (None, Some(m)) => m.join("\n\n"),
+        (None, None) => String::new(),
+    };
+    let verdicts: Vec<(String, String)> = step
+        .routes()
+        .into_iter()
+        .map(|(v, t)| (v.to_owned(), t.value.clone()))
+        .collect();
+    Ok(json!({
+        "model": { "provider": resolved.provider, "model": resolved.model, "endpoint": resolved.base_url },
+        "system": agent.system,
+        "tools": tool_schemas(&tools),
+        "prompt": prompt,
+        "verdicts": verdicts,
+        "commit": step.commit,
+    }))
+}
+
+// The schemas are part of the key: a tool whose arguments change is a different tool to
+// the model even under the same name.
+fn tool_schemas(tools: &[String]) -> Value {
+    let dir = std::env::temp_dir();
+    let schemas = crate::tools::Workspace::new(&dir)
+        .ok()
+        .and_then(|ws| crate::tools::grant(tools, &ws).ok());
+    match schemas {
+        Some(list) => Value::Array(
+            list.iter()
+                .map(|t| json!({ "name": t.name(), "description": t.description(), "parameters": t.parameters() }))
+                .collect(),
+        ),
+        // An unknown tool fails the step when it runs; its name alone keys it until then.
+        None => json!(tools),
+    }
+}
+
+/// The digest of a configuration.
+pub fn config_digest(config: &Value) -> Digest {
+    blake3::hash(config.to_string().as_bytes()).into()
+}

@@ -1,0 +1,230 @@
+//! One run's view of the cache: the keys its steps got, the digests of its artifacts, and
+//! how it started — fresh, resuming a run, or replaying one from a step.
+//!
+//! * `--resume RUN`: every step that succeeded in RUN comes back from its record (even one
+//!   that is never replayed otherwise: a `put`, an approval, a volatile step), so the run
+//!   continues where RUN stopped; the rest run under the usual cache rules.
+//! * `--replay RUN --from STEP`: the steps before STEP come back from RUN's records (its
+//!   recorded inputs, not a fresh fetch); STEP and every step after it run again.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use redb::Database;
+
+use super::cas::Cas;
+use super::chain::Chain;
+use super::digest::{Digest, Manifest};
+use super::key::KeyParts;
+use super::records::{RecordError, Records, RunLink};
+use crate::run::outline::Outline;
+
+/// How a run starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Start {
+    /// A fresh run.
+    #[default]
+    Fresh,
+    /// `--resume RUN`.
+    Resume(u64),
+    /// `--replay RUN --from STEP` (a step name or outline path).
+    Replay(u64, String),
+}
+
+/// Why a run cannot start as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The run to resume or replay is not in the state file.
+    #[error("there is no run {0} in this state file (see `treadle runs`)")]
+    NoRun(u64),
+    /// `--from` names no step of the job.
+    #[error("run {run} (job `{job}`) has no step `{step}`")]
+    NoStep {
+        /// The run.
+        run: u64,
+        /// Its job.
+        job: String,
+        /// The name given.
+        step: String,
+    },
+    /// The cache tables cannot be used.
+    #[error(transparent)]
+    Records(#[from] RecordError),
+}
+
+#[derive(Debug)]
+pub(crate) enum Mode {
+    Fresh,
+    Resume(u64),
+    Replay { of: u64, from: u32 },
+}
+
+#[derive(Default)]
+pub(crate) struct Live {
+    /// Keys of leaf steps, by outline seq.
+    pub keys: HashMap<u32, Digest>,
+    /// Parts of the keys of steps that will run (for storing their outcome).
+    pub parts: HashMap<u32, KeyParts>,
+    /// Digests (and manifests) of artifact trees, by path.
+    pub trees: HashMap<PathBuf, (Digest, Arc<Manifest>)>,
+    /// Steps visited (a route back to a step runs it again rather than replaying).
+    pub visited: HashSet<u32>,
+    /// Entries replayed, to mark as recently used.
+    pub touched: Vec<Digest>,
+    /// Whether anything new went into the store.
+    pub stored: bool,
+    /// A `get`'s resolved version, by seq.
+    pub versions: HashMap<u32, String>,
+    /// Input artifact paths before a step ran, by seq (to wipe agent work).
+    pub inputs_before: HashMap<u32, HashMap<String, PathBuf>>,
+    /// Artifacts that came from a git resource: name → (resource, commit).
+    pub git_inputs: HashMap<String, (String, String)>,
+}
+
+/// The cache as one run uses it.
+pub struct StepCache {
+    pub(crate) records: Records,
+    pub(crate) cas: Cas,
+    pub(crate) chain: Chain,
+    pub(crate) job: String,
+    pub(crate) mode: Mode,
+    pub(crate) max_size: u64,
+    pub(crate) git_dir: PathBuf,
+    pub(crate) live: Mutex<Live>,
+    pub(crate) link: Option<RunLink>,
+}
+
+impl StepCache {
+    /// Opens the cache for a run of `job`, checking that a resumed or replayed run exists.
+    /// `state_dir` is the directory of the state file (`.treadle/`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        db: Arc<Database>,
+        state_dir: &std::path::Path,
+        job: &str,
+        outline: &Outline,
+        chain: Chain,
+        start: &Start,
+        run_exists: &dyn Fn(u64) -> bool,
+        max_size: u64,
+    ) -> Result<Self, StartError> {
+        let records = Records::open(db)?;
+        let (mode, link) = match start {
+            Start::Fresh => (Mode::Fresh, None),
+            Start::Resume(of) => {
+                if !run_exists(*of) {
+                    return Err(StartError::NoRun(*of));
+                }
+                let link = RunLink {
+                    how: "resume".to_owned(),
+                    of: *of,
+                    from: None,
+                };
+                (Mode::Resume(*of), Some(link))
+            }
+            Start::Replay(of, step) => {
+                if !run_exists(*of) {
+                    return Err(StartError::NoRun(*of));
+                }
+                let from = outline
+                    .entries
+                    .iter()
+                    .find(|e| e.name == *step || e.path == *step)
+                    .map(|e| e.seq)
+                    .ok_or_else(|| StartError::NoStep {
+                        run: *of,
+                        job: job.to_owned(),
+                        step: step.clone(),
+                    })?;
+                let link = RunLink {
+                    how: "replay".to_owned(),
+                    of: *of,
+                    from: Some(step.clone()),
+                };
+                (Mode::Replay { of: *of, from }, Some(link))
+            }
+        };
+        Ok(Self {
+            records,
+            cas: Cas::new(state_dir.join("cas")),
+            chain,
+            job: job.to_owned(),
+            mode,
+            max_size,
+            git_dir: state_dir.join("git"),
+            live: Mutex::new(Live::default()),
+            link,
+        })
+    }
+
+    /// Records that `run` came from the resumed or replayed one.
+    pub fn link_run(&self, run: u64) -> Result<(), RecordError> {
+        match &self.link {
+            Some(l) => self.records.link(run, l),
+            None => Ok(()),
+        }
+    }
+
+    /// The earlier run whose record step `seq` must come back from, if any.
+    pub(crate) fn recorded_from(&self, seq: u32) -> Option<u64> {
+        match self.mode {
+            Mode::Resume(of) => Some(of),
+            Mode::Replay { of, from } if seq < from => Some(of),
+            _ => None,
+        }
+    }
+
+    /// Whether step `seq` must run whatever the cache holds.
+    pub(crate) fn forced(&self, seq: u32) -> bool {
+        matches!(self.mode, Mode::Replay { from, .. } if seq >= from)
+    }
+
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Live) -> R) -> Option<R> {
+        self.live.lock().ok().map(|mut l| f(&mut l))
+    }
+
+    /// Ends the run's use of the cache: marks replayed entries as used and, when new
+    /// objects were stored, evicts the least recently used entries over the size limit.
+    /// Returns a warning to print, if something went wrong (never fatal).
+    pub fn finish(&self) -> Option<String> {
+        let (touched, stored) = self.with(|l| (std::mem::take(&mut l.touched), l.stored))?;
+        if let Err(e) = self.records.touch(&touched, crate::run::exec::now_ms()) {
+            return Some(format!("cannot mark cache entries as used: {e}"));
+        }
+        if stored && let Err(e) = self.evict() {
+            return Some(format!("cannot evict old cache entries: {e}"));
+        }
+        None
+    }
+
+    fn evict(&self) -> Result<(), RecordError> {
+        if self.cas.size() <= self.max_size {
+            return Ok(());
+        }
+        let mut entries = self.records.entries_by_age()?;
+        let mut total: u64 = self.cas.size();
+        let mut gone = Vec::new();
+        // Drop whole entries, oldest use first, until what they held alone fits.
+        while total > self.max_size && !entries.is_empty() {
+            let old = entries.remove(0);
+            gone.push(old.key);
+            let keep: HashSet<Digest> = entries.iter().flat_map(objects).collect();
+            self.records.remove(&gone)?;
+            gone.clear();
+            total = total.saturating_sub(self.cas.sweep(&keep));
+        }
+        Ok(())
+    }
+}
+
+fn objects(o: &super::records::Outcome) -> Vec<Digest> {
+    o.outputs
+        .iter()
+        .flat_map(|t| t.manifest.entries.iter())
+        .filter_map(|e| match e.node {
+            super::digest::Node::File { digest, .. } => Some(digest),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,235 @@
+//! `treadle plan`: which steps a run would execute and which it would replay from the
+//! cache, and for each that would run, which part of its key changed since it last
+//! succeeded.
+//!
+//! The plan walks the job as a run would, without running anything: a step's inputs are
+//! known when the steps that make them would be replayed (their digests are recorded), and
+//! unknown when those steps would run; a `get` asks its remote for the branch's commit.
+//! Verdict routes are not followed: every step is listed in plan order.
+
+use std::collections::HashMap;
+
+use super::chain::Chain;
+use super::digest::Digest;
+use super::key::{self, KeyParts};
+use super::records::Records;
+use crate::pipeline::{At, Job, Loaded, Step, StepKind};
+use crate::resource::{GitSource, git};
+use crate::run::outline::Outline;
+
+/// What a run would do with one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Replayed from the cache, recorded by this run.
+    Cached(u64),
+    /// Run, for these reasons.
+    Run(Vec<String>),
+    /// A container: its steps are listed under it.
+    Container,
+    /// A hook: only when its step ends that way.
+    Hook,
+}
+
+/// One line of the plan.
+#[derive(Debug, Clone)]
+pub struct Line {
+    /// Nesting depth.
+    pub depth: u32,
+    /// Display name.
+    pub name: String,
+    /// Kind key.
+    pub kind: &'static str,
+    /// What would happen.
+    pub verdict: Verdict,
+}
+
+struct Walk<'a> {
+    loaded: &'a Loaded,
+    job: &'a Job,
+    outline: Outline,
+    chain: Chain,
+    records: Option<&'a Records>,
+    keys: HashMap<u32, Digest>,
+    /// Artifact name → digest (`None`: remade by a step that runs).
+    artifacts: HashMap<String, Option<Digest>>,
+    lines: Vec<Line>,
+}
+
+/// The plan of `job`, against the cache in `records` (`None`: nothing recorded yet).
+pub fn plan(loaded: &Loaded, job: &Job, records: Option<&Records>) -> Vec<Line> {
+    let outline = Outline::of(job);
+    let chain = Chain::of(job, &outline);
+    let mut w = Walk {
+        loaded,
+        job,
+        outline,
+        chain,
+        records,
+        keys: HashMap::new(),
+        artifacts: HashMap::new(),
+        lines: Vec::new(),
+    };
+    w.steps(&job.plan, false);
+    for hook in [&job.on_success, &job.on_failure, &job.ensure]
+        .into_iter()
+        .flatten()
+    {
+        w.steps(std::slice::from_ref(hook.as_ref()), true);
+    }
+    w.lines
+}
+
+impl Walk<'_> {
+    fn steps(&mut self, steps: &[At<Step>], hook: bool) {
+        for s in steps {
+            self.step(s, hook);
+        }
+    }
+
+    fn step(&mut self, s: &At<Step>, hook: bool) {
+        let Some(entry) = self.outline.entry(s).cloned() else {
+            return;
+        };
+        let verdict = match s.kind() {
+            Ok(StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_)) => Verdict::Container,
+            _ if hook => Verdict::Hook,
+            _ => self.leaf(s, entry.seq, &entry.path),
+        };
+        self.lines.push(Line {
+            depth: entry.depth,
+            name: entry.name.clone(),
+            kind: entry.kind,
+            verdict,
+        });
+        match s.kind() {
+            Ok(StepKind::Do(children)) => self.steps(children, hook),
+            Ok(StepKind::InParallel(p)) => self.steps(p.steps(), hook),
+            Ok(StepKind::Try(inner)) => self.steps(std::slice::from_ref(inner), hook),
+            _ => {}
+        }
+        for (_, h) in s.hooks() {
+            self.step(h, true);
+        }
+    }
+
+    fn leaf(&mut self, s: &At<Step>, seq: u32, path: &str) -> Verdict {
+        let outputs = super::replay::produced(s);
+        let (verdict, key) = self.judge(s, seq, path);
+        // A key that cannot be known stands for "different from anything recorded".
+        let key = key.unwrap_or_else(|| blake3::hash(format!("unknown {seq}").as_bytes()).into());
+        self.keys.insert(seq, key);
+        if let Verdict::Cached(_) = verdict {
+            let recorded = self
+                .records
+                .and_then(|r| r.entry(&key).ok().flatten())
+                .map(|o| o.outputs)
+                .unwrap_or_default();
+            for o in recorded {
+                self.artifacts.insert(o.name, Some(o.digest));
+            }
+        } else {
+            for o in outputs {
+                self.artifacts.insert(o, None);
+            }
+        }
+        verdict
+    }
+
+    fn judge(&self, s: &At<Step>, seq: u32, path: &str) -> (Verdict, Option<Digest>) {
+        let mut inputs = std::collections::BTreeMap::new();
+        let mut unknown = Vec::new();
+        for i in &s.inputs {
+            match self.artifacts.get(&i.value) {
+                Some(Some(d)) => {
+                    inputs.insert(i.value.clone(), *d);
+                }
+                _ => unknown.push(format!("input `{}` is remade by a step that runs", i.value)),
+            }
+        }
+        let version = match s.kind() {
+            Ok(StepKind::Get(res)) => match self.version(&res.value) {
+                Ok(v) => Some(v),
+                Err(e) => return (Verdict::Run(vec![e]), None),
+            },
+            _ => None,
+        };
+        let config = match key::config(self.loaded, s, version.as_deref()) {
+            Ok(c) => key::config_digest(&c),
+            Err(e) => return (Verdict::Run(vec![e.to_string()]), None),
+        };
+        let parts = KeyParts {
+            kind: s.kind().map(|k| k.key()).unwrap_or("step").to_owned(),
+            config,
+            inputs,
+            prev: self.chain.prev_key(seq, &self.keys),
+        };
+        let key = parts.key();
+        if !unknown.is_empty() {
+            return (Verdict::Run(unknown), None);
+        }
+        let Some(records) = self.records else {
+            return (Verdict::Run(vec!["never ran".to_owned()]), Some(key));
+        };
+        let replayable = !s.volatile
+            && matches!(
+                s.kind(),
+                Ok(StepKind::Task(_) | StepKind::Agent(_) | StepKind::Get(_))
+            );
+        if replayable && let Ok(Some(o)) = records.entry(&key) {
+            return (Verdict::Cached(o.run), Some(key));
+        }
+        let mut why = match records.last(&self.job.name.value, path) {
+            Ok(Some(old)) => parts.changes(&old),
+            _ => vec!["never succeeded".to_owned()],
+        };
+        if why.is_empty() {
+            why.push(match s.kind() {
+                _ if s.volatile => "volatile: never replayed".to_owned(),
+                Ok(StepKind::Put(_)) => "a put is never replayed".to_owned(),
+                Ok(StepKind::Approval) => "an approval is never replayed".to_owned(),
+                _ => "unchanged, but its cache entry was evicted or is corrupt".to_owned(),
+            });
+        }
+        (Verdict::Run(why), Some(key))
+    }
+
+    fn version(&self, resource: &str) -> Result<String, String> {
+        let r = self
+            .loaded
+            .pipeline
+            .resources
+            .iter()
+            .find(|r| r.name.value == resource)
+            .ok_or_else(|| format!("there is no resource `{resource}`"))?;
+        let mut src = GitSource::of(r).map_err(|e| e.to_string())?;
+        if !src.uri.contains(':') && !src.uri.starts_with('/') {
+            src.uri = self
+                .loaded
+                .dir
+                .join(&src.uri)
+                .to_string_lossy()
+                .into_owned();
+        }
+        git::resolve(&src.uri, &src.branch).map_err(|e| e.to_string())
+    }
+}
+
+/// The plan as text, one line per step.
+pub fn render(job: &str, lines: &[Line]) -> String {
+    let mut out = format!("job {job}\n");
+    for l in lines {
+        let what = match &l.verdict {
+            Verdict::Cached(run) => format!("cached (from run {run})"),
+            Verdict::Run(why) => format!("would run: {}", why.join("; ")),
+            Verdict::Container => String::new(),
+            Verdict::Hook => "when its hook fires".to_owned(),
+        };
+        out.push_str(&format!(
+            "  {}{} [{}] {what}\n",
+            "  ".repeat(l.depth as usize),
+            l.name,
+            l.kind
+        ));
+    }
+    out
+}

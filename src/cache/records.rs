@@ -1,0 +1,296 @@
+//! The cache's tables in the state file (`.treadle/state.redb`, shared with runs, steps
+//! and the agent journal):
+//!
+//! * `cache_entries`: step key → the [`Outcome`] a replay restores (replayable steps only);
+//! * `step_results`: (run, seq) → the [`Outcome`] of each step that succeeded in a run,
+//!   replayable or not, which `--resume` and `--replay` read;
+//! * `cache_last`: (job, step path) → the [`KeyParts`] of its last success, which
+//!   `treadle plan` compares with;
+//! * `run_links`: run → the run it resumed or replayed.
+//!
+//! Values are a format byte then JSON, like every table of the state file.
+
+use std::sync::Arc;
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::digest::{Digest, Manifest};
+use super::key::KeyParts;
+
+const ENTRIES: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("cache_entries");
+const RESULTS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("step_results");
+const LAST: TableDefinition<&str, &[u8]> = TableDefinition::new("cache_last");
+const LINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("run_links");
+
+const FORMAT_JSON_V1: u8 = 1;
+
+/// Errors reading or writing the cache's tables.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// redb failed.
+    #[error("state file error: {0}")]
+    Db(String),
+    /// A value this version cannot read.
+    #[error("a cache record is in an unknown format ({0})")]
+    Format(String),
+}
+
+macro_rules! db_err {
+    ($($t:ty),*) => {$(
+        impl From<$t> for RecordError {
+            fn from(e: $t) -> Self { RecordError::Db(e.to_string()) }
+        }
+    )*};
+}
+db_err!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);
+
+fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, RecordError> {
+    let mut out = vec![FORMAT_JSON_V1];
+    serde_json::to_writer(&mut out, v).map_err(|e| RecordError::Format(e.to_string()))?;
+    Ok(out)
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, RecordError> {
+    match bytes.split_first() {
+        Some((&FORMAT_JSON_V1, json)) => {
+            serde_json::from_slice(json).map_err(|e| RecordError::Format(e.to_string()))
+        }
+        Some((b, _)) => Err(RecordError::Format(format!("format byte {b}"))),
+        None => Err(RecordError::Format("empty value".to_owned())),
+    }
+}
+
+/// One output artifact of a step, as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OutputTree {
+    /// Artifact name.
+    pub name: String,
+    /// Tree digest.
+    pub digest: Digest,
+    /// Its files.
+    pub manifest: Manifest,
+}
+
+/// What a succeeded step left: enough to replay it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The step key.
+    pub key: Digest,
+    /// What the key was made of.
+    pub parts: KeyParts,
+    /// The run and step that produced it.
+    pub run: u64,
+    /// Its place in that run's outline.
+    pub seq: u32,
+    /// Output artifacts.
+    pub outputs: Vec<OutputTree>,
+    /// A task's exit code.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The end of its output.
+    #[serde(default)]
+    pub stdout_tail: String,
+    /// An agent's verdict.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// An agent's usage.
+    #[serde(default)]
+    pub usage: Option<serde_json::Value>,
+    /// An agent's recorded events (tool calls, text).
+    #[serde(default)]
+    pub events: Vec<serde_json::Value>,
+    /// A `get`'s version.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Last time it was stored or replayed (ms since the epoch), for LRU eviction.
+    #[serde(default)]
+    pub last_used_ms: u64,
+}
+
+/// How a run came from another.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunLink {
+    /// `resume` or `replay`.
+    pub how: String,
+    /// The earlier run.
+    pub of: u64,
+    /// For a replay: the step re-run from.
+    #[serde(default)]
+    pub from: Option<String>,
+}
+
+/// The cache's tables.
+#[derive(Clone)]
+pub struct Records {
+    db: Arc<Database>,
+}
+
+fn last_key(job: &str, path: &str) -> String {
+    format!("{job}\u{0}{path}")
+}
+
+impl Records {
+    /// Opens the tables in `db`, creating them.
+    pub fn open(db: Arc<Database>) -> Result<Self, RecordError> {
+        let txn = db.begin_write()?;
+        txn.open_table(ENTRIES)?;
+        txn.open_table(RESULTS)?;
+        txn.open_table(LAST)?;
+        txn.open_table(LINKS)?;
+        txn.commit()?;
+        Ok(Self { db })
+    }
+
+    /// The replayable outcome stored under a key.
+    pub fn entry(&self, key: &Digest) -> Result<Option<Outcome>, RecordError> {
+        let txn = self.db.begin_read()?;
+        let t = match txn.open_table(ENTRIES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        t.get(&key.0)?.map(|v| decode(v.value())).transpose()
+    }
+
+    /// The outcome of step `seq` in `run`, if it succeeded there.
+    pub fn result(&self, run: u64, seq: u32) -> Result<Option<Outcome>, RecordError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(RESULTS)?;
+        t.get((run, seq))?.map(|v| decode(v.value())).transpose()
+    }
+
+    /// The parts of a step's last success.
+    pub fn last(&self, job: &str, path: &str) -> Result<Option<KeyParts>, RecordError> {
+        let txn = self.db.begin_read()?;
+        let t = match txn.open_table(LAST) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        t.get(last_key(job, path).as_str())?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
+
+    /// Records a step's success: its result in the run, its parts for `plan`, and (when
+    /// `replayable`) its cache entry. `durable: false` for a replay, whose record can be
+    /// rebuilt: it then costs no fsync of its own.
+    pub fn put_success(
+        &self,
+        job: &str,
+        path: &str,
+        outcome: &Outcome,
+        replayable: bool,
+        durable: bool,
+    ) -> Result<(), RecordError> {
+        let mut txn = self.db.begin_write()?;
+        if !durable {
+            txn.set_durability(Durability::None)?;
+        }
+        {
+            let bytes = encode(outcome)?;
+            txn.open_table(RESULTS)?
+                .insert((outcome.run, outcome.seq), bytes.as_slice())?;
+            if replayable {
+                txn.open_table(ENTRIES)?
+                    .insert(&outcome.key.0, bytes.as_slice())?;
+            }
+            txn.open_table(LAST)?.insert(
+                last_key(job, path).as_str(),
+                encode(&outcome.parts)?.as_slice(),
+            )?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Forgets a cache entry (its objects were corrupt).
+    pub fn forget(&self, key: &Digest) -> Result<(), RecordError> {
+        let txn = self.db.begin_write()?;
+        txn.open_table(ENTRIES)?.remove(&key.0)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Marks entries as just used, in one transaction.
+    pub fn touch(&self, keys: &[Digest], now_ms: u64) -> Result<(), RecordError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write()?;
+        {
+            let mut t = txn.open_table(ENTRIES)?;
+            for k in keys {
+                let Some(mut o): Option<Outcome> =
+                    t.get(&k.0)?.map(|v| decode(v.value())).transpose()?
+                else {
+                    continue;
+                };
+                o.last_used_ms = now_ms;
+                t.insert(&k.0, encode(&o)?.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Every cache entry, least recently used first.
+    pub fn entries_by_age(&self) -> Result<Vec<Outcome>, RecordError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(ENTRIES)?;
+        let mut out: Vec<Outcome> = Vec::new();
+        for e in t.iter()? {
+            out.push(decode(e?.1.value())?);
+        }
+        out.sort_by_key(|o| o.last_used_ms);
+        Ok(out)
+    }
+
+    /// Every step result of every run (their objects are kept while the cache holds them).
+    pub fn results(&self) -> Result<Vec<Outcome>, RecordError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(RESULTS)?;
+        let mut out = Vec::new();
+        for e in t.iter()? {
+            out.push(decode(e?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Removes cache entries.
+    pub fn remove(&self, keys: &[Digest]) -> Result<(), RecordError> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut t = txn.open_table(ENTRIES)?;
+            for k in keys {
+                t.remove(&k.0)?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Records where a run came from.
+    pub fn link(&self, run: u64, link: &RunLink) -> Result<(), RecordError> {
+        let txn = self.db.begin_write()?;
+        txn.open_table(LINKS)?
+            .insert(run, encode(link)?.as_slice())?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Where a run came from.
+    pub fn link_of(&self, run: u64) -> Result<Option<RunLink>, RecordError> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(LINKS)?;
+        t.get(run)?.map(|v| decode(v.value())).transpose()
+    }
+}

@@ -1,0 +1,433 @@
+//! The executor's side of the cache: before a leaf step runs, work out its key and replay
+//! it when a succeeded record matches; after it succeeded, store its outputs and record.
+//!
+//! A replay restores the outputs from the object store (checking every digest), shows the
+//! recorded output, tool calls and verdict again, and marks the step `cached` in the
+//! transcript. A corrupt object makes the step run instead: nothing is lost but time.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::StepCache;
+use super::cas::CasError;
+use super::digest::{self, Digest, Manifest};
+use super::key::{self, KeyParts};
+use super::records::{Outcome, OutputTree};
+use crate::pipeline::{At, Step, StepKind};
+use crate::run::exec::{Ctx, Done, now_ms};
+use crate::run::outline::Entry;
+use crate::run::state::StepStatus;
+use crate::run::transcript::Event;
+
+/// The artifacts a leaf step produces: its `outputs`, and a `get`'s own artifact.
+pub(crate) fn produced(step: &Step) -> Vec<String> {
+    let mut out: Vec<String> = step.outputs.iter().map(|o| o.value.clone()).collect();
+    if let Some(g) = &step.get
+        && !out.contains(&g.value)
+    {
+        out.push(g.value.clone());
+    }
+    out
+}
+
+fn is_leaf(step: &Step) -> bool {
+    matches!(
+        step.kind(),
+        Ok(StepKind::Task(_)
+            | StepKind::Agent(_)
+            | StepKind::Get(_)
+            | StepKind::Put(_)
+            | StepKind::Approval)
+    )
+}
+
+/// Whether the cache may ever replay this step outside a resume or replay.
+fn replayable(step: &Step) -> bool {
+    !step.volatile
+        && matches!(
+            step.kind(),
+            Ok(StepKind::Task(_) | StepKind::Agent(_) | StepKind::Get(_))
+        )
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+impl<'a> Ctx<'a> {
+    fn step_cache(&self) -> Option<Arc<StepCache>> {
+        self.cache.clone()
+    }
+
+    /// The digest of an artifact tree (hashed once per run and path).
+    async fn tree(&self, cache: &Arc<StepCache>, path: PathBuf) -> Result<Digest, String> {
+        if let Some(Some((d, _))) = cache.with(|l| l.trees.get(&path).cloned()) {
+            return Ok(d);
+        }
+        let p = path.clone();
+        let m = blocking(move || digest::manifest(&p))
+            .await?
+            .map_err(|e| e.to_string())?;
+        let d = m.digest();
+        cache.with(|l| l.trees.insert(path, (d, Arc::new(m))));
+        Ok(d)
+    }
+
+    /// Works out a leaf step's key and replays it when a record allows; `None` means run it.
+    pub(crate) async fn cache_before(&self, step: &At<Step>, entry: &Entry) -> Option<Done> {
+        let cache = self.step_cache()?;
+        if !is_leaf(step) {
+            return None;
+        }
+        let seq = entry.seq;
+        let first_visit = cache.with(|l| l.visited.insert(seq)).unwrap_or(false);
+        if first_visit && let Some(of) = cache.recorded_from(seq) {
+            match cache.records.result(of, seq) {
+                Ok(Some(outcome)) => {
+                    if let Some(done) = self.replay(&cache, step, entry, outcome, of).await {
+                        return Some(done);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => eprintln!(
+                    "treadle: cannot read run {of}'s record of `{}`: {e}",
+                    entry.name
+                ),
+            }
+        }
+        let parts = match self.key_parts(&cache, step, entry).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return None,
+            Err(done) => return Some(done),
+        };
+        let key = parts.key();
+        cache.with(|l| {
+            l.keys.insert(seq, key);
+            l.parts.insert(seq, parts);
+        });
+        if !first_visit || cache.forced(seq) || !replayable(step) {
+            return None;
+        }
+        match cache.records.entry(&key) {
+            Ok(Some(outcome)) => {
+                let from = outcome.run;
+                self.replay(&cache, step, entry, outcome, from).await
+            }
+            Ok(None) => None,
+            Err(e) => {
+                eprintln!("treadle: cannot read the cache: {e}");
+                None
+            }
+        }
+    }
+
+    /// The parts of a step's key; `Ok(None)` when it cannot have one (an input nobody
+    /// produced: the step then fails as usual), `Err` when the step cannot run at all.
+    async fn key_parts(
+        &self,
+        cache: &Arc<StepCache>,
+        step: &At<Step>,
+        entry: &Entry,
+    ) -> Result<Option<KeyParts>, Done> {
+        let mut inputs = BTreeMap::new();
+        let mut before = std::collections::HashMap::new();
+        for name in step.inputs.iter().map(|i| i.value.clone()) {
+            let Some(path) = self.workspace.artifact(&name) else {
+                return Ok(None);
+            };
+            match self.tree(cache, path.clone()).await {
+                Ok(d) => inputs.insert(name.clone(), d),
+                Err(e) => return Err(Done::errored(format!("cannot hash input `{name}`: {e}"))),
+            };
+            before.insert(name, path);
+        }
+        cache.with(|l| l.inputs_before.insert(entry.seq, before));
+        let version = match step.kind() {
+            Ok(StepKind::Get(res)) => Some(self.resolve_version(cache, &res.value, entry).await?),
+            _ => None,
+        };
+        let config = key::config(self.loaded, step, version.as_deref())
+            .map_err(|e| Done::errored(e.to_string()))?;
+        let prev = cache
+            .with(|l| cache.chain.prev_key(entry.seq, &l.keys))
+            .unwrap_or(Digest::ZERO);
+        Ok(Some(KeyParts {
+            kind: entry.kind.to_owned(),
+            config: key::config_digest(&config),
+            inputs,
+            prev,
+        }))
+    }
+
+    /// Replays a recorded outcome; `None` when its objects are gone or corrupt.
+    async fn replay(
+        &self,
+        cache: &Arc<StepCache>,
+        step: &At<Step>,
+        entry: &Entry,
+        outcome: Outcome,
+        from_run: u64,
+    ) -> Option<Done> {
+        let started = std::time::Instant::now();
+        let names: Vec<String> = outcome.outputs.iter().map(|o| o.name.clone()).collect();
+        let restored = {
+            let (ws, cas, trees) = (
+                self.workspace.clone(),
+                cache.cas.clone(),
+                outcome.outputs.clone(),
+            );
+            let (seq, name, names) = (entry.seq, entry.name.clone(), names.clone());
+            blocking(move || -> Result<(), String> {
+                if trees.is_empty() {
+                    return Ok(());
+                }
+                let dir = ws
+                    .prepare(seq, &name, 0, &[], &[])
+                    .map_err(|e| e.to_string())?;
+                let result = trees
+                    .iter()
+                    .try_for_each(|t| cas.restore(&t.manifest, &dir.join(&t.name)));
+                let result = match result {
+                    Ok(()) => ws.collect(&dir, &names).map_err(|e| e.to_string()),
+                    Err(e @ CasError::Corrupt(_)) => Err(format!("corrupt: {e}")),
+                    Err(e) => Err(e.to_string()),
+                };
+                ws.discard(&dir);
+                result
+            })
+            .await
+            .and_then(|r| r)
+        };
+        if let Err(e) = restored {
+            eprintln!(
+                "treadle: cannot replay `{}` from the cache ({e}); running it again",
+                entry.name
+            );
+            // A corrupt entry must not be offered again.
+            let _ = cache.records.forget(&outcome.key);
+            return None;
+        }
+        for t in &outcome.outputs {
+            if let Some(path) = self.workspace.artifact(&t.name) {
+                cache.with(|l| {
+                    l.trees
+                        .insert(path, (t.digest, Arc::new(t.manifest.clone())))
+                });
+            }
+        }
+        if let (Some(v), Ok(StepKind::Get(res))) = (&outcome.version, step.kind()) {
+            let artifact = step
+                .get
+                .as_ref()
+                .map_or(res.value.clone(), |g| g.value.clone());
+            cache.with(|l| {
+                l.versions.insert(entry.seq, v.clone());
+                l.git_inputs
+                    .insert(artifact, (res.value.clone(), v.clone()));
+            });
+        }
+        cache.with(|l| {
+            l.keys.insert(entry.seq, outcome.key);
+            if outcome.run == from_run && cache.recorded_from(entry.seq).is_none() {
+                l.touched.push(outcome.key);
+            }
+        });
+        self.show_replay(entry, &outcome, from_run);
+        let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let o = outcome.clone();
+        let record = self.records.lock().ok().and_then(|mut records| {
+            let r = records.get_mut(entry.seq as usize)?;
+            r.status = StepStatus::Succeeded;
+            r.started_ms = Some(now_ms());
+            r.duration_ms = Some(took);
+            r.exit_code = o.exit_code;
+            r.stdout_tail = o.stdout_tail;
+            r.verdict = o.verdict;
+            r.usage = o.usage;
+            r.error = None;
+            Some(r.clone())
+        });
+        self.emit(Event::StepFinished {
+            run: self.run,
+            seq: entry.seq,
+            name: entry.name.clone(),
+            kind: entry.kind.to_owned(),
+            depth: entry.depth,
+            status: StepStatus::Succeeded,
+            duration_ms: took,
+            exit_code: outcome.exit_code,
+            verdict: outcome.verdict.clone(),
+            error: None,
+        });
+        let mine = Outcome {
+            run: self.run,
+            seq: entry.seq,
+            last_used_ms: now_ms(),
+            ..outcome.clone()
+        };
+        let (records, job, path) = (cache.records.clone(), cache.job.clone(), entry.path.clone());
+        let (store, run) = (self.store.clone(), self.run);
+        // A cache hit is written without an fsync of its own (the run's end persists it; a
+        // crash before only means it is replayed again); a step brought back from a resumed
+        // run's record is durable, since only that record could bring it back again.
+        let durable = cache.recorded_from(entry.seq).is_some();
+        let written = blocking(move || -> Result<(), String> {
+            if let Some(r) = record {
+                store.put_step_lazy(run, &r).map_err(|e| e.to_string())?;
+            }
+            records
+                .put_success(&job, &path, &mine, false, durable)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .and_then(|r| r);
+        if let Err(e) = written
+            && let Ok(mut slot) = self.state_error.lock()
+        {
+            slot.get_or_insert(e);
+        }
+        let route = outcome.verdict.as_ref().and_then(|v| {
+            step.routes()
+                .into_iter()
+                .find(|(name, _)| name == v)
+                .map(|(_, t)| t.value.clone())
+                .filter(|t| t != "next")
+        });
+        Some(Done {
+            route,
+            ..Done::ok()
+        })
+    }
+
+    fn show_replay(&self, entry: &Entry, outcome: &Outcome, from_run: u64) {
+        self.emit(Event::StepCached {
+            run: self.run,
+            seq: entry.seq,
+            name: entry.name.clone(),
+            kind: entry.kind.to_owned(),
+            depth: entry.depth,
+            key: outcome.key.hex(),
+            from_run,
+        });
+        for line in outcome.stdout_tail.lines() {
+            self.emit(Event::Output {
+                run: self.run,
+                seq: entry.seq,
+                stream: "stdout",
+                line: line.to_owned(),
+            });
+        }
+        for e in &outcome.events {
+            let what = e.get("what").and_then(|w| w.as_str()).unwrap_or("event");
+            if what == "text" {
+                // The final text is the tail shown above.
+                continue;
+            }
+            let data = e.get("data").cloned().unwrap_or_default();
+            let summary = match what {
+                "tool_call" => format!(
+                    "→ {}",
+                    data.get("name").and_then(|n| n.as_str()).unwrap_or("tool")
+                ),
+                other => other.to_owned(),
+            };
+            self.emit(Event::Agent {
+                run: self.run,
+                seq: entry.seq,
+                what: what.to_owned(),
+                data,
+                summary,
+            });
+        }
+    }
+
+    /// Stores a succeeded leaf step's outputs and record.
+    pub(crate) async fn cache_after(&self, step: &At<Step>, entry: &Entry) {
+        let Some(cache) = self.step_cache() else {
+            return;
+        };
+        let Some(Some(parts)) = cache.with(|l| l.parts.remove(&entry.seq)) else {
+            return;
+        };
+        if let Err(e) = self.git_work(&cache, step, entry).await {
+            eprintln!("treadle: {e}");
+        }
+        match self.record_success(&cache, step, entry, parts).await {
+            Ok(()) => {}
+            Err(e) => eprintln!("treadle: step `{}` was not cached: {e}", entry.name),
+        }
+    }
+
+    async fn record_success(
+        &self,
+        cache: &Arc<StepCache>,
+        step: &At<Step>,
+        entry: &Entry,
+        parts: KeyParts,
+    ) -> Result<(), String> {
+        let mut outputs = Vec::new();
+        let mut stored = 0u64;
+        for name in produced(step) {
+            let Some(path) = self.workspace.artifact(&name) else {
+                continue;
+            };
+            let (p, cas) = (path.clone(), cache.cas.clone());
+            let (m, bytes): (Manifest, u64) = blocking(move || -> Result<_, String> {
+                let m = digest::manifest(&p).map_err(|e| e.to_string())?;
+                let bytes = cas.store(&p, &m).map_err(|e| e.to_string())?;
+                Ok((m, bytes))
+            })
+            .await??;
+            stored += bytes;
+            let d = m.digest();
+            cache.with(|l| l.trees.insert(path, (d, Arc::new(m.clone()))));
+            outputs.push(OutputTree {
+                name,
+                digest: d,
+                manifest: m,
+            });
+        }
+        let record = self
+            .records
+            .lock()
+            .ok()
+            .and_then(|r| r.get(entry.seq as usize).cloned());
+        let events = {
+            let (store, run, seq) = (self.store.clone(), self.run, entry.seq);
+            blocking(move || store.agent_events(run, seq))
+                .await?
+                .unwrap_or_default()
+        };
+        let outcome = Outcome {
+            key: parts.key(),
+            parts,
+            run: self.run,
+            seq: entry.seq,
+            outputs,
+            exit_code: record.as_ref().and_then(|r| r.exit_code),
+            stdout_tail: record
+                .as_ref()
+                .map(|r| r.stdout_tail.clone())
+                .unwrap_or_default(),
+            verdict: record.as_ref().and_then(|r| r.verdict.clone()),
+            usage: record.as_ref().and_then(|r| r.usage.clone()),
+            events,
+            version: cache
+                .with(|l| l.versions.get(&entry.seq).cloned())
+                .flatten(),
+            last_used_ms: now_ms(),
+        };
+        let replay = replayable(step);
+        let (records, job, path) = (cache.records.clone(), cache.job.clone(), entry.path.clone());
+        blocking(move || records.put_success(&job, &path, &outcome, replay, true))
+            .await?
+            .map_err(|e| e.to_string())?;
+        if stored > 0 {
+            cache.with(|l| l.stored = true);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,104 @@
+//! Opening the cache for a run: which job a resumed or replayed run is of, checking that
+//! the earlier run exists, and linking the new run to it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::chain::Chain;
+use super::live::{Start, StartError, StepCache};
+use super::records::RecordError;
+use crate::pipeline::{Job, Loaded};
+use crate::run::outline::Outline;
+use crate::run::state::{RunStatus, StateError, Store};
+
+fn earlier(start: &Start) -> Option<u64> {
+    match start {
+        Start::Fresh => None,
+        Start::Resume(of) | Start::Replay(of, _) => Some(*of),
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StartError> + Send + 'static,
+) -> Result<T, StartError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(StartError::Records(RecordError::Db(e.to_string()))))
+}
+
+/// The job of the run being resumed or replayed (`None` for a fresh run).
+pub async fn earlier_job(store: &Arc<Store>, start: &Start) -> Result<Option<String>, StartError> {
+    let Some(of) = earlier(start) else {
+        return Ok(None);
+    };
+    let store = store.clone();
+    blocking(move || match store.run(of) {
+        Ok(r) => Ok(Some(r.job)),
+        Err(StateError::NoRun(n)) => Err(StartError::NoRun(n)),
+        Err(e) => Err(StartError::Records(RecordError::Db(e.to_string()))),
+    })
+    .await
+}
+
+/// The directory of the state file, where `cas/` and `git/` live.
+pub fn state_dir(store: &Store) -> PathBuf {
+    store
+        .path()
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Opens the cache for a run of `job`.
+pub async fn open(
+    store: &Arc<Store>,
+    loaded: &Loaded,
+    job: &Job,
+    start: &Start,
+) -> Result<Arc<StepCache>, StartError> {
+    let outline = Outline::of(job);
+    let chain = Chain::of(job, &outline);
+    let max = loaded
+        .pipeline
+        .cache
+        .as_ref()
+        .map_or(super::DEFAULT_MAX_SIZE, |c| c.max_bytes());
+    let (store, start, name) = (store.clone(), start.clone(), job.name.value.clone());
+    blocking(move || {
+        let exists = |id: u64| store.run(id).is_ok();
+        let cache = StepCache::open(
+            store.database(),
+            &state_dir(&store),
+            &name,
+            &outline,
+            chain,
+            &start,
+            &exists,
+            max,
+        )?;
+        Ok(Arc::new(cache))
+    })
+    .await
+}
+
+/// Links the new run to the one it resumes or replays; a resumed run that a killed
+/// process left `running` is closed as aborted.
+pub async fn link(store: &Arc<Store>, cache: &Arc<StepCache>, start: &Start, run: u64) {
+    let (store, cache, start) = (store.clone(), cache.clone(), start.clone());
+    let _ = tokio::task::spawn_blocking(move || {
+        // Best effort: the link is informational; the run goes on without it.
+        let _ = cache.link_run(run);
+        if let Start::Resume(of) = start
+            && let Ok(old) = store.run(of)
+            && old.status == RunStatus::Running
+        {
+            let took = crate::run::exec::now_ms().saturating_sub(old.started_ms);
+            let _ = store.end_run(
+                of,
+                RunStatus::Aborted,
+                took,
+                Some(format!("interrupted; resumed as run {run}")),
+            );
+        }
+    })
+    .await;
+}

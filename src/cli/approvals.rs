@@ -1,0 +1,107 @@
+//! `treadle approvals`, `treadle approve` and `treadle reject`: list and answer the
+//! approvals that running pipelines wait on, through the control directory beside the
+//! state file (see `crate::run::approval`); the state file itself stays with the run.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::EXIT_CONFIG;
+use crate::pipeline::duration::format_duration;
+use crate::run::approval::mailbox::{Answer, Mailbox, Reply};
+use crate::run::exec::now_ms;
+
+/// The state file of `file`: `--state`, else `.treadle/state.redb` beside it.
+pub(super) fn state_of(file: &Path, state: Option<PathBuf>) -> PathBuf {
+    state.unwrap_or_else(|| {
+        let dir = file
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        dir.join(".treadle").join("state.redb")
+    })
+}
+
+fn since(ms: u64, now: u64) -> String {
+    format_duration(Duration::from_millis(now.saturating_sub(ms)))
+}
+
+pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
+    let mailbox = Mailbox::of_state(&state_of(file, state));
+    let pending = match mailbox.pending() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    if pending.is_empty() {
+        println!("no approvals waiting");
+        return 0;
+    }
+    let now = now_ms();
+    println!(
+        "{:>5} {:>5}  {:<20} {:<12} {:>8}  {:<22} message",
+        "run", "step", "name", "job", "waiting", "deadline"
+    );
+    for p in pending {
+        let deadline = match p.deadline_ms {
+            Some(d) if d > now => format!(
+                "in {} → {}",
+                format_duration(Duration::from_millis(d - now)),
+                match p.on_timeout {
+                    Answer::Approve => "approve",
+                    Answer::Reject => "reject",
+                }
+            ),
+            Some(_) => "passed".to_owned(),
+            None => "none".to_owned(),
+        };
+        let mut message = p.message.clone().unwrap_or_default();
+        if !p.alive() {
+            message = format!("(its process {} is gone) {message}", p.pid);
+        }
+        println!(
+            "{:>5} {:>5}  {:<20} {:<12} {:>8}  {:<22} {}",
+            p.run,
+            p.seq,
+            p.name,
+            p.job,
+            since(p.asked_ms, now),
+            deadline,
+            message.lines().next().unwrap_or_default()
+        );
+    }
+    0
+}
+
+pub(super) fn answer(
+    run: u64,
+    step: &str,
+    file: &Path,
+    state: Option<PathBuf>,
+    answer: Answer,
+) -> u8 {
+    let mailbox = Mailbox::of_state(&state_of(file, state));
+    let reply = Reply {
+        answer,
+        by: std::env::var("USER")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "someone".to_owned()),
+        at_ms: now_ms(),
+    };
+    match mailbox.answer(run, step, &reply) {
+        Ok(p) => {
+            let verb = match answer {
+                Answer::Approve => "approved",
+                Answer::Reject => "rejected",
+            };
+            println!("{verb} run {} step {} ({})", p.run, p.seq, p.name);
+            0
+        }
+        Err(e) => {
+            eprintln!("{e}\nhint: `treadle approvals` lists the approvals waiting now");
+            EXIT_CONFIG
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `treadle runs --cost`: tokens and cost per run, or per step of one run, from the usage
+//! each agent step recorded. A step whose model has no price is unpriced, and so is any
+//! total that includes one: a missing price is never counted as free.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::EXIT_CONFIG;
+use super::approvals::state_of;
+use crate::run::state::{StepRecord, Store};
+
+/// Tokens and cost summed over steps.
+#[derive(Default)]
+struct Total {
+    prompt: u64,
+    completion: u64,
+    cached: u64,
+    usd: f64,
+    unpriced: bool,
+    agents: usize,
+}
+
+impl Total {
+    fn add(&mut self, usage: &Value) {
+        let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        self.prompt += n("prompt_tokens");
+        self.completion += n("completion_tokens");
+        self.cached += n("cached_tokens");
+        self.agents += 1;
+        match usage
+            .get("cost")
+            .and_then(|c| c.get("usd"))
+            .and_then(Value::as_f64)
+        {
+            Some(usd) => self.usd += usd,
+            None => self.unpriced = true,
+        }
+    }
+
+    fn of(steps: &[StepRecord]) -> Self {
+        let mut t = Self::default();
+        for u in steps.iter().filter_map(|s| s.usage.as_ref()) {
+            t.add(u);
+        }
+        t
+    }
+
+    fn cost(&self) -> String {
+        match (self.agents, self.unpriced) {
+            (0, _) => "-".to_owned(),
+            (_, true) => "unpriced".to_owned(),
+            (_, false) => format!("${:.4}", self.usd),
+        }
+    }
+
+    fn row(&self) -> String {
+        format!(
+            "{:>9} {:>10} {:>8} {:>10}",
+            self.prompt,
+            self.completion,
+            self.cached,
+            self.cost()
+        )
+    }
+}
+
+const HEADER: &str = "   prompt completion   cached       cost";
+
+pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
+    let path = state_of(file, state);
+    if !path.exists() {
+        eprintln!(
+            "{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`",
+            file.display(),
+            path.display(),
+            file.display()
+        );
+        return EXIT_CONFIG;
+    }
+    let shown = Store::open(&path).and_then(|store| match steps {
+        None => {
+            println!("{:>5}  {:<16} {:<10} {HEADER}", "run", "job", "status");
+            for r in store.runs()? {
+                let total = Total::of(&store.steps(r.id)?);
+                println!(
+                    "{:>5}  {:<16} {:<10} {}",
+                    r.id,
+                    r.job,
+                    r.status.as_str(),
+                    total.row()
+                );
+            }
+            Ok(())
+        }
+        Some(run) => {
+            store.run(run)?;
+            let list = store.steps(run)?;
+            println!("{:<24} {:<20} {HEADER}", "step", "model");
+            for s in list.iter().filter(|s| s.usage.is_some()) {
+                let mut t = Total::default();
+                let model = s
+                    .usage
+                    .as_ref()
+                    .and_then(|u| u.get("model"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("-")
+                    .to_owned();
+                if let Some(u) = &s.usage {
+                    t.add(u);
+                }
+                println!("{:<24} {:<20} {}", s.name, model, t.row());
+            }
+            println!("{:<24} {:<20} {}", "total", "", Total::of(&list).row());
+            Ok(())
+        }
+    });
+    match shown {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{e}");
+            EXIT_CONFIG
+        }
+    }
+}

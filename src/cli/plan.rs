@@ -1,0 +1,56 @@
+//! `treadle plan`: which steps a run would execute and which it would replay, and why
+//! each that would run does (see `crate::cache::plan`).
+
+use std::path::Path;
+
+use super::EXIT_CONFIG;
+use crate::cache::plan;
+use crate::cache::records::Records;
+use crate::pipeline::{self, CheckScope};
+use crate::run::state::Store;
+
+pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
+    let scope = CheckScope {
+        job,
+        env: &pipeline::model::process_env,
+        machine: false,
+    };
+    let loaded = match pipeline::load(file, &scope) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let path = crate::run::default_state_path(&loaded);
+    // No state file yet: nothing is cached, and planning must not create one.
+    let store = if path.exists() {
+        match Store::open(&path) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("{e}");
+                return EXIT_CONFIG;
+            }
+        }
+    } else {
+        None
+    };
+    let records = match store.as_ref().map(|s| Records::open(s.database())) {
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => {
+            eprintln!("{}: {e}", path.display());
+            return EXIT_CONFIG;
+        }
+        None => None,
+    };
+    for j in loaded
+        .pipeline
+        .jobs
+        .iter()
+        .filter(|j| job.is_none_or(|n| j.name.value == n))
+    {
+        let lines = plan::plan(&loaded, j, records.as_ref());
+        print!("{}", plan::render(&j.name.value, &lines));
+    }
+    0
+}

@@ -1,0 +1,108 @@
+//! `treadle test`: runs every job of a pipeline, one after the other in one state file,
+//! and reports which passed. A job passes when its run succeeds, which includes every
+//! step's `assert:` and the job's own `assert: { execution, outcome }` (an asserted
+//! `outcome: failure` that happened is a pass).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, wiring};
+use crate::pipeline::duration::format_duration;
+use crate::pipeline::{self, CheckScope};
+use crate::run::{self, RunOptions, Status, Style};
+
+pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 {
+    let scope = CheckScope {
+        job: None,
+        env: &pipeline::model::process_env,
+        machine: false,
+    };
+    let loaded = match pipeline::load(file, &scope) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let state_path = state.unwrap_or_else(|| run::default_state_path(&loaded));
+    let store = match run::open_store(state_path).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{}: {e}", file.display());
+            return EXIT_CONFIG;
+        }
+    };
+    let cancel = CancellationToken::new();
+    let watcher = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.cancel();
+            }
+        })
+    };
+    let agents = wiring::default_agent_runner(loaded.pipeline.prices.clone());
+    let mut results = Vec::new();
+    for job in loaded.pipeline.jobs.iter().map(|j| j.name.value.clone()) {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let options = RunOptions {
+            job: Some(job.clone()),
+            style: Style::detect(json),
+            state: None,
+            cancel: cancel.clone(),
+        };
+        let started = Instant::now();
+        let report = run::run_in(
+            &loaded,
+            options,
+            store.clone(),
+            agents.clone(),
+            wiring::default_checker(),
+        )
+        .await;
+        match report {
+            Ok(r) => results.push((job, r.status, r.error, started.elapsed())),
+            Err(e) => {
+                eprintln!("{}: job {job}: {e}", file.display());
+                watcher.abort();
+                return EXIT_CONFIG;
+            }
+        }
+    }
+    watcher.abort();
+    let summary = |line: String| {
+        // With --json, stdout holds only events; the verdicts go to stderr.
+        if json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    summary(String::new());
+    let mut failed = 0;
+    for (job, status, error, took) in &results {
+        let took = format_duration(*took);
+        if *status == Status::Succeeded {
+            summary(format!("test {job} ... ok ({took})"));
+        } else {
+            failed += 1;
+            let why = error.as_deref().unwrap_or("failed");
+            summary(format!("test {job} ... FAILED ({took}): {why}"));
+        }
+    }
+    summary(format!(
+        "{} passed, {failed} failed",
+        results.len() - failed
+    ));
+    if cancel.is_cancelled() {
+        EXIT_INTERRUPTED
+    } else if failed > 0 {
+        EXIT_FAILED
+    } else {
+        0
+    }
+}

@@ -1,0 +1,328 @@
+//! Running `get:` and `put:` on the built-in git resource, and committing or wiping an
+//! agent's work on a git input.
+//!
+//! An agent step changes a git input only when the input is also one of its outputs (the
+//! workspace then gives it a writable copy). After it succeeds, with `commit: MESSAGE`
+//! that tree is committed on top of the fetched commit and pushed to the resource's
+//! branch, and later steps see it; without `commit:` the artifact goes back to what was
+//! fetched — every edit, new file and deletion is dropped — and only the step's other
+//! outputs survive. Inputs carry no `.git`, so an agent cannot make commits of its own.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{GitSource, ResourceError, git};
+use crate::cache::StepCache;
+use crate::pipeline::{At, Step};
+use crate::run::exec::{Ctx, Done};
+use crate::run::outline::Entry;
+use crate::run::transcript::Event;
+use crate::run::workspace::copy_tree;
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ResourceError> + Send + 'static,
+) -> Result<T, ResourceError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(ResourceError::Git(git::GitError::Failed {
+            what: "task",
+            detail: e.to_string(),
+        }))
+    })
+}
+
+impl<'a> Ctx<'a> {
+    fn git_source(&self, resource: &str) -> Result<GitSource, ResourceError> {
+        let r = self
+            .loaded
+            .pipeline
+            .resources
+            .iter()
+            .find(|r| r.name.value == resource)
+            .ok_or_else(|| ResourceError::Unknown(resource.to_owned()))?;
+        let mut src = GitSource::of(r)?;
+        // A relative local path means "beside the pipeline", wherever treadle runs from.
+        let local = !src.uri.contains("://") && !src.uri.contains(':');
+        if local && !src.uri.starts_with('/') {
+            src.uri = self
+                .loaded
+                .dir
+                .join(&src.uri)
+                .to_string_lossy()
+                .into_owned();
+        }
+        Ok(src)
+    }
+
+    fn git_dir(&self) -> PathBuf {
+        self.cache
+            .as_ref()
+            .map_or_else(|| self.workspace.root().join("git"), |c| c.git_dir.clone())
+    }
+
+    /// The commit a `get` of `resource` fetches; remembered for the step.
+    pub(crate) async fn resolve_version(
+        &self,
+        cache: &Arc<StepCache>,
+        resource: &str,
+        entry: &Entry,
+    ) -> Result<String, Done> {
+        let src = self
+            .git_source(resource)
+            .map_err(|e| Done::errored(e.to_string()))?;
+        let commit = blocking(move || Ok(git::resolve(&src.uri, &src.branch)?))
+            .await
+            .map_err(|e| Done::errored(e.to_string()))?;
+        cache.with(|l| l.versions.insert(entry.seq, commit.clone()));
+        Ok(commit)
+    }
+
+    fn say(&self, entry: &Entry, line: String) {
+        self.emit(Event::Output {
+            run: self.run,
+            seq: entry.seq,
+            stream: "stdout",
+            line,
+        });
+    }
+
+    /// `get:` a git resource into the artifact named by the step.
+    pub(crate) async fn get_step(
+        &'a self,
+        step: &'a Step,
+        entry: &'a Entry,
+        attempt: u32,
+        resource: &'a str,
+    ) -> Done {
+        let src = match self.git_source(resource) {
+            Ok(s) => s,
+            Err(e) => return Done::errored(e.to_string()),
+        };
+        let known = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.with(|l| l.versions.get(&entry.seq).cloned()).flatten());
+        let artifact = step
+            .get
+            .as_ref()
+            .map_or_else(|| resource.to_owned(), |g| g.value.clone());
+        let (ws, mirror) = (
+            self.workspace.clone(),
+            git::mirror_of(&self.git_dir(), &src.uri),
+        );
+        let (seq, name, art) = (entry.seq, entry.name.clone(), artifact.clone());
+        let fetched = blocking(move || {
+            let commit = match known {
+                Some(c) => c,
+                None => git::resolve(&src.uri, &src.branch)?,
+            };
+            git::fetch(&mirror, &src.uri, &src.branch, &commit)?;
+            let dir = ws
+                .prepare(seq, &name, attempt, &[], std::slice::from_ref(&art))
+                .map_err(|e| git::GitError::Failed {
+                    what: "checkout",
+                    detail: e.to_string(),
+                })?;
+            git::export(&mirror, &commit, &dir.join(&art))?;
+            ws.collect(&dir, std::slice::from_ref(&art))
+                .map_err(|e| git::GitError::Failed {
+                    what: "checkout",
+                    detail: e.to_string(),
+                })?;
+            ws.discard(&dir);
+            Ok((commit, src))
+        })
+        .await;
+        let (commit, src) = match fetched {
+            Ok(c) => c,
+            Err(e) => return Done::errored(e.to_string()),
+        };
+        let line = format!("fetched {} {} at {commit}", src.uri, src.branch);
+        self.say(entry, line.clone());
+        if let Some(c) = &self.cache {
+            c.with(|l| {
+                l.versions.insert(entry.seq, commit.clone());
+                l.git_inputs
+                    .insert(artifact, (resource.to_owned(), commit.clone()));
+            });
+        }
+        self.update(entry.seq, |r| r.stdout_tail = format!("{line}\n"))
+            .await;
+        Done::ok()
+    }
+
+    /// `put:` an artifact to a git resource as a commit on its branch.
+    pub(crate) async fn put_step(
+        &'a self,
+        step: &'a Step,
+        entry: &'a Entry,
+        resource: &'a str,
+    ) -> Done {
+        let src = match self.git_source(resource) {
+            Ok(s) => s,
+            Err(e) => return Done::errored(e.to_string()),
+        };
+        let param = |k: &str| {
+            step.params
+                .as_ref()
+                .and_then(|p| p.get(k))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        let Some(artifact) =
+            param("repository").or_else(|| step.inputs.first().map(|i| i.value.clone()))
+        else {
+            return Done::errored(format!(
+                "put `{}` has nothing to push: give `params: {{ repository: ARTIFACT }}` or an input",
+                entry.name
+            ));
+        };
+        let Some(path) = self.workspace.artifact(&artifact) else {
+            return Done::failed(format!(
+                "input `{artifact}` was not produced by any step that ran"
+            ));
+        };
+        let message =
+            param("message").unwrap_or_else(|| format!("treadle run {}: {}", self.run, entry.name));
+        let mirror = git::mirror_of(&self.git_dir(), &src.uri);
+        let pushed = blocking(move || {
+            let parent = match git::resolve(&src.uri, &src.branch) {
+                Ok(c) => {
+                    git::fetch(&mirror, &src.uri, &src.branch, &c)?;
+                    Some(c)
+                }
+                // Pushing creates the branch.
+                Err(git::GitError::NoBranch { .. }) => {
+                    git::fetch_init(&mirror)?;
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let commit = git::commit_tree(&mirror, &path, parent.as_deref(), &message)?;
+            git::push(&mirror, &src.uri, &commit, &src.branch)?;
+            Ok((commit, src))
+        })
+        .await;
+        match pushed {
+            Ok((commit, src)) => {
+                let line = format!("pushed {commit} to {} {}", src.uri, src.branch);
+                self.say(entry, line.clone());
+                self.update(entry.seq, |r| r.stdout_tail = format!("{line}\n"))
+                    .await;
+                Done::ok()
+            }
+            Err(e) => Done::errored(e.to_string()),
+        }
+    }
+
+    /// After an agent step succeeded: commit its work on git inputs, or wipe it.
+    pub(crate) async fn git_work(
+        &self,
+        cache: &Arc<StepCache>,
+        step: &At<Step>,
+        entry: &Entry,
+    ) -> Result<(), ResourceError> {
+        if step.agent.is_none() {
+            return Ok(());
+        }
+        let outputs: Vec<&str> = step.outputs.iter().map(|o| o.value.as_str()).collect();
+        let touched: Vec<(String, String, String)> = step
+            .inputs
+            .iter()
+            .filter(|i| outputs.contains(&i.value.as_str()))
+            .filter_map(|i| {
+                cache
+                    .with(|l| l.git_inputs.get(&i.value).cloned())
+                    .flatten()
+                    .map(|(res, commit)| (i.value.clone(), res, commit))
+            })
+            .collect();
+        for (artifact, resource, commit) in touched {
+            match step
+                .commit
+                .as_deref()
+                .map(str::trim)
+                .filter(|m| !m.is_empty())
+            {
+                Some(message) => {
+                    self.commit_work(cache, entry, &artifact, &resource, &commit, message)
+                        .await?;
+                }
+                None => self.wipe_work(cache, entry, &artifact).await?,
+            }
+        }
+        Ok(())
+    }
+
+    async fn commit_work(
+        &self,
+        cache: &Arc<StepCache>,
+        entry: &Entry,
+        artifact: &str,
+        resource: &str,
+        parent: &str,
+        message: &str,
+    ) -> Result<(), ResourceError> {
+        let src = self.git_source(resource)?;
+        let Some(path) = self.workspace.artifact(artifact) else {
+            return Ok(());
+        };
+        let mirror = git::mirror_of(&self.git_dir(), &src.uri);
+        let (parent, message) = (parent.to_owned(), message.to_owned());
+        let (commit, src) = blocking(move || {
+            let commit = git::commit_tree(&mirror, &path, Some(&parent), &message)?;
+            git::push(&mirror, &src.uri, &commit, &src.branch)?;
+            Ok((commit, src))
+        })
+        .await?;
+        self.say(
+            entry,
+            format!("committed {commit} to {} {}", src.uri, src.branch),
+        );
+        cache.with(|l| {
+            l.git_inputs
+                .insert(artifact.to_owned(), (resource.to_owned(), commit))
+        });
+        Ok(())
+    }
+
+    async fn wipe_work(
+        &self,
+        cache: &Arc<StepCache>,
+        entry: &Entry,
+        artifact: &str,
+    ) -> Result<(), ResourceError> {
+        let Some(Some(before)) = cache.with(|l| {
+            l.inputs_before
+                .get(&entry.seq)
+                .and_then(|m| m.get(artifact).cloned())
+        }) else {
+            return Ok(());
+        };
+        let ws = self.workspace.clone();
+        let (seq, name, art) = (
+            entry.seq,
+            format!("{}-wipe", entry.name),
+            artifact.to_owned(),
+        );
+        blocking(move || {
+            let fail = |e: &dyn std::fmt::Display| {
+                ResourceError::Git(git::GitError::Failed {
+                    what: "wipe",
+                    detail: e.to_string(),
+                })
+            };
+            let dir = ws.prepare(seq, &name, 0, &[], &[]).map_err(|e| fail(&e))?;
+            copy_tree(&before, &dir.join(&art), true).map_err(|e| fail(&e))?;
+            ws.collect(&dir, std::slice::from_ref(&art))
+                .map_err(|e| fail(&e))?;
+            ws.discard(&dir);
+            Ok(())
+        })
+        .await?;
+        self.say(
+            entry,
+            format!("wiped the agent's changes to `{artifact}` (no `commit:`)"),
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,348 @@
+//! The approval control directory shared by a waiting run and the commands that answer it.
+//!
+//! `RUN-SEQ.pending.json` is written by the waiting run, `RUN-SEQ.answer.json` by
+//! `treadle approve` / `treadle reject`. Both are written whole to a temporary name first
+//! and then linked into place, so a reader never sees half a file; the answer is linked
+//! with `hard_link`, which fails when the name exists, so the first answer wins.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// How often a waiting run looks for an answer: short enough to feel immediate, long
+/// enough to cost nothing measurable.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// The control directory of a state file: `state.redb` → `state.approvals/`.
+pub fn dir_for(state: &Path) -> PathBuf {
+    state.with_extension("approvals")
+}
+
+/// An answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// Go on.
+    Approve,
+    /// Fail the step.
+    Reject,
+}
+
+impl Answer {
+    /// `approve` or `reject`, as written in `on_timeout:`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "approve" => Some(Self::Approve),
+            "reject" => Some(Self::Reject),
+            _ => None,
+        }
+    }
+}
+
+/// What a waiting run publishes about itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pending {
+    /// The run.
+    pub run: u64,
+    /// The step's number in the run.
+    pub seq: u32,
+    /// The step's name.
+    pub name: String,
+    /// The step's `message:`.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// The job.
+    pub job: String,
+    /// When it was asked (ms since the Unix epoch).
+    pub asked_ms: u64,
+    /// When it times out.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// What happens then.
+    pub on_timeout: Answer,
+    /// The waiting process, to tell a live wait from one whose process died.
+    pub pid: u32,
+}
+
+impl Pending {
+    /// Whether the waiting process still exists.
+    pub fn alive(&self) -> bool {
+        let Some(pid) = i32::try_from(self.pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return false;
+        };
+        // EPERM: it exists but belongs to someone else, which still counts as waiting.
+        match rustix::process::test_kill_process(pid) {
+            Ok(()) => true,
+            Err(e) => e == rustix::io::Errno::PERM,
+        }
+    }
+}
+
+/// The answer a person gave.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reply {
+    /// Approve or reject.
+    pub answer: Answer,
+    /// Who answered (`$USER`, else `someone`).
+    pub by: String,
+    /// When (ms since the Unix epoch).
+    pub at_ms: u64,
+}
+
+/// Why the control directory could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum MailboxError {
+    /// A file could not be read, written or removed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file is not in the expected format.
+    #[error("{} is not a valid approval file: {reason}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Nothing waits at that run and step.
+    #[error("run {run} has no approval waiting at step `{step}`")]
+    NoPending {
+        /// The run asked about.
+        run: u64,
+        /// The step, as given.
+        step: String,
+    },
+    /// Someone answered first.
+    #[error("the approval at run {run} step {seq} has already been answered")]
+    AlreadyAnswered {
+        /// The run.
+        run: u64,
+        /// The step.
+        seq: u32,
+    },
+    /// The waiting process is gone, so nobody would read the answer.
+    #[error("run {run} is no longer running (process {pid} exited while it waited)")]
+    NotRunning {
+        /// The run.
+        run: u64,
+        /// Its process.
+        pid: u32,
+    },
+}
+
+/// The control directory.
+#[derive(Debug, Clone)]
+pub struct Mailbox {
+    dir: PathBuf,
+}
+
+fn io<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> MailboxError + 'p {
+    move |source| MailboxError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Mailbox {
+    /// The control directory of this state file.
+    pub fn of_state(state: &Path) -> Self {
+        Self {
+            dir: dir_for(state),
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn pending_path(&self, run: u64, seq: u32) -> PathBuf {
+        self.dir.join(format!("{run}-{seq}.pending.json"))
+    }
+
+    fn answer_path(&self, run: u64, seq: u32) -> PathBuf {
+        self.dir.join(format!("{run}-{seq}.answer.json"))
+    }
+
+    /// Writes `value` to a temporary file in the directory and returns its path.
+    fn stage<T: Serialize>(&self, value: &T, tag: &str) -> Result<PathBuf, MailboxError> {
+        std::fs::create_dir_all(&self.dir).map_err(io("cannot create", &self.dir))?;
+        let tmp = self.dir.join(format!(".{tag}.{}.tmp", std::process::id()));
+        let bytes = serde_json::to_vec_pretty(value).map_err(|e| MailboxError::Corrupt {
+            path: tmp.clone(),
+            reason: e.to_string(),
+        })?;
+        std::fs::write(&tmp, bytes).map_err(io("cannot write", &tmp))?;
+        Ok(tmp)
+    }
+
+    /// Publishes that a run waits (replacing an earlier file of the same step, e.g. from an
+    /// earlier attempt), and removes a stale answer.
+    pub fn park(&self, pending: &Pending) -> Result<(), MailboxError> {
+        let answer = self.answer_path(pending.run, pending.seq);
+        remove(&answer)?;
+        let tmp = self.stage(pending, &format!("{}-{}", pending.run, pending.seq))?;
+        let path = self.pending_path(pending.run, pending.seq);
+        std::fs::rename(&tmp, &path).map_err(io("cannot write", &path))
+    }
+
+    /// The answer to a waiting approval, once there is one.
+    pub fn reply(&self, run: u64, seq: u32) -> Result<Option<Reply>, MailboxError> {
+        read(&self.answer_path(run, seq))
+    }
+
+    /// Removes both files of an approval (it was answered, timed out or aborted).
+    pub fn clear(&self, run: u64, seq: u32) -> Result<(), MailboxError> {
+        remove(&self.pending_path(run, seq))?;
+        remove(&self.answer_path(run, seq))
+    }
+
+    /// Every waiting approval, oldest run and step first.
+    pub fn pending(&self) -> Result<Vec<Pending>, MailboxError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io("cannot read", &self.dir)(e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(io("cannot read", &self.dir))?.path();
+            let is_pending = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".pending.json") && !n.starts_with('.'));
+            if is_pending && let Some(p) = read::<Pending>(&path)? {
+                out.push(p);
+            }
+        }
+        out.sort_by_key(|p| (p.run, p.seq));
+        Ok(out)
+    }
+
+    /// Answers the approval of `run` at `step` (its number, or its name).
+    pub fn answer(&self, run: u64, step: &str, reply: &Reply) -> Result<Pending, MailboxError> {
+        let waiting = self
+            .pending()?
+            .into_iter()
+            .find(|p| p.run == run && (p.seq.to_string() == step || p.name == step))
+            .ok_or_else(|| MailboxError::NoPending {
+                run,
+                step: step.to_owned(),
+            })?;
+        if !waiting.alive() {
+            return Err(MailboxError::NotRunning {
+                run,
+                pid: waiting.pid,
+            });
+        }
+        let tmp = self.stage(reply, &format!("answer-{run}-{}", waiting.seq))?;
+        let path = self.answer_path(run, waiting.seq);
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(waiting),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(MailboxError::AlreadyAnswered {
+                run,
+                seq: waiting.seq,
+            }),
+            Err(e) => Err(io("cannot write", &path)(e)),
+        }
+    }
+}
+
+fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, MailboxError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| MailboxError::Corrupt {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            }),
+        // Answered and cleared between listing and reading: nothing to report.
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io("cannot read", path)(e)),
+    }
+}
+
+fn remove(path: &Path) -> Result<(), MailboxError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io("cannot remove", path)(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(run: u64, seq: u32) -> Pending {
+        Pending {
+            run,
+            seq,
+            name: "deploy".into(),
+            message: None,
+            job: "j".into(),
+            asked_ms: 0,
+            deadline_ms: None,
+            on_timeout: Answer::Reject,
+            pid: std::process::id(),
+        }
+    }
+
+    fn reply(answer: Answer) -> Reply {
+        Reply {
+            answer,
+            by: "tester".into(),
+            at_ms: 1,
+        }
+    }
+
+    #[test]
+    fn the_first_answer_wins_and_clear_removes_both_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mb = Mailbox::of_state(&dir.path().join("state.redb"));
+        mb.park(&pending(3, 2)).unwrap();
+        assert_eq!(mb.pending().unwrap().len(), 1);
+        assert!(mb.reply(3, 2).unwrap().is_none());
+        mb.answer(3, "deploy", &reply(Answer::Approve)).unwrap();
+        assert!(matches!(
+            mb.answer(3, "2", &reply(Answer::Reject)),
+            Err(MailboxError::AlreadyAnswered { run: 3, seq: 2 })
+        ));
+        assert_eq!(mb.reply(3, 2).unwrap().unwrap().answer, Answer::Approve);
+        mb.clear(3, 2).unwrap();
+        assert!(mb.pending().unwrap().is_empty());
+        assert!(matches!(
+            mb.answer(3, "2", &reply(Answer::Approve)),
+            Err(MailboxError::NoPending { .. })
+        ));
+    }
+
+    #[test]
+    fn a_dead_waiter_is_not_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let mb = Mailbox::of_state(&dir.path().join("state.redb"));
+        let mut p = pending(1, 0);
+        // Beyond Linux's pid_max: no such process.
+        p.pid = 4_194_304 + 17;
+        mb.park(&p).unwrap();
+        assert!(matches!(
+            mb.answer(1, "0", &reply(Answer::Approve)),
+            Err(MailboxError::NotRunning { .. })
+        ));
+    }
+}

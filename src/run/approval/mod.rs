@@ -1,0 +1,86 @@
+//! Approval steps: a run parks until a person answers, from another terminal.
+//!
+//! # Design
+//!
+//! The running `treadle run` holds `.treadle/state.redb` open, and redb lets one process
+//! open a file at a time, so `treadle approve` cannot write the answer into the state
+//! file. Instead the two processes meet in a small control directory beside it,
+//! `.treadle/state.approvals/` (named after the state file, so `--state` files do not
+//! share one), see [`mailbox`]:
+//!
+//! * the waiting run records the approval in the state file as `pending` (that is the
+//!   durable record) and writes `RUN-SEQ.pending.json` (who waits, for what, until when);
+//! * `treadle approvals` lists the pending files; `treadle approve RUN N` and
+//!   `treadle reject RUN N` write `RUN-SEQ.answer.json`, atomically and first answer wins
+//!   (a hard link of a complete temporary file);
+//! * the waiting run polls for the answer (every [`mailbox::POLL`]), records it in the
+//!   state file itself, and removes both files.
+//!
+//! Files instead of a socket: nothing to keep listening, an answer given while the run is
+//! between polls is not lost, and everything is plain files a person can inspect.
+//!
+//! # Deadlines and headless runs
+//!
+//! An approval's `timeout:` is its deadline, and `on_timeout: approve | reject` (default
+//! `reject`) decides when it passes. A run whose standard input is not a terminal (CI,
+//! a test) is headless: an approval there without a `timeout:` is rejected at once, since
+//! it could wait forever for nobody (fail closed). With a `timeout:` it waits for an
+//! answer from `treadle approve` up to the deadline, headless or not.
+
+pub mod mailbox;
+pub mod step;
+
+use serde::{Deserialize, Serialize};
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    /// Waiting for an answer.
+    Pending,
+    /// Approved: the run went on.
+    Approved,
+    /// Rejected: the step failed.
+    Rejected,
+    /// The run was interrupted while waiting.
+    Aborted,
+}
+
+impl ApprovalStatus {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Aborted => "aborted",
+        }
+    }
+}
+
+/// One approval, as the state file records it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// The run.
+    pub run: u64,
+    /// The step's number in the run (as `treadle approve RUN N` takes it).
+    pub seq: u32,
+    /// The step's name.
+    pub name: String,
+    /// The step's `message:`.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Where it stands.
+    pub status: ApprovalStatus,
+    /// When it was asked, in milliseconds since the Unix epoch.
+    pub asked_ms: u64,
+    /// When it times out, if it has a `timeout:`.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// When it was answered.
+    #[serde(default)]
+    pub answered_ms: Option<u64>,
+    /// Who or what answered: a user name, `timeout`, `headless`.
+    #[serde(default)]
+    pub by: Option<String>,
+}

@@ -1,0 +1,196 @@
+//! Running an approval step: record it, publish it in the control directory, wait for an
+//! answer, the deadline or Ctrl-C, and record how it ended.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::mailbox::{Answer, Mailbox, MailboxError, POLL, Pending, Reply};
+use super::{ApprovalRecord, ApprovalStatus};
+use crate::pipeline::Step;
+use crate::pipeline::duration::format_duration;
+use crate::run::exec::{Ctx, Done, now_ms};
+use crate::run::outline::Entry;
+use crate::run::transcript::Event;
+
+/// How a wait ended.
+enum Outcome {
+    Answered(Reply),
+    TimedOut(Answer),
+    Aborted,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl<'a> Ctx<'a> {
+    /// Runs an `approval:` step; its `timeout:` is the deadline (the walker does not apply
+    /// it, so that `on_timeout` can decide).
+    pub(crate) async fn approval(
+        &'a self,
+        step: &'a Step,
+        entry: &'a Entry,
+        cancel: CancellationToken,
+    ) -> Done {
+        let deadline = step.timeout.as_ref().map(|t| t.value.0);
+        let on_timeout = step
+            .on_timeout
+            .as_ref()
+            .and_then(|t| Answer::parse(&t.value))
+            .unwrap_or(Answer::Reject);
+        let asked_ms = now_ms();
+        let mut record = ApprovalRecord {
+            run: self.run,
+            seq: entry.seq,
+            name: entry.name.clone(),
+            message: step.message.clone(),
+            status: ApprovalStatus::Pending,
+            asked_ms,
+            deadline_ms: deadline.map(|d| asked_ms.saturating_add(millis(d))),
+            answered_ms: None,
+            by: None,
+        };
+        // Fail closed: without a deadline, a run nobody watches would wait forever.
+        if deadline.is_none() && !std::io::stdin().is_terminal() {
+            record.status = ApprovalStatus::Rejected;
+            record.answered_ms = Some(asked_ms);
+            record.by = Some("headless".to_owned());
+            self.record_approval(&record).await;
+            return Done::failed(format!(
+                "approval `{}` was rejected: this run is headless (stdin is not a terminal) and \
+                 the approval has no `timeout:`; give it one to wait for `treadle approve`",
+                entry.name
+            ));
+        }
+        self.record_approval(&record).await;
+        let mailbox = Mailbox::of_state(self.store.path());
+        let pending = Pending {
+            run: self.run,
+            seq: entry.seq,
+            name: entry.name.clone(),
+            message: step.message.clone(),
+            job: self.job.name.value.clone(),
+            asked_ms,
+            deadline_ms: record.deadline_ms,
+            on_timeout,
+            pid: std::process::id(),
+        };
+        if let Err(e) = mailbox.park(&pending) {
+            return Done::errored(format!("cannot park the run for approval: {e}"));
+        }
+        let (run, seq) = (self.run, entry.seq);
+        let answer = format!("{run} {seq}{}", self.answer_args());
+        let wait = deadline.map_or_else(String::new, |d| {
+            let then = match on_timeout {
+                Answer::Approve => "approve",
+                Answer::Reject => "reject",
+            };
+            format!(" (on_timeout after {}: {then})", format_duration(d))
+        });
+        self.emit(Event::ApprovalWaiting {
+            run,
+            seq,
+            name: entry.name.clone(),
+            message: step.message.clone(),
+            deadline_ms: record.deadline_ms,
+            summary: format!(
+                "waiting for approval: `treadle approve {answer}` or `treadle reject {answer}`{wait}"
+            ),
+        });
+        let outcome = wait_for(&mailbox, run, seq, deadline, on_timeout, &cancel).await;
+        let cleared = mailbox.clear(run, seq);
+        let (status, by) = match &outcome {
+            Ok(Outcome::Answered(r)) => (status_of(r.answer), r.by.clone()),
+            Ok(Outcome::TimedOut(a)) => (status_of(*a), "timeout".to_owned()),
+            Ok(Outcome::Aborted) | Err(_) => (ApprovalStatus::Aborted, "treadle".to_owned()),
+        };
+        record.status = status;
+        record.answered_ms = Some(now_ms());
+        record.by = Some(by.clone());
+        self.record_approval(&record).await;
+        let outcome = match (outcome, cleared) {
+            (Err(e), _) | (Ok(_), Err(e)) => {
+                return Done::errored(format!("approval `{}`: {e}", entry.name));
+            }
+            (Ok(o), Ok(())) => o,
+        };
+        self.emit(Event::ApprovalAnswered {
+            run,
+            seq,
+            status,
+            by: by.clone(),
+        });
+        match (outcome, status) {
+            (Outcome::Aborted, _) => self.cancelled(),
+            (_, ApprovalStatus::Approved) => Done::ok(),
+            (Outcome::TimedOut(_), _) => Done::failed(format!(
+                "approval `{}` timed out and was rejected (on_timeout)",
+                entry.name
+            )),
+            _ => Done::failed(format!("approval `{}` was rejected by {by}", entry.name)),
+        }
+    }
+
+    /// The arguments after `RUN N` that `treadle approve` needs to find this run's state.
+    fn answer_args(&self) -> String {
+        let file = self.loaded.file.display().to_string();
+        let default = crate::run::default_state_path(self.loaded);
+        if self.store.path() == default {
+            if file == crate::pipeline::DEFAULT_FILE {
+                String::new()
+            } else {
+                format!(" {file}")
+            }
+        } else {
+            format!(" --state {}", self.store.path().display())
+        }
+    }
+
+    async fn record_approval(&self, record: &ApprovalRecord) {
+        let (store, record) = (self.store.clone(), record.clone());
+        let result = tokio::task::spawn_blocking(move || store.put_approval(&record)).await;
+        let error = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        if let Ok(mut slot) = self.state_error.lock() {
+            slot.get_or_insert(error);
+        }
+    }
+}
+
+fn status_of(answer: Answer) -> ApprovalStatus {
+    match answer {
+        Answer::Approve => ApprovalStatus::Approved,
+        Answer::Reject => ApprovalStatus::Rejected,
+    }
+}
+
+/// Polls for an answer until one comes, the deadline passes or the step is cancelled.
+async fn wait_for(
+    mailbox: &Mailbox,
+    run: u64,
+    seq: u32,
+    deadline: Option<Duration>,
+    on_timeout: Answer,
+    cancel: &CancellationToken,
+) -> Result<Outcome, MailboxError> {
+    let started = Instant::now();
+    loop {
+        if let Some(reply) = mailbox.reply(run, seq)? {
+            return Ok(Outcome::Answered(reply));
+        }
+        let left = deadline.map(|d| d.saturating_sub(started.elapsed()));
+        if left.is_some_and(|l| l.is_zero()) {
+            return Ok(Outcome::TimedOut(on_timeout));
+        }
+        let nap = left.map_or(POLL, |l| l.min(POLL));
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(Outcome::Aborted),
+            () = tokio::time::sleep(nap) => {}
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! An agent's work on a git input, against the scripted server and a real repository:
+//! without `commit:` it is wiped and only declared outputs survive; with `commit:` it is
+//! committed and pushed to the input's branch.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::Fixture;
+use serde_json::json;
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn pipeline(uri: &str) -> String {
+    format!(
+        r#"
+resources:
+  - name: repo
+    type: git
+    source: {{ uri: "{uri}", branch: main }}
+agents:
+  - name: editor
+    tools: [read_file, write_file]
+jobs:
+  - name: work
+    plan:
+      - get: repo
+      - agent: editor
+        name: investigator
+        inputs: [repo]
+        outputs: [repo, notes]
+        prompt: Look around and write notes.
+      - task: after-wipe
+        inputs: [repo, notes]
+        run: |
+          test "$(cat repo/words.txt)" = alpha
+          test ! -e repo/new.txt
+          cat notes/n.txt
+      - agent: editor
+        name: builder
+        inputs: [repo]
+        outputs: [repo]
+        prompt: Change the words.
+        commit: "builder: kept words"
+      - task: after-commit
+        inputs: [repo]
+        run: cat repo/words.txt
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_work_is_wiped_without_commit_and_pushed_with_it() {
+    let server = ScriptedServer::start(Script::new([
+        // investigator: edits a tracked file, adds one, writes its notes.
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "repo/words.txt", "content": "scribbled\n"}),
+        ),
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "repo/new.txt", "content": "stray\n"}),
+        ),
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "notes/n.txt", "content": "noted\n"}),
+        ),
+        Reply::text("Done."),
+        // builder: its change is kept.
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "repo/words.txt", "content": "kept\n"}),
+        ),
+        Reply::text("Changed."),
+    ]))
+    .await
+    .expect("server");
+    let f = Fixture::new("plan: []\n");
+    let bare = f.path().join("remote.git");
+    let work = f.path().join("work");
+    std::fs::create_dir_all(&bare).unwrap();
+    git(
+        &bare,
+        &["init", "--quiet", "--bare", "--initial-branch=main"],
+    );
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(work.join("words.txt"), "alpha\n").unwrap();
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "--quiet", "-m", "first"]);
+    git(&work, &["push", "--quiet", bare.to_str().unwrap(), "main"]);
+    std::fs::write(f.file(), pipeline(bare.to_str().unwrap())).unwrap();
+
+    let url = server.base_url().to_string();
+    let (f, run) = tokio::task::spawn_blocking(move || {
+        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
+        (f, run)
+    })
+    .await
+    .unwrap();
+    run.expect_code(0);
+    let out = run.stdout();
+    assert!(out.contains("wiped the agent's changes to `repo`"), "{out}");
+    assert!(out.contains("noted"), "declared outputs survive:\n{out}");
+    assert!(out.contains("│ kept"), "later steps see the commit:\n{out}");
+    assert_eq!(git(&bare, &["show", "main:words.txt"]), "kept");
+    assert_eq!(
+        git(&bare, &["log", "-1", "--format=%s", "main"]),
+        "builder: kept words"
+    );
+    assert_eq!(git(&bare, &["rev-list", "--count", "main"]), "2");
+    let tree = git(&bare, &["ls-tree", "--name-only", "main"]);
+    assert!(
+        !tree.contains("new.txt"),
+        "the wiped file never reached the branch"
+    );
+    drop(f);
+}

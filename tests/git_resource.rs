@@ -1,0 +1,145 @@
+//! The built-in git resource through the `treadle` binary, against real repositories made
+//! with git in a temp dir: get (cached by commit), put, and the bad inputs.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::Fixture;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A bare repository (the remote) with one commit on `main`, and a work clone of it.
+fn remote(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let bare = root.join("remote.git");
+    let work = root.join("work");
+    std::fs::create_dir_all(&bare).unwrap();
+    git(
+        &bare,
+        &["init", "--quiet", "--bare", "--initial-branch=main"],
+    );
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(work.join("words.txt"), "alpha\n").unwrap();
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "--quiet", "-m", "first"]);
+    git(&work, &["push", "--quiet", bare.to_str().unwrap(), "main"]);
+    (bare, work)
+}
+
+fn pipeline(uri: &str, branch: &str) -> String {
+    format!(
+        r#"
+resources:
+  - name: repo
+    type: git
+    source: {{ uri: "{uri}", branch: {branch} }}
+jobs:
+  - name: build
+    plan:
+      - task: prepare
+        run: echo preparing
+      - get: repo
+      - task: compile
+        inputs: [repo]
+        outputs: [dist]
+        run: tr a-z A-Z < repo/words.txt > dist/WORDS.txt
+      - task: show
+        inputs: [dist]
+        run: cat dist/WORDS.txt
+      - put: repo
+        inputs: [dist]
+        params: {{ repository: dist, message: "built" }}
+"#
+    )
+}
+
+#[test]
+fn get_is_cached_by_commit_and_put_pushes_a_commit() {
+    let f = Fixture::new("plan: []\n");
+    let (bare, work) = remote(f.path());
+    let uri = format!("file://{}", bare.display());
+    std::fs::write(f.file(), pipeline(&uri, "published")).unwrap();
+    // `put` targets its own branch so that `get` of main sees the same commit.
+    let yaml = pipeline(&uri, "main").replace("      - put: repo\n", "      - put: out\n");
+    let yaml = yaml.replace(
+        "jobs:",
+        &format!(
+            "  - name: out\n    type: git\n    source: {{ uri: \"{uri}\", branch: published }}\njobs:"
+        ),
+    );
+    std::fs::write(f.file(), yaml).unwrap();
+    let first = f.treadle(&["run"]);
+    first.expect_code(0);
+    assert!(first.stdout().contains("ALPHA"), "{}", first.stdout());
+    let published = git(&bare, &["show", "published:WORDS.txt"]);
+    assert_eq!(published, "ALPHA");
+
+    let second = f.treadle(&["run"]);
+    second.expect_code(0);
+    let out = second.stdout();
+    for step in ["prepare", "repo", "compile", "show"] {
+        assert!(
+            out.contains(&format!("↺ {step} [")),
+            "{step} cached:\n{out}"
+        );
+    }
+    assert!(out.contains("▶ out [put]"), "a put always runs:\n{out}");
+
+    // A new commit: the get and everything after it run; `prepare` stays cached.
+    std::fs::write(work.join("words.txt"), "beta\n").unwrap();
+    git(&work, &["commit", "--quiet", "-am", "second"]);
+    git(&work, &["push", "--quiet", bare.to_str().unwrap(), "main"]);
+    let third = f.treadle(&["run"]);
+    third.expect_code(0);
+    let out = third.stdout();
+    assert!(out.contains("↺ prepare ["), "{out}");
+    assert!(
+        out.contains("▶ repo [get]") && out.contains("▶ compile [task]"),
+        "{out}"
+    );
+    assert!(out.contains("BETA"), "{out}");
+    assert_eq!(git(&bare, &["show", "published:WORDS.txt"]), "BETA");
+    // One commit per put: a put runs in every run, cached or not.
+    assert_eq!(git(&bare, &["rev-list", "--count", "published"]), "3");
+}
+
+#[test]
+fn an_unreachable_uri_is_a_clear_error() {
+    let f = Fixture::new(&pipeline("/nonexistent/nowhere.git", "main"));
+    let r = f.treadle(&["run"]);
+    r.expect_code(2);
+    let all = format!("{}{}", r.stdout(), r.stderr());
+    assert!(
+        all.contains("cannot reach git repository `/nonexistent/nowhere.git`"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_missing_branch_is_a_clear_error() {
+    let f = Fixture::new("plan: []\n");
+    let (bare, _) = remote(f.path());
+    std::fs::write(f.file(), pipeline(bare.to_str().unwrap(), "nope")).unwrap();
+    let r = f.treadle(&["run"]);
+    r.expect_code(2);
+    let all = format!("{}{}", r.stdout(), r.stderr());
+    assert!(all.contains("has no branch `nope`"), "{all}");
+}
