@@ -58,6 +58,7 @@ impl Fixture {
             dir: self.step_dir(),
             env: Vec::new(),
             temperature: None,
+            mcp: Vec::new(),
         }
     }
 

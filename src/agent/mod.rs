@@ -13,6 +13,7 @@
 //!
 //! * `spec`: [`AgentStep`], the step's inputs.
 //! * `step`: [`run_agent_step`] and [`AgentError`].
+//! * `mcp`: starting and stopping the MCP servers a step's grant names.
 //! * `verdict`: the `verdict` tool and the reminder when it was not called.
 //! * `budget`: [`TokenBudget`] and the guard hook that enforces it.
 //! * `cost`: [`ModelPrice`], [`Cost`].
@@ -33,6 +34,7 @@
 
 mod budget;
 mod cost;
+mod mcp;
 mod observe;
 mod record;
 mod spec;
@@ -41,6 +43,7 @@ mod verdict;
 
 pub use budget::{BudgetScope, TokenBudget};
 pub use cost::{Cost, ModelPrice, Prices, cost, find_price};
+pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
 pub use record::{AgentOutcome, AgentStatus, RecordedCall};
 pub use spec::AgentStep;

@@ -7,7 +7,9 @@
 
 use std::path::PathBuf;
 
-use crate::pipeline::{Agent, ResolvedModel, Step};
+use treadle_session::mcp::McpServerConfig;
+
+use crate::pipeline::{Agent, ResolvedModel, Step, mcp};
 use crate::tools::DEFAULT_GRANT;
 
 use super::budget::{BudgetScope, TokenBudget};
@@ -40,6 +42,8 @@ pub struct AgentStep {
     pub env: Vec<(String, String)>,
     /// Sampling temperature; the endpoint's default when `None`.
     pub temperature: Option<f32>,
+    /// The agent's MCP servers; `tools` names which of their tools the step gets.
+    pub mcp: Vec<McpServerConfig>,
 }
 
 impl AgentStep {
@@ -47,7 +51,8 @@ impl AgentStep {
     ///
     /// * tools: the step's `tools:` where given (the checks already refused any that widen
     ///   the agent's grant; they are filtered here too), else the agent's `tools:`, else the
-    ///   read-only [`DEFAULT_GRANT`];
+    ///   read-only [`DEFAULT_GRANT`]; MCP tools stay names (and `{server}__*` patterns)
+    ///   until the step starts their servers;
     /// * prompt: `prompt:`, then each of `messages:`, separated by blank lines;
     /// * verdicts: the keys of `verdicts:`, in order;
     /// * budget: the smaller of the agent's and the step's `budget: { tokens }`. A job
@@ -61,7 +66,7 @@ impl AgentStep {
             Some(narrowed) => narrowed
                 .iter()
                 .map(|t| t.value.clone())
-                .filter(|t| granted.contains(t))
+                .filter(|t| mcp::covers(&granted, t))
                 .collect(),
             None => granted,
         };
@@ -115,6 +120,7 @@ impl AgentStep {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             temperature: agent.temperature,
+            mcp: mcp::configs(agent),
         }
     }
 
@@ -166,6 +172,7 @@ mod tests {
             tools: tools.map(|t| t.iter().map(|s| At::new((*s).to_owned())).collect()),
             max_turns: Some(7),
             temperature: None,
+            mcp_servers: Vec::new(),
             budget: budget.map(|tokens| Budget {
                 tokens: Some(tokens),
             }),

@@ -10,10 +10,12 @@ use treadle_session::{Journal, RunError, Session, StartError, Tool, TurnOutcome,
 
 use super::budget::BudgetGuard;
 use super::cost::cost;
+use super::mcp::{McpToolsError, StepServers};
 use super::observe::{AgentEvent, AgentObserver, forward};
 use super::record::{AgentOutcome, AgentStatus, calls_from_history};
 use super::spec::AgentStep;
 use super::verdict::{VerdictSlot, VerdictTool, reminder};
+use crate::pipeline::mcp::server_of;
 use crate::tools::{UnknownTool, Workspace, WorkspaceError, grant};
 
 /// How often an interrupt is repeated while a cancelled turn has not ended: an input that
@@ -31,6 +33,9 @@ pub enum AgentError {
     /// The grant names a tool that does not exist.
     #[error(transparent)]
     UnknownTool(#[from] UnknownTool),
+    /// An MCP server did not start, or lacks a granted tool.
+    #[error(transparent)]
+    Mcp(#[from] McpToolsError),
     /// The session did not start (a missing API key variable, an unusable journal, ...).
     #[error("cannot start the agent session: {0}")]
     Start(#[from] StartError),
@@ -42,6 +47,9 @@ pub enum AgentError {
 /// Runs one agent step: starts a session on `journal` with the step's tools confined to its
 /// directory, runs the prompt as one turn, and reports what happened.
 ///
+/// * The MCP servers the grant names are started first and stopped when the step ends,
+///   whatever happened; a server that does not start fails the step with
+///   [`AgentError::Mcp`].
 /// * Text, tool calls, tool results and finally tokens and cost are shown to `observer`
 ///   as they happen.
 /// * With `verdicts`, a `verdict` tool is added. A turn that ends without a valid verdict
@@ -70,8 +78,30 @@ pub async fn run_agent_step(
         .iter()
         .filter_map(|var| std::env::var(var).ok())
         .collect();
-    let mut tools: Vec<Arc<dyn Tool>> =
-        crate::tools::Masked::wrap_all(grant(&step.tools, &workspace)?, &secrets);
+    // MCP names (`server__tool`, `server__*`) go to their servers; the rest are built in.
+    let (remote, builtin): (Vec<&str>, Vec<&str>) = step
+        .tools
+        .iter()
+        .map(String::as_str)
+        .partition(|t| server_of(t).is_some());
+    let mut tools = grant(&builtin, &workspace)?;
+    let (servers, remote_tools) = StepServers::start(&step.mcp, &remote).await?;
+    tools.extend(remote_tools);
+    // MCP results are masked too: a stdio server inherits the environment, key included.
+    let tools = crate::tools::Masked::wrap_all(tools, &secrets);
+    let result = run_session(step, journal, observer, cancel, tools).await;
+    servers.shutdown().await;
+    result
+}
+
+/// Runs the session of the step with its tools (the verdict tool is added here).
+async fn run_session(
+    step: &AgentStep,
+    journal: &Journal,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+    mut tools: Vec<Arc<dyn Tool>>,
+) -> Result<AgentOutcome, AgentError> {
     let slot = VerdictSlot::default();
     if !step.verdicts.is_empty() {
         tools.push(Arc::new(VerdictTool::new(

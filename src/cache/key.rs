@@ -150,27 +150,52 @@ fn agent_config(loaded: &Loaded, step: &Step, name: &str) -> Result<Value, Confi
         .into_iter()
         .map(|(v, t)| (v.to_owned(), t.value.clone()))
         .collect();
-    Ok(json!({
+    let mut config = json!({
         "model": { "provider": resolved.provider, "model": resolved.model, "endpoint": resolved.base_url },
         "system": agent.system,
         "tools": tool_schemas(&tools),
         "prompt": prompt,
         "verdicts": verdicts,
         "commit": step.commit,
-    }))
+    });
+    // Only when there are servers, so that the keys of agents without any stay as they were.
+    if !agent.mcp_servers.is_empty()
+        && let Value::Object(map) = &mut config
+    {
+        let servers: Vec<Value> = agent
+            .mcp_servers
+            .iter()
+            .map(|s| {
+                json!({
+                    "name": s.name.value,
+                    "command": s.command.as_ref().map(|c| &c.value),
+                    "args": s.args,
+                    "env": s.env,
+                    "endpoint": s.endpoint.as_ref().map(|e| &e.value),
+                })
+            })
+            .collect();
+        map.insert("mcp_servers".to_owned(), Value::Array(servers));
+    }
+    Ok(config)
 }
 
 // The schemas are part of the key: a tool whose arguments change is a different tool to
-// the model even under the same name.
+// the model even under the same name. MCP tools are keyed by name (and their server's
+// config): their schemas are only known once the server runs.
 fn tool_schemas(tools: &[String]) -> Value {
+    let (remote, builtin): (Vec<&String>, Vec<&String>) = tools
+        .iter()
+        .partition(|t| crate::pipeline::mcp::server_of(t).is_some());
     let dir = std::env::temp_dir();
     let schemas = crate::tools::Workspace::new(&dir)
         .ok()
-        .and_then(|ws| crate::tools::grant(tools, &ws).ok());
+        .and_then(|ws| crate::tools::grant(&builtin, &ws).ok());
     match schemas {
         Some(list) => Value::Array(
             list.iter()
                 .map(|t| json!({ "name": t.name(), "description": t.description(), "parameters": t.parameters() }))
+                .chain(remote.into_iter().map(|name| json!(name)))
                 .collect(),
         ),
         // An unknown tool fails the step when it runs; its name alone keys it until then.

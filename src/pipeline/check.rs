@@ -1,10 +1,11 @@
 //! Checks a parsed pipeline before anything runs: every step has one kind and only its
 //! kind's keys, every input is produced by an earlier step, agents and resources exist,
-//! tools are built in, verdict routes land on steps (a backward one bounded by
+//! tools are built in or come from a declared MCP server, verdict routes land on steps (a backward one bounded by
 //! `max_visits`), models resolve and their API key variables are set.
 //!
 //! `validate` adds checks of this machine ([`CheckScope::machine`]): the programs tasks
-//! name exist and the local model server answers.
+//! and stdio MCP servers name exist and the local model server answers. The checks of
+//! `mcp_servers:` live in [`super::mcp`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -15,6 +16,7 @@ use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem, did_you_mean};
 use super::format::{Agent, Job, Pipeline, RunSpec, Step};
 use super::kind::StepKind;
+use super::mcp;
 use super::model::{self, ResolvedModel};
 
 /// Tools every agent step can be granted.
@@ -174,8 +176,11 @@ impl<'a> Checker<'a> {
                     "give each agent its own name",
                 );
             }
+            for finding in mcp::check_servers(a) {
+                self.push_finding(finding);
+            }
             for t in a.tools.iter().flatten() {
-                self.tool(t);
+                self.tool(t, a);
             }
         }
         let mut jobs = BTreeSet::new();
@@ -191,7 +196,18 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn tool(&mut self, t: &At<String>) {
+    fn push_finding(&mut self, (pos, problem, message, hint): mcp::Finding) {
+        self.push(pos, problem, message, hint);
+    }
+
+    /// Checks one granted tool name of `agent`; whether it is valid.
+    fn tool(&mut self, t: &At<String>, agent: &Agent) -> bool {
+        if mcp::server_of(&t.value).is_some() {
+            let finding = mcp::undeclared(agent, &t.value, t.pos);
+            let ok = finding.is_none();
+            finding.into_iter().for_each(|f| self.push_finding(f));
+            return ok;
+        }
         if !BUILTIN_TOOLS.contains(&t.value.as_str()) {
             let hint = match did_you_mean(&t.value, BUILTIN_TOOLS.iter().copied()) {
                 Some(n) => format!(
@@ -206,7 +222,9 @@ impl<'a> Checker<'a> {
                 format!("unknown tool `{}`", t.value),
                 hint,
             );
+            return false;
         }
+        true
     }
 
     fn job(&mut self, job: &'a Job) {
@@ -414,8 +432,7 @@ impl<'a> Checker<'a> {
             None => DEFAULT_TOOLS.to_vec(),
         };
         for t in step.tools.iter().flatten() {
-            self.tool(t);
-            if BUILTIN_TOOLS.contains(&t.value.as_str()) && !grant.contains(&t.value.as_str()) {
+            if self.tool(t, agent) && !mcp::covers(&grant, &t.value) {
                 self.push(
                     t.pos,
                     Problem::BadStep,
@@ -543,6 +560,11 @@ impl<'a> Checker<'a> {
                 format!("program `{prog}` is not on PATH"),
                 format!("install `{prog}`, or give its full path in `run.path`"),
             );
+        }
+        for (agent, _) in used_agents(self.pipeline, scope.job, scope.env) {
+            for finding in mcp::check_machine(agent, scope.env) {
+                self.push_finding(finding);
+            }
         }
         let mut probed = BTreeSet::new();
         for (agent, resolved) in used_agents(self.pipeline, scope.job, scope.env) {

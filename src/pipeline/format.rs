@@ -84,6 +84,34 @@ pub struct Agent {
     /// Token budget for one step of this agent.
     #[serde(default)]
     pub budget: Option<Budget>,
+    /// MCP servers whose tools the grant may name, as `{server}__{tool}` or `{server}__*`.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerSpec>,
+}
+
+/// One MCP server of an agent: a local command speaking MCP on stdio (`command:`), or a
+/// streamable HTTP endpoint (`endpoint:`). Started when an agent step begins, stopped when
+/// it ends.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerSpec {
+    /// The prefix of the server's tool names (`NAME__tool`): letters, digits, `-`, `_`.
+    pub name: At<String>,
+    /// The program to run (looked up in PATH unless it is a path).
+    #[serde(default)]
+    pub command: Option<At<String>>,
+    /// The program's arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables added to the program's environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// A streamable HTTP URL, such as `http://127.0.0.1:8000/mcp`.
+    #[serde(default)]
+    pub endpoint: Option<At<String>>,
+    /// Name of the environment variable holding a bearer token for `endpoint:`.
+    #[serde(default)]
+    pub bearer_env: Option<At<String>>,
 }
 
 /// Where an agent's model is served.

@@ -11,6 +11,7 @@ pub mod duration;
 pub mod format;
 pub mod kind;
 pub mod load;
+pub mod mcp;
 pub mod model;
 
 use std::path::{Path, PathBuf};
@@ -20,8 +21,8 @@ pub use check::{BUILTIN_TOOLS, CheckScope, DEFAULT_TOOLS};
 pub use diagnostic::{Diagnostic, LoadError, Problem};
 pub use duration::DurationSpec;
 pub use format::{
-    Agent, AgentSource, Budget, InParallel, Job, JobAssert, Pipeline, Resource, RunConfig, RunSpec,
-    Step, StepAssert, ToolCallAssert,
+    Agent, AgentSource, Budget, InParallel, Job, JobAssert, McpServerSpec, Pipeline, Resource,
+    RunConfig, RunSpec, Step, StepAssert, ToolCallAssert,
 };
 pub use kind::StepKind;
 pub use model::{ApiKey, ResolvedModel};

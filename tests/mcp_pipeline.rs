@@ -1,0 +1,144 @@
+//! MCP servers in pipelines: an agent calls a tool of the real fixture server over stdio
+//! (against the scripted model server), `validate` finds a missing server command, and
+//! the load checks refuse a grant naming an undeclared server.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Fixture;
+use serde_json::{Value, json};
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+/// The fixture server binary. Another package's binary has no `CARGO_BIN_EXE_*` here, so
+/// it is built (a no-op after `cargo test --workspace`) and found in the target dir.
+fn fixture_server() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "treadle-proofs",
+            "--bin",
+            "treadle-mcp-fixture",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("run cargo build");
+    assert!(
+        built.status.success(),
+        "building treadle-mcp-fixture failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map_or_else(|| root.join("target"), |t| root.join(t));
+    let bin = target.join("debug").join("treadle-mcp-fixture");
+    assert!(bin.is_file(), "no fixture server at {}", bin.display());
+    bin
+}
+
+fn pipeline(command: &str) -> String {
+    format!(
+        r#"agents:
+  - name: calc
+    system: You add numbers with the tools you are given.
+    tools: [read_file, fixture__add]
+    mcp_servers:
+      - name: fixture
+        command: {command}
+jobs:
+  - name: sum
+    plan:
+      - agent: calc
+        prompt: What is 2 + 3? Use the add tool.
+        assert:
+          tool_calls:
+            - name: fixture__add
+              args: {{ a: 2, b: 3 }}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_calls_a_stdio_mcp_tool() {
+    let bin = tokio::task::spawn_blocking(fixture_server).await.unwrap();
+    let server = ScriptedServer::start(Script::new([
+        Reply::tool_call("fixture__add", json!({"a": 2, "b": 3})),
+        Reply::text("5"),
+    ]))
+    .await
+    .expect("scripted server");
+    let f = Fixture::new(&pipeline(&bin.display().to_string()));
+    let url = server.base_url().to_string();
+    let (validate, run) = tokio::task::spawn_blocking(move || {
+        let env = [("TREADLE_LOCAL_URL", url.as_str())];
+        (
+            f.treadle_env(&["validate"], &env),
+            f.treadle_env(&["run"], &env),
+        )
+    })
+    .await
+    .unwrap();
+    validate.expect_code(0);
+    run.expect_code(0);
+
+    let requests = server.requests();
+    // The model was offered the granted MCP tool (and not the fixture's others).
+    let offered: Vec<String> = requests[0].body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(offered.iter().any(|n| n == "fixture__add"), "{offered:?}");
+    assert!(!offered.iter().any(|n| n == "fixture__echo"), "{offered:?}");
+    // The server's answer reached the model as the tool result.
+    let last = requests.last().expect("a second model request");
+    let results: Vec<&Value> = last.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert!(
+        results.iter().any(|m| m["content"].as_str() == Some("5")),
+        "tool result not sent: {}",
+        last.body
+    );
+}
+
+#[test]
+fn validate_reports_a_missing_mcp_command() {
+    let f = Fixture::new(&pipeline("treadle-no-such-mcp-server"));
+    let run = f.treadle(&["validate"]);
+    run.expect_code(2);
+    let err = run.stderr();
+    assert!(
+        err.contains("command `treadle-no-such-mcp-server` is not on PATH"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: install `treadle-no-such-mcp-server`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_grant_naming_an_undeclared_server_is_a_load_error() {
+    let yaml = pipeline("sh").replace("fixture__add]", "fixture__add, github__*]");
+    let run = Fixture::new(&yaml).treadle(&["run"]);
+    run.expect_code(2);
+    let err = run.stderr();
+    assert!(
+        err.contains(
+            "tool `github__*` comes from MCP server `github`, which agent `calc` does not declare"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: servers of this agent: fixture"),
+        "{err}"
+    );
+}
