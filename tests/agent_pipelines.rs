@@ -175,3 +175,52 @@ async fn explicit_endpoint_and_key_never_printed() {
             .all(|r| r.header("authorization") == Some("Bearer sk-test-very-secret-123"))
     );
 }
+
+/// Runs `yaml` with agents pointed at a scripted server playing `replies`.
+async fn run_scripted(yaml: &str, replies: Vec<Reply>) -> common::Run {
+    let server = ScriptedServer::start(Script::new(replies))
+        .await
+        .expect("server");
+    let f = Fixture::new(yaml);
+    let url = server.base_url().to_string();
+    let (_f, run) = tokio::task::spawn_blocking(move || {
+        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
+        (f, run)
+    })
+    .await
+    .unwrap();
+    run
+}
+
+const LOOPING_AGENT: &str = r#"
+agents:
+  - name: looper
+    tools: [list_dir]
+    max_turns: 2
+plan:
+  - agent: looper
+    prompt: Look around.
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_that_uses_up_its_turns_is_a_failed_step_not_a_broken_pipeline() {
+    let calls = (0..3)
+        .map(|_| Reply::tool_call("list_dir", json!({})))
+        .collect();
+    let run = run_scripted(LOOPING_AGENT, calls).await;
+    run.expect_code(1);
+    assert!(
+        run.stdout().contains("limit of 2 steps"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endpoint_that_fails_is_an_infrastructure_error() {
+    let errors = (0..6).map(|_| Reply::status(401).body("bad key")).collect();
+    let run = run_scripted(LOOPING_AGENT, errors).await;
+    run.expect_code(2);
+    let all = format!("{}{}", run.stdout(), run.stderr());
+    assert!(all.contains("401"), "{all}");
+}

@@ -179,6 +179,9 @@ pub enum EventKind {
         error: String,
         steps: u32,
         usage: Usage,
+        /// Named `failure` because `cause` is the header's field in the flat encoding.
+        #[serde(default)]
+        failure: FailureCause,
     },
     TurnInterrupted {
         reason: String,
@@ -209,6 +212,24 @@ impl Class {
 pub enum Scope {
     Session,
     Loop,
+}
+
+/// What made a turn fail, so a caller can tell its own step's failure from a broken
+/// dependency without parsing the error text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureCause {
+    /// The model endpoint: unreachable, an HTTP error, a malformed or cut stream.
+    Model,
+    /// A limit of the turn: its steps or its tool calls.
+    Limit,
+    /// A guard hook denied the turn or an inference.
+    Denied,
+    /// The journal could not record the step.
+    Journal,
+    /// Anything else (and events written before causes were recorded).
+    #[default]
+    Other,
 }
 
 /// The three ways a turn can end.

@@ -46,7 +46,8 @@ pub mod ids;
 
 pub use content::{Block, Message, Role, Usage};
 pub use event::{
-    Cause, Class, DeltaKind, Event, EventKind, GateAnswer, Header, Scope, TerminalKind,
+    Cause, Class, DeltaKind, Event, EventKind, FailureCause, GateAnswer, Header, Scope,
+    TerminalKind,
 };
 pub use filter::{Delivery, EventFilter, LoopScope};
 pub use ids::{EventId, GateId, IdParseError, InputId, LoopId, SessionId, StepId, TurnId};

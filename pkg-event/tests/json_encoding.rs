@@ -92,6 +92,7 @@ fn every_kind() -> Vec<EventKind> {
             error: "500".into(),
             steps: 1,
             usage,
+            failure: FailureCause::Model,
         },
         EventKind::TurnInterrupted {
             reason: "interrupt".into(),

@@ -6,7 +6,8 @@ use futures::StreamExt;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use treadle_event::{
-    Cause, EventFilter, EventKind, InputId, LoopId, LoopScope, Message, SessionId, Usage,
+    Cause, EventFilter, EventKind, FailureCause, InputId, LoopId, LoopScope, Message, SessionId,
+    Usage,
 };
 
 use crate::actor::LoopMsg;
@@ -41,7 +42,7 @@ type Inner = SessionParts;
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnOutcome {
     Done { text: String },
-    Failed { error: String },
+    Failed { error: String, cause: FailureCause },
     Interrupted { reason: String },
 }
 
@@ -59,7 +60,7 @@ impl TurnReport {
     pub fn text(&self) -> &str {
         match &self.outcome {
             TurnOutcome::Done { text } => text,
-            TurnOutcome::Failed { error } => error,
+            TurnOutcome::Failed { error, .. } => error,
             TurnOutcome::Interrupted { reason } => reason,
         }
     }
@@ -235,6 +236,7 @@ impl Session {
                     input,
                     outcome: TurnOutcome::Failed {
                         error: reason.clone(),
+                        cause: FailureCause::Other,
                     },
                     steps: 0,
                     usage: Usage::default(),
@@ -251,9 +253,11 @@ impl Session {
                     error,
                     steps,
                     usage,
+                    failure,
                 } => (
                     TurnOutcome::Failed {
                         error: error.clone(),
+                        cause: *failure,
                     },
                     *steps,
                     *usage,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio_util::sync::CancellationToken;
-use treadle_event::{Block, EventKind, Message, Role, StepId, Usage};
+use treadle_event::{Block, EventKind, FailureCause, Message, Role, StepId, Usage};
 use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
 
 use crate::actor::{LoopMsg, StepCommit};
@@ -29,7 +29,7 @@ use crate::resume::{PriorGate, Resume, StagedStep};
 /// How a turn ends, before it becomes a terminal event.
 enum End {
     Done(String),
-    Failed(String),
+    Failed(FailureCause, String),
     Interrupted(String),
 }
 
@@ -116,10 +116,11 @@ pub(crate) async fn run(start: TurnStart) {
     let (usage, steps) = (turn.usage, turn.steps);
     let terminal = match end {
         End::Done(text) => EventKind::TurnDone { text, steps, usage },
-        End::Failed(error) => EventKind::TurnFailed {
+        End::Failed(failure, error) => EventKind::TurnFailed {
             error,
             steps,
             usage,
+            failure,
         },
         End::Interrupted(reason) => EventKind::TurnInterrupted {
             reason,
@@ -162,7 +163,7 @@ impl Turn {
             .await
         {
             Ok(active) => active,
-            Err(denied) => return End::Failed(denied.to_string()),
+            Err(denied) => return End::Failed(FailureCause::Denied, denied.to_string()),
         };
         let end = self.steps().await;
         if let Some(active) = turn_hook {
@@ -177,10 +178,13 @@ impl Turn {
                 return End::Interrupted("interrupted".into());
             }
             if self.steps >= self.ctx.max_steps {
-                return End::Failed(format!(
-                    "the turn used its limit of {} steps without a final answer",
-                    self.ctx.max_steps
-                ));
+                return End::Failed(
+                    FailureCause::Limit,
+                    format!(
+                        "the turn used its limit of {} steps without a final answer",
+                        self.ctx.max_steps
+                    ),
+                );
             }
             let resume = self.resume.take();
             let (step, index) = match &resume {
@@ -192,7 +196,7 @@ impl Turn {
                 .await
             {
                 Ok(active) => active,
-                Err(denied) => return End::Failed(denied.to_string()),
+                Err(denied) => return End::Failed(FailureCause::Denied, denied.to_string()),
             };
             let end = match resume {
                 Some(resume) => {
@@ -235,7 +239,9 @@ impl Turn {
             .await
         {
             Ok(active) => active,
-            Err(denied) => return StepEnd::Discarded(End::Failed(denied.to_string())),
+            Err(denied) => {
+                return StepEnd::Discarded(End::Failed(FailureCause::Denied, denied.to_string()));
+            }
         };
 
         let header = ctx.turn_header(self.coords, Some(step));
@@ -265,7 +271,7 @@ impl Turn {
                     error: error.clone(),
                 };
                 finish(inference_hook, outcome, None).await;
-                return StepEnd::Discarded(End::Failed(error));
+                return StepEnd::Discarded(End::Failed(FailureCause::Model, error));
             }
             Some(Ok(completion)) => completion,
         };
@@ -302,10 +308,13 @@ impl Turn {
             let wanted = u32::try_from(calls).unwrap_or(u32::MAX);
             if self.tool_calls.saturating_add(wanted) > limit {
                 // Tool uses without results cannot be committed, so the step is discarded.
-                return StepEnd::Discarded(End::Failed(format!(
-                    "the turn reached its limit of {limit} tool calls: {} made, {wanted} more asked",
-                    self.tool_calls
-                )));
+                return StepEnd::Discarded(End::Failed(
+                    FailureCause::Limit,
+                    format!(
+                        "the turn reached its limit of {limit} tool calls: {} made, {wanted} more asked",
+                        self.tool_calls
+                    ),
+                ));
             }
             self.tool_calls += wanted;
         }
@@ -386,7 +395,7 @@ impl Turn {
             model,
         };
         if let Err(error) = self.commit(step, commit).await {
-            return StepEnd::Discarded(End::Failed(error.to_string()));
+            return StepEnd::Discarded(End::Failed(FailureCause::Journal, error.to_string()));
         }
         self.request.messages.extend(messages);
         self.usage += usage;
@@ -458,7 +467,7 @@ async fn finish(active: Option<Active>, outcome: Outcome, output: Option<serde_j
 fn outcome_of(end: &End) -> Outcome {
     match end {
         End::Done(_) => Outcome::Completed,
-        End::Failed(error) => Outcome::Failed {
+        End::Failed(_, error) => Outcome::Failed {
             error: error.clone(),
         },
         End::Interrupted(_) => Outcome::Canceled,

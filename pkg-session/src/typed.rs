@@ -94,7 +94,7 @@ impl Session {
         let report = self.run_with(input, options).await?;
         match report.outcome {
             TurnOutcome::Done { text } => Ok(text),
-            TurnOutcome::Failed { error } => Err(AskError::Turn(error)),
+            TurnOutcome::Failed { error, .. } => Err(AskError::Turn(error)),
             TurnOutcome::Interrupted { reason } => Err(AskError::Turn(reason)),
         }
     }

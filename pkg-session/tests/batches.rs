@@ -353,7 +353,7 @@ async fn the_per_turn_call_limit_ends_the_turn_with_a_clear_failure() {
         .await
         .expect("start");
     let report = session.run("go").await.expect("run");
-    let TurnOutcome::Failed { error } = &report.outcome else {
+    let TurnOutcome::Failed { error, .. } = &report.outcome else {
         panic!("{report:?}");
     };
     assert!(error.contains("limit of 3 tool calls"), "{error}");

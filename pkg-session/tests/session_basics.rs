@@ -148,7 +148,7 @@ async fn bad_endpoints_fail_the_turn_naming_endpoint_and_cause_then_recover() {
     let dir = tempfile::tempdir().unwrap();
     let session = builder(&refused, &dir).start().await.unwrap();
     let report = session.run("hello").await.unwrap();
-    let TurnOutcome::Failed { error } = &report.outcome else {
+    let TurnOutcome::Failed { error, .. } = &report.outcome else {
         panic!("{report:?}")
     };
     assert!(
@@ -170,7 +170,7 @@ async fn bad_endpoints_fail_the_turn_naming_endpoint_and_cause_then_recover() {
         let dir = tempfile::tempdir().unwrap();
         let session = builder(server.base_url(), &dir).start().await.unwrap();
         let report = session.run("hello").await.unwrap();
-        let TurnOutcome::Failed { error } = &report.outcome else {
+        let TurnOutcome::Failed { error, .. } = &report.outcome else {
             panic!("{report:?}")
         };
         assert!(

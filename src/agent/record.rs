@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use treadle_event::{Block, Message, Role, Usage};
+use treadle_event::{Block, FailureCause, Message, Role, Usage};
 
 use super::cost::Cost;
 
@@ -32,6 +32,9 @@ pub enum AgentStatus {
     Failed {
         /// What went wrong.
         error: String,
+        /// Whose failure it was: the model endpoint and the journal are infrastructure;
+        /// a limit or a denial is the step's own failure.
+        cause: FailureCause,
     },
     /// A token budget was spent; no further model call was made.
     BudgetExceeded {
@@ -64,7 +67,7 @@ impl AgentStatus {
     pub fn error(&self) -> Option<String> {
         match self {
             Self::Succeeded => None,
-            Self::Failed { error } => Some(error.clone()),
+            Self::Failed { error, .. } => Some(error.clone()),
             Self::BudgetExceeded {
                 spent,
                 limit,

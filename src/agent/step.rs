@@ -148,7 +148,7 @@ async fn run_session(
 
     let verdict = slot.get();
     let status = match &turns.last.outcome {
-        TurnOutcome::Failed { error } => match guard.tripped() {
+        TurnOutcome::Failed { error, cause } => match guard.tripped() {
             Some(tripped) => AgentStatus::BudgetExceeded {
                 spent: tripped.spent,
                 limit: tripped.limit,
@@ -156,6 +156,7 @@ async fn run_session(
             },
             None => AgentStatus::Failed {
                 error: error.clone(),
+                cause: *cause,
             },
         },
         TurnOutcome::Interrupted { reason } => AgentStatus::Interrupted {

@@ -8,6 +8,7 @@
 //! the tape's loopback server for that step instead of the model's endpoint.
 
 use std::sync::Arc;
+use treadle_session::event::FailureCause;
 
 use async_trait::async_trait;
 
@@ -91,8 +92,12 @@ impl AgentRunner for SessionAgents {
             "model_calls": outcome.steps,
         });
         let failure = match &outcome.status {
-            // The endpoint or the session failing is not the step's doing: exit code 2.
-            AgentStatus::Failed { error } => {
+            // The endpoint or the journal failing is not the step's doing: exit code 2. A
+            // limit or a denial is the step's own failure, like a task's non-zero exit.
+            AgentStatus::Failed {
+                error,
+                cause: FailureCause::Model | FailureCause::Journal,
+            } => {
                 return Err(AgentStepError::Infrastructure(format!(
                     "agent step failed: {error}"
                 )));
