@@ -65,17 +65,11 @@ async fn quickstart_runs_on_the_local_model_url() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn agent_that_writes_nothing_fails_its_assert() {
-    let server = ScriptedServer::start(Script::new([Reply::text("All done, I wrote the answer.")]))
-        .await
-        .expect("server");
-    let f = Fixture::new(&example("quickstart.yml"));
-    let url = server.base_url().to_string();
-    let (_f, run) = tokio::task::spawn_blocking(move || {
-        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
-        (f, run)
-    })
-    .await
-    .unwrap();
+    let run = run_scripted(
+        &example("quickstart.yml"),
+        vec![Reply::text("All done, I wrote the answer.")],
+    )
+    .await;
     run.expect_code(1);
     assert!(run.stdout().contains("assert failed"), "{}", run.stdout());
 }

@@ -4,30 +4,9 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
-use common::Fixture;
+use common::{Fixture, git};
 use serde_json::json;
 use treadle_scripted::{Reply, Script, ScriptedServer};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 fn pipeline(uri: &str) -> String {
     format!(

@@ -17,7 +17,7 @@ use treadle_event::{Cause, EventFilter, EventKind, LoopId, LoopScope, SessionId,
 use crate::actor::LoopMsg;
 use crate::context::TurnOptions;
 use crate::hub::Hub;
-use crate::tool::{Tool, ToolError};
+use crate::tool::{Tool, ToolError, schema_of};
 
 /// A sub-agent the main agent may delegate to. It becomes a tool named after it.
 ///
@@ -117,13 +117,7 @@ impl Tool for DelegateTool {
     }
 
     fn parameters(&self) -> serde_json::Value {
-        let mut schema =
-            serde_json::to_value(schemars::schema_for!(Delegation)).unwrap_or_default();
-        if let Some(object) = schema.as_object_mut() {
-            object.remove("$schema");
-            object.remove("title");
-        }
-        schema
+        schema_of::<Delegation>()
     }
 
     async fn call(&self, arguments: serde_json::Value) -> Result<String, ToolError> {

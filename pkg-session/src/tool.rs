@@ -90,12 +90,7 @@ where
     Fut: Future<Output = Result<String, ToolError>> + Send + 'static,
 {
     pub fn new(name: impl Into<String>, description: impl Into<String>, function: F) -> Self {
-        let mut parameters = serde_json::to_value(schemars::schema_for!(A)).unwrap_or_default();
-        if let Some(object) = parameters.as_object_mut() {
-            // Endpoints reject or ignore these meta keys in a function's parameters.
-            object.remove("$schema");
-            object.remove("title");
-        }
+        let parameters = schema_of::<A>();
         Self {
             name: name.into(),
             description: description.into(),
@@ -163,6 +158,17 @@ where
             other => other.to_string(),
         })
     }
+}
+
+/// The JSON Schema of `T` as endpoints take it for a function's parameters or a response
+/// format: without the `$schema` and `title` meta keys, which some reject.
+pub(crate) fn schema_of<T: JsonSchema>() -> serde_json::Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("$schema");
+        object.remove("title");
+    }
+    schema
 }
 
 /// The tools of one loop, by name, with their specs and argument validators computed once.

@@ -13,6 +13,7 @@ use crate::context::TurnOptions;
 use crate::error::RunError;
 use crate::inference::ToolSpec;
 use crate::session::{Session, TurnOutcome};
+use crate::tool::schema_of;
 
 /// The name of the reporting tool in [`StructuredOutput::ForcedTool`] mode.
 const REPORT_TOOL: &str = "report_answer";
@@ -47,10 +48,7 @@ impl Session {
         &self,
         input: impl Into<String>,
     ) -> Result<T, AskError> {
-        let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
-        if let Some(object) = schema.as_object_mut() {
-            object.remove("$schema");
-        }
+        let schema = schema_of::<T>();
         let name = std::any::type_name::<T>()
             .rsplit("::")
             .next()
