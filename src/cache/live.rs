@@ -1,9 +1,11 @@
 //! One run's view of the cache: the keys its steps got, the digests of its artifacts, and
 //! how it started — fresh, resuming a run, or replaying one from a step.
 //!
-//! * `--resume RUN`: every step that succeeded in RUN comes back from its record (even one
-//!   that is never replayed otherwise: a `put`, an approval, a volatile step), so the run
-//!   continues where RUN stopped; the rest run under the usual cache rules.
+//! * `--resume RUN`: every step that succeeded in RUN with the key it has now comes back
+//!   from its record (even one that is never replayed otherwise: a `put`, an approval, a
+//!   volatile step), so the run continues where RUN stopped; a step whose key changed (an
+//!   edited step, one downstream of it, another file's step) and the rest run under the
+//!   usual cache rules.
 //! * `--replay RUN --from STEP`: the steps before STEP come back from RUN's records (its
 //!   recorded inputs, not a fresh fetch); STEP and every step after it run again.
 
@@ -173,6 +175,11 @@ impl StepCache {
             Mode::Replay { of, from } if seq < from => Some(of),
             _ => None,
         }
+    }
+
+    /// Whether this run resumes an earlier one (`--resume`).
+    pub(crate) fn resuming(&self) -> bool {
+        matches!(self.mode, Mode::Resume(_))
     }
 
     /// Whether step `seq` must run whatever the cache holds.

@@ -84,19 +84,15 @@ impl<'a> Ctx<'a> {
         }
         let seq = entry.seq;
         let first_visit = cache.with(|l| l.visited.insert(seq)).unwrap_or(false);
-        if first_visit && let Some(of) = cache.recorded_from(seq) {
-            match cache.records.result(of, seq) {
-                Ok(Some(outcome)) => {
-                    if let Some(done) = self.replay(&cache, step, entry, outcome, of).await {
-                        return Some(done);
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => eprintln!(
-                    "treadle: cannot read run {of}'s record of `{}`: {e}",
-                    entry.name
-                ),
-            }
+        // `--replay` brings the steps before STEP back on their recorded inputs, whatever
+        // they are now; `--resume` only a step whose key is unchanged (below).
+        if first_visit
+            && !cache.resuming()
+            && let Some(of) = cache.recorded_from(seq)
+            && let Some(outcome) = self.recorded(&cache, of, entry)
+            && let Some(done) = self.replay(&cache, step, entry, outcome, of).await
+        {
+            return Some(done);
         }
         let parts = match self.key_parts(&cache, step, entry).await {
             Ok(Some(p)) => p,
@@ -108,6 +104,21 @@ impl<'a> Ctx<'a> {
             l.keys.insert(seq, key);
             l.parts.insert(seq, parts);
         });
+        if first_visit
+            && cache.resuming()
+            && let Some(of) = cache.recorded_from(seq)
+            && let Some(outcome) = self.recorded(&cache, of, entry)
+        {
+            // The same rule as `plan`: a record is reused only for the same key, so an
+            // edited step, what depends on it and another file's steps run again.
+            if outcome.key == key {
+                if let Some(done) = self.replay(&cache, step, entry, outcome, of).await {
+                    return Some(done);
+                }
+            } else {
+                self.say_changed(entry, of);
+            }
+        }
         if !first_visit || cache.forced(seq) || !replayable(step) {
             return None;
         }
@@ -122,6 +133,24 @@ impl<'a> Ctx<'a> {
                 None
             }
         }
+    }
+
+    /// Run `of`'s record of a step that succeeded in it, if any.
+    fn recorded(&self, cache: &StepCache, of: u64, entry: &Entry) -> Option<Outcome> {
+        cache.records.result(of, entry.seq).unwrap_or_else(|e| {
+            eprintln!(
+                "treadle: cannot read run {of}'s record of `{}`: {e}",
+                entry.name
+            );
+            None
+        })
+    }
+
+    fn say_changed(&self, entry: &Entry, of: u64) {
+        eprintln!(
+            "treadle: `{}` changed since run {of} (configuration or inputs); running it again",
+            entry.name
+        );
     }
 
     /// The parts of a step's key; `Ok(None)` when it cannot have one (an input nobody
