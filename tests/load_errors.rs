@@ -153,3 +153,20 @@ fn unknown_job() {
         run.stderr()
     );
 }
+
+#[test]
+fn output_names_that_leave_the_step_directory_are_refused() {
+    for (name, col) in [("/srv/site", "19"), ("../../src", "19"), ("build/out", "19")] {
+        let yaml = format!(
+            "jobs:\n  - name: a\n    plan:\n      - task: x\n        outputs: [\"{name}\"]\n        run: true\n"
+        );
+        let err = refused(&yaml, Some(&format!("5:{col}")), &format!("`{name}`"));
+        assert!(err.contains("artifact name"), "{err}");
+    }
+    // The same rule for inputs and a `get`'s artifact.
+    refused(
+        "jobs:\n  - name: a\n    plan:\n      - task: x\n        inputs: [..]\n        run: true\n",
+        Some("5:18"),
+        "`..`",
+    );
+}

@@ -4,6 +4,7 @@
 //! [`load`] is what every command calls: read, parse, check, and either a [`Loaded`]
 //! pipeline or a [`LoadError`] listing each problem as `FILE:LINE:COL: what` + `hint:`.
 
+pub mod artifact;
 pub mod at;
 pub mod check;
 pub mod diagnostic;

@@ -36,10 +36,12 @@ impl<'a> Ctx<'a> {
                     })
                 });
         result.map_err(|e| match e {
-            WorkspaceError::MissingInput(_) | WorkspaceError::MissingOutput(_) => {
-                Done::failed(e.to_string())
+            WorkspaceError::MissingInput(_)
+            | WorkspaceError::MissingOutput(_)
+            | WorkspaceError::ReplacedOutput(_) => Done::failed(e.to_string()),
+            WorkspaceError::Io { .. } | WorkspaceError::BadName { .. } => {
+                Done::errored(e.to_string())
             }
-            WorkspaceError::Io { .. } => Done::errored(e.to_string()),
         })
     }
 

@@ -40,6 +40,28 @@ pub enum WorkspaceError {
     /// The step removed one of its output directories.
     #[error("output `{0}` is missing: the step removed its directory")]
     MissingOutput(String),
+    /// The step replaced an output directory with a symlink or a file; it is not followed.
+    #[error("output `{0}` is no longer a directory (the step replaced it with a symlink or a file); an output must be the directory the step was given")]
+    ReplacedOutput(String),
+    /// A name that would reach outside the step's directory (refused by the checks first).
+    #[error("`{name}` is not an artifact name: {why}")]
+    BadName {
+        /// The name.
+        name: String,
+        /// Why not.
+        why: &'static str,
+    },
+}
+
+/// Refuses a name that is not one plain path component, before any path is built from it.
+fn plain(name: &str) -> Result<(), WorkspaceError> {
+    match crate::pipeline::artifact::name_problem(name) {
+        None => Ok(()),
+        Some(why) => Err(WorkspaceError::BadName {
+            name: name.to_owned(),
+            why,
+        }),
+    }
 }
 
 fn io<'p>(
@@ -122,6 +144,7 @@ impl Workspace {
         if dir.exists() {
             fs::remove_dir_all(&dir).map_err(io("cannot clear", &dir))?;
         }
+        inputs.iter().chain(outputs).try_for_each(|n| plain(n))?;
         fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
         for input in inputs {
             let src = self
@@ -140,9 +163,13 @@ impl Workspace {
     /// Moves a finished step's outputs into the run's artifacts.
     pub fn collect(&self, dir: &Path, outputs: &[String]) -> Result<(), WorkspaceError> {
         for output in outputs {
+            plain(output)?;
             let src = dir.join(output);
-            if !src.is_dir() {
-                return Err(WorkspaceError::MissingOutput(output.clone()));
+            // Not `is_dir`: that follows a symlink the step may have put in its place.
+            match fs::symlink_metadata(&src) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return Err(WorkspaceError::ReplacedOutput(output.clone())),
+                Err(_) => return Err(WorkspaceError::MissingOutput(output.clone())),
             }
             let version = {
                 let mut v = self
