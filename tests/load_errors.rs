@@ -156,7 +156,11 @@ fn unknown_job() {
 
 #[test]
 fn output_names_that_leave_the_step_directory_are_refused() {
-    for (name, col) in [("/srv/site", "19"), ("../../src", "19"), ("build/out", "19")] {
+    for (name, col) in [
+        ("/srv/site", "19"),
+        ("../../src", "19"),
+        ("build/out", "19"),
+    ] {
         let yaml = format!(
             "jobs:\n  - name: a\n    plan:\n      - task: x\n        outputs: [\"{name}\"]\n        run: true\n"
         );

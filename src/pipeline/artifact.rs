@@ -23,10 +23,14 @@ pub fn name_problem(name: &str) -> Option<&'static str> {
         return Some("it is longer than 64 characters");
     }
     if name.contains('/') || name.contains('\\') {
-        return Some("it is a path, not one name (an artifact is a directory directly in the step's directory)");
+        return Some(
+            "it is a path, not one name (an artifact is a directory directly in the step's directory)",
+        );
     }
     if first == '.' {
-        return Some("it starts with `.` (`..` would leave the step's directory; hidden names are not allowed)");
+        return Some(
+            "it starts with `.` (`..` would leave the step's directory; hidden names are not allowed)",
+        );
     }
     let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
     if !plain(first) || !chars.all(plain) {
@@ -64,7 +68,16 @@ mod tests {
             assert_eq!(name_problem(ok), None, "{ok}");
         }
         for bad in [
-            "", ".", "..", "../x", "/srv/site", "build/out", ".git", "a\\b", "a b", "é",
+            "",
+            ".",
+            "..",
+            "../x",
+            "/srv/site",
+            "build/out",
+            ".git",
+            "a\\b",
+            "a b",
+            "é",
             "a\0b",
         ] {
             assert!(name_problem(bad).is_some(), "{bad:?}");

@@ -274,7 +274,8 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-        self.out.extend(super::artifact::check_step(self.file, step));
+        self.out
+            .extend(super::artifact::check_step(self.file, step));
         for input in &step.inputs {
             if !available.contains(&input.value) {
                 let near = did_you_mean(&input.value, available.iter().map(String::as_str));

@@ -41,7 +41,9 @@ pub enum WorkspaceError {
     #[error("output `{0}` is missing: the step removed its directory")]
     MissingOutput(String),
     /// The step replaced an output directory with a symlink or a file; it is not followed.
-    #[error("output `{0}` is no longer a directory (the step replaced it with a symlink or a file); an output must be the directory the step was given")]
+    #[error(
+        "output `{0}` is no longer a directory (the step replaced it with a symlink or a file); an output must be the directory the step was given"
+    )]
     ReplacedOutput(String),
     /// A name that would reach outside the step's directory (refused by the checks first).
     #[error("`{name}` is not an artifact name: {why}")]
