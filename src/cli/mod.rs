@@ -2,13 +2,15 @@
 //! commands, each of which returns the process exit code.
 //!
 //! Exit codes: 0 success, 1 a step failed, 2 the pipeline cannot run (configuration or
-//! infrastructure), 130 interrupted.
+//! infrastructure), 128 + the signal's number when a signal stopped the run: 130 Ctrl-C
+//! (SIGINT), 143 SIGTERM, 129 SIGHUP.
 
 mod approvals;
 mod cost;
 mod inspect;
 mod plan;
 mod run;
+mod signals;
 mod tape;
 mod test;
 mod wiring;
@@ -25,7 +27,7 @@ pub use wiring::{default_agent_runner, default_checker, taped_agent_runner};
 pub const EXIT_FAILED: u8 = 1;
 /// Exit code: configuration or infrastructure error.
 pub const EXIT_CONFIG: u8 = 2;
-/// Exit code: interrupted.
+/// Exit code: interrupted by Ctrl-C (SIGINT); SIGTERM and SIGHUP give 143 and 129.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// treadle runs YAML pipelines in which an agent is one step among shell tasks.

@@ -1,11 +1,12 @@
-//! `treadle run`: load, run one job, map the result to an exit code; Ctrl-C interrupts.
+//! `treadle run`: load, run one job, map the result to an exit code; Ctrl-C, SIGTERM and
+//! SIGHUP interrupt (see `signals`).
 
 use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
 use super::tape::{self, TapeArgs};
-use super::{EXIT_CONFIG, EXIT_INTERRUPTED, wiring};
+use super::{EXIT_CONFIG, signals, wiring};
 use crate::pipeline::{self, CheckScope};
 use crate::run::{self, RunOptions, Style};
 
@@ -37,18 +38,7 @@ pub(super) async fn run(
         }
     };
     let cancel = CancellationToken::new();
-    let watcher = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("interrupted: stopping the running steps (Ctrl-C again to quit now)");
-                cancel.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(i32::from(EXIT_INTERRUPTED));
-                }
-            }
-        })
-    };
+    let watch = signals::watch(cancel.clone());
     let state_path = state.unwrap_or_else(|| run::default_state_path(&loaded));
     let agents = wiring::taped_agent_runner(loaded.pipeline.prices.clone(), tape.clone());
     let options = RunOptions {
@@ -64,9 +54,8 @@ pub(super) async fn run(
         }
         Err(e) => Err(e.into()),
     };
-    watcher.abort();
     match report {
-        Ok(r) => tape::conclude(r.exit_code(), tape.as_deref()),
+        Ok(r) => tape::conclude(watch.exit_code(r.exit_code()), tape.as_deref()),
         Err(e) => {
             eprintln!("{}: {e}", file.display());
             EXIT_CONFIG

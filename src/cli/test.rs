@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, wiring};
+use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, signals, wiring};
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::{self, CheckScope};
 use crate::run::{self, RunOptions, Status, Style};
@@ -35,14 +35,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
         }
     };
     let cancel = CancellationToken::new();
-    let watcher = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.cancel();
-            }
-        })
-    };
+    let watch = signals::watch(cancel.clone());
     let agents = wiring::default_agent_runner(loaded.pipeline.prices.clone());
     let mut results = Vec::new();
     for job in loaded.pipeline.jobs.iter().map(|j| j.name.value.clone()) {
@@ -68,12 +61,10 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
             Ok(r) => results.push((job, r.status, r.error, started.elapsed())),
             Err(e) => {
                 eprintln!("{}: job {job}: {e}", file.display());
-                watcher.abort();
                 return EXIT_CONFIG;
             }
         }
     }
-    watcher.abort();
     let summary = |line: String| {
         // With --json, stdout holds only events; the verdicts go to stderr.
         if json {
@@ -99,7 +90,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
         results.len() - failed
     ));
     if cancel.is_cancelled() {
-        EXIT_INTERRUPTED
+        watch.exit_code(EXIT_INTERRUPTED)
     } else if failed > 0 {
         EXIT_FAILED
     } else {
