@@ -58,7 +58,9 @@ fn stopped_by(signal: &str, code: i32) {
         .spawn()
         .unwrap();
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    wait_for("the slow task started", || !read(&pidfile).trim().is_empty());
+    wait_for("the slow task started", || {
+        !read(&pidfile).trim().is_empty()
+    });
     let sleeper = read(&pidfile).trim().to_owned();
     assert!(alive(&sleeper));
     let status = Command::new("kill")
