@@ -15,6 +15,7 @@ use crate::error::StartError;
 use crate::hub::{Hub, HubOptions};
 use crate::inference::{ApiKey, ModelClient, ModelConfig, RetryPolicy};
 use crate::journal::Journal;
+use crate::redact::Secrets;
 use crate::restore::{self, RestoreError, Restored, RestoredLoop};
 use crate::session::{Session, SessionParts};
 use crate::tool::{Tool, ToolSet};
@@ -57,6 +58,8 @@ pub struct SessionBuilder {
     structured_output: StructuredOutput,
     /// Tool batches and permission gates.
     batch: BatchConfig,
+    /// Values scrubbed from assistant messages (the API key is added when read).
+    secrets: Secrets,
 }
 
 /// How [`Session::ask`] makes the model answer in a given shape.
@@ -211,6 +214,14 @@ impl SessionBuilder {
         self
     }
 
+    /// Secret values (besides the session's own API key, always included) scrubbed, in
+    /// plain and common encoded forms, from every assistant message: its text and tool
+    /// arguments are clean before they are journaled, published or passed to a tool.
+    pub fn secrets<S: AsRef<str>>(mut self, values: impl IntoIterator<Item = S>) -> Self {
+        self.secrets.extend(values);
+        self
+    }
+
     pub(crate) fn new() -> Self {
         SessionBuilder {
             endpoint: None,
@@ -229,11 +240,12 @@ impl SessionBuilder {
             sub_agents: Vec::new(),
             structured_output: StructuredOutput::default(),
             batch: BatchConfig::default(),
+            secrets: Secrets::default(),
         }
     }
 
     /// Starts the session: opens the journal, records `SessionStarted`, spawns the loop.
-    pub async fn start(self) -> Result<Session, StartError> {
+    pub async fn start(mut self) -> Result<Session, StartError> {
         let (client, journal) = self.connect()?;
         let session = SessionId::new();
         let loop_id = LoopId::new();
@@ -272,7 +284,7 @@ impl SessionBuilder {
         Ok(self.launch(client, journal, hub, id, restored).await?)
     }
 
-    fn connect(&self) -> Result<(ModelClient, Journal), StartError> {
+    fn connect(&mut self) -> Result<(ModelClient, Journal), StartError> {
         let endpoint = self.endpoint.clone().ok_or(StartError::MissingEndpoint)?;
         let model = self.model.clone().ok_or(StartError::MissingModel)?;
         let api_key = match (&self.api_key, &self.api_key_env) {
@@ -280,6 +292,9 @@ impl SessionBuilder {
             (None, Some(var)) => Some(ApiKey::from_env(var)?),
             (None, None) => None,
         };
+        if let Some(key) = &api_key {
+            self.secrets.extend([key.expose()]);
+        }
         let mut config = ModelConfig::new(endpoint, model);
         config.api_key = api_key;
         config.temperature = self.temperature;
@@ -316,6 +331,7 @@ impl SessionBuilder {
     ) -> Result<Session, StartError> {
         let hooks = HookRunner::new(self.hooks);
         let delegated = Arc::new(Mutex::new(Usage::default()));
+        let secrets = Arc::new(self.secrets);
         let mut tools = self.tools;
         let mut children = Vec::new();
         for agent in self.sub_agents {
@@ -334,6 +350,7 @@ impl SessionBuilder {
                 delegated: Arc::default(),
                 owns_session: false,
                 batch: self.batch.clone(),
+                secrets: secrets.clone(),
             };
             let child = spawn_loop(ctx, restored.loops.remove(&loop_id)).await?;
             tools.push(Arc::new(DelegateTool {
@@ -361,6 +378,7 @@ impl SessionBuilder {
             delegated,
             owns_session: true,
             batch: self.batch,
+            secrets,
         };
         let actor = spawn_loop(ctx, restored.loops.remove(&main_loop)).await?;
         Ok(Session::from_parts(SessionParts {

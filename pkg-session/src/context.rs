@@ -12,6 +12,7 @@ use crate::gate::Approvals;
 use crate::hub::Hub;
 use crate::inference::{ModelClient, ToolSpec};
 use crate::journal::{AppendError, Journal};
+use crate::redact::Secrets;
 use crate::tool::ToolSet;
 
 /// The fixed configuration of one loop. Built once; turns hold it behind an `Arc`.
@@ -33,6 +34,8 @@ pub(crate) struct LoopContext {
     pub batch: BatchConfig,
     /// Whether this is the main loop, which records the session's end and closes its hub.
     pub owns_session: bool,
+    /// Scrubbed from each assistant message before it goes anywhere.
+    pub secrets: Arc<Secrets>,
 }
 
 /// How a loop runs tool batches and permission gates (set on the session builder).

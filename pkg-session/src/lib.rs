@@ -13,6 +13,8 @@
 //! * [`gate`]: permission gates for guards that answer `Ask` (journal shape documented
 //!   there), [`Session::respond_gate`], and the remembered [`Approvals`].
 //! * [`journal`]: the durable, append-only event log on redb.
+//! * `redact`: [`Secrets`], scrubbed from each assistant message where a turn materialises
+//!   it (plain, reversed, hex, percent-encoded and base64 forms).
 //! * [`hub`]: fan-out of events to subscribers.
 
 pub mod hub;
@@ -27,6 +29,7 @@ mod context;
 mod delegate;
 mod error;
 pub mod gate;
+mod redact;
 mod restore;
 mod resume;
 mod session;
@@ -41,6 +44,7 @@ pub use gate::{Approvals, GateError, GateResponse};
 pub use hub::{Subscription, SubscriptionLost};
 pub use inference::{ApiKey, ModelConfig, RetryPolicy};
 pub use journal::{Journal, JournalOptions};
+pub use redact::Secrets;
 pub use restore::RestoreError;
 pub use session::{Session, TurnOutcome, TurnReport};
 pub use tool::{FnTool, Tool, ToolError};

@@ -275,6 +275,11 @@ impl Turn {
             }
             Some(Ok(completion)) => completion,
         };
+        // The one point where a message from the model is materialised: nothing it says
+        // (text, reasoning, tool arguments) is staged, journaled, published or passed to a
+        // tool before its secrets are scrubbed.
+        let mut completion = completion;
+        ctx.secrets.scrub_message(&mut completion.message);
         if inference_hook.is_some() {
             let output = serde_json::to_value(&completion.message).ok();
             finish(inference_hook, Outcome::Completed, output).await;
