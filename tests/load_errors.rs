@@ -174,3 +174,61 @@ fn output_names_that_leave_the_step_directory_are_refused() {
         "`..`",
     );
 }
+
+#[test]
+fn a_wrong_type_names_its_key() {
+    refused(
+        "jobs:\n  - name: a\n    plan:\n      - task: x\n        run: true\n        attempts: many\n",
+        Some("6:19"),
+        "wrong type for `attempts`: expected a whole number",
+    );
+}
+
+#[test]
+fn a_string_where_a_list_belongs_is_a_type_error_naming_the_key() {
+    let err = refused(
+        "jobs:\n  - name: a\n    plan:\n      - task: x\n        outputs: dist\n        run: true\n",
+        Some("5:18"),
+        "wrong type for `outputs`: expected a list",
+    );
+    assert!(!err.contains("syntax"), "{err}");
+}
+
+#[test]
+fn load_errors_do_not_leak_parser_internals() {
+    let dup = refused(
+        "jobs:\n  - name: a\n    plan:\n      - task: x\n        attempts: 1\n        attempts: 2\n        run: true\n",
+        Some("6:9"),
+        "key `attempts` appears twice",
+    );
+    assert!(!dup.contains("DuplicateKeyPolicy"), "{dup}");
+    let deep = format!("jobs: {}{}\n", "[".repeat(5000), "]".repeat(5000));
+    let err = refused(&deep, None, "too large to load: lists and mappings nested too deeply");
+    assert!(!err.contains("recursion"), "{err}");
+    let many = format!(
+        "jobs:\n  - name: a\n    plan:\n      - task: x\n        run: true\n        inputs: [{}]\n",
+        "a,".repeat(300_000)
+    );
+    let err = refused(&many, None, "too large to load: too many YAML values");
+    assert!(!err.contains("Nodes {") && !err.contains("budget"), "{err}");
+}
+
+#[test]
+fn a_device_or_an_oversized_file_is_refused_with_the_limit() {
+    let f = Fixture::new("jobs: []\n");
+    let r = f.treadle(&["validate", "/dev/zero"]);
+    r.expect_code(2);
+    assert!(r.stderr().contains("not a regular file"), "{}", r.stderr());
+    let big = format!("# {}\n", "x".repeat(2 * 1024 * 1024));
+    std::fs::write(f.file(), big).unwrap();
+    let r = f.treadle(&["validate"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr().contains("pipeline file size limit (1048576 bytes)"),
+        "{}",
+        r.stderr()
+    );
+    // The limit is configurable.
+    let r = f.treadle_env(&["validate"], &[("TREADLE_MAX_PIPELINE_BYTES", "100")]);
+    assert!(r.stderr().contains("(100 bytes)"), "{}", r.stderr());
+}

@@ -9,24 +9,88 @@ use super::at::Pos;
 use super::diagnostic::{Diagnostic, LoadError, Problem, did_you_mean};
 use super::format::Pipeline;
 
+/// The largest pipeline file read by default (bytes); `TREADLE_MAX_PIPELINE_BYTES` changes it.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The environment variable that sets the pipeline file size limit.
+pub const MAX_FILE_VAR: &str = "TREADLE_MAX_PIPELINE_BYTES";
+
+/// The pipeline file size limit in force.
+pub fn max_file_bytes() -> u64 {
+    std::env::var(MAX_FILE_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_MAX_FILE_BYTES)
+}
+
 /// Reads and parses `path`. Semantic checks are [`super::check`]'s job.
 pub fn read(path: &Path) -> Result<Pipeline, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::NotFound {
-            "run treadle in the directory of your treadle.yml, or pass the file: \
-             `treadle run path/to/pipeline.yml`"
-        } else {
-            "check the file's permissions and that it is UTF-8 text"
-        };
+    let refuse = |message: String, hint: &str| {
         LoadError(vec![Diagnostic::new(
             path,
             Pos::default(),
             Problem::Read,
-            format!("cannot read the pipeline file: {e}"),
+            message,
             hint,
         )])
+    };
+    let text = read_text(path, max_file_bytes()).map_err(|e| match e {
+        TextError::Io(e) => {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                "run treadle in the directory of your treadle.yml, or pass the file: \
+                 `treadle run path/to/pipeline.yml`"
+            } else {
+                "check the file's permissions and that it is UTF-8 text"
+            };
+            refuse(format!("cannot read the pipeline file: {e}"), hint)
+        }
+        TextError::NotAFile => refuse(
+            "the pipeline file is not a regular file (a device, a pipe or a directory)".to_owned(),
+            "pass the path of a YAML file",
+        ),
+        TextError::TooLarge(limit) => refuse(
+            format!("the pipeline file is larger than the pipeline file size limit ({limit} bytes)"),
+            "split it, or raise the limit with TREADLE_MAX_PIPELINE_BYTES=BYTES",
+        ),
+        TextError::NotUtf8 => refuse(
+            "the pipeline file is not UTF-8 text".to_owned(),
+            "save it as UTF-8",
+        ),
     })?;
     parse(path, &text)
+}
+
+/// Why a pipeline file's text cannot be had.
+#[derive(Debug, thiserror::Error)]
+enum TextError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("not a regular file")]
+    NotAFile,
+    #[error("larger than {0} bytes")]
+    TooLarge(u64),
+    #[error("not UTF-8")]
+    NotUtf8,
+}
+
+/// Reads at most `limit` bytes of a regular file: `/dev/zero`, a FIFO or a file that grows
+/// while read cannot make treadle read without end.
+fn read_text(path: &Path, limit: u64) -> Result<String, TextError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(TextError::NotAFile);
+    }
+    if meta.len() > limit {
+        return Err(TextError::TooLarge(limit));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(TextError::TooLarge(limit));
+    }
+    String::from_utf8(bytes).map_err(|_| TextError::NotUtf8)
 }
 
 /// Parses pipeline text; `path` is only used in messages.
@@ -76,8 +140,24 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
             ..
         } => d(
             Problem::WrongType,
-            format!("wrong type: found {unexpected}, expected {expected}"),
+            format!("wrong type{}: found {unexpected}, expected {expected}", of_key(text, pos)),
             format!("write {expected} here"),
+        ),
+        YamlError::Unexpected { expected, .. } if *expected == "sequence start" => d(
+            Problem::WrongType,
+            format!("wrong type{}: expected a list", of_key(text, pos)),
+            "write a list here, e.g. `[dist]`, or one `- item` per line below the key".to_owned(),
+        ),
+        YamlError::Unexpected { expected, .. } if *expected == "mapping start" => d(
+            Problem::WrongType,
+            format!("wrong type{}: expected a mapping", of_key(text, pos)),
+            "write `key: value` pairs here, indented below the key or as `{ key: value }`"
+                .to_owned(),
+        ),
+        YamlError::Budget { breach, .. } => d(
+            Problem::InvalidValue,
+            format!("the pipeline is too large to load: {}", breach_words(breach)),
+            "split the pipeline into several files or simplify it".to_owned(),
         ),
         YamlError::InvalidScalar { ty, .. } => {
             let expected = match *ty {
@@ -88,7 +168,7 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
             };
             d(
                 Problem::WrongType,
-                format!("wrong type: expected {expected}"),
+                format!("wrong type{}: expected {expected}", of_key(text, pos)),
                 format!("write {expected} here"),
             )
         }
@@ -111,10 +191,18 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
             msg.clone(),
             "fix the value at this position (see docs/pipelines.md for the format)".to_owned(),
         ),
-        YamlError::DuplicateMappingKey { .. } => d(
-            Problem::Syntax,
-            first_line(err),
+        YamlError::DuplicateMappingKey { key, .. } => d(
+            Problem::Duplicate,
+            match key {
+                Some(k) => format!("key `{k}` appears twice in this mapping"),
+                None => "a key appears twice in this mapping".to_owned(),
+            },
             "each key may appear once per mapping; remove or merge the repeated one".to_owned(),
+        ),
+        _ if first_line(err) == "recursion limit exceeded" => d(
+            Problem::InvalidValue,
+            "the pipeline is too large to load: lists and mappings nested too deeply".to_owned(),
+            "split the pipeline into several files or simplify it".to_owned(),
         ),
         _ => {
             let message = first_line(err);
@@ -125,6 +213,45 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
                 hint,
             )
         }
+    }
+}
+
+/// ` for `KEY`` when the text at `pos` is the value of a `KEY:` (block or flow style).
+fn of_key(text: &str, pos: Pos) -> String {
+    let line = text.lines().nth(pos.line.saturating_sub(1) as usize).unwrap_or("");
+    let before: String = line.chars().take(pos.column.saturating_sub(1) as usize).collect();
+    let Some(colon) = before.trim_end().strip_suffix(':') else {
+        return String::new();
+    };
+    let key: String = colon
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    if key.is_empty() {
+        String::new()
+    } else {
+        format!(" for `{key}`")
+    }
+}
+
+/// A YAML size budget breach in words (not the parser's debug text).
+fn breach_words(breach: &serde_saphyr::budget::BudgetBreach) -> String {
+    use serde_saphyr::budget::BudgetBreach as B;
+    match breach {
+        B::Nodes { .. } | B::Events { .. } => "too many YAML values".to_owned(),
+        B::Depth { .. } => "lists and mappings nested too deeply".to_owned(),
+        B::Aliases { .. } | B::Anchors { .. } | B::AliasAnchorRatio { .. } => {
+            "too many anchors or aliases (`&name`, `*name`)".to_owned()
+        }
+        B::ScalarBytes { .. } | B::CommentBytes { .. } | B::InputBytes { .. } => {
+            "too much text".to_owned()
+        }
+        B::Documents { .. } => "too many YAML documents (`---`)".to_owned(),
+        _ => "a YAML size limit was reached".to_owned(),
     }
 }
 
