@@ -203,7 +203,11 @@ fn load_errors_do_not_leak_parser_internals() {
     );
     assert!(!dup.contains("DuplicateKeyPolicy"), "{dup}");
     let deep = format!("jobs: {}{}\n", "[".repeat(5000), "]".repeat(5000));
-    let err = refused(&deep, None, "too large to load: lists and mappings nested too deeply");
+    let err = refused(
+        &deep,
+        None,
+        "too large to load: lists and mappings nested too deeply",
+    );
     assert!(!err.contains("recursion"), "{err}");
     let many = format!(
         "jobs:\n  - name: a\n    plan:\n      - task: x\n        run: true\n        inputs: [{}]\n",
@@ -224,7 +228,8 @@ fn a_device_or_an_oversized_file_is_refused_with_the_limit() {
     let r = f.treadle(&["validate"]);
     r.expect_code(2);
     assert!(
-        r.stderr().contains("pipeline file size limit (1048576 bytes)"),
+        r.stderr()
+            .contains("pipeline file size limit (1048576 bytes)"),
         "{}",
         r.stderr()
     );

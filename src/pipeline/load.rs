@@ -49,7 +49,9 @@ pub fn read(path: &Path) -> Result<Pipeline, LoadError> {
             "pass the path of a YAML file",
         ),
         TextError::TooLarge(limit) => refuse(
-            format!("the pipeline file is larger than the pipeline file size limit ({limit} bytes)"),
+            format!(
+                "the pipeline file is larger than the pipeline file size limit ({limit} bytes)"
+            ),
             "split it, or raise the limit with TREADLE_MAX_PIPELINE_BYTES=BYTES",
         ),
         TextError::NotUtf8 => refuse(
@@ -140,7 +142,10 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
             ..
         } => d(
             Problem::WrongType,
-            format!("wrong type{}: found {unexpected}, expected {expected}", of_key(text, pos)),
+            format!(
+                "wrong type{}: found {unexpected}, expected {expected}",
+                of_key(text, pos)
+            ),
             format!("write {expected} here"),
         ),
         YamlError::Unexpected { expected, .. } if *expected == "sequence start" => d(
@@ -156,7 +161,10 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
         ),
         YamlError::Budget { breach, .. } => d(
             Problem::InvalidValue,
-            format!("the pipeline is too large to load: {}", breach_words(breach)),
+            format!(
+                "the pipeline is too large to load: {}",
+                breach_words(breach)
+            ),
             "split the pipeline into several files or simplify it".to_owned(),
         ),
         YamlError::InvalidScalar { ty, .. } => {
@@ -218,8 +226,14 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
 
 /// ` for `KEY`` when the text at `pos` is the value of a `KEY:` (block or flow style).
 fn of_key(text: &str, pos: Pos) -> String {
-    let line = text.lines().nth(pos.line.saturating_sub(1) as usize).unwrap_or("");
-    let before: String = line.chars().take(pos.column.saturating_sub(1) as usize).collect();
+    let line = text
+        .lines()
+        .nth(pos.line.saturating_sub(1) as usize)
+        .unwrap_or("");
+    let before: String = line
+        .chars()
+        .take(pos.column.saturating_sub(1) as usize)
+        .collect();
     let Some(colon) = before.trim_end().strip_suffix(':') else {
         return String::new();
     };
