@@ -2,6 +2,7 @@
 //! approvals that running pipelines wait on, through the control directory beside the
 //! state file (see `crate::run::approval`); the state file itself stays with the run.
 
+use super::out::say;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -35,11 +36,11 @@ pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
         }
     };
     if pending.is_empty() {
-        println!("no approvals waiting");
+        say!("no approvals waiting");
         return 0;
     }
     let now = now_ms();
-    println!(
+    say!(
         "{:>5} {:>5}  {:<20} {:<12} {:>8}  {:<22} message",
         "run", "step", "name", "job", "waiting", "deadline"
     );
@@ -60,7 +61,7 @@ pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
         if !p.alive() {
             message = format!("(its process {} is gone) {message}", p.pid);
         }
-        println!(
+        say!(
             "{:>5} {:>5}  {:<20} {:<12} {:>8}  {:<22} {}",
             p.run,
             p.seq,
@@ -96,7 +97,7 @@ pub(super) fn answer(
                 Answer::Approve => "approved",
                 Answer::Reject => "rejected",
             };
-            println!("{verb} run {} step {} ({})", p.run, p.seq, p.name);
+            say!("{verb} run {} step {} ({})", p.run, p.seq, p.name);
             0
         }
         Err(e) => {

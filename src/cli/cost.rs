@@ -2,6 +2,7 @@
 //! each agent step recorded. A step whose model has no price is unpriced, and so is any
 //! total that includes one: a missing price is never counted as free.
 
+use super::out::say;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -80,10 +81,10 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
     }
     let shown = Store::open(&path).and_then(|store| match steps {
         None => {
-            println!("{:>5}  {:<16} {:<10} {HEADER}", "run", "job", "status");
+            say!("{:>5}  {:<16} {:<10} {HEADER}", "run", "job", "status");
             for r in store.runs()? {
                 let total = Total::of(&store.steps(r.id)?);
-                println!(
+                say!(
                     "{:>5}  {:<16} {:<10} {}",
                     r.id,
                     r.job,
@@ -96,7 +97,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
         Some(run) => {
             store.run(run)?;
             let list = store.steps(run)?;
-            println!("{:<24} {:<20} {HEADER}", "step", "model");
+            say!("{:<24} {:<20} {HEADER}", "step", "model");
             for s in list.iter().filter(|s| s.usage.is_some()) {
                 let mut t = Total::default();
                 let model = s
@@ -109,9 +110,9 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
                 if let Some(u) = &s.usage {
                     t.add(u);
                 }
-                println!("{:<24} {:<20} {}", s.name, model, t.row());
+                say!("{:<24} {:<20} {}", s.name, model, t.row());
             }
-            println!("{:<24} {:<20} {}", "total", "", Total::of(&list).row());
+            say!("{:<24} {:<20} {}", "total", "", Total::of(&list).row());
             Ok(())
         }
     });

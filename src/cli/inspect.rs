@@ -1,5 +1,6 @@
 //! The commands that do not run anything: `validate`, `plan`, `schema`, `runs`.
 
+use super::out::say;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ pub(super) fn validate(file: &Path) -> u8 {
                 .iter()
                 .map(|j| Outline::of(j).entries.len())
                 .sum();
-            println!("{}: ok ({jobs} job(s), {steps} step(s))", file.display());
+            say!("{}: ok ({jobs} job(s), {steps} step(s))", file.display());
             0
         }
         Err(e) => {
@@ -37,7 +38,7 @@ pub(super) fn validate(file: &Path) -> u8 {
 pub(super) fn schema() -> u8 {
     match serde_json::to_string_pretty(&pipeline::schema()) {
         Ok(s) => {
-            println!("{s}");
+            say!("{s}");
             0
         }
         Err(e) => {
@@ -80,12 +81,12 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
     match steps {
         None => match store.runs() {
             Ok(runs) => {
-                println!(
+                say!(
                     "{:>5}  {:<10} {:<16} {:>9}  error",
                     "run", "status", "job", "duration"
                 );
                 for r in runs {
-                    println!(
+                    say!(
                         "{:>5}  {:<10} {:<16} {:>9}  {}",
                         r.id,
                         r.status.as_str(),
@@ -103,7 +104,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
         },
         Some(run) => match store.run(run).and_then(|_| store.steps(run)) {
             Ok(list) => {
-                println!(
+                say!(
                     "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  error",
                     "path", "step", "kind", "status", "duration", "exit", "attempts"
                 );
@@ -111,7 +112,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
                     let exit = s
                         .exit_code
                         .map_or_else(|| "-".to_owned(), |c| c.to_string());
-                    println!(
+                    say!(
                         "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  {}",
                         s.path,
                         s.name,

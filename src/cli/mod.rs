@@ -5,9 +5,13 @@
 //! infrastructure), 128 + the signal's number when a signal stopped the run: 130 Ctrl-C
 //! (SIGINT), 143 SIGTERM, 129 SIGHUP.
 
+// Results go through `out::say!`, which survives a closed stdout.
+#![deny(clippy::print_stdout)]
+
 mod approvals;
 mod cost;
 mod inspect;
+mod out;
 mod plan;
 mod run;
 mod signals;

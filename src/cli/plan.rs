@@ -50,7 +50,7 @@ pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
         .filter(|j| job.is_none_or(|n| j.name.value == n))
     {
         let lines = plan::plan(&loaded, j, records.as_ref());
-        print!("{}", plan::render(&j.name.value, &lines));
+        super::out::text(&plan::render(&j.name.value, &lines));
     }
     0
 }

@@ -3,6 +3,7 @@
 //! step's `assert:` and the job's own `assert: { execution, outcome }` (an asserted
 //! `outcome: failure` that happened is a pass).
 
+use super::out::say;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -70,7 +71,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
         if json {
             eprintln!("{line}");
         } else {
-            println!("{line}");
+            say!("{line}");
         }
     };
     summary(String::new());

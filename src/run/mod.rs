@@ -9,6 +9,7 @@
 //! * `outline.rs`: every step of a job, numbered;
 //! * `state.rs`: the redb state file;
 //! * `transcript.rs`: what is printed;
+//! * `terminal.rs`: control characters in printed text shown, not sent;
 //! * `ports.rs`: the interfaces to the agent step and to asserts.
 
 pub mod approval;
@@ -18,6 +19,7 @@ pub mod outline;
 pub mod ports;
 pub mod state;
 pub mod task;
+pub mod terminal;
 pub mod transcript;
 pub mod workspace;
 

@@ -260,6 +260,8 @@ impl Transcript {
     }
 
     fn line(&self, text: &str) {
+        // JSON lines escape control characters already; human lines carry step output.
+        let text = &*super::terminal::neutralise(text);
         if let Some(multi) = &self.multi {
             // println above the spinners keeps them at the bottom.
             let _ = multi.println(text);
