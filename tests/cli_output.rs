@@ -41,7 +41,10 @@ fn no_command_panics_on_a_closed_stdout() {
         &["test"],
     ] {
         let (code, err) = with_closed_stdout(&f, args);
-        assert!(!err.contains("panicked"), "treadle {args:?} panicked:\n{err}");
+        assert!(
+            !err.contains("panicked"),
+            "treadle {args:?} panicked:\n{err}"
+        );
         assert!(
             matches!(code, Some(0)),
             "treadle {args:?} exit {code:?}:\n{err}"
@@ -61,5 +64,8 @@ fn escape_sequences_in_task_output_are_shown_not_sent() {
         !out.chars().any(|c| c.is_control() && c != '\n'),
         "raw control characters reached stdout: {out:?}"
     );
-    assert!(out.contains("one\\x1b[2Jtwo\\x1b]0;title\\x07three"), "{out}");
+    assert!(
+        out.contains("one\\x1b[2Jtwo\\x1b]0;title\\x07three"),
+        "{out}"
+    );
 }

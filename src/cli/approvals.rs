@@ -42,7 +42,12 @@ pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
     let now = now_ms();
     say!(
         "{:>5} {:>5}  {:<20} {:<12} {:>8}  {:<22} message",
-        "run", "step", "name", "job", "waiting", "deadline"
+        "run",
+        "step",
+        "name",
+        "job",
+        "waiting",
+        "deadline"
     );
     for p in pending {
         let deadline = match p.deadline_ms {

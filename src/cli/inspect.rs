@@ -83,7 +83,10 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
             Ok(runs) => {
                 say!(
                     "{:>5}  {:<10} {:<16} {:>9}  error",
-                    "run", "status", "job", "duration"
+                    "run",
+                    "status",
+                    "job",
+                    "duration"
                 );
                 for r in runs {
                     say!(
@@ -106,7 +109,13 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
             Ok(list) => {
                 say!(
                     "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  error",
-                    "path", "step", "kind", "status", "duration", "exit", "attempts"
+                    "path",
+                    "step",
+                    "kind",
+                    "status",
+                    "duration",
+                    "exit",
+                    "attempts"
                 );
                 for s in list {
                     let exit = s
