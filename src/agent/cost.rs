@@ -5,29 +5,12 @@
 //! is given, and at the prompt price otherwise. A model with no price is shown as unpriced
 //! rather than as free, so a missing price is never mistaken for a zero cost.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use treadle_event::Usage;
 
-/// What one model costs, in US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ModelPrice {
-    /// Per million prompt (input) tokens.
-    pub prompt: f64,
-    /// Per million completion (output) tokens.
-    pub completion: f64,
-    /// Per million prompt tokens served from the provider's cache (default: the prompt
-    /// price).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached: Option<f64>,
-}
-
-/// Prices by model name, as a pipeline's `prices:` gives them.
-pub type Prices = BTreeMap<String, ModelPrice>;
+pub use crate::pipeline::settings::{ModelPrice, Prices};
 
 /// The cost of some usage.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

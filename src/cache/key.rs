@@ -21,9 +21,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::digest::Digest;
-use crate::pipeline::check::DEFAULT_TOOLS;
 use crate::pipeline::model::{self, process_env};
 use crate::pipeline::{Loaded, RunSpec, Step, StepKind};
+use crate::tools::DEFAULT_GRANT;
 
 /// The parts a step key is made of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,7 +138,7 @@ fn agent_config(loaded: &Loaded, step: &Step, name: &str) -> Result<Value, Confi
         .map_err(|e| ConfigError(e.to_string()))?;
     let tools = match (&step.tools, &agent.tools) {
         (Some(t), _) | (None, Some(t)) => names(t),
-        (None, None) => DEFAULT_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+        (None, None) => DEFAULT_GRANT.iter().map(|t| (*t).to_owned()).collect(),
     };
     let prompt = match (&step.prompt, &step.messages) {
         (Some(p), _) => p.clone(),

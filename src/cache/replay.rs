@@ -313,10 +313,8 @@ impl<'a> Ctx<'a> {
         })
         .await
         .and_then(|r| r);
-        if let Err(e) = written
-            && let Ok(mut slot) = self.state_error.lock()
-        {
-            slot.get_or_insert(e);
+        if let Err(e) = written {
+            self.keep_state_error(e);
         }
         let route = outcome.verdict.as_ref().and_then(|v| {
             step.routes()

@@ -11,23 +11,12 @@ use crate::pipeline::duration::format_duration;
 use crate::run::approval::mailbox::{Answer, Mailbox, Reply};
 use crate::run::exec::now_ms;
 
-/// The state file of `file`: `--state`, else `.treadle/state.redb` beside it.
-pub(super) fn state_of(file: &Path, state: Option<PathBuf>) -> PathBuf {
-    state.unwrap_or_else(|| {
-        let dir = file
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        dir.join(".treadle").join("state.redb")
-    })
-}
-
 fn since(ms: u64, now: u64) -> String {
     format_duration(Duration::from_millis(now.saturating_sub(ms)))
 }
 
 pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
-    let mailbox = Mailbox::of_state(&state_of(file, state));
+    let mailbox = Mailbox::of_state(&crate::run::state_path(file, state));
     let pending = match mailbox.pending() {
         Ok(p) => p,
         Err(e) => {
@@ -87,7 +76,7 @@ pub(super) fn answer(
     state: Option<PathBuf>,
     answer: Answer,
 ) -> u8 {
-    let mailbox = Mailbox::of_state(&state_of(file, state));
+    let mailbox = Mailbox::of_state(&crate::run::state_path(file, state));
     let reply = Reply {
         answer,
         by: std::env::var("USER")

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::EXIT_CONFIG;
-use super::approvals::state_of;
 use crate::run::state::{StepRecord, Store};
 
 /// Tokens and cost summed over steps.
@@ -69,7 +68,7 @@ impl Total {
 const HEADER: &str = "   prompt completion   cached       cost";
 
 pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
-    let path = state_of(file, state);
+    let path = crate::run::state_path(file, state);
     if !path.exists() {
         eprintln!(
             "{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`",

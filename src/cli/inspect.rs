@@ -5,18 +5,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::EXIT_CONFIG;
+use crate::pipeline;
 use crate::pipeline::duration::format_duration;
-use crate::pipeline::{self, CheckScope};
 use crate::run::outline::Outline;
 use crate::run::state::Store;
 
 pub(super) fn validate(file: &Path) -> u8 {
-    let scope = CheckScope {
-        job: None,
-        env: &pipeline::model::process_env,
-        machine: true,
-    };
-    match pipeline::load(file, &scope) {
+    match super::load_or_exit(file, None, true) {
         Ok(loaded) => {
             let jobs = loaded.pipeline.jobs.len();
             let steps: usize = loaded
@@ -28,10 +23,7 @@ pub(super) fn validate(file: &Path) -> u8 {
             say!("{}: ok ({jobs} job(s), {steps} step(s))", file.display());
             0
         }
-        Err(e) => {
-            eprintln!("{e}");
-            EXIT_CONFIG
-        }
+        Err(code) => code,
     }
 }
 
@@ -49,13 +41,7 @@ pub(super) fn schema() -> u8 {
 }
 
 pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
-    let path = state.unwrap_or_else(|| {
-        let dir = file
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        dir.join(".treadle").join("state.redb")
-    });
+    let path = crate::run::state_path(file, state);
     if !path.exists() {
         eprintln!(
             "{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`",

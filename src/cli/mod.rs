@@ -19,10 +19,11 @@ mod tape;
 mod test;
 mod wiring;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
+use crate::pipeline::{CheckScope, Loaded};
 use crate::run::approval::mailbox::Answer;
 
 pub use wiring::{default_agent_runner, default_checker, taped_agent_runner};
@@ -148,6 +149,21 @@ pub struct AnswerArgs {
     /// The state file the run uses (default: .treadle/state.redb beside the pipeline).
     #[arg(long)]
     pub state: Option<PathBuf>,
+}
+
+/// Loads and checks the pipeline, or prints why not: `Err` is the exit code (2).
+/// `job`: only this job's agents need resolvable models; `machine`: also check that this
+/// machine can run it (`validate`).
+fn load_or_exit(file: &Path, job: Option<&str>, machine: bool) -> Result<Loaded, u8> {
+    let scope = CheckScope {
+        job,
+        env: &crate::pipeline::model::process_env,
+        machine,
+    };
+    crate::pipeline::load(file, &scope).map_err(|e| {
+        eprintln!("{e}");
+        EXIT_CONFIG
+    })
 }
 
 /// Runs a parsed command line and returns the exit code.

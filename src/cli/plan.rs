@@ -6,23 +6,14 @@ use std::path::Path;
 use super::EXIT_CONFIG;
 use crate::cache::plan;
 use crate::cache::records::Records;
-use crate::pipeline::{self, CheckScope};
 use crate::run::state::Store;
 
 pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
-    let scope = CheckScope {
-        job,
-        env: &pipeline::model::process_env,
-        machine: false,
-    };
-    let loaded = match pipeline::load(file, &scope) {
+    let loaded = match super::load_or_exit(file, job, false) {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_CONFIG;
-        }
+        Err(code) => return code,
     };
-    let path = crate::run::default_state_path(&loaded);
+    let path = crate::run::state_path(file, None);
     // No state file yet: nothing is cached, and planning must not create one.
     let store = if path.exists() {
         match Store::open(&path) {

@@ -7,7 +7,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::tape::{self, TapeArgs};
 use super::{EXIT_CONFIG, signals, wiring};
-use crate::pipeline::{self, CheckScope};
 use crate::run::{self, RunOptions, Style};
 
 pub(super) async fn run(
@@ -18,17 +17,9 @@ pub(super) async fn run(
     tape_args: TapeArgs,
     start: crate::cache::Start,
 ) -> u8 {
-    let scope = CheckScope {
-        job: job.as_deref(),
-        env: &pipeline::model::process_env,
-        machine: false,
-    };
-    let loaded = match pipeline::load(file, &scope) {
+    let loaded = match super::load_or_exit(file, job.as_deref(), false) {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_CONFIG;
-        }
+        Err(code) => return code,
     };
     let tape = match tape_args.open(&loaded, job.as_deref()) {
         Ok(t) => t,
@@ -39,7 +30,7 @@ pub(super) async fn run(
     };
     let cancel = CancellationToken::new();
     let watch = signals::watch(cancel.clone());
-    let state_path = state.unwrap_or_else(|| run::default_state_path(&loaded));
+    let state_path = run::state_path(file, state);
     let agents = wiring::taped_agent_runner(loaded.pipeline.prices.clone(), tape.clone());
     let options = RunOptions {
         job,

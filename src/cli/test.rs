@@ -11,23 +11,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, signals, wiring};
 use crate::pipeline::duration::format_duration;
-use crate::pipeline::{self, CheckScope};
 use crate::run::{self, RunOptions, Status, Style};
 
 pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 {
-    let scope = CheckScope {
-        job: None,
-        env: &pipeline::model::process_env,
-        machine: false,
-    };
-    let loaded = match pipeline::load(file, &scope) {
+    let loaded = match super::load_or_exit(file, None, false) {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_CONFIG;
-        }
+        Err(code) => return code,
     };
-    let state_path = state.unwrap_or_else(|| run::default_state_path(&loaded));
+    let state_path = run::state_path(file, state);
     let store = match run::open_store(state_path).await {
         Ok(s) => s,
         Err(e) => {

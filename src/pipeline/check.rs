@@ -18,19 +18,7 @@ use super::format::{Agent, Job, Pipeline, RunSpec, Step};
 use super::kind::StepKind;
 use super::mcp;
 use super::model::{self, ResolvedModel};
-
-/// Tools every agent step can be granted.
-pub const BUILTIN_TOOLS: &[&str] = &[
-    "read_file",
-    "list_dir",
-    "search_files",
-    "write_file",
-    "edit_file",
-    "run_shell",
-];
-
-/// The grant when an agent lists no `tools:`: read-only.
-pub const DEFAULT_TOOLS: &[&str] = &["read_file", "list_dir", "search_files"];
+use crate::tools::{BUILTIN, DEFAULT_GRANT};
 
 /// What to check.
 pub struct CheckScope<'a> {
@@ -208,13 +196,10 @@ impl<'a> Checker<'a> {
             finding.into_iter().for_each(|f| self.push_finding(f));
             return ok;
         }
-        if !BUILTIN_TOOLS.contains(&t.value.as_str()) {
-            let hint = match did_you_mean(&t.value, BUILTIN_TOOLS.iter().copied()) {
-                Some(n) => format!(
-                    "did you mean `{n}`? built-in tools: {}",
-                    BUILTIN_TOOLS.join(", ")
-                ),
-                None => format!("built-in tools: {}", BUILTIN_TOOLS.join(", ")),
+        if !BUILTIN.contains(&t.value.as_str()) {
+            let hint = match did_you_mean(&t.value, BUILTIN.iter().copied()) {
+                Some(n) => format!("did you mean `{n}`? built-in tools: {}", BUILTIN.join(", ")),
+                None => format!("built-in tools: {}", BUILTIN.join(", ")),
             };
             self.push(
                 t.pos,
@@ -431,7 +416,7 @@ impl<'a> Checker<'a> {
         };
         let grant: Vec<&str> = match &agent.tools {
             Some(t) => t.iter().map(|t| t.value.as_str()).collect(),
-            None => DEFAULT_TOOLS.to_vec(),
+            None => DEFAULT_GRANT.to_vec(),
         };
         for t in step.tools.iter().flatten() {
             if self.tool(t, agent) && !mcp::covers(&grant, &t.value) {

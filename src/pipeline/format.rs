@@ -38,10 +38,10 @@ pub struct Pipeline {
     /// Prices per model (`provider/model` or the served name), in US dollars per million
     /// tokens; a model without a price is shown as unpriced.
     #[serde(default)]
-    pub prices: crate::agent::Prices,
+    pub prices: super::settings::Prices,
     /// The step cache: its size limit (see docs/caching.md).
     #[serde(default)]
-    pub cache: Option<crate::cache::CacheConfig>,
+    pub cache: Option<super::settings::CacheConfig>,
 }
 
 /// A resource (`get:` / `put:` target).

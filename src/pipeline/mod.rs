@@ -1,6 +1,19 @@
 //! The pipeline file: its format, loading with located errors, the checks, model
 //! resolution and the JSON Schema.
 //!
+//! # Layout
+//!
+//! * `at`: values with their position in the file.
+//! * `format`: the file's types (serde).
+//! * `settings`: `prices:`, `cache:` and the size parser.
+//! * `duration`: durations (`90s`, `1h30m`).
+//! * `kind`: a step's kind, worked out from its keys.
+//! * `load`: reading and parsing with located errors.
+//! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean.
+//! * `check`: the checks before anything runs.
+//! * `mcp`: the checks and configs of `mcp_servers:`.
+//! * `model`: resolving an agent's model, endpoint and key variable.
+//!
 //! [`load`] is what every command calls: read, parse, check, and either a [`Loaded`]
 //! pipeline or a [`LoadError`] listing each problem as `FILE:LINE:COL: what` + `hint:`.
 
@@ -14,11 +27,12 @@ pub mod kind;
 pub mod load;
 pub mod mcp;
 pub mod model;
+pub mod settings;
 
 use std::path::{Path, PathBuf};
 
 pub use at::{At, Pos};
-pub use check::{BUILTIN_TOOLS, CheckScope, DEFAULT_TOOLS};
+pub use check::CheckScope;
 pub use diagnostic::{Diagnostic, LoadError, Problem};
 pub use duration::DurationSpec;
 pub use format::{
@@ -27,6 +41,7 @@ pub use format::{
 };
 pub use kind::StepKind;
 pub use model::{ApiKey, ResolvedModel};
+pub use settings::{CacheConfig, ModelPrice, Prices, SizeSpec};
 
 /// The name of the pipeline file commands use when none is given.
 pub const DEFAULT_FILE: &str = "treadle.yml";
@@ -106,15 +121,19 @@ pub fn load(file: &Path, scope: &CheckScope<'_>) -> Result<Loaded, LoadError> {
     if !problems.is_empty() {
         return Err(LoadError(problems));
     }
-    let dir = match file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
     Ok(Loaded {
         file: file.to_path_buf(),
-        dir,
+        dir: dir_of(file),
         pipeline,
     })
+}
+
+/// The directory a pipeline file is in (`.` for a bare file name).
+pub fn dir_of(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 /// The JSON Schema of the pipeline format, for `# yaml-language-server: $schema=...`.

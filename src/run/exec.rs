@@ -135,14 +135,30 @@ impl<'a> Ctx<'a> {
             change(r);
             r.clone()
         };
-        let store = self.store.clone();
         let run = self.run;
-        let result = tokio::task::spawn_blocking(move || store.put_step(run, &record)).await;
-        let error = match result {
+        self.write_state(move |store| store.put_step(run, &record))
+            .await;
+    }
+
+    /// Writes to the state file off the async threads. A failure does not stop the step
+    /// (what it does matters more than its record), but the first one is kept and makes
+    /// the run exit 2 at its end.
+    pub(crate) async fn write_state<E: std::fmt::Display>(
+        &self,
+        write: impl FnOnce(&Store) -> Result<(), E> + Send + 'static,
+    ) {
+        let store = self.store.clone();
+        let result = tokio::task::spawn_blocking(move || write(&store).map_err(|e| e.to_string()));
+        let error = match result.await {
             Ok(Ok(())) => return,
-            Ok(Err(e)) => e.to_string(),
+            Ok(Err(e)) => e,
             Err(e) => e.to_string(),
         };
+        self.keep_state_error(error);
+    }
+
+    /// Keeps the first failure to write the state file.
+    pub(crate) fn keep_state_error(&self, error: String) {
         if let Ok(mut slot) = self.state_error.lock() {
             slot.get_or_insert(error);
         }

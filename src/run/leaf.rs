@@ -13,9 +13,9 @@ use super::ports::{AgentStepError, AgentStepRequest, StepFacts, StepReporter};
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
 use super::workspace::WorkspaceError;
-use crate::pipeline::check::DEFAULT_TOOLS;
 use crate::pipeline::model::{self, process_env};
 use crate::pipeline::{At, RunSpec, Step};
+use crate::tools::DEFAULT_GRANT;
 
 fn names(list: &[At<String>]) -> Vec<String> {
     list.iter().map(|s| s.value.clone()).collect()
@@ -168,7 +168,7 @@ impl<'a> Ctx<'a> {
         };
         let tools = match (&step.tools, &agent.tools) {
             (Some(t), _) | (None, Some(t)) => names(t),
-            (None, None) => DEFAULT_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+            (None, None) => DEFAULT_GRANT.iter().map(|t| (*t).to_owned()).collect(),
         };
         let routes: Vec<(String, String)> = step
             .routes()

@@ -42,9 +42,14 @@ use crate::pipeline::check::used_agents;
 use crate::pipeline::model::process_env;
 use crate::pipeline::{Diagnostic, Loaded};
 
-/// The state file of a pipeline when `--state` is not given: `.treadle/state.redb` beside it.
-pub fn default_state_path(loaded: &Loaded) -> PathBuf {
-    loaded.dir.join(".treadle").join("state.redb")
+/// The state file of the pipeline `file`: `given` (`--state`) when there is one, else
+/// `.treadle/state.redb` beside the file.
+pub fn state_path(file: &Path, given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| {
+        crate::pipeline::dir_of(file)
+            .join(".treadle")
+            .join("state.redb")
+    })
 }
 
 /// What to run and how.
@@ -124,10 +129,7 @@ pub async fn run(
     checker: Arc<dyn Checker>,
 ) -> Result<RunReport, RunError> {
     loaded.job(options.job.as_deref()).map_err(RunError::Job)?;
-    let state_path = options
-        .state
-        .clone()
-        .unwrap_or_else(|| default_state_path(loaded));
+    let state_path = state_path(&loaded.file, options.state.clone());
     let store = open_store(state_path).await?;
     run_in(loaded, options, store, agents, checker).await
 }

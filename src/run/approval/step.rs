@@ -136,7 +136,7 @@ impl<'a> Ctx<'a> {
     /// The arguments after `RUN N` that `treadle approve` needs to find this run's state.
     fn answer_args(&self) -> String {
         let file = self.loaded.file.display().to_string();
-        let default = crate::run::default_state_path(self.loaded);
+        let default = crate::run::state_path(&self.loaded.file, None);
         if self.store.path() == default {
             if file == crate::pipeline::DEFAULT_FILE {
                 String::new()
@@ -149,16 +149,9 @@ impl<'a> Ctx<'a> {
     }
 
     async fn record_approval(&self, record: &ApprovalRecord) {
-        let (store, record) = (self.store.clone(), record.clone());
-        let result = tokio::task::spawn_blocking(move || store.put_approval(&record)).await;
-        let error = match result {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e.to_string(),
-            Err(e) => e.to_string(),
-        };
-        if let Ok(mut slot) = self.state_error.lock() {
-            slot.get_or_insert(error);
-        }
+        let record = record.clone();
+        self.write_state(move |store| store.put_approval(&record))
+            .await;
     }
 }
 
