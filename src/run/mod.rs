@@ -8,6 +8,7 @@
 //! * `workspace.rs`: step directories and artifacts;
 //! * `outline.rs`: every step of a job, numbered;
 //! * `state.rs`: the redb state file;
+//! * `state_lock.rs`: one process per state file, and who holds it;
 //! * `transcript.rs`: what is printed;
 //! * `terminal.rs`: control characters in printed text shown, not sent;
 //! * `ports.rs`: the interfaces to the agent step and to asserts.
@@ -18,6 +19,7 @@ pub mod leaf;
 pub mod outline;
 pub mod ports;
 pub mod state;
+pub mod state_lock;
 pub mod task;
 pub mod terminal;
 pub mod transcript;

@@ -8,8 +8,9 @@
 //!
 //! Values are versioned bytes (a format byte, then JSON) so that a later schema can still
 //! read older files. redb is synchronous; the executor calls this from blocking tasks.
-//! redb allows one process to open a file at a time: a second `treadle run` on the same
-//! pipeline fails with [`StateError::Busy`] instead of corrupting anything.
+//! One process opens a state file at a time ([`super::state_lock`], then redb's own lock):
+//! a second `treadle run` on the same pipeline fails with [`StateError::Held`], naming the
+//! process that holds it, instead of corrupting anything.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,6 +45,9 @@ pub enum StateError {
     /// Another process has the file open.
     #[error("the state file {0} is in use by another treadle process")]
     Busy(PathBuf),
+    /// Another treadle process holds the state file's lock (or it cannot be taken).
+    #[error(transparent)]
+    Held(#[from] super::state_lock::LockError),
     /// redb could not open the file.
     #[error("cannot open the state file {path}: {source}")]
     Open {
@@ -200,6 +204,8 @@ pub struct Store {
     db: Arc<Database>,
     journal: Journal,
     path: PathBuf,
+    // Dropped last: the lock outlives the journal and database handles.
+    _lock: super::state_lock::Held,
 }
 
 fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StateError> {
@@ -222,6 +228,7 @@ impl Store {
     /// Opens (or creates) the state file, creating its directory: the session journal
     /// first, then the store's tables beside the journal's.
     pub fn open(path: &Path) -> Result<Self, StateError> {
+        let lock = super::state_lock::acquire(path)?;
         let journal = Journal::open(path).map_err(|e| match e {
             JournalOpenError::AlreadyOpen { .. } => StateError::Busy(path.to_path_buf()),
             JournalOpenError::CreateDir { path, source } => StateError::Dir { path, source },
@@ -242,6 +249,7 @@ impl Store {
             db,
             journal,
             path: path.to_path_buf(),
+            _lock: lock,
         })
     }
 

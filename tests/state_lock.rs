@@ -1,0 +1,44 @@
+//! One treadle process uses a state file at a time: of two first runs started together in
+//! a fresh directory one runs, and the other is told which process holds the state file.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::Fixture;
+
+#[test]
+fn two_first_runs_never_both_fail() {
+    // The race is in creating the state file: repeat it on fresh directories.
+    for round in 0..15 {
+        let f = Fixture::new("plan:\n  - task: a\n    run: sleep 0.2\n");
+        let start = || {
+            Command::new(env!("CARGO_BIN_EXE_treadle"))
+                .arg("run")
+                .current_dir(f.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (start(), start());
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        let codes = [a.status.code(), b.status.code()];
+        assert!(
+            codes.contains(&Some(0)),
+            "round {round}: both failed {codes:?}\n{}\n{}",
+            String::from_utf8_lossy(&a.stderr),
+            String::from_utf8_lossy(&b.stderr)
+        );
+        for out in [&a, &b] {
+            if out.status.code() != Some(0) {
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(2), "{err}");
+                assert!(
+                    err.contains("in use by another treadle process (pid "),
+                    "the loser names the holder: {err}"
+                );
+            }
+        }
+    }
+}
