@@ -124,3 +124,41 @@ fn a_missing_branch_is_a_clear_error() {
     let all = format!("{}{}", r.stdout(), r.stderr());
     assert!(all.contains("has no branch `nope`"), "{all}");
 }
+
+#[test]
+fn a_relative_uri_is_taken_from_the_pipeline_directory() {
+    let f = Fixture::new("plan: []\n");
+    let sub = f.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    remote(&sub);
+    let yaml = r#"
+resources:
+  - name: repo
+    type: git
+    source: { uri: remote.git, branch: main }
+plan:
+  - get: repo
+  - task: show
+    inputs: [repo]
+    run: cat repo/words.txt
+"#;
+    std::fs::write(sub.join("treadle.yml"), yaml).unwrap();
+    // A relative pipeline path from the directory above, then from the pipeline's own.
+    let r = f.treadle(&["run", "sub/treadle.yml"]);
+    r.expect_code(0);
+    assert!(r.stdout().contains("alpha"), "{}", r.stdout());
+    let r = f.treadle(&["plan", "sub/treadle.yml"]);
+    r.expect_code(0);
+    assert!(r.stdout().contains("repo"), "{}{}", r.stdout(), r.stderr());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_treadle"))
+        .args(["run", "--resume", "1"])
+        .current_dir(&sub)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -201,15 +201,7 @@ impl Walk<'_> {
             .iter()
             .find(|r| r.name.value == resource)
             .ok_or_else(|| format!("there is no resource `{resource}`"))?;
-        let mut src = GitSource::of(r).map_err(|e| e.to_string())?;
-        if !src.uri.contains(':') && !src.uri.starts_with('/') {
-            src.uri = self
-                .loaded
-                .dir
-                .join(&src.uri)
-                .to_string_lossy()
-                .into_owned();
-        }
+        let src = GitSource::resolved(r, &self.loaded.dir).map_err(|e| e.to_string())?;
         git::resolve(&src.uri, &src.branch).map_err(|e| e.to_string())
     }
 }

@@ -5,6 +5,7 @@ pub mod git;
 mod step;
 
 use crate::pipeline::Resource;
+use std::path::Path;
 
 /// A git resource's `source:`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,5 +56,20 @@ impl GitSource {
         let uri = text("uri")?.ok_or_else(|| ResourceError::Source(name.clone()))?;
         let branch = text("branch")?.unwrap_or_else(|| "main".to_owned());
         Ok(Self { uri, branch })
+    }
+
+    /// Reads a resource's source, a relative local `uri` taken from `pipeline_dir` (the
+    /// directory of the pipeline file) and made absolute: git runs in other directories
+    /// (a mirror under `.treadle/git/`), where a relative path would mean something else.
+    pub fn resolved(resource: &Resource, pipeline_dir: &Path) -> Result<Self, ResourceError> {
+        let mut src = Self::of(resource)?;
+        // `scp`-like `host:path` and URLs (`scheme://`) are remote; the rest is a path.
+        let local = !src.uri.contains(':');
+        if local && !src.uri.starts_with('/') {
+            let path = pipeline_dir.join(&src.uri);
+            let path = std::path::absolute(&path).unwrap_or(path);
+            src.uri = path.to_string_lossy().into_owned();
+        }
+        Ok(src)
     }
 }

@@ -39,17 +39,7 @@ impl<'a> Ctx<'a> {
             .iter()
             .find(|r| r.name.value == resource)
             .ok_or_else(|| ResourceError::Unknown(resource.to_owned()))?;
-        let mut src = GitSource::of(r)?;
-        // A relative local path means "beside the pipeline", wherever treadle runs from.
-        let local = !src.uri.contains("://") && !src.uri.contains(':');
-        if local && !src.uri.starts_with('/') {
-            src.uri = self
-                .loaded
-                .dir
-                .join(&src.uri)
-                .to_string_lossy()
-                .into_owned();
-        }
+        let src = GitSource::resolved(r, &self.loaded.dir)?;
         Ok(src)
     }
 

@@ -5,9 +5,11 @@
 use std::borrow::Cow;
 
 /// Whether `c` would act on a terminal rather than show: C0 and C1 controls, DEL, and the
-/// bidirectional overrides that reorder what is shown. Tab stays: it only moves right.
+/// bidirectional overrides that reorder what is shown. Tab and newline stay: they only
+/// move on.
 fn acts(c: char) -> bool {
-    (c.is_control() && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    (c.is_control() && !matches!(c, '\t' | '\n'))
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `text` with each acting character written out as `\xNN` (`\u{NNNN}` above 0xff).
@@ -34,7 +36,7 @@ mod tests {
 
     #[test]
     fn controls_are_written_out_and_plain_text_is_untouched() {
-        assert_eq!(neutralise("a\tb ✓"), "a\tb ✓");
+        assert_eq!(neutralise("a\tb ✓\n"), "a\tb ✓\n");
         assert_eq!(neutralise("\u{1b}[2J\r\u{7}"), "\\x1b[2J\\x0d\\x07");
         assert_eq!(neutralise("\u{9b}x\u{202e}"), "\\x9bx\\u{202e}");
     }
