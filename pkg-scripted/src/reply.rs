@@ -127,6 +127,7 @@ pub(crate) enum Kind {
 pub struct Reply {
     pub(crate) kind: Kind,
     pub(crate) usage: Option<Usage>,
+    pub(crate) served_model: Option<String>,
     pub(crate) finish_reason: Option<String>,
     pub(crate) ending: Ending,
 }
@@ -140,9 +141,18 @@ impl Reply {
                 tool_calls,
             },
             usage: None,
+            served_model: None,
             finish_reason: None,
             ending: Ending::Complete,
         }
+    }
+
+    /// Reports `model` as the model that answered, instead of the one the request named
+    /// (a router or an alias serves a model of another name).
+    #[must_use]
+    pub fn served_model(mut self, model: impl Into<String>) -> Self {
+        self.served_model = Some(model.into());
+        self
     }
 
     /// An assistant text answer (`finish_reason: "stop"`).
@@ -170,6 +180,7 @@ impl Reply {
                 retry_after: None,
             },
             usage: None,
+            served_model: None,
             finish_reason: None,
             ending: Ending::Complete,
         }
@@ -181,6 +192,7 @@ impl Reply {
         Self {
             kind: Kind::Malformed,
             usage: None,
+            served_model: None,
             finish_reason: None,
             ending: Ending::Complete,
         }

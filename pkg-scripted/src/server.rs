@@ -485,7 +485,7 @@ async fn completions(
 
     let ctx = Ctx {
         request_index: index,
-        model: &info.model,
+        model: reply.served_model.as_deref().unwrap_or(&info.model),
         created: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),

@@ -34,8 +34,8 @@ pub struct AgentStep {
     pub max_turns: Option<u32>,
     /// Token limits the step runs under.
     pub budgets: Vec<TokenBudget>,
-    /// The price of the model, when the pipeline gives one.
-    pub price: Option<ModelPrice>,
+    /// The pipeline's prices; [`AgentStep::price`] picks the model's.
+    pub prices: Prices,
     /// The step directory the tools are confined to.
     pub dir: PathBuf,
     /// Extra environment for `run_shell` (the step's `env:`).
@@ -112,7 +112,7 @@ impl AgentStep {
             verdicts,
             max_turns: agent.max_turns,
             budgets,
-            price: None,
+            prices: Prices::new(),
             dir,
             env: step
                 .env
@@ -136,13 +136,19 @@ impl AgentStep {
         self
     }
 
-    /// Looks the model's price up in the pipeline's prices, by the name written in the
-    /// pipeline (`provider/model`) or the name sent to the endpoint.
+    /// Keeps the pipeline's prices, to price the step once the model answered.
     #[must_use]
     pub fn with_prices(mut self, prices: &Prices) -> Self {
-        let qualified = format!("{}/{}", self.model.provider, self.model.model);
-        self.price = find_price(prices, &[&qualified, &self.model.model]).copied();
+        self.prices = prices.clone();
         self
+    }
+
+    /// The price of the model that answered: by the name the endpoint reported serving
+    /// (`served`; a router or an alias may serve another model than the one asked for),
+    /// else the name written in the pipeline (`provider/model`), else the name sent.
+    pub fn price(&self, served: &str) -> Option<ModelPrice> {
+        let qualified = format!("{}/{}", self.model.provider, self.model.model);
+        find_price(&self.prices, &[served, &qualified, &self.model.model]).copied()
     }
 }
 
@@ -254,6 +260,16 @@ mod tests {
         );
         let spec = AgentStep::from_pipeline(&agent(None, None), &step, model(), PathBuf::new())
             .with_prices(&prices);
-        assert_eq!(spec.price.map(|p| p.completion), Some(2.0));
+        assert_eq!(spec.price("other").map(|p| p.completion), Some(2.0));
+        prices.insert(
+            "served".into(),
+            ModelPrice {
+                prompt: 1.0,
+                completion: 5.0,
+                cached: None,
+            },
+        );
+        let spec = spec.with_prices(&prices);
+        assert_eq!(spec.price("served").map(|p| p.completion), Some(5.0));
     }
 }

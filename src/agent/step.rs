@@ -170,7 +170,7 @@ async fn run_session(
         TurnOutcome::Done { .. } => AgentStatus::Succeeded,
     };
     let model = served.unwrap_or_else(|| step.model.model.clone());
-    let cost = cost(&turns.usage, step.price.as_ref());
+    let cost = cost(&turns.usage, step.price(&model).as_ref());
     observer.on_event(AgentEvent::Usage {
         usage: turns.usage,
         model: model.clone(),

@@ -1,6 +1,7 @@
 //! `treadle runs --cost`: tokens and cost per run, or per step of one run, from the usage
 //! each agent step recorded. A step whose model has no price is unpriced, and so is any
-//! total that includes one: a missing price is never counted as free.
+//! total that includes one: a missing price is never counted as free. A step replayed
+//! from the cache spent nothing in its run and counts as zero.
 
 use super::out::say;
 use std::path::{Path, PathBuf};
@@ -38,12 +39,19 @@ impl Total {
         }
     }
 
+    /// What `steps` spent in their run: a step replayed from the cache spent nothing.
     fn of(steps: &[StepRecord]) -> Self {
         let mut t = Self::default();
-        for u in steps.iter().filter_map(|s| s.usage.as_ref()) {
-            t.add(u);
+        for s in steps {
+            t.step(s);
         }
         t
+    }
+
+    fn step(&mut self, s: &StepRecord) {
+        if let (Some(u), None) = (&s.usage, s.replayed_from) {
+            self.add(u);
+        }
     }
 
     fn cost(&self) -> String {
@@ -99,16 +107,17 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
             say!("{:<24} {:<20} {HEADER}", "step", "model");
             for s in list.iter().filter(|s| s.usage.is_some()) {
                 let mut t = Total::default();
-                let model = s
-                    .usage
-                    .as_ref()
-                    .and_then(|u| u.get("model"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("-")
-                    .to_owned();
-                if let Some(u) = &s.usage {
-                    t.add(u);
-                }
+                let model = match s.replayed_from {
+                    Some(run) => format!("replayed (run {run})"),
+                    None => s
+                        .usage
+                        .as_ref()
+                        .and_then(|u| u.get("model"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("-")
+                        .to_owned(),
+                };
+                t.step(s);
                 say!("{:<24} {:<20} {}", s.name, model, t.row());
             }
             say!("{:<24} {:<20} {}", "total", "", Total::of(&list).row());

@@ -182,6 +182,7 @@ pub async fn run_from(
             error: None,
             verdict: None,
             usage: None,
+            replayed_from: None,
         })
         .collect();
     let pipeline_name = loaded.file.display().to_string();

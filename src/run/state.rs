@@ -194,9 +194,14 @@ pub struct StepRecord {
     /// An agent's verdict.
     #[serde(default)]
     pub verdict: Option<String>,
-    /// An agent's token usage and cost, as the agent step reports it.
+    /// An agent's token usage and cost, as the agent step reports it. For a step
+    /// replayed from the cache, what it cost when it ran (see `replayed_from`).
     #[serde(default)]
     pub usage: Option<serde_json::Value>,
+    /// The run whose record this step was replayed from, instead of running: it spent
+    /// nothing in this run.
+    #[serde(default)]
+    pub replayed_from: Option<u64>,
 }
 
 /// The open state file.
