@@ -54,7 +54,7 @@ impl Fixture {
             verdicts: Vec::new(),
             max_turns: Some(10),
             budgets: Vec::new(),
-            price: None,
+            prices: Default::default(),
             dir: self.step_dir(),
             env: Vec::new(),
             temperature: None,
@@ -270,11 +270,14 @@ async fn a_spent_budget_stops_the_next_model_call() -> TestResult {
         limit: 100,
         spent_before: 0,
     }];
-    step.price = Some(ModelPrice {
-        prompt: 1.0,
-        completion: 2.0,
-        cached: None,
-    });
+    step.prices.insert(
+        step.model.model.clone(),
+        ModelPrice {
+            prompt: 1.0,
+            completion: 2.0,
+            cached: None,
+        },
+    );
     let (outcome, events) = fixture.run(&step).await?;
 
     assert_eq!(server.requests().len(), 1, "a second model call was made");
