@@ -142,3 +142,42 @@ fn bad_on_timeout_is_a_load_error() {
     let f = Fixture::new("plan:\n  - approval: gate\n    on_timeout: approve\n");
     f.treadle(&["validate"]).expect_code(2);
 }
+
+#[test]
+fn a_killed_runs_approval_is_not_listed_once_the_run_is_resumed() {
+    let f = Fixture::new(PIPELINE);
+    let mut child = spawn_run(&f);
+    wait_until_parked(&f);
+    // SIGKILL: the run cannot clean up its parked approval.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let resumed = Command::new(env!("CARGO_BIN_EXE_treadle"))
+        .args(["run", "--resume", "1"])
+        .current_dir(f.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let list = loop {
+        let list = f.treadle(&["approvals"]).stdout();
+        if list
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("2"))
+        {
+            break list;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{list}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        !list
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("1")),
+        "run 1's stale approval is still listed:\n{list}"
+    );
+    f.treadle(&["approve", "2", "deploy"]).expect_code(0);
+    let run = common::Run(resumed.wait_with_output().unwrap());
+    run.expect_code(0);
+}

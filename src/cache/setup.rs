@@ -81,7 +81,7 @@ pub async fn open(
 }
 
 /// Links the new run to the one it resumes or replays; a resumed run that a killed
-/// process left `running` is closed as aborted.
+/// process left `running` is closed as aborted, with the approvals it left waiting.
 pub async fn link(store: &Arc<Store>, cache: &Arc<StepCache>, start: &Start, run: u64) {
     let (store, cache, start) = (store.clone(), cache.clone(), start.clone());
     let _ = tokio::task::spawn_blocking(move || {
@@ -98,6 +98,9 @@ pub async fn link(store: &Arc<Store>, cache: &Arc<StepCache>, start: &Start, run
                 took,
                 Some(format!("interrupted; resumed as run {run}")),
             );
+            if let Err(e) = crate::run::approval::close_abandoned(&store, of) {
+                eprintln!("treadle: cannot close run {of}'s waiting approvals: {e}");
+            }
         }
     })
     .await;

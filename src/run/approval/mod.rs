@@ -32,6 +32,8 @@ pub mod step;
 
 use serde::{Deserialize, Serialize};
 
+use super::state::Store;
+
 /// Where an approval stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -83,4 +85,24 @@ pub struct ApprovalRecord {
     /// Who or what answered: a user name, `timeout`, `headless`.
     #[serde(default)]
     pub by: Option<String>,
+}
+
+/// Closes the approvals a killed run left waiting (SIGKILL gives it no chance to): each
+/// is recorded as aborted and its control files are removed, so `treadle approvals` no
+/// longer lists it. Called when that run is resumed, which proves it is over.
+pub fn close_abandoned(store: &Store, run: u64) -> Result<(), String> {
+    let mailbox = mailbox::Mailbox::of_state(store.path());
+    let waiting = mailbox.pending().map_err(|e| e.to_string())?;
+    for p in waiting.iter().filter(|p| p.run == run) {
+        mailbox.clear(p.run, p.seq).map_err(|e| e.to_string())?;
+    }
+    let records = store.approvals().map_err(|e| e.to_string())?;
+    for mut r in records
+        .into_iter()
+        .filter(|r| r.run == run && r.status == ApprovalStatus::Pending)
+    {
+        r.status = ApprovalStatus::Aborted;
+        store.put_approval(&r).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
