@@ -3,8 +3,9 @@
 //!
 //! # Use
 //!
-//! The executor builds an [`AgentStep`] from the pipeline ([`AgentStep::from_pipeline`],
-//! then [`AgentStep::with_job_budget`] and [`AgentStep::with_prices`]), calls
+//! The executor builds an [`AgentStep`] from the pipeline once ([`AgentStep::build`]), keys
+//! the step on [`AgentStep::key_view`], adds the directory and the job's budget
+//! ([`AgentStep::in_dir`], [`AgentStep::with_job_budget`]), calls
 //! [`run_agent_step`] with the shared journal, an [`AgentObserver`] that writes the
 //! transcript and a cancellation token, and records the [`AgentOutcome`]. The step's asserts
 //! are then checked with [`crate::assert::check_step`] over the outcome's facts.
@@ -46,6 +47,6 @@ pub use cost::{Cost, ModelPrice, Prices, cost, find_price};
 pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
 pub use record::{AgentOutcome, AgentStatus, RecordedCall};
-pub use spec::AgentStep;
+pub use spec::{AgentStep, BuildError};
 pub use step::{AgentError, run_agent_step};
 pub use verdict::{Chosen, VERDICT_TOOL};

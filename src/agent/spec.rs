@@ -4,12 +4,18 @@
 //!
 //! Keeping this a plain struct means the runner never looks at YAML types, and a test or a
 //! library user can build a step without a pipeline file.
+//!
+//! [`AgentStep::build`] is the one place a pipeline's agent step is turned into this value:
+//! the executor builds it once per step, keys the step on [`AgentStep::key_view`] and
+//! hands the same value to the agent runner, so what runs and what is keyed agree.
 
 use std::path::PathBuf;
 
-use treadle_session::mcp::McpServerConfig;
+use serde_json::{Value, json};
+use treadle_session::mcp::{McpServerConfig, McpTransport};
 
-use crate::pipeline::{Agent, ResolvedModel, Step, mcp};
+use crate::pipeline::model::{self, ModelError, process_env};
+use crate::pipeline::{Agent, Loaded, ResolvedModel, Step, mcp};
 use crate::tools::DEFAULT_GRANT;
 
 use super::budget::{BudgetScope, TokenBudget};
@@ -46,7 +52,66 @@ pub struct AgentStep {
     pub mcp: Vec<McpServerConfig>,
 }
 
+/// Why a pipeline's agent step could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The step names no agent.
+    #[error("the step is not an agent step")]
+    NotAgent,
+    /// The step names an agent the pipeline does not define.
+    #[error("unknown agent `{0}`")]
+    UnknownAgent(String),
+    /// The agent's model cannot be resolved.
+    #[error("{0} ({hint})", hint = .0.hint())]
+    Model(#[from] ModelError),
+}
+
 impl AgentStep {
+    /// Builds the agent step `step` runs, from the loaded pipeline: its agent, its model
+    /// (resolved against the process environment) and its price. The directory is the
+    /// executor's to add with [`AgentStep::in_dir`] once it is made.
+    pub fn build(loaded: &Loaded, step: &Step) -> Result<Self, BuildError> {
+        let name = step.agent.as_ref().ok_or(BuildError::NotAgent)?;
+        let agent = loaded
+            .agent(&name.value)
+            .ok_or_else(|| BuildError::UnknownAgent(name.value.clone()))?;
+        let model = model::resolve(&agent.source, agent.name.pos, &process_env)?;
+        Ok(Self::from_pipeline(agent, step, model, PathBuf::new())
+            .with_prices(&loaded.pipeline.prices))
+    }
+
+    /// The step, confined to `dir`.
+    #[must_use]
+    pub fn in_dir(mut self, dir: PathBuf) -> Self {
+        self.dir = dir;
+        self
+    }
+
+    /// What of the step its cache key hashes: the model and its endpoint, the system
+    /// prompt, the granted tools with their schemas, the prompt and the MCP servers.
+    /// Left out: what bounds how it runs (budgets, `max_turns`, the price) and where (the
+    /// directory).
+    pub fn key_view(&self) -> Value {
+        let mut view = json!({
+            "model": {
+                "provider": self.model.provider,
+                "model": self.model.model,
+                "endpoint": self.model.base_url,
+            },
+            "system": self.system,
+            "tools": tool_schemas(&self.tools),
+            "prompt": self.prompt,
+        });
+        // Only when there are servers, so that the keys of agents without any stay as they were.
+        if !self.mcp.is_empty()
+            && let Value::Object(map) = &mut view
+        {
+            let servers = self.mcp.iter().map(server_view).collect();
+            map.insert("mcp_servers".to_owned(), Value::Array(servers));
+        }
+        view
+    }
+
     /// Builds the step from its pipeline definition.
     ///
     /// * tools: the step's `tools:` where given (the checks already refused any that widen
@@ -149,6 +214,46 @@ impl AgentStep {
     pub fn price(&self, served: &str) -> Option<ModelPrice> {
         let qualified = format!("{}/{}", self.model.provider, self.model.model);
         find_price(&self.prices, &[served, &qualified, &self.model.model]).copied()
+    }
+}
+
+fn server_view(server: &McpServerConfig) -> Value {
+    let (command, args, env, endpoint) = match &server.transport {
+        McpTransport::Stdio {
+            command, args, env, ..
+        } => {
+            let env: serde_json::Map<String, Value> = env
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            (Some(command.as_str()), args.clone(), env, None)
+        }
+        McpTransport::Http { url, .. } => {
+            (None, Vec::new(), serde_json::Map::new(), Some(url.as_str()))
+        }
+    };
+    json!({ "name": server.name, "command": command, "args": args, "env": env, "endpoint": endpoint })
+}
+
+// The schemas are part of the key: a tool whose arguments change is a different tool to
+// the model even under the same name. MCP tools are keyed by name (and their server's
+// config): their schemas are only known once the server runs.
+fn tool_schemas(tools: &[String]) -> Value {
+    let (remote, builtin): (Vec<&String>, Vec<&String>) =
+        tools.iter().partition(|t| mcp::server_of(t).is_some());
+    let dir = std::env::temp_dir();
+    let schemas = crate::tools::Workspace::new(&dir)
+        .ok()
+        .and_then(|ws| crate::tools::grant(&builtin, &ws).ok());
+    match schemas {
+        Some(list) => Value::Array(
+            list.iter()
+                .map(|t| json!({ "name": t.name(), "description": t.description(), "parameters": t.parameters() }))
+                .chain(remote.into_iter().map(|name| json!(name)))
+                .collect(),
+        ),
+        // An unknown tool fails the step when it runs; its name alone keys it until then.
+        None => json!(tools),
     }
 }
 
@@ -271,5 +376,45 @@ mod tests {
         );
         let spec = spec.with_prices(&prices);
         assert_eq!(spec.price("served").map(|p| p.completion), Some(5.0));
+    }
+
+    #[test]
+    fn built_once_from_the_file_and_keyed_on_what_runs() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("treadle.yml");
+        std::fs::write(
+            &file,
+            "agents:\n  - name: reviewer\n    source: { model: local/tiny }\n    tools: [read_file, write_file]\n\
+             prices:\n  local/tiny: { prompt: 1.0, completion: 2.0 }\n\
+             plan:\n  - agent: reviewer\n    prompt: Review.\n    tools: [read_file]\n",
+        )?;
+        let scope = crate::pipeline::CheckScope {
+            job: None,
+            env: &|_| None,
+            machine: false,
+        };
+        let loaded = crate::pipeline::load(&file, &scope)?;
+        let step = &loaded.pipeline.jobs[0].plan[0];
+        let built = AgentStep::build(&loaded, step)?;
+        assert_eq!(built.tools, ["read_file"]);
+        assert_eq!(built.price.map(|p| p.completion), Some(2.0));
+        let view = built.key_view();
+        // The key sees exactly the prompt and the tools the runner gets.
+        assert_eq!(view["prompt"], built.prompt.as_str());
+        let keyed: Vec<&str> = view["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(keyed, built.tools);
+        // The directory is not part of the key.
+        assert_eq!(built.clone().in_dir("/tmp/x".into()).key_view(), view);
+        let not_agent = crate::pipeline::Step::default();
+        assert!(matches!(
+            AgentStep::build(&loaded, &not_agent),
+            Err(BuildError::NotAgent)
+        ));
+        Ok(())
     }
 }

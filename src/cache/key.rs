@@ -21,9 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::digest::Digest;
-use crate::pipeline::model::{self, process_env};
+use crate::agent::AgentStep;
 use crate::pipeline::{Loaded, RunSpec, Step, StepKind};
-use crate::tools::DEFAULT_GRANT;
 
 /// The parts a step key is made of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,8 +97,13 @@ fn run_json(run: &RunSpec) -> Value {
 }
 
 /// The canonical configuration of a leaf step, as JSON. `version` is a `get`'s resolved
-/// version (the commit); other kinds ignore it.
-pub fn config(loaded: &Loaded, step: &Step, version: Option<&str>) -> Result<Value, ConfigError> {
+/// version (the commit), `agent` an agent step as built to run; other kinds ignore them.
+pub fn config(
+    loaded: &Loaded,
+    step: &Step,
+    version: Option<&str>,
+    agent: Option<&AgentStep>,
+) -> Result<Value, ConfigError> {
     let common = json!({
         "inputs": names(&step.inputs),
         "outputs": names(&step.outputs),
@@ -109,7 +113,11 @@ pub fn config(loaded: &Loaded, step: &Step, version: Option<&str>) -> Result<Val
     let kind = step.kind().map_err(|e| ConfigError(e.to_string()))?;
     let specific = match kind {
         StepKind::Task(run) => json!({ "run": run_json(&run.value) }),
-        StepKind::Agent(name) => agent_config(loaded, step, &name.value)?,
+        StepKind::Agent(name) => {
+            let agent = agent
+                .ok_or_else(|| ConfigError(format!("agent step `{}` was not built", name.value)))?;
+            agent_config(step, agent)
+        }
         StepKind::Get(res) | StepKind::Put(res) => {
             let resource = loaded
                 .pipeline
@@ -130,77 +138,20 @@ pub fn config(loaded: &Loaded, step: &Step, version: Option<&str>) -> Result<Val
     Ok(json!({ "kind": kind.key(), "common": common, "step": specific }))
 }
 
-fn agent_config(loaded: &Loaded, step: &Step, name: &str) -> Result<Value, ConfigError> {
-    let agent = loaded
-        .agent(name)
-        .ok_or_else(|| ConfigError(format!("unknown agent `{name}`")))?;
-    let resolved = model::resolve(&agent.source, agent.name.pos, &process_env)
-        .map_err(|e| ConfigError(e.to_string()))?;
-    let tools = match (&step.tools, &agent.tools) {
-        (Some(t), _) | (None, Some(t)) => names(t),
-        (None, None) => DEFAULT_GRANT.iter().map(|t| (*t).to_owned()).collect(),
-    };
-    let prompt = match (&step.prompt, &step.messages) {
-        (Some(p), _) => p.clone(),
-        (None, Some(m)) => m.join("\n\n"),
-        (None, None) => String::new(),
-    };
+// The agent's part is a view of the very value the runner gets; routes and `commit` are
+// the step's (where a verdict goes, what happens to the work after).
+fn agent_config(step: &Step, agent: &AgentStep) -> Value {
     let verdicts: Vec<(String, String)> = step
         .routes()
         .into_iter()
         .map(|(v, t)| (v.to_owned(), t.value.clone()))
         .collect();
-    let mut config = json!({
-        "model": { "provider": resolved.provider, "model": resolved.model, "endpoint": resolved.base_url },
-        "system": agent.system,
-        "tools": tool_schemas(&tools),
-        "prompt": prompt,
-        "verdicts": verdicts,
-        "commit": step.commit,
-    });
-    // Only when there are servers, so that the keys of agents without any stay as they were.
-    if !agent.mcp_servers.is_empty()
-        && let Value::Object(map) = &mut config
-    {
-        let servers: Vec<Value> = agent
-            .mcp_servers
-            .iter()
-            .map(|s| {
-                json!({
-                    "name": s.name.value,
-                    "command": s.command.as_ref().map(|c| &c.value),
-                    "args": s.args,
-                    "env": s.env,
-                    "endpoint": s.endpoint.as_ref().map(|e| &e.value),
-                })
-            })
-            .collect();
-        map.insert("mcp_servers".to_owned(), Value::Array(servers));
+    let mut config = agent.key_view();
+    if let Value::Object(map) = &mut config {
+        map.insert("verdicts".to_owned(), json!(verdicts));
+        map.insert("commit".to_owned(), json!(step.commit));
     }
-    Ok(config)
-}
-
-// The schemas are part of the key: a tool whose arguments change is a different tool to
-// the model even under the same name. MCP tools are keyed by name (and their server's
-// config): their schemas are only known once the server runs.
-fn tool_schemas(tools: &[String]) -> Value {
-    let (remote, builtin): (Vec<&String>, Vec<&String>) = tools
-        .iter()
-        .partition(|t| crate::pipeline::mcp::server_of(t).is_some());
-    let dir = std::env::temp_dir();
-    let schemas = crate::tools::Workspace::new(&dir)
-        .ok()
-        .and_then(|ws| crate::tools::grant(&builtin, &ws).ok());
-    match schemas {
-        Some(list) => Value::Array(
-            list.iter()
-                .map(|t| json!({ "name": t.name(), "description": t.description(), "parameters": t.parameters() }))
-                .chain(remote.into_iter().map(|name| json!(name)))
-                .collect(),
-        ),
-        // An unknown tool fails the step when it runs; its name alone keys it until then.
-        None => json!(tools),
-    }
+    config
 }
 
 /// The digest of a configuration.

@@ -13,6 +13,7 @@ use super::chain::Chain;
 use super::digest::Digest;
 use super::key::{self, KeyParts};
 use super::records::Records;
+use crate::agent::AgentStep;
 use crate::pipeline::{At, Job, Loaded, Step, StepKind};
 use crate::resource::{GitSource, git};
 use crate::run::outline::Outline;
@@ -153,7 +154,14 @@ impl Walk<'_> {
             },
             _ => None,
         };
-        let config = match key::config(self.loaded, s, version.as_deref()) {
+        let agent = match s.kind() {
+            Ok(StepKind::Agent(_)) => match AgentStep::build(self.loaded, s) {
+                Ok(a) => Some(a),
+                Err(e) => return (Verdict::Run(vec![e.to_string()]), None),
+            },
+            _ => None,
+        };
+        let config = match key::config(self.loaded, s, version.as_deref(), agent.as_ref()) {
             Ok(c) => key::config_digest(&c),
             Err(e) => return (Verdict::Run(vec![e.to_string()]), None),
         };

@@ -178,7 +178,11 @@ impl<'a> Ctx<'a> {
             Ok(StepKind::Get(res)) => Some(self.resolve_version(cache, &res.value, entry).await?),
             _ => None,
         };
-        let config = key::config(self.loaded, step, version.as_deref())
+        let agent = match step.kind() {
+            Ok(StepKind::Agent(_)) => Some(self.agent_step(step, entry)?),
+            _ => None,
+        };
+        let config = key::config(self.loaded, step, version.as_deref(), agent.as_deref())
             .map_err(|e| Done::errored(e.to_string()))?;
         let prev = cache
             .with(|l| cache.chain.prev_key(entry.seq, &l.keys))

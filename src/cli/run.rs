@@ -31,7 +31,7 @@ pub(super) async fn run(
     let cancel = CancellationToken::new();
     let watch = signals::watch(cancel.clone());
     let state_path = run::state_path(file, state);
-    let agents = wiring::taped_agent_runner(loaded.pipeline.prices.clone(), tape.clone());
+    let agents = wiring::taped_agent_runner(tape.clone());
     let options = RunOptions {
         job,
         style: Style::detect(json),

@@ -28,7 +28,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
     };
     let cancel = CancellationToken::new();
     let watch = signals::watch(cancel.clone());
-    let agents = wiring::default_agent_runner(loaded.pipeline.prices.clone());
+    let agents = wiring::default_agent_runner();
     let mut results = Vec::new();
     for job in loaded.pipeline.jobs.iter().map(|j| j.name.value.clone()) {
         if cancel.is_cancelled() {

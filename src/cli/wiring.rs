@@ -12,7 +12,7 @@ use treadle_session::event::FailureCause;
 
 use async_trait::async_trait;
 
-use crate::agent::{AgentEvent, AgentStatus, AgentStep, Prices, run_agent_step};
+use crate::agent::{AgentEvent, AgentStatus, run_agent_step};
 use crate::assert::{self, JobOutcome};
 use crate::model_tape::ModelTape;
 use crate::pipeline::{JobAssert, StepAssert};
@@ -21,14 +21,14 @@ use crate::run::{
 };
 
 /// The agent runner `treadle run` uses: real sessions, journaled in the state file.
-pub fn default_agent_runner(prices: Prices) -> Arc<dyn AgentRunner> {
-    taped_agent_runner(prices, None)
+pub fn default_agent_runner() -> Arc<dyn AgentRunner> {
+    taped_agent_runner(None)
 }
 
 /// Like [`default_agent_runner`], recording or replaying every agent step's model traffic
 /// through `tape` when one is given.
-pub fn taped_agent_runner(prices: Prices, tape: Option<Arc<ModelTape>>) -> Arc<dyn AgentRunner> {
-    Arc::new(SessionAgents { prices, tape })
+pub fn taped_agent_runner(tape: Option<Arc<ModelTape>>) -> Arc<dyn AgentRunner> {
+    Arc::new(SessionAgents { tape })
 }
 
 /// The assert checker `treadle run` uses.
@@ -37,30 +37,24 @@ pub fn default_checker() -> Arc<dyn Checker> {
 }
 
 struct SessionAgents {
-    prices: Prices,
     tape: Option<Arc<ModelTape>>,
 }
 
 #[async_trait]
 impl AgentRunner for SessionAgents {
-    async fn run(&self, request: AgentStepRequest<'_>) -> Result<AgentStepOutcome, AgentStepError> {
+    async fn run(&self, request: AgentStepRequest) -> Result<AgentStepOutcome, AgentStepError> {
         let journal = &request.journal;
-        let mut model = request.model;
+        let mut step = request.step;
         let tape = match &self.tape {
             Some(tape) => Some(
-                tape.open_step(request.step_name, &model.base_url)
+                tape.open_step(&step.name, &step.model.base_url)
                     .await
                     .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?,
             ),
             None => None,
         };
         if let Some(tape) = &tape {
-            model.base_url = tape.base_url().to_owned();
-        }
-        let mut step = AgentStep::from_pipeline(request.agent, request.step, model, request.dir)
-            .with_prices(&self.prices);
-        if let Some((limit, spent)) = request.job_budget {
-            step = step.with_job_budget(limit, spent);
+            step.model.base_url = tape.base_url().to_owned();
         }
         let reporter = request.reporter.clone();
         let observer =

@@ -108,6 +108,8 @@ pub(crate) struct Ctx<'a> {
     pub tokens: AtomicU64,
     /// The first failure to write the state file, which makes the run exit 2.
     pub state_error: Mutex<Option<String>>,
+    /// Agent steps as built from the pipeline, by outline seq (each is built once).
+    pub agent_steps: Mutex<std::collections::HashMap<u32, std::sync::Arc<crate::agent::AgentStep>>>,
     /// The step cache (`None`: every step runs).
     pub cache: Option<std::sync::Arc<crate::cache::StepCache>>,
 }
@@ -364,9 +366,7 @@ impl<'a> Ctx<'a> {
                 Ok(StepKind::Task(run)) => {
                     self.task(step, entry, attempt, &run.value, cancel).await
                 }
-                Ok(StepKind::Agent(name)) => {
-                    self.agent(step, entry, attempt, &name.value, cancel).await
-                }
+                Ok(StepKind::Agent(_)) => self.agent(step, entry, attempt, cancel).await,
                 Ok(StepKind::Do(steps)) => self.sequence(steps, &cancel).await,
                 Ok(StepKind::InParallel(p)) => self.parallel(p, &cancel).await,
                 Ok(StepKind::Try(inner)) => {

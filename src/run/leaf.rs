@@ -4,6 +4,7 @@
 //! [`AgentRunner`]: super::ports::AgentRunner
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
@@ -13,9 +14,9 @@ use super::ports::{AgentStepError, AgentStepRequest, StepFacts, StepReporter};
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
 use super::workspace::WorkspaceError;
-use crate::pipeline::model::{self, process_env};
+use crate::agent::AgentStep;
+use crate::pipeline::model::process_env;
 use crate::pipeline::{At, RunSpec, Step};
-use crate::tools::DEFAULT_GRANT;
 
 fn names(list: &[At<String>]) -> Vec<String> {
     list.iter().map(|s| s.value.clone()).collect()
@@ -142,65 +143,54 @@ impl<'a> Ctx<'a> {
         self.conclude(step, &dir, facts).await
     }
 
+    /// The agent step of `entry`, built from the pipeline the first time it is needed (for
+    /// its key or to run it) and the same value after.
+    pub(crate) fn agent_step(&self, step: &Step, entry: &Entry) -> Result<Arc<AgentStep>, Done> {
+        let mut built = self.agent_steps.lock().map_err(|_| {
+            Done::errored(format!("the agent step `{}` cannot be built", entry.name))
+        })?;
+        if let Some(a) = built.get(&entry.seq) {
+            return Ok(a.clone());
+        }
+        let agent = AgentStep::build(self.loaded, step)
+            .map(Arc::new)
+            .map_err(|e| Done::errored(e.to_string()))?;
+        built.insert(entry.seq, agent.clone());
+        Ok(agent)
+    }
+
     pub(crate) async fn agent(
         &'a self,
         step: &'a Step,
         entry: &'a Entry,
         attempt: u32,
-        name: &'a str,
         cancel: CancellationToken,
     ) -> Done {
-        let Some(agent) = self.loaded.agent(name) else {
-            return Done::errored(format!("unknown agent `{name}`"));
+        let built = match self.agent_step(step, entry) {
+            Ok(a) => a,
+            Err(done) => return done,
         };
-        let resolved = match model::resolve(&agent.source, agent.name.pos, &process_env) {
-            Ok(m) => m,
-            Err(e) => return Done::errored(format!("{e} ({})", e.hint())),
-        };
-        let api_key = match resolved.api_key(&process_env) {
-            Ok(k) => k,
-            Err(e) => return Done::errored(format!("{e} ({})", e.hint())),
-        };
-        let prompt = match (&step.prompt, &step.messages) {
-            (Some(p), _) => p.clone(),
-            (None, Some(m)) => m.join("\n\n"),
-            (None, None) => String::new(),
-        };
-        let tools = match (&step.tools, &agent.tools) {
-            (Some(t), _) | (None, Some(t)) => names(t),
-            (None, None) => DEFAULT_GRANT.iter().map(|t| (*t).to_owned()).collect(),
-        };
+        // The session reads the key itself; a variable that is not set stops the step here,
+        // with the hint, before a directory is made.
+        if let Err(e) = built.model.api_key(&process_env) {
+            return Done::errored(format!("{e} ({})", e.hint()));
+        }
         let routes: Vec<(String, String)> = step
             .routes()
             .into_iter()
             .map(|(v, t)| (v.to_owned(), t.value.clone()))
             .collect();
-        let job_budget = self
-            .job
-            .budget
-            .as_ref()
-            .and_then(|b| b.tokens)
-            .map(|limit| {
-                (
-                    limit,
-                    self.tokens.load(std::sync::atomic::Ordering::Relaxed),
-                )
-            });
         let dir = match self.prepare(step, entry, attempt).await {
             Ok(d) => d,
             Err(done) => return done,
         };
+        let mut agent_step = AgentStep::clone(&built).in_dir(dir.clone());
+        if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.tokens) {
+            let spent = self.tokens.load(std::sync::atomic::Ordering::Relaxed);
+            agent_step = agent_step.with_job_budget(limit, spent);
+        }
         let request = AgentStepRequest {
-            step_name: &entry.name,
-            agent,
-            step,
-            model: resolved,
-            api_key,
-            prompt,
-            tools,
-            verdicts: routes.iter().map(|(v, _)| v.clone()).collect(),
-            dir: dir.clone(),
-            job_budget,
+            step: agent_step,
             journal: self.store.journal().clone(),
             reporter: StepReporter {
                 transcript: self.transcript.clone(),

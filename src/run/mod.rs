@@ -227,6 +227,7 @@ pub async fn run_from(
         records: Mutex::new(records),
         tokens: AtomicU64::new(0),
         state_error: Mutex::new(None),
+        agent_steps: Mutex::default(),
         cache: Some(cache.clone()),
     };
     let mut done = ctx.job().await;

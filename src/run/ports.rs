@@ -1,8 +1,8 @@
 //! The executor's interfaces to the agent step and to asserts, which live in
 //! `crate::agent` and `crate::assert`.
 //!
-//! The executor prepares the step directory, resolves the model and the key, and hands an
-//! [`AgentStepRequest`] to an [`AgentRunner`]; it then checks `assert:` through a
+//! The executor builds the [`AgentStep`] once, prepares the step directory, checks the key
+//! variable is set, and hands an [`AgentStepRequest`] to an [`AgentRunner`]; it then checks `assert:` through a
 //! [`Checker`] on the [`StepFacts`] it gathered. Keeping these as traits lets the
 //! executor be tested with tasks alone and lets the agent module evolve on its own.
 
@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::state::Store;
 use super::transcript::{Event, Transcript};
-use crate::pipeline::{Agent, ApiKey, JobAssert, ResolvedModel, Step, StepAssert};
+use crate::agent::AgentStep;
+use crate::pipeline::{JobAssert, StepAssert};
 
 /// One tool call an agent made (with its result), as the agent module records it.
 pub use crate::agent::RecordedCall as ToolCallFact;
@@ -89,27 +90,10 @@ impl StepReporter {
 }
 
 /// Everything an agent step needs.
-pub struct AgentStepRequest<'a> {
-    /// The step's display name.
-    pub step_name: &'a str,
-    /// The agent definition (system prompt, max_turns, budget).
-    pub agent: &'a Agent,
-    /// The step as written (prompt, tools, verdicts, budget, env).
-    pub step: &'a Step,
-    /// Where its model is.
-    pub model: ResolvedModel,
-    /// The key, when the model needs one.
-    pub api_key: Option<ApiKey>,
-    /// The instruction (`prompt:`, or `messages:` joined by blank lines).
-    pub prompt: String,
-    /// The effective tool grant.
-    pub tools: Vec<String>,
-    /// The verdicts the model must choose from (empty: no verdict tool).
-    pub verdicts: Vec<String>,
-    /// The step directory the tools are confined to.
-    pub dir: PathBuf,
-    /// The job's token budget and what earlier steps spent of it.
-    pub job_budget: Option<(u64, u64)>,
+pub struct AgentStepRequest {
+    /// The step as the executor built it once ([`AgentStep::build`]) and keyed it, in its
+    /// directory and with the job's budget added.
+    pub step: AgentStep,
     /// The session journal, which lives in the state file.
     pub journal: treadle_session::Journal,
     /// Transcript and state.
@@ -150,5 +134,5 @@ pub enum AgentStepError {
 #[async_trait]
 pub trait AgentRunner: Send + Sync {
     /// Runs one agent step to its end.
-    async fn run(&self, request: AgentStepRequest<'_>) -> Result<AgentStepOutcome, AgentStepError>;
+    async fn run(&self, request: AgentStepRequest) -> Result<AgentStepOutcome, AgentStepError>;
 }
