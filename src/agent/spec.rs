@@ -397,7 +397,7 @@ mod tests {
         let step = &loaded.pipeline.jobs[0].plan[0];
         let built = AgentStep::build(&loaded, step)?;
         assert_eq!(built.tools, ["read_file"]);
-        assert_eq!(built.price.map(|p| p.completion), Some(2.0));
+        assert_eq!(built.price("tiny").map(|p| p.completion), Some(2.0));
         let view = built.key_view();
         // The key sees exactly the prompt and the tools the runner gets.
         assert_eq!(view["prompt"], built.prompt.as_str());
