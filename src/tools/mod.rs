@@ -20,17 +20,23 @@
 //! * File work runs on tokio's blocking pool; a search over a large input tree would
 //!   otherwise stall the runtime's worker threads.
 //! * The default grant is read-only: an agent changes files only when its pipeline says so.
+//! * Each tool declares what its calls write (`targets.rs`), so two writes of one file in
+//!   one batch run in order, and `run_shell`, which may write anything, runs alone.
 
 mod files;
 mod masked;
 mod output;
 mod search;
 mod shell;
+mod targets;
 mod workspace;
 
 use std::sync::Arc;
 
 use treadle_session::Tool;
+
+use targets::Declared;
+use targets::Writes::{Anything, PathArg};
 
 pub use masked::Masked;
 pub use output::{MAX_OUTPUT_BYTES, truncate};
@@ -97,9 +103,9 @@ fn build(name: &str, workspace: &Workspace) -> Result<Arc<dyn Tool>, UnknownTool
         "read_file" => Arc::new(files::read_file(ws)),
         "list_dir" => Arc::new(files::list_dir(ws)),
         "search_files" => Arc::new(search::search_files(ws)),
-        "write_file" => Arc::new(files::write_file(ws)),
-        "edit_file" => Arc::new(files::edit_file(ws)),
-        "run_shell" => Arc::new(shell::run_shell(ws)),
+        "write_file" => Arc::new(Declared::new(files::write_file(ws.clone()), ws, PathArg)),
+        "edit_file" => Arc::new(Declared::new(files::edit_file(ws.clone()), ws, PathArg)),
+        "run_shell" => Arc::new(Declared::new(shell::run_shell(ws.clone()), ws, Anything)),
         other => {
             return Err(UnknownTool {
                 name: other.to_owned(),
