@@ -82,7 +82,7 @@ mod tests {
     #[test]
     fn file_tools_declare_the_resolved_path_and_the_shell_runs_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::new(dir.path().to_path_buf()).unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
         let tools = grant(&["write_file", "edit_file", "run_shell", "read_file"], &ws).unwrap();
         let (write, edit, shell, read) = (&tools[0], &tools[1], &tools[2], &tools[3]);
         let a = write.write_target(&json!({"path": "a.txt", "content": ""}));
