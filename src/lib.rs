@@ -12,12 +12,14 @@
 //!   `--replay-model`).
 //! * [`cache`]: step keys, the content-addressed store, replay, resume, `plan`.
 //! * [`resource`]: `get` / `put` resources; git is built in.
+//! * [`clock`]: wall-clock milliseconds, as the state file records them.
 //! * [`cli`]: the `treadle` command's grammar and commands (`main.rs` only calls it).
 
 pub mod agent;
 pub mod assert;
 pub mod cache;
 pub mod cli;
+pub mod clock;
 pub mod model_tape;
 pub mod pipeline;
 pub mod resource;

@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 
 use super::digest::Digest;
+use crate::pipeline::outline::Outline;
 use crate::pipeline::{At, Job, Step, StepKind};
-use crate::run::outline::Outline;
 
 #[derive(Debug, Clone)]
 enum Composite {

@@ -20,7 +20,7 @@ use super::chain::Chain;
 use super::digest::{Digest, Manifest};
 use super::key::KeyParts;
 use super::records::{RecordError, Records, RunLink};
-use crate::run::outline::Outline;
+use crate::pipeline::outline::Outline;
 
 /// How a run starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -196,7 +196,7 @@ impl StepCache {
     /// Returns a warning to print, if something went wrong (never fatal).
     pub fn finish(&self) -> Option<String> {
         let (touched, stored) = self.with(|l| (std::mem::take(&mut l.touched), l.stored))?;
-        if let Err(e) = self.records.touch(&touched, crate::run::exec::now_ms()) {
+        if let Err(e) = self.records.touch(&touched, crate::clock::now_ms()) {
             return Some(format!("cannot mark cache entries as used: {e}"));
         }
         if stored && let Err(e) = self.evict() {

@@ -8,7 +8,6 @@
 //! * `records.rs`: the cache's tables in the state file;
 //! * `live.rs`: one run's view of the cache ([`StepCache`]), resume and replay;
 //! * `replay.rs`: the executor's side: look up, replay, store;
-//! * `setup.rs`: opening the cache for a run;
 //! * `plan.rs`: `treadle plan`.
 
 pub mod cas;
@@ -19,7 +18,6 @@ pub mod live;
 pub mod plan;
 pub mod records;
 mod replay;
-pub mod setup;
 
 pub use digest::{Digest, Manifest, manifest};
 pub use key::KeyParts;

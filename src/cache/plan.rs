@@ -14,9 +14,9 @@ use super::digest::Digest;
 use super::key::{self, KeyParts};
 use super::records::Records;
 use crate::agent::AgentStep;
+use crate::pipeline::outline::Outline;
 use crate::pipeline::{At, Job, Loaded, Step, StepKind};
 use crate::resource::{GitSource, git};
-use crate::run::outline::Outline;
 
 /// What a run would do with one step.
 #[derive(Debug, Clone, PartialEq, Eq)]

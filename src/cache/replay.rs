@@ -14,9 +14,9 @@ use super::cas::CasError;
 use super::digest::{self, Digest, Manifest};
 use super::key::{self, KeyParts};
 use super::records::{Outcome, OutputTree};
+use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step, StepKind};
 use crate::run::exec::{Ctx, Done, now_ms};
-use crate::run::outline::Entry;
 use crate::run::state::StepStatus;
 use crate::run::transcript::Event;
 

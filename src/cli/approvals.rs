@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::EXIT_CONFIG;
+use crate::clock::now_ms;
 use crate::pipeline::duration::format_duration;
 use crate::run::approval::mailbox::{Answer, Mailbox, Reply};
-use crate::run::exec::now_ms;
 
 fn since(ms: u64, now: u64) -> String {
     format_duration(Duration::from_millis(now.saturating_sub(ms)))

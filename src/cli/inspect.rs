@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::EXIT_CONFIG;
 use crate::pipeline;
 use crate::pipeline::duration::format_duration;
-use crate::run::outline::Outline;
+use crate::pipeline::outline::Outline;
 use crate::run::state::Store;
 
 pub(super) fn validate(file: &Path) -> u8 {

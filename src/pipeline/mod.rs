@@ -13,6 +13,7 @@
 //! * `check`: the checks before anything runs.
 //! * `mcp`: the checks and configs of `mcp_servers:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
+//! * `outline`: every step of a job, numbered (what runs and the state file record).
 //!
 //! [`load`] is what every command calls: read, parse, check, and either a [`Loaded`]
 //! pipeline or a [`LoadError`] listing each problem as `FILE:LINE:COL: what` + `hint:`.
@@ -27,6 +28,7 @@ pub mod kind;
 pub mod load;
 pub mod mcp;
 pub mod model;
+pub mod outline;
 pub mod settings;
 
 use std::path::{Path, PathBuf};

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use super::{GitSource, ResourceError, git};
 use crate::cache::StepCache;
+use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
 use crate::run::exec::{Ctx, Done};
-use crate::run::outline::Entry;
 use crate::run::transcript::Event;
 use crate::run::workspace::copy_tree;
 

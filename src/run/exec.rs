@@ -23,12 +23,12 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use super::outline::{Entry, Outline};
 use super::ports::{AgentRunner, Checker, JobFacts};
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
 use super::workspace::Workspace;
 use crate::pipeline::duration::format_duration;
+use crate::pipeline::outline::{Entry, Outline};
 use crate::pipeline::{At, InParallel, Job, Loaded, Step, StepKind};
 
 /// How a step (or a whole job) ended.
@@ -114,11 +114,7 @@ pub(crate) struct Ctx<'a> {
     pub cache: Option<std::sync::Arc<crate::cache::StepCache>>,
 }
 
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub(crate) use crate::clock::now_ms;
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::exec::{Ctx, Done, Status};
-use super::outline::Entry;
 use super::ports::{AgentStepError, AgentStepRequest, StepFacts, StepReporter};
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
 use super::workspace::WorkspaceError;
 use crate::agent::AgentStep;
 use crate::pipeline::model::process_env;
+use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, RunSpec, Step};
 
 fn names(list: &[At<String>]) -> Vec<String> {

@@ -6,7 +6,7 @@
 //! * `leaf.rs`: task and agent steps;
 //! * `task.rs`: running a command in its process group;
 //! * `workspace.rs`: step directories and artifacts;
-//! * `outline.rs`: every step of a job, numbered;
+//! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
 //! * `state.rs`: the redb state file;
 //! * `state_lock.rs`: one process per state file, and who holds it;
 //! * `transcript.rs`: what is printed;
@@ -16,8 +16,8 @@
 pub mod approval;
 pub mod exec;
 pub mod leaf;
-pub mod outline;
 pub mod ports;
+pub mod start;
 pub mod state;
 pub mod state_lock;
 pub mod task;
@@ -158,13 +158,13 @@ pub async fn run_from(
     checker: Arc<dyn Checker>,
     start: &crate::cache::Start,
 ) -> Result<RunReport, RunError> {
-    let earlier = crate::cache::setup::earlier_job(&store, start).await?;
+    let earlier = start::earlier_job(&store, start).await?;
     let job = loaded
         .job(options.job.as_deref().or(earlier.as_deref()))
         .map_err(RunError::Job)?;
-    let cache = crate::cache::setup::open(&store, loaded, job, start).await?;
+    let cache = start::open(&store, loaded, job, start).await?;
     let state_path = store.path().to_path_buf();
-    let outline = outline::Outline::of(job);
+    let outline = crate::pipeline::outline::Outline::of(job);
     let records: Vec<state::StepRecord> = outline
         .entries
         .iter()
@@ -202,7 +202,7 @@ pub async fn run_from(
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let workspace = Arc::new(workspace::Workspace::create(&state_dir, run_id)?);
-    crate::cache::setup::link(&store, &cache, start, run_id).await;
+    start::link(&store, &cache, start, run_id).await;
     let transcript = Arc::new(Transcript::new(
         options.style,
         secrets_of(loaded, Some(&job_name)),

@@ -10,8 +10,8 @@ use super::mailbox::{Answer, Mailbox, MailboxError, POLL, Pending, Reply};
 use super::{ApprovalRecord, ApprovalStatus};
 use crate::pipeline::Step;
 use crate::pipeline::duration::format_duration;
+use crate::pipeline::outline::Entry;
 use crate::run::exec::{Ctx, Done, now_ms};
-use crate::run::outline::Entry;
 use crate::run::transcript::Event;
 
 /// How a wait ended.

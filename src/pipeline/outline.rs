@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::pipeline::{At, Job, Step, StepKind};
+use super::{At, Job, Step, StepKind};
 
 /// One step in the outline.
 #[derive(Debug, Clone)]

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::chain::Chain;
-use super::live::{Start, StartError, StepCache};
-use super::records::RecordError;
+use super::state::{RunStatus, StateError, Store};
+use crate::cache::chain::Chain;
+use crate::cache::records::RecordError;
+use crate::cache::{Start, StartError, StepCache};
+use crate::pipeline::outline::Outline;
 use crate::pipeline::{Job, Loaded};
-use crate::run::outline::Outline;
-use crate::run::state::{RunStatus, StateError, Store};
 
 fn earlier(start: &Start) -> Option<u64> {
     match start {
@@ -61,7 +61,7 @@ pub async fn open(
         .pipeline
         .cache
         .as_ref()
-        .map_or(super::DEFAULT_MAX_SIZE, |c| c.max_bytes());
+        .map_or(crate::cache::DEFAULT_MAX_SIZE, |c| c.max_bytes());
     let (store, start, name) = (store.clone(), start.clone(), job.name.value.clone());
     blocking(move || {
         let exists = |id: u64| store.run(id).is_ok();
@@ -91,14 +91,14 @@ pub async fn link(store: &Arc<Store>, cache: &Arc<StepCache>, start: &Start, run
             && let Ok(old) = store.run(of)
             && old.status == RunStatus::Running
         {
-            let took = crate::run::exec::now_ms().saturating_sub(old.started_ms);
+            let took = crate::clock::now_ms().saturating_sub(old.started_ms);
             let _ = store.end_run(
                 of,
                 RunStatus::Aborted,
                 took,
                 Some(format!("interrupted; resumed as run {run}")),
             );
-            if let Err(e) = crate::run::approval::close_abandoned(&store, of) {
+            if let Err(e) = super::approval::close_abandoned(&store, of) {
                 eprintln!("treadle: cannot close run {of}'s waiting approvals: {e}");
             }
         }
