@@ -42,6 +42,19 @@ pub struct Pipeline {
     /// The step cache: its size limit (see docs/caching.md).
     #[serde(default)]
     pub cache: Option<super::settings::CacheConfig>,
+    /// Limits on what one step may produce (see docs/limits.md).
+    #[serde(default)]
+    pub limits: Option<super::settings::LimitsConfig>,
+}
+
+impl Pipeline {
+    /// The step output limit in force, in bytes.
+    pub fn step_output_limit(&self) -> u64 {
+        self.limits.as_ref().map_or(
+            super::settings::DEFAULT_STEP_OUTPUT,
+            super::settings::LimitsConfig::step_output_bytes,
+        )
+    }
 }
 
 /// A resource (`get:` / `put:` target).

@@ -1,5 +1,6 @@
-//! The pipeline's top-level settings besides its jobs: `prices:` per model and `cache:`
-//! with its size limit, and the one parser of sizes (`500MB`, `2GiB`).
+//! The pipeline's top-level settings besides its jobs: `prices:` per model, `cache:`
+//! with its size limit, `limits:` on what a step may produce, and the one parser of sizes
+//! (`500MB`, `2GiB`).
 //!
 //! They live with the file format because the format is read before anything runs; the
 //! agent step (pricing) and the step cache (eviction) use them from here.
@@ -43,6 +44,29 @@ impl CacheConfig {
     /// The limit in bytes.
     pub fn max_bytes(&self) -> u64 {
         self.max_size.as_ref().map_or(DEFAULT_MAX_SIZE, |s| s.0)
+    }
+}
+
+/// The total output a step may print when the pipeline sets no limit: 16 MiB.
+pub const DEFAULT_STEP_OUTPUT: u64 = 16 << 20;
+
+/// `limits:` at the top of a pipeline: what one step may produce before it is stopped.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Most bytes of output (stdout and stderr together) one task step may print; the step
+    /// is stopped and fails when it prints more. A number of bytes or a size such as
+    /// `100KB`, `16MiB` (default 16 MiB).
+    #[serde(default)]
+    pub step_output: Option<SizeSpec>,
+}
+
+impl LimitsConfig {
+    /// The step output limit in bytes.
+    pub fn step_output_bytes(&self) -> u64 {
+        self.step_output
+            .as_ref()
+            .map_or(DEFAULT_STEP_OUTPUT, |s| s.0)
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::exec::{Ctx, Done, Status};
+use super::output_limit::OutputLimit;
 use super::ports::{AgentStepError, AgentStepRequest, StepFacts, StepReporter};
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
@@ -99,18 +100,24 @@ impl<'a> Ctx<'a> {
             extra_env: &extra,
         };
         let (run_id, seq) = (self.run, entry.seq);
+        let limit = OutputLimit::new(self.loaded.pipeline.step_output_limit(), &cancel);
         let on_line = |stream: &'static str, line: String| {
-            self.emit(Event::Output {
-                run: run_id,
-                seq,
-                stream,
-                line,
-            });
+            if limit.take(line.len() + 1) {
+                self.emit(Event::Output {
+                    run: run_id,
+                    seq,
+                    stream,
+                    line,
+                });
+            }
         };
-        let result = match run_task(&spec, None, &cancel, &on_line).await {
+        let result = match run_task(&spec, None, &limit.token, &on_line).await {
             Ok(r) => r,
             Err(e) => return Done::failed(e.to_string()),
         };
+        if let Some(reached) = limit.reached() {
+            return reached;
+        }
         let code = match result.end {
             TaskEnd::Exited(c) => Some(c),
             _ => None,

@@ -5,6 +5,7 @@
 //! * `approval/`: approval steps, parked until `treadle approve` answers;
 //! * `leaf.rs`: task and agent steps;
 //! * `task.rs`: running a command in its process group;
+//! * `output_limit.rs`: the most output one task step may print;
 //! * `workspace.rs`: step directories and artifacts;
 //! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
 //! * `state.rs`: the redb state file;
@@ -16,6 +17,7 @@
 pub mod approval;
 pub mod exec;
 pub mod leaf;
+pub(crate) mod output_limit;
 pub mod ports;
 pub mod start;
 pub mod state;

@@ -1,0 +1,44 @@
+//! The limits a run enforces, each with a default, configurable, and each ending the step
+//! with an error that names the limit.
+
+mod common;
+
+use common::Fixture;
+
+#[test]
+fn a_task_printing_more_than_the_output_limit_is_stopped_with_an_error_naming_it() {
+    let f = Fixture::new(
+        "limits: { step_output: 100KB }\nplan:\n  - task: flood\n    run: yes 0123456789\n  - task: after\n    run: echo after\n",
+    );
+    let started = std::time::Instant::now();
+    let r = f.treadle(&["run"]);
+    r.expect_code(1);
+    let out = r.stdout();
+    assert!(
+        out.contains("step output limit reached")
+            && out.contains("100000 bytes")
+            && out.contains("limits: { step_output }"),
+        "{}",
+        &out[out.len().saturating_sub(2000)..]
+    );
+    // What was printed stays near the limit, and `yes` did not run on.
+    assert!(out.len() < 300_000, "{} bytes printed", out.len());
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(!out.contains("after\n"), "the run went on");
+}
+
+#[test]
+fn the_default_output_limit_applies_without_configuration() {
+    // 16 MiB by default: 20 MB of output is stopped.
+    let f = Fixture::new(
+        "plan:\n  - task: flood\n    run: head -c 20000000 /dev/zero | tr '\\0' 'a' | fold -w 1000\n",
+    );
+    let r = f.treadle(&["run"]);
+    r.expect_code(1);
+    assert!(
+        r.stdout()
+            .contains("step output limit reached (16777216 bytes"),
+        "{}",
+        &r.stdout()[r.stdout().len().saturating_sub(500)..]
+    );
+}
