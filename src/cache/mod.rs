@@ -7,7 +7,8 @@
 //! * `chain.rs`: which step each step's key chains to;
 //! * `records.rs`: the cache's tables in the state file;
 //! * `live.rs`: one run's view of the cache ([`StepCache`]), resume and replay;
-//! * `replay.rs`: the executor's side: look up, replay, store;
+//! * `lookup.rs`: the service the executor calls: hit or miss (and why) before a step,
+//!   storing after it;
 //! * `plan.rs`: `treadle plan`.
 
 pub mod cas;
@@ -15,12 +16,14 @@ pub mod chain;
 pub mod digest;
 pub mod key;
 pub mod live;
+mod lookup;
 pub mod plan;
 pub mod records;
-mod replay;
 
 pub use digest::{Digest, Manifest, manifest};
 pub use key::KeyParts;
 pub use live::{Start, StartError, StepCache};
+pub use lookup::CacheError;
+pub(crate) use lookup::{Lookup, is_leaf, produced, replayable};
 // The settings are read with the pipeline file; the cache only applies them.
 pub use crate::pipeline::settings::{CacheConfig, DEFAULT_MAX_SIZE, SizeSpec};

@@ -114,7 +114,7 @@ impl Walk<'_> {
     }
 
     fn leaf(&mut self, s: &At<Step>, seq: u32, path: &str) -> Verdict {
-        let outputs = super::replay::produced(s);
+        let outputs = super::lookup::produced(s);
         let (verdict, key) = self.judge(s, seq, path);
         // A key that cannot be known stands for "different from anything recorded".
         let key = key.unwrap_or_else(|| blake3::hash(format!("unknown {seq}").as_bytes()).into());

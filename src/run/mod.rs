@@ -4,6 +4,8 @@
 //! * `exec.rs`: the walker (attempts, timeouts, hooks, containers, routes);
 //! * `approval/`: approval steps, parked until `treadle approve` answers;
 //! * `leaf.rs`: task and agent steps;
+//! * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
+//!   instead of running it, its outputs stored after;
 //! * `task.rs`: running a command in its process group;
 //! * `output_limit.rs`: the most output one task step may print;
 //! * `workspace.rs`: step directories and artifacts;
@@ -15,6 +17,7 @@
 //! * `ports.rs`: the interfaces to the agent step and to asserts.
 
 pub mod approval;
+mod cached;
 pub mod exec;
 pub mod leaf;
 pub(crate) mod output_limit;

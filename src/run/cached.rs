@@ -1,79 +1,31 @@
-//! The executor's side of the cache: before a leaf step runs, work out its key and replay
-//! it when a succeeded record matches; after it succeeded, store its outputs and record.
-//!
-//! A replay restores the outputs from the object store (checking every digest), shows the
-//! recorded output, tool calls and verdict again, and marks the step `cached` in the
-//! transcript. A corrupt object makes the step run instead: nothing is lost but time.
+//! The cache around a leaf step, on the executor's side: before it runs, its key and the
+//! cache's answer (`crate::cache::StepCache::lookup`); on a hit, the recorded outcome is
+//! shown again, marked `cached` in the transcript and recorded as this run's; after the
+//! step succeeded, its outputs and record are stored.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::StepCache;
-use super::cas::CasError;
-use super::digest::{self, Digest, Manifest};
-use super::key::{self, KeyParts};
-use super::records::{Outcome, OutputTree};
+use super::exec::{Ctx, Done, now_ms};
+use super::state::StepStatus;
+use super::transcript::Event;
+use crate::cache::key::{self, KeyParts};
+use crate::cache::records::Outcome;
+use crate::cache::{CacheError, Digest, Lookup, StepCache, is_leaf, produced, replayable};
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step, StepKind};
-use crate::run::exec::{Ctx, Done, now_ms};
-use crate::run::state::StepStatus;
-use crate::run::transcript::Event;
 
-/// The artifacts a leaf step produces: its `outputs`, and a `get`'s own artifact.
-pub(crate) fn produced(step: &Step) -> Vec<String> {
-    let mut out: Vec<String> = step.outputs.iter().map(|o| o.value.clone()).collect();
-    if let Some(g) = &step.get
-        && !out.contains(&g.value)
-    {
-        out.push(g.value.clone());
-    }
-    out
-}
-
-fn is_leaf(step: &Step) -> bool {
-    matches!(
-        step.kind(),
-        Ok(StepKind::Task(_)
-            | StepKind::Agent(_)
-            | StepKind::Get(_)
-            | StepKind::Put(_)
-            | StepKind::Approval)
-    )
-}
-
-/// Whether the cache may ever replay this step outside a resume or replay.
-fn replayable(step: &Step) -> bool {
-    !step.volatile
-        && matches!(
-            step.kind(),
-            Ok(StepKind::Task(_) | StepKind::Agent(_) | StepKind::Get(_))
-        )
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| e.to_string())
+        .unwrap_or_else(|e| Err(e.to_string()))
 }
 
 impl<'a> Ctx<'a> {
     fn step_cache(&self) -> Option<Arc<StepCache>> {
         self.cache.clone()
-    }
-
-    /// The digest of an artifact tree (hashed once per run and path).
-    async fn tree(&self, cache: &Arc<StepCache>, path: PathBuf) -> Result<Digest, String> {
-        if let Some(Some((d, _))) = cache.with(|l| l.trees.get(&path).cloned()) {
-            return Ok(d);
-        }
-        let p = path.clone();
-        let m = blocking(move || digest::manifest(&p))
-            .await?
-            .map_err(|e| e.to_string())?;
-        let d = m.digest();
-        cache.with(|l| l.trees.insert(path, (d, Arc::new(m))));
-        Ok(d)
     }
 
     /// Works out a leaf step's key and replays it when a record allows; `None` means run it.
@@ -119,15 +71,15 @@ impl<'a> Ctx<'a> {
                 self.say_changed(entry, of);
             }
         }
-        if !first_visit || cache.forced(seq) || !replayable(step) {
-            return None;
-        }
-        match cache.records.entry(&key) {
-            Ok(Some(outcome)) => {
+        match cache.lookup(seq, &key, first_visit, replayable(step)) {
+            Ok(Lookup::Hit(outcome)) => {
                 let from = outcome.run;
-                self.replay(&cache, step, entry, outcome, from).await
+                self.replay(&cache, step, entry, *outcome, from).await
             }
-            Ok(None) => None,
+            Ok(Lookup::Miss(why)) => {
+                tracing::debug!(step = %entry.name, ?why, "cache miss");
+                None
+            }
             Err(e) => {
                 eprintln!("treadle: cannot read the cache: {e}");
                 None
@@ -137,7 +89,7 @@ impl<'a> Ctx<'a> {
 
     /// Run `of`'s record of a step that succeeded in it, if any.
     fn recorded(&self, cache: &StepCache, of: u64, entry: &Entry) -> Option<Outcome> {
-        cache.records.result(of, entry.seq).unwrap_or_else(|e| {
+        cache.recorded(of, entry.seq).unwrap_or_else(|e| {
             eprintln!(
                 "treadle: cannot read run {of}'s record of `{}`: {e}",
                 entry.name
@@ -167,7 +119,7 @@ impl<'a> Ctx<'a> {
             let Some(path) = self.workspace.artifact(&name) else {
                 return Ok(None);
             };
-            match self.tree(cache, path.clone()).await {
+            match cache.tree(path.clone()).await {
                 Ok(d) => inputs.insert(name.clone(), d),
                 Err(e) => return Err(Done::errored(format!("cannot hash input `{name}`: {e}"))),
             };
@@ -207,32 +159,26 @@ impl<'a> Ctx<'a> {
         let started = std::time::Instant::now();
         let names: Vec<String> = outcome.outputs.iter().map(|o| o.name.clone()).collect();
         let restored = {
-            let (ws, cas, trees) = (
-                self.workspace.clone(),
-                cache.cas.clone(),
-                outcome.outputs.clone(),
-            );
+            let (ws, cache, outcome) = (self.workspace.clone(), cache.clone(), outcome.clone());
             let (seq, name, names) = (entry.seq, entry.name.clone(), names.clone());
-            blocking(move || -> Result<(), String> {
-                if trees.is_empty() {
+            blocking(move || {
+                if outcome.outputs.is_empty() {
                     return Ok(());
                 }
                 let dir = ws
                     .prepare(seq, &name, 0, &[], &[])
                     .map_err(|e| e.to_string())?;
-                let result = trees
-                    .iter()
-                    .try_for_each(|t| cas.restore(&t.manifest, &dir.join(&t.name)));
-                let result = match result {
+                let result = match cache.restore(&outcome, &dir) {
                     Ok(()) => ws.collect(&dir, &names).map_err(|e| e.to_string()),
-                    Err(e @ CasError::Corrupt(_)) => Err(format!("corrupt: {e}")),
+                    Err(e @ CacheError::Objects(crate::cache::cas::CasError::Corrupt(_))) => {
+                        Err(format!("corrupt: {e}"))
+                    }
                     Err(e) => Err(e.to_string()),
                 };
                 ws.discard(&dir);
                 result
             })
             .await
-            .and_then(|r| r)
         };
         if let Err(e) = restored {
             eprintln!(
@@ -240,15 +186,12 @@ impl<'a> Ctx<'a> {
                 entry.name
             );
             // A corrupt entry must not be offered again.
-            let _ = cache.records.forget(&outcome.key);
+            cache.forget(&outcome.key);
             return None;
         }
         for t in &outcome.outputs {
             if let Some(path) = self.workspace.artifact(&t.name) {
-                cache.with(|l| {
-                    l.trees
-                        .insert(path, (t.digest, Arc::new(t.manifest.clone())))
-                });
+                cache.know_tree(path, t.digest, t.manifest.clone());
             }
         }
         if let (Some(v), Ok(StepKind::Get(res))) = (&outcome.version, step.kind()) {
@@ -302,22 +245,21 @@ impl<'a> Ctx<'a> {
             last_used_ms: now_ms(),
             ..outcome.clone()
         };
-        let (records, job, path) = (cache.records.clone(), cache.job.clone(), entry.path.clone());
+        let (cache, path) = (cache.clone(), entry.path.clone());
         let (store, run) = (self.store.clone(), self.run);
         // A cache hit is written without an fsync of its own (the run's end persists it; a
         // crash before only means it is replayed again); a step brought back from a resumed
         // run's record is durable, since only that record could bring it back again.
         let durable = cache.recorded_from(entry.seq).is_some();
-        let written = blocking(move || -> Result<(), String> {
+        let written = blocking(move || {
             if let Some(r) = record {
                 store.put_step_lazy(run, &r).map_err(|e| e.to_string())?;
             }
-            records
-                .put_success(&job, &path, &mine, false, durable)
+            cache
+                .put_success(&path, &mine, false, durable)
                 .map_err(|e| e.to_string())
         })
-        .await
-        .and_then(|r| r);
+        .await;
         if let Err(e) = written {
             self.keep_state_error(e);
         }
@@ -401,26 +343,15 @@ impl<'a> Ctx<'a> {
         parts: KeyParts,
     ) -> Result<(), String> {
         let mut outputs = Vec::new();
-        let mut stored = 0u64;
         for name in produced(step) {
             let Some(path) = self.workspace.artifact(&name) else {
                 continue;
             };
-            let (p, cas) = (path.clone(), cache.cas.clone());
-            let (m, bytes): (Manifest, u64) = blocking(move || -> Result<_, String> {
-                let m = digest::manifest(&p).map_err(|e| e.to_string())?;
-                let bytes = cas.store(&p, &m).map_err(|e| e.to_string())?;
-                Ok((m, bytes))
-            })
-            .await??;
-            stored += bytes;
-            let d = m.digest();
-            cache.with(|l| l.trees.insert(path, (d, Arc::new(m.clone()))));
-            outputs.push(OutputTree {
-                name,
-                digest: d,
-                manifest: m,
-            });
+            let tree = cache
+                .store_tree(name, path)
+                .await
+                .map_err(|e| e.to_string())?;
+            outputs.push(tree);
         }
         let record = self
             .records
@@ -429,9 +360,7 @@ impl<'a> Ctx<'a> {
             .and_then(|r| r.get(entry.seq as usize).cloned());
         let events = {
             let (store, run, seq) = (self.store.clone(), self.run, entry.seq);
-            blocking(move || store.agent_events(run, seq))
-                .await?
-                .unwrap_or_default()
+            blocking(move || Ok(store.agent_events(run, seq).unwrap_or_default())).await?
         };
         let outcome = Outcome {
             key: parts.key(),
@@ -453,13 +382,12 @@ impl<'a> Ctx<'a> {
             last_used_ms: now_ms(),
         };
         let replay = replayable(step);
-        let (records, job, path) = (cache.records.clone(), cache.job.clone(), entry.path.clone());
-        blocking(move || records.put_success(&job, &path, &outcome, replay, true))
-            .await?
-            .map_err(|e| e.to_string())?;
-        if stored > 0 {
-            cache.with(|l| l.stored = true);
-        }
-        Ok(())
+        let (cache, path) = (cache.clone(), entry.path.clone());
+        blocking(move || {
+            cache
+                .put_success(&path, &outcome, replay, true)
+                .map_err(|e| e.to_string())
+        })
+        .await
     }
 }
