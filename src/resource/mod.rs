@@ -1,8 +1,9 @@
 //! Resources: what `get:` fetches and `put:` publishes. `git` is built in (`git.rs`);
-//! `step.rs` runs the steps and an agent's work on a git input.
+//! `ops.rs` is what `get:` and `put:` do, as functions over paths (the executor runs the
+//! steps, in `crate::run::resource`).
 
 pub mod git;
-mod step;
+pub mod ops;
 
 use crate::pipeline::Resource;
 use std::path::Path;

@@ -6,6 +6,7 @@
 //! * `leaf.rs`: task and agent steps;
 //! * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
 //!   instead of running it, its outputs stored after;
+//! * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
 //! * `task.rs`: running a command in its process group;
 //! * `output_limit.rs`: the most output one task step may print;
 //! * `workspace.rs`: step directories and artifacts;
@@ -22,6 +23,7 @@ pub mod exec;
 pub mod leaf;
 pub(crate) mod output_limit;
 pub mod ports;
+mod resource;
 pub mod start;
 pub mod state;
 pub mod state_lock;

@@ -11,13 +11,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{GitSource, ResourceError, git};
+use super::exec::{Ctx, Done};
+use super::transcript::Event;
+use super::workspace::copy_tree;
 use crate::cache::StepCache;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
-use crate::run::exec::{Ctx, Done};
-use crate::run::transcript::Event;
-use crate::run::workspace::copy_tree;
+use crate::resource::{GitSource, ResourceError, git, ops};
 
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ResourceError> + Send + 'static,
@@ -32,15 +32,7 @@ async fn blocking<T: Send + 'static>(
 
 impl<'a> Ctx<'a> {
     fn git_source(&self, resource: &str) -> Result<GitSource, ResourceError> {
-        let r = self
-            .loaded
-            .pipeline
-            .resources
-            .iter()
-            .find(|r| r.name.value == resource)
-            .ok_or_else(|| ResourceError::Unknown(resource.to_owned()))?;
-        let src = GitSource::resolved(r, &self.loaded.dir)?;
-        Ok(src)
+        ops::source(self.loaded, resource)
     }
 
     fn git_dir(&self) -> PathBuf {
@@ -59,7 +51,7 @@ impl<'a> Ctx<'a> {
         let src = self
             .git_source(resource)
             .map_err(|e| Done::errored(e.to_string()))?;
-        let commit = blocking(move || Ok(git::resolve(&src.uri, &src.branch)?))
+        let commit = blocking(move || ops::latest(&src))
             .await
             .map_err(|e| Done::errored(e.to_string()))?;
         cache.with(|l| l.versions.insert(entry.seq, commit.clone()));
@@ -101,18 +93,13 @@ impl<'a> Ctx<'a> {
         );
         let (seq, name, art) = (entry.seq, entry.name.clone(), artifact.clone());
         let fetched = blocking(move || {
-            let commit = match known {
-                Some(c) => c,
-                None => git::resolve(&src.uri, &src.branch)?,
-            };
-            git::fetch(&mirror, &src.uri, &src.branch, &commit)?;
             let dir = ws
                 .prepare(seq, &name, attempt, &[], std::slice::from_ref(&art))
                 .map_err(|e| git::GitError::Failed {
                     what: "checkout",
                     detail: e.to_string(),
                 })?;
-            git::export(&mirror, &commit, &dir.join(&art))?;
+            let commit = ops::fetch(&src, &mirror, known, &dir.join(&art))?;
             ws.collect(&dir, std::slice::from_ref(&art))
                 .map_err(|e| git::GitError::Failed {
                     what: "checkout",
@@ -175,20 +162,7 @@ impl<'a> Ctx<'a> {
             param("message").unwrap_or_else(|| format!("treadle run {}: {}", self.run, entry.name));
         let mirror = git::mirror_of(&self.git_dir(), &src.uri);
         let pushed = blocking(move || {
-            let parent = match git::resolve(&src.uri, &src.branch) {
-                Ok(c) => {
-                    git::fetch(&mirror, &src.uri, &src.branch, &c)?;
-                    Some(c)
-                }
-                // Pushing creates the branch.
-                Err(git::GitError::NoBranch { .. }) => {
-                    git::fetch_init(&mirror)?;
-                    None
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let commit = git::commit_tree(&mirror, &path, parent.as_deref(), &message)?;
-            git::push(&mirror, &src.uri, &commit, &src.branch)?;
+            let commit = ops::publish(&src, &mirror, &path, &message)?;
             Ok((commit, src))
         })
         .await;
@@ -259,8 +233,7 @@ impl<'a> Ctx<'a> {
         let mirror = git::mirror_of(&self.git_dir(), &src.uri);
         let (parent, message) = (parent.to_owned(), message.to_owned());
         let (commit, src) = blocking(move || {
-            let commit = git::commit_tree(&mirror, &path, Some(&parent), &message)?;
-            git::push(&mirror, &src.uri, &commit, &src.branch)?;
+            let commit = ops::commit_on(&src, &mirror, &path, Some(&parent), &message)?;
             Ok((commit, src))
         })
         .await?;
