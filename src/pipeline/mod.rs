@@ -98,7 +98,20 @@ impl Loaded {
 
 /// Reads, parses and checks a pipeline file.
 pub fn load(file: &Path, scope: &CheckScope<'_>) -> Result<Loaded, LoadError> {
-    let mut pipeline = load::read(file)?;
+    checked(file, load::read(file)?, scope)
+}
+
+/// Parses and checks pipeline text as if read from `file` (which is only named in
+/// messages and gives the pipeline's directory).
+pub fn load_text(file: &Path, text: &str, scope: &CheckScope<'_>) -> Result<Loaded, LoadError> {
+    checked(file, load::parse(file, text)?, scope)
+}
+
+fn checked(
+    file: &Path,
+    mut pipeline: Pipeline,
+    scope: &CheckScope<'_>,
+) -> Result<Loaded, LoadError> {
     if let Some(plan) = pipeline.plan.take() {
         if !pipeline.jobs.is_empty() {
             return Err(LoadError(vec![Diagnostic::new(
