@@ -508,7 +508,7 @@ impl<'a> Checker<'a> {
 
     fn models(&mut self, scope: &CheckScope<'_>) {
         for (_, resolved) in used_agents(self.pipeline, scope.job, scope.env) {
-            let err = resolved.and_then(|m| m.api_key(scope.env).map(|_| ()));
+            let err = resolved.and_then(|m| m.check_key(scope.env));
             if let Err(e) = err {
                 let problem = match e {
                     model::ModelError::MissingKey { .. } => Problem::MissingApiKey,

@@ -42,7 +42,7 @@ pub use format::{
     RunConfig, RunSpec, Step, StepAssert, ToolCallAssert,
 };
 pub use kind::StepKind;
-pub use model::{ApiKey, ResolvedModel};
+pub use model::ResolvedModel;
 pub use settings::{CacheConfig, ModelPrice, Prices, SizeSpec};
 
 /// The name of the pipeline file commands use when none is given.

@@ -9,10 +9,9 @@
 //!   variable. With an endpoint, any model name is accepted as written (a known provider
 //!   prefix is dropped).
 //!
-//! The key itself is read only from the named variable, and is held in an [`ApiKey`] whose
-//! `Debug` and `Display` never show it.
-
-use std::fmt;
+//! The key itself is never read here: only whether its variable is set is checked. The
+//! session reads it from the variable when it starts (`treadle_session`'s `ApiKey`), so
+//! no value of treadle's carries it.
 
 use super::at::{At, Pos};
 use super::format::AgentSource;
@@ -40,29 +39,6 @@ pub struct ResolvedModel {
     pub pos: Pos,
     /// Where `api_key_env` was written, or the model's position when it is implied.
     pub key_pos: Pos,
-}
-
-/// An API key read from the environment. It never prints.
-#[derive(Clone)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// The key, for the request header only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey(***)")
-    }
-}
-
-impl fmt::Display for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
 }
 
 /// Why a source does not resolve.
@@ -187,16 +163,13 @@ pub fn resolve(
 }
 
 impl ResolvedModel {
-    /// Reads the key from its variable; `Ok(None)` when the server needs none.
-    pub fn api_key(
-        &self,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<ApiKey>, ModelError> {
+    /// Checks that the key's variable is set (and not empty) when the server needs a key.
+    pub fn check_key(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ModelError> {
         let Some(var) = &self.api_key_env else {
-            return Ok(None);
+            return Ok(());
         };
         match env(var) {
-            Some(v) if !v.is_empty() => Ok(Some(ApiKey(v))),
+            Some(v) if !v.is_empty() => Ok(()),
             _ => Err(ModelError::MissingKey {
                 var: var.clone(),
                 pos: self.key_pos,
@@ -265,11 +238,10 @@ mod tests {
             None
         })
         .unwrap();
-        let key = r
-            .api_key(&|_| Some("sk-secret".to_owned()))
-            .unwrap()
-            .unwrap();
-        assert!(!format!("{key:?} {key}").contains("sk-secret"));
-        assert!(r.api_key(&|_| None).is_err());
+        assert!(r.check_key(&|_| Some("sk-secret".to_owned())).is_ok());
+        // Nothing resolved holds the key, so nothing can print it.
+        assert!(!format!("{r:?}").contains("sk-secret"));
+        let missing = r.check_key(&|_| None).unwrap_err();
+        assert!(!format!("{missing:?} {missing}").contains("sk-secret"));
     }
 }

@@ -116,7 +116,7 @@ impl<'a> Ctx<'a> {
         let mut inputs = BTreeMap::new();
         let mut before = std::collections::HashMap::new();
         for name in step.inputs.iter().map(|i| i.value.clone()) {
-            let Some(path) = self.workspace.artifact(&name) else {
+            let Some(path) = self.artifacts.artifact(&name) else {
                 return Ok(None);
             };
             match cache.tree(path.clone()).await {
@@ -159,7 +159,7 @@ impl<'a> Ctx<'a> {
         let started = std::time::Instant::now();
         let names: Vec<String> = outcome.outputs.iter().map(|o| o.name.clone()).collect();
         let restored = {
-            let (ws, cache, outcome) = (self.workspace.clone(), cache.clone(), outcome.clone());
+            let (ws, cache, outcome) = (self.artifacts.clone(), cache.clone(), outcome.clone());
             let (seq, name, names) = (entry.seq, entry.name.clone(), names.clone());
             blocking(move || {
                 if outcome.outputs.is_empty() {
@@ -190,7 +190,7 @@ impl<'a> Ctx<'a> {
             return None;
         }
         for t in &outcome.outputs {
-            if let Some(path) = self.workspace.artifact(&t.name) {
+            if let Some(path) = self.artifacts.artifact(&t.name) {
                 cache.know_tree(path, t.digest, t.manifest.clone());
             }
         }
@@ -344,7 +344,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<(), String> {
         let mut outputs = Vec::new();
         for name in produced(step) {
-            let Some(path) = self.workspace.artifact(&name) else {
+            let Some(path) = self.artifacts.artifact(&name) else {
                 continue;
             };
             let tree = cache

@@ -23,10 +23,10 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use super::artifacts::Artifacts;
 use super::ports::{AgentRunner, Checker, JobFacts};
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
-use super::workspace::Workspace;
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::{Entry, Outline};
 use crate::pipeline::{At, InParallel, Job, Loaded, Step, StepKind};
@@ -97,7 +97,7 @@ pub(crate) struct Ctx<'a> {
     pub outline: Outline,
     pub store: std::sync::Arc<Store>,
     pub transcript: std::sync::Arc<Transcript>,
-    pub workspace: std::sync::Arc<Workspace>,
+    pub artifacts: std::sync::Arc<Artifacts>,
     pub agents: std::sync::Arc<dyn AgentRunner>,
     pub checker: std::sync::Arc<dyn Checker>,
     pub run: u64,

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::artifacts::ArtifactError;
 use super::exec::{Ctx, Done, Status};
 use super::output_limit::OutputLimit;
 use super::ports::{AgentStepError, AgentStepRequest, StepFacts, StepReporter};
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
-use super::workspace::WorkspaceError;
 use crate::agent::AgentStep;
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
@@ -26,22 +26,22 @@ fn names(list: &[At<String>]) -> Vec<String> {
 impl<'a> Ctx<'a> {
     async fn prepare(&self, step: &Step, entry: &Entry, attempt: u32) -> Result<PathBuf, Done> {
         let (inputs, outputs) = (names(&step.inputs), names(&step.outputs));
-        let (ws, seq, name) = (self.workspace.clone(), entry.seq, entry.name.clone());
+        let (ws, seq, name) = (self.artifacts.clone(), entry.seq, entry.name.clone());
         let result =
             tokio::task::spawn_blocking(move || ws.prepare(seq, &name, attempt, &inputs, &outputs))
                 .await
                 .unwrap_or_else(|e| {
-                    Err(WorkspaceError::Io {
+                    Err(ArtifactError::Io {
                         what: "cannot prepare",
                         path: PathBuf::new(),
                         source: std::io::Error::other(e.to_string()),
                     })
                 });
         result.map_err(|e| match e {
-            WorkspaceError::MissingInput(_)
-            | WorkspaceError::MissingOutput(_)
-            | WorkspaceError::ReplacedOutput(_) => Done::failed(e.to_string()),
-            WorkspaceError::Io { .. } | WorkspaceError::BadName { .. } => {
+            ArtifactError::MissingInput(_)
+            | ArtifactError::MissingOutput(_)
+            | ArtifactError::ReplacedOutput(_) => Done::failed(e.to_string()),
+            ArtifactError::Io { .. } | ArtifactError::BadName { .. } => {
                 Done::errored(e.to_string())
             }
         })
@@ -56,11 +56,11 @@ impl<'a> Ctx<'a> {
             }
         }
         let outputs = names(&step.outputs);
-        let (ws, owned) = (self.workspace.clone(), dir.to_path_buf());
+        let (ws, owned) = (self.artifacts.clone(), dir.to_path_buf());
         let collected = tokio::task::spawn_blocking(move || ws.collect(&owned, &outputs))
             .await
             .unwrap_or_else(|e| {
-                Err(WorkspaceError::Io {
+                Err(ArtifactError::Io {
                     what: "cannot collect",
                     path: dir.to_path_buf(),
                     source: std::io::Error::other(e.to_string()),
@@ -68,10 +68,10 @@ impl<'a> Ctx<'a> {
             });
         match collected {
             Ok(()) => {
-                self.workspace.discard(dir);
+                self.artifacts.discard(dir);
                 Done::ok()
             }
-            Err(e @ WorkspaceError::Io { .. }) => Done::errored(e.to_string()),
+            Err(e @ ArtifactError::Io { .. }) => Done::errored(e.to_string()),
             Err(e) => Done::failed(e.to_string()),
         }
     }
@@ -179,7 +179,7 @@ impl<'a> Ctx<'a> {
         };
         // The session reads the key itself; a variable that is not set stops the step here,
         // with the hint, before a directory is made.
-        if let Err(e) = built.model.api_key(&process_env) {
+        if let Err(e) = built.model.check_key(&process_env) {
             return Done::errored(format!("{e} ({})", e.hint()));
         }
         let routes: Vec<(String, String)> = step

@@ -9,7 +9,7 @@
 //! * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
 //! * `task.rs`: running a command in its process group;
 //! * `output_limit.rs`: the most output one task step may print;
-//! * `workspace.rs`: step directories and artifacts;
+//! * `artifacts.rs`: step directories and artifacts ([`artifacts::Artifacts`]);
 //! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
 //! * `state.rs`: the redb state file;
 //! * `state_lock.rs`: one process per state file, and who holds it;
@@ -18,6 +18,7 @@
 //! * `ports.rs`: the interfaces to the agent step and to asserts.
 
 pub mod approval;
+pub mod artifacts;
 mod cached;
 pub mod exec;
 pub mod leaf;
@@ -30,7 +31,6 @@ pub mod state_lock;
 pub mod task;
 pub mod terminal;
 pub mod transcript;
-pub mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -84,7 +84,7 @@ pub enum RunError {
     State(#[from] StateError),
     /// The run directory cannot be made.
     #[error(transparent)]
-    Workspace(#[from] workspace::WorkspaceError),
+    Artifacts(#[from] artifacts::ArtifactError),
     /// A resume or replay cannot start (no such run or step).
     #[error(transparent)]
     Start(#[from] crate::cache::StartError),
@@ -208,7 +208,7 @@ pub async fn run_from(
     let state_dir = state_path
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let workspace = Arc::new(workspace::Workspace::create(&state_dir, run_id)?);
+    let artifacts = Arc::new(artifacts::Artifacts::create(&state_dir, run_id)?);
     start::link(&store, &cache, start, run_id).await;
     let transcript = Arc::new(Transcript::new(
         options.style,
@@ -226,7 +226,7 @@ pub async fn run_from(
         outline,
         store: store.clone(),
         transcript: transcript.clone(),
-        workspace,
+        artifacts,
         agents,
         checker,
         run: run_id,

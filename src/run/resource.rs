@@ -2,7 +2,7 @@
 //! agent's work on a git input.
 //!
 //! An agent step changes a git input only when the input is also one of its outputs (the
-//! workspace then gives it a writable copy). After it succeeds, with `commit: MESSAGE`
+//! run's artifacts give it a writable copy). After it succeeds, with `commit: MESSAGE`
 //! that tree is committed on top of the fetched commit and pushed to the resource's
 //! branch, and later steps see it; without `commit:` the artifact goes back to what was
 //! fetched — every edit, new file and deletion is dropped — and only the step's other
@@ -11,9 +11,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::artifacts::copy_tree;
 use super::exec::{Ctx, Done};
 use super::transcript::Event;
-use super::workspace::copy_tree;
 use crate::cache::StepCache;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
@@ -38,7 +38,7 @@ impl<'a> Ctx<'a> {
     fn git_dir(&self) -> PathBuf {
         self.cache
             .as_ref()
-            .map_or_else(|| self.workspace.root().join("git"), |c| c.git_dir.clone())
+            .map_or_else(|| self.artifacts.root().join("git"), |c| c.git_dir.clone())
     }
 
     /// The commit a `get` of `resource` fetches; remembered for the step.
@@ -88,7 +88,7 @@ impl<'a> Ctx<'a> {
             .as_ref()
             .map_or_else(|| resource.to_owned(), |g| g.value.clone());
         let (ws, mirror) = (
-            self.workspace.clone(),
+            self.artifacts.clone(),
             git::mirror_of(&self.git_dir(), &src.uri),
         );
         let (seq, name, art) = (entry.seq, entry.name.clone(), artifact.clone());
@@ -153,7 +153,7 @@ impl<'a> Ctx<'a> {
                 entry.name
             ));
         };
-        let Some(path) = self.workspace.artifact(&artifact) else {
+        let Some(path) = self.artifacts.artifact(&artifact) else {
             return Done::failed(format!(
                 "input `{artifact}` was not produced by any step that ran"
             ));
@@ -227,7 +227,7 @@ impl<'a> Ctx<'a> {
         message: &str,
     ) -> Result<(), ResourceError> {
         let src = self.git_source(resource)?;
-        let Some(path) = self.workspace.artifact(artifact) else {
+        let Some(path) = self.artifacts.artifact(artifact) else {
             return Ok(());
         };
         let mirror = git::mirror_of(&self.git_dir(), &src.uri);
@@ -261,7 +261,7 @@ impl<'a> Ctx<'a> {
         }) else {
             return Ok(());
         };
-        let ws = self.workspace.clone();
+        let ws = self.artifacts.clone();
         let (seq, name, art) = (
             entry.seq,
             format!("{}-wipe", entry.name),

@@ -23,7 +23,7 @@ const KEEP_RUNS: u64 = 20;
 
 /// Errors preparing or collecting a step's directory.
 #[derive(Debug, thiserror::Error)]
-pub enum WorkspaceError {
+pub enum ArtifactError {
     /// A filesystem operation failed.
     #[error("{what} {path}: {source}")]
     Io {
@@ -56,21 +56,18 @@ pub enum WorkspaceError {
 }
 
 /// Refuses a name that is not one plain path component, before any path is built from it.
-fn plain(name: &str) -> Result<(), WorkspaceError> {
+fn plain(name: &str) -> Result<(), ArtifactError> {
     match crate::pipeline::artifact::name_problem(name) {
         None => Ok(()),
-        Some(why) => Err(WorkspaceError::BadName {
+        Some(why) => Err(ArtifactError::BadName {
             name: name.to_owned(),
             why,
         }),
     }
 }
 
-fn io<'p>(
-    what: &'static str,
-    path: &'p Path,
-) -> impl FnOnce(std::io::Error) -> WorkspaceError + 'p {
-    move |source| WorkspaceError::Io {
+fn io<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> ArtifactError + 'p {
+    move |source| ArtifactError::Io {
         what,
         path: path.to_path_buf(),
         source,
@@ -79,15 +76,15 @@ fn io<'p>(
 
 /// The artifacts of one run.
 #[derive(Debug)]
-pub struct Workspace {
+pub struct Artifacts {
     root: PathBuf,
     artifacts: Mutex<HashMap<String, PathBuf>>,
     versions: Mutex<u32>,
 }
 
-impl Workspace {
+impl Artifacts {
     /// Makes the run's directory under `state_dir`, pruning old runs' directories.
-    pub fn create(state_dir: &Path, run: u64) -> Result<Self, WorkspaceError> {
+    pub fn create(state_dir: &Path, run: u64) -> Result<Self, ArtifactError> {
         let runs = state_dir.join("runs");
         let root = runs.join(run.to_string());
         fs::create_dir_all(root.join("steps")).map_err(io("cannot create", &root))?;
@@ -127,7 +124,7 @@ impl Workspace {
         attempt: u32,
         inputs: &[String],
         outputs: &[String],
-    ) -> Result<PathBuf, WorkspaceError> {
+    ) -> Result<PathBuf, ArtifactError> {
         let safe: String = name
             .chars()
             .map(|c| {
@@ -151,7 +148,7 @@ impl Workspace {
         for input in inputs {
             let src = self
                 .artifact(input)
-                .ok_or_else(|| WorkspaceError::MissingInput(input.clone()))?;
+                .ok_or_else(|| ArtifactError::MissingInput(input.clone()))?;
             let writable = outputs.contains(input);
             copy_tree(&src, &dir.join(input), writable)?;
         }
@@ -163,21 +160,21 @@ impl Workspace {
     }
 
     /// Moves a finished step's outputs into the run's artifacts.
-    pub fn collect(&self, dir: &Path, outputs: &[String]) -> Result<(), WorkspaceError> {
+    pub fn collect(&self, dir: &Path, outputs: &[String]) -> Result<(), ArtifactError> {
         for output in outputs {
             plain(output)?;
             let src = dir.join(output);
             // Not `is_dir`: that follows a symlink the step may have put in its place.
             match fs::symlink_metadata(&src) {
                 Ok(m) if m.is_dir() => {}
-                Ok(_) => return Err(WorkspaceError::ReplacedOutput(output.clone())),
-                Err(_) => return Err(WorkspaceError::MissingOutput(output.clone())),
+                Ok(_) => return Err(ArtifactError::ReplacedOutput(output.clone())),
+                Err(_) => return Err(ArtifactError::MissingOutput(output.clone())),
             }
             let version = {
                 let mut v = self
                     .versions
                     .lock()
-                    .map_err(|_| WorkspaceError::MissingOutput(output.clone()))?;
+                    .map_err(|_| ArtifactError::MissingOutput(output.clone()))?;
                 *v += 1;
                 *v
             };
@@ -202,7 +199,7 @@ impl Workspace {
 
 /// Copies a tree, keeping symlinks as links (never following them) and making files
 /// read-only unless `writable`.
-pub fn copy_tree(src: &Path, dest: &Path, writable: bool) -> Result<(), WorkspaceError> {
+pub fn copy_tree(src: &Path, dest: &Path, writable: bool) -> Result<(), ArtifactError> {
     fs::create_dir_all(dest).map_err(io("cannot create", dest))?;
     for entry in fs::read_dir(src).map_err(io("cannot read", src))? {
         let entry = entry.map_err(io("cannot read", src))?;
