@@ -13,6 +13,9 @@
 //! * [`cache`]: step keys, the content-addressed store, replay, resume, `plan`.
 //! * [`resource`]: `get` / `put` resources; git is built in.
 //! * [`clock`]: wall-clock milliseconds, as the state file records them.
+//! * [`environ`]: API keys taken out of treadle's environment at start-up; the allow-listed
+//!   environment of every command it starts.
+//! * [`confine`]: Landlock confinement of tasks and `run_shell` to their step directory.
 //! * [`cli`]: the `treadle` command's grammar and commands (`main.rs` only calls it).
 
 pub mod agent;
@@ -20,6 +23,8 @@ pub mod assert;
 pub mod cache;
 pub mod cli;
 pub mod clock;
+pub mod confine;
+pub mod environ;
 pub mod model_tape;
 pub mod pipeline;
 pub mod resource;

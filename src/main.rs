@@ -7,6 +7,8 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = treadle::cli::Cli::parse();
+    // SAFETY: no other thread exists yet; the runtime is built below.
+    unsafe { treadle::environ::take_keys(treadle::cli::key_vars(&cli)) };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -121,7 +121,7 @@ async fn explicit_endpoint_and_key_never_printed() {
     .await
     .expect("server");
     let yaml = format!(
-        "agents:\n  - name: a\n    source: {{ model: acme/m1, endpoint: \"{}\", api_key_env: ACME_TEST_KEY }}\n    tools: [read_file]\njobs:\n  - name: j\n    plan:\n      - task: leak\n        outputs: [leak]\n        run: echo \"key $ACME_TEST_KEY\" | tee leak/k.txt\n      - agent: a\n        inputs: [leak]\n        prompt: read leak/k.txt\n",
+        "agents:\n  - name: a\n    source: {{ model: acme/m1, endpoint: \"{}\", api_key_env: ACME_TEST_KEY }}\n    tools: [read_file]\njobs:\n  - name: j\n    plan:\n      - task: leak\n        outputs: [leak]\n        run: echo \"key ${{ACME_TEST_KEY:-not-inherited}}\" | tee leak/k.txt\n      - agent: a\n        inputs: [leak]\n        prompt: read leak/k.txt\n",
         server.base_url()
     );
     let f = Fixture::new(&yaml);
@@ -154,10 +154,12 @@ async fn explicit_endpoint_and_key_never_printed() {
             .all(|r| !r.body.to_string().contains("very-secret")),
         "key sent to the model"
     );
+    // A task's environment is an allow-list: the key is not in it (tool results are
+    // masked too; see tools::masked).
     assert!(
         requests
             .iter()
-            .any(|r| r.body.to_string().contains("key ***"))
+            .any(|r| r.body.to_string().contains("key not-inherited"))
     );
     assert!(
         requests.iter().all(|r| r.body["model"] == "acme/m1"),

@@ -57,6 +57,8 @@ impl Fixture {
             prices: Default::default(),
             dir: self.step_dir(),
             env: Vec::new(),
+            pass_env: Vec::new(),
+            confined: true,
             temperature: None,
             mcp: Vec::new(),
         }

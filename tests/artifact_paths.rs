@@ -18,7 +18,16 @@ plan:
     let secret = f.path().join("private");
     std::fs::create_dir(&secret).unwrap();
     std::fs::write(secret.join("key.txt"), "TOP-SECRET-CONTENT").unwrap();
-    let r = f.treadle_env(&["run"], &[("SECRET_DIR", secret.to_str().unwrap())]);
+    // Tasks inherit only an allow-listed environment: the path goes in through `env:`.
+    let yaml = std::fs::read_to_string(f.file()).unwrap().replace(
+        "    run:",
+        &format!(
+            "    env: {{ SECRET_DIR: \"{}\" }}\n    run:",
+            secret.display()
+        ),
+    );
+    std::fs::write(f.file(), yaml).unwrap();
+    let r = f.treadle(&["run"]);
     r.expect_code(1);
     assert!(r.stdout().contains("symlink"), "{}", r.stdout());
     // The private directory is where it was, and no copy of it went anywhere.

@@ -75,17 +75,29 @@ jobs:
     plan:
       - task: prepare
         outputs: [tools]
+        # Test bookkeeping in files outside the step directory: not confined.
+        pass_env: [COUNT]
+        confined: false
         run: echo tool > tools/t.txt; echo prepare >> "$COUNT"
       - task: read-source
         volatile: true
         outputs: [source]
+        # Test bookkeeping in files outside the step directory: not confined.
+        pass_env: [SRC]
+        confined: false
         run: cp "$SRC"/* source/
       - task: compile
         inputs: [source]
         outputs: [dist]
+        # Test bookkeeping in files outside the step directory: not confined.
+        pass_env: [COUNT]
+        confined: false
         run: tr a-z A-Z < source/words.txt > dist/WORDS.txt; echo compile >> "$COUNT"
       - task: publish
         inputs: [dist]
+        # Test bookkeeping in files outside the step directory: not confined.
+        pass_env: [COUNT]
+        confined: false
         run: cat dist/WORDS.txt; echo publish >> "$COUNT"
 "#;
 
@@ -170,6 +182,9 @@ fn corrupted_cache_entry_is_detected_and_the_step_runs_again() {
 plan:
   - task: make
     outputs: [out]
+    # Test bookkeeping in files outside the step directory: not confined.
+    pass_env: [COUNT]
+    confined: false
     run: echo payload > out/data.txt; echo run >> "$COUNT"
   - task: use
     inputs: [out]
@@ -208,13 +223,22 @@ plan:
 const SLOW: &str = r#"
 plan:
   - task: one
+    # Test bookkeeping in files outside the step directory: not confined.
+    pass_env: [COUNT]
+    confined: false
     run: echo one >> "$COUNT"
   - task: two
     volatile: true
     outputs: [o]
+    # Test bookkeeping in files outside the step directory: not confined.
+    pass_env: [COUNT]
+    confined: false
     run: echo two >> "$COUNT"; echo made > o/file
   - task: three
     inputs: [o]
+    # Test bookkeeping in files outside the step directory: not confined.
+    pass_env: [MARK]
+    confined: false
     run: test -f "$MARK" || { touch "$MARK"; sleep 30; }
   - task: four
     run: echo four
@@ -306,9 +330,15 @@ cache: { max_size: 100 }
 plan:
   - task: a
     outputs: [o]
+    # Test bookkeeping in files outside the step directory: not confined.
+    pass_env: [COUNT]
+    confined: false
     run: head -c 80 /dev/zero | tr '\0' a > o/a; echo a >> "$COUNT"
   - task: b
     outputs: [p]
+    # Test bookkeeping in files outside the step directory: not confined.
+    pass_env: [COUNT]
+    confined: false
     run: head -c 80 /dev/zero | tr '\0' b > p/b; echo b >> "$COUNT"
 "#;
     let f = Fixture::new(yaml);
@@ -339,8 +369,14 @@ plan:
       limit: 1
       steps:
         - task: a
+          # Test bookkeeping in files outside the step directory: not confined.
+          pass_env: [COUNT]
+          confined: false
           run: echo x >> "$COUNT"
         - task: b
+          # Test bookkeeping in files outside the step directory: not confined.
+          pass_env: [COUNT]
+          confined: false
           run: echo x >> "$COUNT"
 "#;
     let f = Fixture::new(yaml);

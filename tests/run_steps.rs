@@ -78,7 +78,7 @@ fn in_parallel_without_fail_fast_runs_all_and_fails() {
     let marker = tempfile::tempdir().unwrap();
     let m = marker.path().join("done");
     let yaml = format!(
-        "jobs:\n  - name: j\n    plan:\n      - in_parallel:\n          - task: bad\n            run: exit 1\n          - task: slow\n            run: sleep 0.5; touch {}\n",
+        "jobs:\n  - name: j\n    plan:\n      - in_parallel:\n          - task: bad\n            run: exit 1\n          - task: slow\n            confined: false\n            run: sleep 0.5; touch {}\n",
         m.display()
     );
     Fixture::new(&yaml).treadle(&["run"]).expect_code(1);
@@ -100,7 +100,7 @@ fn hooks_run_as_concourse_says() {
     let marks = tempfile::tempdir().unwrap();
     let m = |n: &str| marks.path().join(n).display().to_string();
     let yaml = format!(
-        "jobs:\n  - name: j\n    plan:\n      - task: good\n        run: 'true'\n        on_success:\n          task: s\n          run: touch {}\n        on_failure:\n          task: f1\n          run: touch {}\n      - task: bad\n        run: exit 1\n        on_failure:\n          task: f2\n          run: touch {}\n        ensure:\n          task: e\n          run: touch {}\n",
+        "jobs:\n  - name: j\n    plan:\n      - task: good\n        run: 'true'\n        on_success:\n          task: s\n          confined: false\n          run: touch {}\n        on_failure:\n          task: f1\n          confined: false\n          run: touch {}\n      - task: bad\n        run: exit 1\n        on_failure:\n          task: f2\n          confined: false\n          run: touch {}\n        ensure:\n          task: e\n          confined: false\n          run: touch {}\n",
         m("success"),
         m("failure1"),
         m("failure2"),
@@ -124,7 +124,7 @@ fn attempts_retry_until_success() {
     let counter = tempfile::tempdir().unwrap();
     let c = counter.path().join("n");
     let yaml = format!(
-        "jobs:\n  - name: j\n    plan:\n      - task: flaky\n        attempts: 3\n        run: echo x >> {c}; test $(wc -l < {c}) -ge 2\n",
+        "jobs:\n  - name: j\n    plan:\n      - task: flaky\n        attempts: 3\n        confined: false\n        run: echo x >> {c}; test $(wc -l < {c}) -ge 2\n",
         c = c.display()
     );
     let f = Fixture::new(&yaml);
@@ -150,7 +150,7 @@ fn timeout_kills_the_process_group() {
     let pids = tempfile::tempdir().unwrap();
     let p = pids.path().join("pid");
     let yaml = format!(
-        "jobs:\n  - name: j\n    plan:\n      - task: stuck\n        timeout: 1s\n        run: sleep 30 & echo $! > {}; wait\n",
+        "jobs:\n  - name: j\n    plan:\n      - task: stuck\n        timeout: 1s\n        confined: false\n        run: sleep 30 & echo $! > {}; wait\n",
         p.display()
     );
     let t = Instant::now();

@@ -13,8 +13,14 @@ use common::Fixture;
 const SLOW: &str = r#"
 plan:
   - task: one
+    # Test bookkeeping in files outside the step directory: not confined.
+    pass_env: [COUNT]
+    confined: false
     run: echo one >> "$COUNT"
   - task: slow
+    # Test bookkeeping in files outside the step directory: not confined.
+    pass_env: [MARK, PIDFILE]
+    confined: false
     run: test -f "$MARK" || { touch "$MARK"; sleep 300 & echo $! > "$PIDFILE"; wait; }
   - task: after
     run: echo after

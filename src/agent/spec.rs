@@ -46,6 +46,10 @@ pub struct AgentStep {
     pub dir: PathBuf,
     /// Extra environment for `run_shell` (the step's `env:`).
     pub env: Vec<(String, String)>,
+    /// Variables `run_shell` inherits besides the allow-list (the step's `pass_env:`).
+    pub pass_env: Vec<String>,
+    /// Whether `run_shell` is confined to `dir` (the step's `confined:`, default true).
+    pub confined: bool,
     /// Sampling temperature; the endpoint's default when `None`.
     pub temperature: Option<f32>,
     /// The agent's MCP servers; `tools` names which of their tools the step gets.
@@ -184,6 +188,8 @@ impl AgentStep {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            pass_env: step.pass_env.clone(),
+            confined: step.confined.unwrap_or(true),
             temperature: agent.temperature,
             mcp: mcp::configs(agent),
         }

@@ -6,7 +6,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use treadle_event::{EventFilter, LoopScope, Usage};
 use treadle_hook::Hook;
-use treadle_session::{Journal, RunError, Session, StartError, Tool, TurnOutcome, TurnReport};
+use treadle_session::{
+    ApiKey, Journal, RunError, Session, StartError, Tool, TurnOutcome, TurnReport,
+};
 
 use super::budget::BudgetGuard;
 use super::cost::cost;
@@ -69,14 +71,15 @@ pub async fn run_agent_step(
 ) -> Result<AgentOutcome, AgentError> {
     let workspace = Workspace::new(&step.dir)?
         .with_env(step.env.iter().cloned())
-        .hide_env(step.model.api_key_env.iter().cloned());
+        .hide_env(step.model.api_key_env.iter().cloned())
+        .with_access(step.pass_env.iter().cloned(), step.confined);
     // The key's value, so that a tool result carrying it (an artifact a task wrote, a
     // command's output) reaches neither the model nor the journal in the state file.
     let secrets: Vec<String> = step
         .model
         .api_key_env
         .iter()
-        .filter_map(|var| std::env::var(var).ok())
+        .filter_map(|var| crate::environ::var(var))
         .collect();
     // MCP names (`server__tool`, `server__*`) go to their servers; the rest are built in.
     let (remote, builtin): (Vec<&str>, Vec<&str>) = step
@@ -121,7 +124,12 @@ async fn run_session(
         .headless(true)
         .journal(journal.clone());
     if let Some(var) = &step.model.api_key_env {
-        builder = builder.api_key_env(var.clone());
+        // Read where `main` keeps it: the variable itself is gone from the environment.
+        // The session scrubs its key (in plain and encoded forms) from what the model says.
+        builder = match crate::environ::var(var) {
+            Some(key) => builder.api_key(ApiKey::new(key.trim().to_owned())),
+            None => builder.api_key_env(var.clone()),
+        };
     }
     if let Some(system) = &step.system {
         builder = builder.system_prompt(system.clone());

@@ -11,6 +11,7 @@
 mod approvals;
 mod cost;
 mod inspect;
+mod keys;
 mod out;
 mod plan;
 mod run;
@@ -26,6 +27,7 @@ use clap::{Parser, Subcommand};
 use crate::pipeline::{CheckScope, Loaded};
 use crate::run::approval::mailbox::Answer;
 
+pub use keys::key_vars;
 pub use wiring::{default_agent_runner, default_checker, taped_agent_runner};
 
 /// Exit code: a step failed.

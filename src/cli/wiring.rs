@@ -47,9 +47,13 @@ impl AgentRunner for SessionAgents {
         let mut step = request.step;
         let tape = match &self.tape {
             Some(tape) => Some(
-                tape.open_step(&step.name, &step.model.base_url)
-                    .await
-                    .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?,
+                tape.open_step(
+                    &step.name,
+                    &step.model.base_url,
+                    Arc::new(secrets_of(&step.model)),
+                )
+                .await
+                .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?,
             ),
             None => None,
         };
@@ -141,4 +145,14 @@ impl Checker for Asserts {
             .map(ToString::to_string)
             .collect()
     }
+}
+
+/// The key of the step's model, masked in what its tape records.
+fn secrets_of(model: &crate::pipeline::model::ResolvedModel) -> treadle_session::Secrets {
+    treadle_session::Secrets::new(
+        model
+            .api_key_env
+            .iter()
+            .filter_map(|v| crate::environ::var(v)),
+    )
 }

@@ -20,7 +20,9 @@
 //! continues across the attempts of a step, so a retried step replays its later attempts
 //! too. `<job>` and `<step>` are the names with any character other than ASCII letters,
 //! digits, `-`, `_` and `.` replaced by `_`. Headers are not recorded, so the API key never
-//! reaches the files; anything a tool showed the model is in the request bodies, though.
+//! reaches the files in a header; a key the model repeats, or a tool showed it, is masked
+//! in both files (plain and encoded forms, also when split across stream chunks) before
+//! they are written (`scrub`).
 //!
 //! # Decisions
 //!
@@ -41,6 +43,7 @@
 mod diff;
 mod record;
 mod replay;
+mod scrub;
 mod server;
 
 use std::collections::HashMap;
@@ -156,7 +159,13 @@ impl ModelTape {
     /// Starts the loopback server for one run of agent step `step`, whose real endpoint
     /// is `upstream` (an OpenAI-compatible base URL). Point the session at
     /// [`StepTape::base_url`], then call [`StepTape::finish`].
-    pub async fn open_step(&self, step: &str, upstream: &str) -> Result<StepTape, TapeError> {
+    /// `secrets` are masked in what is written.
+    pub async fn open_step(
+        &self,
+        step: &str,
+        upstream: &str,
+        secrets: Arc<treadle_session::Secrets>,
+    ) -> Result<StepTape, TapeError> {
         let folder = file_name(step);
         let dir = self.root.join(&folder);
         if self.mode == TapeMode::Record {
@@ -174,6 +183,7 @@ impl ModelTape {
             dir,
             upstream: upstream.trim_end_matches('/').to_owned(),
             counter,
+            secrets,
         })
         .await
     }

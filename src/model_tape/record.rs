@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::server::{Shared, refuse};
-use super::{TapeError, request_path, response_path};
+use super::{TapeError, request_path, response_path, scrub};
 
 /// Chunks in flight between the endpoint and the session.
 const CHANNEL_DEPTH: usize = 64;
@@ -60,6 +60,7 @@ pub(super) async fn forward(shared: &Arc<Shared>, headers: &HeaderMap, body: Byt
         .ok()
         .and_then(|v| serde_json::to_vec_pretty(&v).ok())
         .unwrap_or_else(|| body.to_vec());
+    let pretty = scrub::request(&spec.secrets, pretty);
     if let Err(e) = tokio::fs::write(&path, pretty).await {
         shared.fail(TapeError::Record {
             step: spec.step.clone(),
@@ -118,6 +119,7 @@ async fn tee(shared: Arc<Shared>, n: u32, upstream: reqwest::Response, tx: mpsc:
         }
     }
     let path = response_path(&shared.spec.dir, n);
+    let recorded = scrub::response(&shared.spec.secrets, &recorded);
     if let Err(e) = tokio::fs::write(&path, &recorded).await {
         shared.fail(TapeError::Record {
             step: shared.spec.step.clone(),

@@ -31,6 +31,8 @@ pub(super) struct StepSpec {
     pub upstream: String,
     /// The step's model calls so far, shared by its attempts.
     pub counter: Arc<AtomicU32>,
+    /// Masked in what is recorded.
+    pub secrets: Arc<treadle_session::Secrets>,
 }
 
 /// State shared by the handlers of one step's server.

@@ -265,6 +265,14 @@ pub struct Step {
     /// Extra environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables of treadle's own environment the step's commands inherit besides the
+    /// allow-list (API-key variables are never there to pass).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+    /// `false`: the step's commands are not confined to the step directory (a deploy, a
+    /// build that reads the project). Default `true`.
+    #[serde(default)]
+    pub confined: Option<bool>,
     /// Kill the step after this long (per attempt).
     #[serde(default)]
     pub timeout: Option<At<DurationSpec>>,

@@ -47,11 +47,12 @@ fn config(spec: &McpServerSpec) -> Option<McpServerConfig> {
         (Some(command), _) => McpTransport::Stdio {
             command: command.value.clone(),
             args: spec.args.clone(),
-            env: spec
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+            // The allow-listed environment plus the server's own `env:`; never the keys.
+            env: crate::environ::command_env(&[])
+                .into_iter()
+                .chain(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
                 .collect(),
+            inherit_env: false,
             cwd: None,
         },
         (None, Some(url)) => McpTransport::Http {

@@ -178,9 +178,10 @@ impl ResolvedModel {
     }
 }
 
-/// Reads a variable from the process environment.
+/// Reads a variable: a key taken out of the environment at start-up, or the process
+/// environment (see `crate::environ`).
 pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+    crate::environ::var(name)
 }
 
 #[cfg(test)]

@@ -98,6 +98,8 @@ impl<'a> Ctx<'a> {
             dir: &dir,
             env: &step.env,
             extra_env: &extra,
+            pass_env: &step.pass_env,
+            confined: step.confined.unwrap_or(true),
         };
         let (run_id, seq) = (self.run, entry.seq);
         let limit = OutputLimit::new(self.loaded.pipeline.step_output_limit(), &cancel);

@@ -118,7 +118,7 @@ pub fn secrets_of(loaded: &Loaded, job: Option<&str>) -> Redactor {
     let values = used_agents(&loaded.pipeline, job, &process_env)
         .into_iter()
         .filter_map(|(_, m)| m.ok()?.api_key_env)
-        .filter_map(|var| std::env::var(var).ok());
+        .filter_map(|var| crate::environ::var(&var));
     Redactor::new(values)
 }
 
@@ -219,6 +219,13 @@ pub async fn run_from(
         job: job_name,
         pipeline: pipeline_name,
     });
+    if let Some(why) = crate::confine::unavailable() {
+        // Said once per run, not per step: the commands still run, only unconfined.
+        transcript.emit(&Event::Notice {
+            run: run_id,
+            text: format!("tasks run unconfined: {why}"),
+        });
+    }
     let started = Instant::now();
     let ctx = exec::Ctx {
         loaded,

@@ -1,7 +1,8 @@
 //! Running a task's command: `sh -c` for a string, the program itself for `{ path, args }`.
 //!
-//! The command runs in its own process group in the step directory, with the step's `env`
-//! added to treadle's environment. Its output is streamed line by line to the transcript
+//! The command runs in its own process group in the step directory, confined to it with
+//! Landlock where the kernel has it (`crate::confine`), with the allow-listed environment
+//! (`crate::environ`) plus the step's `env`. Its output is streamed line by line to the transcript
 //! and kept (a tail for the state file, stdout for asserts). On timeout or Ctrl-C the whole
 //! group is killed, so a shell's children die with it; when the command exits, anything it
 //! left running in the background and still holding its output open is killed too.
@@ -63,6 +64,9 @@ pub enum TaskError {
     /// Waiting for it failed.
     #[error("lost track of the command: {0}")]
     Wait(std::io::Error),
+    /// Its confinement could not be prepared.
+    #[error(transparent)]
+    Confine(#[from] crate::confine::ConfineError),
 }
 
 /// Everything needed to start a command.
@@ -75,6 +79,10 @@ pub struct TaskSpec<'a> {
     pub env: &'a BTreeMap<String, String>,
     /// More variables (treadle's own, like `TREADLE_RUN`).
     pub extra_env: &'a [(String, String)],
+    /// Variables inherited from treadle's environment besides the allow-list.
+    pub pass_env: &'a [String],
+    /// Whether the command is confined to `dir` (see `crate::confine`).
+    pub confined: bool,
 }
 
 fn command(spec: &TaskSpec<'_>) -> (Command, String) {
@@ -102,9 +110,14 @@ fn command(spec: &TaskSpec<'_>) -> (Command, String) {
             (c, cfg.path.clone())
         }
     };
-    cmd.envs(spec.env)
-        .envs(spec.extra_env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+    crate::environ::set_command_env(
+        &mut cmd,
+        spec.pass_env,
+        spec.env
+            .iter()
+            .chain(spec.extra_env.iter().map(|(k, v)| (k, v))),
+    );
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -131,6 +144,9 @@ pub async fn run_task(
     on_line: &(dyn Fn(&'static str, String) + Sync),
 ) -> Result<TaskResult, TaskError> {
     let (mut cmd, program) = command(spec);
+    if spec.confined {
+        crate::confine::confine(&mut cmd, spec.dir)?;
+    }
     let mut child = cmd
         .spawn()
         .map_err(|source| TaskError::Spawn { program, source })?;

@@ -13,6 +13,8 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use treadle_session::Secrets;
+
 use super::state::{ApprovalStatus, RunStatus, StepStatus};
 use crate::pipeline::duration::format_duration;
 
@@ -28,6 +30,13 @@ pub enum Event {
         job: String,
         /// Pipeline file.
         pipeline: String,
+    },
+    /// Something the run says once, such as commands running unconfined.
+    Notice {
+        /// Run id.
+        run: u64,
+        /// The text.
+        text: String,
     },
     /// A step began (an attempt of it, when `attempts` > 1).
     StepStarted {
@@ -167,29 +176,28 @@ pub enum Event {
     },
 }
 
-/// Masks secret values in text.
+/// Masks secret values in text, in plain and encoded forms (the session's scrubber).
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    secrets: Vec<String>,
+    secrets: Secrets,
 }
 
 impl Redactor {
     /// Masks each of these values (short ones are ignored: they would mask ordinary words).
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
         Self {
-            secrets: secrets.into_iter().filter(|s| s.len() >= 6).collect(),
+            secrets: Secrets::new(secrets),
         }
     }
 
-    /// The text with every secret replaced by `***`.
+    /// The text with every form of every secret replaced by `***`.
     pub fn mask(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "***");
-            }
-        }
-        out
+        self.secrets.scrub(text).into_owned()
+    }
+
+    /// The scrubber itself, for what is written elsewhere (tapes, tool results).
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
     }
 }
 
@@ -401,6 +409,7 @@ impl Transcript {
             Event::StepSkipped { name, depth, .. } => {
                 self.line(&format!("{}- {name} skipped", pad(*depth)))
             }
+            Event::Notice { text, .. } => self.line(&format!("note: {text}")),
             Event::RunFinished {
                 run,
                 status,

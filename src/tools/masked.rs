@@ -6,19 +6,20 @@
 
 use std::sync::Arc;
 
-use treadle_session::{Tool, ToolError};
+use treadle_session::{Secrets, Tool, ToolError};
 
-/// `inner`, with every secret in its results and errors replaced by `***`.
+/// `inner`, with every secret in its results and errors replaced by `***`, in plain and
+/// encoded forms (see `treadle_session::Secrets`).
 pub struct Masked {
     inner: Arc<dyn Tool>,
-    secrets: Arc<[String]>,
+    secrets: Arc<Secrets>,
 }
 
 impl Masked {
     /// Wraps each tool; secrets shorter than 6 characters are ignored, as they would mask
     /// ordinary words.
     pub fn wrap_all(tools: Vec<Arc<dyn Tool>>, secrets: &[String]) -> Vec<Arc<dyn Tool>> {
-        let secrets: Arc<[String]> = secrets.iter().filter(|s| s.len() >= 6).cloned().collect();
+        let secrets = Arc::new(Secrets::new(secrets));
         if secrets.is_empty() {
             return tools;
         }
@@ -34,13 +35,7 @@ impl Masked {
     }
 
     fn mask(&self, text: String) -> String {
-        self.secrets.iter().fold(text, |t, s| {
-            if t.contains(s.as_str()) {
-                t.replace(s.as_str(), "***")
-            } else {
-                t
-            }
-        })
+        self.secrets.scrub(&text).into_owned()
     }
 }
 

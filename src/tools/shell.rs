@@ -1,7 +1,8 @@
 //! `run_shell`: one `sh -c` command in the step directory, with a timeout.
 //!
 //! The command runs in a process group of its own, so a timeout stops everything it started,
-//! not only the shell. A non-zero exit is a normal result that reports the code: the model
+//! not only the shell. Like a task, it gets the allow-listed environment plus the step's
+//! `env:`, and is confined to the step directory with Landlock where the kernel has it. A non-zero exit is a normal result that reports the code: the model
 //! asked what happens, and a failing test run is an answer. Only a command that cannot be
 //! started or that times out is a tool error.
 
@@ -62,10 +63,15 @@ async fn run(ws: &Workspace, args: &ShellArgs) -> Result<String, ToolError> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    crate::environ::set_command_env(&mut command, ws.pass_env(), std::iter::empty());
     for name in ws.hidden_env() {
         command.env_remove(name);
     }
     command.envs(ws.env().iter().map(|(k, v)| (k, v)));
+    if ws.confined() {
+        crate::confine::confine(&mut command, ws.root())
+            .map_err(|e| ToolError::new(e.to_string()))?;
+    }
 
     let mut child = command
         .spawn()

@@ -72,6 +72,10 @@ struct Inner {
     root: PathBuf,
     env: Vec<(String, String)>,
     hidden_env: Vec<String>,
+    /// Variables `run_shell` inherits from treadle's environment besides the allow-list.
+    pass_env: Vec<String>,
+    /// Whether `run_shell` commands are confined to the root (see `crate::confine`).
+    confined: bool,
 }
 
 impl Workspace {
@@ -95,6 +99,8 @@ impl Workspace {
                 root: canonical,
                 env: Vec::new(),
                 hidden_env: Vec::new(),
+                pass_env: Vec::new(),
+                confined: true,
             }),
         })
     }
@@ -120,11 +126,25 @@ impl Workspace {
         }
     }
 
+    /// Lets `run_shell` commands inherit these variables too (a step's `pass_env:`), and
+    /// confines them to the root unless `confined` is false (a step's `confined:`).
+    #[must_use]
+    pub fn with_access(self, pass_env: impl IntoIterator<Item = String>, confined: bool) -> Self {
+        let mut inner = self.into_inner();
+        inner.pass_env.extend(pass_env);
+        inner.confined = confined;
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
     fn into_inner(self) -> Inner {
         Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
             root: shared.root.clone(),
             env: shared.env.clone(),
             hidden_env: shared.hidden_env.clone(),
+            pass_env: shared.pass_env.clone(),
+            confined: shared.confined,
         })
     }
 
@@ -139,6 +159,14 @@ impl Workspace {
 
     pub(crate) fn hidden_env(&self) -> &[String] {
         &self.inner.hidden_env
+    }
+
+    pub(crate) fn pass_env(&self) -> &[String] {
+        &self.inner.pass_env
+    }
+
+    pub(crate) fn confined(&self) -> bool {
+        self.inner.confined
     }
 
     /// Resolves a path the model gave, relative to the root, into a real path inside it.

@@ -73,6 +73,7 @@ pub(super) async fn open(config: &McpServerConfig) -> Result<Connection, McpErro
             command,
             args,
             env,
+            inherit_env,
             cwd,
         } => {
             if let Some(dir) = cwd
@@ -90,6 +91,9 @@ pub(super) async fn open(config: &McpServerConfig) -> Result<Connection, McpErro
                 });
             }
             let mut cmd = tokio::process::Command::new(command);
+            if !inherit_env {
+                cmd.env_clear();
+            }
             cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);

@@ -28,7 +28,8 @@
 //!
 //! # Stdio servers
 //!
-//! The command runs with the parent's environment plus [`McpTransport::Stdio::env`], in
+//! The command runs with the parent's environment (unless `inherit_env` is false) plus
+//! [`McpTransport::Stdio::env`], in
 //! `cwd` when given. Its stderr is captured, not inherited (it would interleave with the
 //! CLI's own output): each line goes to `tracing` at debug level, and the last lines are
 //! quoted in the error when the server fails to start. On shutdown the server's stdin is
@@ -65,6 +66,10 @@ pub enum McpTransport {
         args: Vec<String>,
         /// Variables added to (or overriding) the inherited environment.
         env: Vec<(String, String)>,
+        /// Whether the server inherits the parent's environment (`stdio` sets it). When
+        /// false it gets `env` and nothing else: pipelines pass an allow-list there, so
+        /// no API key in the parent's environment reaches a server.
+        inherit_env: bool,
         /// The working directory; the parent's when `None`.
         cwd: Option<PathBuf>,
     },
@@ -100,6 +105,7 @@ impl McpServerConfig {
                 command: command.into(),
                 args: args.into_iter().map(Into::into).collect(),
                 env: Vec::new(),
+                inherit_env: true,
                 cwd: None,
             },
             call_timeout: DEFAULT_CALL_TIMEOUT,

@@ -1,0 +1,226 @@
+//! Confinement of the commands a step runs (tasks, `run_shell`) with the kernel's Landlock.
+//!
+//! A confined command may read and execute the system's read-only paths ([`SYSTEM`] and
+//! the directories on its `PATH`), use the devices under `/dev`, and do anything inside
+//! its own step directory, which holds a copy of each declared input and the directories
+//! of its outputs; its `TMPDIR` is `.tmp` there. Everything else (other steps'
+//! directories and artifacts, the project, `$HOME`, the state file) is out of reach, and
+//! Landlock also keeps it from signalling processes outside it. (Reading treadle's
+//! `/proc/PID/environ` is not stopped by every kernel's Landlock; the keys are wiped from
+//! it instead, see [`crate::environ`].)
+//!
+//! The rules are built in the parent (paths are opened there) and applied in the child
+//! between fork and exec (`pre_exec`), so treadle itself stays unconfined. Where the
+//! kernel has no Landlock the command runs unconfined: [`unavailable`] says why, and the
+//! run says so once.
+//!
+//! The `landlock` crate is the Landlock project's own Rust binding (rust-landlock),
+//! used by its kernel developers' tests; it degrades to "not enforced" on old kernels.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetError, Scope, path_beneath_rules,
+};
+
+/// The Landlock ABI whose rights are asked for; newer kernels enforce exactly these.
+const TARGET: ABI = ABI::V6;
+
+/// System directories a confined command may read and execute (those that exist).
+pub const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run",
+    "/proc", "/sys", "/nix",
+];
+
+/// The confined command's temporary directory, inside its step directory: a shared
+/// `/tmp` would let steps read each other's files (and a project kept under `/tmp`).
+pub const TMP: &str = ".tmp";
+
+/// Why a command could not be confined.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// The rules could not be built.
+    #[error("cannot confine the command to {dir}: {source}")]
+    Rules {
+        /// The step directory.
+        dir: PathBuf,
+        /// What Landlock said.
+        source: RulesetError,
+    },
+    /// Its temporary directory could not be made.
+    #[error("cannot create {path}: {source}")]
+    Tmp {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The Landlock ABI version this kernel offers, or why there is none. Probed once.
+fn probe() -> &'static Result<i32, String> {
+    static PROBE: OnceLock<Result<i32, String>> = OnceLock::new();
+    PROBE.get_or_init(|| {
+        // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the VERSION flag
+        // only returns the ABI version (or an error); it reads and creates nothing.
+        let version = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<u8>(),
+                0usize,
+                1u32, // LANDLOCK_CREATE_RULESET_VERSION
+            )
+        };
+        if version >= 1 {
+            Ok(i32::try_from(version).unwrap_or(i32::MAX))
+        } else {
+            let err = std::io::Error::last_os_error();
+            Err(match err.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => "Landlock is built into this kernel but not enabled \
+                     (add `landlock` to the `lsm=` boot parameter)"
+                    .to_owned(),
+                Some(libc::ENOSYS) => "this kernel has no Landlock (Linux 5.13 or later with \
+                     CONFIG_SECURITY_LANDLOCK is needed)"
+                    .to_owned(),
+                _ => format!("the Landlock probe failed: {err}"),
+            })
+        }
+    })
+}
+
+/// The kernel's Landlock ABI version, when it has Landlock.
+pub fn abi() -> Option<i32> {
+    probe().as_ref().ok().copied()
+}
+
+/// Why commands run unconfined on this machine, or `None` when Landlock is there.
+pub fn unavailable() -> Option<&'static str> {
+    probe().as_ref().err().map(String::as_str)
+}
+
+/// Makes `cmd` confined to `dir` when it starts. Without Landlock it does nothing (the
+/// run has said so already).
+pub fn confine(cmd: &mut tokio::process::Command, dir: &Path) -> Result<(), ConfineError> {
+    if abi().is_none() {
+        return Ok(());
+    }
+    let tmp = dir.join(TMP);
+    std::fs::create_dir_all(&tmp).map_err(|source| ConfineError::Tmp {
+        path: tmp.clone(),
+        source,
+    })?;
+    cmd.env("TMPDIR", &tmp);
+    let ruleset = rules(dir, cmd.as_std().get_envs()).map_err(|source| ConfineError::Rules {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let slot = Mutex::new(Some(ruleset));
+    // SAFETY: the closure runs in the child between fork and exec. It takes the ruleset
+    // built above (its file descriptor is inherited) and makes two syscalls, prctl and
+    // landlock_restrict_self; it allocates only to report an error. The mutex is this
+    // closure's own, so no other thread can hold it at fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let ruleset = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if let Some(ruleset) = ruleset {
+                ruleset
+                    .restrict_self()
+                    .map_err(|e| std::io::Error::other(format!("Landlock: {e}")))?;
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
+/// The ruleset for a command in `dir` whose environment sets `envs`.
+fn rules<'a>(
+    dir: &Path,
+    envs: impl Iterator<Item = (&'a std::ffi::OsStr, Option<&'a std::ffi::OsStr>)>,
+) -> Result<RulesetCreated, RulesetError> {
+    let read = AccessFs::from_read(TARGET);
+    let all = AccessFs::from_all(TARGET);
+    let devices = AccessFs::from_file(TARGET) | AccessFs::ReadDir;
+    let path_dirs: Vec<PathBuf> = envs
+        .filter(|(k, _)| *k == "PATH")
+        .filter_map(|(_, v)| v)
+        .flat_map(std::env::split_paths)
+        .filter(|p| p.is_absolute())
+        .collect();
+    Ruleset::default()
+        // Best effort: an older kernel enforces what it knows (reported by the status).
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)?
+        .scope(Scope::from_all(TARGET))?
+        .create()?
+        .add_rules(path_beneath_rules(SYSTEM, read))?
+        .add_rules(path_beneath_rules(&path_dirs, read))?
+        .add_rules(path_beneath_rules(["/dev"], devices))?
+        .add_rules(path_beneath_rules([dir], all))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `script` with `sh -c`, confined to `dir`; returns (exit code, stdout+stderr).
+    async fn confined(dir: &Path, script: &str) -> (i32, String) {
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c").arg(script).current_dir(dir);
+        crate::environ::set_command_env(&mut cmd, &[], std::iter::empty());
+        confine(&mut cmd, dir).unwrap();
+        let out = cmd.output().await.unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    #[tokio::test]
+    async fn a_confined_command_stays_in_its_directory() {
+        let Some(version) = abi() else {
+            eprintln!("SKIP: {}", unavailable().unwrap_or("no Landlock"));
+            return;
+        };
+        eprintln!("Landlock ABI {version}");
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("steps/1-build-1");
+        let other = root.path().join("artifacts/secret");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("data.txt"), "other step's output").unwrap();
+        std::fs::write(dir.join("in.txt"), "mine\n").unwrap();
+
+        let (code, text) = confined(
+            &dir,
+            "cat in.txt && echo out > out.txt && ls /usr/bin >/dev/null && echo ok",
+        )
+        .await;
+        assert_eq!((code, text.trim()), (0, "mine\nok"), "{text}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("out.txt")).unwrap(),
+            "out\n"
+        );
+
+        for escape in [
+            "find ../.. -name data.txt",
+            "cat ../../artifacts/secret/data.txt",
+            "echo x > ../escaped.txt",
+            "echo x > /tmp/treadle-escaped-$$.txt",
+            "ls /proc/$PPID/cwd/",
+        ] {
+            let (code, text) = confined(&dir, escape).await;
+            assert!(
+                !text.contains("data.txt") || text.contains("Permission denied"),
+                "{escape}: {text}"
+            );
+            assert!(!text.contains("other step's output"), "{escape}: {text}");
+            assert!(code != 0 || text.is_empty(), "{escape} succeeded: {text}");
+        }
+        assert!(!root.path().join("steps/escaped.txt").exists());
+    }
+}

@@ -1,0 +1,170 @@
+//! The environment: API keys taken out of treadle's own at start-up, and the allow-listed
+//! environment every command treadle starts (tasks, `run_shell`, MCP servers) gets.
+//!
+//! A key left in the process environment can be read back by anything the process starts
+//! (inherited variables, `/proc/<treadle>/environ`). So the binary calls [`take_keys`]
+//! first thing, before the async runtime starts any thread: each named key is copied into
+//! this module, its bytes in the original environment block (what `/proc/PID/environ`
+//! shows) are overwritten, and the variable is removed. Treadle then reads keys only
+//! through [`var`]. Commands start from [`command_env`]: the variables in [`ALLOWED`]
+//! (and `LC_*`), never the rest of treadle's environment; a step's `env:` is added on top.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// Variables a command inherits from treadle's environment (besides `LC_*`).
+pub const ALLOWED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "TMPDIR",
+];
+
+/// The keys taken out of the process environment by [`take_keys`].
+static KEYS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
+
+/// Takes each named variable out of the process environment, keeping its value for
+/// [`var`]. Later calls do nothing.
+///
+/// # Safety
+///
+/// No other thread may exist (changing the environment is unsound while another thread
+/// reads it): call it at the top of `main`, before the async runtime is built.
+pub unsafe fn take_keys<S: AsRef<str>>(names: impl IntoIterator<Item = S>) {
+    let mut keys = BTreeMap::new();
+    for name in names {
+        let name = name.as_ref();
+        if name.is_empty() || name.contains(['=', '\0']) || keys.contains_key(name) {
+            continue;
+        }
+        let Ok(value) = std::env::var(name) else {
+            continue;
+        };
+        // SAFETY: single-threaded, per this function's contract.
+        unsafe {
+            wipe(name);
+            std::env::remove_var(name);
+        }
+        keys.insert(name.to_owned(), value);
+    }
+    if !keys.is_empty() {
+        // Other processes of the same user may then neither read this one's memory nor
+        // its /proc entries (root's processes still may: the wipe above covers environ).
+        // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    }
+    // A second call keeps the first call's keys; there is nothing else to do with them.
+    let _ = KEYS.set(keys);
+}
+
+/// Overwrites the value of `name` where the C environment holds it. For a variable treadle
+/// was started with, that is the block the kernel shows as `/proc/PID/environ`; removing
+/// the variable alone leaves those bytes in place.
+///
+/// # Safety
+///
+/// No other thread may read or change the environment meanwhile.
+unsafe fn wipe(name: &str) {
+    let Ok(c_name) = std::ffi::CString::new(name) else {
+        return;
+    };
+    // SAFETY: `getenv` returns null or a pointer to the NUL-terminated value inside the
+    // environment, which this process owns and may write; the length comes from `strlen`
+    // on that same string, so every byte written is inside it.
+    unsafe {
+        let value = libc::getenv(c_name.as_ptr());
+        if value.is_null() {
+            return;
+        }
+        let len = libc::strlen(value);
+        std::ptr::write_bytes(value, b'*', len);
+    }
+}
+
+/// A variable's value: a key taken at start-up, or else the process environment.
+pub fn var(name: &str) -> Option<String> {
+    KEYS.get()
+        .and_then(|keys| keys.get(name).cloned())
+        .or_else(|| std::env::var(name).ok())
+}
+
+/// Whether a command may inherit `name` from treadle's environment.
+pub fn allowed(name: &str) -> bool {
+    ALLOWED.contains(&name) || name.starts_with("LC_")
+}
+
+/// The environment a command starts from: treadle's allowed variables, and those named
+/// in `pass` (a step's `pass_env:`). A taken key is never among them: it is no longer in
+/// the environment at all.
+pub fn command_env(pass: &[String]) -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| allowed(k) || pass.contains(k))
+        .filter(|(k, _)| !KEYS.get().is_some_and(|keys| keys.contains_key(k)))
+        .collect()
+}
+
+/// Gives `cmd` the allowed environment, the `pass` variables and `extra` (later values
+/// win), and nothing else.
+pub fn set_command_env<'a>(
+    cmd: &mut tokio::process::Command,
+    pass: &[String],
+    extra: impl IntoIterator<Item = (&'a String, &'a String)>,
+) {
+    cmd.env_clear().envs(command_env(pass)).envs(extra);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_allowed_names_are_inherited() {
+        for name in ["PATH", "HOME", "LANG", "LC_ALL", "TERM"] {
+            assert!(allowed(name), "{name}");
+        }
+        for name in [
+            "OPENAI_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "SSH_AUTH_SOCK",
+            "LD_PRELOAD",
+        ] {
+            assert!(!allowed(name), "{name}");
+        }
+        let env = command_env(&[]);
+        assert!(env.iter().all(|(k, _)| allowed(k)), "{env:?}");
+    }
+
+    #[tokio::test]
+    async fn a_command_sees_the_allow_list_and_its_extra_variables_only() {
+        let mut cmd = tokio::process::Command::new("env");
+        let extra = [("STEP_VAR".to_owned(), "1".to_owned())];
+        set_command_env(
+            &mut cmd,
+            &["CARGO".to_owned()],
+            extra.iter().map(|(k, v)| (k, v)),
+        );
+        let out = cmd.output().await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let names: Vec<&str> = text.lines().filter_map(|l| l.split('=').next()).collect();
+        // cargo sets CARGO for tests; passed by name, it is inherited too.
+        assert!(
+            names.contains(&"STEP_VAR") && names.contains(&"CARGO"),
+            "{text}"
+        );
+        assert!(
+            names
+                .iter()
+                .all(|n| allowed(n) || ["STEP_VAR", "CARGO"].contains(n)),
+            "{text}"
+        );
+    }
+}
