@@ -243,6 +243,12 @@ impl<'a> Ctx<'a> {
                 self.finished(entry, &done, t0.elapsed());
             }
             self.finished(entry, &done, started.elapsed());
+            // The outcome is stored (durably) before the step is marked succeeded: a run
+            // killed between the two is resumed from the stored outcome, so a step its
+            // record calls succeeded never runs again.
+            if done.is_ok() {
+                self.cache_after(step, entry).await;
+            }
             let error = done.error.clone();
             let verdict_free = done.clone();
             self.update(entry.seq, move |r| {
@@ -255,9 +261,6 @@ impl<'a> Ctx<'a> {
                 r.error = error;
             })
             .await;
-            if done.is_ok() {
-                self.cache_after(step, entry).await;
-            }
             self.hooks(step, done, &cancel).await
         }
         .boxed()
