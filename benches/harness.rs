@@ -323,7 +323,8 @@ async fn fanout() {
     let mut published = 0;
     while published < total {
         for _ in 0..burst {
-            hub.publish(delta.clone(), None);
+            hub.publish_ephemeral(delta.clone())
+                .expect("a delta is ephemeral");
         }
         published += burst;
         while slowest() + burst < published {

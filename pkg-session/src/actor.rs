@@ -10,63 +10,15 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
-use treadle_event::{Event, EventKind, Header, InputId, Message, StepId, TurnId, Usage};
+use treadle_event::{Event, EventKind, Header, InputId, Message, TurnId};
 
-use crate::context::{LoopContext, TurnCoords, TurnOptions};
+use crate::context::LoopContext;
 use crate::error::{CommitError, SubmitError};
-use crate::gate::{GateError, GateRequest, Gates};
+use crate::gate::Gates;
 use crate::journal::AppendError;
+use crate::protocol::{LoopMsg, StepCommit, TurnCoords, TurnOptions};
 use crate::resume::ResumedTurn;
 use crate::turn::{self, TurnStart};
-
-/// One step's group of messages, as the turn asks the actor to commit it.
-pub(crate) struct StepCommit {
-    pub step: StepId,
-    pub index: u32,
-    pub messages: Vec<Message>,
-    pub usage: Usage,
-    pub model: String,
-}
-
-pub(crate) enum LoopMsg {
-    Submit {
-        text: String,
-        options: TurnOptions,
-        reply: RpcReplyPort<Result<InputId, SubmitError>>,
-    },
-    Commit {
-        coords: TurnCoords,
-        commit: StepCommit,
-        reply: RpcReplyPort<Result<(), CommitError>>,
-    },
-    TurnEnded {
-        coords: TurnCoords,
-        terminal: EventKind,
-    },
-    Interrupt {
-        reply: RpcReplyPort<bool>,
-    },
-    /// Interrupt without an answer, for a caller that cannot wait (a dropped delegation).
-    Cancel,
-    History {
-        reply: RpcReplyPort<Vec<Message>>,
-    },
-    /// A tool call asks for permission: journal `GateOpened` and keep the gate pending.
-    OpenGate {
-        request: GateRequest,
-        reply: RpcReplyPort<Result<(), AppendError>>,
-    },
-    /// An answer (or the deadline's `Expired`): journal `GateResolved`, wake the call.
-    ResolveGate {
-        gate: treadle_event::GateId,
-        answer: treadle_event::GateAnswer,
-        reply: Option<RpcReplyPort<Result<(), GateError>>>,
-    },
-    Shutdown {
-        reason: String,
-        reply: RpcReplyPort<()>,
-    },
-}
 
 pub(crate) struct LoopActor;
 
@@ -229,13 +181,9 @@ impl Actor for LoopActor {
 }
 
 impl LoopState {
-    /// Journals an enduring event, then publishes it.
+    /// Journals an enduring event, then publishes it (rule 2).
     async fn record(&self, header: Header, kind: EventKind) -> Result<u64, AppendError> {
-        let event = Event::new(header, kind);
-        let seqs = self.ctx.journal.append(vec![event.clone()]).await?;
-        let seq = seqs.first().copied().unwrap_or_default();
-        self.ctx.hub.publish(Arc::new(event), Some(seq));
-        Ok(seq)
+        self.ctx.record(header, kind).await
     }
 
     async fn submit(
@@ -331,12 +279,14 @@ impl LoopState {
                 model: commit.model,
             },
         );
-        let seqs = self.ctx.journal.append(vec![event.clone()]).await?;
-        let seq = seqs.first().copied().unwrap_or_default();
-        if let EventKind::StepDone { messages, .. } = &event.kind {
-            self.history.extend(messages.iter().cloned());
-        }
-        self.ctx.hub.publish(Arc::new(event), Some(seq));
+        let messages = match &event.kind {
+            EventKind::StepDone { messages, .. } => messages.clone(),
+            _ => Vec::new(),
+        };
+        // Journaled and acknowledged before anyone sees it (rule 2); the messages join the
+        // history only after that acknowledgement.
+        self.ctx.hub.commit(event).await?;
+        self.history.extend(messages);
         Ok(())
     }
 
@@ -372,16 +322,12 @@ impl LoopState {
         }
     }
 
-    async fn begin_shutdown(&mut self, reason: String, reply: RpcReplyPort<()>) {
-        match &mut self.stopping {
-            Some(stopping) => stopping.replies.push(reply),
-            None => {
-                self.stopping = Some(Stopping {
-                    reason,
-                    replies: vec![reply],
-                })
-            }
-        }
+    async fn begin_shutdown(&mut self, reason: String, reply: Option<RpcReplyPort<()>>) {
+        let stopping = self.stopping.get_or_insert_with(|| Stopping {
+            reason,
+            replies: Vec::new(),
+        });
+        stopping.replies.extend(reply);
         if let Some(running) = &self.running {
             running.cancel.cancel();
         }

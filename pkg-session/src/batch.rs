@@ -34,10 +34,10 @@ use tokio_util::sync::CancellationToken;
 use treadle_event::{Block, EventKind, GateAnswer, GateId, Message, Role, StepId};
 use treadle_hook::{APPROVAL_REQUIRED, Active, Authorization, HookCall, Outcome, Payload};
 
-use crate::actor::LoopMsg;
-use crate::context::{LoopContext, TurnCoords};
-use crate::gate::{self, GateRequest};
-use crate::resume::{self, PriorGate, StagedStep};
+use crate::context::LoopContext;
+use crate::protocol::{GateOpen, LoopMsg, TurnCoords};
+use crate::resume::{self, PriorGate};
+use crate::subject::{GateCall, GateSubject, StagedStep};
 
 /// A tool call as the model wrote it.
 pub(crate) struct Call {
@@ -366,19 +366,17 @@ async fn open_gate(
     let deadline = ctx.batch.gate_deadline;
     let gate = GateId::new();
     let (answer_tx, answer_rx) = oneshot::channel();
-    let request = GateRequest {
+    let call = GateCall {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        arguments: arguments.clone(),
+    };
+    let request = GateOpen {
         coords: scope.coords,
         step: scope.step,
         gate,
         question: question.to_owned(),
-        subject: gate::call_subject(
-            &call.id,
-            &call.name,
-            arguments,
-            hook,
-            deadline_at_ms(deadline),
-            scope.staged,
-        ),
+        subject: GateSubject::for_call(call, hook, deadline_at_ms(deadline), scope.staged),
         answer: answer_tx,
     };
     match scope

@@ -1,5 +1,6 @@
 //! [`SessionBuilder`]: configuring, starting and restoring a session and its loops.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -7,16 +8,17 @@ use ractor::{Actor, ActorRef};
 use treadle_event::{Event, EventKind, Header, LoopId, SessionId, Usage};
 use treadle_hook::{Hook, HookRunner};
 
-use crate::actor::{LoopActor, LoopArgs, LoopMsg};
-use crate::context::BatchConfig;
-use crate::context::LoopContext;
+use crate::actor::{LoopActor, LoopArgs};
+use crate::context::{BatchConfig, LoopContext};
 use crate::delegate::{self, DelegateTool, SubAgent};
 use crate::error::StartError;
 use crate::hub::{Hub, HubOptions};
-use crate::inference::{ApiKey, ModelClient, ModelConfig, RetryPolicy};
+use crate::inference::{ApiKey, ModelClient, ModelConfig, RetryPolicy, StructuredOutput};
 use crate::journal::Journal;
+use crate::protocol::LoopMsg;
 use crate::redact::Secrets;
 use crate::restore::{self, RestoreError, Restored, RestoredLoop};
+use crate::resume::{self, ResumedTurn};
 use crate::session::{Session, SessionParts};
 use crate::tool::{Tool, ToolSet};
 
@@ -62,20 +64,16 @@ pub struct SessionBuilder {
     secrets: Secrets,
 }
 
-/// How [`Session::ask`] makes the model answer in a given shape.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum StructuredOutput {
-    /// `response_format: json_schema`, which OpenAI, vLLM and llama.cpp's server enforce.
-    #[default]
-    JsonSchema,
-    /// A reporting tool whose argument schema is the answer's, with `tool_choice` naming
-    /// it: for endpoints without `response_format`.
-    ForcedTool,
-}
-
 enum JournalChoice {
     Path(PathBuf),
     Shared(Journal),
+}
+
+impl Session {
+    /// Configures a new session.
+    pub fn builder() -> SessionBuilder {
+        SessionBuilder::new()
+    }
 }
 
 impl SessionBuilder {
@@ -258,14 +256,14 @@ impl SessionBuilder {
                 system: self.system.clone(),
             },
         );
-        let seqs = journal.append(vec![started.clone()]).await?;
-        hub.publish(Arc::new(started), seqs.first().copied());
+        hub.commit(started).await?;
         let restored = Restored {
             main_loop: loop_id,
             loops: Default::default(),
             approvals: Default::default(),
         };
-        self.launch(client, journal, hub, session, restored).await
+        self.launch(client, journal, hub, session, restored, HashMap::new())
+            .await
     }
 
     /// Restores session `id` from the journal this builder names, with this builder's
@@ -279,9 +277,11 @@ impl SessionBuilder {
         let (client, journal) = self.connect()?;
         let mut restored = restore::read(&journal, id)?;
         let hub = self.hub(id, &journal);
-        crate::resume::settle(&journal, &hub, id, &mut restored, self.batch.headless).await?;
+        let resumed = resume::settle(&hub, id, &mut restored, self.batch.headless).await?;
         self.batch.approvals = restored.approvals.clone();
-        Ok(self.launch(client, journal, hub, id, restored).await?)
+        Ok(self
+            .launch(client, journal, hub, id, restored, resumed)
+            .await?)
     }
 
     fn connect(&mut self) -> Result<(ModelClient, Journal), StartError> {
@@ -328,6 +328,7 @@ impl SessionBuilder {
         hub: Hub,
         session: SessionId,
         mut restored: Restored,
+        mut resumed: HashMap<LoopId, ResumedTurn>,
     ) -> Result<Session, StartError> {
         let hooks = HookRunner::new(self.hooks);
         let delegated = Arc::new(Mutex::new(Usage::default()));
@@ -343,7 +344,6 @@ impl SessionBuilder {
                 tools: ToolSet::new(agent.tools),
                 hooks: hooks.clone(),
                 hub: hub.clone(),
-                journal: journal.clone(),
                 system: agent.system,
                 max_steps: agent.max_steps,
                 queue_capacity: self.queue_capacity,
@@ -352,7 +352,12 @@ impl SessionBuilder {
                 batch: self.batch.clone(),
                 secrets: secrets.clone(),
             };
-            let child = spawn_loop(ctx, restored.loops.remove(&loop_id)).await?;
+            let child = spawn_loop(
+                ctx,
+                restored.loops.remove(&loop_id),
+                resumed.remove(&loop_id),
+            )
+            .await?;
             tools.push(Arc::new(DelegateTool {
                 name: agent.name,
                 description: agent.description,
@@ -371,7 +376,6 @@ impl SessionBuilder {
             tools: ToolSet::new(tools),
             hooks,
             hub: hub.clone(),
-            journal: journal.clone(),
             system: self.system,
             max_steps: self.max_steps,
             queue_capacity: self.queue_capacity,
@@ -380,7 +384,12 @@ impl SessionBuilder {
             batch: self.batch,
             secrets,
         };
-        let actor = spawn_loop(ctx, restored.loops.remove(&main_loop)).await?;
+        let actor = spawn_loop(
+            ctx,
+            restored.loops.remove(&main_loop),
+            resumed.remove(&main_loop),
+        )
+        .await?;
         Ok(Session::from_parts(SessionParts {
             id: session,
             main_loop,
@@ -396,13 +405,14 @@ impl SessionBuilder {
 async fn spawn_loop(
     ctx: LoopContext,
     restored: Option<RestoredLoop>,
+    resume: Option<ResumedTurn>,
 ) -> Result<ActorRef<LoopMsg>, StartError> {
     let restored = restored.unwrap_or_default();
     let args = LoopArgs {
         ctx: Arc::new(ctx),
         history: restored.history,
         turns_started: restored.turns_started,
-        resume: restored.resume,
+        resume,
     };
     let (actor, _join) = Actor::spawn(None, LoopActor, args)
         .await

@@ -3,15 +3,14 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use treadle_event::{
-    Cause, Event, EventKind, Header, InputId, LoopId, SessionId, StepId, TurnId, Usage,
-};
+use treadle_event::{Cause, Event, EventKind, Header, LoopId, SessionId, StepId, Usage};
 use treadle_hook::HookRunner;
 
-use crate::gate::Approvals;
+use crate::approvals::Approvals;
 use crate::hub::Hub;
-use crate::inference::{ModelClient, ToolSpec};
-use crate::journal::{AppendError, Journal};
+use crate::inference::ModelClient;
+use crate::journal::AppendError;
+use crate::protocol::TurnCoords;
 use crate::redact::Secrets;
 use crate::tool::ToolSet;
 
@@ -23,7 +22,6 @@ pub(crate) struct LoopContext {
     pub tools: ToolSet,
     pub hooks: HookRunner,
     pub hub: Hub,
-    pub journal: Journal,
     pub system: Option<String>,
     pub max_steps: u32,
     pub queue_capacity: usize,
@@ -65,23 +63,6 @@ impl Default for BatchConfig {
     }
 }
 
-/// How one turn must answer, beyond the loop's configuration (typed output uses it).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct TurnOptions {
-    /// Sent as the request's `response_format`.
-    pub response_format: Option<serde_json::Value>,
-    /// A tool offered for this turn only. When the model calls it, the turn ends with the
-    /// call's arguments as its text.
-    pub report_tool: Option<ToolSpec>,
-}
-
-/// Coordinates of the turn in flight, used to stamp the events it emits.
-#[derive(Clone, Copy)]
-pub(crate) struct TurnCoords {
-    pub turn: TurnId,
-    pub input: InputId,
-}
-
 impl LoopContext {
     pub(crate) fn loop_header(&self) -> Header {
         Header::in_loop(self.session, self.loop_id)
@@ -108,14 +89,10 @@ impl LoopContext {
         )
     }
 
-    /// Journals an enduring event, then publishes it (rule 2). Only the loop actor calls
-    /// this: it is the loop's single journal writer.
+    /// Journals an enduring event, then publishes it (rule 2, see [`Hub::commit`]). Only
+    /// the loop actor calls this: it is the loop's single journal writer.
     pub(crate) async fn record(&self, header: Header, kind: EventKind) -> Result<u64, AppendError> {
-        let event = Event::new(header, kind);
-        let seqs = self.journal.append(vec![event.clone()]).await?;
-        let seq = seqs.first().copied().unwrap_or_default();
-        self.hub.publish(Arc::new(event), Some(seq));
-        Ok(seq)
+        self.hub.commit(Event::new(header, kind)).await
     }
 
     /// Publishes an ephemeral event. Never journaled, never blocks.

@@ -14,9 +14,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use treadle_event::{Cause, EventFilter, EventKind, LoopId, LoopScope, SessionId, Usage};
 
-use crate::actor::LoopMsg;
-use crate::context::TurnOptions;
 use crate::hub::Hub;
+use crate::protocol::{LoopMsg, TurnOptions};
 use crate::tool::{Tool, ToolError, schema_of};
 
 /// A sub-agent the main agent may delegate to. It becomes a tool named after it.

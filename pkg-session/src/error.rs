@@ -64,3 +64,17 @@ pub enum RunError {
     #[error("the session shut down before the turn ended")]
     Closed,
 }
+
+/// Why a gate answer was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error(
+        "gate {0} is not open: it was never opened here, or it was already answered or expired"
+    )]
+    NotOpen(treadle_event::GateId),
+    #[error("the session is shut down")]
+    Closed,
+    /// The answer could not be made durable; the call was denied (fail closed).
+    #[error("cannot journal the answer, so the call was denied: {0}")]
+    Journal(#[from] AppendError),
+}

@@ -14,18 +14,8 @@
 //!
 //! # Journal shape (for restore)
 //!
-//! `GateOpened { gate, question, subject }`, with the turn and step in the header, and
-//!
-//! ```json
-//! "subject": {
-//!   "calls": [{ "call_id": "c1", "name": "write_file", "arguments": { "path": "a.md" } }],
-//!   "scope": { "tools": ["write_file"] },
-//!   "asked_by": "policy",
-//!   "deadline_at_ms": 1767225600000,
-//!   "resume": { "step": "<step id>", "index": 2, "message": { "role": "assistant", .. },
-//!               "usage": { .. }, "model": "..." }
-//! }
-//! ```
+//! `GateOpened { gate, question, subject }`, with the turn and step in the header; the
+//! subject is a [`GateSubject`](crate::GateSubject) (its JSON shape is documented there).
 //!
 //! `subject.resume` is the step's staged assistant message (all its tool uses), its id,
 //! index, usage and model: enough for restore to run the step's batch again without asking
@@ -38,16 +28,14 @@
 //! no `GateResolved` after it was still open at a crash; restore opens it again under the
 //! same id (or resolves it, when its deadline passed or its turn cannot resume).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::HashMap;
 
-use serde_json::Value;
 use tokio::sync::oneshot;
-use treadle_event::{Event, EventKind, GateAnswer, GateId, StepId};
+use treadle_event::{EventKind, GateAnswer, GateId, StepId, TurnId};
 
-use crate::context::{LoopContext, TurnCoords};
-use crate::journal::AppendError;
-use crate::resume::{AdoptedGate, StagedStep};
+use crate::context::LoopContext;
+use crate::error::GateError;
+use crate::protocol::{GateOpen, TurnCoords};
 
 /// An answer to a permission gate, given through
 /// [`Session::respond_gate`](crate::Session::respond_gate).
@@ -80,108 +68,11 @@ impl From<GateResponse> for GateAnswer {
     }
 }
 
-/// Why a gate answer was not taken.
-#[derive(Debug, thiserror::Error)]
-pub enum GateError {
-    #[error(
-        "gate {0} is not open: it was never opened here, or it was already answered or expired"
-    )]
-    NotOpen(GateId),
-    #[error("the session is shut down")]
-    Closed,
-    /// The answer could not be made durable; the call was denied (fail closed).
-    #[error("cannot journal the answer, so the call was denied: {0}")]
-    Journal(#[from] AppendError),
-}
-
-/// Tools approved with [`GateResponse::ApproveAlways`]: their calls no longer ask.
-///
-/// Shared by every loop of a session, and cheap to clone. An entry is added only after its
-/// `GateResolved` is durable, so a restored session can rebuild exactly this set.
-#[derive(Debug, Clone, Default)]
-pub struct Approvals(Arc<Mutex<BTreeSet<String>>>);
-
-impl Approvals {
-    /// Whether calls of `tool` are approved for the rest of the session.
-    pub fn contains(&self, tool: &str) -> bool {
-        self.lock().contains(tool)
-    }
-
-    /// The approved tool names, sorted.
-    pub fn tools(&self) -> Vec<String> {
-        self.lock().iter().cloned().collect()
-    }
-
-    pub(crate) fn insert(&self, tool: impl Into<String>) {
-        self.lock().insert(tool.into());
-    }
-
-    /// Rebuilds the set from journaled events, oldest first: the tools of every gate whose
-    /// `GateResolved` answer is `ApproveAlways` (its scope, read from its `GateOpened`).
-    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Self {
-        let approvals = Approvals::default();
-        let mut scopes: HashMap<GateId, Vec<String>> = HashMap::new();
-        for event in events {
-            match &event.kind {
-                EventKind::GateOpened { gate, subject, .. } => {
-                    scopes.insert(*gate, scope_tools(subject));
-                }
-                EventKind::GateResolved {
-                    gate,
-                    answer: GateAnswer::ApproveAlways,
-                } => {
-                    for tool in scopes.remove(gate).into_iter().flatten() {
-                        approvals.insert(tool);
-                    }
-                }
-                _ => {}
-            }
-        }
-        approvals
-    }
-
-    fn lock(&self) -> MutexGuard<'_, BTreeSet<String>> {
-        // The set is only ever inserted into, so a poisoned lock still guards a valid set.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The tool names of a `GateOpened` subject's scope.
-pub(crate) fn scope_tools(subject: &Value) -> Vec<String> {
-    subject["scope"]["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|tool| tool.as_str().map(str::to_owned))
-        .collect()
-}
-
-/// The subject of a gate over one call, in the documented shape.
-pub(crate) fn call_subject(
-    call_id: &str,
-    name: &str,
-    arguments: &Value,
-    asked_by: &str,
-    deadline_at_ms: u64,
-    staged: &StagedStep,
-) -> Value {
-    serde_json::json!({
-        "calls": [{ "call_id": call_id, "name": name, "arguments": arguments }],
-        "scope": { "tools": [name] },
-        "asked_by": asked_by,
-        "deadline_at_ms": deadline_at_ms,
-        "resume": staged,
-    })
-}
-
-/// What the batch sends the actor to open a gate.
-pub(crate) struct GateRequest {
-    pub coords: TurnCoords,
-    pub step: StepId,
+/// An open gate the loop actor takes over at restore, under its original id.
+pub(crate) struct AdoptedGate {
     pub gate: GateId,
-    pub question: String,
-    pub subject: Value,
-    /// Where the actor sends the answer once it is journaled.
+    pub step: StepId,
+    pub tools: Vec<String>,
     pub answer: oneshot::Sender<GateAnswer>,
 }
 
@@ -204,14 +95,14 @@ impl Gates {
     pub(crate) async fn open(
         &mut self,
         ctx: &LoopContext,
-        request: GateRequest,
-    ) -> Result<(), AppendError> {
-        let tools = scope_tools(&request.subject);
+        request: GateOpen,
+    ) -> Result<(), crate::journal::AppendError> {
+        let tools = request.subject.scope.tools.clone();
         let header = ctx.turn_header(request.coords, Some(request.step));
         let kind = EventKind::GateOpened {
             gate: request.gate,
             question: request.question,
-            subject: request.subject,
+            subject: request.subject.to_value(),
         };
         ctx.record(header, kind).await?;
         self.pending.insert(
@@ -271,7 +162,7 @@ impl Gates {
     }
 
     /// Closes every gate still open in `turn`, denying it, before the turn's terminal.
-    pub(crate) async fn close_turn(&mut self, ctx: &LoopContext, turn: treadle_event::TurnId) {
+    pub(crate) async fn close_turn(&mut self, ctx: &LoopContext, turn: TurnId) {
         let open: Vec<GateId> = self
             .pending
             .iter()

@@ -3,15 +3,25 @@
 //! # Layout
 //!
 //! * `session` and `builder`: the [`Session`] handle and its [`SessionBuilder`], the public face of the crate.
+//! * `protocol`: the loop actor's messages (`LoopMsg`, `StepCommit`, turn coordinates);
+//!   actor, turn and batch depend on it, never on each other.
 //! * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
+//! * `context`: what every turn of a loop shares (model client, tools, hooks, hub).
 //! * `turn`: the task that runs one turn, step by step, outside the actor.
-//! * [`inference`]: streaming chat completions from any OpenAI-compatible endpoint.
-//! * [`tool`]: the [`Tool`] trait (with `sequential` and `write_target` for scheduling).
 //! * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
 //!   JSON schema, authorized by the guards in call order, then run in parallel (at most
 //!   `max_parallel_tools`), sequential tools alone, same write targets in call order.
-//! * [`gate`]: permission gates for guards that answer `Ask` (journal shape documented
-//!   there), [`Session::respond_gate`], and the remembered [`Approvals`].
+//! * [`gate`]: permission gates for guards that answer `Ask`, and [`Session::respond_gate`].
+//! * `subject`: the typed [`GateSubject`] of a tool-call gate, as journaled.
+//! * `approvals`: the remembered [`Approvals`] (`ApproveAlways`).
+//! * `restore`: what restore reads from the journal (history, turns, open gates).
+//! * `resume`: settles the in-flight turns restore found, resuming one parked on a gate.
+//! * `delegate`: sub-agents, loops the main agent delegates to through a tool.
+//! * `typed`: [`Session::ask`], answers in a typed shape.
+//! * `error`: the typed errors of the session API, one enum per operation.
+//! * [`inference`]: streaming chat completions from any OpenAI-compatible endpoint.
+//! * [`tool`]: the [`Tool`] trait (with `sequential` and `write_target` for scheduling).
+//! * [`mcp`]: tools served by MCP servers.
 //! * [`journal`]: the durable, append-only event log on redb.
 //! * `redact`: [`Secrets`], scrubbed from each assistant message where a turn materialises
 //!   it (plain, reversed, hex, percent-encoded and base64 forms).
@@ -23,30 +33,35 @@ pub mod journal;
 pub mod mcp;
 
 mod actor;
+mod approvals;
 mod batch;
 mod builder;
 mod context;
 mod delegate;
 mod error;
 pub mod gate;
+mod protocol;
 mod redact;
 mod restore;
 mod resume;
 mod session;
+mod subject;
 pub mod tool;
 mod turn;
 mod typed;
 
-pub use builder::{SessionBuilder, StructuredOutput};
+pub use approvals::Approvals;
+pub use builder::SessionBuilder;
 pub use delegate::SubAgent;
-pub use error::{RunError, SessionClosed, StartError, SubmitError};
-pub use gate::{Approvals, GateError, GateResponse};
+pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
+pub use gate::GateResponse;
 pub use hub::{Subscription, SubscriptionLost};
-pub use inference::{ApiKey, ModelConfig, RetryPolicy};
+pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
 pub use journal::{Journal, JournalOptions};
 pub use redact::Secrets;
 pub use restore::RestoreError;
 pub use session::{Session, TurnOutcome, TurnReport};
+pub use subject::{GateCall, GateScope, GateSubject};
 pub use tool::{FnTool, Tool, ToolError};
 pub use treadle_event as event;
 pub use treadle_hook as hook;

@@ -9,11 +9,14 @@
 
 use std::collections::HashMap;
 
-use treadle_event::{Event, EventKind, InputId, LoopId, Message, Role, SessionId, TurnId, Usage};
+use treadle_event::{
+    Event, EventKind, GateAnswer, GateId, InputId, LoopId, Message, Role, SessionId, StepId,
+    TurnId, Usage,
+};
 
-use crate::gate::Approvals;
+use crate::approvals::Approvals;
 use crate::journal::{Journal, ReadError};
-use crate::resume::{GateRecord, ResumedTurn};
+use crate::subject::GateSubject;
 
 /// What the journal says about a session: its main loop and every loop's state.
 pub(crate) struct Restored {
@@ -30,8 +33,15 @@ pub(crate) struct RestoredLoop {
     pub turns_started: u32,
     /// The turn that was in flight when the process stopped, if any.
     pub in_flight: Option<InFlight>,
-    /// The in-flight turn, when restore resumes it rather than closing it.
-    pub resume: Option<ResumedTurn>,
+}
+
+/// A gate of an in-flight turn, as restore read it.
+pub(crate) struct GateRecord {
+    pub gate: GateId,
+    pub step: Option<StepId>,
+    /// `None` when the journaled subject is not a tool-call gate's.
+    pub subject: Option<GateSubject>,
+    pub answer: Option<GateAnswer>,
 }
 
 /// A turn found without a terminal, with what it committed before the stop.
@@ -126,7 +136,7 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
                     turn.gates.push(GateRecord {
                         gate: *gate,
                         step: header.step,
-                        subject: subject.clone(),
+                        subject: GateSubject::from_value(subject),
                         answer: None,
                     });
                 }

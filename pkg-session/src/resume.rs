@@ -34,34 +34,20 @@
 //!   the parent's turn is interrupted and nobody would read the child's answer.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio::sync::oneshot;
 use treadle_event::{
-    Cause, Event, EventKind, GateAnswer, GateId, Header, LoopId, Message, SessionId, StepId, Usage,
+    Cause, Event, EventKind, GateAnswer, GateId, Header, LoopId, SessionId, StepId, Usage,
 };
 use treadle_hook::APPROVAL_REQUIRED;
 
-use crate::context::TurnCoords;
-use crate::gate::scope_tools;
+use crate::gate::AdoptedGate;
 use crate::hub::Hub;
-use crate::journal::{AppendError, Journal};
-use crate::restore::{InFlight, Restored};
-
-/// The step a gate parked: what the turn needs to run its batch and commit it, without
-/// asking the model again. Journaled as `subject.resume` of every `GateOpened`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct StagedStep {
-    pub step: StepId,
-    pub index: u32,
-    /// The assistant message, with every tool use of the batch.
-    pub message: Message,
-    pub usage: Usage,
-    pub model: String,
-}
+use crate::journal::AppendError;
+use crate::protocol::TurnCoords;
+use crate::restore::{GateRecord, InFlight, Restored};
+use crate::subject::StagedStep;
 
 /// What a call of a resumed batch finds about its permission.
 pub(crate) enum PriorGate {
@@ -87,14 +73,6 @@ pub(crate) struct Resume {
     pub prior: HashMap<String, PriorGate>,
 }
 
-/// An open gate the loop actor takes over at restore, under its original id.
-pub(crate) struct AdoptedGate {
-    pub gate: GateId,
-    pub step: StepId,
-    pub tools: Vec<String>,
-    pub answer: oneshot::Sender<GateAnswer>,
-}
-
 /// A turn the loop actor restarts when it starts.
 pub(crate) struct ResumedTurn {
     pub coords: TurnCoords,
@@ -104,14 +82,6 @@ pub(crate) struct ResumedTurn {
     pub input: String,
     pub gates: Vec<AdoptedGate>,
     pub turn: Resume,
-}
-
-/// A gate of an in-flight turn, as restore read it.
-pub(crate) struct GateRecord {
-    pub gate: GateId,
-    pub step: Option<StepId>,
-    pub subject: Value,
-    pub answer: Option<GateAnswer>,
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -125,20 +95,20 @@ pub(crate) fn now_ms() -> u64 {
 /// Settles every in-flight turn of a restored session: resumes the main loop's turn parked
 /// on a gate, closes the others. Journals what it decides (expired, headless and canceled
 /// gates, `TurnInterrupted`) before any actor exists, so it is the session's only writer.
+/// Returns the turns to resume, by loop.
 pub(crate) async fn settle(
-    journal: &Journal,
     hub: &Hub,
     session: SessionId,
     restored: &mut Restored,
     headless: bool,
-) -> Result<(), AppendError> {
+) -> Result<HashMap<LoopId, ResumedTurn>, AppendError> {
     let main_loop = restored.main_loop;
+    let mut resumed_turns = HashMap::new();
     for (loop_id, state) in restored.loops.iter_mut() {
         let Some(in_flight) = state.in_flight.take() else {
             continue;
         };
         let writer = Writer {
-            journal,
             hub,
             session,
             loop_id: *loop_id,
@@ -151,12 +121,12 @@ pub(crate) async fn settle(
             Some(staged) => {
                 let turn_index = state.turns_started.saturating_sub(1);
                 let resumed = writer.resume(staged, turn_index, headless).await?;
-                state.resume = Some(resumed);
+                resumed_turns.insert(*loop_id, resumed);
             }
             None => writer.close().await?,
         }
     }
-    Ok(())
+    Ok(resumed_turns)
 }
 
 /// The staged step the turn is parked on: the step of its open gates, read from their
@@ -165,27 +135,29 @@ pub(crate) async fn settle(
 fn parked_step(in_flight: &InFlight) -> Option<StagedStep> {
     let mut open = in_flight.gates.iter().filter(|g| g.answer.is_none());
     let first = open.next()?;
-    let staged: StagedStep = serde_json::from_value(first.subject.get("resume")?.clone()).ok()?;
+    let staged = first.subject.as_ref()?.resume.clone()?;
     let same_step = open.all(|g| {
-        g.subject["resume"]["step"] == first.subject["resume"]["step"]
-            && g.step == Some(staged.step)
+        g.step == Some(staged.step)
+            && g.subject
+                .as_ref()
+                .and_then(|s| s.resume.as_ref())
+                .map(|r| r.step)
+                == Some(staged.step)
     });
     (same_step && first.step == Some(staged.step)).then_some(staged)
 }
 
 /// The call ids a gate's subject covers.
-fn call_ids(subject: &Value) -> Vec<String> {
-    subject["calls"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|call| call["call_id"].as_str().map(str::to_owned))
+fn call_ids(record: &GateRecord) -> Vec<String> {
+    record
+        .subject
+        .iter()
+        .flat_map(|subject| subject.call_ids().map(str::to_owned))
         .collect()
 }
 
 /// Journals restore's decisions about one in-flight turn.
 struct Writer<'a> {
-    journal: &'a Journal,
     hub: &'a Hub,
     session: SessionId,
     loop_id: LoopId,
@@ -204,9 +176,7 @@ impl Writer<'_> {
     }
 
     async fn record(&self, event: Event) -> Result<(), AppendError> {
-        let seqs = self.journal.append(vec![event.clone()]).await?;
-        self.hub.publish(Arc::new(event), seqs.first().copied());
-        Ok(())
+        self.hub.commit(event).await.map(|_| ())
     }
 
     async fn resolve(&self, record: &GateRecord, answer: GateAnswer) -> Result<(), AppendError> {
@@ -253,7 +223,7 @@ impl Writer<'_> {
                 Some(answer) => Some(answer.clone()),
                 None => {
                     // A missing deadline cannot be trusted to still be ahead: fail closed.
-                    let deadline_at_ms = record.subject["deadline_at_ms"].as_u64().unwrap_or(0);
+                    let deadline_at_ms = record.subject.as_ref().map_or(0, |s| s.deadline_at_ms);
                     let decided = if deadline_at_ms <= now {
                         Some(GateAnswer::Expired)
                     } else if headless {
@@ -276,11 +246,15 @@ impl Writer<'_> {
                             gates.push(AdoptedGate {
                                 gate: record.gate,
                                 step: staged.step,
-                                tools: scope_tools(&record.subject),
+                                tools: record
+                                    .subject
+                                    .as_ref()
+                                    .map(|s| s.scope.tools.clone())
+                                    .unwrap_or_default(),
                                 answer: tx,
                             });
                             // A gate covers one call (the batch asks call by call).
-                            if let Some(call) = call_ids(&record.subject).into_iter().next() {
+                            if let Some(call) = call_ids(record).into_iter().next() {
                                 let open = PriorGate::Open {
                                     gate: record.gate,
                                     deadline_at_ms,
@@ -294,7 +268,7 @@ impl Writer<'_> {
                 }
             };
             if let Some(answer) = answered {
-                for call in call_ids(&record.subject) {
+                for call in call_ids(record) {
                     prior.insert(call, PriorGate::Answered(answer.clone()));
                 }
             }

@@ -10,13 +10,12 @@ use treadle_event::{
     Usage,
 };
 
-use crate::actor::LoopMsg;
-use crate::builder::{SessionBuilder, StructuredOutput};
-use crate::context::TurnOptions;
-use crate::error::{RunError, SessionClosed, SubmitError};
-use crate::gate::{GateError, GateResponse};
+use crate::error::{GateError, RunError, SessionClosed, SubmitError};
+use crate::gate::GateResponse;
 use crate::hub::{Hub, Subscription};
+use crate::inference::StructuredOutput;
 use crate::journal::{Journal, ReadError};
+use crate::protocol::{LoopMsg, TurnOptions};
 
 /// A running conversation. Cheap to clone; every clone drives the same session.
 #[derive(Clone)]
@@ -71,10 +70,6 @@ impl TurnReport {
 }
 
 impl Session {
-    pub fn builder() -> SessionBuilder {
-        SessionBuilder::new()
-    }
-
     pub(crate) fn from_parts(parts: SessionParts) -> Self {
         Session {
             inner: Arc::new(parts),
@@ -292,7 +287,13 @@ impl Session {
         for loop_actor in self.inner.children.iter().chain([&self.inner.actor]) {
             let reason = "shutdown".to_owned();
             let _ = loop_actor
-                .call(|reply| LoopMsg::Shutdown { reason, reply }, None)
+                .call(
+                    |reply| LoopMsg::Shutdown {
+                        reason,
+                        reply: Some(reply),
+                    },
+                    None,
+                )
                 .await;
         }
     }

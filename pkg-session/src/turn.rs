@@ -19,12 +19,13 @@ use tokio_util::sync::CancellationToken;
 use treadle_event::{Block, EventKind, FailureCause, Message, Role, StepId, Usage};
 use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
 
-use crate::actor::{LoopMsg, StepCommit};
 use crate::batch::{self, BatchOutcome, Call};
-use crate::context::{LoopContext, TurnCoords, TurnOptions};
+use crate::context::LoopContext;
 use crate::error::CommitError;
 use crate::inference::{InferenceRequest, ToolChoice};
-use crate::resume::{PriorGate, Resume, StagedStep};
+use crate::protocol::{LoopMsg, StepCommit, TurnCoords, TurnOptions};
+use crate::resume::{PriorGate, Resume};
+use crate::subject::StagedStep;
 
 /// How a turn ends, before it becomes a terminal event.
 enum End {

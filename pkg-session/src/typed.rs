@@ -8,10 +8,9 @@
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
-use crate::builder::StructuredOutput;
-use crate::context::TurnOptions;
 use crate::error::RunError;
-use crate::inference::ToolSpec;
+use crate::inference::{StructuredOutput, ToolSpec};
+use crate::protocol::TurnOptions;
 use crate::session::{Session, TurnOutcome};
 use crate::tool::schema_of;
 

@@ -40,7 +40,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use treadle_event::{Delivery, Event, EventFilter, SessionId};
 
-use crate::journal::{Journal, ReadError};
+use crate::journal::{AppendError, Journal, ReadError};
+
+/// [`Hub::publish_ephemeral`] was given an enduring event.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "{0} is an enduring event: it is published by the session after the journal keeps it, \
+     never directly"
+)]
+pub struct NotEphemeral(pub &'static str);
 
 pub use subscription::{Subscription, SubscriptionLost};
 
@@ -66,7 +74,7 @@ impl Default for HubOptions {
 /// ```
 /// use std::sync::Arc;
 /// use futures::StreamExt;
-/// use treadle_event::{Event, EventFilter, EventKind, Header, SessionId};
+/// use treadle_event::{DeltaKind, Event, EventFilter, EventKind, Header, SessionId};
 /// use treadle_session::hub::Hub;
 /// use treadle_session::journal::Journal;
 ///
@@ -75,21 +83,22 @@ impl Default for HubOptions {
 /// let dir = tempfile::tempdir()?;
 /// let journal = Journal::open(dir.path().join("journal.redb"))?;
 /// let session = SessionId::new();
-/// let hub = Hub::new(session, journal.clone());
-///
-/// let mut live = hub.subscribe(EventFilter::all());
-///
-/// // Enduring events are journaled first, then published with their seq.
 /// let stopped = Event::new(
 ///     Header::session(session),
 ///     EventKind::SessionStopped { reason: "done".into() },
 /// );
-/// let seqs = journal.append(vec![stopped.clone()]).await?;
-/// hub.publish(Arc::new(stopped), Some(seqs[0]));
+/// journal.append(vec![stopped.clone()]).await?;
+/// let hub = Hub::new(session, journal.clone());
+///
+/// let mut live = hub.subscribe(EventFilter::all());
+/// let delta = EventKind::TokenDelta { kind: DeltaKind::Text, index: None, text: "hi".into() };
+/// hub.publish_ephemeral(Arc::new(Event::new(Header::session(session), delta)))?;
+/// // Enduring events reach subscribers only through the journal.
+/// assert!(hub.publish_ephemeral(Arc::new(stopped)).is_err());
 /// hub.close();
 ///
 /// let delivery = live.next().await.unwrap()?;
-/// assert_eq!(delivery.journal_seq, Some(1));
+/// assert_eq!(delivery.journal_seq, None);
 /// assert!(live.next().await.is_none());
 ///
 /// // A late reader catches up from the journal.
@@ -180,13 +189,39 @@ impl Hub {
         self.inner.session
     }
 
+    /// Rule 2, commit-before-publish, in one function: journals the enduring `event`, waits
+    /// for the journal to acknowledge its durable append, and only then publishes it with
+    /// its seq. Every enduring event of a session goes through here (see docs/rules.md).
+    /// An acknowledgement without a seq is an error, never a made-up seq.
+    pub(crate) async fn commit(&self, event: Event) -> Result<u64, AppendError> {
+        let id = event.id();
+        let seqs = self.inner.journal.append(vec![event.clone()]).await?;
+        let seq = seqs
+            .first()
+            .copied()
+            .ok_or(AppendError::NoSeq { event: id })?;
+        self.publish(Arc::new(event), Some(seq));
+        Ok(seq)
+    }
+
+    /// Publishes an ephemeral event (a token delta, a tool call's start or end) to every
+    /// subscriber whose filter admits it. Enduring events are refused: they reach
+    /// subscribers only through the session's journal (rule 2).
+    pub fn publish_ephemeral(&self, event: Arc<Event>) -> Result<(), NotEphemeral> {
+        if event.is_enduring() {
+            return Err(NotEphemeral(event.kind.name()));
+        }
+        self.publish(event, None);
+        Ok(())
+    }
+
     /// Delivers `event` to every subscriber whose filter admits it. Never blocks on a
     /// subscriber and never awaits.
     ///
     /// `seq` is the event's journal seq: `Some` for enduring events, which must be
     /// published after the journal acknowledged them and in seq order; `None` for
     /// ephemeral ones. Publishing after [`Hub::close`] does nothing.
-    pub fn publish(&self, event: Arc<Event>, seq: Option<u64>) {
+    pub(crate) fn publish(&self, event: Arc<Event>, seq: Option<u64>) {
         let enduring = event.is_enduring();
         let mut state = self.state();
         if state.closed {

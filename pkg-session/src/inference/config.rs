@@ -80,6 +80,17 @@ impl Default for RetryPolicy {
     }
 }
 
+/// How [`Session::ask`](crate::Session::ask) makes the model answer in a given shape.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StructuredOutput {
+    /// `response_format: json_schema`, which OpenAI, vLLM and llama.cpp's server enforce.
+    #[default]
+    JsonSchema,
+    /// A reporting tool whose argument schema is the answer's, with `tool_choice` naming
+    /// it: for endpoints without `response_format`.
+    ForcedTool,
+}
+
 /// Everything a [`ModelClient`](super::ModelClient) needs to reach a model.
 #[derive(Debug, Clone)]
 pub struct ModelConfig {

@@ -34,7 +34,7 @@ mod retry;
 mod stitch;
 
 pub use client::ModelClient;
-pub use config::{ApiKey, ModelConfig, RetryPolicy};
+pub use config::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
 pub use error::{ClientError, InferenceError, MissingApiKey};
 pub use request::{InferenceRequest, ToolChoice, ToolSpec};
 pub use stitch::Completion;

@@ -112,6 +112,10 @@ pub enum AppendError {
     /// every group of the batch gets it, and the writer carries on.
     #[error("the journal's write-ahead log failed")]
     WriteAhead(#[source] Arc<WalError>),
+    /// The journal acknowledged an append without a seq for this event, so it cannot be
+    /// published in order (rule 2): a bug in the writer, reported rather than hidden.
+    #[error("the journal acknowledged event {event} without a sequence number")]
+    NoSeq { event: treadle_event::EventId },
 }
 
 /// Why the journal's write-ahead log (`<journal>.wal`) failed.

@@ -1,0 +1,92 @@
+//! The loop actor's message protocol: what sessions, turns and batches ask a loop to do.
+//!
+//! Everything that crosses into the actor is declared here, so the actor, the turn task and
+//! the batch depend on this module and never on each other.
+
+use ractor::RpcReplyPort;
+use tokio::sync::oneshot;
+use treadle_event::{EventKind, GateAnswer, GateId, InputId, Message, StepId, TurnId, Usage};
+
+use crate::error::{CommitError, GateError, SubmitError};
+use crate::inference::ToolSpec;
+use crate::journal::AppendError;
+use crate::subject::GateSubject;
+
+/// One step's group of messages, as the turn asks the actor to commit it.
+pub(crate) struct StepCommit {
+    pub step: StepId,
+    pub index: u32,
+    pub messages: Vec<Message>,
+    pub usage: Usage,
+    pub model: String,
+}
+
+/// Coordinates of the turn in flight, used to stamp the events it emits.
+#[derive(Clone, Copy)]
+pub(crate) struct TurnCoords {
+    pub turn: TurnId,
+    pub input: InputId,
+}
+
+/// How one turn must answer, beyond the loop's configuration (typed output uses it).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TurnOptions {
+    /// Sent as the request's `response_format`.
+    pub response_format: Option<serde_json::Value>,
+    /// A tool offered for this turn only. When the model calls it, the turn ends with the
+    /// call's arguments as its text.
+    pub report_tool: Option<ToolSpec>,
+}
+
+/// What the batch sends the actor to open a permission gate.
+pub(crate) struct GateOpen {
+    pub coords: TurnCoords,
+    pub step: StepId,
+    pub gate: GateId,
+    pub question: String,
+    pub subject: GateSubject,
+    /// Where the actor sends the answer once it is journaled.
+    pub answer: oneshot::Sender<GateAnswer>,
+}
+
+pub(crate) enum LoopMsg {
+    Submit {
+        text: String,
+        options: TurnOptions,
+        reply: RpcReplyPort<Result<InputId, SubmitError>>,
+    },
+    Commit {
+        coords: TurnCoords,
+        commit: StepCommit,
+        reply: RpcReplyPort<Result<(), CommitError>>,
+    },
+    TurnEnded {
+        coords: TurnCoords,
+        terminal: EventKind,
+    },
+    Interrupt {
+        reply: RpcReplyPort<bool>,
+    },
+    /// Interrupt without an answer, for a caller that cannot wait (a dropped delegation).
+    Cancel,
+    History {
+        reply: RpcReplyPort<Vec<Message>>,
+    },
+    /// A tool call asks for permission: journal `GateOpened` and keep the gate pending.
+    OpenGate {
+        request: GateOpen,
+        reply: RpcReplyPort<Result<(), AppendError>>,
+    },
+    /// An answer (or the deadline's `Expired`): journal `GateResolved`, wake the call.
+    ResolveGate {
+        gate: GateId,
+        answer: GateAnswer,
+        reply: Option<RpcReplyPort<Result<(), GateError>>>,
+    },
+    /// Stop the loop. `reply` is `None` when the last session handle was dropped and
+    /// nobody waits for the end.
+    Shutdown {
+        reason: String,
+        reply: Option<RpcReplyPort<()>>,
+    },
+}
