@@ -15,7 +15,7 @@ use super::key::{self, KeyParts};
 use super::records::Records;
 use crate::agent::AgentStep;
 use crate::pipeline::outline::Outline;
-use crate::pipeline::{At, Job, Loaded, Step, StepKind};
+use crate::pipeline::{At, Job, Kind, Loaded, Step, StepKind};
 use crate::resource::{GitSource, git};
 
 /// What a run would do with one step.
@@ -38,8 +38,8 @@ pub struct Line {
     pub depth: u32,
     /// Display name.
     pub name: String,
-    /// Kind key.
-    pub kind: &'static str,
+    /// Its kind.
+    pub kind: Kind,
     /// What would happen.
     pub verdict: Verdict,
 }
@@ -166,7 +166,7 @@ impl Walk<'_> {
             Err(e) => return (Verdict::Run(vec![e.to_string()]), None),
         };
         let parts = KeyParts {
-            kind: s.kind().map(|k| k.key()).unwrap_or("step").to_owned(),
+            kind: Kind::of(s).to_string(),
             config,
             inputs,
             prev: self.chain.prev_key(seq, &self.keys),

@@ -28,16 +28,80 @@ pub enum StepKind<'a> {
 impl StepKind<'_> {
     /// The kind's key, as written in the file.
     pub fn key(&self) -> &'static str {
+        self.kind().key()
+    }
+
+    /// The kind without its configuration.
+    pub fn kind(&self) -> Kind {
         match self {
-            Self::Task(_) => "task",
-            Self::Agent(_) => "agent",
-            Self::Approval => "approval",
-            Self::Get(_) => "get",
-            Self::Put(_) => "put",
-            Self::Do(_) => "do",
-            Self::InParallel(_) => "in_parallel",
-            Self::Try(_) => "try",
+            Self::Task(_) => Kind::Task,
+            Self::Agent(_) => Kind::Agent,
+            Self::Approval => Kind::Approval,
+            Self::Get(_) => Kind::Get,
+            Self::Put(_) => Kind::Put,
+            Self::Do(_) => Kind::Do,
+            Self::InParallel(_) => Kind::InParallel,
+            Self::Try(_) => Kind::Try,
         }
+    }
+}
+
+/// A step's kind without its configuration: what the outline, the transcript and the
+/// records name. Serialized (and shown) as the key written in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// `task:`.
+    Task,
+    /// `agent:`.
+    Agent,
+    /// `approval:`.
+    Approval,
+    /// `get:`.
+    Get,
+    /// `put:`.
+    Put,
+    /// `do:`.
+    Do,
+    /// `in_parallel:`.
+    InParallel,
+    /// `try:`.
+    Try,
+    /// A step with no single kind, which the checks refuse; it never runs.
+    #[serde(rename = "step")]
+    Invalid,
+}
+
+impl Kind {
+    /// The kind of `step` ([`Kind::Invalid`] when it has none or several).
+    pub fn of(step: &Step) -> Self {
+        step.kind().map_or(Self::Invalid, |k| k.kind())
+    }
+
+    /// The key, as written in the file.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Task => "task",
+            Self::Agent => "agent",
+            Self::Approval => "approval",
+            Self::Get => "get",
+            Self::Put => "put",
+            Self::Do => "do",
+            Self::InParallel => "in_parallel",
+            Self::Try => "try",
+            Self::Invalid => "step",
+        }
+    }
+
+    /// Whether it is a leaf that does work of its own (a spinner shows while it runs).
+    pub fn is_work(self) -> bool {
+        matches!(self, Self::Task | Self::Agent | Self::Approval)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.key())
     }
 }
 

@@ -41,7 +41,7 @@ pub use format::{
     Agent, AgentSource, Budget, InParallel, Job, JobAssert, McpServerSpec, Pipeline, Resource,
     RunConfig, RunSpec, Step, StepAssert, ToolCallAssert,
 };
-pub use kind::StepKind;
+pub use kind::{Kind, StepKind};
 pub use model::ResolvedModel;
 pub use settings::{CacheConfig, ModelPrice, Prices, SizeSpec};
 

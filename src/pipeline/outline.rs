@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::{At, Job, Step, StepKind};
+use super::{At, Job, Kind, Step, StepKind};
 
 /// One step in the outline.
 #[derive(Debug, Clone)]
@@ -19,8 +19,8 @@ pub struct Entry {
     pub path: String,
     /// Display name.
     pub name: String,
-    /// Kind key.
-    pub kind: &'static str,
+    /// Its kind.
+    pub kind: Kind,
     /// Nesting depth.
     pub depth: u32,
 }
@@ -55,7 +55,7 @@ impl Outline {
     fn add(&mut self, step: &At<Step>, path: String, depth: u32) {
         let seq = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
         self.index.insert(key(step), seq);
-        let kind = step.kind().map(|k| k.key()).unwrap_or("step");
+        let kind = Kind::of(step);
         self.entries.push(Entry {
             seq,
             path: path.clone(),

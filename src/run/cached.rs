@@ -140,7 +140,7 @@ impl<'a> Ctx<'a> {
             .with(|l| cache.chain.prev_key(entry.seq, &l.keys))
             .unwrap_or(Digest::ZERO);
         Ok(Some(KeyParts {
-            kind: entry.kind.to_owned(),
+            kind: entry.kind.to_string(),
             config: key::config_digest(&config),
             inputs,
             prev,
@@ -231,7 +231,7 @@ impl<'a> Ctx<'a> {
             run: self.run,
             seq: entry.seq,
             name: entry.name.clone(),
-            kind: entry.kind.to_owned(),
+            kind: entry.kind,
             depth: entry.depth,
             status: StepStatus::Succeeded,
             duration_ms: took,
@@ -281,7 +281,7 @@ impl<'a> Ctx<'a> {
             run: self.run,
             seq: entry.seq,
             name: entry.name.clone(),
-            kind: entry.kind.to_owned(),
+            kind: entry.kind,
             depth: entry.depth,
             key: outcome.key.hex(),
             from_run,

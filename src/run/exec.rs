@@ -230,7 +230,7 @@ impl<'a> Ctx<'a> {
                     run: self.run,
                     seq: entry.seq,
                     name: entry.name.clone(),
-                    kind: entry.kind.to_owned(),
+                    kind: entry.kind,
                     depth: entry.depth,
                     attempt,
                 });
@@ -280,7 +280,7 @@ impl<'a> Ctx<'a> {
             run: self.run,
             seq: entry.seq,
             name: entry.name.clone(),
-            kind: entry.kind.to_owned(),
+            kind: entry.kind,
             depth: entry.depth,
             status: if done.is_ok() {
                 StepStatus::Succeeded

@@ -179,7 +179,7 @@ pub async fn run_from(
             seq: e.seq,
             path: e.path.clone(),
             name: e.name.clone(),
-            kind: e.kind.to_owned(),
+            kind: e.kind.to_string(),
             status: StepStatus::Pending,
             started_ms: None,
             duration_ms: None,

@@ -16,6 +16,7 @@ use serde::Serialize;
 use treadle_session::Secrets;
 
 use super::state::{ApprovalStatus, RunStatus, StepStatus};
+use crate::pipeline::Kind;
 use crate::pipeline::duration::format_duration;
 
 /// Something that happened in a run.
@@ -46,8 +47,8 @@ pub enum Event {
         seq: u32,
         /// Display name.
         name: String,
-        /// Kind key.
-        kind: String,
+        /// Its kind.
+        kind: Kind,
         /// Nesting depth (0 for a job's own steps).
         depth: u32,
         /// Attempt number, from 1.
@@ -87,8 +88,8 @@ pub enum Event {
         seq: u32,
         /// Display name.
         name: String,
-        /// Kind key.
-        kind: String,
+        /// Its kind.
+        kind: Kind,
         /// Nesting depth.
         depth: u32,
         /// How it ended.
@@ -124,8 +125,8 @@ pub enum Event {
         seq: u32,
         /// Display name.
         name: String,
-        /// Kind key.
-        kind: String,
+        /// Its kind.
+        kind: Kind,
         /// Nesting depth.
         depth: u32,
         /// The step key.
@@ -295,7 +296,7 @@ impl Transcript {
                 attempt,
                 ..
             } => {
-                if matches!(kind.as_str(), "task" | "agent" | "approval")
+                if kind.is_work()
                     && let Ok(mut r) = self.running.lock()
                 {
                     r.insert(*seq, name.clone());
@@ -307,7 +308,7 @@ impl Transcript {
                 };
                 self.line(&format!("{}▶ {name} [{kind}]{again}", pad(*depth)));
                 if let Some(multi) = &self.multi
-                    && matches!(kind.as_str(), "task" | "agent" | "approval")
+                    && kind.is_work()
                 {
                     let bar = multi.add(ProgressBar::new_spinner());
                     if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
