@@ -183,10 +183,10 @@ mod tests {
     #[tokio::test]
     async fn a_confined_command_stays_in_its_directory() {
         let Some(version) = abi() else {
-            eprintln!("SKIP: {}", unavailable().unwrap_or("no Landlock"));
+            crate::console::tell!("SKIP: {}", unavailable().unwrap_or("no Landlock"));
             return;
         };
-        eprintln!("Landlock ABI {version}");
+        crate::console::tell!("Landlock ABI {version}");
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("steps/1-build-1");
         let other = root.path().join("artifacts/secret");

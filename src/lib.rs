@@ -17,6 +17,10 @@
 //!   environment of every command it starts.
 //! * [`confine`]: Landlock confinement of tasks and `run_shell` to their step directory.
 //! * [`cli`]: the `treadle` command's grammar and commands (`main.rs` only calls it).
+//! * `console`: writing to stdout and stderr without panicking when they are closed.
+
+// Lines go through `console::say!` / `console::tell!`, which survive a closed stream.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agent;
 pub mod assert;
@@ -24,6 +28,7 @@ pub mod cache;
 pub mod cli;
 pub mod clock;
 pub mod confine;
+mod console;
 pub mod environ;
 pub mod model_tape;
 pub mod pipeline;

@@ -1,6 +1,7 @@
 //! The `treadle` binary: parses the command line and turns the command's result into the
 //! process exit code. Everything else lives in the library (`treadle::cli`).
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -15,7 +16,11 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("treadle: cannot start the async runtime: {e}");
+            // Not `eprintln!`: it panics when stderr is closed.
+            let _ = writeln!(
+                std::io::stderr(),
+                "treadle: cannot start the async runtime: {e}"
+            );
             return ExitCode::from(treadle::cli::EXIT_CONFIG);
         }
     };

@@ -69,3 +69,26 @@ fn escape_sequences_in_task_output_are_shown_not_sent() {
         "{out}"
     );
 }
+
+#[test]
+fn no_command_panics_on_a_closed_stderr() {
+    // `treadle run 2>&1 | head -1`: both streams go to a pipe whose reader is gone.
+    let f = Fixture::new("plan:\n  - task: a\n    run: echo hi\n  - task: b\n    run: exit 1\n");
+    for (args, code) in [
+        (&["validate", "missing.yml"][..], 2),
+        (&["run"], 1),
+        (&["runs", "--steps", "99"], 2),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_treadle"))
+            .args(args)
+            .current_dir(f.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code), "treadle {args:?}");
+    }
+}

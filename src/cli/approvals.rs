@@ -2,7 +2,7 @@
 //! approvals that running pipelines wait on, through the control directory beside the
 //! state file (see `crate::run::approval`); the state file itself stays with the run.
 
-use super::out::say;
+use crate::console::say;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
     let pending = match mailbox.pending() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("{e}");
+            crate::console::tell!("{e}");
             return EXIT_CONFIG;
         }
     };
@@ -95,7 +95,7 @@ pub(super) fn answer(
             0
         }
         Err(e) => {
-            eprintln!("{e}\nhint: `treadle approvals` lists the approvals waiting now");
+            crate::console::tell!("{e}\nhint: `treadle approvals` lists the approvals waiting now");
             EXIT_CONFIG
         }
     }

@@ -3,7 +3,7 @@
 //! total that includes one: a missing price is never counted as free. A step replayed
 //! from the cache spent nothing in its run and counts as zero.
 
-use super::out::say;
+use crate::console::say;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -78,7 +78,7 @@ const HEADER: &str = "   prompt completion   cached       cost";
 pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
     let path = crate::run::state_path(file, state);
     if !path.exists() {
-        eprintln!(
+        crate::console::tell!(
             "{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`",
             file.display(),
             path.display(),
@@ -127,7 +127,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
     match shown {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("{e}");
+            crate::console::tell!("{e}");
             EXIT_CONFIG
         }
     }

@@ -1,6 +1,6 @@
 //! The commands that do not run anything: `validate`, `plan`, `schema`, `runs`.
 
-use super::out::say;
+use crate::console::say;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ pub(super) fn schema() -> u8 {
             0
         }
         Err(e) => {
-            eprintln!("cannot render the schema: {e}");
+            crate::console::tell!("cannot render the schema: {e}");
             EXIT_CONFIG
         }
     }
@@ -43,7 +43,7 @@ pub(super) fn schema() -> u8 {
 pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
     let path = crate::run::state_path(file, state);
     if !path.exists() {
-        eprintln!(
+        crate::console::tell!(
             "{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`",
             file.display(),
             path.display(),
@@ -54,7 +54,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
     let store = match Store::open(&path) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{e}");
+            crate::console::tell!("{e}");
             return EXIT_CONFIG;
         }
     };
@@ -87,7 +87,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
                 0
             }
             Err(e) => {
-                eprintln!("{e}");
+                crate::console::tell!("{e}");
                 EXIT_CONFIG
             }
         },
@@ -122,7 +122,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
                 0
             }
             Err(e) => {
-                eprintln!("{e}");
+                crate::console::tell!("{e}");
                 EXIT_CONFIG
             }
         },

@@ -5,14 +5,10 @@
 //! infrastructure), 128 + the signal's number when a signal stopped the run: 130 Ctrl-C
 //! (SIGINT), 143 SIGTERM, 129 SIGHUP.
 
-// Results go through `out::say!`, which survives a closed stdout.
-#![deny(clippy::print_stdout)]
-
 mod approvals;
 mod cost;
 mod inspect;
 mod keys;
-mod out;
 mod plan;
 mod run;
 mod signals;
@@ -163,7 +159,7 @@ fn load_or_exit(file: &Path, job: Option<&str>, machine: bool) -> Result<Loaded,
         machine,
     };
     crate::pipeline::load(file, &scope).map_err(|e| {
-        eprintln!("{e}");
+        crate::console::tell!("{e}");
         EXIT_CONFIG
     })
 }

@@ -19,7 +19,7 @@ pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
         match Store::open(&path) {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!("{e}");
+                crate::console::tell!("{e}");
                 return EXIT_CONFIG;
             }
         }
@@ -29,7 +29,7 @@ pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
     let records = match store.as_ref().map(|s| Records::open(s.database())) {
         Some(Ok(r)) => Some(r),
         Some(Err(e)) => {
-            eprintln!("{}: {e}", path.display());
+            crate::console::tell!("{}: {e}", path.display());
             return EXIT_CONFIG;
         }
         None => None,
@@ -41,7 +41,7 @@ pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
         .filter(|j| job.is_none_or(|n| j.name.value == n))
     {
         let lines = plan::plan(&loaded, j, records.as_ref());
-        super::out::text(&plan::render(&j.name.value, &lines));
+        crate::console::text(&plan::render(&j.name.value, &lines));
     }
     0
 }

@@ -24,7 +24,7 @@ pub(super) async fn run(
     let tape = match tape_args.open(&loaded, job.as_deref()) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("{e}");
+            crate::console::tell!("{e}");
             return EXIT_CONFIG;
         }
     };
@@ -48,7 +48,7 @@ pub(super) async fn run(
     match report {
         Ok(r) => tape::conclude(watch.exit_code(r.exit_code()), tape.as_deref()),
         Err(e) => {
-            eprintln!("{}: {e}", file.display());
+            crate::console::tell!("{}: {e}", file.display());
             EXIT_CONFIG
         }
     }

@@ -38,7 +38,7 @@ pub(super) fn watch(cancel: CancellationToken) -> Watch {
         match signal(kind) {
             Ok(s) => streams.push((s, number, name)),
             // Without a handler the signal keeps its default action (the process ends).
-            Err(e) => eprintln!("treadle: cannot watch for {name}: {e}"),
+            Err(e) => crate::console::tell!("treadle: cannot watch for {name}: {e}"),
         }
     }
     let seen = received.clone();
@@ -55,7 +55,9 @@ pub(super) fn watch(cancel: CancellationToken) -> Watch {
                 std::process::exit(i32::from(exit_code_of(number)));
             }
             seen.store(number, Ordering::SeqCst);
-            eprintln!("interrupted by {name}: stopping the running steps (again to quit now)");
+            crate::console::tell!(
+                "interrupted by {name}: stopping the running steps (again to quit now)"
+            );
             cancel.cancel();
         }
     });

@@ -47,7 +47,7 @@ impl TapeArgs {
 pub(super) fn conclude(code: u8, tape: Option<&ModelTape>) -> u8 {
     match tape.map(ModelTape::unused) {
         Some(Err(e)) if code == 0 => {
-            eprintln!("{e}");
+            crate::console::tell!("{e}");
             EXIT_CONFIG
         }
         _ => code,

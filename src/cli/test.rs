@@ -3,7 +3,7 @@
 //! step's `assert:` and the job's own `assert: { execution, outcome }` (an asserted
 //! `outcome: failure` that happened is a pass).
 
-use super::out::say;
+use crate::console::say;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
     let store = match run::open_store(state_path).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{}: {e}", file.display());
+            crate::console::tell!("{}: {e}", file.display());
             return EXIT_CONFIG;
         }
     };
@@ -52,7 +52,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
         match report {
             Ok(r) => results.push((job, r.status, r.error, started.elapsed())),
             Err(e) => {
-                eprintln!("{}: job {job}: {e}", file.display());
+                crate::console::tell!("{}: job {job}: {e}", file.display());
                 return EXIT_CONFIG;
             }
         }
@@ -60,7 +60,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
     let summary = |line: String| {
         // With --json, stdout holds only events; the verdicts go to stderr.
         if json {
-            eprintln!("{line}");
+            crate::console::tell!("{line}");
         } else {
             say!("{line}");
         }

@@ -81,7 +81,7 @@ impl<'a> Ctx<'a> {
                 None
             }
             Err(e) => {
-                eprintln!("treadle: cannot read the cache: {e}");
+                crate::console::tell!("treadle: cannot read the cache: {e}");
                 None
             }
         }
@@ -90,7 +90,7 @@ impl<'a> Ctx<'a> {
     /// Run `of`'s record of a step that succeeded in it, if any.
     fn recorded(&self, cache: &StepCache, of: u64, entry: &Entry) -> Option<Outcome> {
         cache.recorded(of, entry.seq).unwrap_or_else(|e| {
-            eprintln!(
+            crate::console::tell!(
                 "treadle: cannot read run {of}'s record of `{}`: {e}",
                 entry.name
             );
@@ -99,7 +99,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn say_changed(&self, entry: &Entry, of: u64) {
-        eprintln!(
+        crate::console::tell!(
             "treadle: `{}` changed since run {of} (configuration or inputs); running it again",
             entry.name
         );
@@ -181,7 +181,7 @@ impl<'a> Ctx<'a> {
             .await
         };
         if let Err(e) = restored {
-            eprintln!(
+            crate::console::tell!(
                 "treadle: cannot replay `{}` from the cache ({e}); running it again",
                 entry.name
             );
@@ -327,11 +327,11 @@ impl<'a> Ctx<'a> {
             return;
         };
         if let Err(e) = self.git_work(&cache, step, entry).await {
-            eprintln!("treadle: {e}");
+            crate::console::tell!("treadle: {e}");
         }
         match self.record_success(&cache, step, entry, parts).await {
             Ok(()) => {}
-            Err(e) => eprintln!("treadle: step `{}` was not cached: {e}", entry.name),
+            Err(e) => crate::console::tell!("treadle: step `{}` was not cached: {e}", entry.name),
         }
     }
 

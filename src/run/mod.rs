@@ -246,7 +246,7 @@ pub async fn run_from(
     };
     let mut done = ctx.job().await;
     if let Some(warning) = cache.finish() {
-        eprintln!("treadle: {warning}");
+        crate::console::tell!("treadle: {warning}");
     }
     if let Some(e) = ctx.state_error.lock().ok().and_then(|mut e| e.take())
         && done.status != Status::Aborted

@@ -99,7 +99,7 @@ pub async fn link(store: &Arc<Store>, cache: &Arc<StepCache>, start: &Start, run
                 Some(format!("interrupted; resumed as run {run}")),
             );
             if let Err(e) = super::approval::close_abandoned(&store, of) {
-                eprintln!("treadle: cannot close run {of}'s waiting approvals: {e}");
+                crate::console::tell!("treadle: cannot close run {of}'s waiting approvals: {e}");
             }
         }
     })
