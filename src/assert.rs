@@ -74,8 +74,10 @@ pub struct JobFacts<'a> {
     pub outcome: JobOutcome,
 }
 
-/// One failed check.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// One failed check. In the transcript's JSON lines it is an object whose `check` names
+/// the failed check, with the fields below.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[serde(tag = "check", rename_all = "snake_case")]
 pub enum AssertFailure {
     /// A `files` entry does not exist.
     #[error("assert files: {path} was not written (it does not exist)")]

@@ -44,3 +44,49 @@ fn test_of_a_broken_file_exits_2() {
     let f = Fixture::new("jobs:\n  - name: one\n    plan:\n      - task: a\n        rnu: 'true'\n");
     f.treadle(&["test"]).expect_code(2);
 }
+
+#[test]
+fn failed_asserts_reach_the_json_transcript_typed() {
+    let f = Fixture::new(
+        "jobs:\n  - name: j\n    assert:\n      execution: [b, a]\n    plan:\n      - task: a\n        run: echo hello\n        assert: { stdout: bye, code: 3 }\n",
+    );
+    let run = f.treadle(&["run", "--json"]);
+    run.expect_code(1);
+    let lines: Vec<serde_json::Value> = run
+        .stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let step = lines
+        .iter()
+        .find(|e| e["event"] == "step_finished" && e["name"] == "a")
+        .expect("the step's step_finished line");
+    assert_eq!(step["kind"], "task");
+    let checks: Vec<&str> = step["asserts"]
+        .as_array()
+        .expect("typed asserts")
+        .iter()
+        .filter_map(|a| a["check"].as_str())
+        .collect();
+    assert_eq!(checks, ["stdout", "code"]);
+    assert_eq!(step["asserts"][0]["expected"], "bye");
+    assert_eq!(step["asserts"][1]["expected"], 3);
+    assert_eq!(step["asserts"][1]["actual"], 0);
+}
+
+#[test]
+fn a_failed_job_assert_reaches_the_json_transcript_typed() {
+    let f = Fixture::new(
+        "jobs:\n  - name: j\n    assert:\n      execution: [b, a]\n    plan:\n      - task: a\n        run: 'true'\n      - task: b\n        run: 'true'\n",
+    );
+    let run = f.treadle(&["run", "--json"]);
+    run.expect_code(1);
+    let end: serde_json::Value = run
+        .stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "run_finished")
+        .expect("run_finished line");
+    assert_eq!(end["asserts"][0]["check"], "execution");
+    assert_eq!(end["asserts"][0]["actual"], serde_json::json!(["a", "b"]));
+}

@@ -24,7 +24,7 @@ use crate::pipeline::{CheckScope, Loaded};
 use crate::run::approval::mailbox::Answer;
 
 pub use keys::key_vars;
-pub use wiring::{default_agent_runner, default_checker, taped_agent_runner};
+pub use wiring::{default_agent_runner, taped_agent_runner};
 
 /// Exit code: a step failed.
 pub const EXIT_FAILED: u8 = 1;

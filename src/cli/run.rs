@@ -39,10 +39,7 @@ pub(super) async fn run(
         cancel,
     };
     let report = match run::open_store(state_path).await {
-        Ok(store) => {
-            let checker = wiring::default_checker();
-            run::run_from(&loaded, options, store, agents, checker, &start).await
-        }
+        Ok(store) => run::run_from(&loaded, options, store, agents, &start).await,
         Err(e) => Err(e.into()),
     };
     match report {

@@ -41,14 +41,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
             cancel: cancel.clone(),
         };
         let started = Instant::now();
-        let report = run::run_in(
-            &loaded,
-            options,
-            store.clone(),
-            agents.clone(),
-            wiring::default_checker(),
-        )
-        .await;
+        let report = run::run_in(&loaded, options, store.clone(), agents.clone()).await;
         match report {
             Ok(r) => results.push((job, r.status, r.error, started.elapsed())),
             Err(e) => {

@@ -1,5 +1,4 @@
-//! Connects the executor's ports to the agent step (`crate::agent`) and to the asserts
-//! (`crate::assert`).
+//! Connects the executor's agent port to the agent step (`crate::agent`).
 //!
 //! Agent sessions journal into the state file itself: the executor opens the session
 //! journal at `state.redb` and hands it to each step in [`AgentStepRequest::journal`].
@@ -13,12 +12,8 @@ use treadle_session::event::FailureCause;
 use async_trait::async_trait;
 
 use crate::agent::{AgentEvent, AgentStatus, run_agent_step};
-use crate::assert::{self, JobOutcome};
 use crate::model_tape::ModelTape;
-use crate::pipeline::{JobAssert, StepAssert};
-use crate::run::{
-    AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, Checker, JobFacts, StepFacts,
-};
+use crate::run::{AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest};
 
 /// The agent runner `treadle run` uses: real sessions, journaled in the state file.
 pub fn default_agent_runner() -> Arc<dyn AgentRunner> {
@@ -29,11 +24,6 @@ pub fn default_agent_runner() -> Arc<dyn AgentRunner> {
 /// through `tape` when one is given.
 pub fn taped_agent_runner(tape: Option<Arc<ModelTape>>) -> Arc<dyn AgentRunner> {
     Arc::new(SessionAgents { tape })
-}
-
-/// The assert checker `treadle run` uses.
-pub fn default_checker() -> Arc<dyn Checker> {
-    Arc::new(Asserts)
 }
 
 struct SessionAgents {
@@ -110,40 +100,6 @@ impl AgentRunner for SessionAgents {
             tokens: outcome.usage.total(),
             failure,
         })
-    }
-}
-
-struct Asserts;
-
-impl Checker for Asserts {
-    fn check_step(&self, spec: &StepAssert, facts: &StepFacts) -> Vec<String> {
-        let facts = assert::StepFacts {
-            dir: &facts.dir,
-            stdout: &facts.stdout,
-            code: facts.exit_code,
-            verdict: facts.verdict.as_deref(),
-            tool_calls: &facts.tool_calls,
-        };
-        assert::check_step(spec, &facts)
-            .iter()
-            .map(ToString::to_string)
-            .collect()
-    }
-
-    fn check_job(&self, spec: &JobAssert, facts: &JobFacts) -> Vec<String> {
-        let outcome = if facts.succeeded {
-            JobOutcome::Success
-        } else {
-            JobOutcome::Failure
-        };
-        let facts = assert::JobFacts {
-            executed: &facts.execution,
-            outcome,
-        };
-        assert::check_job(spec, &facts)
-            .iter()
-            .map(ToString::to_string)
-            .collect()
     }
 }
 

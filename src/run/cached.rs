@@ -238,6 +238,7 @@ impl<'a> Ctx<'a> {
             exit_code: outcome.exit_code,
             verdict: outcome.verdict.clone(),
             error: None,
+            asserts: Vec::new(),
         });
         let mine = Outcome {
             run: self.run,

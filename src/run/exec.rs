@@ -24,9 +24,10 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::artifacts::Artifacts;
-use super::ports::{AgentRunner, Checker, JobFacts};
+use super::ports::AgentRunner;
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
+use crate::assert::{self, AssertFailure, JobFacts, JobOutcome};
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::{Entry, Outline};
 use crate::pipeline::{At, InParallel, Job, Loaded, Step, StepKind};
@@ -53,6 +54,8 @@ pub struct Done {
     pub error: Option<String>,
     /// Where a verdict sends the plan next.
     pub route: Option<String>,
+    /// The asserts that failed, typed (the transcript's JSON lines carry them as they are).
+    pub asserts: Vec<AssertFailure>,
 }
 
 impl Done {
@@ -61,6 +64,7 @@ impl Done {
             status: Status::Succeeded,
             error: None,
             route: None,
+            asserts: Vec::new(),
         }
     }
     pub(crate) fn failed(error: impl Into<String>) -> Self {
@@ -68,6 +72,7 @@ impl Done {
             status: Status::Failed,
             error: Some(error.into()),
             route: None,
+            asserts: Vec::new(),
         }
     }
     pub(crate) fn errored(error: impl Into<String>) -> Self {
@@ -75,6 +80,7 @@ impl Done {
             status: Status::Errored,
             error: Some(error.into()),
             route: None,
+            asserts: Vec::new(),
         }
     }
     pub(crate) fn aborted() -> Self {
@@ -82,6 +88,15 @@ impl Done {
             status: Status::Aborted,
             error: Some("interrupted".to_owned()),
             route: None,
+            asserts: Vec::new(),
+        }
+    }
+    /// A step or job whose asserts failed (`what`: `assert` or `job assert`).
+    pub(crate) fn asserts_failed(what: &str, failures: Vec<AssertFailure>) -> Self {
+        let joined: Vec<String> = failures.iter().map(ToString::to_string).collect();
+        Self {
+            asserts: failures,
+            ..Self::failed(format!("{what} failed: {}", joined.join("; ")))
         }
     }
     /// Whether it succeeded.
@@ -99,7 +114,6 @@ pub(crate) struct Ctx<'a> {
     pub transcript: std::sync::Arc<Transcript>,
     pub artifacts: std::sync::Arc<Artifacts>,
     pub agents: std::sync::Arc<dyn AgentRunner>,
-    pub checker: std::sync::Arc<dyn Checker>,
     pub run: u64,
     /// Cancelled by Ctrl-C.
     pub root: CancellationToken,
@@ -291,6 +305,7 @@ impl<'a> Ctx<'a> {
             exit_code,
             verdict,
             error: done.error.clone(),
+            asserts: done.asserts.clone(),
         });
     }
 
@@ -509,13 +524,18 @@ impl<'a> Ctx<'a> {
             && result.status != Status::Aborted
             && result.status != Status::Errored
         {
-            let facts = JobFacts {
-                execution,
-                succeeded: result.is_ok(),
+            let outcome = if result.is_ok() {
+                JobOutcome::Success
+            } else {
+                JobOutcome::Failure
             };
-            let failures = self.checker.check_job(assert, &facts);
+            let facts = JobFacts {
+                executed: &execution,
+                outcome,
+            };
+            let failures = assert::check_job(assert, &facts);
             if !failures.is_empty() {
-                return Done::failed(format!("job assert failed: {}", failures.join("; ")));
+                return Done::asserts_failed("job assert", failures);
             }
             // An asserted failure outcome is what the author expected.
             if assert.outcome.as_deref() == Some("failure") && result.status == Status::Failed {
@@ -563,5 +583,6 @@ fn fold(hook: Done, which: &str, step: &At<Step>) -> Done {
             step.display_name()
         )),
         route: None,
+        asserts: hook.asserts,
     }
 }

@@ -11,10 +11,11 @@ use tokio_util::sync::CancellationToken;
 use super::artifacts::ArtifactError;
 use super::exec::{Ctx, Done, Status};
 use super::output_limit::OutputLimit;
-use super::ports::{AgentStepError, AgentStepRequest, StepFacts, StepReporter};
+use super::ports::{AgentStepError, AgentStepRequest, StepReporter};
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
 use crate::agent::AgentStep;
+use crate::assert::{self, StepFacts};
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, RunSpec, Step};
@@ -48,11 +49,11 @@ impl<'a> Ctx<'a> {
     }
 
     /// Checks asserts, then collects outputs; the directory is removed when all went well.
-    async fn conclude(&self, step: &Step, dir: &Path, facts: StepFacts) -> Done {
+    async fn conclude(&self, step: &Step, dir: &Path, facts: StepFacts<'_>) -> Done {
         if let Some(assert) = &step.assert {
-            let failures = self.checker.check_step(&assert.value, &facts);
+            let failures = assert::check_step(&assert.value, &facts);
             if !failures.is_empty() {
-                return Done::failed(format!("assert failed: {}", failures.join("; ")));
+                return Done::asserts_failed("assert", failures);
             }
         }
         let outputs = names(&step.outputs);
@@ -144,10 +145,11 @@ impl<'a> Ctx<'a> {
             return done;
         }
         let facts = StepFacts {
-            dir: dir.clone(),
-            stdout: result.stdout,
-            exit_code: code,
-            ..StepFacts::default()
+            dir: &dir,
+            stdout: &result.stdout,
+            code,
+            verdict: None,
+            tool_calls: &[],
         };
         self.conclude(step, &dir, facts).await
     }
@@ -252,11 +254,11 @@ impl<'a> Ctx<'a> {
             },
         };
         let facts = StepFacts {
-            dir: dir.clone(),
-            stdout: outcome.text,
-            exit_code: None,
-            verdict: outcome.verdict,
-            tool_calls: outcome.tool_calls,
+            dir: &dir,
+            stdout: &outcome.text,
+            code: None,
+            verdict: outcome.verdict.as_deref(),
+            tool_calls: &outcome.tool_calls,
         };
         let done = self.conclude(step, &dir, facts).await;
         if done.status == Status::Succeeded {

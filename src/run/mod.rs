@@ -41,8 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use exec::Status;
 pub use ports::{
-    AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, Checker, JobFacts, StepFacts,
-    StepReporter, ToolCallFact,
+    AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, StepReporter, ToolCallFact,
 };
 pub use state::{RunStatus, StateError, StepStatus, Store};
 pub use transcript::{Event, Redactor, Style, Transcript};
@@ -135,12 +134,11 @@ pub async fn run(
     loaded: &Loaded,
     options: RunOptions,
     agents: Arc<dyn AgentRunner>,
-    checker: Arc<dyn Checker>,
 ) -> Result<RunReport, RunError> {
     loaded.job(options.job.as_deref()).map_err(RunError::Job)?;
     let state_path = state_path(&loaded.file, options.state.clone());
     let store = open_store(state_path).await?;
-    run_in(loaded, options, store, agents, checker).await
+    run_in(loaded, options, store, agents).await
 }
 
 /// Runs one job, recording it in an open state file (`treadle test` runs every job of
@@ -150,10 +148,9 @@ pub async fn run_in(
     options: RunOptions,
     store: Arc<Store>,
     agents: Arc<dyn AgentRunner>,
-    checker: Arc<dyn Checker>,
 ) -> Result<RunReport, RunError> {
     let fresh = crate::cache::Start::Fresh;
-    run_from(loaded, options, store, agents, checker, &fresh).await
+    run_from(loaded, options, store, agents, &fresh).await
 }
 
 /// Runs one job fresh, or resuming or replaying an earlier run (`--resume`, `--replay`).
@@ -162,7 +159,6 @@ pub async fn run_from(
     options: RunOptions,
     store: Arc<Store>,
     agents: Arc<dyn AgentRunner>,
-    checker: Arc<dyn Checker>,
     start: &crate::cache::Start,
 ) -> Result<RunReport, RunError> {
     let earlier = start::earlier_job(&store, start).await?;
@@ -235,7 +231,6 @@ pub async fn run_from(
         transcript: transcript.clone(),
         artifacts,
         agents,
-        checker,
         run: run_id,
         root: options.cancel.clone(),
         records: Mutex::new(records),
@@ -270,6 +265,7 @@ pub async fn run_from(
         status,
         duration_ms: took,
         error: error.clone(),
+        asserts: done.asserts.clone(),
     });
     if let Ok(Err(e)) = recorded {
         return Err(RunError::State(e));

@@ -1,12 +1,11 @@
-//! The executor's interfaces to the agent step and to asserts, which live in
-//! `crate::agent` and `crate::assert`.
+//! The executor's interface to the agent runner, which lives in `crate::cli` (real
+//! sessions, optionally through a model tape).
 //!
 //! The executor builds the [`AgentStep`] once, prepares the step directory, checks the key
-//! variable is set, and hands an [`AgentStepRequest`] to an [`AgentRunner`]; it then checks `assert:` through a
-//! [`Checker`] on the [`StepFacts`] it gathered. Keeping these as traits lets the
-//! executor be tested with tasks alone and lets the agent module evolve on its own.
+//! variable is set, and hands an [`AgentStepRequest`] to an [`AgentRunner`]; it then checks
+//! the step's `assert:` itself with `crate::assert`. The runner is a trait so that the
+//! taped runner of `--record`/`--replay-model` and the real one are interchangeable.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -15,42 +14,9 @@ use tokio_util::sync::CancellationToken;
 use super::state::Store;
 use super::transcript::{Event, Transcript};
 use crate::agent::AgentStep;
-use crate::pipeline::{JobAssert, StepAssert};
 
 /// One tool call an agent made (with its result), as the agent module records it.
 pub use crate::agent::RecordedCall as ToolCallFact;
-
-/// What a finished step did, for `assert:`.
-#[derive(Debug, Clone, Default)]
-pub struct StepFacts {
-    /// The step directory (outputs are subdirectories of it).
-    pub dir: PathBuf,
-    /// A task's stdout, or an agent's final text.
-    pub stdout: String,
-    /// A task's exit code.
-    pub exit_code: Option<i32>,
-    /// An agent's verdict.
-    pub verdict: Option<String>,
-    /// An agent's tool calls, in order.
-    pub tool_calls: Vec<ToolCallFact>,
-}
-
-/// What a finished job did, for a job's `assert:`.
-#[derive(Debug, Clone, Default)]
-pub struct JobFacts {
-    /// Names of the job's top-level steps that ran, in order.
-    pub execution: Vec<String>,
-    /// Whether every step succeeded.
-    pub succeeded: bool,
-}
-
-/// Checks asserts; each returned string is one failed check.
-pub trait Checker: Send + Sync {
-    /// Checks a step's `assert:`.
-    fn check_step(&self, assert: &StepAssert, facts: &StepFacts) -> Vec<String>;
-    /// Checks a job's `assert:`.
-    fn check_job(&self, assert: &JobAssert, facts: &JobFacts) -> Vec<String>;
-}
 
 /// Shows and records what an agent step does.
 #[derive(Clone)]

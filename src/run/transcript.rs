@@ -16,6 +16,7 @@ use serde::Serialize;
 use treadle_session::Secrets;
 
 use super::state::{ApprovalStatus, RunStatus, StepStatus};
+use crate::assert::AssertFailure;
 use crate::pipeline::Kind;
 use crate::pipeline::duration::format_duration;
 
@@ -105,6 +106,9 @@ pub enum Event {
         /// Why it failed.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The asserts that failed, typed.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        asserts: Vec<AssertFailure>,
     },
     /// A step that will not run.
     StepSkipped {
@@ -174,6 +178,9 @@ pub enum Event {
         /// Why it did not succeed.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The job's asserts that failed, typed.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        asserts: Vec<AssertFailure>,
     },
 }
 
@@ -416,6 +423,7 @@ impl Transcript {
                 status,
                 duration_ms,
                 error,
+                ..
             } => {
                 let mut text = format!(
                     "run {run} {} in {}",
