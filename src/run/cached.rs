@@ -42,7 +42,7 @@ impl<'a> Ctx<'a> {
             && !cache.resuming()
             && let Some(of) = cache.recorded_from(seq)
             && let Some(outcome) = self.recorded(&cache, of, entry)
-            && let Some(done) = self.replay(&cache, step, entry, outcome, of).await
+            && let Some(done) = self.reuse(&cache, step, entry, outcome, of).await
         {
             return Some(done);
         }
@@ -64,7 +64,7 @@ impl<'a> Ctx<'a> {
             // The same rule as `plan`: a record is reused only for the same key, so an
             // edited step, what depends on it and another file's steps run again.
             if outcome.key == key {
-                if let Some(done) = self.replay(&cache, step, entry, outcome, of).await {
+                if let Some(done) = self.reuse(&cache, step, entry, outcome, of).await {
                     return Some(done);
                 }
             } else {
@@ -74,7 +74,7 @@ impl<'a> Ctx<'a> {
         match cache.lookup(seq, &key, first_visit, replayable(step)) {
             Ok(Lookup::Hit(outcome)) => {
                 let from = outcome.run;
-                self.replay(&cache, step, entry, *outcome, from).await
+                self.reuse(&cache, step, entry, *outcome, from).await
             }
             Ok(Lookup::Miss(why)) => {
                 tracing::debug!(step = %entry.name, ?why, "cache miss");
@@ -147,8 +147,9 @@ impl<'a> Ctx<'a> {
         }))
     }
 
-    /// Replays a recorded outcome; `None` when its objects are gone or corrupt.
-    async fn replay(
+    /// Brings a recorded outcome back instead of running the step (a cache hit, or a
+    /// step of the resumed or replayed run); `None` when its objects are gone or corrupt.
+    async fn reuse(
         &self,
         cache: &Arc<StepCache>,
         step: &At<Step>,
@@ -157,30 +158,7 @@ impl<'a> Ctx<'a> {
         from_run: u64,
     ) -> Option<Done> {
         let started = std::time::Instant::now();
-        let names: Vec<String> = outcome.outputs.iter().map(|o| o.name.clone()).collect();
-        let restored = {
-            let (ws, cache, outcome) = (self.artifacts.clone(), cache.clone(), outcome.clone());
-            let (seq, name, names) = (entry.seq, entry.name.clone(), names.clone());
-            blocking(move || {
-                if outcome.outputs.is_empty() {
-                    return Ok(());
-                }
-                let dir = ws
-                    .prepare(seq, &name, 0, &[], &[])
-                    .map_err(|e| e.to_string())?;
-                let result = match cache.restore(&outcome, &dir) {
-                    Ok(()) => ws.collect(&dir, &names).map_err(|e| e.to_string()),
-                    Err(e @ CacheError::Objects(crate::cache::cas::CasError::Corrupt(_))) => {
-                        Err(format!("corrupt: {e}"))
-                    }
-                    Err(e) => Err(e.to_string()),
-                };
-                ws.discard(&dir);
-                result
-            })
-            .await
-        };
-        if let Err(e) = restored {
+        if let Err(e) = self.restore(cache, entry, &outcome).await {
             crate::console::tell!(
                 "treadle: cannot replay `{}` from the cache ({e}); running it again",
                 entry.name
@@ -189,29 +167,8 @@ impl<'a> Ctx<'a> {
             cache.forget(&outcome.key);
             return None;
         }
-        for t in &outcome.outputs {
-            if let Some(path) = self.artifacts.artifact(&t.name) {
-                cache.know_tree(path, t.digest, t.manifest.clone());
-            }
-        }
-        if let (Some(v), Ok(StepKind::Get(res))) = (&outcome.version, step.kind()) {
-            let artifact = step
-                .get
-                .as_ref()
-                .map_or(res.value.clone(), |g| g.value.clone());
-            cache.with(|l| {
-                l.versions.insert(entry.seq, v.clone());
-                l.git_inputs
-                    .insert(artifact, (res.value.clone(), v.clone()));
-            });
-        }
-        cache.with(|l| {
-            l.keys.insert(entry.seq, outcome.key);
-            if outcome.run == from_run && cache.recorded_from(entry.seq).is_none() {
-                l.touched.push(outcome.key);
-            }
-        });
-        self.show_replay(entry, &outcome, from_run);
+        self.note_reused(cache, step, entry, &outcome, from_run);
+        self.show_reused(entry, &outcome, from_run);
         let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let o = outcome.clone();
         let record = self.records.lock().ok().and_then(|mut records| {
@@ -277,7 +234,71 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    fn show_replay(&self, entry: &Entry, outcome: &Outcome, from_run: u64) {
+    /// Tells the run's cache what a reused outcome brought back: its trees, a `get`'s
+    /// version, its key (for the steps chained to it) and that the entry was used.
+    fn note_reused(
+        &self,
+        cache: &StepCache,
+        step: &At<Step>,
+        entry: &Entry,
+        outcome: &Outcome,
+        from_run: u64,
+    ) {
+        for t in &outcome.outputs {
+            if let Some(path) = self.artifacts.artifact(&t.name) {
+                cache.know_tree(path, t.digest, t.manifest.clone());
+            }
+        }
+        if let (Some(v), Ok(StepKind::Get(res))) = (&outcome.version, step.kind()) {
+            let artifact = step
+                .get
+                .as_ref()
+                .map_or(res.value.clone(), |g| g.value.clone());
+            cache.with(|l| {
+                l.versions.insert(entry.seq, v.clone());
+                l.git_inputs
+                    .insert(artifact, (res.value.clone(), v.clone()));
+            });
+        }
+        cache.with(|l| {
+            l.keys.insert(entry.seq, outcome.key);
+            if outcome.run == from_run && cache.recorded_from(entry.seq).is_none() {
+                l.touched.push(outcome.key);
+            }
+        });
+    }
+
+    /// Restores a recorded outcome's outputs as this run's artifacts.
+    async fn restore(
+        &self,
+        cache: &Arc<StepCache>,
+        entry: &Entry,
+        outcome: &Outcome,
+    ) -> Result<(), String> {
+        if outcome.outputs.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = outcome.outputs.iter().map(|o| o.name.clone()).collect();
+        let (ws, cache, outcome) = (self.artifacts.clone(), cache.clone(), outcome.clone());
+        let (seq, name) = (entry.seq, entry.name.clone());
+        blocking(move || {
+            let dir = ws
+                .prepare(seq, &name, 0, &[], &[])
+                .map_err(|e| e.to_string())?;
+            let result = match cache.restore(&outcome, &dir) {
+                Ok(()) => ws.collect(&dir, &names).map_err(|e| e.to_string()),
+                Err(e @ CacheError::Objects(crate::cache::cas::CasError::Corrupt(_))) => {
+                    Err(format!("corrupt: {e}"))
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            ws.discard(&dir);
+            result
+        })
+        .await
+    }
+
+    fn show_reused(&self, entry: &Entry, outcome: &Outcome, from_run: u64) {
         self.emit(Event::StepCached {
             run: self.run,
             seq: entry.seq,

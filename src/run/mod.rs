@@ -168,26 +168,7 @@ pub async fn run_from(
     let cache = start::open(&store, loaded, job, start).await?;
     let state_path = store.path().to_path_buf();
     let outline = crate::pipeline::outline::Outline::of(job);
-    let records: Vec<state::StepRecord> = outline
-        .entries
-        .iter()
-        .map(|e| state::StepRecord {
-            seq: e.seq,
-            path: e.path.clone(),
-            name: e.name.clone(),
-            kind: e.kind.to_string(),
-            status: StepStatus::Pending,
-            started_ms: None,
-            duration_ms: None,
-            exit_code: None,
-            attempts: 0,
-            stdout_tail: String::new(),
-            error: None,
-            verdict: None,
-            usage: None,
-            replayed_from: None,
-        })
-        .collect();
+    let records = pending_records(&outline);
     let pipeline_name = loaded.file.display().to_string();
     let job_name = job.name.value.clone();
     let run_id = {
@@ -248,6 +229,41 @@ pub async fn run_from(
     {
         done = exec::Done::errored(format!("cannot record the run: {e}"));
     }
+    end_run(&store, &transcript, run_id, started, done).await
+}
+
+/// Every step of the outline, pending, as the run's first record of it.
+fn pending_records(outline: &crate::pipeline::outline::Outline) -> Vec<state::StepRecord> {
+    outline
+        .entries
+        .iter()
+        .map(|e| state::StepRecord {
+            seq: e.seq,
+            path: e.path.clone(),
+            name: e.name.clone(),
+            kind: e.kind.to_string(),
+            status: StepStatus::Pending,
+            started_ms: None,
+            duration_ms: None,
+            exit_code: None,
+            attempts: 0,
+            stdout_tail: String::new(),
+            error: None,
+            verdict: None,
+            usage: None,
+            replayed_from: None,
+        })
+        .collect()
+}
+
+/// Records how the run ended, shows it, and reports it.
+async fn end_run(
+    store: &Arc<Store>,
+    transcript: &Transcript,
+    run_id: u64,
+    started: Instant,
+    done: exec::Done,
+) -> Result<RunReport, RunError> {
     let status = match done.status {
         Status::Succeeded => RunStatus::Succeeded,
         Status::Failed => RunStatus::Failed,
