@@ -261,34 +261,7 @@ impl<'a> Checker<'a> {
         }
         self.out
             .extend(super::artifact::check_step(self.file, step));
-        for input in &step.inputs {
-            if !available.contains(&input.value) {
-                let near = did_you_mean(&input.value, available.iter().map(String::as_str));
-                let hint = match near {
-                    Some(n) => format!(
-                        "did you mean `{n}`? an input must be an `outputs:` entry (or a `get:`) of an earlier step"
-                    ),
-                    None if available.is_empty() => format!(
-                        "no earlier step produces anything: add `outputs: [{}]` to an earlier step, or a `get: {}`",
-                        input.value, input.value
-                    ),
-                    None => format!(
-                        "earlier steps produce: {}; add `outputs: [{}]` to the step that makes it",
-                        available.iter().cloned().collect::<Vec<_>>().join(", "),
-                        input.value
-                    ),
-                };
-                self.push(
-                    input.pos,
-                    Problem::UnproducedInput,
-                    format!(
-                        "input `{}` is not produced by any earlier step",
-                        input.value
-                    ),
-                    hint,
-                );
-            }
-        }
+        self.inputs(step, available);
         if let Some(a) = &step.attempts
             && a.value == 0
         {
@@ -331,25 +304,7 @@ impl<'a> Checker<'a> {
                     available.insert(step.display_name());
                 }
             }
-            StepKind::Approval => {
-                if let Some(t) = &step.on_timeout {
-                    if !matches!(t.value.as_str(), "approve" | "reject") {
-                        self.push(
-                            t.pos,
-                            Problem::InvalidValue,
-                            format!("`on_timeout` is `{}`", t.value),
-                            "write `on_timeout: approve` or `on_timeout: reject`",
-                        );
-                    } else if step.timeout.is_none() {
-                        self.push(
-                            t.pos,
-                            Problem::InvalidValue,
-                            "`on_timeout` without a `timeout`",
-                            "add `timeout: 30m` (the deadline on_timeout answers at)",
-                        );
-                    }
-                }
-            }
+            StepKind::Approval => self.approval_step(step),
             StepKind::Do(steps) => self.sequence(steps, available),
             StepKind::InParallel(p) => {
                 if let Some(l) = p.limit()
@@ -376,6 +331,59 @@ impl<'a> Checker<'a> {
         }
         for (_, hook) in step.hooks() {
             self.step(hook, &mut available.clone());
+        }
+    }
+
+    /// Each input must be produced by an earlier step (`available`).
+    fn inputs(&mut self, step: &Step, available: &BTreeSet<String>) {
+        for input in &step.inputs {
+            if !available.contains(&input.value) {
+                let near = did_you_mean(&input.value, available.iter().map(String::as_str));
+                let hint = match near {
+                    Some(n) => format!(
+                        "did you mean `{n}`? an input must be an `outputs:` entry (or a `get:`) of an earlier step"
+                    ),
+                    None if available.is_empty() => format!(
+                        "no earlier step produces anything: add `outputs: [{}]` to an earlier step, or a `get: {}`",
+                        input.value, input.value
+                    ),
+                    None => format!(
+                        "earlier steps produce: {}; add `outputs: [{}]` to the step that makes it",
+                        available.iter().cloned().collect::<Vec<_>>().join(", "),
+                        input.value
+                    ),
+                };
+                self.push(
+                    input.pos,
+                    Problem::UnproducedInput,
+                    format!(
+                        "input `{}` is not produced by any earlier step",
+                        input.value
+                    ),
+                    hint,
+                );
+            }
+        }
+    }
+
+    fn approval_step(&mut self, step: &Step) {
+        let Some(t) = &step.on_timeout else {
+            return;
+        };
+        if !matches!(t.value.as_str(), "approve" | "reject") {
+            self.push(
+                t.pos,
+                Problem::InvalidValue,
+                format!("`on_timeout` is `{}`", t.value),
+                "write `on_timeout: approve` or `on_timeout: reject`",
+            );
+        } else if step.timeout.is_none() {
+            self.push(
+                t.pos,
+                Problem::InvalidValue,
+                "`on_timeout` without a `timeout`",
+                "add `timeout: 30m` (the deadline on_timeout answers at)",
+            );
         }
     }
 

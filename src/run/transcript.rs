@@ -289,45 +289,101 @@ impl Transcript {
         let _ = writeln!(out, "{text}");
     }
 
+    fn step_started(&self, event: &Event) {
+        let pad = |depth: u32| "  ".repeat(depth as usize);
+        let Event::StepStarted {
+            seq,
+            name,
+            kind,
+            depth,
+            attempt,
+            ..
+        } = event
+        else {
+            return;
+        };
+        if kind.is_work()
+            && let Ok(mut r) = self.running.lock()
+        {
+            r.insert(*seq, name.clone());
+        }
+        let again = if *attempt > 1 {
+            format!(" (attempt {attempt})")
+        } else {
+            String::new()
+        };
+        self.line(&format!("{}▶ {name} [{kind}]{again}", pad(*depth)));
+        if let Some(multi) = &self.multi
+            && kind.is_work()
+        {
+            let bar = multi.add(ProgressBar::new_spinner());
+            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+                bar.set_style(style);
+            }
+            bar.set_message(format!("{}{name}", pad(*depth)));
+            bar.enable_steady_tick(Duration::from_millis(120));
+            if let Ok(mut s) = self.spinners.lock() {
+                s.insert(*seq, bar);
+            }
+        }
+    }
+
+    fn step_finished(&self, event: &Event) {
+        let pad = |depth: u32| "  ".repeat(depth as usize);
+        let Event::StepFinished {
+            seq,
+            name,
+            depth,
+            status,
+            duration_ms,
+            exit_code,
+            verdict,
+            error,
+            ..
+        } = event
+        else {
+            return;
+        };
+        if let Ok(mut s) = self.spinners.lock()
+            && let Some(bar) = s.remove(seq)
+        {
+            bar.finish_and_clear();
+        }
+        if let Ok(mut r) = self.running.lock() {
+            r.remove(seq);
+        }
+        let mark = if *status == StepStatus::Succeeded {
+            "✓"
+        } else {
+            "✗"
+        };
+        let mut text = format!(
+            "{}{mark} {name} {} in {}",
+            pad(*depth),
+            status.as_str(),
+            format_duration(Duration::from_millis(*duration_ms))
+        );
+        if let Some(code) = exit_code
+            && *code != 0
+        {
+            text.push_str(&format!(" (exit {code})"));
+        }
+        if let Some(v) = verdict {
+            text.push_str(&format!(" → verdict {v}"));
+        }
+        if let Some(e) = error {
+            text.push_str(&format!(": {}", self.redactor.mask(e)));
+        }
+        self.line(&text);
+    }
+
     fn human(&self, event: &Event) {
         let pad = |depth: u32| "  ".repeat(depth as usize);
         match event {
             Event::RunStarted { run, job, pipeline } => {
                 self.line(&format!("run {run} · job {job} · {pipeline}"));
             }
-            Event::StepStarted {
-                seq,
-                name,
-                kind,
-                depth,
-                attempt,
-                ..
-            } => {
-                if kind.is_work()
-                    && let Ok(mut r) = self.running.lock()
-                {
-                    r.insert(*seq, name.clone());
-                }
-                let again = if *attempt > 1 {
-                    format!(" (attempt {attempt})")
-                } else {
-                    String::new()
-                };
-                self.line(&format!("{}▶ {name} [{kind}]{again}", pad(*depth)));
-                if let Some(multi) = &self.multi
-                    && kind.is_work()
-                {
-                    let bar = multi.add(ProgressBar::new_spinner());
-                    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
-                        bar.set_style(style);
-                    }
-                    bar.set_message(format!("{}{name}", pad(*depth)));
-                    bar.enable_steady_tick(Duration::from_millis(120));
-                    if let Ok(mut s) = self.spinners.lock() {
-                        s.insert(*seq, bar);
-                    }
-                }
-            }
+            Event::StepStarted { .. } => self.step_started(event),
             Event::Output { line, seq, .. } => {
                 let label = self
                     .running
@@ -343,49 +399,7 @@ impl Transcript {
                     self.line(&format!("  │ {}", self.redactor.mask(line)));
                 }
             }
-            Event::StepFinished {
-                seq,
-                name,
-                depth,
-                status,
-                duration_ms,
-                exit_code,
-                verdict,
-                error,
-                ..
-            } => {
-                if let Ok(mut s) = self.spinners.lock()
-                    && let Some(bar) = s.remove(seq)
-                {
-                    bar.finish_and_clear();
-                }
-                if let Ok(mut r) = self.running.lock() {
-                    r.remove(seq);
-                }
-                let mark = if *status == StepStatus::Succeeded {
-                    "✓"
-                } else {
-                    "✗"
-                };
-                let mut text = format!(
-                    "{}{mark} {name} {} in {}",
-                    pad(*depth),
-                    status.as_str(),
-                    format_duration(Duration::from_millis(*duration_ms))
-                );
-                if let Some(code) = exit_code
-                    && *code != 0
-                {
-                    text.push_str(&format!(" (exit {code})"));
-                }
-                if let Some(v) = verdict {
-                    text.push_str(&format!(" → verdict {v}"));
-                }
-                if let Some(e) = error {
-                    text.push_str(&format!(": {}", self.redactor.mask(e)));
-                }
-                self.line(&text);
-            }
+            Event::StepFinished { .. } => self.step_finished(event),
             Event::ApprovalWaiting {
                 message, summary, ..
             } => {

@@ -81,24 +81,7 @@ impl<'a> Ctx<'a> {
             return Done::errored(format!("cannot park the run for approval: {e}"));
         }
         let (run, seq) = (self.run, entry.seq);
-        let answer = format!("{run} {seq}{}", self.answer_args());
-        let wait = deadline.map_or_else(String::new, |d| {
-            let then = match on_timeout {
-                Answer::Approve => "approve",
-                Answer::Reject => "reject",
-            };
-            format!(" (on_timeout after {}: {then})", format_duration(d))
-        });
-        self.emit(Event::ApprovalWaiting {
-            run,
-            seq,
-            name: entry.name.clone(),
-            message: step.message.clone(),
-            deadline_ms: record.deadline_ms,
-            summary: format!(
-                "waiting for approval: `treadle approve {answer}` or `treadle reject {answer}`{wait}"
-            ),
-        });
+        self.announce(step, entry, &pending);
         let outcome = wait_for(&mailbox, run, seq, deadline, on_timeout, &cancel).await;
         let cleared = mailbox.clear(run, seq);
         let (status, by) = match &outcome {
@@ -131,6 +114,30 @@ impl<'a> Ctx<'a> {
             )),
             _ => Done::failed(format!("approval `{}` was rejected by {by}", entry.name)),
         }
+    }
+
+    /// Shows that the run waits, and how to answer.
+    fn announce(&self, step: &Step, entry: &Entry, pending: &Pending) {
+        let (run, seq) = (self.run, entry.seq);
+        let answer = format!("{run} {seq}{}", self.answer_args());
+        let deadline = step.timeout.as_ref().map(|t| t.value.0);
+        let wait = deadline.map_or_else(String::new, |d| {
+            let then = match pending.on_timeout {
+                Answer::Approve => "approve",
+                Answer::Reject => "reject",
+            };
+            format!(" (on_timeout after {}: {then})", format_duration(d))
+        });
+        self.emit(Event::ApprovalWaiting {
+            run,
+            seq,
+            name: entry.name.clone(),
+            message: step.message.clone(),
+            deadline_ms: pending.deadline_ms,
+            summary: format!(
+                "waiting for approval: `treadle approve {answer}` or `treadle reject {answer}`{wait}"
+            ),
+        });
     }
 
     /// The arguments after `RUN N` that `treadle approve` needs to find this run's state.
