@@ -3,20 +3,9 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::Fixture;
+use common::{Fixture, example};
 use serde_json::json;
 use treadle_scripted::{Reply, Script, ScriptedServer};
-
-fn example(name: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples")
-            .join(name),
-    )
-    .expect("example")
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn quickstart_runs_on_the_local_model_url() {
@@ -27,13 +16,7 @@ async fn quickstart_runs_on_the_local_model_url() {
     .await
     .expect("server");
     let f = Fixture::new(&example("quickstart.yml"));
-    let url = server.base_url().to_string();
-    let (f, run) = tokio::task::spawn_blocking(move || {
-        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
-        (f, run)
-    })
-    .await
-    .unwrap();
+    let (f, run) = f.run_at(server.base_url()).await;
     run.expect_code(0);
     let out = run.stdout();
     assert!(out.contains("read_file"), "{out}");
@@ -88,13 +71,7 @@ async fn review_verdict_routes_to_publish() {
     .await
     .expect("server");
     let f = Fixture::new(&example("review.yml"));
-    let url = server.base_url().to_string();
-    let (f, run) = tokio::task::spawn_blocking(move || {
-        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
-        (f, run)
-    })
-    .await
-    .unwrap();
+    let (f, run) = f.run_at(server.base_url()).await;
     run.expect_code(0);
     let out = run.stdout();
     assert!(out.contains("verdict approve"), "{out}");
@@ -178,13 +155,7 @@ async fn run_scripted(yaml: &str, replies: Vec<Reply>) -> common::Run {
         .await
         .expect("server");
     let f = Fixture::new(yaml);
-    let url = server.base_url().to_string();
-    let (_f, run) = tokio::task::spawn_blocking(move || {
-        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
-        (f, run)
-    })
-    .await
-    .unwrap();
+    let (_f, run) = f.run_at(server.base_url()).await;
     run
 }
 

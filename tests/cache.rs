@@ -8,16 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Fixture;
-
-fn example(name: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples")
-            .join(name),
-    )
-    .expect("example")
-}
+use common::{Fixture, example};
 
 /// Names of the steps the transcript shows as replayed, and as started.
 fn cached_and_started(out: &str) -> (Vec<String>, Vec<String>) {

@@ -88,13 +88,7 @@ async fn agent_work_is_wiped_without_commit_and_pushed_with_it() {
     git(&work, &["push", "--quiet", bare.to_str().unwrap(), "main"]);
     std::fs::write(f.file(), pipeline(bare.to_str().unwrap())).unwrap();
 
-    let url = server.base_url().to_string();
-    let (f, run) = tokio::task::spawn_blocking(move || {
-        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
-        (f, run)
-    })
-    .await
-    .unwrap();
+    let (f, run) = f.run_at(server.base_url()).await;
     run.expect_code(0);
     let out = run.stdout();
     assert!(out.contains("wiped the agent's changes to `repo`"), "{out}");

@@ -7,18 +7,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Fixture, Run};
+use common::{Fixture, Run, example};
 use serde_json::{Value, json};
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
-
-fn example(name: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples")
-            .join(name),
-    )
-    .expect("example")
-}
 
 /// A base URL where nothing listens: replay must not need a model server.
 fn dead_url() -> String {

@@ -1,28 +1,18 @@
 //! The README's main job on a real small model: examples/quickstart.yml against the local
 //! model server (scripts/local-model), exactly as a user runs it.
 //!
-//! `scripts/test` (the README's test command, and CI) starts the model and sets
-//! `TREADLE_REAL_MODEL=1`, which makes this test mandatory; without it the test says it did
-//! not run, so a plain `cargo test` works on a machine with no model.
+//! The test is `#[ignore]`d, so a plain `cargo test` on a machine with no model lists it
+//! as ignored rather than passing it silently; `scripts/test` (the README's test command,
+//! and CI) starts the model and runs it with `--include-ignored`, where it is mandatory.
 
 mod common;
 
-use std::path::Path;
-
-use common::Fixture;
+use common::{Fixture, example};
 
 #[test]
+#[ignore = "needs a real model: scripts/test runs it"]
 fn the_quickstart_passes_its_asserts_on_the_real_local_model() {
-    if std::env::var("TREADLE_REAL_MODEL").as_deref() != Ok("1") {
-        eprintln!(
-            "real-model pipeline test not run: scripts/test sets TREADLE_REAL_MODEL=1 and starts the model"
-        );
-        return;
-    }
-    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join("quickstart.yml");
-    let f = Fixture::new(&std::fs::read_to_string(example).expect("quickstart.yml"));
+    let f = Fixture::new(&example("quickstart.yml"));
     let url =
         std::env::var("TREADLE_LOCAL_URL").unwrap_or_else(|_| "http://127.0.0.1:8091/v1".into());
     let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);

@@ -43,6 +43,30 @@ impl Fixture {
     }
 }
 
+impl Fixture {
+    /// Runs `treadle run` with agent steps sent to `url` (a scripted server), on a
+    /// blocking thread so that a server on this test's runtime keeps answering meanwhile.
+    pub async fn run_at(self, url: &str) -> (Self, Run) {
+        let url = url.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let run = self.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
+            (self, run)
+        })
+        .await
+        .expect("the treadle run's thread")
+    }
+}
+
+/// The text of `examples/NAME`.
+pub fn example(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(name),
+    )
+    .expect("example")
+}
+
 /// What the binary did.
 pub struct Run(pub Output);
 
