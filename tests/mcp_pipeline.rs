@@ -109,6 +109,63 @@ async fn an_agent_calls_a_stdio_mcp_tool() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stdio_server_gets_the_allow_listed_environment_and_its_env_only() {
+    let bin = tokio::task::spawn_blocking(fixture_server).await.unwrap();
+    let server = ScriptedServer::start(Script::new([
+        Reply::tool_call("fixture__env_names", json!({})),
+        Reply::text("done"),
+    ]))
+    .await
+    .expect("scripted server");
+    let yaml = pipeline(&bin.display().to_string())
+        .replace("fixture__add]", "fixture__env_names]")
+        .replace(
+            "        command: ",
+            "        env: { SERVER_VAR: x }\n        command: ",
+        )
+        .replace("        assert:\n          tool_calls:\n            - name: fixture__add\n              args: { a: 2, b: 3 }\n", "");
+    let f = Fixture::new(&yaml);
+    let url = server.base_url().to_string();
+    let run = tokio::task::spawn_blocking(move || {
+        f.treadle_env(
+            &["run"],
+            &[
+                ("TREADLE_LOCAL_URL", url.as_str()),
+                ("OPENAI_API_KEY", "sk-not-for-servers-123"),
+                ("TREADLE_UNLISTED_VAR", "1"),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    run.expect_code(0);
+    let last = server.requests().pop().expect("a second model request");
+    let names = last.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let names: Vec<&str> = names.lines().collect();
+    assert!(
+        names.contains(&"PATH") && names.contains(&"SERVER_VAR"),
+        "{names:?}"
+    );
+    for hidden in [
+        "OPENAI_API_KEY",
+        "TREADLE_UNLISTED_VAR",
+        "TREADLE_LOCAL_URL",
+    ] {
+        assert!(
+            !names.contains(&hidden),
+            "{hidden} reached the server: {names:?}"
+        );
+    }
+}
+
 #[test]
 fn validate_reports_a_missing_mcp_command() {
     let f = Fixture::new(&pipeline("treadle-no-such-mcp-server"));

@@ -53,6 +53,7 @@ async fn lists_tools_prefixed_with_schemas() {
             "fixture__add",
             "fixture__crash",
             "fixture__echo",
+            "fixture__env_names",
             "fixture__fail",
             "fixture__pid",
             "fixture__slow"

@@ -93,6 +93,11 @@ fn tools() -> Vec<Tool> {
             "The server's process id.",
             schema(json!({"type": "object", "properties": {}})),
         ),
+        Tool::new(
+            "env_names",
+            "The names of the server's environment variables, one per line, sorted.",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
     ]
 }
 
@@ -161,6 +166,13 @@ impl ServerHandler for Fixture {
                 text(format!("slept {ms} ms"))
             }
             "pid" => text(std::process::id().to_string()),
+            "env_names" => {
+                let mut names: Vec<String> = std::env::vars_os()
+                    .map(|(k, _)| k.to_string_lossy().into_owned())
+                    .collect();
+                names.sort();
+                text(names.join("\n"))
+            }
             other => Err(ErrorData::invalid_params(
                 Cow::Owned(format!("no tool named `{other}`")),
                 None,
