@@ -16,7 +16,7 @@ use super::records::Records;
 use crate::agent::AgentStep;
 use crate::pipeline::outline::Outline;
 use crate::pipeline::{At, Job, Kind, Loaded, Step, StepKind};
-use crate::resource::{GitSource, git};
+use crate::resource::{ResourceError, ops};
 
 /// What a run would do with one step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,7 +150,7 @@ impl Walk<'_> {
         let version = match s.kind() {
             Ok(StepKind::Get(res)) => match self.version(&res.value) {
                 Ok(v) => Some(v),
-                Err(e) => return (Verdict::Run(vec![e]), None),
+                Err(e) => return (Verdict::Run(vec![e.to_string()]), None),
             },
             _ => None,
         };
@@ -201,16 +201,8 @@ impl Walk<'_> {
         (Verdict::Run(why), Some(key))
     }
 
-    fn version(&self, resource: &str) -> Result<String, String> {
-        let r = self
-            .loaded
-            .pipeline
-            .resources
-            .iter()
-            .find(|r| r.name.value == resource)
-            .ok_or_else(|| format!("there is no resource `{resource}`"))?;
-        let src = GitSource::resolved(r, &self.loaded.dir).map_err(|e| e.to_string())?;
-        git::resolve(&src.uri, &src.branch).map_err(|e| e.to_string())
+    fn version(&self, resource: &str) -> Result<String, ResourceError> {
+        ops::latest(&ops::source(self.loaded, resource)?)
     }
 }
 

@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::artifacts::ArtifactError;
 use super::exec::{Ctx, Done, now_ms};
-use super::state::StepStatus;
+use super::state::{StateError, StepStatus};
 use super::transcript::Event;
 use crate::cache::key::{self, KeyParts};
 use crate::cache::records::Outcome;
@@ -15,12 +16,33 @@ use crate::cache::{CacheError, Digest, Lookup, StepCache, is_leaf, produced, rep
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step, StepKind};
 
+/// Why a recorded outcome could not be brought back, or a step not stored. None of these
+/// fails a step: it runs again, or is only not cached.
+#[derive(Debug, thiserror::Error)]
+enum CachedError {
+    /// The cache (its tables or its object store).
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    /// An object of the entry does not match its digest.
+    #[error("corrupt: {0}")]
+    Corrupt(CacheError),
+    /// The run's artifacts.
+    #[error(transparent)]
+    Artifacts(#[from] ArtifactError),
+    /// The state file.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The blocking task doing the work did not finish.
+    #[error("the worker stopped: {0}")]
+    Worker(String),
+}
+
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    f: impl FnOnce() -> Result<T, CachedError> + Send + 'static,
+) -> Result<T, CachedError> {
     tokio::task::spawn_blocking(f)
         .await
-        .unwrap_or_else(|e| Err(e.to_string()))
+        .unwrap_or_else(|e| Err(CachedError::Worker(e.to_string())))
 }
 
 impl<'a> Ctx<'a> {
@@ -211,15 +233,13 @@ impl<'a> Ctx<'a> {
         let durable = cache.recorded_from(entry.seq).is_some();
         let written = blocking(move || {
             if let Some(r) = record {
-                store.put_step_lazy(run, &r).map_err(|e| e.to_string())?;
+                store.put_step_lazy(run, &r)?;
             }
-            cache
-                .put_success(&path, &mine, false, durable)
-                .map_err(|e| e.to_string())
+            Ok(cache.put_success(&path, &mine, false, durable)?)
         })
         .await;
         if let Err(e) = written {
-            self.keep_state_error(e);
+            self.keep_state_error(e.to_string());
         }
         let route = outcome.verdict.as_ref().and_then(|v| {
             step.routes()
@@ -274,7 +294,7 @@ impl<'a> Ctx<'a> {
         cache: &Arc<StepCache>,
         entry: &Entry,
         outcome: &Outcome,
-    ) -> Result<(), String> {
+    ) -> Result<(), CachedError> {
         if outcome.outputs.is_empty() {
             return Ok(());
         }
@@ -282,15 +302,13 @@ impl<'a> Ctx<'a> {
         let (ws, cache, outcome) = (self.artifacts.clone(), cache.clone(), outcome.clone());
         let (seq, name) = (entry.seq, entry.name.clone());
         blocking(move || {
-            let dir = ws
-                .prepare(seq, &name, 0, &[], &[])
-                .map_err(|e| e.to_string())?;
+            let dir = ws.prepare(seq, &name, 0, &[], &[])?;
             let result = match cache.restore(&outcome, &dir) {
-                Ok(()) => ws.collect(&dir, &names).map_err(|e| e.to_string()),
+                Ok(()) => ws.collect(&dir, &names).map_err(CachedError::from),
                 Err(e @ CacheError::Objects(crate::cache::cas::CasError::Corrupt(_))) => {
-                    Err(format!("corrupt: {e}"))
+                    Err(CachedError::Corrupt(e))
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e.into()),
             };
             ws.discard(&dir);
             result
@@ -363,16 +381,13 @@ impl<'a> Ctx<'a> {
         step: &At<Step>,
         entry: &Entry,
         parts: KeyParts,
-    ) -> Result<(), String> {
+    ) -> Result<(), CachedError> {
         let mut outputs = Vec::new();
         for name in produced(step) {
             let Some(path) = self.artifacts.artifact(&name) else {
                 continue;
             };
-            let tree = cache
-                .store_tree(name, path)
-                .await
-                .map_err(|e| e.to_string())?;
+            let tree = cache.store_tree(name, path).await?;
             outputs.push(tree);
         }
         let record = self
@@ -405,11 +420,6 @@ impl<'a> Ctx<'a> {
         };
         let replay = replayable(step);
         let (cache, path) = (cache.clone(), entry.path.clone());
-        blocking(move || {
-            cache
-                .put_success(&path, &outcome, replay, true)
-                .map_err(|e| e.to_string())
-        })
-        .await
+        blocking(move || Ok(cache.put_success(&path, &outcome, replay, true)?)).await
     }
 }

@@ -90,19 +90,30 @@ pub struct ApprovalRecord {
 /// Closes the approvals a killed run left waiting (SIGKILL gives it no chance to): each
 /// is recorded as aborted and its control files are removed, so `treadle approvals` no
 /// longer lists it. Called when that run is resumed, which proves it is over.
-pub fn close_abandoned(store: &Store, run: u64) -> Result<(), String> {
+pub fn close_abandoned(store: &Store, run: u64) -> Result<(), CloseError> {
     let mailbox = mailbox::Mailbox::of_state(store.path());
-    let waiting = mailbox.pending().map_err(|e| e.to_string())?;
+    let waiting = mailbox.pending()?;
     for p in waiting.iter().filter(|p| p.run == run) {
-        mailbox.clear(p.run, p.seq).map_err(|e| e.to_string())?;
+        mailbox.clear(p.run, p.seq)?;
     }
-    let records = store.approvals().map_err(|e| e.to_string())?;
+    let records = store.approvals()?;
     for mut r in records
         .into_iter()
         .filter(|r| r.run == run && r.status == ApprovalStatus::Pending)
     {
         r.status = ApprovalStatus::Aborted;
-        store.put_approval(&r).map_err(|e| e.to_string())?;
+        store.put_approval(&r)?;
     }
     Ok(())
+}
+
+/// Why a killed run's waiting approvals could not be closed.
+#[derive(Debug, thiserror::Error)]
+pub enum CloseError {
+    /// The control directory.
+    #[error(transparent)]
+    Mailbox(#[from] mailbox::MailboxError),
+    /// The state file.
+    #[error(transparent)]
+    State(#[from] super::state::StateError),
 }
