@@ -323,6 +323,8 @@ impl LoopState {
     }
 
     async fn begin_shutdown(&mut self, reason: String, reply: Option<RpcReplyPort<()>>) {
+        // A restore may now wait for this session's loops to end instead of refusing.
+        self.ctx.claim.mark_stopping();
         let stopping = self.stopping.get_or_insert_with(|| Stopping {
             reason,
             replies: Vec::new(),

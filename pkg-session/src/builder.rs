@@ -14,7 +14,7 @@ use crate::delegate::{self, DelegateTool, SubAgent};
 use crate::error::StartError;
 use crate::hub::{Hub, HubOptions};
 use crate::inference::{ApiKey, ModelClient, ModelConfig, RetryPolicy, StructuredOutput};
-use crate::journal::Journal;
+use crate::journal::{Claimed, Journal, SessionClaim};
 use crate::protocol::LoopMsg;
 use crate::redact::Secrets;
 use crate::restore::{self, RestoreError, Restored, RestoredLoop};
@@ -128,13 +128,16 @@ impl SessionBuilder {
     }
 
     /// Opens (or creates) the journal at `path`. Without a journal the session keeps one
-    /// in a temporary file that is deleted with the process's temp directory.
+    /// in a temporary file that is removed when the session stops (its last handle is
+    /// dropped or it is shut down, and its turn has ended).
     pub fn journal_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.journal = Some(JournalChoice::Path(path.into()));
         self
     }
 
-    /// Shares an open journal (and its single writer thread) with other sessions.
+    /// Shares an open journal (and its single writer thread) with other sessions. A file is
+    /// open once per process anyway: [`SessionBuilder::journal_path`] with the same file
+    /// shares the same handle.
     pub fn journal(mut self, journal: Journal) -> Self {
         self.journal = Some(JournalChoice::Shared(journal));
         self
@@ -246,6 +249,9 @@ impl SessionBuilder {
     pub async fn start(mut self) -> Result<Session, StartError> {
         let (client, journal) = self.connect()?;
         let session = SessionId::new();
+        let claim = journal
+            .claim(session)
+            .map_err(|_| StartError::Spawn("a new session id is already claimed".into()))?;
         let loop_id = LoopId::new();
         let hub = self.hub(session, &journal);
         let started = Event::new(
@@ -262,7 +268,8 @@ impl SessionBuilder {
             loops: Default::default(),
             approvals: Default::default(),
         };
-        self.launch(client, journal, hub, session, restored, HashMap::new())
+        let claim = Arc::new(claim);
+        self.launch(client, journal, hub, restored, HashMap::new(), claim)
             .await
     }
 
@@ -275,12 +282,13 @@ impl SessionBuilder {
     /// resumes at that step's batch. `ApproveAlways` answers in the journal still hold.
     pub async fn restore(mut self, id: SessionId) -> Result<Session, RestoreError> {
         let (client, journal) = self.connect()?;
+        let claim = Arc::new(claim_for_restore(&journal, id).await?);
         let mut restored = restore::read(&journal, id)?;
         let hub = self.hub(id, &journal);
         let resumed = resume::settle(&hub, id, &mut restored, self.batch.headless).await?;
         self.batch.approvals = restored.approvals.clone();
         Ok(self
-            .launch(client, journal, hub, id, restored, resumed)
+            .launch(client, journal, hub, restored, resumed, claim)
             .await?)
     }
 
@@ -305,7 +313,7 @@ impl SessionBuilder {
         let journal = match &self.journal {
             Some(JournalChoice::Shared(journal)) => journal.clone(),
             Some(JournalChoice::Path(path)) => Journal::open(path)?,
-            None => Journal::open(temp_journal_path())?,
+            None => Journal::open_temporary()?,
         };
         Ok((client, journal))
     }
@@ -326,10 +334,11 @@ impl SessionBuilder {
         client: ModelClient,
         journal: Journal,
         hub: Hub,
-        session: SessionId,
         mut restored: Restored,
         mut resumed: HashMap<LoopId, ResumedTurn>,
+        claim: Arc<SessionClaim>,
     ) -> Result<Session, StartError> {
+        let session = hub.session();
         let hooks = HookRunner::new(self.hooks);
         let delegated = Arc::new(Mutex::new(Usage::default()));
         let secrets = Arc::new(self.secrets);
@@ -349,6 +358,7 @@ impl SessionBuilder {
                 queue_capacity: self.queue_capacity,
                 delegated: Arc::default(),
                 owns_session: false,
+                claim: claim.clone(),
                 batch: self.batch.clone(),
                 secrets: secrets.clone(),
             };
@@ -381,6 +391,7 @@ impl SessionBuilder {
             queue_capacity: self.queue_capacity,
             delegated,
             owns_session: true,
+            claim: claim.clone(),
             batch: self.batch,
             secrets,
         };
@@ -398,6 +409,7 @@ impl SessionBuilder {
             hub,
             journal,
             structured_output: self.structured_output,
+            claim: Arc::downgrade(&claim),
         }))
     }
 }
@@ -420,8 +432,17 @@ async fn spawn_loop(
     Ok(actor)
 }
 
-fn temp_journal_path() -> PathBuf {
-    std::env::temp_dir()
-        .join("treadle")
-        .join(format!("session-{}.redb", uuid::Uuid::now_v7()))
+/// Claims session `id` for a restore. A session whose last handle was dropped (or that was
+/// shut down) is still finishing its turn: wait for it, up to 30 s. A live one is refused.
+async fn claim_for_restore(journal: &Journal, id: SessionId) -> Result<SessionClaim, RestoreError> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match journal.claim(id) {
+            Ok(claim) => return Ok(claim),
+            Err(Claimed::Stopping) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            Err(_) => return Err(RestoreError::Live { session: id }),
+        }
+    }
 }

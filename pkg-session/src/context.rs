@@ -9,7 +9,7 @@ use treadle_hook::HookRunner;
 use crate::approvals::Approvals;
 use crate::hub::Hub;
 use crate::inference::ModelClient;
-use crate::journal::AppendError;
+use crate::journal::{AppendError, SessionClaim};
 use crate::protocol::TurnCoords;
 use crate::redact::Secrets;
 use crate::tool::ToolSet;
@@ -32,6 +32,8 @@ pub(crate) struct LoopContext {
     pub batch: BatchConfig,
     /// Whether this is the main loop, which records the session's end and closes its hub.
     pub owns_session: bool,
+    /// The session's claim on its journal, held by every loop until it stops (rule 1).
+    pub claim: Arc<SessionClaim>,
     /// Scrubbed from each assistant message before it goes anywhere.
     pub secrets: Arc<Secrets>,
 }

@@ -65,6 +65,13 @@ pub enum RestoreError {
     Start(#[from] crate::error::StartError),
     #[error("the journal has no session {session}")]
     NotFound { session: SessionId },
+    /// A session has one writer: restoring one that a handle in this process still runs
+    /// would give it two.
+    #[error(
+        "session {session} is live in this process: a Session handle for it is still open. \
+         Use that handle (clone it), or drop every handle (or call shutdown) before restoring"
+    )]
+    Live { session: SessionId },
     #[error(
         "the journal entry at seq {seq} is corrupt ({detail}); entries before it are intact \
          and were not changed. Restore refuses to rebuild a history with a hole in it"

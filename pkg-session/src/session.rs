@@ -1,6 +1,6 @@
 //! The [`Session`] handle: submit, subscribe, interrupt, read history, shut down.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use futures::StreamExt;
 use ractor::ActorRef;
@@ -14,7 +14,7 @@ use crate::error::{GateError, RunError, SessionClosed, SubmitError};
 use crate::gate::GateResponse;
 use crate::hub::{Hub, Subscription};
 use crate::inference::StructuredOutput;
-use crate::journal::{Journal, ReadError};
+use crate::journal::{Journal, ReadError, SessionClaim};
 use crate::protocol::{LoopMsg, TurnOptions};
 
 /// A running conversation. Cheap to clone; every clone drives the same session.
@@ -33,9 +33,27 @@ pub(crate) struct SessionParts {
     pub hub: Hub,
     pub journal: Journal,
     pub structured_output: StructuredOutput,
+    /// The loops' claim on the journal; marked stopping when the last handle goes.
+    pub claim: Weak<SessionClaim>,
 }
 
 type Inner = SessionParts;
+
+impl Drop for SessionParts {
+    /// The last handle is gone, so nobody can submit, answer or shut down any more: the
+    /// session stops, and its loops release the journal once their turns have ended.
+    fn drop(&mut self) {
+        if let Some(claim) = self.claim.upgrade() {
+            claim.mark_stopping();
+        }
+        for actor in self.children.iter().chain([&self.actor]) {
+            let _ = actor.cast(LoopMsg::Shutdown {
+                reason: "the last session handle was dropped".into(),
+                reply: None,
+            });
+        }
+    }
+}
 
 /// How a turn ended, as [`Session::run`] reports it.
 #[derive(Debug, Clone, PartialEq)]

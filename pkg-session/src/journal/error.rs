@@ -10,8 +10,8 @@ pub enum JournalOpenError {
     /// redb holds a lock on the file for as long as one handle has it open, so one file
     /// has at most one [`super::Journal`] at a time in the whole system.
     #[error(
-        "journal {} is already open in another process (or by another Journal in this process); \
-         open it once and share the handle",
+        "journal {} is already open in another process (a session in it may be live \
+         there); stop that process, or use another journal file",
         path.display()
     )]
     AlreadyOpen {

@@ -40,8 +40,11 @@
 //!   the log succeed: the failed batch may have left a synced record whose seqs redb never
 //!   took, and a later batch reusing them must not meet it at replay.
 
+mod claims;
 mod codec;
 mod error;
+mod recover;
+mod registry;
 mod tables;
 mod wal;
 mod writer;
@@ -58,14 +61,18 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
-use redb::{Database, DatabaseError, Durability, ReadableDatabase, ReadableTable};
+use redb::{Database, DatabaseError, ReadableDatabase};
 use tokio::sync::oneshot;
 use treadle_event::{Event, SessionId};
 
 pub use error::{AppendError, JournalOpenError, ReadError, WalError};
 
+pub(crate) use claims::{Claimed, SessionClaim};
 use tables::{BY_SESSION, EVENTS, IDS};
-use wal::{Replayed, Wal};
+
+use claims::Claims;
+use recover::recover;
+use registry::{Registered, Registry, RemoveOnDrop};
 use writer::{Counters, Encoded, Request, Writer};
 
 /// How a [`Journal`] writes.
@@ -158,6 +165,13 @@ struct Inner {
     // Both are `Option` only so that `Drop` can close the channel before joining.
     requests: Option<mpsc::Sender<Request>>,
     writer: Option<JoinHandle<()>>,
+    /// The sessions live in this process (see `claims.rs`).
+    claims: Arc<Claims>,
+    /// Set for a session's temporary journal: its files go with the last handle. Declared
+    /// after `db`, so it drops after the database is closed.
+    _temporary: Option<RemoveOnDrop>,
+    /// Last: leaves the process's registry of open files once everything above is closed.
+    _registered: Registered,
 }
 
 impl Drop for Inner {
@@ -187,20 +201,61 @@ impl Journal {
     }
 
     /// Opens the journal at `path`, creating the parent directories and the file if needed.
-    /// Only one handle per file may be open at a time, in the whole system.
+    ///
+    /// A file is open once per process: opening a file this process already has open
+    /// returns a handle to that same journal (and `options` are those it was opened with).
+    /// Another process holding the file gets [`JournalOpenError::AlreadyOpen`].
     pub fn open_with(
         path: impl AsRef<Path>,
         options: JournalOptions,
     ) -> Result<Journal, JournalOpenError> {
-        let path = path.as_ref().to_path_buf();
-        if let Some(parent) = path.parent()
-            && !parent.as_os_str().is_empty()
-        {
-            std::fs::create_dir_all(parent).map_err(|source| JournalOpenError::CreateDir {
-                path: parent.to_path_buf(),
-                source,
-            })?;
+        Self::open_shared(path.as_ref(), options, false)
+    }
+
+    /// A journal of its own for a session that was given none, in the temp directory; its
+    /// files are removed when its last handle is dropped.
+    pub(crate) fn open_temporary() -> Result<Journal, JournalOpenError> {
+        let path = std::env::temp_dir()
+            .join("treadle")
+            .join(format!("session-{}.redb", uuid::Uuid::now_v7()));
+        Self::open_shared(&path, JournalOptions::default(), true)
+    }
+
+    fn open_shared(
+        path: &Path,
+        options: JournalOptions,
+        temporary: bool,
+    ) -> Result<Journal, JournalOpenError> {
+        create_parent(path)?;
+        let key = registry::key(path);
+        // The last handle of this file may be closing on another thread: its writer holds
+        // the file's lock for a moment more, and its marker then clears the entry.
+        for _ in 0..2000 {
+            let mut registry = Registry::lock();
+            if let Some(inner) = registry.find(&key) {
+                return Ok(Journal { inner });
+            }
+            if registry.closing(&key) {
+                drop(registry);
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            }
+            let journal = Self::open_file(path, options, temporary, key.clone())?;
+            registry.insert(key, &journal.inner);
+            return Ok(journal);
         }
+        Err(JournalOpenError::AlreadyOpen {
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn open_file(
+        path: &Path,
+        options: JournalOptions,
+        temporary: bool,
+        key: PathBuf,
+    ) -> Result<Journal, JournalOpenError> {
+        let path = path.to_path_buf();
         let exists = path
             .try_exists()
             .map_err(|source| JournalOpenError::Create {
@@ -246,6 +301,7 @@ impl Journal {
                 source,
             })?;
 
+        let temporary = temporary.then(|| RemoveOnDrop(path.clone()));
         Ok(Journal {
             inner: Arc::new(Inner {
                 path,
@@ -253,6 +309,9 @@ impl Journal {
                 counters,
                 requests: Some(requests),
                 writer: Some(writer),
+                claims: Arc::default(),
+                _temporary: temporary,
+                _registered: Registered(key),
             }),
         })
     }
@@ -403,6 +462,12 @@ impl Journal {
         Ok(seq.map(|s| s.value()))
     }
 
+    /// Claims `session` for a starting or restored session of this process: refused while
+    /// another session handle has it (the single-writer rule, rule 1).
+    pub(crate) fn claim(&self, session: SessionId) -> Result<SessionClaim, Claimed> {
+        self.inner.claims.claim(session)
+    }
+
     /// The file this journal writes.
     pub fn path(&self) -> &Path {
         &self.inner.path
@@ -421,6 +486,19 @@ impl Journal {
             replayed: c.replayed.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Creates the directories `path` lives in.
+fn create_parent(path: &Path) -> Result<(), JournalOpenError> {
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent).map_err(|source| JournalOpenError::CreateDir {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 fn open_db(path: &Path) -> Result<Database, JournalOpenError> {
@@ -486,85 +564,6 @@ fn prepare(db: &Database) -> Result<(), redb::Error> {
     txn.open_table(BY_SESSION)?;
     txn.commit()?;
     Ok(())
-}
-
-/// Replays the write-ahead log beside `path` into `db`, if there is one, and returns the log
-/// ready for appends (durable mode) and the number of events restored from it.
-///
-/// The replay commits durably before the log is reset (durable mode) or removed
-/// (non-durable mode, which keeps no log but must not lose what a durable run left in one).
-/// A crash in between replays the same records again, which changes nothing.
-fn recover(
-    db: &Database,
-    path: &Path,
-    durable: bool,
-) -> Result<(Option<Wal>, u64), JournalOpenError> {
-    let wal_error = |source| JournalOpenError::WriteAhead {
-        path: path.to_path_buf(),
-        source,
-    };
-    let replay_error = |source| JournalOpenError::Replay {
-        path: path.to_path_buf(),
-        source,
-    };
-    let wal_path = wal::path_for(path);
-    if durable {
-        let (mut wal, records) = Wal::open(wal_path).map_err(wal_error)?;
-        let replayed = replay(db, &records).map_err(replay_error)?;
-        wal.reset().map_err(wal_error)?;
-        if replayed > 0 {
-            tracing::info!(log = %wal.path().display(), replayed, "journal replayed its write-ahead log");
-        }
-        return Ok((Some(wal), replayed));
-    }
-    let Some(records) = Wal::read_existing(&wal_path).map_err(wal_error)? else {
-        return Ok((None, 0));
-    };
-    let replayed = replay(db, &records).map_err(replay_error)?;
-    if let Err(error) = std::fs::remove_file(&wal_path) {
-        // Harmless if it stays: a later open replays it again and skips every event.
-        tracing::warn!(%error, log = %wal_path.display(), "cannot remove the replayed write-ahead log");
-    }
-    Ok((None, replayed))
-}
-
-/// Writes the logged events that redb does not have, in one durable transaction.
-fn replay(db: &Database, records: &[Vec<Replayed>]) -> Result<u64, redb::Error> {
-    if records.is_empty() {
-        return Ok(0);
-    }
-    let mut txn = db.begin_write()?;
-    txn.set_durability(Durability::Immediate)?;
-    let mut restored = 0;
-    {
-        let mut events = txn.open_table(EVENTS)?;
-        let mut ids = txn.open_table(IDS)?;
-        let mut by_session = txn.open_table(BY_SESSION)?;
-        for entry in records.iter().flatten() {
-            // Already there when redb was made durable after the record was logged (by a
-            // checkpoint that was not followed by its reset, or by another writer's durable
-            // commit to the same file).
-            if ids.get(entry.id)?.is_some() {
-                continue;
-            }
-            // The writer never logs a seq that redb or an earlier record holds (it resets the
-            // log after any failed batch), so this means the files do not belong together.
-            // Never overwrite a stored event.
-            if events.get(entry.seq)?.is_some() {
-                tracing::error!(
-                    seq = entry.seq,
-                    "the write-ahead log holds another event at a seq the journal already has; skipping it"
-                );
-                continue;
-            }
-            events.insert(entry.seq, entry.bytes.as_slice())?;
-            ids.insert(entry.id, entry.seq)?;
-            by_session.insert((entry.session, entry.seq), ())?;
-            restored += 1;
-        }
-    }
-    txn.commit()?;
-    Ok(restored)
 }
 
 /// `seqs` as an inclusive pair, or `None` when it holds no seq.

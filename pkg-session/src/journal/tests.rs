@@ -242,17 +242,30 @@ async fn journal_corrupt_value_is_reported_with_its_seq() {
 }
 
 #[tokio::test]
-async fn journal_second_open_of_one_file_is_refused_clearly() {
+async fn journal_second_open_of_one_file_in_a_process_shares_the_handle() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.redb");
     let journal = Journal::open(&path).unwrap();
-    let error = Journal::open(&path).unwrap_err();
-    assert!(
-        matches!(&error, JournalOpenError::AlreadyOpen { path: p } if p == &path),
-        "{error:?}"
-    );
-    assert!(error.to_string().contains("is already open"), "{error}");
+    // Another spelling of the same file meets the same handle.
+    let again = Journal::open(dir.path().join(".").join("j.redb")).unwrap();
+    let session = SessionId::new();
+    let event = stopped(session, "x");
+    assert_eq!(journal.append(vec![event.clone()]).await.unwrap(), vec![1]);
+    assert_eq!(again.read(session, 1, None).unwrap(), vec![(1, event)]);
     drop(journal);
+    drop(again);
     // Dropping the last handle releases the file at once.
     Journal::open(&path).unwrap();
+}
+
+#[tokio::test]
+async fn journal_temporary_files_go_with_the_last_handle() {
+    let journal = Journal::open_temporary().unwrap();
+    let path = journal.path().to_path_buf();
+    let session = SessionId::new();
+    journal.append(vec![stopped(session, "x")]).await.unwrap();
+    assert!(path.exists());
+    drop(journal);
+    assert!(!path.exists(), "{} left behind", path.display());
+    assert!(!crate::journal::wal::path_for(&path).exists());
 }
