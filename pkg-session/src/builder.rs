@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Duration;
 use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorRef};
@@ -13,7 +14,10 @@ use crate::context::{BatchConfig, LoopContext};
 use crate::delegate::{self, DelegateTool, SubAgent};
 use crate::error::StartError;
 use crate::hub::{Hub, HubOptions};
-use crate::inference::{ApiKey, ModelClient, ModelConfig, RetryPolicy, StructuredOutput};
+use crate::inference::{
+    ApiKey, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, ModelClient, ModelConfig,
+    RetryPolicy, StructuredOutput,
+};
 use crate::journal::{Claimed, Journal, SessionClaim};
 use crate::protocol::LoopMsg;
 use crate::redact::Secrets;
@@ -55,6 +59,8 @@ pub struct SessionBuilder {
     queue_capacity: usize,
     temperature: Option<f32>,
     retry: Option<RetryPolicy>,
+    idle_timeout: Duration,
+    max_response_bytes: u64,
     subscriber_capacity: usize,
     sub_agents: Vec<SubAgent>,
     structured_output: StructuredOutput,
@@ -173,6 +179,22 @@ impl SessionBuilder {
         self
     }
 
+    /// The longest the model endpoint may stay silent, before the response head (retries
+    /// included) or between two pieces of the stream (default 120 s). Past it the step is
+    /// discarded and the turn fails with an error naming the idle timeout.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// The most bytes one model response body may carry (default 8 MiB). The body is
+    /// counted as it arrives; past the limit the step is discarded and the turn fails with
+    /// an error naming the limit.
+    pub fn max_response_bytes(mut self, bytes: u64) -> Self {
+        self.max_response_bytes = bytes;
+        self
+    }
+
     /// Adds a sub-agent: a loop of this session the main agent delegates to through a
     /// tool named after it.
     pub fn sub_agent(mut self, agent: SubAgent) -> Self {
@@ -237,6 +259,8 @@ impl SessionBuilder {
             queue_capacity: 16,
             temperature: None,
             retry: None,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             subscriber_capacity: HubOptions::default().queue_capacity,
             sub_agents: Vec::new(),
             structured_output: StructuredOutput::default(),
@@ -306,6 +330,8 @@ impl SessionBuilder {
         let mut config = ModelConfig::new(endpoint, model);
         config.api_key = api_key;
         config.temperature = self.temperature;
+        config.idle_timeout = self.idle_timeout;
+        config.max_response_bytes = self.max_response_bytes;
         if let Some(retry) = self.retry {
             config.retry = retry;
         }

@@ -13,6 +13,7 @@ use treadle_event::DeltaKind;
 use super::chunk::{Chunk, is_json};
 use super::config::{ApiKey, ModelConfig};
 use super::error::{BODY_LIMIT, ClientError, InferenceError, redact, truncate};
+use super::limits::{GUARD, SizeGuard};
 use super::request::{InferenceRequest, build_body};
 use super::retry::{HttpFailure, RetryService};
 use super::stitch::{Completion, Stitcher};
@@ -59,6 +60,8 @@ struct Inner {
     model: String,
     api_key: Option<ApiKey>,
     temperature: Option<f32>,
+    idle_timeout: std::time::Duration,
+    max_response_bytes: u64,
 }
 
 impl std::fmt::Debug for ModelClient {
@@ -114,6 +117,8 @@ impl ModelClient {
                 model: config.model,
                 api_key: config.api_key,
                 temperature: config.temperature,
+                idle_timeout: config.idle_timeout,
+                max_response_bytes: config.max_response_bytes,
             }),
         })
     }
@@ -160,20 +165,51 @@ impl ModelClient {
     pub async fn complete_body<F>(
         &self,
         body: &Value,
+        on_delta: F,
+    ) -> Result<Completion, InferenceError>
+    where
+        F: FnMut(DeltaKind, Option<u32>, &str) + Send,
+    {
+        let guard = SizeGuard::new(self.inner.max_response_bytes);
+        let result = GUARD
+            .scope(guard.clone(), self.stream_body(body, on_delta))
+            .await;
+        match result {
+            Err(_) if guard.tripped() => Err(InferenceError::TooLarge {
+                endpoint: self.inner.endpoint.clone(),
+                limit: guard.max_bytes,
+            }),
+            other => other,
+        }
+    }
+
+    /// Opens the stream and stitches its chunks, each wait bounded by the idle timeout.
+    async fn stream_body<F>(
+        &self,
+        body: &Value,
         mut on_delta: F,
     ) -> Result<Completion, InferenceError>
     where
         F: FnMut(DeltaKind, Option<u32>, &str) + Send,
     {
-        let mut stream = self
-            .inner
-            .client
-            .chat()
-            .create_stream_byot::<&Value, Chunk>(body)
+        let idle = self.inner.idle_timeout;
+        let silent = |waiting| InferenceError::Idle {
+            endpoint: self.inner.endpoint.clone(),
+            limit: idle,
+            waiting,
+        };
+        let chat = self.inner.client.chat();
+        let open = chat.create_stream_byot::<&Value, Chunk>(body);
+        let mut stream = tokio::time::timeout(idle, open)
             .await
+            .map_err(|_| silent("waiting for the response head"))?
             .map_err(|e| self.open_error(e))?;
         let mut stitcher = Stitcher::default();
-        while let Some(item) = stream.next().await {
+        loop {
+            let next = tokio::time::timeout(idle, stream.next())
+                .await
+                .map_err(|_| silent("waiting for the next piece of the stream"))?;
+            let Some(item) = next else { break };
             let chunk = item.map_err(|e| self.stream_error(e))?;
             stitcher
                 .push(chunk, &mut on_delta)

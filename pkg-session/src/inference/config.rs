@@ -80,6 +80,13 @@ impl Default for RetryPolicy {
     }
 }
 
+/// The default [`ModelConfig::idle_timeout`]: generous for a slow local model on a long
+/// prompt, short enough that a dead endpoint does not hold a run for long.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The default [`ModelConfig::max_response_bytes`]: far above any real answer's body.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 << 20;
+
 /// How [`Session::ask`](crate::Session::ask) makes the model answer in a given shape.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StructuredOutput {
@@ -108,6 +115,14 @@ pub struct ModelConfig {
     pub temperature: Option<f32>,
     /// How long to wait for a TCP (and TLS) connection.
     pub connect_timeout: Duration,
+    /// The longest the endpoint may stay silent: before the response head (retries
+    /// included) and between two pieces of the streamed body. Past it the step fails with
+    /// [`InferenceError::Idle`](super::InferenceError::Idle). Default 120 s.
+    pub idle_timeout: Duration,
+    /// The most bytes one streamed response body may carry. The body is counted as it
+    /// arrives and never held whole; past it the step fails with
+    /// [`InferenceError::TooLarge`](super::InferenceError::TooLarge). Default 8 MiB.
+    pub max_response_bytes: u64,
 }
 
 impl ModelConfig {
@@ -121,6 +136,8 @@ impl ModelConfig {
             retry: RetryPolicy::default(),
             temperature: None,
             connect_timeout: Duration::from_secs(10),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -142,6 +159,20 @@ impl ModelConfig {
     #[must_use]
     pub fn with_temperature(mut self, temperature: f32) -> Self {
         self.temperature = Some(temperature);
+        self
+    }
+
+    /// Sets the idle timeout (see [`ModelConfig::idle_timeout`]).
+    #[must_use]
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets the response size limit (see [`ModelConfig::max_response_bytes`]).
+    #[must_use]
+    pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
+        self.max_response_bytes = bytes;
         self
     }
 

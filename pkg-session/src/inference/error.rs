@@ -93,6 +93,32 @@ pub enum InferenceError {
         /// The error object as the server sent it.
         detail: String,
     },
+    /// The endpoint sent nothing for the idle timeout, before the response head or
+    /// between two pieces of the body.
+    #[error(
+        "{endpoint} sent nothing for {}s while {waiting} (the model idle timeout; raise it \
+         with SessionBuilder::idle_timeout or ModelConfig::idle_timeout)",
+        .limit.as_secs_f64()
+    )]
+    Idle {
+        /// The base URL of the endpoint.
+        endpoint: String,
+        /// The idle timeout.
+        limit: std::time::Duration,
+        /// What was awaited: the response head or the next piece of the stream.
+        waiting: &'static str,
+    },
+    /// The response body passed the size limit; the rest was not read.
+    #[error(
+        "the response from {endpoint} passed {limit} bytes (the model response size limit; \
+         raise it with SessionBuilder::max_response_bytes or ModelConfig::max_response_bytes)"
+    )]
+    TooLarge {
+        /// The base URL of the endpoint.
+        endpoint: String,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// Any other failure of the HTTP exchange (TLS, protocol, request building).
     #[error("transport error talking to {endpoint}: {detail}")]
     Transport {
@@ -120,6 +146,8 @@ impl InferenceError {
             | Self::Malformed { endpoint, .. }
             | Self::StreamCut { endpoint, .. }
             | Self::Remote { endpoint, .. }
+            | Self::Idle { endpoint, .. }
+            | Self::TooLarge { endpoint, .. }
             | Self::Transport { endpoint, .. } => endpoint,
         }
     }

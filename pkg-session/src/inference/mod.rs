@@ -13,6 +13,7 @@
 //! * `chunk.rs`: tolerant chunk types (`finish_reason: ""`, missing or `null` usage and
 //!   choices, unknown fields, `reasoning_content`, cached tokens).
 //! * `stitch.rs`: chunks → [`Completion`]; tool-call pieces stitched by index.
+//! * `limits.rs`: the response size limit, counted on the body as it arrives.
 //! * `retry.rs`: the tower service under async-openai: the one retry policy, and errors
 //!   that keep the HTTP status and body.
 //! * `error.rs`: [`InferenceError`], [`ClientError`], [`MissingApiKey`].
@@ -24,17 +25,25 @@
 //! * A stream that ends before a chunk carries a `finish_reason` is
 //!   [`InferenceError::StreamCut`], never a short success.
 //! * The API key appears in no error and no log line.
+//! * No response hangs or floods a step: silence longer than
+//!   [`ModelConfig::idle_timeout`] (before the head or between two body pieces) is
+//!   [`InferenceError::Idle`], a body past [`ModelConfig::max_response_bytes`] is
+//!   [`InferenceError::TooLarge`], cut as it arrives.
 
 mod chunk;
 mod client;
 mod config;
 mod error;
+mod limits;
 mod request;
 mod retry;
 mod stitch;
 
 pub use client::ModelClient;
-pub use config::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
+pub use config::{
+    ApiKey, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, ModelConfig, RetryPolicy,
+    StructuredOutput,
+};
 pub use error::{ClientError, InferenceError, MissingApiKey};
 pub use request::{InferenceRequest, ToolChoice, ToolSpec};
 pub use stitch::Completion;

@@ -76,7 +76,9 @@ impl RetryService {
             }
             let retries_left = attempt < self.policy.max_retries;
             match self.http.execute(request).await {
-                Ok(response) if response.status().is_success() => return Ok(response),
+                Ok(response) if response.status().is_success() => {
+                    return Ok(super::limits::limit_body(response));
+                }
                 Ok(response) => {
                     let status = response.status().as_u16();
                     if retries_left && is_retryable_status(status) {
