@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use treadle_event::{Event, EventKind, Header, LoopId, SessionId, Usage};

@@ -72,13 +72,14 @@ async fn a_server_that_accepts_and_never_answers_fails_the_turn_at_the_idle_time
 
 #[tokio::test]
 async fn two_chunks_then_a_stall_fails_the_turn_at_the_idle_timeout() {
-    let server = ScriptedServer::start(Script::new([
-        Reply::text("first piece and then nothing at all").block_after(2)
-    ]))
+    let server = ScriptedServer::start(Script::new([Reply::text(
+        "first piece and then nothing at all",
+    )
+    .block_after(2)]))
     .await
     .expect("server");
     let dir = tempfile::tempdir().expect("dir");
-    let session = session(&server.base_url(), &dir, Duration::from_millis(300))
+    let session = session(server.base_url(), &dir, Duration::from_millis(300))
         .start()
         .await
         .expect("start");
@@ -142,6 +143,10 @@ async fn a_50_mb_reply_is_refused_at_the_size_limit_without_being_held_whole() {
     assert_no_step_done(&session);
     // Nothing of the reply reached the journal.
     let journal = std::fs::metadata(dir.path().join("journal.redb")).expect("journal");
-    assert!(journal.len() < 8 << 20, "journal is {} bytes", journal.len());
+    assert!(
+        journal.len() < 8 << 20,
+        "journal is {} bytes",
+        journal.len()
+    );
     session.shutdown().await;
 }
