@@ -109,3 +109,38 @@ fn sighup_kills_the_tasks_commands_and_records_the_run_aborted() {
 fn sigint_still_exits_130() {
     stopped_by("INT", 130);
 }
+
+#[test]
+fn sigterm_while_an_approval_waits_aborts_it_and_the_run() {
+    let f = Fixture::new(
+        "plan:\n  - task: one\n    run: echo one\n  - approval: gate\n    timeout: 60s\n  - task: after\n    run: echo after\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_treadle"))
+        .arg("run")
+        .current_dir(f.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the approval is parked", || {
+        f.treadle(&["approvals"]).stdout().contains("gate")
+    });
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert_eq!(exit.code(), Some(143));
+    let waiting = f.treadle(&["approvals"]).stdout();
+    assert!(waiting.contains("no approvals waiting"), "{waiting}");
+    let steps = f.treadle(&["runs", "--steps", "1"]).stdout();
+    assert!(
+        steps
+            .lines()
+            .any(|l| l.contains("gate") && !l.contains("running") && !l.contains("succeeded")),
+        "{steps}"
+    );
+    assert!(f.treadle(&["runs"]).stdout().contains("aborted"));
+}
