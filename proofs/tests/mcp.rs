@@ -335,10 +335,11 @@ async fn http_bearer_token_comes_from_the_named_variable() {
         transport: McpTransport::Http {
             url: fixture.url.clone(),
             bearer_env: Some("CARGO_PKG_NAME".into()),
+            bearer: None,
         },
         call_timeout: Duration::from_secs(10),
     };
-    let server = within(McpServer::connect(config))
+    let server = within(McpServer::connect(config.clone()))
         .await
         .expect("authorized");
     let echo = tool(&server, "web__echo").await;
@@ -346,6 +347,20 @@ async fn http_bearer_token_comes_from_the_named_variable() {
         within(echo.call(json!({"text": "in"}))).await,
         Ok("in".into())
     );
+    server.shutdown().await;
+
+    // The token given directly (a caller that keeps keys out of its environment).
+    let direct = McpServerConfig {
+        transport: McpTransport::Http {
+            url: fixture.url.clone(),
+            bearer_env: None,
+            bearer: Some(treadle_session::ApiKey::new(env!("CARGO_PKG_NAME").into())),
+        },
+        ..config
+    };
+    let server = within(McpServer::connect(direct))
+        .await
+        .expect("authorized with the token itself");
     server.shutdown().await;
 }
 
@@ -356,6 +371,7 @@ async fn http_bearer_variable_must_be_set() {
         transport: McpTransport::Http {
             url: "http://127.0.0.1:9/mcp".into(),
             bearer_env: Some("TREADLE_TEST_UNSET_MCP_TOKEN".into()),
+            bearer: None,
         },
         call_timeout: Duration::from_secs(1),
     };

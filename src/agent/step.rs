@@ -73,14 +73,9 @@ pub async fn run_agent_step(
         .with_env(step.env.iter().cloned())
         .hide_env(step.model.api_key_env.iter().cloned())
         .with_access(step.pass_env.iter().cloned(), step.confined);
-    // The key's value, so that a tool result carrying it (an artifact a task wrote, a
+    // The keys' values, so that a tool result carrying one (an artifact a task wrote, a
     // command's output) reaches neither the model nor the journal in the state file.
-    let secrets: Vec<String> = step
-        .model
-        .api_key_env
-        .iter()
-        .filter_map(|var| crate::environ::var(var))
-        .collect();
+    let secrets = secrets_of(step);
     // MCP names (`server__tool`, `server__*`) go to their servers; the rest are built in.
     let (remote, builtin): (Vec<&str>, Vec<&str>) = step
         .tools
@@ -95,6 +90,25 @@ pub async fn run_agent_step(
     let result = run_session(step, journal, observer, cancel, tools).await;
     servers.shutdown().await;
     result
+}
+
+/// The secret values of a step: its model's API key and its MCP servers' bearer tokens.
+fn secrets_of(step: &AgentStep) -> Vec<String> {
+    let bearers = step
+        .mcp
+        .iter()
+        .filter_map(|server| match &server.transport {
+            treadle_session::mcp::McpTransport::Http { bearer, .. } => {
+                bearer.as_ref().map(|b| b.expose().to_owned())
+            }
+            treadle_session::mcp::McpTransport::Stdio { .. } => None,
+        });
+    step.model
+        .api_key_env
+        .iter()
+        .filter_map(|var| crate::environ::var(var))
+        .chain(bearers)
+        .collect()
 }
 
 /// Runs the session of the step with its tools (the verdict tool is added here).
@@ -122,6 +136,9 @@ async fn run_session(
         // Nobody watches a pipeline's agent step: a guard's question is denied
         // (approval_required), never left waiting.
         .headless(true)
+        // The bearer tokens (the session adds its own key) are scrubbed from what the
+        // model says.
+        .secrets(secrets_of(step))
         .journal(journal.clone());
     if let Some(var) = &step.model.api_key_env {
         // Read where `main` keeps it: the variable itself is gone from the environment.

@@ -11,18 +11,23 @@ use crate::pipeline::{load, model};
 pub const PROVIDER_KEYS: &[&str] = &["OPENAI_API_KEY", "OPENROUTER_API_KEY"];
 
 /// Every key variable the command's pipeline names (`api_key_env:` or a provider's
-/// default), plus [`PROVIDER_KEYS`]. A pipeline that does not load names none here; the
+/// default, an MCP server's `bearer_env:`), plus [`PROVIDER_KEYS`]. A pipeline that does not load names none here; the
 /// command reports its errors later.
 pub fn key_vars(cli: &Cli) -> Vec<String> {
     let mut names: Vec<String> = PROVIDER_KEYS.iter().map(|s| (*s).to_owned()).collect();
     if let Some(file) = pipeline_file(&cli.command)
         && let Ok(pipeline) = load::read(file)
     {
-        names.extend(
-            used_agents(&pipeline, None, &model::process_env)
-                .into_iter()
-                .filter_map(|(_, resolved)| resolved.ok()?.api_key_env),
-        );
+        for (agent, resolved) in used_agents(&pipeline, None, &model::process_env) {
+            names.extend(resolved.ok().and_then(|m| m.api_key_env));
+            // MCP servers' bearer tokens are keys too.
+            names.extend(
+                agent
+                    .mcp_servers
+                    .iter()
+                    .filter_map(|s| s.bearer_env.as_ref().map(|v| v.value.clone())),
+            );
+        }
     }
     names
 }

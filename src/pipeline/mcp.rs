@@ -58,6 +58,12 @@ fn config(spec: &McpServerSpec) -> Option<McpServerConfig> {
         (None, Some(url)) => McpTransport::Http {
             url: url.value.clone(),
             bearer_env: spec.bearer_env.as_ref().map(|v| v.value.clone()),
+            // Read where `main` keeps it: the variable is gone from the environment.
+            bearer: spec
+                .bearer_env
+                .as_ref()
+                .and_then(|v| crate::environ::var(&v.value))
+                .map(treadle_session::ApiKey::new),
         },
         (None, None) => return None,
     };

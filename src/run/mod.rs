@@ -112,13 +112,20 @@ impl RunReport {
     }
 }
 
-/// The secrets a run must never print: the values of its agents' key variables.
+/// The secrets a run must never print: the values of its agents' key variables and of
+/// their MCP servers' `bearer_env:` variables.
 pub fn secrets_of(loaded: &Loaded, job: Option<&str>) -> Redactor {
-    let values = used_agents(&loaded.pipeline, job, &process_env)
-        .into_iter()
-        .filter_map(|(_, m)| m.ok()?.api_key_env)
-        .filter_map(|var| crate::environ::var(&var));
-    Redactor::new(values)
+    let mut vars = Vec::new();
+    for (agent, model) in used_agents(&loaded.pipeline, job, &process_env) {
+        vars.extend(model.ok().and_then(|m| m.api_key_env));
+        vars.extend(
+            agent
+                .mcp_servers
+                .iter()
+                .filter_map(|s| s.bearer_env.as_ref().map(|v| v.value.clone())),
+        );
+    }
+    Redactor::new(vars.iter().filter_map(|var| crate::environ::var(var)))
 }
 
 /// Opens the state file (with the session journal in it) off the async threads.

@@ -135,10 +135,16 @@ pub(super) async fn open(config: &McpServerConfig) -> Result<Connection, McpErro
                 }
             }
         }
-        McpTransport::Http { url, bearer_env } => {
+        McpTransport::Http {
+            url,
+            bearer_env,
+            bearer,
+        } => {
             let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             transport_config.retry_config = Arc::new(BoundedRetry);
-            if let Some(variable) = bearer_env {
+            if let Some(token) = bearer {
+                transport_config = transport_config.auth_header(token.expose().to_owned());
+            } else if let Some(variable) = bearer_env {
                 let token = std::env::var(variable).map_err(|_| McpError::MissingBearer {
                     server: server.to_owned(),
                     variable: variable.clone(),

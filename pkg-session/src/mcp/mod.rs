@@ -80,6 +80,9 @@ pub enum McpTransport {
         /// `Authorization: Bearer <token>`. Read when the server is (re)connected, so a
         /// rotated token is picked up by the next restart.
         bearer_env: Option<String>,
+        /// The bearer token itself, which wins over `bearer_env`: for a caller that took
+        /// its keys out of the process environment.
+        bearer: Option<crate::ApiKey>,
     },
 }
 
@@ -120,6 +123,7 @@ impl McpServerConfig {
             transport: McpTransport::Http {
                 url: url.into(),
                 bearer_env: None,
+                bearer: None,
             },
             call_timeout: DEFAULT_CALL_TIMEOUT,
         }
