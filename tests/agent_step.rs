@@ -60,6 +60,8 @@ impl Fixture {
             pass_env: Vec::new(),
             confined: true,
             temperature: None,
+            model_idle: None,
+            model_response: None,
             mcp: Vec::new(),
         }
     }

@@ -42,3 +42,34 @@ fn the_default_output_limit_applies_without_configuration() {
         &r.stdout()[r.stdout().len().saturating_sub(500)..]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agents_model_idle_limit_is_set_in_the_pipeline_and_named_when_reached() {
+    use treadle_scripted::{Reply, Script, ScriptedServer};
+    // Two pieces of the answer, then silence.
+    let server = ScriptedServer::start(Script::new([Reply::text(
+        "a first piece and then nothing at all",
+    )
+    .block_after(2)]))
+    .await
+    .expect("server");
+    let f = Fixture::new(
+        "agents:\n  - name: slow\n    limits: { model_idle: 300ms, model_response: 1MiB }\nplan:\n  - agent: slow\n    prompt: say something\n",
+    );
+    let url = server.base_url().to_string();
+    let started = std::time::Instant::now();
+    let (f, r) = tokio::task::spawn_blocking(move || {
+        let r = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
+        (f, r)
+    })
+    .await
+    .expect("join");
+    drop(f);
+    let all = format!("{}{}", r.stdout(), r.stderr());
+    assert_ne!(r.code(), 0, "{all}");
+    assert!(all.contains("idle timeout"), "{all}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{all}"
+    );
+}

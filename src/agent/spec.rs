@@ -52,6 +52,10 @@ pub struct AgentStep {
     pub confined: bool,
     /// Sampling temperature; the endpoint's default when `None`.
     pub temperature: Option<f32>,
+    /// Longest silence from the model endpoint; the session's default when `None`.
+    pub model_idle: Option<std::time::Duration>,
+    /// Most bytes of one model response; the session's default when `None`.
+    pub model_response: Option<u64>,
     /// The agent's MCP servers; `tools` names which of their tools the step gets.
     pub mcp: Vec<McpServerConfig>,
 }
@@ -191,6 +195,14 @@ impl AgentStep {
             pass_env: step.pass_env.clone(),
             confined: step.confined.unwrap_or(true),
             temperature: agent.temperature,
+            model_idle: agent
+                .limits
+                .as_ref()
+                .and_then(|l| l.model_idle.map(|d| d.0)),
+            model_response: agent
+                .limits
+                .as_ref()
+                .and_then(|l| l.model_response.map(|s| s.0)),
             mcp: mcp::configs(agent),
         }
     }
@@ -290,6 +302,7 @@ mod tests {
             max_turns: Some(7),
             temperature: None,
             mcp_servers: Vec::new(),
+            limits: None,
             budget: budget.map(|tokens| Budget {
                 tokens: Some(tokens),
             }),

@@ -157,6 +157,12 @@ async fn run_session(
     if let Some(temperature) = step.temperature {
         builder = builder.temperature(temperature);
     }
+    if let Some(idle) = step.model_idle {
+        builder = builder.idle_timeout(idle);
+    }
+    if let Some(bytes) = step.model_response {
+        builder = builder.max_response_bytes(bytes);
+    }
     let session = builder.start().await?;
 
     guard.attach(session.subscribe(EventFilter {

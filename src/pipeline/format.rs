@@ -100,6 +100,9 @@ pub struct Agent {
     /// MCP servers whose tools the grant may name, as `{server}__{tool}` or `{server}__*`.
     #[serde(default)]
     pub mcp_servers: Vec<McpServerSpec>,
+    /// Limits on the model traffic of one step (see docs/limits.md).
+    #[serde(default)]
+    pub limits: Option<super::settings::AgentLimits>,
 }
 
 /// One MCP server of an agent: a local command speaking MCP on stdio (`command:`), or a

@@ -70,6 +70,20 @@ impl LimitsConfig {
     }
 }
 
+/// An agent's `limits:`: bounds on its model traffic, each failing the step with an error
+/// naming the limit when reached. Left out, the session's defaults hold (120 s, 8 MiB).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentLimits {
+    /// Longest silence from the model endpoint: before the response starts, or between
+    /// two pieces of the stream (`30s`, `2m`).
+    #[serde(default)]
+    pub model_idle: Option<super::duration::DurationSpec>,
+    /// Most bytes of one model response, counted as they arrive (`1MiB`, `500KB`).
+    #[serde(default)]
+    pub model_response: Option<SizeSpec>,
+}
+
 /// A size in bytes, written as a number or with a unit (`KB`, `MB`, `GB`, `KiB`, `MiB`,
 /// `GiB`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
