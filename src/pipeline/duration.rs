@@ -1,7 +1,8 @@
 //! Durations in the pipeline file: `timeout: 90s`, `1h30m`, `500ms`, or a bare number of seconds.
 //!
-//! The units are those of Concourse and Go (`ms`, `s`, `m`, `h`), so a timeout written for
-//! Concourse or `steps` means the same here.
+//! Parsed by `humantime` (widely used, kept by the chrono maintainers), whose units include
+//! those of Concourse and Go (`ms`, `s`, `m`, `h`), so a timeout written for Concourse or
+//! `steps` means the same here. A bare number is seconds.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -16,23 +17,23 @@ use serde::{Deserialize, Serialize, Serializer};
 pub struct DurationSpec(pub Duration);
 
 /// Why a duration string could not be read.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, PartialEq)]
 pub enum DurationError {
     /// Nothing was written.
     #[error("empty duration")]
     Empty,
-    /// A number had no unit after it, or the unit is unknown.
-    #[error("unknown unit `{0}` (use ms, s, m or h, as in 90s or 1h30m)")]
-    Unit(String),
-    /// Something other than digits where a number was expected.
-    #[error("expected a number before the unit in `{0}`")]
-    Number(String),
-    /// The duration does not fit.
-    #[error("duration too large")]
-    Overflow,
+    /// Not a duration `humantime` reads.
+    #[error("`{text}` is not a duration ({why}); write e.g. 90s, 5m, 1h30m or 250ms")]
+    Invalid {
+        /// The text as written.
+        text: String,
+        /// What the parser said.
+        why: humantime::DurationError,
+    },
 }
 
-/// Reads `1h30m`, `90s`, `250ms`, `2m` or a bare `45` (seconds).
+/// Reads `1h30m`, `90s`, `250ms`, `1.5s`, `2m` or a bare `45` (seconds). The units are
+/// humantime's, which include Go's and Concourse's (`ms`, `s`, `m`, `h`).
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if text.is_empty() {
@@ -41,36 +42,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     if let Ok(secs) = text.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(DurationError::Number(text.to_owned()));
-        }
-        let number: f64 = rest[..digits]
-            .parse()
-            .map_err(|_| DurationError::Number(text.to_owned()))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let scale = match unit {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            other => return Err(DurationError::Unit(other.to_owned())),
-        };
-        let part =
-            Duration::try_from_secs_f64(number * scale).map_err(|_| DurationError::Overflow)?;
-        total = total.checked_add(part).ok_or(DurationError::Overflow)?;
-    }
-    Ok(total)
+    humantime::parse_duration(text).map_err(|why| DurationError::Invalid {
+        text: text.to_owned(),
+        why,
+    })
 }
 
 /// Formats a duration for the transcript: `0.42s`, `12.3s`, `2m05s`.
@@ -142,7 +117,9 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
         assert!(parse_duration("5x").is_err());
+        assert_eq!(parse_duration(" "), Err(DurationError::Empty));
         assert!(parse_duration("m").is_err());
     }
 }
