@@ -4,13 +4,14 @@
 //! # Layout
 //!
 //! * [`pipeline`]: the pipeline file format, loading with located errors, validation, schema.
-//! * [`run`]: the executor (plan walking, task steps, artifacts, state store, transcript).
+//! * [`run`]: the executor (plan walking, task and agent steps, the agent runner, the cache
+//!   around each step, artifacts, state store, transcript).
 //! * [`agent`]: the agent step on top of a `treadle_session::Session`: verdicts, budgets, cost.
 //! * [`tools`]: built-in tools confined to a step's directory.
 //! * [`assert`]: deterministic checks of a step's and a job's facts.
 //! * [`model_tape`]: recording and replaying agent steps' model traffic (`--record`,
 //!   `--replay-model`).
-//! * [`cache`]: step keys, the content-addressed store, replay, resume, `plan`.
+//! * [`cache`]: step keys, the content-addressed store, hit or miss, resume, `plan`.
 //! * [`resource`]: `get` / `put` resources; git is built in.
 //! * [`clock`]: wall-clock milliseconds, as the state file records them.
 //! * [`environ`]: API keys taken out of treadle's environment at start-up; the allow-listed

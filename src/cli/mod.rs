@@ -14,7 +14,6 @@ mod run;
 mod signals;
 mod tape;
 mod test;
-mod wiring;
 
 use std::path::{Path, PathBuf};
 
@@ -24,7 +23,6 @@ use crate::pipeline::{CheckScope, Loaded};
 use crate::run::approval::mailbox::Answer;
 
 pub use keys::key_vars;
-pub use wiring::{default_agent_runner, taped_agent_runner};
 
 /// Exit code: a step failed.
 pub const EXIT_FAILED: u8 = 1;

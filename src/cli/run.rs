@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use super::tape::{self, TapeArgs};
-use super::{EXIT_CONFIG, signals, wiring};
+use super::{EXIT_CONFIG, signals};
 use crate::run::{self, RunOptions, Style};
 
 pub(super) async fn run(
@@ -31,7 +31,7 @@ pub(super) async fn run(
     let cancel = CancellationToken::new();
     let watch = signals::watch(cancel.clone());
     let state_path = run::state_path(file, state);
-    let agents = wiring::taped_agent_runner(tape.clone());
+    let agents = run::agents::taped_agent_runner(tape.clone());
     let options = RunOptions {
         job,
         style: Style::detect(json),

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, signals, wiring};
+use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, signals};
 use crate::pipeline::duration::format_duration;
 use crate::run::{self, RunOptions, Status, Style};
 
@@ -28,7 +28,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
     };
     let cancel = CancellationToken::new();
     let watch = signals::watch(cancel.clone());
-    let agents = wiring::default_agent_runner();
+    let agents = run::agents::default_agent_runner();
     let mut results = Vec::new();
     for job in loaded.pipeline.jobs.iter().map(|j| j.name.value.clone()) {
         if cancel.is_cancelled() {

@@ -4,6 +4,7 @@
 //! * `exec.rs`: the walker (attempts, timeouts, hooks, containers, routes);
 //! * `approval/`: approval steps, parked until `treadle approve` answers;
 //! * `leaf.rs`: task and agent steps;
+//! * `agents.rs`: the agent runner (real sessions, optionally through a model tape);
 //! * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
 //!   instead of running it, its outputs stored after;
 //! * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
@@ -17,6 +18,7 @@
 //! * `terminal.rs`: control characters in printed text shown, not sent;
 //! * `ports.rs`: the interfaces to the agent step and to asserts.
 
+pub mod agents;
 pub mod approval;
 pub mod artifacts;
 mod cached;

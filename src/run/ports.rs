@@ -1,5 +1,5 @@
-//! The executor's interface to the agent runner, which lives in `crate::cli` (real
-//! sessions, optionally through a model tape).
+//! The executor's interface to the agent runner ([`super::agents`]: real sessions,
+//! optionally through a model tape).
 //!
 //! The executor builds the [`AgentStep`] once, prepares the step directory, checks the key
 //! variable is set, and hands an [`AgentStepRequest`] to an [`AgentRunner`]; it then checks

@@ -1,4 +1,5 @@
-//! Connects the executor's agent port to the agent step (`crate::agent`).
+//! The agent runner the executor uses: each agent step as a real session
+//! (`crate::agent::run_agent_step`), its events shown and recorded with the step.
 //!
 //! Agent sessions journal into the state file itself: the executor opens the session
 //! journal at `state.redb` and hands it to each step in [`AgentStepRequest::journal`].
@@ -11,9 +12,9 @@ use treadle_session::event::FailureCause;
 
 use async_trait::async_trait;
 
+use super::ports::{AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest};
 use crate::agent::{AgentEvent, AgentStatus, run_agent_step};
 use crate::model_tape::ModelTape;
-use crate::run::{AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest};
 
 /// The agent runner `treadle run` uses: real sessions, journaled in the state file.
 pub fn default_agent_runner() -> Arc<dyn AgentRunner> {
