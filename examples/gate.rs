@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use treadle_session::event::{EventFilter, EventKind};
 use treadle_session::hook::{Action, Policy};
-use treadle_session::{FnTool, GateResponse, Session, ToolError};
+use treadle_session::{FnTool, GateAnswer, Session, ToolError};
 
 #[derive(Deserialize, JsonSchema)]
 struct WriteArgs {
@@ -99,11 +99,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let response = match line {
                 Ok(Ok((read, line))) if read > 0 => match line.trim().to_ascii_lowercase().as_str()
                 {
-                    "y" | "yes" => GateResponse::Approve,
-                    "a" | "always" => GateResponse::ApproveAlways,
-                    _ => GateResponse::deny("the user said no"),
+                    "y" | "yes" => GateAnswer::Approve,
+                    "a" | "always" => GateAnswer::ApproveAlways,
+                    _ => GateAnswer::deny("the user said no"),
                 },
-                _ => GateResponse::deny("nobody is at the terminal (stdin closed)"),
+                _ => GateAnswer::deny("nobody is at the terminal (stdin closed)"),
             };
             if let Err(error) = asker.respond_gate(*gate, response).await {
                 eprintln!("could not answer the gate: {error}");

@@ -73,16 +73,31 @@ impl Message {
     }
 
     /// The tool calls in this message, in order.
-    pub fn tool_uses(&self) -> impl Iterator<Item = (&str, &str, &str)> {
+    pub fn tool_uses(&self) -> impl Iterator<Item = ToolUse<'_>> {
         self.content.iter().filter_map(|b| match b {
             Block::ToolUse {
                 id,
                 name,
                 arguments,
-            } => Some((id.as_str(), name.as_str(), arguments.as_str())),
+            } => Some(ToolUse {
+                id,
+                name,
+                arguments,
+            }),
             _ => None,
         })
     }
+}
+
+/// One tool call of an assistant message, as [`Message::tool_uses`] yields it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolUse<'a> {
+    /// The call id the tool result answers.
+    pub id: &'a str,
+    /// The tool's name.
+    pub name: &'a str,
+    /// The arguments as the model wrote them (JSON text, possibly invalid).
+    pub arguments: &'a str,
 }
 
 /// Tokens spent by one or more model calls.
@@ -100,6 +115,11 @@ pub struct Usage {
 impl Usage {
     pub fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
+    }
+
+    /// Prompt plus completion tokens, under OpenAI's name for it.
+    pub fn total_tokens(&self) -> u64 {
+        self.total()
     }
 }
 

@@ -101,6 +101,15 @@ pub enum GateAnswer {
     Expired,
 }
 
+impl GateAnswer {
+    /// A denial with `reason` (the model reads `denied: <reason>`).
+    pub fn deny(reason: impl Into<String>) -> Self {
+        GateAnswer::Deny {
+            reason: reason.into(),
+        }
+    }
+}
+
 /// What happened. The `type` tag of the JSON encoding is the variant name in snake case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

@@ -44,7 +44,7 @@ pub mod event;
 pub mod filter;
 pub mod ids;
 
-pub use content::{Block, Message, Role, Usage};
+pub use content::{Block, Message, Role, ToolUse, Usage};
 pub use event::{
     Cause, Class, DeltaKind, Event, EventKind, FailureCause, GateAnswer, Header, Scope,
     TerminalKind,

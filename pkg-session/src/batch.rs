@@ -31,10 +31,11 @@ use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
-use treadle_event::{Block, EventKind, GateAnswer, GateId, Message, Role, StepId};
+use treadle_event::{Block, Event, EventKind, GateAnswer, GateId, Message, Role, StepId};
 use treadle_hook::{APPROVAL_REQUIRED, Active, Authorization, HookCall, Outcome, Payload};
 
 use crate::context::LoopContext;
+use crate::gate::GateRequest;
 use crate::protocol::{GateOpen, LoopMsg, TurnCoords};
 use crate::resume::{self, PriorGate};
 use crate::subject::{GateCall, GateSubject, StagedStep};
@@ -365,11 +366,27 @@ async fn open_gate(
     }
     let deadline = ctx.batch.gate_deadline;
     let gate = GateId::new();
+    let handler = ctx.batch.on_gate.clone();
+    if handler.is_none() && !announced_to_anyone(scope, gate, question) {
+        // Nobody would see the gate, so waiting out the deadline only stalls the turn.
+        return Err(Permission::Refused(format!(
+            "{APPROVAL_REQUIRED}: this call needs approval and nobody can answer: the \
+             session has no on_gate handler and no subscriber ({question})"
+        )));
+    }
     let (answer_tx, answer_rx) = oneshot::channel();
     let call = GateCall {
         call_id: call.id.clone(),
         name: call.name.clone(),
         arguments: arguments.clone(),
+    };
+    let typed = GateRequest {
+        gate,
+        call_id: call.call_id.clone(),
+        tool: call.name.clone(),
+        arguments: call.arguments.clone(),
+        reason: question.to_owned(),
+        asked_by: hook.to_owned(),
     };
     let request = GateOpen {
         coords: scope.coords,
@@ -384,7 +401,22 @@ async fn open_gate(
         .call(|reply| LoopMsg::OpenGate { request, reply }, None)
         .await
     {
-        Ok(CallResult::Success(Ok(()))) => Ok((gate, answer_rx, deadline)),
+        Ok(CallResult::Success(Ok(()))) => {
+            if let Some(handler) = handler {
+                // The handler answers through the actor like anyone else, on its own task,
+                // so the answer is journaled first and an answer from it never deadlocks.
+                let actor = scope.actor.clone();
+                tokio::spawn(async move {
+                    let answer = handler(typed).await;
+                    let _ = actor.cast(LoopMsg::ResolveGate {
+                        gate,
+                        answer,
+                        reply: None,
+                    });
+                });
+            }
+            Ok((gate, answer_rx, deadline))
+        }
         Ok(CallResult::Success(Err(error))) => Err(Permission::Refused(format!(
             "the permission gate could not be opened ({error})"
         ))),
@@ -392,6 +424,20 @@ async fn open_gate(
             "the session stopped before the gate opened".into(),
         )),
     }
+}
+
+/// Whether a subscriber outside the session would see this gate's `GateOpened`.
+fn announced_to_anyone(scope: &BatchScope<'_>, gate: GateId, question: &str) -> bool {
+    let ctx = scope.ctx;
+    let probe = Event::new(
+        ctx.turn_header(scope.coords, Some(scope.step)),
+        EventKind::GateOpened {
+            gate,
+            question: question.to_owned(),
+            subject: serde_json::Value::Null,
+        },
+    );
+    ctx.hub.watched(&probe)
 }
 
 fn answer_json(permission: &Permission) -> serde_json::Value {

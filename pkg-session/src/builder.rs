@@ -6,13 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
-use treadle_event::{Event, EventKind, Header, LoopId, SessionId, Usage};
+use treadle_event::{Event, EventKind, GateAnswer, Header, LoopId, SessionId, Usage};
 use treadle_hook::{Hook, HookRunner};
 
 use crate::actor::{LoopActor, LoopArgs};
 use crate::context::{BatchConfig, LoopContext};
 use crate::delegate::{self, DelegateTool, SubAgent};
 use crate::error::StartError;
+use crate::gate::GateRequest;
 use crate::hub::{Hub, HubOptions};
 use crate::inference::{
     ApiKey, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, ModelClient, ModelConfig,
@@ -228,6 +229,28 @@ impl SessionBuilder {
     /// opening a gate; pipelines run headless.
     pub fn headless(mut self, headless: bool) -> Self {
         self.batch.headless = headless;
+        self
+    }
+
+    /// Answers every permission gate of the session with `handler`: it gets the typed
+    /// [`GateRequest`] (tool, arguments, reason) and returns the answer, which is journaled
+    /// before the waiting call learns it. Without a handler, a gate is answered through
+    /// [`Session::respond_gate`] by whoever subscribed; a session with neither denies at
+    /// once (`approval_required`) instead of waiting out the deadline.
+    ///
+    /// ```
+    /// use treadle_session::{GateAnswer, Session};
+    /// let builder = Session::builder().on_gate(|request| async move {
+    ///     if request.tool == "read_file" { GateAnswer::Approve } else { GateAnswer::deny("read-only") }
+    /// });
+    /// # drop(builder);
+    /// ```
+    pub fn on_gate<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(GateRequest) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = GateAnswer> + Send + 'static,
+    {
+        self.batch.on_gate = Some(Arc::new(move |request| Box::pin(handler(request))));
         self
     }
 

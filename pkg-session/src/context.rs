@@ -7,6 +7,7 @@ use treadle_event::{Cause, Event, EventKind, Header, LoopId, SessionId, StepId, 
 use treadle_hook::HookRunner;
 
 use crate::approvals::Approvals;
+use crate::gate::GateHandler;
 use crate::hub::Hub;
 use crate::inference::ModelClient;
 use crate::journal::{AppendError, SessionClaim};
@@ -39,7 +40,7 @@ pub(crate) struct LoopContext {
 }
 
 /// How a loop runs tool batches and permission gates (set on the session builder).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct BatchConfig {
     /// Most calls of one batch that execute at once.
     pub max_parallel: usize,
@@ -51,6 +52,8 @@ pub(crate) struct BatchConfig {
     pub headless: bool,
     /// Tools approved with `ApproveAlways`, shared by every loop of the session.
     pub approvals: Approvals,
+    /// Answers every gate the session opens, if set.
+    pub on_gate: Option<GateHandler>,
 }
 
 impl Default for BatchConfig {
@@ -61,6 +64,7 @@ impl Default for BatchConfig {
             gate_deadline: Duration::from_secs(600),
             headless: false,
             approvals: Approvals::default(),
+            on_gate: None,
         }
     }
 }

@@ -124,7 +124,7 @@ impl Tool for DelegateTool {
             ToolError::new(format!("{} needs {{\"task\": \"...\"}}: {e}", self.name))
         })?;
         // Subscribe before submitting: the child's terminal must not slip past.
-        let mut events = self.hub.subscribe(EventFilter {
+        let mut events = self.hub.subscribe_internal(EventFilter {
             ephemeral: LoopScope::None,
             enduring: LoopScope::Only(vec![self.child_loop]),
         });

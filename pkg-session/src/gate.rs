@@ -30,43 +30,64 @@
 
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use tokio::sync::oneshot;
-use treadle_event::{EventKind, GateAnswer, GateId, StepId, TurnId};
+use treadle_event::{Event, EventKind, GateAnswer, GateId, StepId, TurnId};
 
 use crate::context::LoopContext;
 use crate::error::GateError;
 use crate::protocol::{GateOpen, TurnCoords};
+use crate::subject::GateSubject;
 
-/// An answer to a permission gate, given through
-/// [`Session::respond_gate`](crate::Session::respond_gate).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GateResponse {
-    /// Run the call.
-    Approve,
-    /// Run the call, and every later call of the same tool in this session without asking.
-    ApproveAlways,
-    /// Refuse the call; the model reads `denied: <reason>`.
-    Deny { reason: String },
+/// A permission question, typed: which tool call waits, and why. Handed to the
+/// [`on_gate`](crate::SessionBuilder::on_gate) handler, or read from a `GateOpened` event
+/// with [`GateRequest::from_event`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateRequest {
+    /// Answer it with this id ([`Session::respond_gate`](crate::Session::respond_gate)).
+    pub gate: GateId,
+    pub call_id: String,
+    /// The tool the model called.
+    pub tool: String,
+    /// The call's arguments, parsed and checked against the tool's schema.
+    pub arguments: serde_json::Value,
+    /// Why permission is asked: the guard's question.
+    pub reason: String,
+    /// The hook whose guard asked.
+    pub asked_by: String,
 }
 
-impl GateResponse {
-    /// A denial with `reason`.
-    pub fn deny(reason: impl Into<String>) -> Self {
-        GateResponse::Deny {
-            reason: reason.into(),
-        }
+impl GateRequest {
+    /// The request a `GateOpened` event announces; `None` for other events and for gates
+    /// that are not over a tool call.
+    pub fn from_event(event: &Event) -> Option<Self> {
+        let EventKind::GateOpened {
+            gate,
+            question,
+            subject,
+        } = &event.kind
+        else {
+            return None;
+        };
+        let subject = GateSubject::from_value(subject)?;
+        let call = subject.calls.into_iter().next()?;
+        Some(GateRequest {
+            gate: *gate,
+            call_id: call.call_id,
+            tool: call.name,
+            arguments: call.arguments,
+            reason: question.clone(),
+            asked_by: subject.asked_by,
+        })
     }
 }
 
-impl From<GateResponse> for GateAnswer {
-    fn from(response: GateResponse) -> Self {
-        match response {
-            GateResponse::Approve => GateAnswer::Approve,
-            GateResponse::ApproveAlways => GateAnswer::ApproveAlways,
-            GateResponse::Deny { reason } => GateAnswer::Deny { reason },
-        }
-    }
-}
+/// The session's answerer of permission gates, set with
+/// [`SessionBuilder::on_gate`](crate::SessionBuilder::on_gate).
+pub(crate) type GateHandler =
+    Arc<dyn Fn(GateRequest) -> BoxFuture<'static, GateAnswer> + Send + Sync + 'static>;
 
 /// An open gate the loop actor takes over at restore, under its original id.
 pub(crate) struct AdoptedGate {

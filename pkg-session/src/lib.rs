@@ -51,18 +51,24 @@ mod turn;
 mod typed;
 
 pub use approvals::Approvals;
+/// Re-exported for implementing [`Tool`] and hooks by hand: `#[treadle_session::async_trait]`.
+pub use async_trait::async_trait;
 pub use builder::SessionBuilder;
 pub use delegate::SubAgent;
 pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
-pub use gate::GateResponse;
+pub use gate::GateRequest;
 pub use hub::{Subscription, SubscriptionLost};
 pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
 pub use journal::{Journal, JournalOptions};
 pub use redact::Secrets;
 pub use restore::RestoreError;
+/// Re-exported so a tool's argument type can derive `JsonSchema` without naming another
+/// version of the crate.
+pub use schemars;
 pub use session::{Session, TurnOutcome, TurnReport};
 pub use subject::{GateCall, GateScope, GateSubject};
-pub use tool::{FnTool, Tool, ToolError};
+pub use tool::{FnTool, Tool, ToolError, ToolResult};
 pub use treadle_event as event;
+pub use treadle_event::GateAnswer;
 pub use treadle_hook as hook;
 pub use typed::AskError;

@@ -6,12 +6,11 @@ use futures::StreamExt;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use treadle_event::{
-    Cause, EventFilter, EventKind, FailureCause, InputId, LoopId, LoopScope, Message, SessionId,
-    Usage,
+    Cause, EventFilter, EventKind, FailureCause, GateAnswer, InputId, LoopId, LoopScope, Message,
+    SessionId, Usage,
 };
 
 use crate::error::{GateError, RunError, SessionClosed, SubmitError};
-use crate::gate::GateResponse;
 use crate::hub::{Hub, Subscription};
 use crate::inference::StructuredOutput;
 use crate::journal::{Journal, ReadError, SessionClaim};
@@ -172,14 +171,13 @@ impl Session {
     /// Answers an open permission gate (announced by an enduring `GateOpened` event).
     ///
     /// The answer is journaled as `GateResolved` before the waiting call learns it. An
-    /// [`GateResponse::ApproveAlways`] also approves later calls of the same tool for the rest
+    /// [`GateAnswer::ApproveAlways`] also approves later calls of the same tool for the rest
     /// of the session. The gate may belong to the main loop or to a sub-agent's loop.
     pub async fn respond_gate(
         &self,
         gate: treadle_event::GateId,
-        response: GateResponse,
+        answer: GateAnswer,
     ) -> Result<(), GateError> {
-        let answer: treadle_event::GateAnswer = response.into();
         let mut any_alive = false;
         for actor in std::iter::once(&self.inner.actor).chain(&self.inner.children) {
             let answer = answer.clone();
@@ -234,7 +232,7 @@ impl Session {
             ephemeral: LoopScope::None,
             enduring: LoopScope::Only(vec![self.inner.main_loop]),
         };
-        let mut events = self.subscribe(filter);
+        let mut events = self.inner.hub.subscribe_internal(filter);
         let input = self.submit_with(input, options).await?;
         while let Some(delivery) = events.next().await {
             let event = delivery?.event;

@@ -83,11 +83,64 @@ pub struct FnTool<A, F> {
     _args: PhantomData<fn(A)>,
 }
 
+/// What a tool function may return: `Ok` with any serializable value (a string is given to
+/// the model as is, anything else as compact JSON), or `Err` with anything displayable
+/// (the model reads it as the call's error).
+pub trait ToolResult: Send {
+    fn into_tool_result(self) -> Result<String, ToolError>;
+}
+
+impl<T, E> ToolResult for Result<T, E>
+where
+    T: serde::Serialize + Send,
+    E: std::fmt::Display + Send,
+{
+    fn into_tool_result(self) -> Result<String, ToolError> {
+        let value = self.map_err(|error| ToolError::new(error.to_string()))?;
+        match serde_json::to_value(&value) {
+            Ok(serde_json::Value::String(text)) => Ok(text),
+            Ok(other) => Ok(other.to_string()),
+            Err(error) => Err(ToolError::new(format!(
+                "the tool's result could not be serialized: {error}"
+            ))),
+        }
+    }
+}
+
+impl<A> FnTool<A, ()> {
+    /// A tool from a plain (synchronous, infallible) function whose result is any
+    /// serializable value.
+    ///
+    /// ```
+    /// # use schemars::JsonSchema; use serde::Deserialize;
+    /// use treadle_session::{FnTool, Tool};
+    /// #[derive(Deserialize, JsonSchema)]
+    /// struct Add { a: i64, b: i64 }
+    /// let add = FnTool::plain("add", "Adds two numbers.", |x: Add| x.a + x.b);
+    /// assert_eq!(add.name(), "add");
+    /// ```
+    pub fn plain<T, G>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        function: G,
+    ) -> FnTool<A, impl Fn(A) -> std::future::Ready<Result<T, ToolError>> + Send + Sync + 'static>
+    where
+        A: JsonSchema + DeserializeOwned + Send + 'static,
+        T: serde::Serialize + Send + 'static,
+        G: Fn(A) -> T + Send + Sync + 'static,
+    {
+        FnTool::new(name, description, move |args: A| {
+            std::future::ready(Ok(function(args)))
+        })
+    }
+}
+
 impl<A, F, Fut> FnTool<A, F>
 where
     A: JsonSchema + DeserializeOwned + Send + 'static,
     F: Fn(A) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<String, ToolError>> + Send + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: ToolResult,
 {
     pub fn new(name: impl Into<String>, description: impl Into<String>, function: F) -> Self {
         let parameters = schema_of::<A>();
@@ -123,7 +176,8 @@ impl<A, F, Fut> Tool for FnTool<A, F>
 where
     A: JsonSchema + DeserializeOwned + Send + 'static,
     F: Fn(A) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<String, ToolError>> + Send + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: ToolResult,
 {
     fn name(&self) -> &str {
         &self.name
@@ -144,7 +198,7 @@ where
                 self.name, self.parameters
             ))
         })?;
-        (self.function)(args).await
+        (self.function)(args).await.into_tool_result()
     }
 
     fn sequential(&self) -> bool {

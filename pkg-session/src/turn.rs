@@ -345,10 +345,10 @@ impl Turn {
         let calls: Vec<Call> = staged
             .message
             .tool_uses()
-            .map(|(id, name, arguments)| Call {
-                id: id.to_owned(),
-                name: name.to_owned(),
-                arguments: arguments.to_owned(),
+            .map(|u| Call {
+                id: u.id.to_owned(),
+                name: u.name.to_owned(),
+                arguments: u.arguments.to_owned(),
             })
             .collect();
         let final_text = calls.is_empty().then(|| staged.message.text_content());
@@ -415,8 +415,8 @@ impl Turn {
         let name = self.report_tool.as_deref()?;
         let (id, arguments) = assistant
             .tool_uses()
-            .find(|(_, n, _)| *n == name)
-            .map(|(id, _, args)| (id.to_owned(), args.to_owned()))?;
+            .find(|u| u.name == name)
+            .map(|u| (u.id.to_owned(), u.arguments.to_owned()))?;
         // Other calls in the same message never run, so they must not stay in the history
         // without results.
         assistant

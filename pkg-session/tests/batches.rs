@@ -199,7 +199,7 @@ async fn a_panicking_tool_becomes_an_error_result_and_the_session_goes_on() {
             Ok::<_, ToolError>(String::new())
         }))
         .tool(FnTool::new("ok", "Fine.", |_: Nothing| async move {
-            Ok::<_, ToolError>("fine".into())
+            Ok::<String, ToolError>("fine".into())
         }))
         .start()
         .await

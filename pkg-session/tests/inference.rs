@@ -124,7 +124,11 @@ async fn parallel_tool_calls_are_stitched_by_index() {
     let (result, deltas) = run(&client, &ask("go")).await;
     let completion = ok(result);
 
-    let calls: Vec<_> = completion.message.tool_uses().collect();
+    let calls: Vec<_> = completion
+        .message
+        .tool_uses()
+        .map(|u| (u.id, u.name, u.arguments))
+        .collect();
     assert_eq!(calls.len(), 2);
     assert_eq!(
         (calls[0].1, calls[0].2),

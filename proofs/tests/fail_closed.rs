@@ -14,7 +14,7 @@ use treadle_event::{Event, EventFilter, EventKind, GateAnswer, GateId};
 use treadle_hook::{Action, Policy, Recorder};
 use treadle_proofs::*;
 use treadle_scripted::{Reply, Script, ScriptedServer};
-use treadle_session::{FnTool, GateResponse, Session, SessionBuilder, ToolError};
+use treadle_session::{FnTool, Session, SessionBuilder, ToolError};
 
 /// Arguments of the counted `write` tool.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -119,7 +119,7 @@ fn answers(events: &[Event]) -> Vec<GateAnswer> {
 }
 
 /// Answers every gate the session opens with `response`, until the subscription ends.
-fn answer_gates(session: &Session, response: GateResponse) -> tokio::task::JoinHandle<usize> {
+fn answer_gates(session: &Session, response: GateAnswer) -> tokio::task::JoinHandle<usize> {
     let mut sub = session.subscribe(EventFilter::enduring_only());
     let session = session.clone();
     tokio::spawn(async move {
@@ -172,6 +172,8 @@ async fn a_gate_nobody_answers_denies_at_its_deadline() {
             b.hook(asks_about_write()).gate_deadline(deadline)
         })
         .await;
+        // Someone watches (so the gate opens) but never answers.
+        let _watcher = c.session.subscribe(EventFilter::enduring_only());
         let report = c.session.run("go").await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(
@@ -191,7 +193,7 @@ async fn a_gate_nobody_answers_denies_at_its_deadline() {
         let gate = gates_opened(&events)[0];
         assert!(
             c.session
-                .respond_gate(gate, GateResponse::Approve)
+                .respond_gate(gate, GateAnswer::Approve)
                 .await
                 .is_err(),
             "seed {seed}"
@@ -231,7 +233,7 @@ async fn an_approved_call_runs_exactly_once_inside_gate_wait_hooks() {
             b.hook(recorder.clone()).hook(asks_about_write())
         })
         .await;
-        let answering = answer_gates(&c.session, GateResponse::Approve);
+        let answering = answer_gates(&c.session, GateAnswer::Approve);
         let report = c.session.run("go").await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(c.runs.load(Ordering::SeqCst), 1, "seed {seed}");
@@ -264,7 +266,7 @@ async fn a_denied_gate_gives_the_model_the_reason() {
     for seed in 0..SCHEDULES {
         let c = case(seed, 1, |b| b.hook(asks_about_write())).await;
         let reason = format!("not today ({seed})");
-        let answering = answer_gates(&c.session, GateResponse::deny(reason.clone()));
+        let answering = answer_gates(&c.session, GateAnswer::deny(reason.clone()));
         let report = c.session.run("go").await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(c.runs.load(Ordering::SeqCst), 0, "seed {seed}");
@@ -286,7 +288,7 @@ async fn approve_always_stops_later_calls_of_the_tool_from_asking() {
             b.hook(Policy::new().default_action(Action::Ask))
         })
         .await;
-        let answering = answer_gates(&c.session, GateResponse::ApproveAlways);
+        let answering = answer_gates(&c.session, GateAnswer::ApproveAlways);
         let report = c.session.run("go").await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(c.runs.load(Ordering::SeqCst), calls, "seed {seed}");
@@ -347,6 +349,79 @@ async fn an_interrupt_ends_a_gate_wait_without_running_the_call() {
                 .any(|e| matches!(e.kind, EventKind::StepDone { .. })),
             "seed {seed}: the interrupted step is discarded"
         );
+        c.session.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_nobody_can_answer_denies_at_once_without_waiting_for_the_deadline() {
+    for seed in 0..SCHEDULES {
+        // A long deadline: the turn must not wait for it.
+        let c = case(seed, 1, |b| {
+            b.hook(asks_about_write())
+                .gate_deadline(Duration::from_secs(600))
+        })
+        .await;
+        let report = tokio::time::timeout(PATIENCE, c.session.run("go"))
+            .await
+            .expect("no wait for the deadline")
+            .expect("run");
+        assert!(report.is_done(), "seed {seed}: {report:?}");
+        assert_eq!(
+            c.runs.load(Ordering::SeqCst),
+            0,
+            "seed {seed}: the call ran"
+        );
+        let read = results_read_by_model(&c.world.server);
+        assert!(
+            read.len() == 1 && read[0].starts_with("denied: approval_required"),
+            "seed {seed}: {read:?}"
+        );
+        assert!(
+            read[0].contains("no on_gate handler and no subscriber"),
+            "{read:?}"
+        );
+        assert!(gates_opened(&journal(&c.session)).is_empty(), "seed {seed}");
+        c.session.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_on_gate_handler_answers_each_gate_once_and_its_answer_is_journaled_first() {
+    for seed in 0..SCHEDULES {
+        let approve = seed % 2 == 0;
+        let c = case(seed, 2, |b| {
+            b.hook(asks_about_write())
+                .on_gate(move |request| async move {
+                    assert_eq!(request.tool, "write");
+                    assert!(request.arguments["path"].is_string());
+                    if approve {
+                        GateAnswer::Approve
+                    } else {
+                        GateAnswer::deny("not today")
+                    }
+                })
+        })
+        .await;
+        let report = tokio::time::timeout(PATIENCE, c.session.run("go"))
+            .await
+            .expect("the handler answers")
+            .expect("run");
+        assert!(report.is_done(), "seed {seed}: {report:?}");
+        let events = journal(&c.session);
+        assert_eq!(gates_opened(&events).len(), 2, "seed {seed}");
+        let expected = if approve {
+            GateAnswer::Approve
+        } else {
+            GateAnswer::deny("not today")
+        };
+        assert_eq!(
+            answers(&events),
+            vec![expected.clone(), expected],
+            "seed {seed}"
+        );
+        let ran = c.runs.load(Ordering::SeqCst);
+        assert_eq!(ran, if approve { 2 } else { 0 }, "seed {seed}");
         c.session.shutdown().await;
     }
 }

@@ -20,7 +20,7 @@ use treadle_event::{Event, EventFilter, EventKind, GateAnswer, GateId, SessionId
 use treadle_hook::Policy;
 use treadle_proofs::*;
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
-use treadle_session::{GateError, GateResponse, Journal, Session};
+use treadle_session::{GateError, Journal, Session};
 
 /// How many crash-and-restore runs, cycling through the variants.
 const RUNS: u64 = 24;
@@ -203,14 +203,14 @@ async fn a_gate_open_at_a_crash_is_answered_after_restore_and_the_call_runs_once
         let reason = format!("not today ({run})");
         let answered = match variant {
             Variant::Approve | Variant::ApprovedBefore => {
-                restored.respond_gate(gate, GateResponse::Approve).await
+                restored.respond_gate(gate, GateAnswer::Approve).await
             }
             Variant::Deny => {
                 restored
-                    .respond_gate(gate, GateResponse::deny(reason.clone()))
+                    .respond_gate(gate, GateAnswer::deny(reason.clone()))
                     .await
             }
-            Variant::Expired => restored.respond_gate(gate, GateResponse::Approve).await,
+            Variant::Expired => restored.respond_gate(gate, GateAnswer::Approve).await,
         };
         if variant == Variant::Expired {
             assert!(
@@ -337,7 +337,7 @@ async fn approve_always_survives_a_restore() {
         while let Some(Ok(delivery)) = futures::StreamExt::next(&mut sub).await {
             if let EventKind::GateOpened { gate, .. } = delivery.event.kind {
                 answerer
-                    .respond_gate(gate, GateResponse::ApproveAlways)
+                    .respond_gate(gate, GateAnswer::ApproveAlways)
                     .await
                     .expect("respond");
             }

@@ -89,10 +89,8 @@ async fn every_call_starts_once_ends_once_and_results_keep_call_order() {
                     );
                 }
                 EventKind::StepDone { messages, .. } if messages.len() == 2 => {
-                    let uses: Vec<String> = messages[0]
-                        .tool_uses()
-                        .map(|(id, _, _)| id.to_owned())
-                        .collect();
+                    let uses: Vec<String> =
+                        messages[0].tool_uses().map(|u| u.id.to_owned()).collect();
                     assert_eq!(messages[1].role, Role::Tool);
                     let results: Vec<String> = messages[1]
                         .content

@@ -128,15 +128,21 @@ pub(crate) fn calls_from_history(history: &[Message]) -> Vec<RecordedCall> {
         .iter()
         .filter(|m| m.role == Role::Assistant)
         .flat_map(Message::tool_uses)
-        .map(|(id, name, arguments)| {
-            let (result, is_error) = results.get(id).copied().unwrap_or(("", true));
-            RecordedCall {
-                name: name.to_owned(),
-                arguments: parse_arguments(arguments),
-                result: result.to_owned(),
-                is_error,
-            }
-        })
+        .map(
+            |treadle_event::ToolUse {
+                 id,
+                 name,
+                 arguments,
+             }| {
+                let (result, is_error) = results.get(id).copied().unwrap_or(("", true));
+                RecordedCall {
+                    name: name.to_owned(),
+                    arguments: parse_arguments(arguments),
+                    result: result.to_owned(),
+                    is_error,
+                }
+            },
+        )
         .collect()
 }
 

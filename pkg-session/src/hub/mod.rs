@@ -132,6 +132,9 @@ struct State {
 struct Subscriber {
     filter: EventFilter,
     queue: Arc<Queue>,
+    /// Subscribed through the public API, so someone outside the session may act on what
+    /// it sees (answer a gate); the session's own waits (`run`) are not watchers.
+    watcher: bool,
 }
 
 impl Drop for Subscriber {
@@ -256,7 +259,7 @@ impl Hub {
 
     /// Live events from now on, with no replay.
     pub fn subscribe(&self, filter: EventFilter) -> Subscription {
-        self.register(filter).0
+        self.register(filter, true).0
     }
 
     /// This session's journaled events with seq ≥ `from_seq` that `filter` admits, then live
@@ -266,7 +269,7 @@ impl Hub {
         from_seq: u64,
         filter: EventFilter,
     ) -> Result<Subscription, ReadError> {
-        let (subscription, through, seed_unknown) = self.register(filter.clone());
+        let (subscription, through, seed_unknown) = self.register(filter.clone(), true);
         // Read after the live queue exists, and without the lock: everything up to
         // `through` was published before the queue began, everything after comes through it.
         let (events, through) = match (through, seed_unknown) {
@@ -331,14 +334,32 @@ impl Hub {
 
     /// Registers a live subscriber under the publish lock and notes the last seq as of that
     /// moment.
-    fn register(&self, filter: EventFilter) -> (Subscription, Option<u64>, bool) {
+    /// Whether an open subscription made through the public API admits `event`: someone who
+    /// could answer a gate it announces.
+    pub(crate) fn watched(&self, event: &Event) -> bool {
+        self.state()
+            .subscribers
+            .iter()
+            .any(|s| s.watcher && s.filter.admits(event) && s.queue.is_open())
+    }
+
+    /// A live subscription for the session's own use (not a watcher, see [`Hub::watched`]).
+    pub(crate) fn subscribe_internal(&self, filter: EventFilter) -> Subscription {
+        self.register(filter, false).0
+    }
+
+    fn register(&self, filter: EventFilter, watcher: bool) -> (Subscription, Option<u64>, bool) {
         let queue = Arc::new(Queue::new(self.inner.capacity));
         let subscription = Subscription::new(Arc::clone(&queue));
         let mut state = self.state();
         if state.closed {
             queue.close(None);
         } else {
-            state.subscribers.push(Subscriber { filter, queue });
+            state.subscribers.push(Subscriber {
+                filter,
+                queue,
+                watcher,
+            });
         }
         (subscription, state.last_seq, state.seed_unknown)
     }

@@ -136,6 +136,12 @@ impl Queue {
         self.held.store(held, Ordering::Relaxed);
     }
 
+    /// Whether a reader may still take what is pushed: not closed and not dropped.
+    pub(crate) fn is_open(&self) -> bool {
+        let state = self.lock();
+        !state.closed && !state.receiver_gone
+    }
+
     /// The subscriber is gone: free what it would have read and refuse further pushes.
     pub(crate) fn drop_receiver(&self) {
         let mut state = self.lock();

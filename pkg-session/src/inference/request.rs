@@ -108,19 +108,25 @@ fn assistant(message: &Message) -> Value {
     let text = message.text_content();
     let calls: Vec<Value> = message
         .tool_uses()
-        .map(|(id, name, arguments)| {
-            object([
-                ("id", Value::String(id.to_owned())),
-                ("type", Value::String("function".to_owned())),
-                (
-                    "function",
-                    object([
-                        ("name", Value::String(name.to_owned())),
-                        ("arguments", Value::String(arguments.to_owned())),
-                    ]),
-                ),
-            ])
-        })
+        .map(
+            |treadle_event::ToolUse {
+                 id,
+                 name,
+                 arguments,
+             }| {
+                object([
+                    ("id", Value::String(id.to_owned())),
+                    ("type", Value::String("function".to_owned())),
+                    (
+                        "function",
+                        object([
+                            ("name", Value::String(name.to_owned())),
+                            ("arguments", Value::String(arguments.to_owned())),
+                        ]),
+                    ),
+                ])
+            },
+        )
         .collect();
     let mut out = Map::new();
     out.insert("role".into(), Value::String("assistant".to_owned()));

@@ -259,7 +259,11 @@ mod tests {
             r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
         ]);
         let c = c.unwrap_or_else(|| panic!("cut"));
-        let calls: Vec<_> = c.message.tool_uses().collect();
+        let calls: Vec<_> = c
+            .message
+            .tool_uses()
+            .map(|u| (u.id, u.name, u.arguments))
+            .collect();
         assert_eq!(calls, [("a", "f", r#"{"x":1}"#), ("b", "g", r#"{"y":2}"#)]);
         assert_eq!(seen.len(), 3);
         assert_eq!(
@@ -279,7 +283,11 @@ mod tests {
             r#"{"choices":[{"finish_reason":"tool_calls"}]}"#,
         ]);
         let c = c.unwrap_or_else(|| panic!("cut"));
-        let calls: Vec<_> = c.message.tool_uses().map(|(_, n, a)| (n, a)).collect();
+        let calls: Vec<_> = c
+            .message
+            .tool_uses()
+            .map(|u| (u.name, u.arguments))
+            .collect();
         // The id-less, index-less piece continues the last call.
         assert_eq!(calls, [("f", "1"), ("g", "234")]);
     }

@@ -16,7 +16,7 @@ use futures::StreamExt;
 use treadle_event::{EventFilter, EventKind};
 use treadle_hook::Policy;
 use treadle_proofs::{echo_tool, line_counting_write};
-use treadle_session::{GateResponse, Session};
+use treadle_session::{GateAnswer, Session};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let EventKind::GateOpened { gate, .. } = delivery.event.kind {
             if approve_first > 0 {
                 approve_first -= 1;
-                session.respond_gate(gate, GateResponse::Approve).await?;
+                session.respond_gate(gate, GateAnswer::Approve).await?;
                 continue;
             }
             writeln!(stdout, "gate {gate}")?;
