@@ -1,8 +1,8 @@
 //! A session against a real small model (scripts/local-model): one obvious tool, then text.
 //!
-//! `scripts/test` (the README's test command, and CI) starts the local model and sets
-//! `TREADLE_REAL_MODEL=1`, which makes this test mandatory. Without it the test reports
-//! that it did not run, so a plain `cargo test` works on a machine with no model.
+//! The test is `#[ignore]`d, so a plain `cargo test` on a machine with no model lists it as
+//! ignored (visibly skipped, never silently green). `scripts/test` (the README's test
+//! command, and CI) starts the local model and runs it with `--include-ignored`.
 
 use std::time::Duration;
 
@@ -19,13 +19,8 @@ struct ReadFile {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real model: scripts/test runs it"]
 async fn a_real_model_calls_the_obvious_tool_then_answers() {
-    if std::env::var("TREADLE_REAL_MODEL").as_deref() != Ok("1") {
-        eprintln!(
-            "real-model test not run: scripts/test sets TREADLE_REAL_MODEL=1 and starts the model"
-        );
-        return;
-    }
     let endpoint =
         std::env::var("TREADLE_LOCAL_URL").unwrap_or_else(|_| "http://127.0.0.1:8091/v1".into());
     let dir = tempfile::tempdir().unwrap();

@@ -39,6 +39,9 @@ mod request;
 mod retry;
 mod stitch;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 pub use client::ModelClient;
 pub use config::{
     ApiKey, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, ModelConfig, RetryPolicy,

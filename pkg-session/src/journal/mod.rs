@@ -50,6 +50,8 @@ mod wal;
 mod writer;
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod wal_tests;
