@@ -1,5 +1,8 @@
 //! The treadle runtime: sessions, loop actors, turns, inference, tools, journal and hub.
 //!
+//! The rules the runtime keeps (comments cite them as "rule N") are stated, each with the
+//! proof that checks it, in `docs/rules.md`.
+//!
 //! # Layout
 //!
 //! * `session` and `builder`: the [`Session`] handle and its [`SessionBuilder`], the public face of the crate.
@@ -69,6 +72,11 @@ pub use session::{Session, TurnOutcome, TurnReport};
 pub use subject::{GateCall, GateScope, GateSubject};
 pub use tool::{FnTool, Tool, ToolError, ToolResult};
 pub use treadle_event as event;
+
+/// The README's library snippet, compiled as a doc test so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeSnippet;
 pub use treadle_event::GateAnswer;
 pub use treadle_hook as hook;
 pub use typed::AskError;
