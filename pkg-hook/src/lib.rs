@@ -128,6 +128,8 @@
 //! * `tracing`: the warning when a hook denies an operation that cannot be denied.
 //! * `regex`: argument patterns in [`Policy`] rules (linear-time matching, so a policy
 //!   from a pipeline file cannot make a guard hang).
+//! * `globset`: tool-name globs in [`Policy`] rules (ripgrep's glob matcher: well kept and
+//!   widely used), instead of a hand-written matcher.
 
 mod call;
 mod deny;

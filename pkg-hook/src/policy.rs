@@ -300,35 +300,18 @@ fn question(tool: &str, arguments: &Value) -> String {
     format!("Allow the agent to call {tool} with {args}?")
 }
 
-/// Glob over characters: `*` matches any run (also empty), `?` exactly one character.
+/// Glob over tool names with `globset`: `*` matches any run (also empty), `?` exactly one
+/// character, `[abc]` and `{a,b}` as usual. A pattern that is not a valid glob matches only
+/// the name spelled exactly like it, so a broken pattern never widens a rule.
 fn glob_match(pattern: &str, text: &str) -> bool {
-    let pattern: Vec<char> = pattern.chars().collect();
-    let text: Vec<char> = text.chars().collect();
-    // Iterative matcher with one backtrack point (the last `*`): linear in practice and
-    // never recursive, so a hostile pattern cannot blow the stack.
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        match pattern.get(p) {
-            Some('*') => {
-                star = Some((p, t));
-                p += 1;
-            }
-            Some(&c) if c == '?' || c == text[t] => {
-                p += 1;
-                t += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    p = sp + 1;
-                    t = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
+    match globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+    {
+        Ok(glob) => glob.compile_matcher().is_match(text),
+        Err(_) => pattern == text,
     }
-    pattern[p..].iter().all(|&c| c == '*')
 }
 
 /// Whether `subset` is contained in `value`: objects key by key, recursively; anything
@@ -357,6 +340,10 @@ mod tests {
         assert!(!glob_match("read_*", "write_file"));
         assert!(!glob_match("read", "read_file"));
         assert!(!glob_match("a*b*c", "aXXbYY"));
+        assert!(glob_match("{read,list}_*", "list_dir"));
+        // Not a valid glob: only the exact name.
+        assert!(glob_match("[", "["));
+        assert!(!glob_match("[", "a"));
     }
 
     #[test]
