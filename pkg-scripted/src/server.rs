@@ -410,8 +410,7 @@ async fn completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let record = inner.opts.record;
-    let value = if record || inner.needs_body {
+    let value = if inner.opts.record || inner.needs_body {
         Some(serde_json::from_slice::<Value>(&body))
     } else {
         None
@@ -424,43 +423,7 @@ async fn completions(
             Err(e) => (Err(e.to_string()), None),
         },
     };
-
-    // Pick the reply and record the request under one lock, so the log order is the
-    // order in which script replies were handed out.
-    let picked = {
-        let mut st = inner.lock();
-        if record {
-            st.log.push(RecordedRequest {
-                path: uri.path().to_owned(),
-                headers: headers
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.as_str().to_owned(),
-                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                        )
-                    })
-                    .collect(),
-                body: value
-                    .cloned()
-                    .unwrap_or_else(|| Value::String(String::from_utf8_lossy(&body).into_owned())),
-            });
-        }
-        inner.requests.send_modify(|n| *n += 1);
-        match &info {
-            Err(_) => Err(None),
-            Ok(info) => {
-                let served = st.served;
-                match st.script.next(info.tool_messages, value) {
-                    Some(reply) => {
-                        st.served += 1;
-                        Ok((served, reply))
-                    }
-                    None => Err(Some(served)),
-                }
-            }
-        }
-    };
+    let picked = record_and_pick(&inner, &uri, &headers, &body, value, info.as_ref().ok());
     let info = match info {
         Ok(info) => info,
         Err(e) => {
@@ -473,7 +436,6 @@ async fn completions(
     let (index, reply) = match picked {
         Ok(p) => p,
         Err(served) => {
-            let served = served.unwrap_or(0);
             tracing::warn!("scripted server: script exhausted after {served} requests");
             return plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -482,7 +444,52 @@ async fn completions(
         }
     };
     tracing::debug!(index, stream = info.stream, "scripted server: answering");
+    answer(&inner, &info, index, &reply).await
+}
 
+/// Records the request (when recording) and picks the next scripted reply, under one lock,
+/// so the log order is the order in which script replies were handed out. `Err` holds how
+/// many replies were served before the script ran out (0 for a request that is not JSON).
+fn record_and_pick(
+    inner: &Inner,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+    value: Option<&Value>,
+    info: Option<&RequestInfo<'_>>,
+) -> Result<(usize, Reply), usize> {
+    let mut st = inner.lock();
+    if inner.opts.record {
+        st.log.push(RecordedRequest {
+            path: uri.path().to_owned(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: value
+                .cloned()
+                .unwrap_or_else(|| Value::String(String::from_utf8_lossy(body).into_owned())),
+        });
+    }
+    inner.requests.send_modify(|n| *n += 1);
+    let info = info.ok_or(0usize)?;
+    let served = st.served;
+    match st.script.next(info.tool_messages, value) {
+        Some(reply) => {
+            st.served += 1;
+            Ok((served, reply))
+        }
+        None => Err(served),
+    }
+}
+
+/// Renders one scripted reply and sends it: a status error, a whole body, or a paced stream.
+async fn answer(inner: &Inner, info: &RequestInfo<'_>, index: usize, reply: &Reply) -> Response {
     let ctx = Ctx {
         request_index: index,
         model: reply.served_model.as_deref().unwrap_or(&info.model),
@@ -493,7 +500,7 @@ async fn completions(
         include_usage: info.include_usage,
         quirks: inner.opts.quirks,
     };
-    let rendered = match render::render(&reply, &ctx) {
+    let rendered = match render::render(reply, &ctx) {
         Ok(r) => r,
         Err(e) => {
             return plain(
