@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let report = session
         .run("Delete the file notes.txt with the delete_file tool.")
         .await?;
-    println!("{}", report.text());
+    println!("{:?}", report.answer());
     session.shutdown().await;
     Ok(())
 }

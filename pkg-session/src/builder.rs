@@ -42,7 +42,7 @@ use crate::tool::{Tool, ToolSet};
 ///     .start()
 ///     .await?;
 /// let report = session.run("Say hello.").await?;
-/// println!("{}", report.text());
+/// println!("{}", report.answer()?);
 /// session.shutdown().await;
 /// # Ok(()) }
 /// ```

@@ -6,6 +6,7 @@
 //! # Layout
 //!
 //! * `session` and `builder`: the [`Session`] handle and its [`SessionBuilder`], the public face of the crate.
+//! * `stream`: [`Session::stream`], one turn's events ending with its [`TurnReport`].
 //! * `protocol`: the loop actor's messages (`LoopMsg`, `StepCommit`, turn coordinates);
 //!   actor, turn and batch depend on it, never on each other.
 //! * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
@@ -48,6 +49,7 @@ mod redact;
 mod restore;
 mod resume;
 mod session;
+mod stream;
 mod subject;
 pub mod tool;
 mod turn;
@@ -68,7 +70,8 @@ pub use restore::RestoreError;
 /// Re-exported so a tool's argument type can derive `JsonSchema` without naming another
 /// version of the crate.
 pub use schemars;
-pub use session::{Session, TurnOutcome, TurnReport};
+pub use session::{Session, TurnError, TurnOutcome, TurnReport};
+pub use stream::{TurnItem, TurnStream};
 pub use subject::{GateCall, GateScope, GateSubject};
 pub use tool::{FnTool, Tool, ToolError, ToolResult};
 pub use treadle_event as event;

@@ -6,8 +6,8 @@ use futures::StreamExt;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use treadle_event::{
-    Cause, EventFilter, EventKind, FailureCause, GateAnswer, InputId, LoopId, LoopScope, Message,
-    SessionId, Usage,
+    Cause, Event, EventFilter, EventKind, FailureCause, GateAnswer, InputId, LoopId, LoopScope,
+    Message, SessionId, Usage,
 };
 
 use crate::error::{GateError, RunError, SessionClosed, SubmitError};
@@ -72,18 +72,103 @@ pub struct TurnReport {
 }
 
 impl TurnReport {
-    /// The final answer, or the error or interruption reason.
-    pub fn text(&self) -> &str {
+    /// The final answer of a turn that ended with `TurnDone`; `None` for a failed or
+    /// interrupted turn, so an error is never printed as if it were the answer.
+    pub fn text(&self) -> Option<&str> {
         match &self.outcome {
-            TurnOutcome::Done { text } => text,
-            TurnOutcome::Failed { error, .. } => error,
-            TurnOutcome::Interrupted { reason } => reason,
+            TurnOutcome::Done { text } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The final answer, or why there is none as an error.
+    pub fn answer(&self) -> Result<&str, TurnError> {
+        match &self.outcome {
+            TurnOutcome::Done { text } => Ok(text),
+            TurnOutcome::Failed { error, cause } => Err(TurnError::Failed {
+                error: error.clone(),
+                cause: *cause,
+            }),
+            TurnOutcome::Interrupted { reason } => Err(TurnError::Interrupted {
+                reason: reason.clone(),
+            }),
         }
     }
 
     pub fn is_done(&self) -> bool {
         matches!(self.outcome, TurnOutcome::Done { .. })
     }
+
+    /// The report a terminal event (or the cancellation of input `input`) makes, if
+    /// `event` ends that input's turn.
+    pub(crate) fn from_event(input: InputId, event: &Event) -> Option<TurnReport> {
+        if let EventKind::InputCancelled {
+            input: cancelled,
+            reason,
+        } = &event.kind
+            && *cancelled == input
+        {
+            // Shutdown cancelled the input before it ran.
+            let outcome = TurnOutcome::Failed {
+                error: reason.clone(),
+                cause: FailureCause::Other,
+            };
+            return Some(TurnReport {
+                input,
+                outcome,
+                steps: 0,
+                usage: Usage::default(),
+            });
+        }
+        if event.header.cause != Some(Cause::Input(input)) {
+            return None;
+        }
+        let (outcome, steps, usage) = match &event.kind {
+            EventKind::TurnDone { text, steps, usage } => {
+                (TurnOutcome::Done { text: text.clone() }, *steps, *usage)
+            }
+            EventKind::TurnFailed {
+                error,
+                steps,
+                usage,
+                failure,
+            } => (
+                TurnOutcome::Failed {
+                    error: error.clone(),
+                    cause: *failure,
+                },
+                *steps,
+                *usage,
+            ),
+            EventKind::TurnInterrupted {
+                reason,
+                steps,
+                usage,
+            } => (
+                TurnOutcome::Interrupted {
+                    reason: reason.clone(),
+                },
+                *steps,
+                *usage,
+            ),
+            _ => return None,
+        };
+        Some(TurnReport {
+            input,
+            outcome,
+            steps,
+            usage,
+        })
+    }
+}
+
+/// Why a turn gave no answer, from [`TurnReport::answer`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TurnError {
+    #[error("{error}")]
+    Failed { error: String, cause: FailureCause },
+    #[error("{reason}")]
+    Interrupted { reason: String },
 }
 
 impl Session {
@@ -236,62 +321,9 @@ impl Session {
         let input = self.submit_with(input, options).await?;
         while let Some(delivery) = events.next().await {
             let event = delivery?.event;
-            if let EventKind::InputCancelled {
-                input: cancelled,
-                reason,
-            } = &event.kind
-                && *cancelled == input
-            {
-                // Shutdown cancelled the input before it ran.
-                return Ok(TurnReport {
-                    input,
-                    outcome: TurnOutcome::Failed {
-                        error: reason.clone(),
-                        cause: FailureCause::Other,
-                    },
-                    steps: 0,
-                    usage: Usage::default(),
-                });
+            if let Some(report) = TurnReport::from_event(input, &event) {
+                return Ok(report);
             }
-            if event.header.cause != Some(Cause::Input(input)) {
-                continue;
-            }
-            let (outcome, steps, usage) = match &event.kind {
-                EventKind::TurnDone { text, steps, usage } => {
-                    (TurnOutcome::Done { text: text.clone() }, *steps, *usage)
-                }
-                EventKind::TurnFailed {
-                    error,
-                    steps,
-                    usage,
-                    failure,
-                } => (
-                    TurnOutcome::Failed {
-                        error: error.clone(),
-                        cause: *failure,
-                    },
-                    *steps,
-                    *usage,
-                ),
-                EventKind::TurnInterrupted {
-                    reason,
-                    steps,
-                    usage,
-                } => (
-                    TurnOutcome::Interrupted {
-                        reason: reason.clone(),
-                    },
-                    *steps,
-                    *usage,
-                ),
-                _ => continue,
-            };
-            return Ok(TurnReport {
-                input,
-                outcome,
-                steps,
-                usage,
-            });
         }
         Err(RunError::Closed)
     }

@@ -263,7 +263,7 @@ async fn turns(
 ) -> Result<Turns, RunError> {
     let first = run_turn(session, &step.prompt, cancel).await?;
     let mut turns = Turns {
-        text: first.text().to_owned(),
+        text: outcome_text(&first),
         usage: first.usage,
         steps: first.steps,
         last: first,
@@ -279,12 +279,20 @@ async fn turns(
         turns.steps += again.steps;
         // The answer to the reminder is often only the verdict call; the first turn's text
         // stays the step's answer unless the second one says something.
-        if !again.is_done() || !again.text().trim().is_empty() {
-            turns.text = again.text().to_owned();
+        if !again.is_done() || again.text().is_some_and(|text| !text.trim().is_empty()) {
+            turns.text = outcome_text(&again);
         }
         turns.last = again;
     }
     Ok(turns)
+}
+
+/// The answer of a turn, or the reason it has none (for the step's record).
+fn outcome_text(report: &TurnReport) -> String {
+    match report.answer() {
+        Ok(text) => text.to_owned(),
+        Err(why) => why.to_string(),
+    }
 }
 
 /// Runs one turn, interrupting it when `cancel` fires.

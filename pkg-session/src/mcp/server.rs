@@ -43,7 +43,7 @@ use crate::tool::{Tool, ToolError};
 ///     .start()
 ///     .await?;
 /// let report = session.run("List the files here.").await?;
-/// println!("{}", report.text());
+/// println!("{}", report.answer()?);
 ///
 /// session.shutdown().await;
 /// files.shutdown().await;
