@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 use treadle_event::{EventFilter, LoopScope, Usage};
 use treadle_hook::Hook;
 use treadle_session::{
-    ApiKey, Journal, RunError, Session, StartError, Tool, TurnOutcome, TurnReport,
+    ApiKey, Journal, RunError, Session, SessionBuilder, StartError, Tool, TurnOutcome, TurnReport,
 };
 
 use super::budget::BudgetGuard;
@@ -111,28 +111,18 @@ fn secrets_of(step: &AgentStep) -> Vec<String> {
         .collect()
 }
 
-/// Runs the session of the step with its tools (the verdict tool is added here).
-async fn run_session(
+/// The session of the step: its endpoint, model, key, tools, budget guard and limits.
+fn session_builder(
     step: &AgentStep,
     journal: &Journal,
-    observer: &dyn AgentObserver,
-    cancel: &CancellationToken,
-    mut tools: Vec<Arc<dyn Tool>>,
-) -> Result<AgentOutcome, AgentError> {
-    let slot = VerdictSlot::default();
-    if !step.verdicts.is_empty() {
-        tools.push(Arc::new(VerdictTool::new(
-            step.verdicts.clone(),
-            slot.clone(),
-        )));
-    }
-    let guard = Arc::new(BudgetGuard::new(step.budgets.clone()));
-
+    tools: Vec<Arc<dyn Tool>>,
+    guard: Arc<BudgetGuard>,
+) -> SessionBuilder {
     let mut builder = Session::builder()
         .endpoint(step.model.base_url.clone())
         .model(step.model.model.clone())
         .tools(tools)
-        .hooks([guard.clone() as Arc<dyn Hook>])
+        .hooks([guard as Arc<dyn Hook>])
         // Nobody watches a pipeline's agent step: a guard's question is denied
         // (approval_required), never left waiting.
         .headless(true)
@@ -163,7 +153,29 @@ async fn run_session(
     if let Some(bytes) = step.model_response {
         builder = builder.max_response_bytes(bytes);
     }
-    let session = builder.start().await?;
+    builder
+}
+
+/// Runs the session of the step with its tools (the verdict tool is added here).
+async fn run_session(
+    step: &AgentStep,
+    journal: &Journal,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+    mut tools: Vec<Arc<dyn Tool>>,
+) -> Result<AgentOutcome, AgentError> {
+    let slot = VerdictSlot::default();
+    if !step.verdicts.is_empty() {
+        tools.push(Arc::new(VerdictTool::new(
+            step.verdicts.clone(),
+            slot.clone(),
+        )));
+    }
+    let guard = Arc::new(BudgetGuard::new(step.budgets.clone()));
+
+    let session = session_builder(step, journal, tools, guard.clone())
+        .start()
+        .await?;
 
     guard.attach(session.subscribe(EventFilter {
         ephemeral: LoopScope::None,
