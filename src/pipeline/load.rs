@@ -126,16 +126,11 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
     match err.without_snippet() {
         YamlError::SerdeUnknownField {
             field, expected, ..
-        } => {
-            let hint = match did_you_mean(field, expected.iter().copied()) {
-                Some(near) => format!(
-                    "did you mean `{near}`? keys allowed here: {}",
-                    expected.join(", ")
-                ),
-                None => format!("keys allowed here: {}", expected.join(", ")),
-            };
-            d(Problem::UnknownKey, format!("unknown key `{field}`"), hint)
-        }
+        } => d(
+            Problem::UnknownKey,
+            format!("unknown key `{field}`"),
+            keys_hint(field, expected),
+        ),
         YamlError::SerdeInvalidType {
             unexpected,
             expected,
@@ -168,12 +163,7 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
             "split the pipeline into several files or simplify it".to_owned(),
         ),
         YamlError::InvalidScalar { ty, .. } => {
-            let expected = match *ty {
-                t if t.starts_with('u') || t.starts_with('i') => "a whole number",
-                t if t.starts_with('f') => "a number",
-                "bool" => "true or false",
-                t => t,
-            };
+            let expected = scalar_words(ty);
             d(
                 Problem::WrongType,
                 format!("wrong type{}: expected {expected}", of_key(text, pos)),
@@ -221,6 +211,27 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
                 hint,
             )
         }
+    }
+}
+
+/// The hint for an unknown key: the likely one it misspells, and every key allowed.
+fn keys_hint(field: &str, expected: &[&str]) -> String {
+    match did_you_mean(field, expected.iter().copied()) {
+        Some(near) => format!(
+            "did you mean `{near}`? keys allowed here: {}",
+            expected.join(", ")
+        ),
+        None => format!("keys allowed here: {}", expected.join(", ")),
+    }
+}
+
+/// A Rust scalar type's name as a reader of the file says it.
+fn scalar_words(ty: &str) -> &str {
+    match ty {
+        t if t.starts_with('u') || t.starts_with('i') => "a whole number",
+        t if t.starts_with('f') => "a number",
+        "bool" => "true or false",
+        t => t,
     }
 }
 
