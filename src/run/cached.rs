@@ -206,19 +206,8 @@ impl<'a> Ctx<'a> {
             r.error = None;
             Some(r.clone())
         });
-        self.emit(Event::StepFinished {
-            run: self.run,
-            seq: entry.seq,
-            name: entry.name.clone(),
-            kind: entry.kind,
-            depth: entry.depth,
-            status: StepStatus::Succeeded,
-            duration_ms: took,
-            exit_code: outcome.exit_code,
-            verdict: outcome.verdict.clone(),
-            error: None,
-            asserts: Vec::new(),
-        });
+        // The record now holds the outcome's exit code and verdict, which the line shows.
+        self.finished(entry, &Done::ok(), std::time::Duration::from_millis(took));
         let mine = Outcome {
             run: self.run,
             seq: entry.seq,

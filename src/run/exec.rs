@@ -280,7 +280,8 @@ impl<'a> Ctx<'a> {
         .boxed()
     }
 
-    fn finished(&self, entry: &Entry, done: &Done, took: Duration) {
+    /// Shows that a step (or one attempt of it) ended, with what its record holds.
+    pub(crate) fn finished(&self, entry: &Entry, done: &Done, took: Duration) {
         let (exit_code, verdict) = self
             .records
             .lock()
