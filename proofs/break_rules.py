@@ -33,8 +33,8 @@ breaks = [
   "            .then(|| None::<StagedStep>)",
   "gate_survival"),
  ("idempotent-append", "pkg-session/src/journal/writer.rs",
-  "                    if let Some(seq) = existing {",
-  "                    if let Some(seq) = existing.filter(|_| false) {",
+  "            if let Some(seq) = existing {",
+  "            if let Some(seq) = existing.filter(|_| false) {",
   "idempotent_append"),
 ]
 only = sys.argv[1:] 
