@@ -239,6 +239,8 @@ async fn a_gate_deadline_that_passes_denies_and_closes_the_gate() {
         .start()
         .await
         .expect("start");
+    // Someone watches (so the gate opens and waits) but never answers.
+    let _watcher = session.subscribe(treadle_event::EventFilter::enduring_only());
     let started = Instant::now();
     let report = session.run("go").await.expect("run");
     assert!(report.is_done(), "{report:?}");
