@@ -24,21 +24,21 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::FutureExt;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
-use treadle_event::{Block, Event, EventKind, GateAnswer, GateId, Message, Role, StepId};
+use treadle_event::{Block, EventKind, GateAnswer, GateId, Message, Role, StepId};
 use treadle_hook::{APPROVAL_REQUIRED, Active, Authorization, HookCall, Outcome, Payload};
 
 use crate::context::LoopContext;
-use crate::gate::GateRequest;
+use crate::gate;
 use crate::protocol::{GateOpen, LoopMsg, TurnCoords};
 use crate::resume::{self, PriorGate};
-use crate::subject::{GateCall, GateSubject, StagedStep};
+use crate::subject::{GateCall, GateRequest, GateSubject, StagedStep};
 
 /// A tool call as the model wrote it.
 pub(crate) struct Call {
@@ -367,7 +367,8 @@ async fn open_gate(
     let deadline = ctx.batch.gate_deadline;
     let gate = GateId::new();
     let handler = ctx.batch.on_gate.clone();
-    if handler.is_none() && !announced_to_anyone(scope, gate, question) {
+    let header = ctx.turn_header(scope.coords, Some(scope.step));
+    if handler.is_none() && !gate::announced(ctx, header, gate, question) {
         // Nobody would see the gate, so waiting out the deadline only stalls the turn.
         return Err(Permission::Refused(format!(
             "{APPROVAL_REQUIRED}: this call needs approval and nobody can answer: the \
@@ -393,7 +394,7 @@ async fn open_gate(
         step: scope.step,
         gate,
         question: question.to_owned(),
-        subject: GateSubject::for_call(call, hook, deadline_at_ms(deadline), scope.staged),
+        subject: GateSubject::for_call(call, hook, gate::deadline_at_ms(deadline), scope.staged),
         answer: answer_tx,
     };
     match scope
@@ -424,20 +425,6 @@ async fn open_gate(
             "the session stopped before the gate opened".into(),
         )),
     }
-}
-
-/// Whether a subscriber outside the session would see this gate's `GateOpened`.
-fn announced_to_anyone(scope: &BatchScope<'_>, gate: GateId, question: &str) -> bool {
-    let ctx = scope.ctx;
-    let probe = Event::new(
-        ctx.turn_header(scope.coords, Some(scope.step)),
-        EventKind::GateOpened {
-            gate,
-            question: question.to_owned(),
-            subject: serde_json::Value::Null,
-        },
-    );
-    ctx.hub.watched(&probe)
 }
 
 fn answer_json(permission: &Permission) -> serde_json::Value {
@@ -479,14 +466,6 @@ async fn wait(
             }
         }
     }
-}
-
-fn deadline_at_ms(deadline: Duration) -> u64 {
-    SystemTime::now()
-        .checked_add(deadline)
-        .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(u64::MAX)
 }
 
 /// Runs one prepared call between its Started and Completed events.

@@ -13,7 +13,6 @@ use crate::actor::{LoopActor, LoopArgs};
 use crate::context::{BatchConfig, LoopContext};
 use crate::delegate::{self, DelegateTool, SubAgent};
 use crate::error::StartError;
-use crate::gate::GateRequest;
 use crate::hub::{Hub, HubOptions};
 use crate::inference::{
     ApiKey, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, ModelClient, ModelConfig,
@@ -25,6 +24,7 @@ use crate::redact::Secrets;
 use crate::restore::{self, RestoreError, Restored, RestoredLoop};
 use crate::resume::{self, ResumedTurn};
 use crate::session::{Session, SessionParts};
+use crate::subject::GateRequest;
 use crate::tool::{Tool, ToolSet};
 
 /// Configures and starts a [`Session`].

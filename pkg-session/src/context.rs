@@ -7,12 +7,12 @@ use treadle_event::{Cause, Event, EventKind, Header, LoopId, SessionId, StepId, 
 use treadle_hook::HookRunner;
 
 use crate::approvals::Approvals;
-use crate::gate::GateHandler;
 use crate::hub::Hub;
 use crate::inference::ModelClient;
 use crate::journal::{AppendError, SessionClaim};
 use crate::protocol::TurnCoords;
 use crate::redact::Secrets;
+use crate::subject::GateHandler;
 use crate::tool::ToolSet;
 
 /// The fixed configuration of one loop. Built once; turns hold it behind an `Arc`.

@@ -30,64 +30,14 @@
 
 use std::collections::HashMap;
 
-use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::future::BoxFuture;
 use tokio::sync::oneshot;
-use treadle_event::{Event, EventKind, GateAnswer, GateId, StepId, TurnId};
+use treadle_event::{Event, EventKind, GateAnswer, GateId, Header, StepId, TurnId};
 
 use crate::context::LoopContext;
 use crate::error::GateError;
 use crate::protocol::{GateOpen, TurnCoords};
-use crate::subject::GateSubject;
-
-/// A permission question, typed: which tool call waits, and why. Handed to the
-/// [`on_gate`](crate::SessionBuilder::on_gate) handler, or read from a `GateOpened` event
-/// with [`GateRequest::from_event`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct GateRequest {
-    /// Answer it with this id ([`Session::respond_gate`](crate::Session::respond_gate)).
-    pub gate: GateId,
-    pub call_id: String,
-    /// The tool the model called.
-    pub tool: String,
-    /// The call's arguments, parsed and checked against the tool's schema.
-    pub arguments: serde_json::Value,
-    /// Why permission is asked: the guard's question.
-    pub reason: String,
-    /// The hook whose guard asked.
-    pub asked_by: String,
-}
-
-impl GateRequest {
-    /// The request a `GateOpened` event announces; `None` for other events and for gates
-    /// that are not over a tool call.
-    pub fn from_event(event: &Event) -> Option<Self> {
-        let EventKind::GateOpened {
-            gate,
-            question,
-            subject,
-        } = &event.kind
-        else {
-            return None;
-        };
-        let subject = GateSubject::from_value(subject)?;
-        let call = subject.calls.into_iter().next()?;
-        Some(GateRequest {
-            gate: *gate,
-            call_id: call.call_id,
-            tool: call.name,
-            arguments: call.arguments,
-            reason: question.clone(),
-            asked_by: subject.asked_by,
-        })
-    }
-}
-
-/// The session's answerer of permission gates, set with
-/// [`SessionBuilder::on_gate`](crate::SessionBuilder::on_gate).
-pub(crate) type GateHandler =
-    Arc<dyn Fn(GateRequest) -> BoxFuture<'static, GateAnswer> + Send + Sync + 'static>;
 
 /// An open gate the loop actor takes over at restore, under its original id.
 pub(crate) struct AdoptedGate {
@@ -199,4 +149,27 @@ impl Gates {
             }
         }
     }
+}
+
+/// Whether a subscriber outside the session would see a `GateOpened` with this header: if
+/// not (and there is no `on_gate` handler), nobody can answer the gate.
+pub(crate) fn announced(ctx: &LoopContext, header: Header, gate: GateId, question: &str) -> bool {
+    let probe = Event::new(
+        header,
+        EventKind::GateOpened {
+            gate,
+            question: question.to_owned(),
+            subject: serde_json::Value::Null,
+        },
+    );
+    ctx.hub.watched(&probe)
+}
+
+/// The wall-clock instant `deadline` from now, in milliseconds since the Unix epoch.
+pub(crate) fn deadline_at_ms(deadline: Duration) -> u64 {
+    SystemTime::now()
+        .checked_add(deadline)
+        .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(u64::MAX)
 }

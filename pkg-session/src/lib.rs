@@ -61,7 +61,6 @@ pub use async_trait::async_trait;
 pub use builder::SessionBuilder;
 pub use delegate::SubAgent;
 pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
-pub use gate::GateRequest;
 pub use hub::{Subscription, SubscriptionLost};
 pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
 pub use journal::{Journal, JournalOptions};
@@ -72,7 +71,7 @@ pub use restore::RestoreError;
 pub use schemars;
 pub use session::{Session, TurnError, TurnOutcome, TurnReport};
 pub use stream::{TurnItem, TurnStream};
-pub use subject::{GateCall, GateScope, GateSubject};
+pub use subject::{GateCall, GateRequest, GateScope, GateSubject};
 pub use tool::{FnTool, Tool, ToolError, ToolResult};
 pub use treadle_event as event;
 

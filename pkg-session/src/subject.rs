@@ -1,4 +1,5 @@
-//! The typed subject of a permission gate, as journaled in `GateOpened`.
+//! The typed subject of a permission gate, as journaled in `GateOpened`, and the typed
+//! request a gate's answerer gets.
 //!
 //! The event type keeps the subject as JSON (pipelines journal their own approval subjects);
 //! the session writes and reads its tool-call gates only through [`GateSubject`], so the
@@ -15,9 +16,12 @@
 //! }
 //! ```
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use treadle_event::{Message, StepId, Usage};
+use treadle_event::{Event, EventKind, GateAnswer, GateId, Message, StepId, Usage};
 
 /// The step a gate parked: what the turn needs to run its batch and commit it, without
 /// asking the model again. Journaled as `resume` of every tool-call gate's subject.
@@ -104,3 +108,51 @@ impl GateSubject {
         self.calls.iter().map(|call| call.call_id.as_str())
     }
 }
+
+/// A permission question, typed: which tool call waits, and why. Handed to the
+/// [`on_gate`](crate::SessionBuilder::on_gate) handler, or read from a `GateOpened` event
+/// with [`GateRequest::from_event`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateRequest {
+    /// Answer it with this id ([`Session::respond_gate`](crate::Session::respond_gate)).
+    pub gate: GateId,
+    pub call_id: String,
+    /// The tool the model called.
+    pub tool: String,
+    /// The call's arguments, parsed and checked against the tool's schema.
+    pub arguments: serde_json::Value,
+    /// Why permission is asked: the guard's question.
+    pub reason: String,
+    /// The hook whose guard asked.
+    pub asked_by: String,
+}
+
+impl GateRequest {
+    /// The request a `GateOpened` event announces; `None` for other events and for gates
+    /// that are not over a tool call.
+    pub fn from_event(event: &Event) -> Option<Self> {
+        let EventKind::GateOpened {
+            gate,
+            question,
+            subject,
+        } = &event.kind
+        else {
+            return None;
+        };
+        let subject = GateSubject::from_value(subject)?;
+        let call = subject.calls.into_iter().next()?;
+        Some(GateRequest {
+            gate: *gate,
+            call_id: call.call_id,
+            tool: call.name,
+            arguments: call.arguments,
+            reason: question.clone(),
+            asked_by: subject.asked_by,
+        })
+    }
+}
+
+/// The session's answerer of permission gates, set with
+/// [`SessionBuilder::on_gate`](crate::SessionBuilder::on_gate).
+pub(crate) type GateHandler =
+    Arc<dyn Fn(GateRequest) -> BoxFuture<'static, GateAnswer> + Send + Sync + 'static>;
