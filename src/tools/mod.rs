@@ -36,7 +36,6 @@ use std::sync::Arc;
 use treadle_session::Tool;
 
 use targets::Declared;
-use targets::Writes::{Anything, PathArg};
 
 pub use masked::Masked;
 pub use output::{MAX_OUTPUT_BYTES, truncate};
@@ -103,9 +102,9 @@ fn build(name: &str, workspace: &Workspace) -> Result<Arc<dyn Tool>, UnknownTool
         "read_file" => Arc::new(files::read_file(ws)),
         "list_dir" => Arc::new(files::list_dir(ws)),
         "search_files" => Arc::new(search::search_files(ws)),
-        "write_file" => Arc::new(Declared::new(files::write_file(ws.clone()), ws, PathArg)),
-        "edit_file" => Arc::new(Declared::new(files::edit_file(ws.clone()), ws, PathArg)),
-        "run_shell" => Arc::new(Declared::new(shell::run_shell(ws.clone()), ws, Anything)),
+        "write_file" => Arc::new(Declared::new(files::write_file(ws.clone()), ws)),
+        "edit_file" => Arc::new(Declared::new(files::edit_file(ws.clone()), ws)),
+        "run_shell" => Arc::new(shell::run_shell(ws)),
         other => {
             return Err(UnknownTool {
                 name: other.to_owned(),

@@ -46,6 +46,9 @@ pub(super) fn run_shell(ws: Workspace) -> impl Tool {
             async move { run(&ws, &args).await }
         },
     )
+    // It may write any file of the step directory, which no single target can say: it
+    // runs alone, after the calls before it and before the calls after it.
+    .sequential(true)
 }
 
 async fn run(ws: &Workspace, args: &ShellArgs) -> Result<String, ToolError> {

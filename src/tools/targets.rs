@@ -1,13 +1,13 @@
-//! What each built-in tool's call writes, declared to the session's batch planner
-//! ([`Tool::write_target`], [`Tool::sequential`]) so that calls of one batch that write
-//! the same thing never run at the same time.
+//! The file a built-in file tool's call writes, declared to the session's batch planner
+//! ([`Tool::write_target`]) so that calls of one batch that write the same file never run
+//! at the same time.
 //!
-//! * `write_file` and `edit_file` write the file their `path` names. The target is the
-//!   path as the workspace resolves it, so `a.txt`, `./a.txt` and `dir/../a.txt` (or a
-//!   path through a symlink) are one target and their calls run one after another.
-//! * `run_shell` may write any file of the step directory, which no single target can
-//!   say: it runs alone, after the calls before it and before the calls after it.
-//! * The read-only tools write nothing and run in parallel with anything.
+//! `write_file` and `edit_file` write the file their `path` names. The target is the path
+//! as the workspace resolves it, so `a.txt`, `./a.txt` and `dir/../a.txt` (or a path
+//! through a symlink) are one target and their calls run one after another. (FnTool's own
+//! `write_target_arg` compares the raw text, which would let those spellings race.)
+//! `run_shell` may write anything, so it is an FnTool marked `sequential` (see `shell`);
+//! the read-only tools write nothing and run in parallel with anything.
 
 use std::sync::Arc;
 
@@ -15,28 +15,17 @@ use treadle_session::{Tool, ToolError};
 
 use super::Workspace;
 
-/// What a tool writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Writes {
-    /// The file named by the `path` argument.
-    PathArg,
-    /// Anything in the step directory.
-    Anything,
-}
-
-/// A built-in tool with its writes declared.
+/// A built-in file tool whose write target is its resolved `path` argument.
 pub(super) struct Declared {
     inner: Arc<dyn Tool>,
     ws: Workspace,
-    writes: Writes,
 }
 
 impl Declared {
-    pub(super) fn new(inner: impl Tool, ws: Workspace, writes: Writes) -> Self {
+    pub(super) fn new(inner: impl Tool, ws: Workspace) -> Self {
         Self {
             inner: Arc::new(inner),
             ws,
-            writes,
         }
     }
 }
@@ -56,12 +45,9 @@ impl Tool for Declared {
         self.inner.call(arguments).await
     }
     fn sequential(&self) -> bool {
-        self.writes == Writes::Anything
+        self.inner.sequential()
     }
     fn write_target(&self, arguments: &serde_json::Value) -> Option<String> {
-        if self.writes != Writes::PathArg {
-            return None;
-        }
         let path = arguments.get("path")?.as_str()?;
         // A path the workspace refuses is refused by the call too; its raw text is target
         // enough to keep two such calls in order.
