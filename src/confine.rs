@@ -59,9 +59,29 @@ pub enum ConfineError {
     },
 }
 
+/// Why this machine has no Landlock to confine commands with.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    /// The kernel has it but does not turn it on.
+    #[error(
+        "Landlock is built into this kernel but not enabled \
+         (add `landlock` to the `lsm=` boot parameter)"
+    )]
+    NotEnabled,
+    /// The kernel was built without it.
+    #[error(
+        "this kernel has no Landlock (Linux 5.13 or later with \
+         CONFIG_SECURITY_LANDLOCK is needed)"
+    )]
+    NotBuilt,
+    /// The probe failed some other way.
+    #[error("the Landlock probe failed: {0}")]
+    Probe(std::io::Error),
+}
+
 /// The Landlock ABI version this kernel offers, or why there is none. Probed once.
-fn probe() -> &'static Result<i32, String> {
-    static PROBE: OnceLock<Result<i32, String>> = OnceLock::new();
+fn probe() -> &'static Result<i32, Unavailable> {
+    static PROBE: OnceLock<Result<i32, Unavailable>> = OnceLock::new();
     PROBE.get_or_init(|| {
         // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the VERSION flag
         // only returns the ABI version (or an error); it reads and creates nothing.
@@ -78,13 +98,9 @@ fn probe() -> &'static Result<i32, String> {
         } else {
             let err = std::io::Error::last_os_error();
             Err(match err.raw_os_error() {
-                Some(libc::EOPNOTSUPP) => "Landlock is built into this kernel but not enabled \
-                     (add `landlock` to the `lsm=` boot parameter)"
-                    .to_owned(),
-                Some(libc::ENOSYS) => "this kernel has no Landlock (Linux 5.13 or later with \
-                     CONFIG_SECURITY_LANDLOCK is needed)"
-                    .to_owned(),
-                _ => format!("the Landlock probe failed: {err}"),
+                Some(libc::EOPNOTSUPP) => Unavailable::NotEnabled,
+                Some(libc::ENOSYS) => Unavailable::NotBuilt,
+                _ => Unavailable::Probe(err),
             })
         }
     })
@@ -96,8 +112,8 @@ pub fn abi() -> Option<i32> {
 }
 
 /// Why commands run unconfined on this machine, or `None` when Landlock is there.
-pub fn unavailable() -> Option<&'static str> {
-    probe().as_ref().err().map(String::as_str)
+pub fn unavailable() -> Option<&'static Unavailable> {
+    probe().as_ref().err()
 }
 
 /// Makes `cmd` confined to `dir` when it starts. Without Landlock it does nothing (the
@@ -183,7 +199,8 @@ mod tests {
     #[tokio::test]
     async fn a_confined_command_stays_in_its_directory() {
         let Some(version) = abi() else {
-            crate::console::tell!("SKIP: {}", unavailable().unwrap_or("no Landlock"));
+            let why = unavailable().map_or("no Landlock".to_owned(), ToString::to_string);
+            crate::console::tell!("SKIP: {why}");
             return;
         };
         crate::console::tell!("Landlock ABI {version}");

@@ -27,10 +27,8 @@ plan:
 #[test]
 fn a_task_cannot_reach_other_steps_or_the_project() {
     let Some(abi) = treadle::confine::abi() else {
-        eprintln!(
-            "SKIP: {}",
-            treadle::confine::unavailable().unwrap_or("no Landlock")
-        );
+        let why = treadle::confine::unavailable().map_or("no Landlock".into(), |w| w.to_string());
+        eprintln!("SKIP: {why}");
         return;
     };
     eprintln!("Landlock ABI {abi}");

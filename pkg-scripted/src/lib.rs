@@ -60,7 +60,7 @@
 //! * `serde` / `serde_json`: request parsing and chunk serialization.
 //! * `futures`: `stream::unfold` for paced, cut and blocking bodies.
 //! * `bytes`: one buffer per answer, sliced into frames without copying.
-//! * `thiserror`: [`ServerError`], [`ScriptError`].
+//! * `thiserror`: [`ServerError`], [`ScriptError`], [`InvalidReply`].
 //! * `tracing`: debug logs; a warning when the script runs out.
 //! * `clap`: argument parsing of the binary only.
 //!
@@ -73,5 +73,5 @@ mod script;
 mod server;
 
 pub use reply::{Reply, ToolCall, Usage};
-pub use script::{Script, ScriptError};
+pub use script::{InvalidReply, Script, ScriptError};
 pub use server::{RecordedRequest, ScriptedServer, ServerBuilder, ServerError};

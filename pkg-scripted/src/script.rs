@@ -164,8 +164,20 @@ pub enum ScriptError {
         /// Zero-based position in the list.
         index: usize,
         /// What is wrong with it.
-        reason: String,
+        reason: InvalidReply,
     },
+}
+
+/// What makes one reply object describe no reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidReply {
+    /// None or several of the reply kinds.
+    #[error("needs exactly one of `text`, `tool_calls`, `status`, `malformed`")]
+    Kind,
+    /// Both ways of ending a stream early.
+    #[error("`cut_after` and `block_after` exclude each other")]
+    CutAndBlock,
 }
 
 #[derive(Deserialize)]
@@ -204,7 +216,7 @@ struct UsageSpec {
 }
 
 impl ReplySpec {
-    fn into_reply(self) -> Result<Reply, String> {
+    fn into_reply(self) -> Result<Reply, InvalidReply> {
         let calls = self.tool_calls.map(|calls| {
             calls
                 .into_iter()
@@ -238,9 +250,7 @@ impl ReplySpec {
             }
             (None, None, None, true) => Reply::malformed(),
             _ => {
-                return Err(
-                    "needs exactly one of `text`, `tool_calls`, `status`, `malformed`".into(),
-                );
+                return Err(InvalidReply::Kind);
             }
         };
         if let Some(reasoning) = self.reasoning {
@@ -258,7 +268,7 @@ impl ReplySpec {
         }
         match (self.cut_after, self.block_after) {
             (Some(_), Some(_)) => {
-                return Err("`cut_after` and `block_after` exclude each other".into());
+                return Err(InvalidReply::CutAndBlock);
             }
             (Some(n), None) => reply = reply.cut_after(n),
             (None, Some(n)) => reply = reply.block_after(n),

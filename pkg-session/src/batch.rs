@@ -225,7 +225,7 @@ async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: Option<PriorGate>) 
         }
     };
     if let Err(problems) = ctx.tools.check(&call.name, &arguments) {
-        return Prepared::Refused(problems);
+        return Prepared::Refused(problems.to_string());
     }
     if ctx.hooks.is_empty() {
         return Prepared::Ready {

@@ -225,6 +225,23 @@ pub(crate) fn schema_of<T: JsonSchema>() -> serde_json::Value {
     schema
 }
 
+/// A tool call's arguments that do not fit the tool's parameter schema; its text is what
+/// the model is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "arguments of {tool} do not fit its parameter schema: {}{}",
+    problems.join("; "),
+    if *more { "; ..." } else { "" }
+)]
+pub(crate) struct ArgumentsMismatch {
+    /// The tool's name.
+    pub tool: String,
+    /// The first few problems, each with its place in the arguments.
+    pub problems: Vec<String>,
+    /// Whether there were more than those.
+    pub more: bool,
+}
+
 /// The tools of one loop, by name, with their specs and argument validators computed once.
 #[derive(Clone, Default)]
 pub(crate) struct ToolSet {
@@ -275,7 +292,11 @@ impl ToolSet {
 
     /// Checks `arguments` against the schema of tool `name`. The error lists what is wrong
     /// (at most a few problems, each with its place in the arguments), for the model.
-    pub(crate) fn check(&self, name: &str, arguments: &serde_json::Value) -> Result<(), String> {
+    pub(crate) fn check(
+        &self,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<(), ArgumentsMismatch> {
         const SHOWN: usize = 5;
         let Some(validator) = self.by_name.get(name).and_then(|e| e.validator.as_ref()) else {
             return Ok(());
@@ -295,15 +316,12 @@ impl ToolSet {
         if problems.is_empty() {
             return Ok(());
         }
-        let more = if problems.len() > SHOWN { "; ..." } else { "" };
-        let shown = problems
-            .into_iter()
-            .take(SHOWN)
-            .collect::<Vec<_>>()
-            .join("; ");
-        Err(format!(
-            "arguments of {name} do not fit its parameter schema: {shown}{more}"
-        ))
+        let more = problems.len() > SHOWN;
+        Err(ArgumentsMismatch {
+            tool: name.to_owned(),
+            problems: problems.into_iter().take(SHOWN).collect(),
+            more,
+        })
     }
 
     pub(crate) fn specs(&self) -> &[ToolSpec] {

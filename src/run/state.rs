@@ -1,10 +1,11 @@
 //! The state file: runs, their steps, agent events, usage and approvals in one redb
 //! database, `.treadle/state.redb`, which is also the agent sessions' journal.
 //!
-//! The session [`Journal`] opens the file (it owns the writer thread and its tables
-//! `events.v1`, `event_ids.v1`, `session_seqs.v1`); the store keeps its own tables in the
-//! same database through [`Journal::database`]. redb serializes write transactions, so
-//! the store's writes simply take turns with the journal's batches.
+//! The store owns the file: it opens the redb database and then the session [`Journal`]
+//! inside it ([`Journal::open_in`]), which adds its writer thread and its tables
+//! (`events.v1`, `event_ids.v1`, `session_seqs.v1`) and never hands the database out.
+//! redb serializes write transactions, so the store's writes simply take turns with the
+//! journal's batches.
 //!
 //! Values are versioned bytes (a format byte, then JSON) so that a later schema can still
 //! read older files. redb is synchronous; the executor calls this from blocking tasks.
@@ -19,7 +20,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use treadle_session::Journal;
-use treadle_session::journal::JournalOpenError;
+use treadle_session::journal::{self, JournalOpenError, JournalOptions};
 
 pub use super::approval::{ApprovalRecord, ApprovalStatus};
 
@@ -234,7 +235,7 @@ impl Store {
     /// first, then the store's tables beside the journal's.
     pub fn open(path: &Path) -> Result<Self, StateError> {
         let lock = super::state_lock::acquire(path)?;
-        let journal = Journal::open(path).map_err(|e| match e {
+        let open_error = |e: JournalOpenError| match e {
             JournalOpenError::AlreadyOpen { .. } => StateError::Busy(path.to_path_buf()),
             JournalOpenError::CreateDir { path, source } => StateError::Dir { path, source },
             JournalOpenError::Open { source, .. } => StateError::Open {
@@ -242,8 +243,11 @@ impl Store {
                 source: Box::new(source),
             },
             other => StateError::Db(other.to_string()),
-        })?;
-        let db = journal.database();
+        };
+        // The store owns the file; the journal is opened inside it and keeps to its tables.
+        let db = Arc::new(journal::open_database(path).map_err(open_error)?);
+        let journal = Journal::open_in(path, Arc::clone(&db), JournalOptions::default())
+            .map_err(open_error)?;
         let txn = db.begin_write()?;
         txn.open_table(RUNS)?;
         txn.open_table(STEPS)?;

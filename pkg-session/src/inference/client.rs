@@ -213,9 +213,9 @@ impl ModelClient {
             let chunk = item.map_err(|e| self.stream_error(e))?;
             stitcher
                 .push(chunk, &mut on_delta)
-                .map_err(|detail| InferenceError::Remote {
+                .map_err(|error| InferenceError::Remote {
                     endpoint: self.inner.endpoint.clone(),
-                    detail: self.clean(detail),
+                    detail: self.clean(error.message),
                 })?;
         }
         stitcher

@@ -1,18 +1,20 @@
 //! Streaming chat completions from any OpenAI-compatible endpoint.
 //!
-//! [`ModelClient::complete`] sends an [`InferenceRequest`] as a streaming chat-completions
-//! body (see [`ModelClient::body`]), reports each text, reasoning and tool-argument piece
-//! as it arrives, and returns the assembled [`Completion`].
+//! The session's model client (crate-private: a [`Session`](crate::Session) is the way in)
+//! sends an [`InferenceRequest`] as a streaming chat-completions body, reports each text,
+//! reasoning and tool-argument piece as it arrives, and returns the assembled
+//! [`Completion`]. This module's public types configure it and describe what it returns.
 //!
 //! # Layout
 //!
 //! * `config.rs`: [`ModelConfig`], [`ApiKey`] (never formatted), [`RetryPolicy`].
 //! * `request.rs`: [`InferenceRequest`], [`ToolSpec`], [`ToolChoice`] and the JSON body.
-//! * `client.rs`: [`ModelClient`]: async-openai's `create_stream_byot` into our chunks,
+//! * `client.rs`: `ModelClient`: async-openai's `create_stream_byot` into our chunks,
 //!   error mapping.
 //! * `chunk.rs`: tolerant chunk types (`finish_reason: ""`, missing or `null` usage and
 //!   choices, unknown fields, `reasoning_content`, cached tokens).
 //! * `stitch.rs`: chunks → [`Completion`]; tool-call pieces stitched by index.
+//! * `client_tests.rs`: the client against the scripted server (real loopback HTTP).
 //! * `limits.rs`: the response size limit, counted on the body as it arrives.
 //! * `retry.rs`: the tower service under async-openai: the one retry policy, and errors
 //!   that keep the HTTP status and body.
@@ -40,9 +42,11 @@ mod retry;
 mod stitch;
 
 #[cfg(test)]
+mod client_tests;
+#[cfg(test)]
 mod fuzz_tests;
 
-pub use client::ModelClient;
+pub(crate) use client::ModelClient;
 pub use config::{
     ApiKey, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, ModelConfig, RetryPolicy,
     StructuredOutput,

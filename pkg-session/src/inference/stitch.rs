@@ -31,6 +31,14 @@ struct Call {
     arguments: String,
 }
 
+/// A chunk that carries the server's `error` object instead of a piece of the answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct StreamError {
+    /// The error's `message`, or the whole object as JSON when it has none.
+    pub message: String,
+}
+
 /// Accumulates a stream; [`Stitcher::finish`] turns it into a [`Completion`].
 #[derive(Debug, Default)]
 pub(crate) struct Stitcher {
@@ -44,13 +52,15 @@ pub(crate) struct Stitcher {
 
 impl Stitcher {
     /// Takes in one chunk, calling `on_delta` for each non-empty piece in arrival order.
-    /// Returns the server's error text if the chunk carries an `error` object.
-    pub fn push<F>(&mut self, chunk: Chunk, on_delta: &mut F) -> Result<(), String>
+    /// Fails with the server's error if the chunk carries an `error` object.
+    pub fn push<F>(&mut self, chunk: Chunk, on_delta: &mut F) -> Result<(), StreamError>
     where
         F: FnMut(DeltaKind, Option<u32>, &str),
     {
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
-            return Err(error_text(error));
+            return Err(StreamError {
+                message: error_text(error),
+            });
         }
         if self.model.is_none() {
             self.model = chunk.model.filter(|m| !m.is_empty());
@@ -326,7 +336,9 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             s.push(chunk, &mut |_, _, _: &str| {}),
-            Err("overloaded".to_owned())
+            Err(StreamError {
+                message: "overloaded".to_owned()
+            })
         );
     }
 }

@@ -14,17 +14,27 @@ pub(crate) fn encode(event: &Event) -> Result<Vec<u8>, serde_json::Error> {
     Ok(bytes)
 }
 
+/// Why a stored value does not decode; its text is the detail of
+/// [`super::ReadError::Corrupt`].
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DecodeError {
+    /// Not even a format byte.
+    #[error("the stored value is empty (no format byte)")]
+    Empty,
+    /// Written by a format this build does not know.
+    #[error("unknown format byte {0}; this build reads format {FORMAT_JSON} (JSON)")]
+    UnknownFormat(u8),
+    /// The right format byte, but a payload that is not an event.
+    #[error("the JSON payload (format {FORMAT_JSON}) does not decode: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
 /// Decodes a stored value, whatever format byte it was written with.
-///
-/// The error is a sentence for [`super::ReadError::Corrupt`].
-pub(crate) fn decode(bytes: &[u8]) -> Result<Event, String> {
+pub(crate) fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     match bytes.split_first() {
-        None => Err("the stored value is empty (no format byte)".to_owned()),
-        Some((&FORMAT_JSON, payload)) => serde_json::from_slice(payload)
-            .map_err(|e| format!("the JSON payload (format {FORMAT_JSON}) does not decode: {e}")),
-        Some((other, _)) => Err(format!(
-            "unknown format byte {other}; this build reads format {FORMAT_JSON} (JSON)"
-        )),
+        None => Err(DecodeError::Empty),
+        Some((&FORMAT_JSON, payload)) => Ok(serde_json::from_slice(payload)?),
+        Some((&other, _)) => Err(DecodeError::UnknownFormat(other)),
     }
 }
 
@@ -44,12 +54,12 @@ mod tests {
         let bytes = encode(&event).unwrap();
         assert_eq!(bytes[0], FORMAT_JSON);
         assert_eq!(decode(&bytes).unwrap(), event);
-        assert!(decode(&[]).unwrap_err().contains("empty"));
-        assert!(
-            decode(&[9, b'{'])
-                .unwrap_err()
-                .contains("unknown format byte 9")
-        );
-        assert!(decode(&[1, b'{']).unwrap_err().contains("does not decode"));
+        assert!(matches!(decode(&[]), Err(DecodeError::Empty)));
+        let unknown = decode(&[9, b'{']).unwrap_err();
+        assert!(matches!(unknown, DecodeError::UnknownFormat(9)));
+        assert!(unknown.to_string().contains("unknown format byte 9"));
+        let bad = decode(&[1, b'{']).unwrap_err();
+        assert!(matches!(bad, DecodeError::Json(_)));
+        assert!(bad.to_string().contains("does not decode"));
     }
 }

@@ -257,17 +257,47 @@ impl Journal {
         temporary: bool,
         key: PathBuf,
     ) -> Result<Journal, JournalOpenError> {
-        let path = path.to_path_buf();
-        let exists = path
-            .try_exists()
-            .map_err(|source| JournalOpenError::Create {
-                path: path.clone(),
-                source,
-            })?;
-        if !exists {
-            create(&path)?;
+        let db = open_database(path)?;
+        Self::start(path, Arc::new(db), options, temporary, key)
+    }
+
+    /// Opens the journal inside a redb file its caller owns and keeps its own tables in
+    /// (the pipeline's state store does), opened with [`open_database`]. The journal adds
+    /// its tables (`events.v1`, `event_ids.v1`, `session_seqs.v1`, which the owner must
+    /// not touch) and its writer thread; redb serializes write transactions, so the
+    /// owner's writes simply wait their turn with the journal's batches. The journal never
+    /// hands the database out again.
+    ///
+    /// The file is then open in this process: [`Journal::open`] of the same path returns
+    /// this journal while a handle of it lives.
+    pub fn open_in(
+        path: impl AsRef<Path>,
+        db: Arc<Database>,
+        options: JournalOptions,
+    ) -> Result<Journal, JournalOpenError> {
+        let path = path.as_ref();
+        let key = registry::key(path);
+        let mut registry = Registry::lock();
+        if registry.find(&key).is_some() {
+            return Err(JournalOpenError::AlreadyOpen {
+                path: path.to_path_buf(),
+            });
         }
-        let db = open_db(&path)?;
+        let journal = Self::start(path, db, options, false, key.clone())?;
+        registry.insert(key, &journal.inner);
+        Ok(journal)
+    }
+
+    /// Prepares the journal's tables in `db`, replays the write-ahead log and starts the
+    /// writer thread.
+    fn start(
+        path: &Path,
+        db: Arc<Database>,
+        options: JournalOptions,
+        temporary: bool,
+        key: PathBuf,
+    ) -> Result<Journal, JournalOpenError> {
+        let path = path.to_path_buf();
         prepare(&db).map_err(|source| JournalOpenError::Init {
             path: path.clone(),
             source,
@@ -279,7 +309,6 @@ impl Journal {
             source,
         })?;
 
-        let db = Arc::new(db);
         let counters = Arc::new(Counters::default());
         counters.replayed.store(replayed, Ordering::Relaxed);
         let (requests, receiver) = mpsc::channel();
@@ -316,14 +345,6 @@ impl Journal {
                 _registered: Registered(key),
             }),
         })
-    }
-
-    /// The redb database under the journal, for a caller that keeps its own tables in the
-    /// same file (the pipeline's state store does). redb serializes write transactions, so
-    /// such writes simply wait their turn with the journal's batches; they must not touch
-    /// the journal's tables (`events.v1`, `event_ids.v1`, `session_seqs.v1`).
-    pub fn database(&self) -> Arc<Database> {
-        Arc::clone(&self.inner.db)
     }
 
     /// Appends one group of events atomically (in one write transaction) and returns the
@@ -406,8 +427,10 @@ impl Journal {
                         "the index of session {session} names it, but no event is stored"
                     ),
                 })?;
-            let event = codec::decode(stored.value())
-                .map_err(|detail| ReadError::Corrupt { seq, detail })?;
+            let event = codec::decode(stored.value()).map_err(|error| ReadError::Corrupt {
+                seq,
+                detail: error.to_string(),
+            })?;
             out.push((seq, event));
             if out.len() >= limit {
                 break;
@@ -501,6 +524,24 @@ fn create_parent(path: &Path) -> Result<(), JournalOpenError> {
         })?;
     }
     Ok(())
+}
+
+/// Opens the redb file at `path` for a journal, creating its directories and the file
+/// (atomically) if needed. Its owner may keep tables of its own in it and then opens the
+/// journal inside it with [`Journal::open_in`].
+pub fn open_database(path: impl AsRef<Path>) -> Result<Database, JournalOpenError> {
+    let path = path.as_ref();
+    create_parent(path)?;
+    let exists = path
+        .try_exists()
+        .map_err(|source| JournalOpenError::Create {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if !exists {
+        create(path)?;
+    }
+    open_db(path)
 }
 
 fn open_db(path: &Path) -> Result<Database, JournalOpenError> {

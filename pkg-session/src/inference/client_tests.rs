@@ -1,16 +1,17 @@
-//! Integration tests of `treadle_session::inference` against the scripted
-//! OpenAI-compatible server (real HTTP and SSE on loopback) and a few raw responders.
+//! Tests of the model client against the scripted OpenAI-compatible server (real HTTP and
+//! SSE on loopback) and a few raw responders. In the crate because the client is not public:
+//! sessions are the way in.
 
 use std::time::{Duration, Instant};
 
+use super::{
+    ApiKey, Completion, InferenceError, InferenceRequest, ModelClient, ModelConfig, RetryPolicy,
+    ToolChoice, ToolSpec,
+};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use treadle_event::{Block, DeltaKind, Message, Role};
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
-use treadle_session::inference::{
-    ApiKey, Completion, InferenceError, InferenceRequest, ModelClient, ModelConfig, RetryPolicy,
-    ToolChoice, ToolSpec,
-};
 
 type Deltas = Vec<(DeltaKind, Option<u32>, String)>;
 
