@@ -383,3 +383,88 @@ async fn cancelling_interrupts_the_turn() -> TestResult {
     );
     Ok(())
 }
+
+/// The local model's habit that made `examples/review.yml` run to its timeout: after the
+/// verdict it kept writing the same file. The verdict now ends the step after one more call.
+#[tokio::test]
+async fn a_recorded_verdict_ends_the_step_after_one_more_model_call() -> TestResult {
+    let fixture = Fixture::new()?;
+    let server = ScriptedServer::start(Script::from_fn(|body| {
+        let results = tool_results(body).len();
+        match results {
+            0 => Reply::tool_call("write_file", json!({"path": "out/s.md", "content": "ok"})),
+            1 => Reply::tool_call("verdict", json!({"verdict": "approve", "reason": "fine"})),
+            // From here on the model would loop forever.
+            _ => Reply::tool_call("write_file", json!({"path": "out/s.md", "content": "ok"})),
+        }
+    }))
+    .await?;
+    let mut step = fixture.step(&server, &["write_file"]);
+    step.verdicts = vec!["approve".into(), "reject".into()];
+    let (outcome, _) = fixture.run(&step).await?;
+    assert_eq!(outcome.status, AgentStatus::Succeeded);
+    assert_eq!(outcome.verdict.as_deref(), Some("approve"));
+    assert_eq!(
+        server.request_count(),
+        3,
+        "one model call after the verdict"
+    );
+    // The call made after the verdict was not run.
+    let writes = outcome
+        .tool_calls
+        .iter()
+        .filter(|c| c.name == "write_file" && !c.is_error)
+        .count();
+    assert_eq!(writes, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_model_stuck_repeating_a_call_fails_the_step_with_a_clear_cause() -> TestResult {
+    let fixture = Fixture::new()?;
+    let server = ScriptedServer::start(Script::from_fn(|_| {
+        Reply::tool_call("read_file", json!({"path": "in/a.txt"}))
+    }))
+    .await?;
+    let mut step = fixture.step(&server, &["read_file"]);
+    step.max_turns = None;
+    let (outcome, _) = fixture.run(&step).await?;
+    match &outcome.status {
+        AgentStatus::Failed { error, cause } => {
+            assert_eq!(*cause, treadle_session::event::FailureCause::Repeated);
+            assert!(
+                error.contains("stuck in a loop") && error.contains("read_file"),
+                "{error}"
+            );
+        }
+        other => panic!("expected a loop failure, got {other:?}"),
+    }
+    // The default limit lets three copies pass, nudges the fourth and stops at the fifth:
+    // far below the default max_turns.
+    assert_eq!(server.request_count(), 5);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_agent_without_max_turns_gets_a_step_sized_limit() -> TestResult {
+    let fixture = Fixture::new()?;
+    // Always a different call, so loop detection never fires: only max_turns stops it.
+    let server = ScriptedServer::start(Script::from_fn(|body| {
+        let n = tool_results(body).len();
+        Reply::tool_call("list_dir", json!({"path": format!("in/{n}")}))
+    }))
+    .await?;
+    let mut step = fixture.step(&server, &["list_dir"]);
+    step.max_turns = None;
+    assert_eq!(step.model_call_limit(), treadle::agent::DEFAULT_MAX_TURNS);
+    let (outcome, _) = fixture.run(&step).await?;
+    assert!(
+        matches!(&outcome.status, AgentStatus::Failed { error, .. } if error.contains("limit of 30 steps")),
+        "{:?}",
+        outcome.status
+    );
+    assert_eq!(server.request_count(), 30);
+    step.max_turns = Some(0);
+    assert_eq!(step.model_call_limit(), u32::MAX, "0 means no limit");
+    Ok(())
+}

@@ -236,6 +236,9 @@ pub enum FailureCause {
     Denied,
     /// The journal could not record the step.
     Journal,
+    /// The model was stuck in a loop: it repeated the same tool call with the same result
+    /// after being told that doing so changes nothing.
+    Repeated,
     /// Anything else (and events written before causes were recorded).
     #[default]
     Other,

@@ -217,6 +217,15 @@ impl SessionBuilder {
         self
     }
 
+    /// Loop detection: how many times one tool interaction (the same tool, arguments and
+    /// result) may happen within a turn's last 10 tool steps before the model is told that
+    /// repeating it changes nothing (default 3). Repeating it once more after that ends the
+    /// turn with `TurnFailed` and cause `Repeated`. `0` turns loop detection off.
+    pub fn repeat_limit(mut self, limit: u32) -> Self {
+        self.batch.repeat_limit = limit;
+        self
+    }
+
     /// How long a permission gate waits for [`Session::respond_gate`] before it denies the
     /// call with `GateAnswer::Expired` (default 10 minutes).
     pub fn gate_deadline(mut self, deadline: std::time::Duration) -> Self {

@@ -54,6 +54,9 @@ pub(crate) struct BatchConfig {
     pub approvals: Approvals,
     /// Answers every gate the session opens, if set.
     pub on_gate: Option<GateHandler>,
+    /// Identical tool interactions allowed in a turn's recent steps before the model is
+    /// nudged (see `repeats.rs`); `0` turns loop detection off.
+    pub repeat_limit: u32,
 }
 
 impl Default for BatchConfig {
@@ -65,6 +68,7 @@ impl Default for BatchConfig {
             headless: false,
             approvals: Approvals::default(),
             on_gate: None,
+            repeat_limit: crate::repeats::DEFAULT_REPEAT_LIMIT,
         }
     }
 }

@@ -17,6 +17,9 @@
 //!   `max_parallel_tools`), sequential tools alone, same write targets in call order.
 //! * [`gate`]: permission gates for guards that answer `Ask`, and [`Session::respond_gate`].
 //! * `subject`: the typed [`GateSubject`] of a tool-call gate, as journaled.
+//! * `repair`: malformed tool-call arguments (fences, single quotes, unquoted keys,
+//!   trailing commas, truncation) rewritten into the object meant, before anything reads them.
+//! * `repeats`: loop detection, the same tool call with the same result again and again.
 //! * `approvals`: the remembered [`Approvals`] (`ApproveAlways`).
 //! * `restore`: what restore reads from the journal (history, turns, open gates).
 //! * `resume`: settles the in-flight turns restore found, resuming one parked on a gate.
@@ -46,6 +49,8 @@ mod error;
 pub mod gate;
 mod protocol;
 mod redact;
+mod repair;
+mod repeats;
 mod restore;
 mod resume;
 mod session;
@@ -65,6 +70,7 @@ pub use hub::{Subscription, SubscriptionLost};
 pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
 pub use journal::{Journal, JournalOptions};
 pub use redact::Secrets;
+pub use repair::repair_arguments;
 pub use restore::RestoreError;
 /// Re-exported so a tool's argument type can derive `JsonSchema` without naming another
 /// version of the crate.

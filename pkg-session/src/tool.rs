@@ -51,6 +51,14 @@ pub trait Tool: Send + Sync + 'static {
         let _ = arguments;
         None
     }
+
+    /// Whether a successful call of this tool is the turn's last piece of work (a verdict,
+    /// a final report). The model then gets one more call to answer in text; tool calls it
+    /// makes in that call are not run (each is answered that the turn is over) and the turn
+    /// ends with its text. Default: `false`.
+    fn ends_turn(&self) -> bool {
+        false
+    }
 }
 
 /// A tool made from an async function of typed arguments.

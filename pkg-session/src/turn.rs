@@ -24,8 +24,12 @@ use crate::context::LoopContext;
 use crate::error::CommitError;
 use crate::inference::{InferenceRequest, ToolChoice};
 use crate::protocol::{LoopMsg, StepCommit, TurnCoords, TurnOptions};
+use crate::repeats::{Interaction, RepeatWatch, Repeats};
 use crate::resume::{PriorGate, Resume};
 use crate::subject::StagedStep;
+
+/// The result of a call made after the turn's work was done.
+const TURN_OVER: &str = "not run: the turn is over (its final tool call already succeeded)";
 
 /// How a turn ends, before it becomes a terminal event.
 enum End {
@@ -38,6 +42,8 @@ enum End {
 enum StepEnd {
     /// Committed; `Some(text)` when the step was the final, text-only answer.
     Committed(Option<String>),
+    /// Committed, and the turn ends here: the step after a turn-ending tool, or a loop.
+    Ended(End),
     Discarded(End),
 }
 
@@ -55,6 +61,10 @@ struct Turn {
     tool_calls: u32,
     /// The parked step a restored turn starts at, taken by its first step.
     resume: Option<Resume>,
+    /// The turn's recent tool interactions, for loop detection.
+    repeats: RepeatWatch,
+    /// A turn-ending tool succeeded: the next step is the turn's last.
+    closing: bool,
 }
 
 /// Everything a turn task starts from.
@@ -86,6 +96,7 @@ pub(crate) async fn run(start: TurnStart) {
         cancel,
         resume,
     } = start;
+    let ctx_repeat_limit = ctx.batch.repeat_limit;
     let mut tools = ctx.tools.specs().to_vec();
     let mut tool_choice = None;
     let report_tool = options.report_tool.map(|spec| {
@@ -112,6 +123,8 @@ pub(crate) async fn run(start: TurnStart) {
         steps: resume.as_ref().map_or(0, |r| r.steps),
         tool_calls: resume.as_ref().map_or(0, |r| r.tool_calls),
         resume,
+        repeats: RepeatWatch::new(ctx_repeat_limit),
+        closing: false,
     };
     let end = turn.drive(index, input).await;
     let (usage, steps) = (turn.usage, turn.steps);
@@ -212,7 +225,7 @@ impl Turn {
             };
             if let Some(active) = step_hook {
                 let outcome = match &end {
-                    StepEnd::Committed(_) => Outcome::Completed,
+                    StepEnd::Committed(_) | StepEnd::Ended(_) => Outcome::Completed,
                     StepEnd::Discarded(end) => match outcome_of(end) {
                         Outcome::Completed => Outcome::Failed {
                             error: "discarded".into(),
@@ -225,7 +238,7 @@ impl Turn {
             match end {
                 StepEnd::Committed(Some(text)) => return End::Done(text),
                 StepEnd::Committed(None) => {}
-                StepEnd::Discarded(end) => return end,
+                StepEnd::Ended(end) | StepEnd::Discarded(end) => return end,
             }
         }
     }
@@ -281,6 +294,9 @@ impl Turn {
         // tool before its secrets are scrubbed.
         let mut completion = completion;
         ctx.secrets.scrub_message(&mut completion.message);
+        // Small models often write almost-JSON arguments; what they meant is recovered here,
+        // once, so the batch, the journal and the next request all see valid JSON.
+        crate::repair::repair_tool_uses(&mut completion.message);
         if inference_hook.is_some() {
             let output = serde_json::to_value(&completion.message).ok();
             finish(inference_hook, Outcome::Completed, output).await;
@@ -309,6 +325,11 @@ impl Turn {
                 .await;
         }
         let calls = assistant.tool_uses().count();
+        if self.closing && calls > 0 {
+            return self
+                .closing_step(step, index, assistant, completion.usage, completion.model)
+                .await;
+        }
         if calls > 0 {
             let limit = ctx.batch.max_calls_per_turn;
             let wanted = u32::try_from(calls).unwrap_or(u32::MAX);
@@ -352,6 +373,10 @@ impl Turn {
             })
             .collect();
         let final_text = calls.is_empty().then(|| staged.message.text_content());
+        let interactions: Vec<(String, String)> = calls
+            .iter()
+            .map(|c| (c.name.clone(), c.arguments.clone()))
+            .collect();
         let mut results = None;
         if !calls.is_empty() {
             let scope = batch::BatchScope {
@@ -369,6 +394,10 @@ impl Turn {
                 }
             }
         }
+        let stuck = match results.as_mut() {
+            Some(results) => self.watch(&interactions, results),
+            None => Repeats::Fine,
+        };
         let StagedStep {
             step,
             index,
@@ -378,8 +407,68 @@ impl Turn {
         } = staged;
         let mut messages = vec![message];
         messages.extend(results);
-        self.commit_and_count(step, index, messages, usage, model, final_text)
+        let end = self
+            .commit_and_count(step, index, messages, usage, model, final_text)
+            .await;
+        match (end, stuck) {
+            (StepEnd::Committed(_), Repeats::Stuck(why)) => {
+                StepEnd::Ended(End::Failed(FailureCause::Repeated, why))
+            }
+            (end, _) => end,
+        }
+    }
+
+    /// Loop detection over a step's results, and whether a turn-ending tool succeeded in
+    /// it (the next step is then the turn's last).
+    fn watch(&mut self, calls: &[(String, String)], results: &mut Message) -> Repeats {
+        let succeeded = results.content.iter().map(|b| match b {
+            Block::ToolResult { is_error, .. } => !is_error,
+            _ => false,
+        });
+        if calls
+            .iter()
+            .zip(succeeded)
+            .any(|((name, _), ok)| ok && self.ctx.tools.get(name).is_some_and(|t| t.ends_turn()))
+        {
+            self.closing = true;
+        }
+        let interactions: Vec<Interaction<'_>> = calls
+            .iter()
+            .map(|(name, arguments)| Interaction { name, arguments })
+            .collect();
+        self.repeats.observe(&interactions, results)
+    }
+
+    /// The step after a turn-ending tool, when the model called tools again: they are not
+    /// run, each is answered that the turn is over, and the turn ends with the step's text.
+    async fn closing_step(
+        &mut self,
+        step: StepId,
+        index: u32,
+        assistant: Message,
+        usage: Usage,
+        model: String,
+    ) -> StepEnd {
+        let text = assistant.text_content();
+        let results = Message {
+            role: Role::Tool,
+            content: assistant
+                .tool_uses()
+                .map(|u| Block::ToolResult {
+                    call_id: u.id.to_owned(),
+                    content: TURN_OVER.to_owned(),
+                    is_error: true,
+                })
+                .collect(),
+        };
+        let messages = vec![assistant, results];
+        match self
+            .commit_and_count(step, index, messages, usage, model, None)
             .await
+        {
+            StepEnd::Committed(_) => StepEnd::Ended(End::Done(text)),
+            other => other,
+        }
     }
 
     /// Commits a step's group, charging it the tokens of any sub-agents it delegated to.

@@ -131,7 +131,8 @@ async fn arguments_that_are_not_json_or_do_not_fit_the_schema_are_refused_readab
     let probe = Probe::default();
     let server = server(vec![
         Reply::tool_calls([
-            ToolCall::raw("sleep", "{\"ms\": 1, \"label\": "),
+            // Beyond repair (a bare word is no JSON value; see repair.rs for what is mended).
+            ToolCall::raw("sleep", "{\"ms\": 1, \"label\": fine}"),
             ToolCall::new("sleep", json!({ "ms": "soon", "label": "x" })),
             ToolCall::new("sleep", json!({ "ms": 1 })),
             ToolCall::new("sleep", json!([1, 2])),

@@ -36,7 +36,8 @@ pub struct AgentStep {
     pub prompt: String,
     /// The verdicts the agent must choose from; empty when the step has no `verdicts:`.
     pub verdicts: Vec<String>,
-    /// The most model calls the turn may make.
+    /// The most model calls the turn may make: [`DEFAULT_MAX_TURNS`] when `None`, no limit
+    /// when `Some(0)` (see [`AgentStep::model_call_limit`]).
     pub max_turns: Option<u32>,
     /// Token limits the step runs under.
     pub budgets: Vec<TokenBudget>,
@@ -59,6 +60,11 @@ pub struct AgentStep {
     /// The agent's MCP servers; `tools` names which of their tools the step gets.
     pub mcp: Vec<McpServerConfig>,
 }
+
+/// The most model calls an agent step makes when its agent sets no `max_turns`: enough
+/// for a step's work (read, change, check, answer), far below a long session's limit, so a
+/// model that loses its way fails the step in minutes rather than at its timeout.
+pub const DEFAULT_MAX_TURNS: u32 = 30;
 
 /// Why a pipeline's agent step could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -204,6 +210,16 @@ impl AgentStep {
                 .as_ref()
                 .and_then(|l| l.model_response.map(|s| s.0)),
             mcp: mcp::configs(agent),
+        }
+    }
+
+    /// The most model calls the step's turn may make: its `max_turns`, else
+    /// [`DEFAULT_MAX_TURNS`]; `max_turns: 0` means no limit.
+    pub fn model_call_limit(&self) -> u32 {
+        match self.max_turns {
+            None => DEFAULT_MAX_TURNS,
+            Some(0) => u32::MAX,
+            Some(limit) => limit,
         }
     }
 

@@ -123,6 +123,7 @@ fn session_builder(
         .model(step.model.model.clone())
         .tools(tools)
         .hooks([guard as Arc<dyn Hook>])
+        .max_steps(step.model_call_limit())
         // Nobody watches a pipeline's agent step: a guard's question is denied
         // (approval_required), never left waiting.
         .headless(true)
@@ -140,9 +141,6 @@ fn session_builder(
     }
     if let Some(system) = &step.system {
         builder = builder.system_prompt(system.clone());
-    }
-    if let Some(max) = step.max_turns {
-        builder = builder.max_steps(max);
     }
     if let Some(temperature) = step.temperature {
         builder = builder.temperature(temperature);

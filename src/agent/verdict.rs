@@ -96,6 +96,12 @@ impl Tool for VerdictTool {
         })
     }
 
+    /// A recorded verdict is the step's decision: the model may say one more thing, then
+    /// the turn ends, rather than going on calling tools it no longer needs.
+    fn ends_turn(&self) -> bool {
+        true
+    }
+
     async fn call(&self, arguments: Value) -> Result<String, ToolError> {
         let allowed = self.allowed.join(", ");
         let verdict = arguments
