@@ -17,6 +17,7 @@
 //! * [`environ`]: API keys taken out of treadle's environment at start-up; the allow-listed
 //!   environment of every command it starts.
 //! * [`confine`]: Landlock confinement of tasks and `run_shell` to their step directory.
+//! * [`web`]: the page of `treadle serve` (HTML, CSS and JavaScript in the binary).
 //! * [`cli`]: the `treadle` command's grammar and commands (`main.rs` only calls it).
 //! * `console`: writing to stdout and stderr without panicking when they are closed.
 
@@ -36,3 +37,4 @@ pub mod pipeline;
 pub mod resource;
 pub mod run;
 pub mod tools;
+pub mod web;

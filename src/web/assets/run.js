@@ -1,0 +1,284 @@
+// The run page: the run's header, its step tree (from the run's snapshot), and the live
+// part: every journaled event after the snapshot, and token deltas while an agent speaks.
+//
+// The tree is built once from GET /runs/{id}; the event stream is then read from its
+// start, so a step's output and conversation come from the journal whether the run
+// finished an hour ago or is still going. Events only set a step's state or append to it,
+// and the reader never hands on an event twice, so a reload rebuilds the same page.
+
+import { h, append, replace, badge, duration, cost, tokens } from "./dom.js";
+import { get, post, follow } from "./api.js";
+import { newStep, createView, paint, addAgentEvent, isFolded } from "./steps.js";
+
+const TITLE_MARK = { running: "◐", succeeded: "✓", failed: "✗", errored: "✗", aborted: "✗" };
+
+export async function showRun(main, runId, conn) {
+  const page = new RunPage(main, runId, conn);
+  await page.load();
+  page.listen();
+  return page;
+}
+
+class RunPage {
+  constructor(main, runId, conn) {
+    this.main = main;
+    this.runId = runId;
+    this.conn = conn;
+    this.steps = new Map();
+    this.dirty = new Set();
+    this.frame = 0;
+    this.refetching = null;
+    this.header = h("section", { class: "run-head" });
+    this.failure = h("section", { class: "failure" });
+    this.notices = h("ul", { class: "notices" });
+    this.tree = h("ul", { class: "tree", id: "tree" });
+    this.actions = {
+      toggle: (step) => this.toggle(step),
+      decide: (step, decision, comment) => this.decide(step, decision, comment),
+    };
+  }
+
+  async load() {
+    const run = await get(`/runs/${this.runId}`);
+    this.adopt(run);
+    replace(this.main, this.header, this.failure, this.notices, this.tree);
+    this.paintAll();
+    // A mark the benchmark and the tests read: the tree of a finished run is on screen.
+    requestAnimationFrame(() => performance.mark("treadle:tree-painted"));
+  }
+
+  step(seq) {
+    let step = this.steps.get(seq);
+    if (!step) {
+      step = newStep(seq);
+      this.steps.set(seq, step);
+    }
+    return step;
+  }
+
+  /** Takes a snapshot: the run's fields and its tree. Known steps keep what the events
+   * gave them (output, conversation, approval, fold state). */
+  adopt(run) {
+    this.run = run;
+    const walk = (nodes, parent) => {
+      for (const node of nodes || []) {
+        const step = this.step(node.seq);
+        // A step the events already moved on keeps the newer status.
+        const status = step.view && rank(step.data.status) > rank(node.status) ? step.data.status : node.status;
+        step.data = { ...node, status };
+        step.parent = parent;
+        walk(node.children, step);
+      }
+    };
+    walk(run.steps, null);
+    this.roots = (run.steps || []).map((n) => this.steps.get(n.seq));
+    this.build();
+  }
+
+  /** Creates the elements of steps that have none, and puts every element in tree order. */
+  build() {
+    const place = (steps, list) => {
+      const want = [];
+      for (const step of steps) {
+        if (!step.view) createView(step, this.actions);
+        want.push(step.view.el);
+        place((step.data.children || []).map((c) => this.steps.get(c.seq)), step.view.children);
+        this.dirty.add(step.seq);
+      }
+      want.forEach((el, i) => {
+        if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null);
+      });
+    };
+    place(this.roots, this.tree);
+  }
+
+  paintAll() {
+    for (const seq of this.dirty) paint(this.steps.get(seq), this.steps, this.runId);
+    this.dirty.clear();
+    this.paintHeader();
+    this.paintFailure();
+  }
+
+  schedule(seq) {
+    if (seq !== undefined) {
+      this.dirty.add(seq);
+      // A block's count moves with its children.
+      for (let p = this.steps.get(seq)?.parent; p; p = p.parent) this.dirty.add(p.seq);
+    }
+    if (!this.frame) {
+      this.frame = requestAnimationFrame(() => {
+        this.frame = 0;
+        this.paintAll();
+      });
+    }
+  }
+
+  paintHeader() {
+    const r = this.run;
+    const controls = [];
+    if (r.status === "running") {
+      controls.push(h("button", { class: "cancel", onclick: () => this.cancel() }, "Cancel run"));
+    }
+    replace(this.header,
+      h("div", { class: "crumbs" }, h("a", { href: `/p/${encodeURIComponent(r.pipeline)}` }, r.pipeline), " / ", r.job),
+      h("h1", null, `Run #${r.id} `, badge(r.status)),
+      h("div", { class: "facts" },
+        h("span", null, r.duration_ms !== null && r.duration_ms !== undefined ? duration(r.duration_ms) : "running"),
+        h("span", null, tokens(r.tokens) || "no tokens"),
+        h("span", { class: "run-cost" }, cost(r.cost_usd)),
+        h("span", null, `trigger: ${r.trigger}`)),
+      controls);
+    document.title = `${TITLE_MARK[r.status] || ""} run #${r.id} · ${r.pipeline}`.trim();
+  }
+
+  /** A failed run leads with its error and the innermost failing step. */
+  paintFailure() {
+    const r = this.run;
+    if (r.status === "running" || r.status === "succeeded") return void replace(this.failure);
+    const failed = this.innermostFailure(this.roots);
+    const parts = [h("h2", null, r.status === "aborted" ? "Aborted" : "Failed")];
+    if (r.error) parts.push(h("div", { class: "error" }, r.error));
+    if (failed) {
+      const d = failed.data;
+      parts.push(h("div", { class: "failed-step" }, "failing step: ",
+        h("a", { href: `#step-${failed.seq}` }, `${d.kind} ${d.name}`),
+        d.error ? h("div", { class: "error" }, d.error) : null,
+        d.output_tail ? h("pre", { class: "output" }, d.output_tail) : null));
+      // Unfold the way to it, once.
+      if (!this.failureShown) {
+        this.failureShown = true;
+        for (let s = failed; s; s = s.parent) {
+          if (s.folded === null) s.folded = false;
+          this.dirty.add(s.seq);
+        }
+      }
+    }
+    replace(this.failure, parts);
+  }
+
+  /** The failed step deepest in the tree: the one that broke, not the block reporting it. */
+  innermostFailure(steps) {
+    for (const step of steps) {
+      if (step.data.status !== "failed") continue;
+      const kids = (step.data.children || []).map((c) => this.steps.get(c.seq)).filter(Boolean);
+      return this.innermostFailure(kids) || step;
+    }
+    return null;
+  }
+
+  toggle(step) {
+    step.folded = !isFolded(step);
+    paint(step, this.steps, this.runId);
+  }
+
+  async decide(step, decision, comment) {
+    try {
+      const body = { decision };
+      if (comment) body.comment = comment;
+      const answer = await post(`/runs/${this.runId}/approvals/${step.seq}`, body);
+      step.approval = { ...step.approval, status: answer?.status ?? decision, by: answer?.by, comment: answer?.comment };
+    } catch (error) {
+      step.approval = { ...step.approval, error: String(error.message) };
+      append(this.notices, h("li", { class: "error" }, `approval: ${error.message}`));
+    }
+    this.schedule(step.seq);
+  }
+
+  async cancel() {
+    try {
+      await post(`/runs/${this.runId}/cancel`, {});
+      append(this.notices, h("li", null, "cancelling…"));
+    } catch (error) {
+      append(this.notices, h("li", { class: "error" }, `cancel: ${error.message}`));
+    }
+  }
+
+  listen() {
+    this.stream = follow(this.runId, {
+      event: (kind, data) => this.onEvent(kind, data),
+      token: (data) => {
+        const step = this.step(data.seq);
+        step.live += data.text ?? "";
+        this.schedule(data.seq);
+      },
+      end: () => {
+        this.conn("");
+        this.refetch();
+      },
+      state: (s) => this.conn(s === "live" ? "live" : "reconnecting…"),
+      error: (e) => this.conn(`stream: ${e.message}`),
+    });
+  }
+
+  onEvent(kind, e) {
+    if (e.seq === undefined) return this.onRunEvent(kind, e);
+    const step = this.step(e.seq);
+    const d = step.data;
+    switch (kind) {
+      case "step_started":
+        Object.assign(d, { name: e.name, kind: e.kind, status: "running", error: null, duration_ms: null });
+        break;
+      case "step_finished":
+        Object.assign(d, { status: e.status, duration_ms: e.duration_ms, exit_code: e.exit_code ?? null,
+          verdict: e.verdict ?? null, error: e.error ?? null });
+        step.live = "";
+        break;
+      case "step_skipped":
+        d.status = "skipped";
+        break;
+      case "step_cached":
+        Object.assign(d, { status: "succeeded", cached: true, from_run: e.from_run });
+        break;
+      case "output":
+        (step.output ??= []).push(e.line);
+        break;
+      case "agent":
+        addAgentEvent(step, e.what, e.data);
+        break;
+      case "approval_waiting":
+        step.approval = { status: "pending", message: e.message, deadline_ms: e.deadline_ms };
+        d.status = "running";
+        break;
+      case "approval_answered":
+        step.approval = { ...step.approval, status: e.status, by: e.by };
+        break;
+      default:
+        break;
+    }
+    if (!step.view) this.refetch();
+    this.schedule(e.seq);
+  }
+
+  onRunEvent(kind, e) {
+    if (kind === "notice") append(this.notices, h("li", null, e.text));
+    if (kind === "run_finished") {
+      Object.assign(this.run, { status: e.status, duration_ms: e.duration_ms, error: e.error ?? null });
+      this.refetch();
+    }
+    this.schedule();
+  }
+
+  /** Fetches the snapshot again (a step the tree did not have, final totals); at most one
+   * fetch at a time, and one more if asked meanwhile. */
+  refetch() {
+    if (this.refetching) {
+      this.refetchAgain = true;
+      return;
+    }
+    this.refetching = get(`/runs/${this.runId}`).then((run) => {
+      this.adopt(run);
+      this.schedule();
+    }).catch(() => {}).finally(() => {
+      this.refetching = null;
+      if (this.refetchAgain) {
+        this.refetchAgain = false;
+        this.refetch();
+      }
+    });
+  }
+}
+
+const RANK = { pending: 0, running: 1, succeeded: 2, failed: 2, skipped: 2 };
+function rank(status) {
+  return RANK[status] ?? 0;
+}

@@ -1,0 +1,189 @@
+// One step of the run page: its state (what the snapshot and the events say about it) and
+// its view (a row, a body with output, conversation or approval, and child steps).
+
+import { h, append, replace, badge, duration, cost, tokens } from "./dom.js";
+import { render as markdown } from "./markdown.js";
+import { payload } from "./json.js";
+
+const BLOCK_KINDS = new Set(["do", "in_parallel", "try", "across", "race", "ensemble"]);
+
+/** Everything known about one step. */
+export function newStep(seq) {
+  return {
+    seq,
+    data: { seq, name: `step ${seq}`, kind: "step", status: "pending", children: [] },
+    output: null, // lines from `output` events; null until the first arrives
+    convo: [], // conversation items, in order
+    live: "", // token text not yet confirmed by a journaled line
+    approval: null, // {status, message, by, deadline_ms}
+    folded: null, // null: not chosen by the reader yet
+  };
+}
+
+export function isBlock(step) {
+  return BLOCK_KINDS.has(step.data.kind) || (step.data.children || []).length > 0;
+}
+
+/** Adds an agent event (`what`, `data`) to a step's conversation. Sub-agent events carry
+ * the sub-agent's name in `data.agent`; they nest under a block of their own. */
+export function addAgentEvent(step, what, data) {
+  let items = step.convo;
+  const agent = data && typeof data === "object" && !Array.isArray(data) ? data.agent : undefined;
+  if (typeof agent === "string" && agent !== "") {
+    let sub = items.findLast((i) => i.type === "sub" && i.name === agent);
+    if (!sub || sub !== items[items.length - 1]) {
+      sub = { type: "sub", name: agent, items: [] };
+      items.push(sub);
+    }
+    items = sub.items;
+  }
+  const last = items[items.length - 1];
+  if (what === "text") {
+    const line = typeof data === "string" ? data : String(data?.text ?? "");
+    if (last && last.type === "text") last.lines.push(line);
+    else items.push({ type: "text", lines: [line] });
+    if (step.live.startsWith(line)) step.live = step.live.slice(line.length).replace(/^\r?\n/, "");
+    else step.live = "";
+  } else if (what === "tool_call") {
+    items.push({ type: "call", name: data?.name ?? "?", arguments: data?.arguments, result: null });
+    step.live = "";
+  } else if (what === "tool_result") {
+    const call = items.findLast((i) => i.type === "call" && i.result === null && i.name === data?.name);
+    const result = { content: data?.content ?? "", is_error: !!data?.is_error };
+    if (call) call.result = result;
+    else items.push({ type: "call", name: data?.name ?? "?", arguments: undefined, result });
+  } else if (what === "usage") {
+    step.usage = data;
+    step.live = "";
+  } else {
+    items.push({ type: "notice", text: typeof data === "string" ? data : JSON.stringify(data) });
+  }
+}
+
+function countText(step, steps) {
+  const kids = (step.data.children || []).map((c) => steps.get(c.seq)?.data.status ?? c.status);
+  if (kids.length === 0) return "";
+  if (kids.length === 1 && kids[0] !== "failed") return "";
+  const by = {};
+  for (const s of kids) by[s] = (by[s] || 0) + 1;
+  const words = { succeeded: "passed", failed: "failed", running: "running", skipped: "skipped", pending: "pending" };
+  const parts = [`${kids.length} steps`];
+  for (const key of ["succeeded", "failed", "running", "skipped", "pending"]) {
+    if (by[key]) parts.push(`${by[key]} ${words[key]}`);
+  }
+  return parts.join(" · ");
+}
+
+/** Builds the element of a step (children are appended by the caller). */
+export function createView(step, actions) {
+  const row = h("div", { class: "row", tabindex: "0" });
+  const body = h("div", { class: "body" });
+  const children = h("ul", { class: "children" });
+  const el = h("li", { class: "step", id: `step-${step.seq}`, dataset: { seq: step.seq } }, row, body, children);
+  row.addEventListener("click", (e) => {
+    if (e.target.closest("a,button,input")) return;
+    actions.toggle(step);
+  });
+  row.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") actions.toggle(step);
+  });
+  step.view = { el, row, body, children, actions };
+  return el;
+}
+
+function hasBody(step) {
+  const d = step.data;
+  return !!(d.error || (step.output && step.output.length) || d.output_tail || step.convo.length ||
+    step.live || step.approval || d.verdict || d.exit_code);
+}
+
+/** Whether a step starts folded when the reader has not chosen. */
+function foldedByDefault(step) {
+  if (step.data.cached) return true;
+  if (step.data.status === "failed" || step.data.status === "running") return false;
+  if (isBlock(step)) return false;
+  return step.data.kind !== "agent";
+}
+
+export function isFolded(step) {
+  return step.folded ?? foldedByDefault(step);
+}
+
+/** Brings a step's element up to date with its state. */
+export function paint(step, steps, runId) {
+  const v = step.view;
+  if (!v) return;
+  const d = step.data;
+  const expandable = isBlock(step) || hasBody(step);
+  const folded = expandable && isFolded(step);
+  v.el.className = `step st-${d.status} kind-${d.kind}${d.cached ? " cached" : ""}${folded ? " folded" : ""}${isBlock(step) ? " block" : ""}`;
+  const meta = [duration(d.duration_ms), tokens(d.tokens ?? usageTokens(step))];
+  if (d.kind === "agent" || d.cost_usd !== null && d.cost_usd !== undefined) meta.push(cost(d.cost_usd ?? step.usage?.cost_usd));
+  replace(v.row,
+    h("span", { class: "chev", "aria-hidden": "true" }, expandable ? (folded ? "▸" : "▾") : ""),
+    h("span", { class: "kind" }, d.kind),
+    h("span", { class: "name" }, d.name),
+    badge(step.approval?.status === "pending" ? "waiting" : d.status),
+    isBlock(step) ? h("span", { class: "count" }, countText(step, steps)) : null,
+    d.cached ? h("span", { class: "cached-label" }, `unchanged — replayed from cache${d.from_run ? ` (run #${d.from_run})` : ""}`) : null,
+    h("span", { class: "meta" }, meta.filter(Boolean).join(" · ")),
+    h("a", { class: "anchor", href: `#step-${step.seq}`, title: "link to this step" }, "#"),
+  );
+  if (!folded) paintBody(step, runId);
+}
+
+function usageTokens(step) {
+  const u = step.usage;
+  if (!u) return null;
+  return (u.prompt_tokens || 0) + (u.completion_tokens || 0);
+}
+
+function paintBody(step, runId) {
+  const d = step.data;
+  const parts = [];
+  if (d.error) parts.push(h("div", { class: "error" }, d.error));
+  if (d.verdict) parts.push(h("div", { class: "verdict" }, "verdict: ", h("strong", null, d.verdict)));
+  if (d.exit_code !== null && d.exit_code !== undefined && d.exit_code !== 0) {
+    parts.push(h("div", { class: "exit" }, `exit code ${d.exit_code}`));
+  }
+  if (step.approval) parts.push(approvalBox(step, runId));
+  const lines = step.output ?? (d.output_tail ? d.output_tail.replace(/\n$/, "").split("\n") : null);
+  if (lines && lines.length) parts.push(h("pre", { class: "output" }, lines.join("\n")));
+  if (step.convo.length || step.live) {
+    parts.push(h("div", { class: "convo" }, conversation(step.convo),
+      step.live ? h("div", { class: "live" }, step.live) : null));
+  }
+  replace(step.view.body, parts);
+}
+
+function conversation(items) {
+  return items.map((item) => {
+    if (item.type === "text") return h("div", { class: "turn-text" }, markdown(item.lines.join("\n")));
+    if (item.type === "notice") return h("div", { class: "notice" }, item.text);
+    if (item.type === "sub") {
+      return h("div", { class: "sub-agent" }, h("div", { class: "sub-name" }, `sub-agent ${item.name}`), conversation(item.items));
+    }
+    const result = item.result;
+    return h("div", { class: `call${result?.is_error ? " call-error" : ""}` },
+      h("div", { class: "call-head" }, "→ ", h("span", { class: "tool" }, item.name)),
+      item.arguments !== undefined ? payload(item.arguments, "arguments") : null,
+      result ? h("div", { class: "result" }, h("span", { class: "result-label" }, result.is_error ? "error" : "result"),
+        payload(result.content, "result")) : h("div", { class: "result pending" }, "…"));
+  });
+}
+
+function approvalBox(step, runId) {
+  const a = step.approval;
+  const box = h("div", { class: `approval ap-${a.status}` });
+  if (a.message) append(box, h("div", { class: "ap-message" }, a.message));
+  if (a.status !== "pending") {
+    return append(box, h("div", null, `${a.status}${a.by ? ` by ${a.by}` : ""}${a.comment ? `: ${a.comment}` : ""}`));
+  }
+  const comment = h("input", { type: "text", class: "ap-comment", placeholder: "comment (optional)" });
+  const decide = (decision) => step.view.actions.decide(step, decision, comment.value, runId);
+  return append(box,
+    h("span", null, "waiting for approval "),
+    h("button", { class: "approve", onclick: () => decide("approve") }, "Approve"),
+    h("button", { class: "reject", onclick: () => decide("reject") }, "Reject"),
+    comment);
+}
