@@ -17,6 +17,8 @@
 //! * [`environ`]: API keys taken out of treadle's environment at start-up; the allow-listed
 //!   environment of every command it starts.
 //! * [`confine`]: Landlock confinement of tasks and `run_shell` to their step directory.
+//! * [`server`]: `treadle serve`: the process that owns the state file, its HTTP API, each
+//!   run's resumable event stream, and the client the other commands use to reach it.
 //! * [`web`]: the page of `treadle serve` (HTML, CSS and JavaScript in the binary).
 //! * [`cli`]: the `treadle` command's grammar and commands (`main.rs` only calls it).
 //! * `console`: writing to stdout and stderr without panicking when they are closed.
@@ -36,5 +38,6 @@ pub mod model_tape;
 pub mod pipeline;
 pub mod resource;
 pub mod run;
+pub mod server;
 pub mod tools;
 pub mod web;

@@ -116,6 +116,10 @@ impl AgentEvent {
 pub trait AgentObserver: Send + Sync {
     /// One event.
     fn on_event(&self, event: AgentEvent);
+
+    /// A piece of the model's text as it streams in, before it is gathered into lines (for
+    /// live followers; the transcript shows whole lines through `on_event`).
+    fn on_token(&self, _text: &str) {}
 }
 
 impl<F: Fn(AgentEvent) + Send + Sync> AgentObserver for F {
@@ -148,7 +152,10 @@ pub(crate) async fn forward(
                 kind: DeltaKind::Text,
                 text,
                 ..
-            } => line.push(text, observer),
+            } => {
+                observer.on_token(text);
+                line.push(text, observer);
+            }
             EventKind::ToolCallStarted {
                 name, arguments, ..
             } => {

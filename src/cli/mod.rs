@@ -11,6 +11,7 @@ mod inspect;
 mod keys;
 mod plan;
 mod run;
+mod serve;
 mod signals;
 mod tape;
 mod test;
@@ -128,6 +129,22 @@ pub enum Command {
     },
     /// Approve a waiting approval step: the run goes on.
     Approve(AnswerArgs),
+    /// Serve pipelines over HTTP: the API, live run transcripts and the web page
+    /// (see docs/server.md).
+    Serve {
+        /// Pipeline files, or directories whose *.yml / *.yaml files are served.
+        #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
+        paths: Vec<PathBuf>,
+        /// Where to listen (a non-loopback address needs --token-env).
+        #[arg(long, default_value = "127.0.0.1:8088")]
+        addr: std::net::SocketAddr,
+        /// The environment variable holding the token every request must carry.
+        #[arg(long, value_name = "NAME")]
+        token_env: Option<String>,
+        /// The state file (default: .treadle/state.redb beside the files).
+        #[arg(long)]
+        state: Option<PathBuf>,
+    },
     /// Reject a waiting approval step: the step fails.
     Reject(AnswerArgs),
 }
@@ -202,6 +219,20 @@ pub async fn dispatch(cli: Cli) -> u8 {
         Command::Test { file, json, state } => test::test(&file, json, state).await,
         Command::Approvals { file, state } => approvals::list(&file, state),
         Command::Approve(a) => approvals::answer(a.run, &a.step, &a.file, a.state, Answer::Approve),
+        Command::Serve {
+            paths,
+            addr,
+            token_env,
+            state,
+        } => {
+            let options = crate::server::ServeOptions {
+                paths,
+                addr,
+                token_env,
+                state,
+            };
+            serve::serve(options).await
+        }
         Command::Reject(a) => approvals::answer(a.run, &a.step, &a.file, a.state, Answer::Reject),
     }
 }

@@ -48,7 +48,7 @@ impl StepKind<'_> {
 
 /// A step's kind without its configuration: what the outline, the transcript and the
 /// records name. Serialized (and shown) as the key written in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// `task:`.

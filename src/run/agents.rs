@@ -12,8 +12,8 @@ use treadle_session::event::FailureCause;
 
 use async_trait::async_trait;
 
-use super::ports::{AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest};
-use crate::agent::{AgentEvent, AgentStatus, run_agent_step};
+use super::ports::{AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, StepReporter};
+use crate::agent::{AgentEvent, AgentObserver, AgentStatus, run_agent_step};
 use crate::model_tape::ModelTape;
 
 /// The agent runner `treadle run` uses: real sessions, journaled in the state file.
@@ -51,9 +51,7 @@ impl AgentRunner for SessionAgents {
         if let Some(tape) = &tape {
             step.model.base_url = tape.base_url().to_owned();
         }
-        let reporter = request.reporter.clone();
-        let observer =
-            move |event: AgentEvent| reporter.show(event.what(), event.data(), event.summary());
+        let observer = Shown(request.reporter.clone());
         let result = run_agent_step(&step, journal, &observer, &request.cancel).await;
         // A replay mismatch explains whatever error the refused request caused, so it wins.
         if let Some(tape) = tape {
@@ -101,6 +99,19 @@ impl AgentRunner for SessionAgents {
             tokens: outcome.usage.total(),
             failure,
         })
+    }
+}
+
+/// Shows an agent step's events in the run's transcript, and its tokens to live followers.
+struct Shown(StepReporter);
+
+impl AgentObserver for Shown {
+    fn on_event(&self, event: AgentEvent) {
+        self.0.show(event.what(), event.data(), event.summary());
+    }
+
+    fn on_token(&self, text: &str) {
+        self.0.token(text);
     }
 }
 

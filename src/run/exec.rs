@@ -126,6 +126,9 @@ pub(crate) struct Ctx<'a> {
     pub agent_steps: Mutex<std::collections::HashMap<u32, std::sync::Arc<crate::agent::AgentStep>>>,
     /// The step cache (`None`: every step runs).
     pub cache: Option<std::sync::Arc<crate::cache::StepCache>>,
+    /// Someone can answer approvals while the run waits even though its stdin is not a
+    /// terminal (`treadle serve` runs it).
+    pub answerable: bool,
 }
 
 pub(crate) use crate::clock::now_ms;

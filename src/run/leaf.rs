@@ -109,7 +109,7 @@ impl<'a> Ctx<'a> {
                 self.emit(Event::Output {
                     run: run_id,
                     seq,
-                    stream,
+                    stream: stream.into(),
                     line,
                 });
             }

@@ -14,6 +14,8 @@
 //! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
 //! * `state.rs`: the redb state file;
 //! * `state_lock.rs`: one process per state file, and who holds it;
+//! * `journal.rs`: the run event journal (numbered events in the state file) and its live
+//!   followers;
 //! * `transcript.rs`: what is printed;
 //! * `terminal.rs`: control characters in printed text shown, not sent;
 //! * `ports.rs`: the interfaces to the agent step and to asserts.
@@ -23,6 +25,7 @@ pub mod approval;
 pub mod artifacts;
 mod cached;
 pub mod exec;
+pub mod journal;
 pub mod leaf;
 pub(crate) mod output_limit;
 pub mod ports;
@@ -170,6 +173,47 @@ pub async fn run_from(
     agents: Arc<dyn AgentRunner>,
     start: &crate::cache::Start,
 ) -> Result<RunReport, RunError> {
+    run_served(loaded, options, store, agents, start, None).await
+}
+
+/// What a run started by `treadle serve` needs besides an ordinary one.
+pub struct Served {
+    /// Called with the run's id and journal once it has them, before its first event.
+    pub on_begin: Box<dyn FnOnce(u64, Arc<journal::RunJournal>) + Send>,
+}
+
+/// Gives the run its id and its event journal.
+async fn begin(
+    store: &Arc<Store>,
+    records: &[state::StepRecord],
+    pipeline: &str,
+    job: &str,
+) -> Result<(u64, Arc<journal::RunJournal>), RunError> {
+    let (store, records, p, j) = (
+        store.clone(),
+        records.to_vec(),
+        pipeline.to_owned(),
+        job.to_owned(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let id = store.begin_run(&p, &j, exec::now_ms(), &records)?;
+        let journal = journal::RunJournal::open(store.database(), id)?;
+        Ok((id, Arc::new(journal)))
+    })
+    .await
+    .map_err(|e| StateError::Db(e.to_string()))?
+}
+
+/// Runs one job like [`run_from`]; `served`: it runs in `treadle serve`, which follows it
+/// live and answers its approvals.
+pub async fn run_served(
+    loaded: &Loaded,
+    options: RunOptions,
+    store: Arc<Store>,
+    agents: Arc<dyn AgentRunner>,
+    start: &crate::cache::Start,
+    served: Option<Served>,
+) -> Result<RunReport, RunError> {
     let earlier = start::earlier_job(&store, start).await?;
     let job = loaded
         .job(options.job.as_deref().or(earlier.as_deref()))
@@ -180,26 +224,19 @@ pub async fn run_from(
     let records = pending_records(&outline);
     let pipeline_name = loaded.file.display().to_string();
     let job_name = job.name.value.clone();
-    let run_id = {
-        let (store, records, p, j) = (
-            store.clone(),
-            records.clone(),
-            pipeline_name.clone(),
-            job_name.clone(),
-        );
-        tokio::task::spawn_blocking(move || store.begin_run(&p, &j, exec::now_ms(), &records))
-            .await
-            .map_err(|e| StateError::Db(e.to_string()))??
-    };
+    let (run_id, journal) = begin(&store, &records, &pipeline_name, &job_name).await?;
+    let answerable = served.is_some();
+    if let Some(served) = served {
+        (served.on_begin)(run_id, journal.clone());
+    }
     let state_dir = state_path
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let artifacts = Arc::new(artifacts::Artifacts::create(&state_dir, run_id)?);
     start::link(&store, &cache, start, run_id).await;
-    let transcript = Arc::new(Transcript::new(
-        options.style,
-        secrets_of(loaded, Some(&job_name)),
-    ));
+    let transcript = Arc::new(
+        Transcript::new(options.style, secrets_of(loaded, Some(&job_name))).with_journal(journal),
+    );
     transcript.emit(&Event::RunStarted {
         run: run_id,
         job: job_name,
@@ -228,6 +265,7 @@ pub async fn run_from(
         state_error: Mutex::new(None),
         agent_steps: Mutex::default(),
         cache: Some(cache.clone()),
+        answerable,
     };
     let mut done = ctx.job().await;
     if let Some(warning) = cache.finish() {

@@ -40,6 +40,11 @@ impl StepReporter {
         });
     }
 
+    /// Publishes a piece of the model's streamed text to the run's live followers.
+    pub fn token(&self, text: &str) {
+        self.transcript.token(self.seq, text);
+    }
+
     /// Records something in the state file with the step (tool calls and results, the
     /// final text, usage). Secrets are masked first.
     pub async fn record(&self, what: &str, data: serde_json::Value) {

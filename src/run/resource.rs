@@ -62,7 +62,7 @@ impl<'a> Ctx<'a> {
         self.emit(Event::Output {
             run: self.run,
             seq: entry.seq,
-            stream: "stdout",
+            stream: "stdout".into(),
             line,
         });
     }

@@ -11,17 +11,18 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use treadle_session::Secrets;
 
+use super::journal::RunJournal;
 use super::state::{ApprovalStatus, RunStatus, StepStatus};
 use crate::assert::AssertFailure;
 use crate::pipeline::Kind;
 use crate::pipeline::duration::format_duration;
 
 /// Something that happened in a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The run began.
@@ -62,7 +63,7 @@ pub enum Event {
         /// The step.
         seq: u32,
         /// `stdout` or `stderr`.
-        stream: &'static str,
+        stream: std::borrow::Cow<'static, str>,
         /// The line, without its newline.
         line: String,
     },
@@ -77,8 +78,9 @@ pub enum Event {
         what: String,
         /// Its content.
         data: serde_json::Value,
-        /// One line for the plain transcript.
-        #[serde(skip)]
+        /// One line for the plain transcript (carried in JSON so that a transcript streamed
+        /// from `treadle serve` prints the same lines).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         summary: String,
     },
     /// A step ended.
@@ -107,7 +109,8 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
         /// The asserts that failed, typed.
-        #[serde(skip_serializing_if = "Vec::is_empty")]
+        // Not read back: no rendering shows them, and `--json` lines pass through as they are.
+        #[serde(skip_serializing_if = "Vec::is_empty", skip_deserializing)]
         asserts: Vec<AssertFailure>,
     },
     /// A step that will not run.
@@ -152,8 +155,8 @@ pub enum Event {
         /// When it times out (ms since the Unix epoch).
         #[serde(skip_serializing_if = "Option::is_none")]
         deadline_ms: Option<u64>,
-        /// How to answer, for the plain transcript.
-        #[serde(skip)]
+        /// How to answer, for the plain transcript (carried in JSON like an agent event's).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         summary: String,
     },
     /// An approval was answered (or timed out, or the run was interrupted).
@@ -179,7 +182,8 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
         /// The job's asserts that failed, typed.
-        #[serde(skip_serializing_if = "Vec::is_empty")]
+        // Not read back: no rendering shows them, and `--json` lines pass through as they are.
+        #[serde(skip_serializing_if = "Vec::is_empty", skip_deserializing)]
         asserts: Vec<AssertFailure>,
     },
 }
@@ -218,6 +222,8 @@ pub enum Style {
     Terminal,
     /// JSON lines.
     Json,
+    /// Nothing printed: the run's followers see it through its journal (`treadle serve`).
+    Quiet,
 }
 
 impl Style {
@@ -243,6 +249,10 @@ pub struct Transcript {
     running: Mutex<HashMap<u32, String>>,
     // Serialises whole lines from concurrent steps.
     out: Mutex<()>,
+    // Where enduring events are journaled and published (see `super::journal`).
+    journal: Option<std::sync::Arc<RunJournal>>,
+    // The first failure to journal an event, said once.
+    journal_failed: std::sync::atomic::AtomicBool,
 }
 
 impl Transcript {
@@ -255,6 +265,51 @@ impl Transcript {
             spinners: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             out: Mutex::new(()),
+            journal: None,
+            journal_failed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The same transcript, also journaling every event in `journal`.
+    pub fn with_journal(mut self, journal: std::sync::Arc<RunJournal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// Publishes a piece of an agent step's streamed text to the run's live followers
+    /// (never printed, never journaled).
+    pub fn token(&self, step: u32, text: &str) {
+        if let Some(journal) = &self.journal {
+            journal.token(step, &self.redactor.mask(text));
+        }
+    }
+
+    /// Shows one event line as [`Transcript::emit`] showed it in another process (a run
+    /// followed through `treadle serve`): JSON lines as they are, else rendered again.
+    pub fn replay(&self, json: &str) {
+        match self.style {
+            Style::Json => self.line(json),
+            Style::Quiet => {}
+            Style::Plain | Style::Terminal => {
+                if let Ok(event) = serde_json::from_str::<Event>(json) {
+                    self.human(&event);
+                }
+            }
+        }
+    }
+
+    /// Journals one event line (masked already); a failure is said once and the run goes on.
+    fn journal(&self, line: &str) {
+        let Some(journal) = &self.journal else { return };
+        if let Err(e) = journal.record(line)
+            && !self
+                .journal_failed
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            crate::console::tell!(
+                "treadle: cannot journal run {}'s events: {e}",
+                journal.run()
+            );
         }
     }
 
@@ -265,13 +320,21 @@ impl Transcript {
 
     /// Shows one event.
     pub fn emit(&self, event: &Event) {
+        let json = (self.style == Style::Json || self.journal.is_some())
+            .then(|| serde_json::to_string(event).ok())
+            .flatten()
+            .map(|line| self.redactor.mask(&line));
+        if let Some(line) = &json {
+            self.journal(line);
+        }
         match self.style {
             Style::Json => {
-                if let Ok(line) = serde_json::to_string(event) {
-                    self.line(&self.redactor.mask(&line));
+                if let Some(line) = &json {
+                    self.line(line);
                 }
             }
             Style::Plain | Style::Terminal => self.human(event),
+            Style::Quiet => {}
         }
     }
 

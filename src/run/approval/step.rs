@@ -53,7 +53,7 @@ impl<'a> Ctx<'a> {
             by: None,
         };
         // Fail closed: without a deadline, a run nobody watches would wait forever.
-        if deadline.is_none() && !std::io::stdin().is_terminal() {
+        if deadline.is_none() && !self.answerable && !std::io::stdin().is_terminal() {
             record.status = ApprovalStatus::Rejected;
             record.answered_ms = Some(asked_ms);
             record.by = Some("headless".to_owned());

@@ -1,0 +1,273 @@
+//! The run event journal: every enduring transcript [`Event`] of a run, numbered from 1 with
+//! no gaps, in the state file, and the live channel that serves it to followers.
+//!
+//! # The rule
+//!
+//! An event is committed to the `run_events` table *before* it is published live, and both
+//! happen in [`RunJournal::record`] under one lock, so the live order is the journal order.
+//! A follower ([`follow`]) subscribes to the live channel first, then reads the journal after
+//! its cursor, then drains the live channel skipping what it has already seen: an event
+//! committed before the subscription is in the read, one committed after it is on the
+//! channel, and the skip removes the overlap. No gap, no duplicate. A follower that falls
+//! behind the channel (it lags) starts the same three steps again from its cursor.
+//!
+//! Token deltas ([`Live::Token`]) are live only: not journaled, never replayed.
+
+use std::sync::{Arc, Mutex};
+
+use futures::Stream;
+use redb::{Database, ReadableDatabase, TableDefinition};
+use tokio::sync::broadcast;
+
+use super::state::StateError;
+
+/// `(run, seq)` → the event's JSON line, as `treadle run --json` prints it.
+const RUN_EVENTS: TableDefinition<(u64, u64), &str> = TableDefinition::new("run_events");
+
+/// How many live items a slow follower may be behind before it lags (and catches up from
+/// the journal; it loses only token deltas).
+const LIVE_CAPACITY: usize = 1 << 16;
+
+/// One journaled event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Journaled {
+    /// Its sequence number in the run, from 1.
+    pub seq: u64,
+    /// The event's kind (`step_started`, ...), its JSON `event` field.
+    pub kind: String,
+    /// The event as one JSON object.
+    pub json: Arc<str>,
+}
+
+/// What a follower receives.
+#[derive(Debug, Clone)]
+pub enum Live {
+    /// An enduring event, in journal order.
+    Event(Journaled),
+    /// A piece of an agent step's text as the model streams it (live only).
+    Token {
+        /// The step's outline seq.
+        step: u32,
+        /// The piece.
+        text: Arc<str>,
+    },
+}
+
+/// One run's journal writer and live channel.
+pub struct RunJournal {
+    db: Arc<Database>,
+    run: u64,
+    // The next seq; held while committing and publishing, which makes them one step.
+    next: Mutex<u64>,
+    live: broadcast::Sender<Live>,
+}
+
+impl std::fmt::Debug for RunJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunJournal")
+            .field("run", &self.run)
+            .finish()
+    }
+}
+
+fn db_err(e: impl std::fmt::Display) -> StateError {
+    StateError::Db(e.to_string())
+}
+
+/// Creates the journal's table if the file does not have it yet.
+pub fn ensure_table(db: &Database) -> Result<(), StateError> {
+    let txn = db.begin_write().map_err(db_err)?;
+    txn.open_table(RUN_EVENTS).map_err(db_err)?;
+    txn.commit().map_err(db_err)
+}
+
+/// The kind of an event line: its `event` field.
+fn kind_of(json: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .and_then(|v| v.get("event").and_then(|k| k.as_str()).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+impl RunJournal {
+    /// The journal of `run`, continuing after the events it already has.
+    pub fn open(db: Arc<Database>, run: u64) -> Result<Self, StateError> {
+        ensure_table(&db)?;
+        let last = last_seq(&db, run)?;
+        let (live, _) = broadcast::channel(LIVE_CAPACITY);
+        Ok(Self {
+            db,
+            run,
+            next: Mutex::new(last + 1),
+            live,
+        })
+    }
+
+    /// The run.
+    pub fn run(&self) -> u64 {
+        self.run
+    }
+
+    /// Commits one event line (already masked) and then publishes it; returns its seq.
+    pub fn record(&self, json: &str) -> Result<u64, StateError> {
+        let mut next = self
+            .next
+            .lock()
+            .map_err(|_| StateError::Db("the run journal's lock is poisoned".to_owned()))?;
+        let seq = *next;
+        let mut txn = self.db.begin_write().map_err(db_err)?;
+        // Not synced: the run's end (a durable commit) persists every event before it. A crash
+        // loses at most the tail, after which the run is recorded as running, which is true.
+        let _ = txn.set_durability(redb::Durability::None);
+        txn.open_table(RUN_EVENTS)
+            .map_err(db_err)?
+            .insert((self.run, seq), json)
+            .map_err(db_err)?;
+        txn.commit().map_err(db_err)?;
+        *next = seq + 1;
+        // No follower is not an error: the event is in the journal for later ones.
+        let _ = self.live.send(Live::Event(Journaled {
+            seq,
+            kind: kind_of(json),
+            json: Arc::from(json),
+        }));
+        Ok(seq)
+    }
+
+    /// Publishes a token delta of agent step `step` to whoever follows now.
+    pub fn token(&self, step: u32, text: &str) {
+        let _ = self.live.send(Live::Token {
+            step,
+            text: Arc::from(text),
+        });
+    }
+
+    /// A receiver of everything published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Live> {
+        self.live.subscribe()
+    }
+}
+
+/// The last seq journaled for `run` (0: none).
+pub fn last_seq(db: &Database, run: u64) -> Result<u64, StateError> {
+    let txn = db.begin_read().map_err(db_err)?;
+    let table = match txn.open_table(RUN_EVENTS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(db_err(e)),
+    };
+    let last = table
+        .range((run, 0)..=(run, u64::MAX))
+        .map_err(db_err)?
+        .next_back()
+        .transpose()
+        .map_err(db_err)?;
+    Ok(last.map_or(0, |(k, _)| k.value().1))
+}
+
+/// The journaled events of `run` after `after`, in order.
+pub fn read_after(db: &Database, run: u64, after: u64) -> Result<Vec<Journaled>, StateError> {
+    let txn = db.begin_read().map_err(db_err)?;
+    let table = match txn.open_table(RUN_EVENTS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(db_err(e)),
+    };
+    let mut out = Vec::new();
+    let Some(from) = after.checked_add(1) else {
+        return Ok(out);
+    };
+    for entry in table.range((run, from)..=(run, u64::MAX)).map_err(db_err)? {
+        let (k, v) = entry.map_err(db_err)?;
+        let json = v.value();
+        out.push(Journaled {
+            seq: k.value().1,
+            kind: kind_of(json),
+            json: Arc::from(json),
+        });
+    }
+    Ok(out)
+}
+
+/// Follows a run from after `after`: the journal, then (when `live` is the running run's
+/// journal) what it publishes, each enduring event once and in order. Ends after the run's
+/// `run_finished` event, or, for a run not running here, once the journal is read.
+pub fn follow(
+    db: Arc<Database>,
+    run: u64,
+    live: Option<Arc<RunJournal>>,
+    after: u64,
+) -> impl Stream<Item = Result<Live, StateError>> + Send {
+    async_stream(move |tx| async move {
+        let mut live = live;
+        let mut cursor = after;
+        loop {
+            // 1. Subscribe first, so nothing committed from now on is missed.
+            let mut rx = live.as_ref().map(|j| j.subscribe());
+            // 2. Catch up from the journal.
+            let db2 = db.clone();
+            let read = tokio::task::spawn_blocking(move || read_after(&db2, run, cursor))
+                .await
+                .map_err(db_err)
+                .and_then(|r| r);
+            let caught = match read {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            };
+            for event in caught {
+                cursor = event.seq;
+                let last = event.kind == "run_finished";
+                if tx.send(Ok(Live::Event(event))).await.is_err() || last {
+                    return;
+                }
+            }
+            let Some(rx) = rx.as_mut() else { return };
+            // 3. Follow live, skipping what the read already gave.
+            loop {
+                let received = tokio::select! {
+                    r = rx.recv() => r,
+                    // The follower went away while the run is quiet.
+                    () = tx.closed() => return,
+                };
+                match received {
+                    Ok(Live::Event(e)) if e.seq <= cursor => {}
+                    Ok(Live::Event(e)) => {
+                        cursor = e.seq;
+                        let last = e.kind == "run_finished";
+                        if tx.send(Ok(Live::Event(e))).await.is_err() || last {
+                            return;
+                        }
+                    }
+                    Ok(token) => {
+                        if tx.send(Ok(token)).await.is_err() {
+                            return;
+                        }
+                    }
+                    // Behind the channel: catch up from the journal again.
+                    Err(broadcast::error::RecvError::Lagged(_)) => break,
+                    // The run's journal is gone: whatever it wrote is in the file.
+                    Err(broadcast::error::RecvError::Closed) => {
+                        live = None;
+                        break;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// A stream fed by a task through a small channel (the task stops when the stream is
+/// dropped: its next send fails).
+fn async_stream<T, F, Fut>(body: F) -> impl Stream<Item = T> + Send
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    tokio::spawn(body(tx));
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}

@@ -1,0 +1,222 @@
+//! The JSON API handlers under `/api/v1/`: health, pipelines and their plans, runs (list,
+//! show, start, cancel). Approvals are in `approvals.rs`, receipts in `receipt.rs`, the event
+//! stream in `sse.rs`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use super::app::App;
+use super::error::ApiError;
+use super::triggers;
+use super::views::{PipelineView, RunView, tree};
+use crate::pipeline::{CheckScope, Loaded};
+use crate::run::Store;
+
+/// The API's routes (state: the [`App`]).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/v1/health", get(health))
+        .route("/api/v1/pipelines", get(pipelines))
+        .route("/api/v1/pipelines/{name}/plan", get(plan))
+        .route("/api/v1/runs", get(runs).post(super::start::start))
+        .route("/api/v1/runs/{id}", get(run))
+        .route("/api/v1/runs/{id}/cancel", post(cancel))
+        .route(
+            "/api/v1/runs/{id}/steps/{seq}/receipt",
+            get(super::receipt::receipt),
+        )
+        .route("/api/v1/approvals", get(super::approvals::list))
+        .route(
+            "/api/v1/runs/{id}/approvals/{seq}",
+            post(super::approvals::answer),
+        )
+}
+
+/// Runs `read` on the state file off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    app: &Arc<App>,
+    read: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let store = app.store.clone();
+    tokio::task::spawn_blocking(move || read(&store))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+}
+
+/// Loads a served pipeline as `treadle run` does (its edits since start-up included).
+pub async fn load(file: std::path::PathBuf, job: Option<String>) -> Result<Loaded, ApiError> {
+    tokio::task::spawn_blocking(move || {
+        let scope = CheckScope {
+            job: job.as_deref(),
+            env: &crate::pipeline::model::process_env,
+            machine: false,
+        };
+        crate::pipeline::load(&file, &scope).map_err(|e| ApiError::Unprocessable(e.to_string()))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "ok": true, "version": env!("CARGO_PKG_VERSION") }))
+}
+
+async fn pipelines(State(app): State<Arc<App>>) -> Result<Json<Vec<PipelineView>>, ApiError> {
+    let mut out = Vec::new();
+    for f in &app.files {
+        // A file that does not load now is still served: its jobs are just unknown.
+        let jobs = load(f.file.clone(), None).await.map_or_else(
+            |_| Vec::new(),
+            |l| {
+                l.pipeline
+                    .jobs
+                    .iter()
+                    .map(|j| j.name.value.clone())
+                    .collect()
+            },
+        );
+        out.push(PipelineView {
+            name: f.name.clone(),
+            file: f.file.display().to_string(),
+            jobs,
+        });
+    }
+    Ok(Json(out))
+}
+
+/// What to list.
+#[derive(Debug, Deserialize)]
+struct RunsQuery {
+    pipeline: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn runs(
+    State(app): State<Arc<App>>,
+    Query(q): Query<RunsQuery>,
+) -> Result<Json<Vec<RunView>>, ApiError> {
+    let list = blocking(&app, move |store| {
+        let triggers = triggers::all(&store.database())?;
+        let mut out = Vec::new();
+        for r in store.runs()?.into_iter().rev() {
+            let view = RunView::of(&r, &store.steps(r.id)?, trigger(&triggers, r.id));
+            if q.pipeline.as_ref().is_none_or(|p| *p == view.pipeline) {
+                out.push(view);
+            }
+            if q.limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(Json(list))
+}
+
+/// Who started run `id`: what the server recorded, else `cli` (a run of `treadle run`
+/// made without a server).
+fn trigger(triggers: &HashMap<u64, String>, id: u64) -> &str {
+    triggers.get(&id).map_or("cli", String::as_str)
+}
+
+/// Parses a run id from the path: a clear 400 instead of axum's plain-text rejection.
+pub fn run_id(text: &str) -> Result<u64, ApiError> {
+    text.parse().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "`{text}` is not a run id: run ids are whole numbers (see GET /api/v1/runs)"
+        ))
+    })
+}
+
+async fn run(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<RunView>, ApiError> {
+    let id = run_id(&id)?;
+    let view = blocking(&app, move |store| {
+        let record = store.run(id)?;
+        let steps = store.steps(id)?;
+        let triggers = triggers::all(&store.database())?;
+        let mut view = RunView::of(&record, &steps, trigger(&triggers, id));
+        view.steps = Some(tree(&steps));
+        Ok(view)
+    })
+    .await?;
+    Ok(Json(view))
+}
+
+async fn cancel(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    let id = run_id(&id)?;
+    match app.live_run(id) {
+        Some(live) => {
+            live.cancel.cancel();
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(serde_json::json!({ "id": id, "status": "aborting" })),
+            ))
+        }
+        None => {
+            let record = blocking(&app, move |store| Ok(store.run(id)?)).await?;
+            Err(ApiError::Conflict(format!(
+                "run {id} is not running here (it is {})",
+                record.status.as_str()
+            )))
+        }
+    }
+}
+
+/// Which job to plan.
+#[derive(Debug, Deserialize)]
+struct PlanQuery {
+    job: Option<String>,
+}
+
+/// `treadle plan` as the server sees it: the text it prints, per job.
+async fn plan(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Query(q): Query<PlanQuery>,
+) -> Result<Json<Vec<serde_json::Value>>, ApiError> {
+    let file = app
+        .file(&name)
+        .ok_or_else(|| not_served(&app, &name))?
+        .file
+        .clone();
+    let loaded = load(file, q.job.clone()).await?;
+    let out = blocking(&app, move |store| {
+        let records = crate::cache::records::Records::open(store.database())
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let mut out = Vec::new();
+        for j in loaded
+            .pipeline
+            .jobs
+            .iter()
+            .filter(|j| q.job.as_ref().is_none_or(|n| j.name.value == *n))
+        {
+            let lines = crate::cache::plan::plan(&loaded, j, Some(&records));
+            let text = crate::cache::plan::render(&j.name.value, &lines);
+            out.push(serde_json::json!({ "job": j.name.value, "text": text }));
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(Json(out))
+}
+
+/// The 404 for a pipeline name the server does not serve, listing those it does.
+pub fn not_served(app: &App, name: &str) -> ApiError {
+    let names: Vec<&str> = app.files.iter().map(|f| f.name.as_str()).collect();
+    ApiError::NotFound(format!(
+        "no pipeline `{name}` is served here; served: {}",
+        names.join(", ")
+    ))
+}

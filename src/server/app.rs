@@ -1,0 +1,289 @@
+//! The server process: what it serves, its shared state, its router, and its life from
+//! binding the address to removing the discovery file.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+
+use super::discovery::{self, Discovery};
+use super::views::pipeline_name;
+use crate::run::journal::RunJournal;
+use crate::run::{AgentRunner, Store};
+
+/// A pipeline file the server serves.
+#[derive(Debug, Clone)]
+pub struct ServedFile {
+    /// Its name in the API: the file's stem.
+    pub name: String,
+    /// The file, as given.
+    pub file: PathBuf,
+}
+
+/// A run going on in this process.
+#[derive(Debug, Clone)]
+pub struct LiveRun {
+    /// Its journal, which followers subscribe to.
+    pub journal: Arc<RunJournal>,
+    /// Cancels it.
+    pub cancel: CancellationToken,
+}
+
+/// What every handler shares.
+pub struct App {
+    /// The state file, owned by this process while it serves.
+    pub store: Arc<Store>,
+    /// The served pipeline files.
+    pub files: Vec<ServedFile>,
+    /// Runs going on now, by id.
+    pub live: Mutex<HashMap<u64, LiveRun>>,
+    /// The token every request must carry (`None`: loopback, no token).
+    pub token: Option<String>,
+    /// Runs agent steps.
+    pub agents: Arc<dyn AgentRunner>,
+    /// Cancelled when the server shuts down: its runs are aborted.
+    pub shutdown: CancellationToken,
+}
+
+impl App {
+    /// The live run `id`, if it runs here now.
+    pub fn live_run(&self, id: u64) -> Option<LiveRun> {
+        self.live.lock().ok()?.get(&id).cloned()
+    }
+
+    /// The served file named `name`.
+    pub fn file(&self, name: &str) -> Option<&ServedFile> {
+        self.files.iter().find(|f| f.name == name)
+    }
+}
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Pipeline files, or directories whose `*.yml` / `*.yaml` files are served.
+    pub paths: Vec<PathBuf>,
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The environment variable holding the token (required off loopback).
+    pub token_env: Option<String>,
+    /// The state file (default: `.treadle/state.redb` beside the files).
+    pub state: Option<PathBuf>,
+}
+
+/// Why the server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A path cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Nothing to serve.
+    #[error(
+        "no pipeline files to serve in {0}\nhint: give `treadle serve` a pipeline file or a directory holding *.yml files"
+    )]
+    Nothing(String),
+    /// Two files would have the same name.
+    #[error(
+        "{a} and {b} would both be served as `{name}`\nhint: serve them from separate `treadle serve` processes"
+    )]
+    SameName {
+        /// The name.
+        name: String,
+        /// One file.
+        a: String,
+        /// The other.
+        b: String,
+    },
+    /// The files are in different directories, so they have different state files.
+    #[error(
+        "{a} and {b} keep their runs in different state files\nhint: serve files of one directory, or give `--state`"
+    )]
+    SplitState {
+        /// One file.
+        a: String,
+        /// The other.
+        b: String,
+    },
+    /// Listening off loopback without a token.
+    #[error(
+        "{0} is not a loopback address: anyone who can reach it could run commands\nhint: give `--token-env NAME`, the environment variable holding a token every request must carry"
+    )]
+    NoToken(SocketAddr),
+    /// The token variable is unset or empty.
+    #[error("--token-env {0}: the variable is not set (or empty)")]
+    TokenUnset(String),
+    /// The state file cannot be opened.
+    #[error(transparent)]
+    State(#[from] crate::run::StateError),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The discovery file cannot be written.
+    #[error(transparent)]
+    Discovery(#[from] discovery::DiscoveryError),
+}
+
+/// The pipeline files of `paths`: files as given, directories' `*.yml` and `*.yaml` files
+/// in name order.
+pub fn served_files(paths: &[PathBuf]) -> Result<Vec<ServedFile>, ServeError> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let read = |source| ServeError::Read {
+                path: path.clone(),
+                source,
+            };
+            let mut found = Vec::new();
+            for entry in std::fs::read_dir(path).map_err(read)? {
+                let entry = entry.map_err(read)?;
+                // `treadle serve .` serves `hello.yml`, not `./hello.yml`.
+                let p = if path == Path::new(".") {
+                    PathBuf::from(entry.file_name())
+                } else {
+                    entry.path()
+                };
+                let yaml = p.extension().is_some_and(|e| e == "yml" || e == "yaml");
+                if yaml && p.is_file() {
+                    found.push(p);
+                }
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut served: Vec<ServedFile> = Vec::new();
+    for file in files {
+        let name = pipeline_name(&file.display().to_string());
+        if let Some(other) = served.iter().find(|s| s.name == name) {
+            return Err(ServeError::SameName {
+                name,
+                a: other.file.display().to_string(),
+                b: file.display().to_string(),
+            });
+        }
+        served.push(ServedFile { name, file });
+    }
+    if served.is_empty() {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(ServeError::Nothing(shown.join(", ")));
+    }
+    Ok(served)
+}
+
+/// The one state file of the served files.
+pub fn state_of(files: &[ServedFile], given: Option<PathBuf>) -> Result<PathBuf, ServeError> {
+    if let Some(state) = given {
+        return Ok(state);
+    }
+    let first = &files[0];
+    let state = crate::run::state_path(&first.file, None);
+    for f in &files[1..] {
+        if crate::run::state_path(&f.file, None) != state {
+            return Err(ServeError::SplitState {
+                a: first.file.display().to_string(),
+                b: f.file.display().to_string(),
+            });
+        }
+    }
+    Ok(state)
+}
+
+/// The token: required off loopback, read from the named variable.
+pub fn token_of(addr: SocketAddr, token_env: Option<&str>) -> Result<Option<String>, ServeError> {
+    match token_env {
+        Some(var) => match std::env::var(var) {
+            Ok(t) if !t.is_empty() => Ok(Some(t)),
+            _ => Err(ServeError::TokenUnset(var.to_owned())),
+        },
+        None if addr.ip().is_loopback() => Ok(None),
+        None => Err(ServeError::NoToken(addr)),
+    }
+}
+
+/// The whole router: the API, then the page (`crate::web`), behind the guard.
+pub fn router(app: Arc<App>) -> Router {
+    super::api::routes()
+        .merge(super::sse::routes())
+        .with_state(app.clone())
+        .merge(crate::web::router())
+        .layer(axum::middleware::from_fn_with_state(
+            app,
+            super::guard::check,
+        ))
+}
+
+/// Serves until `stop` is cancelled (Ctrl-C or SIGTERM in `treadle serve`); `ready` is told
+/// the bound address.
+pub async fn serve(
+    options: ServeOptions,
+    stop: CancellationToken,
+    ready: impl FnOnce(SocketAddr, &Path),
+) -> Result<(), ServeError> {
+    let files = served_files(&options.paths)?;
+    let state = state_of(&files, options.state.clone())?;
+    let token = token_of(options.addr, options.token_env.as_deref())?;
+    let store = crate::run::open_store(state.clone()).await?;
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: options.addr,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: options.addr,
+        source,
+    })?;
+    let app = Arc::new(App {
+        store,
+        files,
+        live: Mutex::default(),
+        token,
+        agents: crate::run::agents::default_agent_runner(),
+        shutdown: stop.child_token(),
+    });
+    discovery::write(
+        &state,
+        &Discovery {
+            addr,
+            pid: std::process::id(),
+            token_required: app.token.is_some(),
+        },
+    )?;
+    ready(addr, &state);
+    let ending = app.shutdown.clone();
+    let served = axum::serve(listener, router(app.clone()))
+        .with_graceful_shutdown(async move {
+            stop.cancelled().await;
+            // Aborts the runs and ends the event streams, which graceful shutdown waits for.
+            ending.cancel();
+        })
+        .await;
+    app.shutdown.cancel();
+    wait_for_runs(&app).await;
+    discovery::remove(&state);
+    served.map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// Gives the aborted runs a moment to record how they ended.
+async fn wait_for_runs(app: &App) {
+    for _ in 0..100 {
+        if app.live.lock().map_or(true, |l| l.is_empty()) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,107 @@
+//! The guard in front of every route: the token (when the server has one) on every API
+//! request, and no cross-site request that changes state.
+//!
+//! The page itself (`/`, `/assets/...`) holds no data and is served without the token: a
+//! browser cannot send a header when it opens a link; the page reads the token from the
+//! URL fragment and sends it with each API request. A state-changing request (anything but
+//! GET, HEAD and OPTIONS) that a browser marks as cross-site (`Sec-Fetch-Site`), or whose
+//! `Origin` is not this server's own, is refused whatever token it carries.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::app::App;
+use super::error::ApiError;
+
+/// Whether `given` equals `token`, in time that does not depend on where they differ.
+fn same_token(given: &[u8], token: &[u8]) -> bool {
+    given.len() == token.len() && given.iter().zip(token).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+}
+
+/// The token check: `Authorization: Bearer <token>`.
+fn authorized(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(t) if same_token(t.trim().as_bytes(), token.as_bytes()) => Ok(()),
+        Some(_) => Err(ApiError::Unauthorized(
+            "the token is wrong: send `Authorization: Bearer <token>` with the value of the server's --token-env variable".to_owned(),
+        )),
+        None => Err(ApiError::Unauthorized(
+            "this server requires a token: send `Authorization: Bearer <token>` with the value of the server's --token-env variable".to_owned(),
+        )),
+    }
+}
+
+/// The cross-site check of a state-changing request.
+fn same_site(headers: &HeaderMap) -> Result<(), ApiError> {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = text("sec-fetch-site")
+        && site != "same-origin"
+        && site != "none"
+    {
+        return Err(ApiError::Forbidden(format!(
+            "a cross-site request (Sec-Fetch-Site: {site}) cannot change anything here"
+        )));
+    }
+    if let Some(origin) = text("origin") {
+        let host = text("host").unwrap_or_default();
+        let origin_host = origin.split_once("://").map_or(origin, |(_, h)| h);
+        if origin_host != host {
+            return Err(ApiError::Forbidden(format!(
+                "a request from {origin} cannot change anything on {host}: only this server's own page may"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The middleware.
+pub async fn check(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    if request.uri().path().starts_with("/api/")
+        && let Some(token) = &app.token
+        && let Err(e) = authorized(headers, token)
+    {
+        return e.into_response();
+    }
+    let reads = [Method::GET, Method::HEAD, Method::OPTIONS];
+    if !reads.contains(request.method())
+        && let Err(e) = same_site(headers)
+    {
+        return e.into_response();
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_token(b"abc", b"abc"));
+        assert!(!same_token(b"abd", b"abc"));
+        assert!(!same_token(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn cross_site_posts_are_refused() {
+        let mut h = HeaderMap::new();
+        h.insert("host", "127.0.0.1:8088".parse().unwrap());
+        assert!(same_site(&h).is_ok());
+        h.insert("origin", "http://127.0.0.1:8088".parse().unwrap());
+        assert!(same_site(&h).is_ok());
+        h.insert("origin", "http://evil.example".parse().unwrap());
+        assert!(same_site(&h).is_err());
+        h.remove("origin");
+        h.insert("sec-fetch-site", "cross-site".parse().unwrap());
+        assert!(same_site(&h).is_err());
+    }
+}

@@ -1,0 +1,33 @@
+//! `treadle serve`: one long-lived process that owns the state file, runs pipelines in it,
+//! and serves the HTTP API (`/api/v1/...`), each run's resumable event stream and the web
+//! page. See docs/server.md.
+//!
+//! # Layout
+//!
+//! * `app.rs`: what is served, the shared [`app::App`], the router, start-up and shutdown;
+//! * `discovery.rs`: `.treadle/server.json`, where the other commands find the server;
+//! * `guard.rs`: the token and the cross-site check in front of every route;
+//! * `api.rs`: health, pipelines, plans, runs (list, show, cancel);
+//! * `start.rs`: starting a run in the server;
+//! * `approvals.rs`: listing and answering approvals;
+//! * `receipt.rs`: what a step's cache key is made of;
+//! * `sse.rs`: a run's events as server-sent events, resumable by `Last-Event-ID`;
+//! * `triggers.rs`: who started each run;
+//! * `views.rs`: the JSON shapes of runs, steps and pipelines;
+//! * `error.rs`: the API's error answers;
+//! * `client.rs`: the other commands' side: find the server and talk to it.
+
+pub mod api;
+pub mod app;
+mod approvals;
+pub mod client;
+pub mod discovery;
+pub mod error;
+mod guard;
+mod receipt;
+pub mod sse;
+mod start;
+mod triggers;
+pub mod views;
+
+pub use app::{ServeError, ServeOptions, serve};

@@ -1,0 +1,89 @@
+//! `GET /api/v1/runs/{id}/events`: a run's events as server-sent events. The SSE `id` is
+//! the run journal's seq, so a client reconnecting with `Last-Event-ID: N` (or `?after=N`)
+//! gets exactly the events after N (`crate::run::journal::follow`). Token deltas have no
+//! `id` and are never replayed. Once the run has ended and the client has caught up, an
+//! `end` event closes the stream.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::get;
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+
+use super::api::{blocking, run_id};
+use super::app::App;
+use super::error::ApiError;
+use crate::run::journal::{Live, follow};
+
+/// The stream's route (state: the [`App`]).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new().route("/api/v1/runs/{id}/events", get(events))
+}
+
+/// Where to resume.
+#[derive(Debug, Deserialize)]
+struct After {
+    after: Option<String>,
+}
+
+/// The cursor: `Last-Event-ID` (what a reconnecting browser sends) or else `?after=`.
+fn cursor(headers: &HeaderMap, query: &After) -> Result<u64, ApiError> {
+    let given = match headers.get("last-event-id") {
+        Some(v) => Some(("Last-Event-ID", v.to_str().unwrap_or("\u{fffd}").to_owned())),
+        None => query.after.clone().map(|a| ("after", a)),
+    };
+    let Some((name, text)) = given else {
+        return Ok(0);
+    };
+    let text = text.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ApiError::BadRequest(format!(
+            "{name}: `{text}` is not an event id; it must be the `id:` of an event this stream sent (a whole number), or 0 for the start"
+        )));
+    }
+    text.parse().map_err(|_| {
+        ApiError::BadRequest(format!("{name}: `{text}` is too large to be an event id"))
+    })
+}
+
+/// One follower item as an SSE event.
+fn sse_event(item: Result<Live, crate::run::StateError>) -> Event {
+    match item {
+        Ok(Live::Event(e)) => Event::default()
+            .id(e.seq.to_string())
+            .event(e.kind)
+            .data(&*e.json),
+        Ok(Live::Token { step, text }) => Event::default()
+            .event("token")
+            .data(serde_json::json!({ "seq": step, "text": &*text }).to_string()),
+        Err(e) => Event::default()
+            .event("error")
+            .data(serde_json::json!({ "error": e.to_string() }).to_string()),
+    }
+}
+
+async fn events(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    Query(query): Query<After>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let id = run_id(&id)?;
+    let after = cursor(&headers, &query)?;
+    blocking(&app, move |store| Ok(store.run(id)?)).await?;
+    let live = app.live_run(id).map(|l| l.journal);
+    let shutdown = app.shutdown.clone();
+    let stream = follow(app.store.database(), id, live, after)
+        .map(sse_event)
+        .chain(futures::stream::once(async {
+            Event::default().event("end").data("{}")
+        }))
+        .take_until(shutdown.cancelled_owned())
+        .map(Ok);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

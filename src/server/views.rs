@@ -1,0 +1,299 @@
+//! The JSON shapes of the API (see docs/server.md): a run, its steps as a tree, a served
+//! pipeline. They are built from the state file's records and read back by the CLI, which
+//! prints them as it prints the records themselves.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::run::state::{RunRecord, RunStatus, StepRecord, StepStatus};
+
+/// A pipeline the server serves.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PipelineView {
+    /// Its name: the file's stem, unique among the served files.
+    pub name: String,
+    /// The file, as the server was given it.
+    pub file: String,
+    /// Its jobs.
+    pub jobs: Vec<String>,
+}
+
+/// A run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunView {
+    /// Run id.
+    pub id: u64,
+    /// The pipeline's name (its file's stem).
+    pub pipeline: String,
+    /// The pipeline file as the run recorded it.
+    pub file: String,
+    /// The job.
+    pub job: String,
+    /// How it stands.
+    pub status: RunStatus,
+    /// Start (ms since the Unix epoch).
+    pub started_ms: u64,
+    /// Wall time, once ended.
+    pub duration_ms: Option<u64>,
+    /// Who started it: `cli`, `web` or `api`.
+    pub trigger: String,
+    /// Tokens its agent steps spent (`None`: it has no agent step).
+    pub tokens: Option<u64>,
+    /// What they cost (`None`: no agent step, or one without a price: "unpriced").
+    pub cost_usd: Option<f64>,
+    /// Why it did not succeed.
+    pub error: Option<String>,
+    /// Its steps as a tree (only in `GET /api/v1/runs/{id}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<StepNode>>,
+}
+
+/// A step of a run, with the steps inside it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepNode {
+    /// Its place in the plan outline.
+    pub seq: u32,
+    /// Where it is in the plan, e.g. `2/in_parallel/0`.
+    pub path: String,
+    /// Display name.
+    pub name: String,
+    /// Kind (`task`, `agent`, `do`, ...).
+    pub kind: String,
+    /// How it stands.
+    pub status: StepStatus,
+    /// Replayed from the cache instead of run.
+    pub cached: bool,
+    /// The run it was replayed from.
+    pub from_run: Option<u64>,
+    /// Start (ms since the Unix epoch).
+    pub started_ms: Option<u64>,
+    /// Wall time (all attempts).
+    pub duration_ms: Option<u64>,
+    /// A task's exit code.
+    pub exit_code: Option<i32>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// An agent's verdict.
+    pub verdict: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Tokens an agent step spent in this run.
+    pub tokens: Option<u64>,
+    /// Their cost (`None`: unpriced, or not an agent step).
+    pub cost_usd: Option<f64>,
+    /// An agent step's usage as recorded (model, token counts, cost).
+    pub usage: Option<Value>,
+    /// The end of its output.
+    pub output_tail: String,
+    /// The steps inside it (a block's).
+    pub children: Vec<StepNode>,
+}
+
+/// Tokens and cost of one step's usage record: `(tokens, cost)`, the cost `None` when the
+/// model has no price. A step replayed from the cache spent nothing in its run.
+fn spent(step: &StepRecord) -> Option<(u64, Option<f64>)> {
+    let usage = step.usage.as_ref()?;
+    if step.replayed_from.is_some() {
+        return Some((0, Some(0.0)));
+    }
+    let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let usd = usage
+        .get("cost")
+        .and_then(|c| c.get("usd"))
+        .and_then(Value::as_f64);
+    Some((n("prompt_tokens") + n("completion_tokens"), usd))
+}
+
+/// The name a pipeline file is served under: its stem.
+pub fn pipeline_name(file: &str) -> String {
+    Path::new(file)
+        .file_stem()
+        .map_or_else(|| file.to_owned(), |s| s.to_string_lossy().into_owned())
+}
+
+impl RunView {
+    /// The view of a run, from its record and steps.
+    pub fn of(run: &RunRecord, steps: &[StepRecord], trigger: &str) -> Self {
+        let (mut tokens, mut cost, mut agents) = (0, Some(0.0), 0);
+        for (t, c) in steps.iter().filter_map(spent) {
+            agents += 1;
+            tokens += t;
+            cost = cost.zip(c).map(|(a, b)| a + b);
+        }
+        Self {
+            id: run.id,
+            pipeline: pipeline_name(&run.pipeline),
+            file: run.pipeline.clone(),
+            job: run.job.clone(),
+            status: run.status,
+            started_ms: run.started_ms,
+            duration_ms: run.duration_ms,
+            trigger: trigger.to_owned(),
+            tokens: (agents > 0).then_some(tokens),
+            cost_usd: if agents > 0 { cost } else { None },
+            error: run.error.clone(),
+            steps: None,
+        }
+    }
+
+    /// The record this view was made of (for the CLI, which prints records).
+    pub fn record(&self) -> RunRecord {
+        RunRecord {
+            id: self.id,
+            pipeline: self.file.clone(),
+            job: self.job.clone(),
+            status: self.status,
+            started_ms: self.started_ms,
+            duration_ms: self.duration_ms,
+            error: self.error.clone(),
+        }
+    }
+}
+
+impl StepNode {
+    fn of(step: &StepRecord) -> Self {
+        let spent = spent(step);
+        Self {
+            seq: step.seq,
+            path: step.path.clone(),
+            name: step.name.clone(),
+            kind: step.kind.clone(),
+            status: step.status,
+            cached: step.replayed_from.is_some(),
+            from_run: step.replayed_from,
+            started_ms: step.started_ms,
+            duration_ms: step.duration_ms,
+            exit_code: step.exit_code,
+            attempts: step.attempts,
+            verdict: step.verdict.clone(),
+            error: step.error.clone(),
+            tokens: spent.map(|s| s.0),
+            cost_usd: spent.and_then(|s| s.1),
+            usage: step.usage.clone(),
+            output_tail: step.stdout_tail.clone(),
+            children: Vec::new(),
+        }
+    }
+
+    /// The record this node was made of.
+    pub fn record(&self) -> StepRecord {
+        StepRecord {
+            seq: self.seq,
+            path: self.path.clone(),
+            name: self.name.clone(),
+            kind: self.kind.clone(),
+            status: self.status,
+            started_ms: self.started_ms,
+            duration_ms: self.duration_ms,
+            exit_code: self.exit_code,
+            attempts: self.attempts,
+            stdout_tail: self.output_tail.clone(),
+            error: self.error.clone(),
+            verdict: self.verdict.clone(),
+            usage: self.usage.clone(),
+            replayed_from: self.from_run,
+        }
+    }
+
+    /// The nodes in plan order, parents before their children (as the state file has them).
+    pub fn flatten(nodes: &[StepNode], out: &mut Vec<StepRecord>) {
+        for n in nodes {
+            out.push(n.record());
+            Self::flatten(&n.children, out);
+        }
+    }
+}
+
+/// The parent of an outline path: `2/in_parallel/0` is inside `2`; `3/do/1/try` inside `3/do/1`.
+fn parent_path<'a>(path: &'a str, paths: &[&str]) -> Option<&'a str> {
+    let mut cut = path;
+    while let Some(i) = cut.rfind('/') {
+        cut = &cut[..i];
+        if paths.contains(&cut) {
+            return Some(cut);
+        }
+    }
+    None
+}
+
+/// The steps of a run (in plan order) as a tree, each under the nearest step whose path is
+/// a prefix of its own.
+pub fn tree(steps: &[StepRecord]) -> Vec<StepNode> {
+    let paths: Vec<&str> = steps.iter().map(|s| s.path.as_str()).collect();
+    let mut roots: Vec<StepNode> = Vec::new();
+    // Plan order puts a block before what is inside it, so a parent is always placed first.
+    for step in steps {
+        let node = StepNode::of(step);
+        match parent_path(&step.path, &paths) {
+            Some(parent) => {
+                if let Some(p) = find(&mut roots, parent) {
+                    p.children.push(node);
+                } else {
+                    roots.push(node);
+                }
+            }
+            None => roots.push(node),
+        }
+    }
+    roots
+}
+
+fn find<'a>(nodes: &'a mut [StepNode], path: &str) -> Option<&'a mut StepNode> {
+    for n in nodes {
+        if n.path == path {
+            return Some(n);
+        }
+        if path.starts_with(&format!("{}/", n.path))
+            && let Some(found) = find(&mut n.children, path)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(seq: u32, path: &str) -> StepRecord {
+        StepRecord {
+            seq,
+            path: path.into(),
+            name: path.into(),
+            kind: "task".into(),
+            status: StepStatus::Pending,
+            started_ms: None,
+            duration_ms: None,
+            exit_code: None,
+            attempts: 0,
+            stdout_tail: String::new(),
+            error: None,
+            verdict: None,
+            usage: None,
+            replayed_from: None,
+        }
+    }
+
+    #[test]
+    fn blocks_hold_their_steps_and_flatten_back_in_plan_order() {
+        let steps = vec![
+            step(0, "0"),
+            step(1, "1"),
+            step(2, "1/in_parallel/0"),
+            step(3, "1/in_parallel/1"),
+            step(4, "1/in_parallel/1/do/0"),
+            step(5, "2"),
+        ];
+        let t = tree(&steps);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[1].children.len(), 2);
+        assert_eq!(t[1].children[1].children[0].path, "1/in_parallel/1/do/0");
+        let mut flat = Vec::new();
+        StepNode::flatten(&t, &mut flat);
+        let seqs: Vec<u32> = flat.iter().map(|s| s.seq).collect();
+        assert_eq!(seqs, [0, 1, 2, 3, 4, 5]);
+    }
+}

@@ -1,0 +1,99 @@
+//! A `treadle serve` process for the server tests: started on a free loopback port in a
+//! fixture's directory, found through its discovery file, stopped (SIGTERM) when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running server.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub dir: PathBuf,
+}
+
+impl Server {
+    /// `treadle serve ARGS --addr ADDR` in `dir`, with extra environment; waits until its
+    /// discovery file names it.
+    pub fn start_at(dir: &Path, args: &[&str], addr: &str, env: &[(&str, &str)]) -> Self {
+        let discovery = dir.join(".treadle").join("server.json");
+        let _ = std::fs::remove_file(&discovery);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_treadle"));
+        cmd.arg("serve")
+            .args(args)
+            .args(["--addr", addr])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for var in ["OPENAI_API_KEY", "OPENROUTER_API_KEY", "TREADLE_LOCAL_URL"] {
+            cmd.env_remove(var);
+        }
+        cmd.envs(env.iter().copied());
+        let mut child = cmd.spawn().expect("spawn treadle serve");
+        let started = Instant::now();
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&discovery)
+                && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
+                && v["pid"].as_u64() == Some(u64::from(child.id()))
+            {
+                let addr = v["addr"]
+                    .as_str()
+                    .expect("addr")
+                    .replace("0.0.0.0", "127.0.0.1");
+                return Self {
+                    child,
+                    base: format!("http://{addr}"),
+                    dir: dir.to_path_buf(),
+                };
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "treadle serve exited ({status}):\n{}\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "serve never started"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `treadle serve ARGS` on a free loopback port.
+    pub fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_at(dir, args, "127.0.0.1:0", env)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Stops it with SIGTERM and returns its output.
+    pub fn stop(mut self) -> std::process::Output {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let child = std::mem::replace(&mut self.child, Command::new("true").spawn().expect("true"));
+        child.wait_with_output().expect("serve output")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until `check` holds, polling.
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < Duration::from_secs(30), "never: {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
