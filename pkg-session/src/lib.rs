@@ -19,6 +19,8 @@
 //! * `subject`: the typed [`GateSubject`] of a tool-call gate, as journaled.
 //! * `repair`: malformed tool-call arguments (fences, single quotes, unquoted keys,
 //!   trailing commas, truncation) rewritten into the object meant, before anything reads them.
+//! * `text_calls`: a text answer made only of tool calls (bare JSON, fenced, or in
+//!   `<tool_call>` tags) taken as those calls.
 //! * `repeats`: loop detection, the same tool call with the same result again and again.
 //! * `approvals`: the remembered [`Approvals`] (`ApproveAlways`).
 //! * `restore`: what restore reads from the journal (history, turns, open gates).
@@ -56,6 +58,7 @@ mod resume;
 mod session;
 mod stream;
 mod subject;
+mod text_calls;
 pub mod tool;
 mod turn;
 mod typed;

@@ -296,6 +296,10 @@ impl Turn {
         ctx.secrets.scrub_message(&mut completion.message);
         // Small models often write almost-JSON arguments; what they meant is recovered here,
         // once, so the batch, the journal and the next request all see valid JSON.
+        if self.calls_may_be_text() {
+            let prefix = format!("call_{step}");
+            crate::text_calls::recover_text_calls(&mut completion.message, &prefix);
+        }
         crate::repair::repair_tool_uses(&mut completion.message);
         if inference_hook.is_some() {
             let output = serde_json::to_value(&completion.message).ok();
@@ -496,6 +500,14 @@ impl Turn {
         self.usage += usage;
         self.steps += 1;
         StepEnd::Committed(final_text)
+    }
+
+    /// Whether a text answer made only of tool calls is taken as those calls: when tools
+    /// are offered and the answer is not asked for in a shape of its own.
+    fn calls_may_be_text(&self) -> bool {
+        !self.request.tools.is_empty()
+            && self.request.response_format.is_none()
+            && self.report_tool.is_none()
     }
 
     /// If the model called this turn's reporting tool, keeps only that call in the message

@@ -230,3 +230,36 @@ async fn a_turn_ending_tool_allows_one_more_model_call() {
     // The session goes on: a next turn runs normally (and may decide again).
     session.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_call_written_as_text_is_made() {
+    let server = ScriptedServer::start(Script::new([
+        Reply::text("```json\n{\"name\": \"write\", \"arguments\": {\"path\": \"a.md\", \"content\": \"hi\"}}\n```"),
+        // An answer that only mentions a call stays an answer.
+        Reply::text("I called {\"name\": \"write\"} for you."),
+    ]))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let session = builder(server.base_url(), &dir)
+        .tool(write_tool(seen.clone()))
+        .start()
+        .await
+        .unwrap();
+    let report = session.run("write it").await.unwrap();
+    assert_eq!(
+        report.outcome,
+        TurnOutcome::Done {
+            text: "I called {\"name\": \"write\"} for you.".into()
+        }
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("a.md".to_owned(), "hi".to_owned())]
+    );
+    // The model is sent its call back as a call, not as text.
+    let requests = server.requests();
+    assert_eq!(sent_arguments(&requests[1].body).len(), 1);
+    session.shutdown().await;
+}
