@@ -130,7 +130,7 @@ mod tests {
             "<tool_call>\n{\"name\": \"read_file\", \"parameters\": {\"path\": \"a.md\"}}\n</tool_call>",
             r#"[{"name": "read_file", "arguments": "{\"path\":\"a.md\"}"}]"#,
         ] {
-            assert_eq!(recovered(text), [call.clone()], "{text}");
+            assert_eq!(recovered(text), std::slice::from_ref(&call), "{text}");
         }
         let two =
             "```json\n{\"name\": \"a\", \"arguments\": {}}\n```\n```json\n{\"name\": \"b\"}\n```";
