@@ -43,6 +43,8 @@ class RunPage {
     this.adopt(run);
     replace(this.main, this.header, this.failure, this.notices, this.tree);
     this.paintAll();
+    this.installKeys();
+    this.showHash();
     // A mark the benchmark and the tests read: the tree of a finished run is on screen.
     requestAnimationFrame(() => performance.mark("treadle:tree-painted"));
   }
@@ -164,6 +166,46 @@ class RunPage {
       return this.innermostFailure(kids) || step;
     }
     return null;
+  }
+
+  /** Unfolds the way to a step and brings its row into view. */
+  reveal(step) {
+    for (let s = step.parent; s; s = s.parent) {
+      s.folded = false;
+      this.dirty.add(s.seq);
+    }
+    this.paintAll();
+    step.view?.row.scrollIntoView({ block: "center" });
+    step.view?.row.focus({ preventScroll: true });
+  }
+
+  /** `#step-N` in the address opens that step. */
+  showHash() {
+    const m = /^#step-(\d+)$/.exec(location.hash);
+    const step = m && this.steps.get(Number(m[1]));
+    if (step) this.reveal(step);
+  }
+
+  /** j/k walk the rows, e/c expand and collapse everything, f jumps to the failure. */
+  installKeys() {
+    document.addEventListener("keydown", (e) => {
+      if (e.target.closest?.("input,textarea,select") || e.ctrlKey || e.metaKey || e.altKey) return;
+      const rows = [...this.tree.querySelectorAll(".row")].filter((r) => r.offsetParent);
+      const at = rows.indexOf(document.activeElement);
+      if (e.key === "j") rows[Math.min(at + 1, rows.length - 1)]?.focus();
+      else if (e.key === "k") rows[Math.max(at - 1, 0)]?.focus();
+      else if (e.key === "e" || e.key === "c") {
+        for (const s of this.steps.values()) {
+          s.folded = e.key === "c";
+          this.dirty.add(s.seq);
+        }
+        this.paintAll();
+      } else if (e.key === "f") {
+        const failed = this.innermostFailure(this.roots);
+        if (failed) this.reveal(failed);
+      } else return;
+      e.preventDefault();
+    });
   }
 
   toggle(step) {
