@@ -367,6 +367,8 @@ fn a_reload_mid_run_loses_and_doubles_nothing() {
         "document.querySelector('.turn-text')?.textContent.includes('Third line.')",
         WAIT,
     );
+    // A finished task starts folded; the reader opens it.
+    p.b.click(&format!("#step-{task} > .row .name"));
     let shown = p.b.eval(
         "return document.querySelector(`#step-${arguments[0]} pre.output`).textContent.split('\\n')",
         json!([task]),
@@ -438,4 +440,54 @@ fn a_hostile_answer_renders_inert() {
     );
     assert!(hrefs.contains(&json!("https://example.com/docs")), "{out}");
     assert_eq!(hits.load(Ordering::SeqCst), 0, "the browser fetched an image");
+}
+
+/// The README's picture: the run page of examples/review.yml, finished, at 1200x800. Under
+/// `scripts/screenshot` (TREADLE_SCREENSHOT=docs/run-page.png) it is written into docs/;
+/// otherwise into a temp dir, and checked to be a PNG of that size either way.
+#[test]
+fn the_run_page_screenshot() {
+    let replies = vec![
+        Reply::tool_call("read_file", json!({"path": "draft/notes.md"})).usage(310, 22),
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "report/summary.md", "content": "Two user-visible fixes, clearly stated."}),
+        )
+        .usage(402, 31),
+        Reply::tool_call("verdict", json!({"verdict": "approve", "reason": "clear and accurate"}))
+            .usage(451, 18),
+        Reply::text(
+            "**Approved.** The notes are short and accurate:\n\n- *faster startup* is measurable\n- the crash fix names its trigger (`empty files`)\n\nSummary written to `report/summary.md`.",
+        )
+        .usage(480, 40),
+    ];
+    let Some(p) = Page::start(
+        "the_run_page_screenshot",
+        &common::example("review.yml"),
+        replies,
+        Duration::ZERO,
+    ) else {
+        return;
+    };
+    let id = p.start_run();
+    assert_eq!(p.wait_run(id)["status"], json!("succeeded"));
+    p.b.resize(1200, 800);
+    p.open(&format!("/runs/{id}"));
+    p.b.wait_for(
+        "the answer",
+        "document.querySelector('.turn-text')?.textContent.includes('Summary written')",
+        WAIT,
+    );
+    // Show the draft's output too, as a reader would open it.
+    p.b.click("#step-0 > .row .name");
+    let png = p.b.screenshot_png();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    let width = u32::from_be_bytes(png[16..20].try_into().expect("width"));
+    assert!(width >= 1000, "screenshot {width} px wide");
+    let target = match std::env::var_os("TREADLE_SCREENSHOT") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => std::env::temp_dir().join(format!("treadle-run-page-{}.png", std::process::id())),
+    };
+    std::fs::write(&target, &png).expect("write the screenshot");
+    eprintln!("screenshot: {}", target.display());
 }

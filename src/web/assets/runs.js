@@ -51,7 +51,7 @@ function paintPipeline(section, runs) {
 async function startRun(pipeline, job, status) {
   status.textContent = "starting…";
   try {
-    const answer = await post("/runs", { pipeline, job });
+    const answer = await post("/runs", { pipeline, job, trigger: "web" });
     location.assign(`/runs/${answer.id}`);
   } catch (error) {
     status.textContent = error.message;

@@ -147,7 +147,9 @@ function paintBody(step, runId) {
     parts.push(h("div", { class: "exit" }, `exit code ${d.exit_code}`));
   }
   if (step.approval) parts.push(approvalBox(step, runId));
-  const lines = step.output ?? (d.output_tail ? d.output_tail.replace(/\n$/, "").split("\n") : null);
+  // An agent's tail is its answer, which the conversation already shows.
+  const tail = d.kind === "agent" && (step.convo.length || step.live) ? "" : d.output_tail;
+  const lines = step.output ?? (tail ? tail.replace(/\n$/, "").split("\n") : null);
   if (lines && lines.length) parts.push(h("pre", { class: "output" }, lines.join("\n")));
   if (step.convo.length || step.live) {
     parts.push(h("div", { class: "convo" }, conversation(step.convo),
