@@ -245,6 +245,7 @@ class RunPage {
       },
       end: () => {
         this.conn("");
+        this.ended = true;
         this.refetch();
       },
       state: (s) => this.conn(s === "live" ? "live" : "reconnecting…"),
@@ -310,6 +311,8 @@ class RunPage {
     this.refetching = get(`/runs/${this.runId}`).then((run) => {
       this.adopt(run);
       this.schedule();
+      // For readers of the page's state (tests, the benchmark): everything has arrived.
+      if (this.ended && !this.refetchAgain) document.body.dataset.stream = "ended";
     }).catch(() => {}).finally(() => {
       this.refetching = null;
       if (this.refetchAgain) {

@@ -1,7 +1,7 @@
 // One step of the run page: its state (what the snapshot and the events say about it) and
 // its view (a row, a body with output, conversation or approval, and child steps).
 
-import { h, append, replace, badge, duration, cost, tokens } from "./dom.js";
+import { h, append, replace, duration, cost, tokens } from "./dom.js";
 import { render as markdown } from "./markdown.js";
 import { payload } from "./json.js";
 
@@ -74,9 +74,20 @@ function countText(step, steps) {
   return parts.join(" · ");
 }
 
-/** Builds the element of a step (children are appended by the caller). */
+/** Builds the element of a step (children are appended by the caller). The row's parts
+ * are made once and updated in place, so a row under the pointer is never replaced. */
 export function createView(step, actions) {
-  const row = h("div", { class: "row", tabindex: "0" });
+  const parts = {
+    chev: h("span", { class: "chev", "aria-hidden": "true" }),
+    kind: h("span", { class: "kind" }),
+    name: h("span", { class: "name" }),
+    badge: h("span", { class: "badge" }),
+    count: h("span", { class: "count" }),
+    cached: h("span", { class: "cached-label" }),
+    meta: h("span", { class: "meta" }),
+    anchor: h("a", { class: "anchor", href: `#step-${step.seq}`, title: "link to this step" }, "#"),
+  };
+  const row = h("div", { class: "row", tabindex: "0" }, Object.values(parts));
   const body = h("div", { class: "body" });
   const children = h("ul", { class: "children" });
   const el = h("li", { class: "step", id: `step-${step.seq}`, dataset: { seq: step.seq } }, row, body, children);
@@ -87,8 +98,13 @@ export function createView(step, actions) {
   row.addEventListener("keydown", (e) => {
     if (e.key === "Enter") actions.toggle(step);
   });
-  step.view = { el, row, body, children, actions };
+  step.view = { el, row, parts, body, children, actions };
   return el;
+}
+
+/** Sets a node's text only when it changed. */
+function text(node, value) {
+  if (node.textContent !== value) node.textContent = value;
 }
 
 function hasBody(step) {
@@ -119,16 +135,16 @@ export function paint(step, steps, runId) {
   v.el.className = `step st-${d.status} kind-${d.kind}${d.cached ? " cached" : ""}${folded ? " folded" : ""}${isBlock(step) ? " block" : ""}`;
   const meta = [duration(d.duration_ms), tokens(d.tokens ?? usageTokens(step))];
   if (d.kind === "agent" || d.cost_usd !== null && d.cost_usd !== undefined) meta.push(cost(d.cost_usd ?? step.usage?.cost_usd));
-  replace(v.row,
-    h("span", { class: "chev", "aria-hidden": "true" }, expandable ? (folded ? "▸" : "▾") : ""),
-    h("span", { class: "kind" }, d.kind),
-    h("span", { class: "name" }, d.name),
-    badge(step.approval?.status === "pending" ? "waiting" : d.status),
-    isBlock(step) ? h("span", { class: "count" }, countText(step, steps)) : null,
-    d.cached ? h("span", { class: "cached-label" }, `unchanged — replayed from cache${d.from_run ? ` (run #${d.from_run})` : ""}`) : null,
-    h("span", { class: "meta" }, meta.filter(Boolean).join(" · ")),
-    h("a", { class: "anchor", href: `#step-${step.seq}`, title: "link to this step" }, "#"),
-  );
+  const p = v.parts;
+  const shown = step.approval?.status === "pending" ? "waiting" : d.status;
+  text(p.chev, expandable ? (folded ? "▸" : "▾") : "");
+  text(p.kind, d.kind);
+  text(p.name, d.name);
+  text(p.badge, shown);
+  p.badge.className = `badge st-${shown}`;
+  text(p.count, isBlock(step) ? countText(step, steps) : "");
+  text(p.cached, d.cached ? `unchanged — replayed from cache${d.from_run ? ` (run #${d.from_run})` : ""}` : "");
+  text(p.meta, meta.filter(Boolean).join(" · "));
   if (!folded) paintBody(step, runId);
 }
 
