@@ -56,7 +56,8 @@ impl JobOutcome {
         }
     }
 
-    fn parse(text: &str) -> Option<Self> {
+    /// Reads an outcome as written: `success`/`succeeded` or `failure`/`failed`.
+    pub fn parse(text: &str) -> Option<Self> {
         match text {
             "success" | "succeeded" => Some(Self::Success),
             "failure" | "failed" => Some(Self::Failure),

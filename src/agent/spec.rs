@@ -156,12 +156,7 @@ impl AgentStep {
         }
         parts.extend(step.messages.iter().flatten().map(String::as_str));
 
-        let verdicts = step
-            .verdicts
-            .iter()
-            .flatten()
-            .flat_map(|choice| choice.value.keys().cloned())
-            .collect();
+        let verdicts = step.verdict_choices();
 
         let limit = [&agent.budget, &step.budget]
             .into_iter()
@@ -295,6 +290,8 @@ fn tool_schemas(tools: &[String]) -> Value {
 mod tests {
     use std::collections::BTreeMap;
 
+    use crate::pipeline::flow::Verdict;
+
     use super::*;
     use crate::pipeline::{At, Budget, Pos};
 
@@ -339,7 +336,10 @@ mod tests {
                 At::new("read_file".into()),
                 At::new("run_shell".into()),
             ]),
-            verdicts: Some(vec![At::new(verdict), At::new(reject)]),
+            verdicts: Some(vec![
+                At::new(Verdict::Route(verdict)),
+                At::new(Verdict::Route(reject)),
+            ]),
             budget: Some(Budget { tokens: Some(500) }),
             ..Step::default()
         };

@@ -53,15 +53,12 @@ impl Chain {
     pub fn of(job: &Job, outline: &Outline) -> Self {
         let mut c = Self::default();
         let last = c.walk(&job.plan, Link::default(), outline);
-        for hook in [&job.on_success, &job.on_failure, &job.ensure]
-            .into_iter()
-            .flatten()
-        {
+        for (_, hook) in job.hooks() {
             let link = Link {
                 pred: last,
                 branch: None,
             };
-            c.walk(std::slice::from_ref(hook.as_ref()), link, outline);
+            c.walk(std::slice::from_ref(hook), link, outline);
         }
         c
     }
@@ -92,6 +89,16 @@ impl Chain {
                         self.walk(std::slice::from_ref(child), branch, outline);
                     }
                     self.composite.insert(seq, Composite::All(seqs(p.steps())));
+                }
+                Ok(StepKind::Race(r)) => {
+                    for (i, child) in r.steps.iter().enumerate() {
+                        let branch = Link {
+                            pred: link.pred,
+                            branch: Some(u32::try_from(i).unwrap_or(u32::MAX)),
+                        };
+                        self.walk(std::slice::from_ref(child), branch, outline);
+                    }
+                    self.composite.insert(seq, Composite::All(seqs(&r.steps)));
                 }
                 Ok(StepKind::Try(inner)) => {
                     self.walk(std::slice::from_ref(inner), link, outline);

@@ -133,7 +133,9 @@ pub fn config(
             })
         }
         StepKind::Approval => json!({ "message": step.message }),
-        StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_) => Value::Null,
+        StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_) | StepKind::Race(_) => {
+            Value::Null
+        }
     };
     Ok(json!({ "kind": kind.key(), "common": common, "step": specific }))
 }

@@ -78,9 +78,13 @@ pub(crate) fn is_leaf(step: &Step) -> bool {
     )
 }
 
-/// Whether the cache may ever replay this step outside a resume or replay.
+/// Whether the cache may ever replay this step outside a resume or replay. A guarded
+/// step is not (its guard decides at run time whether it runs), nor is an `across:` step
+/// (its cells share its record).
 pub(crate) fn replayable(step: &Step) -> bool {
     !step.volatile
+        && step.when.is_none()
+        && step.across.is_none()
         && matches!(
             step.kind(),
             Ok(StepKind::Task(_) | StepKind::Agent(_) | StepKind::Get(_))

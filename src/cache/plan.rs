@@ -71,11 +71,8 @@ pub fn plan(loaded: &Loaded, job: &Job, records: Option<&Records>) -> Vec<Line> 
         lines: Vec::new(),
     };
     w.steps(&job.plan, false);
-    for hook in [&job.on_success, &job.on_failure, &job.ensure]
-        .into_iter()
-        .flatten()
-    {
-        w.steps(std::slice::from_ref(hook.as_ref()), true);
+    for (_, hook) in job.hooks() {
+        w.steps(std::slice::from_ref(hook), true);
     }
     w.lines
 }
@@ -92,7 +89,9 @@ impl Walk<'_> {
             return;
         };
         let verdict = match s.kind() {
-            Ok(StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_)) => Verdict::Container,
+            Ok(
+                StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_) | StepKind::Race(_),
+            ) => Verdict::Container,
             _ if hook => Verdict::Hook,
             _ => self.leaf(s, entry.seq, &entry.path),
         };
@@ -105,6 +104,7 @@ impl Walk<'_> {
         match s.kind() {
             Ok(StepKind::Do(children)) => self.steps(children, hook),
             Ok(StepKind::InParallel(p)) => self.steps(p.steps(), hook),
+            Ok(StepKind::Race(r)) => self.steps(&r.steps, hook),
             Ok(StepKind::Try(inner)) => self.steps(std::slice::from_ref(inner), hook),
             _ => {}
         }
@@ -178,11 +178,7 @@ impl Walk<'_> {
         let Some(records) = self.records else {
             return (Verdict::Run(vec!["never ran".to_owned()]), Some(key));
         };
-        let replayable = !s.volatile
-            && matches!(
-                s.kind(),
-                Ok(StepKind::Task(_) | StepKind::Agent(_) | StepKind::Get(_))
-            );
+        let replayable = crate::cache::lookup::replayable(s);
         if replayable && let Ok(Some(o)) = records.entry(&key) {
             return (Verdict::Cached(o.run), Some(key));
         }
@@ -193,6 +189,8 @@ impl Walk<'_> {
         if why.is_empty() {
             why.push(match s.kind() {
                 _ if s.volatile => "volatile: never replayed".to_owned(),
+                _ if s.when.is_some() => "a guarded step is never replayed".to_owned(),
+                _ if s.across.is_some() => "an across step is never replayed".to_owned(),
                 Ok(StepKind::Put(_)) => "a put is never replayed".to_owned(),
                 Ok(StepKind::Approval) => "an approval is never replayed".to_owned(),
                 _ => "unchanged, but its cache entry was evicted or is corrupt".to_owned(),

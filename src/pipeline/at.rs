@@ -32,7 +32,7 @@ impl fmt::Display for Pos {
 }
 
 /// A value and where it was written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct At<T> {
     /// The value itself.
     pub value: T,

@@ -107,13 +107,7 @@ pub fn used_agents<'p>(
 
 /// Calls `f` on every step of a job, nested steps and hooks included, in file order.
 pub fn visit_job(job: &Job, f: &mut dyn FnMut(&Step)) {
-    for s in job
-        .plan
-        .iter()
-        .chain(job.on_success.as_deref())
-        .chain(job.on_failure.as_deref())
-        .chain(job.ensure.as_deref())
-    {
+    for s in job.plan.iter().chain(job.hooks().map(|(_, h)| h)) {
         visit_step(s, f);
     }
 }
@@ -123,6 +117,7 @@ fn visit_step(step: &Step, f: &mut dyn FnMut(&Step)) {
     match step.kind() {
         Ok(StepKind::Do(steps)) => steps.iter().for_each(|s| visit_step(s, f)),
         Ok(StepKind::InParallel(p)) => p.steps().iter().for_each(|s| visit_step(s, f)),
+        Ok(StepKind::Race(r)) => r.steps.iter().for_each(|s| visit_step(s, f)),
         Ok(StepKind::Try(s)) => visit_step(s, f),
         _ => {}
     }
@@ -223,13 +218,13 @@ impl<'a> Checker<'a> {
         }
         let mut available = BTreeSet::new();
         self.sequence(&job.plan, &mut available);
-        for hook in [&job.on_success, &job.on_failure, &job.ensure]
-            .into_iter()
-            .flatten()
-        {
+        for (_, hook) in job.hooks() {
             self.step(hook, &mut available.clone());
         }
         self.routes(job);
+        for (pos, problem, message, hint) in super::check_flow::job(job) {
+            self.push(pos, problem, message, hint);
+        }
     }
 
     fn sequence(&mut self, steps: &'a [At<Step>], available: &mut BTreeSet<String>) {
@@ -325,6 +320,14 @@ impl<'a> Checker<'a> {
                 }
             }
             StepKind::Try(inner) => self.step(inner, available),
+            StepKind::Race(r) => {
+                let before = available.clone();
+                for s in &r.steps {
+                    let mut mine = before.clone();
+                    self.step(s, &mut mine);
+                    available.extend(mine);
+                }
+            }
         }
         for o in &step.outputs {
             available.insert(o.value.clone());
@@ -451,7 +454,7 @@ impl<'a> Checker<'a> {
             );
         }
         for entry in step.verdicts.iter().flatten() {
-            if entry.value.len() != 1 {
+            if entry.value.pairs().len() != 1 {
                 self.push(
                     entry.pos,
                     Problem::BadStep,
@@ -468,7 +471,7 @@ impl<'a> Checker<'a> {
             let mut routes = Vec::new();
             visit_step(top, &mut |s| {
                 routes.extend(
-                    s.routes()
+                    s.all_routes()
                         .into_iter()
                         .map(|(v, t)| (v.to_owned(), t.clone())),
                 )
@@ -496,7 +499,9 @@ impl<'a> Checker<'a> {
                     );
                     continue;
                 };
-                if to <= index && job.plan[to].max_visits.is_none() {
+                // Either end of a backward route may carry the bound: the step that is
+                // routed back to (treadle's spelling) or the step routing (steps').
+                if to <= index && job.plan[to].max_visits.is_none() && top.max_visits.is_none() {
                     self.push(
                         target.pos,
                         Problem::UnboundedLoop,

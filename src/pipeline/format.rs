@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use super::at::At;
 use super::duration::DurationSpec;
+pub use super::flow::VerdictEntry;
+use super::flow::{Axis, Race, To, When};
 
 /// A whole pipeline file.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -156,11 +158,18 @@ pub struct Budget {
 }
 
 /// A job: a named plan.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Job {
     /// Job name (`treadle run --job NAME`).
     pub name: At<String>,
+    /// What the job is for (shown by nothing; for the reader).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// A ceiling on the whole run, checked before each step starts: once it has passed,
+    /// no further step starts and the job fails.
+    #[serde(default)]
+    pub timeout: Option<At<DurationSpec>>,
     /// The steps, run in order.
     pub plan: Vec<At<Step>>,
     /// Checks on the whole job once it ends.
@@ -172,9 +181,15 @@ pub struct Job {
     /// Runs when the job succeeded.
     #[serde(default)]
     pub on_success: Option<Box<At<Step>>>,
-    /// Runs when the job failed.
+    /// Runs when the job failed (a step said no, or a timeout passed).
     #[serde(default)]
     pub on_failure: Option<Box<At<Step>>>,
+    /// Runs when the job errored (something could not be run).
+    #[serde(default)]
+    pub on_error: Option<Box<At<Step>>>,
+    /// Runs when the run was interrupted (Ctrl-C, SIGTERM).
+    #[serde(default)]
+    pub on_abort: Option<Box<At<Step>>>,
     /// Runs whatever happened.
     #[serde(default)]
     pub ensure: Option<Box<At<Step>>>,
@@ -207,9 +222,32 @@ pub struct Step {
     /// Runs the nested steps at the same time.
     #[serde(default)]
     pub in_parallel: Option<InParallel>,
-    /// Runs the nested step and succeeds whatever it does.
+    /// Runs the nested step and succeeds whatever it does (unless the run is aborted).
     #[serde(default, rename = "try")]
     pub try_: Option<Box<At<Step>>>,
+    /// Runs the nested steps at once; the first to succeed wins, the others are cancelled.
+    #[serde(default)]
+    pub race: Option<Race>,
+
+    // ---- control flow ----
+    /// What the step is for (for the reader).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// A guard command: the step runs only when it exits 0, else it is skipped.
+    #[serde(default)]
+    pub when: Option<At<When>>,
+    /// Where the plan goes next after a success or a failure.
+    #[serde(default)]
+    pub to: Option<At<To>>,
+    /// Runs the step once per combination of these variables' values.
+    #[serde(default)]
+    pub across: Option<At<Vec<Axis>>>,
+    /// With `across:`, how many cells run at once (default 1).
+    #[serde(default)]
+    pub max_in_flight: Option<At<u32>>,
+    /// With `across:`, start no further cell once one failed (default false).
+    #[serde(default)]
+    pub fail_fast: Option<bool>,
 
     // ---- naming ----
     /// Step name, when the kind key does not give one (e.g. two steps of the same agent).
@@ -231,7 +269,8 @@ pub struct Step {
     /// Narrows the agent's tool grant for this step (it cannot widen it).
     #[serde(default)]
     pub tools: Option<Vec<At<String>>>,
-    /// The choices the agent must pick from; each `- choice: step` routes the plan.
+    /// The choices the agent must pick from: `- choice` continues in order,
+    /// `- choice: step` routes the plan, `- failure: step` catches a failed step.
     #[serde(default)]
     pub verdicts: Option<Vec<VerdictEntry>>,
     /// Token budget for this step.
@@ -297,13 +336,16 @@ pub struct Step {
     /// Runs after the step failed; the step stays failed.
     #[serde(default)]
     pub on_failure: Option<Box<At<Step>>>,
+    /// Runs after the step errored (it could not be run); the step stays errored.
+    #[serde(default)]
+    pub on_error: Option<Box<At<Step>>>,
+    /// Runs after the run was interrupted during the step.
+    #[serde(default)]
+    pub on_abort: Option<Box<At<Step>>>,
     /// Runs after the step whatever happened; its failure fails the step.
     #[serde(default)]
     pub ensure: Option<Box<At<Step>>>,
 }
-
-/// One `- choice: target` entry of `verdicts:` (a one-key mapping; the checks refuse more).
-pub type VerdictEntry = At<BTreeMap<String, At<String>>>;
 
 /// `in_parallel:` either as a list of steps or as `{ steps, limit, fail_fast }`.
 #[derive(Debug, Clone, JsonSchema)]

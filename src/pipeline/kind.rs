@@ -2,7 +2,8 @@
 //! belong to each kind.
 
 use super::at::{At, Pos};
-use super::format::{InParallel, RunSpec, Step};
+use super::flow::{FAILURE_VERDICT, Race};
+use super::format::{InParallel, Job, RunSpec, Step};
 
 /// The kind of a step, borrowing its configuration.
 #[derive(Debug, Clone, Copy)]
@@ -23,6 +24,8 @@ pub enum StepKind<'a> {
     InParallel(&'a InParallel),
     /// `try:`.
     Try(&'a At<Step>),
+    /// `race:`.
+    Race(&'a Race),
 }
 
 impl StepKind<'_> {
@@ -42,6 +45,7 @@ impl StepKind<'_> {
             Self::Do(_) => Kind::Do,
             Self::InParallel(_) => Kind::InParallel,
             Self::Try(_) => Kind::Try,
+            Self::Race(_) => Kind::Race,
         }
     }
 }
@@ -67,6 +71,8 @@ pub enum Kind {
     InParallel,
     /// `try:`.
     Try,
+    /// `race:`.
+    Race,
     /// A step with no single kind, which the checks refuse; it never runs.
     #[serde(rename = "step")]
     Invalid,
@@ -89,8 +95,18 @@ impl Kind {
             Self::Do => "do",
             Self::InParallel => "in_parallel",
             Self::Try => "try",
+            Self::Race => "race",
             Self::Invalid => "step",
         }
+    }
+
+    /// Whether it is a leaf step, one that is not a container of others (what
+    /// `assert: execution` lists).
+    pub fn is_leaf(self) -> bool {
+        matches!(
+            self,
+            Self::Task | Self::Agent | Self::Approval | Self::Get | Self::Put
+        )
     }
 
     /// Whether it is a leaf that does work of its own (a spinner shows while it runs).
@@ -110,7 +126,7 @@ impl std::fmt::Display for Kind {
 pub enum KindError {
     /// None of the kind keys is present.
     #[error(
-        "this step has no kind: it needs one of task, agent, approval, get, put, do, in_parallel, try"
+        "this step has no kind: it needs one of task, agent, approval, get, put, do, in_parallel, try, race"
     )]
     None,
     /// More than one is.
@@ -133,6 +149,7 @@ impl Step {
             ("do", self.do_.is_some()),
             ("in_parallel", self.in_parallel.is_some()),
             ("try", self.try_.is_some()),
+            ("race", self.race.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, present)| present.then_some(k))
@@ -171,6 +188,9 @@ impl Step {
         }
         if let Some(t) = &self.try_ {
             return Ok(StepKind::Try(t));
+        }
+        if let Some(r) = &self.race {
+            return Ok(StepKind::Race(r));
         }
         Err(KindError::None)
     }
@@ -254,13 +274,52 @@ impl Step {
         keys
     }
 
-    /// The routes of this step's verdicts: `(verdict, target)` pairs, `next` included.
+    /// The routes of this step's verdicts that name a target: `(verdict, target)` pairs,
+    /// `next` and the reserved `failure` included; a bare verdict has none.
     pub fn routes(&self) -> Vec<(&str, &At<String>)> {
         self.verdicts
             .iter()
             .flatten()
-            .flat_map(|entry| entry.value.iter().map(|(k, v)| (k.as_str(), v)))
+            .flat_map(|entry| entry.value.pairs())
+            .filter_map(|(name, target)| target.map(|t| (name, t)))
             .collect()
+    }
+
+    /// The verdicts the model may pick, in the order written (`failure` is not one: the
+    /// runtime arrives at it).
+    pub fn verdict_choices(&self) -> Vec<String> {
+        self.verdicts
+            .iter()
+            .flatten()
+            .flat_map(|entry| entry.value.pairs())
+            .map(|(name, _)| name)
+            .filter(|name| *name != FAILURE_VERDICT)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Where the plan goes when this step failed: `to: { failure }`, or the reserved
+    /// `failure` verdict.
+    pub fn failure_route(&self) -> Option<&At<String>> {
+        self.to
+            .as_ref()
+            .and_then(|t| t.value.failure.as_ref())
+            .or_else(|| {
+                self.routes()
+                    .into_iter()
+                    .find(|(v, _)| *v == FAILURE_VERDICT)
+                    .map(|(_, t)| t)
+            })
+    }
+
+    /// Every route target this step names, with the outcome or verdict that takes it.
+    pub fn all_routes(&self) -> Vec<(&str, &At<String>)> {
+        let mut all = self.routes();
+        if let Some(to) = &self.to {
+            all.extend(to.value.success.as_ref().map(|t| ("success", t)));
+            all.extend(to.value.failure.as_ref().map(|t| ("failure", t)));
+        }
+        all
     }
 
     /// The hooks present, in the order they may run.
@@ -268,6 +327,23 @@ impl Step {
         [
             ("on_success", &self.on_success),
             ("on_failure", &self.on_failure),
+            ("on_error", &self.on_error),
+            ("on_abort", &self.on_abort),
+            ("ensure", &self.ensure),
+        ]
+        .into_iter()
+        .filter_map(|(k, h)| h.as_deref().map(|h| (k, h)))
+    }
+}
+
+impl Job {
+    /// The job's hooks present, in the order they may run.
+    pub fn hooks(&self) -> impl Iterator<Item = (&'static str, &At<Step>)> {
+        [
+            ("on_success", &self.on_success),
+            ("on_failure", &self.on_failure),
+            ("on_error", &self.on_error),
+            ("on_abort", &self.on_abort),
             ("ensure", &self.ensure),
         ]
         .into_iter()

@@ -5,12 +5,14 @@
 //!
 //! * `at`: values with their position in the file.
 //! * `format`: the file's types (serde).
+//! * `flow`: the control-flow keys (`when`, `to`, `verdicts`, `race`, `across`).
 //! * `settings`: `prices:`, `cache:` and the size parser.
 //! * `duration`: durations (`90s`, `1h30m`).
 //! * `kind`: a step's kind, worked out from its keys.
 //! * `load`: reading and parsing with located errors.
 //! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean.
 //! * `check`: the checks before anything runs.
+//! * `check_flow`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
 //! * `mcp`: the checks and configs of `mcp_servers:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
 //! * `outline`: every step of a job, numbered (what runs and the state file record).
@@ -21,8 +23,10 @@
 pub mod artifact;
 pub mod at;
 pub mod check;
+pub mod check_flow;
 pub mod diagnostic;
 pub mod duration;
+pub mod flow;
 pub mod format;
 pub mod kind;
 pub mod load;
@@ -125,11 +129,7 @@ fn checked(
         pipeline.jobs.push(Job {
             name: At::new("main".to_owned()),
             plan,
-            assert: None,
-            budget: None,
-            on_success: None,
-            on_failure: None,
-            ensure: None,
+            ..Job::default()
         });
     }
     let problems = check::check(file, &pipeline, scope);

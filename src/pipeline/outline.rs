@@ -40,14 +40,8 @@ impl Outline {
         for (i, s) in job.plan.iter().enumerate() {
             o.add(s, i.to_string(), 0);
         }
-        for (name, hook) in [
-            ("on_success", &job.on_success),
-            ("on_failure", &job.on_failure),
-            ("ensure", &job.ensure),
-        ] {
-            if let Some(h) = hook {
-                o.add(h, format!("job/{name}"), 0);
-            }
+        for (name, hook) in job.hooks() {
+            o.add(hook, format!("job/{name}"), 0);
         }
         o
     }
@@ -71,6 +65,11 @@ impl Outline {
             }
             Ok(StepKind::InParallel(p)) => {
                 for (i, s) in p.steps().iter().enumerate() {
+                    self.add(s, format!("{path}/{i}"), depth + 1);
+                }
+            }
+            Ok(StepKind::Race(r)) => {
+                for (i, s) in r.steps.iter().enumerate() {
                     self.add(s, format!("{path}/{i}"), depth + 1);
                 }
             }

@@ -170,24 +170,74 @@ impl Artifacts {
                 Ok(_) => return Err(ArtifactError::ReplacedOutput(output.clone())),
                 Err(_) => return Err(ArtifactError::MissingOutput(output.clone())),
             }
-            let version = {
-                let mut v = self
-                    .versions
-                    .lock()
-                    .map_err(|_| ArtifactError::MissingOutput(output.clone()))?;
-                *v += 1;
-                *v
-            };
-            let dest = self
-                .root
-                .join("artifacts")
-                .join(format!("{output}.{version}"));
+            let dest = self.next_version(output)?;
             fs::rename(&src, &dest).map_err(io("cannot collect output", &src))?;
             if let Ok(mut map) = self.artifacts.lock() {
                 map.insert(output.clone(), dest);
             }
         }
         Ok(())
+    }
+
+    /// Makes each of `outputs` an empty artifact that `across:` cells collect into, so a
+    /// matrix whose cells all failed still hands the steps after it a directory.
+    pub fn begin_collection(&self, outputs: &[String]) -> Result<(), ArtifactError> {
+        for output in outputs {
+            plain(output)?;
+            let dest = self.next_version(output)?;
+            fs::create_dir_all(&dest).map_err(io("cannot create", &dest))?;
+            if let Ok(mut map) = self.artifacts.lock() {
+                map.insert(output.clone(), dest);
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a finished cell's outputs into its place in the collected artifacts:
+    /// `ARTIFACT/value/value`, one segment per axis.
+    pub fn collect_cell(
+        &self,
+        dir: &Path,
+        outputs: &[String],
+        segments: &[String],
+    ) -> Result<(), ArtifactError> {
+        for output in outputs {
+            plain(output)?;
+            segments.iter().try_for_each(|s| plain(s))?;
+            let src = dir.join(output);
+            match fs::symlink_metadata(&src) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return Err(ArtifactError::ReplacedOutput(output.clone())),
+                Err(_) => return Err(ArtifactError::MissingOutput(output.clone())),
+            }
+            let root = self
+                .artifact(output)
+                .ok_or_else(|| ArtifactError::MissingOutput(output.clone()))?;
+            let dest = segments.iter().fold(root, |p, s| p.join(s));
+            if let Some(parent) = dest.parent() {
+                fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
+            }
+            if dest.exists() {
+                fs::remove_dir_all(&dest).map_err(io("cannot clear", &dest))?;
+            }
+            fs::rename(&src, &dest).map_err(io("cannot collect output", &src))?;
+        }
+        Ok(())
+    }
+
+    fn next_version(&self, output: &str) -> Result<PathBuf, ArtifactError> {
+        let version = {
+            let mut v = self
+                .versions
+                .lock()
+                .map_err(|_| ArtifactError::MissingOutput(output.to_owned()))?;
+            *v += 1;
+            *v
+        };
+        Ok(self
+            .root
+            .join("artifacts")
+            .join(format!("{output}.{version}")))
     }
 
     /// Removes a step directory that is no longer needed.

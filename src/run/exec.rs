@@ -1,19 +1,21 @@
-//! The walker: runs a job's plan step by step, with attempts, timeouts, hooks, the
-//! containers (`do`, `in_parallel`, `try`) and verdict routes, and records every
-//! transition in the state file and the transcript.
+//! The walker: runs one step with its guard, attempts, timeout and hooks, and the
+//! containers (`do`, `in_parallel`, `try`), recording every transition in the state file
+//! and the transcript. The job's own walk (routes, job hooks, job asserts) is `job.rs`;
+//! `race` and `across` are `flow.rs`.
 //!
-//! Semantics follow Concourse:
+//! Semantics follow Concourse and `steps`:
 //! * `attempts: N` re-runs a failed step (in a fresh directory) up to N times in all;
-//!   `timeout` applies to each attempt;
-//! * `on_success` runs after the step succeeded and its failure fails the step's parent;
-//!   `on_failure` runs after it failed and the step stays failed; `ensure` always runs and
-//!   its failure fails the parent. Each hook is recorded as a step of its own;
+//!   `timeout` applies to each attempt, and an attempt that used it up is not retried;
+//! * a step ends succeeded, failed (it said no, or its timeout passed), errored (it could
+//!   not be run) or aborted (the run was interrupted). Exactly one of `on_success`,
+//!   `on_failure`, `on_error`, `on_abort` fires, then `ensure`. A failing `on_success` or
+//!   `ensure` fails the step; the others are only shown. Hooks after an abort run under a
+//!   grace period of their own;
 //! * `do` stops at the first failure, and the steps after it are skipped;
 //! * `in_parallel` runs its steps together (at most `limit` at once) and fails if any
 //!   fails; with `fail_fast` the first failure interrupts the others;
-//! * `try` succeeds whatever its step does (but not when the run is interrupted);
-//! * a verdict routed to a step jumps there (skipping the steps between, or going back,
-//!   bounded by the target's `max_visits`).
+//! * `try` succeeds whatever its step does, except an abort; the real outcome stays
+//!   visible to routes.
 
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
@@ -24,13 +26,15 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::artifacts::Artifacts;
+use super::flow::Cell;
+pub(crate) use super::hooks::Hooks;
 use super::ports::AgentRunner;
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
-use crate::assert::{self, AssertFailure, JobFacts, JobOutcome};
+use crate::assert::AssertFailure;
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::{Entry, Outline};
-use crate::pipeline::{At, InParallel, Job, Loaded, Step, StepKind};
+use crate::pipeline::{At, InParallel, Job, Kind, Loaded, Step, StepKind};
 
 /// How a step (or a whole job) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +60,8 @@ pub struct Done {
     pub route: Option<String>,
     /// The asserts that failed, typed (the transcript's JSON lines carry them as they are).
     pub asserts: Vec<AssertFailure>,
+    /// The real outcome of the step a `try:` tolerated.
+    pub masked: Option<Status>,
 }
 
 impl Done {
@@ -65,6 +71,7 @@ impl Done {
             error: None,
             route: None,
             asserts: Vec::new(),
+            masked: None,
         }
     }
     pub(crate) fn failed(error: impl Into<String>) -> Self {
@@ -73,6 +80,7 @@ impl Done {
             error: Some(error.into()),
             route: None,
             asserts: Vec::new(),
+            masked: None,
         }
     }
     pub(crate) fn errored(error: impl Into<String>) -> Self {
@@ -81,6 +89,7 @@ impl Done {
             error: Some(error.into()),
             route: None,
             asserts: Vec::new(),
+            masked: None,
         }
     }
     pub(crate) fn aborted() -> Self {
@@ -89,6 +98,7 @@ impl Done {
             error: Some("interrupted".to_owned()),
             route: None,
             asserts: Vec::new(),
+            masked: None,
         }
     }
     /// A step or job whose asserts failed (`what`: `assert` or `job assert`).
@@ -129,6 +139,21 @@ pub(crate) struct Ctx<'a> {
     /// Someone can answer approvals while the run waits even though its stdin is not a
     /// terminal (`treadle serve` runs it).
     pub answerable: bool,
+    /// The steps that ran, in the order `assert: execution` checks.
+    pub log: Mutex<Vec<Logged>>,
+    /// When the job's `timeout:` passes: no step or cell starts after it.
+    pub deadline: Option<Instant>,
+    /// Where the outputs of `across:` cells are collected, by the cell's outline path.
+    pub collect_at: Mutex<std::collections::HashMap<String, Vec<String>>>,
+}
+
+/// One entry of the execution log: a leaf step (or a cell) that ran to its end.
+#[derive(Debug, Clone)]
+pub(crate) struct Logged {
+    /// The step's place in the outline (`2/0`, `1/on_failure`, `3#1` for a cell).
+    pub path: String,
+    /// The name `assert: execution` matches.
+    pub name: String,
 }
 
 pub(crate) use crate::clock::now_ms;
@@ -193,7 +218,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn skip(&self, steps: &[At<Step>]) {
+    pub(crate) fn skip(&self, steps: &[At<Step>]) {
         for s in steps {
             if let Some(e) = self.outline.entry(s) {
                 self.emit(Event::StepSkipped {
@@ -206,24 +231,56 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Runs one step with its attempts, timeout and hooks.
+    /// Runs one step with its guard, attempts, timeout and hooks.
     pub(crate) fn exec(
         &'a self,
         step: &'a At<Step>,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Done> {
+        self.exec_in(step, cancel, None)
+    }
+
+    /// [`Self::exec`], for the step itself or for one cell of its `across:`.
+    pub(crate) fn exec_in(
+        &'a self,
+        step: &'a At<Step>,
+        cancel: CancellationToken,
+        cell: Option<&'a Cell>,
+    ) -> BoxFuture<'a, Done> {
         async move {
-            let Some(entry) = self.outline.entry(step) else {
+            let Some(outlined) = self.outline.entry(step) else {
                 return Done::errored(format!(
                     "step `{}` is missing from the outline",
                     step.display_name()
                 ));
             };
+            if step.across.is_some() && cell.is_none() {
+                return self.across(step, outlined, &cancel).await;
+            }
+            let entry = &match cell {
+                Some(c) => c.entry(outlined),
+                None => outlined.clone(),
+            };
+            if let Some(when) = &step.when {
+                match self.guard(step, entry, &when.value, &cancel).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.skip(std::slice::from_ref(step));
+                        return Done::ok();
+                    }
+                    Err(done) => return self.hooks(step, done, &cancel).await,
+                }
+            }
             let attempts = step.attempts.as_ref().map_or(1, |a| a.value.max(1));
             let started = Instant::now();
-            // A replayed step has been shown and recorded; only its hooks remain.
-            let before = self.cache_before(step, entry).await;
+            // A replayed step has been shown and recorded; only its hooks remain. A cell
+            // shares its step's record, so cells are never replayed.
+            let before = match cell {
+                Some(_) => None,
+                None => self.cache_before(step, entry).await,
+            };
             if let Some(d) = before.as_ref().filter(|d| d.is_ok()) {
+                self.log_leaf(step, entry);
                 return self.hooks(step, d.clone(), &cancel).await;
             }
             self.update(entry.seq, |r| {
@@ -253,8 +310,14 @@ impl<'a> Ctx<'a> {
                 });
                 self.update(entry.seq, |r| r.attempts = attempt).await;
                 let t0 = Instant::now();
-                done = self.attempt(step, entry, attempt, &cancel).await;
-                if done.is_ok() || done.status == Status::Aborted || attempt == attempts {
+                let timed_out;
+                (done, timed_out) = self.attempt(step, entry, attempt, &cancel, cell).await;
+                // The same work against the same deadline would time out again.
+                if done.is_ok()
+                    || done.status == Status::Aborted
+                    || timed_out
+                    || attempt == attempts
+                {
                     break;
                 }
                 self.finished(entry, &done, t0.elapsed());
@@ -263,7 +326,7 @@ impl<'a> Ctx<'a> {
             // The outcome is stored (durably) before the step is marked succeeded: a run
             // killed between the two is resumed from the stored outcome, so a step its
             // record calls succeeded never runs again.
-            if done.is_ok() {
+            if done.is_ok() && cell.is_none() {
                 self.cache_after(step, entry).await;
             }
             let error = done.error.clone();
@@ -278,9 +341,27 @@ impl<'a> Ctx<'a> {
                 r.error = error;
             })
             .await;
+            // A step its group cancelled (a lost race, a fail_fast sibling) did not run to
+            // its end, so it is not in the execution log.
+            if done.is_ok() || !cancel.is_cancelled() {
+                self.log_leaf(step, entry);
+            }
             self.hooks(step, done, &cancel).await
         }
         .boxed()
+    }
+
+    /// Adds a leaf step that ran to the execution log (containers record nothing).
+    pub(crate) fn log_leaf(&self, step: &Step, entry: &Entry) {
+        if !Kind::of(step).is_leaf() {
+            return;
+        }
+        if let Ok(mut log) = self.log.lock() {
+            log.push(Logged {
+                path: entry.path.clone(),
+                name: entry.name.clone(),
+            });
+        }
     }
 
     /// Shows that a step (or one attempt of it) ended, with what its record holds.
@@ -313,60 +394,30 @@ impl<'a> Ctx<'a> {
         });
     }
 
-    /// Runs the hooks of a finished step and folds their result into its own.
-    async fn hooks(&'a self, step: &'a At<Step>, done: Done, cancel: &CancellationToken) -> Done {
-        let mut result = done;
-        match result.status {
-            Status::Succeeded => {
-                if let Some(h) = &step.on_success {
-                    let d = self.exec(h, cancel.clone()).await;
-                    if !d.is_ok() {
-                        result = Done {
-                            route: None,
-                            ..fold(d, "on_success", h)
-                        };
-                    }
-                }
-            }
-            Status::Failed | Status::Errored => {
-                if let Some(h) = &step.on_failure {
-                    let _ = self.exec(h, cancel.clone()).await;
-                }
-            }
-            Status::Aborted => {}
-        }
-        if let Some(h) = &step.ensure {
-            let d = self.exec(h, cancel.clone()).await;
-            if !d.is_ok() && result.is_ok() {
-                result = fold(d, "ensure", h);
-            }
-        }
-        result
-    }
-
-    /// One attempt, under the step's timeout.
+    /// One attempt, under the step's timeout; `true` when the timeout ended it.
     async fn attempt(
         &'a self,
         step: &'a At<Step>,
         entry: &'a Entry,
         attempt: u32,
         cancel: &CancellationToken,
-    ) -> Done {
+        cell: Option<&'a Cell>,
+    ) -> (Done, bool) {
         let token = cancel.child_token();
-        let work = self.kind(step, entry, attempt, token.clone());
+        let work = self.kind(step, entry, attempt, token.clone(), cell);
         // An approval's timeout is its deadline, which its `on_timeout` answers.
         let limit = step.timeout.as_ref().filter(|_| step.approval.is_none());
         let Some(limit) = limit.map(|t| t.value.0) else {
-            return work.await;
+            return (work.await, false);
         };
         tokio::pin!(work);
         tokio::select! {
-            d = &mut work => d,
+            d = &mut work => (d, false),
             () = tokio::time::sleep(limit) => {
                 // Let the step stop its processes before reporting.
                 token.cancel();
                 let _ = work.await;
-                Done::failed(format!("timed out after {}", format_duration(limit)))
+                (Done::failed(format!("timed out after {}", format_duration(limit))), true)
             }
         }
     }
@@ -377,22 +428,29 @@ impl<'a> Ctx<'a> {
         entry: &'a Entry,
         attempt: u32,
         cancel: CancellationToken,
+        cell: Option<&'a Cell>,
     ) -> BoxFuture<'a, Done> {
         async move {
             match step.kind() {
                 Err(e) => Done::errored(e.to_string()),
                 Ok(StepKind::Task(run)) => {
-                    self.task(step, entry, attempt, &run.value, cancel).await
+                    let run = match cell {
+                        Some(c) => c.render_run(&run.value),
+                        None => run.value.clone(),
+                    };
+                    self.task(step, entry, attempt, &run, cancel).await
                 }
                 Ok(StepKind::Agent(_)) => self.agent(step, entry, attempt, cancel).await,
                 Ok(StepKind::Do(steps)) => self.sequence(steps, &cancel).await,
-                Ok(StepKind::InParallel(p)) => self.parallel(p, &cancel).await,
+                Ok(StepKind::InParallel(p)) => self.parallel(entry, p, &cancel).await,
+                Ok(StepKind::Race(r)) => self.race(entry, r, &cancel).await,
                 Ok(StepKind::Try(inner)) => {
                     let d = self.exec(inner, cancel).await;
                     if d.status == Status::Aborted {
                         d
                     } else {
                         Done {
+                            masked: (!d.is_ok()).then_some(d.status),
                             route: d.route,
                             ..Done::ok()
                         }
@@ -422,11 +480,17 @@ impl<'a> Ctx<'a> {
         Done::ok()
     }
 
-    async fn parallel(&'a self, p: &'a InParallel, cancel: &CancellationToken) -> Done {
+    async fn parallel(
+        &'a self,
+        entry: &Entry,
+        p: &'a InParallel,
+        cancel: &CancellationToken,
+    ) -> Done {
         let steps = p.steps();
         let limit = p.limit().map_or(steps.len(), |l| l as usize).max(1);
         let group = cancel.child_token();
         let fail_fast = p.fail_fast();
+        let mark = self.log_mark();
         let branches: Vec<BoxFuture<'a, Option<Done>>> = steps
             .iter()
             .map(|s| self.branch(s, group.clone(), fail_fast))
@@ -436,22 +500,12 @@ impl<'a> Ctx<'a> {
             .filter_map(std::future::ready)
             .collect()
             .await;
+        // Branches finish in any order; the log shows them in declaration order.
+        self.order_log(mark, &entry.path, '/');
         if self.root.is_cancelled() {
             return Done::aborted();
         }
-        // The worst status wins: errored over failed.
-        let mut failures = results.iter().filter(|d| !d.is_ok());
-        match failures
-            .clone()
-            .find(|d| d.status == Status::Errored)
-            .or_else(|| failures.next())
-        {
-            Some(d) => Done {
-                route: None,
-                ..d.clone()
-            },
-            None => Done::ok(),
-        }
+        worst(&results)
     }
 
     /// One step of an `in_parallel`; `None` when it was skipped because a sibling failed.
@@ -474,119 +528,20 @@ impl<'a> Ctx<'a> {
         }
         .boxed()
     }
-
-    /// Runs the job's plan, following verdict routes, then its hooks and asserts.
-    pub(crate) async fn job(&'a self) -> Done {
-        let plan = &self.job.plan;
-        let mut visits = vec![0u32; plan.len()];
-        let mut execution = Vec::new();
-        let mut i = 0;
-        let mut result = Done::ok();
-        while i < plan.len() {
-            visits[i] += 1;
-            if let Some(max) = &plan[i].max_visits
-                && visits[i] > max.value
-            {
-                result = Done::failed(format!(
-                    "step `{}` would run more than its max_visits ({})",
-                    plan[i].display_name(),
-                    max.value
-                ));
-                break;
-            }
-            let d = self.exec(&plan[i], self.root.clone()).await;
-            execution.push(plan[i].display_name());
-            if !d.is_ok() {
-                self.skip(&plan[i + 1..]);
-                result = d;
-                break;
-            }
-            match d
-                .route
-                .as_deref()
-                .map(|t| plan.iter().position(|s| s.display_name() == t))
-            {
-                Some(Some(j)) => {
-                    if j > i + 1 {
-                        self.skip(&plan[i + 1..j]);
-                    }
-                    i = j;
-                }
-                Some(None) => {
-                    result = Done::errored(format!(
-                        "verdict routes to `{}`, which is not a step",
-                        d.route.unwrap_or_default()
-                    ));
-                    break;
-                }
-                None => i += 1,
-            }
-        }
-        let job = self.job;
-        result = self.job_hooks(result).await;
-        if let Some(assert) = &job.assert
-            && result.status != Status::Aborted
-            && result.status != Status::Errored
-        {
-            let outcome = if result.is_ok() {
-                JobOutcome::Success
-            } else {
-                JobOutcome::Failure
-            };
-            let facts = JobFacts {
-                executed: &execution,
-                outcome,
-            };
-            let failures = assert::check_job(assert, &facts);
-            if !failures.is_empty() {
-                return Done::asserts_failed("job assert", failures);
-            }
-            // An asserted failure outcome is what the author expected.
-            if assert.outcome.as_deref() == Some("failure") && result.status == Status::Failed {
-                return Done::ok();
-            }
-        }
-        result
-    }
-
-    async fn job_hooks(&'a self, done: Done) -> Done {
-        let job = self.job;
-        let mut result = done;
-        match result.status {
-            Status::Succeeded => {
-                if let Some(h) = job.on_success.as_deref() {
-                    let d = self.exec(h, self.root.clone()).await;
-                    if !d.is_ok() {
-                        result = fold(d, "on_success", h);
-                    }
-                }
-            }
-            Status::Failed | Status::Errored => {
-                if let Some(h) = job.on_failure.as_deref() {
-                    let _ = self.exec(h, self.root.clone()).await;
-                }
-            }
-            Status::Aborted => {}
-        }
-        if let Some(h) = job.ensure.as_deref() {
-            let d = self.exec(h, self.root.clone()).await;
-            if !d.is_ok() && result.is_ok() {
-                result = fold(d, "ensure", h);
-            }
-        }
-        result
-    }
 }
 
-fn fold(hook: Done, which: &str, step: &At<Step>) -> Done {
-    let why = hook.error.unwrap_or_default();
-    Done {
-        status: hook.status,
-        error: Some(format!(
-            "{which} step `{}` failed: {why}",
-            step.display_name()
-        )),
-        route: None,
-        asserts: hook.asserts,
+/// The outcome of a group of steps: the worst status wins (errored over failed).
+pub(crate) fn worst(results: &[Done]) -> Done {
+    let mut failures = results.iter().filter(|d| !d.is_ok());
+    match failures
+        .clone()
+        .find(|d| d.status == Status::Errored)
+        .or_else(|| failures.next())
+    {
+        Some(d) => Done {
+            route: None,
+            ..d.clone()
+        },
+        None => Done::ok(),
     }
 }

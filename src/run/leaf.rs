@@ -27,7 +27,12 @@ fn names(list: &[At<String>]) -> Vec<String> {
 impl<'a> Ctx<'a> {
     async fn prepare(&self, step: &Step, entry: &Entry, attempt: u32) -> Result<PathBuf, Done> {
         let (inputs, outputs) = (names(&step.inputs), names(&step.outputs));
-        let (ws, seq, name) = (self.artifacts.clone(), entry.seq, entry.name.clone());
+        // Cells of one step share its number; their index keeps their directories apart.
+        let name = match entry.path.split_once('#') {
+            Some((_, cell)) => format!("c{cell}-{}", entry.name),
+            None => entry.name.clone(),
+        };
+        let (ws, seq) = (self.artifacts.clone(), entry.seq);
         let result =
             tokio::task::spawn_blocking(move || ws.prepare(seq, &name, attempt, &inputs, &outputs))
                 .await
@@ -49,7 +54,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Checks asserts, then collects outputs; the directory is removed when all went well.
-    async fn conclude(&self, step: &Step, dir: &Path, facts: StepFacts<'_>) -> Done {
+    async fn conclude(&self, step: &Step, entry: &Entry, dir: &Path, facts: StepFacts<'_>) -> Done {
         if let Some(assert) = &step.assert {
             let failures = assert::check_step(&assert.value, &facts);
             if !failures.is_empty() {
@@ -58,15 +63,24 @@ impl<'a> Ctx<'a> {
         }
         let outputs = names(&step.outputs);
         let (ws, owned) = (self.artifacts.clone(), dir.to_path_buf());
-        let collected = tokio::task::spawn_blocking(move || ws.collect(&owned, &outputs))
-            .await
-            .unwrap_or_else(|e| {
-                Err(ArtifactError::Io {
-                    what: "cannot collect",
-                    path: dir.to_path_buf(),
-                    source: std::io::Error::other(e.to_string()),
-                })
-            });
+        // A cell of an `across:` step collects into its place in the block's artifact.
+        let cell = self
+            .collect_at
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&entry.path).cloned());
+        let collected = tokio::task::spawn_blocking(move || match cell {
+            Some(segments) => ws.collect_cell(&owned, &outputs, &segments),
+            None => ws.collect(&owned, &outputs),
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(ArtifactError::Io {
+                what: "cannot collect",
+                path: dir.to_path_buf(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        });
         match collected {
             Ok(()) => {
                 self.artifacts.discard(dir);
@@ -116,7 +130,8 @@ impl<'a> Ctx<'a> {
         };
         let result = match run_task(&spec, None, &limit.token, &on_line).await {
             Ok(r) => r,
-            Err(e) => return Done::failed(e.to_string()),
+            // The command could not be started: the machinery, not the step, said no.
+            Err(e) => return Done::errored(e.to_string()),
         };
         if let Some(reached) = limit.reached() {
             return reached;
@@ -151,7 +166,7 @@ impl<'a> Ctx<'a> {
             verdict: None,
             tool_calls: &[],
         };
-        self.conclude(step, &dir, facts).await
+        self.conclude(step, entry, &dir, facts).await
     }
 
     /// The agent step of `entry`, built from the pipeline the first time it is needed (for
@@ -246,6 +261,8 @@ impl<'a> Ctx<'a> {
             (Some(v), false) => match routes.iter().find(|(name, _)| name == v) {
                 Some((_, target)) if target == "next" => None,
                 Some((_, target)) => Some(target.clone()),
+                // A bare verdict records the choice and continues in order.
+                None if step.verdict_choices().contains(v) => None,
                 None => {
                     return Done::failed(format!(
                         "the agent gave verdict `{v}`, which is not one of the listed verdicts"
@@ -260,7 +277,7 @@ impl<'a> Ctx<'a> {
             verdict: outcome.verdict.as_deref(),
             tool_calls: &outcome.tool_calls,
         };
-        let done = self.conclude(step, &dir, facts).await;
+        let done = self.conclude(step, entry, &dir, facts).await;
         if done.status == Status::Succeeded {
             Done { route, ..done }
         } else {

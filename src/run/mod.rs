@@ -1,7 +1,10 @@
 //! The executor: runs one job of a loaded pipeline, records it in the state file and
 //! prints its transcript.
 //!
-//! * `exec.rs`: the walker (attempts, timeouts, hooks, containers, routes);
+//! * `exec.rs`: the walker of one step (guard, attempts, timeouts, hooks, containers);
+//! * `job.rs`: the job's walk (routes, `max_visits`, job timeout, job hooks and asserts);
+//! * `hooks.rs`: the five hooks and which one fires;
+//! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
 //! * `approval/`: approval steps, parked until `treadle approve` answers;
 //! * `leaf.rs`: task and agent steps;
 //! * `agents.rs`: the agent runner (real sessions, optionally through a model tape);
@@ -26,6 +29,9 @@ pub mod artifacts;
 mod cached;
 pub mod exec;
 pub mod journal;
+mod flow;
+mod hooks;
+mod job;
 pub mod leaf;
 pub(crate) mod output_limit;
 pub mod ports;
@@ -266,6 +272,9 @@ pub async fn run_served(
         agent_steps: Mutex::default(),
         cache: Some(cache.clone()),
         answerable,
+        log: Mutex::default(),
+        deadline: job.timeout.as_ref().map(|t| started + t.value.0),
+        collect_at: Mutex::default(),
     };
     let mut done = ctx.job().await;
     if let Some(warning) = cache.finish() {

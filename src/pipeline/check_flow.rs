@@ -1,0 +1,303 @@
+//! The checks of the control-flow keys of a step: `when:`, `to:`, `verdicts:` entries,
+//! `race:`, `across:` (its axes, `from_file:` paths, `{{ .vars.NAME }}` uses,
+//! `max_in_flight:`), `max_visits:`, and which of them may sit where.
+//!
+//! Each check returns findings `(position, problem, message, hint)`; [`super::check`]
+//! turns them into located diagnostics.
+
+use std::collections::BTreeSet;
+
+use super::at::{At, Pos};
+use super::diagnostic::Problem;
+use super::flow::{FAILURE_VERDICT, Race, Verdict};
+use super::format::{RunSpec, Step};
+use super::kind::StepKind;
+
+/// One problem found: where, what kind, what is wrong, how to fix it.
+pub type Finding = (Pos, Problem, String, String);
+
+fn finding(
+    pos: Pos,
+    problem: Problem,
+    message: impl Into<String>,
+    hint: impl Into<String>,
+) -> Finding {
+    (pos, problem, message.into(), hint.into())
+}
+
+/// Checks the control-flow keys of every step of a job.
+pub fn job(job: &super::format::Job) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for s in &job.plan {
+        walk(s, true, &mut out);
+    }
+    for (_, h) in job.hooks() {
+        walk(h, false, &mut out);
+    }
+    out
+}
+
+fn walk(s: &At<Step>, top: bool, out: &mut Vec<Finding>) {
+    out.extend(step(s, top));
+    let children: Vec<&At<Step>> = match s.kind() {
+        Ok(StepKind::Do(c)) => c.iter().collect(),
+        Ok(StepKind::InParallel(p)) => p.steps().iter().collect(),
+        Ok(StepKind::Race(r)) => r.steps.iter().collect(),
+        Ok(StepKind::Try(t)) => vec![t],
+        _ => Vec::new(),
+    };
+    for c in children {
+        walk(c, false, out);
+    }
+    for (_, h) in s.hooks() {
+        walk(h, false, out);
+    }
+}
+
+/// Checks the control-flow keys of one step. `top`: the step is a step of the job's plan
+/// (not nested in a block or a hook), the only place a route can leave from.
+pub fn step(step: &At<Step>, top: bool) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let kind = step.kind().ok();
+    if let (Some(w), Some(StepKind::Get(_))) = (&step.when, kind) {
+        out.push(finding(
+            w.pos,
+            Problem::BadStep,
+            "`when` does not belong on a `get` step",
+            "guard the steps that use what the get fetches instead",
+        ));
+    }
+    if let Some(to) = &step.to {
+        if !top {
+            out.push(finding(
+                to.pos,
+                Problem::BadStep,
+                "`to` only works on a step of the job's plan, not on one inside a block or a hook",
+                "move `to:` to the enclosing top-level step (the block or the `try:`)",
+            ));
+        }
+        if step.verdicts.is_some() {
+            out.push(finding(
+                to.pos,
+                Problem::BadStep,
+                "a step takes `to:` or `verdicts:`, not both",
+                "route an agent's verdicts with `- choice: target` entries, and a failure with `- failure: target`",
+            ));
+        }
+        if to.value.success.is_none() && to.value.failure.is_none() {
+            out.push(finding(
+                to.pos,
+                Problem::MissingKey,
+                "`to` names no route",
+                "write `to: { success: STEP }` and/or `to: { failure: STEP }`",
+            ));
+        }
+    }
+    if let Some(m) = &step.max_visits
+        && m.value == 0
+    {
+        out.push(finding(
+            m.pos,
+            Problem::InvalidValue,
+            "`max_visits` must be at least 1",
+            "write how many times the step may run in one run, e.g. `max_visits: 3`",
+        ));
+    }
+    out.extend(verdicts(step));
+    if let Some(StepKind::Race(r)) = kind {
+        out.extend(race(step, r));
+    }
+    out.extend(across(step));
+    out
+}
+
+fn verdicts(step: &Step) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for entry in step.verdicts.iter().flatten() {
+        for (name, target) in entry.value.pairs() {
+            if name == FAILURE_VERDICT && target.is_none() {
+                out.push(finding(
+                    entry.pos,
+                    Problem::InvalidValue,
+                    "the `failure` verdict must name a target",
+                    "write `- failure: STEP` (the step to go to when the agent fails or decides nothing), or use `try:` to carry on",
+                ));
+            }
+            if name == "success" {
+                out.push(finding(
+                    entry.pos,
+                    Problem::InvalidValue,
+                    "`success` is not a verdict name",
+                    "a verdict is already the step's success; name the choice itself, e.g. `approve`",
+                ));
+            }
+        }
+        if let Verdict::Route(map) = &entry.value
+            && map.is_empty()
+        {
+            out.push(finding(
+                entry.pos,
+                Problem::MissingKey,
+                "an empty verdict entry",
+                "write `- choice` or `- choice: target`",
+            ));
+        }
+    }
+    out
+}
+
+fn race(step: &At<Step>, race: &Race) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if race.steps.len() < 2 {
+        out.push(finding(
+            step.pos,
+            Problem::InvalidValue,
+            "`race` needs at least two steps",
+            "add another branch, or write the single step without `race:`",
+        ));
+    }
+    let outputs =
+        |s: &Step| -> BTreeSet<String> { s.outputs.iter().map(|o| o.value.clone()).collect() };
+    if let Some(first) = race.steps.first() {
+        let want = outputs(first);
+        for s in &race.steps[1..] {
+            if outputs(s) != want {
+                out.push(finding(
+                    s.pos,
+                    Problem::BadStep,
+                    format!(
+                        "race branch `{}` declares other outputs than `{}`",
+                        s.display_name(),
+                        first.display_name()
+                    ),
+                    "every branch of a race declares the same `outputs:` (the winner's are the block's)",
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn across(step: &At<Step>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let Some(axes) = &step.across else {
+        for (key, pos) in [
+            ("max_in_flight", step.max_in_flight.as_ref().map(|m| m.pos)),
+            ("fail_fast", step.fail_fast.map(|_| step.pos)),
+        ] {
+            if let Some(pos) = pos {
+                out.push(finding(
+                    pos,
+                    Problem::BadStep,
+                    format!("`{key}` only works with `across:`"),
+                    format!("remove `{key}`, or add `across:` (for `in_parallel:` write it inside the block)"),
+                ));
+            }
+        }
+        return out;
+    };
+    if axes.value.is_empty() {
+        out.push(finding(
+            axes.pos,
+            Problem::MissingKey,
+            "`across` has no axis",
+            "add `- var: NAME` with `values: [...]` or `from_file: ARTIFACT/FILE.json`",
+        ));
+    }
+    let mut vars = BTreeSet::new();
+    for axis in &axes.value {
+        if !vars.insert(axis.var.value.clone()) {
+            out.push(finding(
+                axis.var.pos,
+                Problem::Duplicate,
+                format!("`across` names the variable `{}` twice", axis.var.value),
+                "give each axis its own `var:`",
+            ));
+        }
+        match (&axis.values, &axis.from_file) {
+            (Some(_), Some(f)) => out.push(finding(
+                f.pos,
+                Problem::BadStep,
+                "an axis takes `values:` or `from_file:`, not both",
+                "keep one of them",
+            )),
+            (None, None) => out.push(finding(
+                axis.var.pos,
+                Problem::MissingKey,
+                format!("axis `{}` has no values", axis.var.value),
+                "add `values: [a, b]` or `from_file: ARTIFACT/FILE.json`",
+            )),
+            (Some(v), None) if v.is_empty() => out.push(finding(
+                axis.var.pos,
+                Problem::InvalidValue,
+                format!("axis `{}` has an empty list of values", axis.var.value),
+                "list at least one value",
+            )),
+            (None, Some(f)) => out.extend(from_file(step, f)),
+            _ => {}
+        }
+    }
+    if let Some(m) = &step.max_in_flight
+        && m.value == 0
+    {
+        out.push(finding(
+            m.pos,
+            Problem::InvalidValue,
+            "`max_in_flight` must be at least 1",
+            "leave it out to run the cells one at a time",
+        ));
+    }
+    for used in templated_texts(step)
+        .iter()
+        .flat_map(|t| super::flow::vars_used(t))
+    {
+        if !vars.contains(&used) {
+            out.push(finding(
+                axes.pos,
+                Problem::InvalidValue,
+                format!("`{{{{ .vars.{used} }}}}` names no variable of `across`"),
+                format!(
+                    "the variables are: {}",
+                    vars.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// The texts of a step `{{ .vars.NAME }}` is replaced in.
+fn templated_texts(step: &Step) -> Vec<String> {
+    let mut texts = vec![step.display_name()];
+    match step.run.as_ref().map(|r| &r.value) {
+        Some(RunSpec::Shell(line)) => texts.push(line.clone()),
+        Some(RunSpec::Exec(cfg)) => {
+            texts.push(cfg.path.clone());
+            texts.extend(cfg.args.iter().cloned());
+        }
+        None => {}
+    }
+    texts
+}
+
+fn from_file(step: &Step, path: &At<String>) -> Vec<Finding> {
+    let p = &path.value;
+    if p.starts_with('/') || p.split('/').any(|s| s == "..") || p.is_empty() {
+        return vec![finding(
+            path.pos,
+            Problem::InvalidValue,
+            format!("`from_file` path `{p}` leaves the step's directory"),
+            "write ARTIFACT/FILE.json, a file inside an input of the step",
+        )];
+    }
+    let artifact = p.split('/').next().unwrap_or_default();
+    if !step.inputs.iter().any(|i| i.value == artifact) {
+        return vec![finding(
+            path.pos,
+            Problem::UnproducedInput,
+            format!("`from_file` reads `{artifact}`, which is not an input of this step"),
+            format!("add `{artifact}` to the step's `inputs:`"),
+        )];
+    }
+    Vec::new()
+}

@@ -1,0 +1,242 @@
+//! The control-flow keys of a step, as the file spells them: `when:` guards, `to:` routes,
+//! `verdicts:` entries, `race:` and `across:`.
+//!
+//! Each type accepts every spelling the docs give (a shorthand and a long form) with a
+//! visitor rather than `#[serde(untagged)]`, which would lose the positions of nested values
+//! and the precise error of the form the author meant.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use super::at::At;
+use super::format::Step;
+
+/// `when:` a command whose exit code decides whether the step runs (0: it runs).
+#[derive(Debug, Clone, JsonSchema)]
+#[schemars(untagged)]
+pub enum When {
+    /// `when: grep -q high risk/level.txt`.
+    Shell(String),
+    /// `when: { run: test -s risk/level.txt }`.
+    Long(WhenConfig),
+}
+
+/// The long form of `when:`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WhenConfig {
+    /// The command, run with `sh -c` in a directory holding the step's inputs.
+    pub run: String,
+}
+
+impl When {
+    /// The guard's command line.
+    pub fn command(&self) -> &str {
+        match self {
+            Self::Shell(s) => s,
+            Self::Long(c) => &c.run,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for When {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = When;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a shell command string, or a mapping with `run`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<When, E> {
+                Ok(When::Shell(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<When, A::Error> {
+                WhenConfig::deserialize(de::value::MapAccessDeserializer::new(map)).map(When::Long)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// `to:` where the plan goes after this step, by its outcome.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct To {
+    /// The step to continue at after a success (`next`: the following one).
+    #[serde(default)]
+    pub success: Option<At<String>>,
+    /// The step to continue at after a failure; the route consumes the failure.
+    #[serde(default)]
+    pub failure: Option<At<String>>,
+}
+
+/// The verdict name a step arrives at when it fails or picks nothing; never offered to
+/// the model.
+pub const FAILURE_VERDICT: &str = "failure";
+
+/// One entry of `verdicts:`: a bare choice (`- bug`), or a choice with its target
+/// (`- approve: publish`).
+#[derive(Debug, Clone, JsonSchema)]
+#[schemars(untagged)]
+pub enum Verdict {
+    /// A choice that records the verdict and continues in order.
+    Bare(String),
+    /// A `choice: target` mapping (the checks refuse more than one pair).
+    Route(BTreeMap<String, At<String>>),
+}
+
+impl Verdict {
+    /// The `(choice, target)` pairs; a bare choice has no target.
+    pub fn pairs(&self) -> Vec<(&str, Option<&At<String>>)> {
+        match self {
+            Self::Bare(name) => vec![(name.as_str(), None)],
+            Self::Route(map) => map.iter().map(|(k, v)| (k.as_str(), Some(v))).collect(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Verdict {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Verdict;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a verdict name, or a `choice: target` mapping")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Verdict, E> {
+                Ok(Verdict::Bare(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Verdict, A::Error> {
+                BTreeMap::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(Verdict::Route)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// One `verdicts:` entry and where it was written.
+pub type VerdictEntry = At<Verdict>;
+
+/// `race:` steps run at once; the first to succeed wins and the others are cancelled.
+#[derive(Debug, Clone, Default, JsonSchema)]
+pub struct Race {
+    /// The competing steps.
+    pub steps: Vec<At<Step>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RaceConfig {
+    steps: Vec<At<Step>>,
+}
+
+// `race: [a, b]` and `race: { steps: [a, b] }` both read.
+impl<'de> Deserialize<'de> for Race {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Race;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of steps, or a mapping with `steps`")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Race, A::Error> {
+                Vec::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(|steps| Race { steps })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Race, A::Error> {
+                RaceConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|c| Race { steps: c.steps })
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// One axis of `across:`: a variable and the values it takes.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Axis {
+    /// The variable's name, used as `{{ .vars.NAME }}`.
+    pub var: At<String>,
+    /// The values, in order.
+    #[serde(default)]
+    pub values: Option<Vec<At<Scalar>>>,
+    /// Instead of `values:`: a JSON array of strings an earlier step wrote, as
+    /// `ARTIFACT/path` (the artifact must be an input of the step).
+    #[serde(default)]
+    pub from_file: Option<At<String>>,
+}
+
+/// A YAML scalar read as text (`1.25`, `true` and `api` are all values of an axis).
+#[derive(Debug, Clone, PartialEq, Eq, JsonSchema)]
+pub struct Scalar(pub String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, number or boolean")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_owned()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// Replaces each `{{ .vars.NAME }}` (spaces inside the braces optional) with its value;
+/// any other `{{ ... }}` is left as written.
+pub fn render(text: &str, vars: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start..].find("}}") else {
+            break;
+        };
+        let inner = rest[start + 2..start + len].trim();
+        out.push_str(&rest[..start]);
+        match inner.strip_prefix(".vars.").and_then(|n| vars.get(n)) {
+            Some(v) => out.push_str(v),
+            None => out.push_str(&rest[start..start + len + 2]),
+        }
+        rest = &rest[start + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The `{{ .vars.NAME }}` names a text uses.
+pub fn vars_used(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start..].find("}}") else {
+            break;
+        };
+        if let Some(n) = rest[start + 2..start + len].trim().strip_prefix(".vars.") {
+            names.push(n.to_owned());
+        }
+        rest = &rest[start + len + 2..];
+    }
+    names
+}

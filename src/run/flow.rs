@@ -1,0 +1,366 @@
+//! Control flow around the leaf steps: `when:` guards, `race:` and `across:` (one step
+//! run once per combination of values), and the ordering of the execution log for steps
+//! that run at once.
+//!
+//! * A guard runs `sh -c` in a directory of its own holding the step's inputs that exist
+//!   (an input an earlier skipped step never wrote is absent, not an error); exit 0 runs
+//!   the step, any other exit skips it, and only a command that cannot start is an error.
+//! * `race:` starts every branch; the first success wins and cancels the others. The block
+//!   fails only when every branch failed.
+//! * `across:` runs its step once per cell, the product of the axes with the last varying
+//!   fastest, named `step [var=value ...]`. Cells run one at a time unless
+//!   `max_in_flight:` says more; a failed cell does not stop the others unless
+//!   `fail_fast:`; a `budget:` stops admitting cells once spent (the plan carries on);
+//!   `outputs:` are collected per cell under `ARTIFACT/value/value`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use futures::{FutureExt, StreamExt};
+use tokio_util::sync::CancellationToken;
+
+use super::artifacts::copy_tree;
+use super::exec::{Ctx, Done, Status, worst};
+use super::task::{TaskEnd, TaskSpec, run_task};
+use super::transcript::Event;
+use crate::pipeline::flow::{Race, When, render, vars_used};
+use crate::pipeline::outline::Entry;
+use crate::pipeline::{At, RunSpec, Step};
+
+/// The most items a `from_file:` axis may hold.
+pub const MAX_FILE_ITEMS: usize = 1000;
+/// The largest file a `from_file:` axis reads (bytes).
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// One cell of an `across:` step: its position, its name and its variables.
+#[derive(Debug, Clone)]
+pub(crate) struct Cell {
+    index: usize,
+    name: String,
+    vars: BTreeMap<String, String>,
+}
+
+impl Cell {
+    /// The cell's view of its step's outline entry.
+    pub(crate) fn entry(&self, step: &Entry) -> Entry {
+        Entry {
+            name: self.name.clone(),
+            path: format!("{}#{}", step.path, self.index),
+            ..step.clone()
+        }
+    }
+
+    /// The command with `{{ .vars.NAME }}` replaced by this cell's values.
+    pub(crate) fn render_run(&self, run: &RunSpec) -> RunSpec {
+        match run {
+            RunSpec::Shell(line) => RunSpec::Shell(render(line, &self.vars)),
+            RunSpec::Exec(cfg) => {
+                let mut cfg = cfg.clone();
+                cfg.path = render(&cfg.path, &self.vars);
+                cfg.args = cfg.args.iter().map(|a| render(a, &self.vars)).collect();
+                cfg.dir = cfg.dir.as_deref().map(|d| render(d, &self.vars));
+                RunSpec::Exec(cfg)
+            }
+        }
+    }
+}
+
+/// The cells of an `across:` step, given each axis's values in order.
+fn cells(step: &Step, axes: &[(String, Vec<String>)]) -> Vec<Cell> {
+    let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for (var, values) in axes {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.push((var.clone(), v.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    let base = step.display_name();
+    combos
+        .into_iter()
+        .enumerate()
+        .map(|(index, combo)| {
+            let vars: BTreeMap<String, String> = combo.iter().cloned().collect();
+            let name = if vars_used(&base).is_empty() {
+                let coords: Vec<String> = combo.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("{base} [{}]", coords.join(" "))
+            } else {
+                render(&base, &vars)
+            };
+            Cell { index, name, vars }
+        })
+        .collect()
+}
+
+impl<'a> Ctx<'a> {
+    /// How long the execution log is now, to reorder what a group adds after it.
+    pub(crate) fn log_mark(&self) -> usize {
+        self.log.lock().map(|l| l.len()).unwrap_or(0)
+    }
+
+    /// Puts the entries a group at `path` added since `mark` in declaration order (by the
+    /// index after `path` and `sep`), leaving entries of other steps where they are.
+    pub(crate) fn order_log(&self, mark: usize, path: &str, sep: char) {
+        let Ok(mut log) = self.log.lock() else {
+            return;
+        };
+        let prefix = format!("{path}{sep}");
+        let index = |p: &str| -> Option<usize> {
+            let rest = p.strip_prefix(&prefix)?;
+            rest.split(['/', '#']).next()?.parse().ok()
+        };
+        let slots: Vec<usize> = (mark..log.len())
+            .filter(|&i| index(&log[i].path).is_some())
+            .collect();
+        let mut mine: Vec<_> = slots.iter().map(|&i| log[i].clone()).collect();
+        mine.sort_by_key(|l| index(&l.path));
+        for (slot, entry) in slots.into_iter().zip(mine) {
+            log[slot] = entry;
+        }
+    }
+
+    /// Runs a step's `when:` guard: `Ok(true)` when the step runs.
+    pub(crate) async fn guard(
+        &self,
+        step: &Step,
+        entry: &Entry,
+        when: &When,
+        cancel: &CancellationToken,
+    ) -> Result<bool, Done> {
+        let dir = self.artifacts.root().join("steps").join(format!(
+            "{:03}-guard-{}",
+            entry.seq,
+            entry.path.replace('/', "_")
+        ));
+        let inputs: Vec<(String, Option<PathBuf>)> = step
+            .inputs
+            .iter()
+            .map(|i| (i.value.clone(), self.artifacts.artifact(&i.value)))
+            .collect();
+        let prepared = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || -> Result<(), String> {
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
+                }
+                std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+                for (name, src) in inputs {
+                    if let Some(src) = src {
+                        copy_tree(&src, &dir.join(name), false).map_err(|e| e.to_string())?;
+                    }
+                }
+                Ok(())
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
+        };
+        if let Err(e) = prepared {
+            return Err(Done::errored(format!(
+                "cannot prepare the `when:` guard: {e}"
+            )));
+        }
+        let run = RunSpec::Shell(when.command().to_owned());
+        let spec = TaskSpec {
+            run: &run,
+            dir: &dir,
+            env: &step.env,
+            extra_env: &[],
+            pass_env: &step.pass_env,
+            confined: step.confined.unwrap_or(true),
+        };
+        let result = run_task(&spec, None, cancel, &|_, _| {}).await;
+        self.artifacts.discard(&dir);
+        match result {
+            Ok(r) => match r.end {
+                TaskEnd::Exited(code) => Ok(code == 0),
+                TaskEnd::Canceled => Err(self.cancelled()),
+                TaskEnd::Signaled(_) | TaskEnd::TimedOut(_) => Ok(false),
+            },
+            Err(e) => Err(Done::errored(format!(
+                "the `when:` guard could not run: {e}"
+            ))),
+        }
+    }
+
+    /// `race:`: the first branch to succeed wins; the others are cancelled.
+    pub(crate) async fn race(
+        &'a self,
+        entry: &Entry,
+        race: &'a Race,
+        cancel: &CancellationToken,
+    ) -> Done {
+        let group = cancel.child_token();
+        let mark = self.log_mark();
+        let mut running: futures::stream::FuturesUnordered<_> = race
+            .steps
+            .iter()
+            .map(|s| self.exec(s, group.clone()))
+            .collect();
+        let mut failures = Vec::new();
+        let mut won = false;
+        while let Some(d) = running.next().await {
+            if d.is_ok() && !won {
+                won = true;
+                group.cancel();
+            } else if !d.is_ok() && !won {
+                failures.push(d);
+            }
+        }
+        self.order_log(mark, &entry.path, '/');
+        if self.root.is_cancelled() {
+            return Done::aborted();
+        }
+        if won { Done::ok() } else { worst(&failures) }
+    }
+
+    /// Runs an `across:` step: every cell, then the worst outcome among them.
+    pub(crate) async fn across(
+        &'a self,
+        step: &'a At<Step>,
+        entry: &Entry,
+        cancel: &CancellationToken,
+    ) -> Done {
+        let axes = match self.axes(step) {
+            Ok(a) => a,
+            Err(done) => return self.hooks(step, done, cancel).await,
+        };
+        let cells = cells(step, &axes);
+        if cells.is_empty() {
+            self.emit(Event::Notice {
+                run: self.run,
+                text: format!("across: 0 cells for `{}`; nothing to run", entry.name),
+            });
+            return Done::ok();
+        }
+        let collect: Vec<String> = step.outputs.iter().map(|o| o.value.clone()).collect();
+        if let Err(e) = self.artifacts.begin_collection(&collect) {
+            return Done::errored(e.to_string());
+        }
+        let in_flight = step.max_in_flight.as_ref().map_or(1, |m| m.value.max(1)) as usize;
+        let budget = step.budget.as_ref().and_then(|b| b.tokens);
+        let spent_before = self.tokens.load(Ordering::Relaxed);
+        let stop = CancellationToken::new();
+        let mark = self.log_mark();
+        let total = cells.len();
+        let (axes, collect) = (&axes, &collect);
+        let cells = &cells;
+        let results: Vec<Option<Done>> = futures::stream::iter(0..total)
+            .map(|i| {
+                let stop = stop.clone();
+                let cell = &cells[i];
+                async move {
+                    if stop.is_cancelled() || cancel.is_cancelled() {
+                        return None;
+                    }
+                    if let Some(done) = self.past_deadline() {
+                        stop.cancel();
+                        return Some(done);
+                    }
+                    if let Some(limit) = budget {
+                        let spent = self.tokens.load(Ordering::Relaxed) - spent_before;
+                        if spent >= limit {
+                            self.emit(Event::Notice {
+                                run: self.run,
+                                text: format!(
+                                    "budget: across stopped before cell {} of {total} (spent {spent} of {limit} tokens)",
+                                    cell.index + 1
+                                ),
+                            });
+                            stop.cancel();
+                            return None;
+                        }
+                    }
+                    self.set_collection(entry, cell, axes, collect);
+                    let d = self.exec_in(step, cancel.clone(), Some(cell)).await;
+                    if !d.is_ok() && step.fail_fast == Some(true) {
+                        stop.cancel();
+                    }
+                    Some(d)
+                }
+                .boxed()
+            })
+            .buffered(in_flight)
+            .collect()
+            .await;
+        self.order_log(mark, &entry.path, '#');
+        if self.root.is_cancelled() {
+            return Done::aborted();
+        }
+        let done: Vec<Done> = results.into_iter().flatten().collect();
+        let failed = done
+            .iter()
+            .filter(|d| d.status != Status::Succeeded)
+            .count();
+        if failed > 1 {
+            let mut d = worst(&done);
+            d.error = Some(format!(
+                "{failed} cells failed; first: {}",
+                d.error.unwrap_or_default()
+            ));
+            return d;
+        }
+        worst(&done)
+    }
+
+    /// Each axis's variable and values; a `from_file:` axis reads its artifact now.
+    fn axes(&self, step: &Step) -> Result<Vec<(String, Vec<String>)>, Done> {
+        let mut axes = Vec::new();
+        for axis in step.across.iter().flat_map(|a| a.value.iter()) {
+            let values = match (&axis.values, &axis.from_file) {
+                (Some(v), _) => v.iter().map(|s| s.value.0.clone()).collect(),
+                (None, Some(path)) => self.file_axis(&path.value)?,
+                (None, None) => Vec::new(),
+            };
+            axes.push((axis.var.value.clone(), values));
+        }
+        Ok(axes)
+    }
+
+    /// The values of a `from_file:` axis: a JSON array of strings in an artifact.
+    fn file_axis(&self, path: &str) -> Result<Vec<String>, Done> {
+        let fail = |why: String| Done::failed(format!("across: from_file `{path}`: {why}"));
+        let (artifact, rest) = path.split_once('/').unwrap_or((path, ""));
+        let root = self
+            .artifacts
+            .artifact(artifact)
+            .ok_or_else(|| fail(format!("no step produced the artifact `{artifact}`")))?;
+        let file = root.join(rest);
+        let meta = std::fs::metadata(&file).map_err(|e| fail(e.to_string()))?;
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(fail(format!("larger than {MAX_FILE_BYTES} bytes")));
+        }
+        let text = std::fs::read_to_string(&file).map_err(|e| fail(e.to_string()))?;
+        let items: Vec<String> = serde_json::from_str(&text)
+            .map_err(|e| fail(format!("not a JSON array of strings ({e})")))?;
+        if items.len() > MAX_FILE_ITEMS {
+            return Err(fail(format!("more than {MAX_FILE_ITEMS} items")));
+        }
+        Ok(items)
+    }
+
+    /// Tells the leaf where the cell's outputs are collected: under its values.
+    fn set_collection(
+        &self,
+        entry: &Entry,
+        cell: &Cell,
+        axes: &[(String, Vec<String>)],
+        outputs: &[String],
+    ) {
+        if outputs.is_empty() {
+            return;
+        }
+        let segments: Vec<String> = axes
+            .iter()
+            .filter_map(|(var, _)| cell.vars.get(var).cloned())
+            .collect();
+        if let Ok(mut map) = self.collect_at.lock() {
+            map.insert(cell.entry(entry).path, segments);
+        }
+    }
+}
