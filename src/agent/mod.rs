@@ -18,6 +18,7 @@
 //! * `verdict`: the `verdict` tool and the reminder when it was not called.
 //! * `budget`: [`TokenBudget`] and the guard hook that enforces it.
 //! * `cost`: [`ModelPrice`], [`Cost`].
+//! * [`preflight`]: probing every model and MCP server a job uses, before it runs.
 //! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
 //! * `record`: [`AgentOutcome`], [`RecordedCall`], [`AgentStatus`].
 //!
@@ -37,6 +38,7 @@ mod budget;
 mod cost;
 mod mcp;
 mod observe;
+pub mod preflight;
 mod record;
 mod spec;
 mod step;

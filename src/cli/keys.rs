@@ -36,7 +36,7 @@ pub fn key_vars(cli: &Cli) -> Vec<String> {
 fn pipeline_file(command: &Command) -> Option<&Path> {
     match command {
         Command::Run { file, .. }
-        | Command::Validate { file }
+        | Command::Validate { file, .. }
         | Command::Plan { file, .. }
         | Command::Test { file, .. } => Some(file),
         _ => None,

@@ -10,6 +10,7 @@ mod cost;
 mod inspect;
 mod keys;
 mod plan;
+mod preflight;
 mod run;
 mod serve;
 mod signals;
@@ -79,6 +80,13 @@ pub enum Command {
         /// The pipeline file.
         #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
         file: PathBuf,
+        /// Also check that every model and MCP server the job uses answers now (a minimal
+        /// model request each, and each server started and stopped).
+        #[arg(long)]
+        preflight: bool,
+        /// With --preflight: only this job.
+        #[arg(long, requires = "preflight")]
+        job: Option<String>,
     },
     /// Show which steps a run would execute.
     Plan {
@@ -204,7 +212,12 @@ pub async fn dispatch(cli: Cli) -> u8 {
             };
             run::run(&file, job, json, state, tape, start).await
         }
-        Command::Validate { file } => inspect::validate(&file),
+        Command::Validate {
+            file,
+            preflight: true,
+            job,
+        } => preflight::validate(&file, job.as_deref()).await,
+        Command::Validate { file, .. } => inspect::validate(&file),
         Command::Plan { file, job } => plan::plan(&file, job.as_deref()),
         Command::Schema => inspect::schema(),
         Command::Runs {

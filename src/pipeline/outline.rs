@@ -23,6 +23,9 @@ pub struct Entry {
     pub kind: Kind,
     /// Nesting depth.
     pub depth: u32,
+    /// The agent an agent step uses (its `agent:`), for checks that need every agent a
+    /// job reaches (`treadle validate --preflight`).
+    pub agent: Option<String>,
 }
 
 /// A job's outline.
@@ -56,6 +59,7 @@ impl Outline {
             name: step.display_name(),
             kind,
             depth,
+            agent: step.agent.as_ref().map(|a| a.value.clone()),
         });
         match step.kind() {
             Ok(StepKind::Do(steps)) => {

@@ -1,0 +1,178 @@
+//! Preflight: before a job's first step, is every model it reaches answering and does every
+//! MCP server it grants start and offer the granted tools? `treadle validate --preflight`
+//! asks this, so a dead endpoint or a wrong key fails in seconds, before a long job has
+//! spent anything, rather than at its first agent step.
+//!
+//! A model is probed with the smallest real request: one user message, `max_tokens: 1`, not
+//! streamed, with the agent's key. Each endpoint and model pair is probed once, however many
+//! agents share it. An MCP server is started exactly as an agent step starts it (so the
+//! granted tools are checked against what it offers) and stopped again.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::mcp::StepServers;
+use crate::pipeline::mcp::server_of;
+use crate::pipeline::model::{self, ResolvedModel};
+use crate::pipeline::outline::Outline;
+use crate::pipeline::{Job, Loaded};
+
+/// How long one probe may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most bytes of an endpoint's error body shown.
+const BODY_PREVIEW: usize = 300;
+
+/// One thing preflight checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// What was checked: `model local/qwen at http://...` or `MCP server fixture (agent calc)`.
+    pub what: String,
+    /// `Ok(how long it took)` or why it failed.
+    pub result: Result<Duration, String>,
+}
+
+impl Probe {
+    /// Whether the check passed.
+    pub fn ok(&self) -> bool {
+        self.result.is_ok()
+    }
+}
+
+/// Checks every model and MCP server the agent steps of `job` use, in the order the job
+/// first reaches them.
+pub async fn preflight(loaded: &Loaded, job: &Job) -> Vec<Probe> {
+    let mut agents: Vec<String> = Vec::new();
+    for entry in Outline::of(job).entries {
+        if let Some(agent) = entry.agent
+            && !agents.contains(&agent)
+        {
+            agents.push(agent);
+        }
+    }
+    let mut probes = Vec::new();
+    let mut models: Vec<(String, String)> = Vec::new();
+    for name in &agents {
+        let Some(agent) = loaded.agent(name) else {
+            continue;
+        };
+        match model::resolve(&agent.source, agent.name.pos, &model::process_env) {
+            Ok(resolved) => {
+                let pair = (resolved.base_url.clone(), resolved.model.clone());
+                if !models.contains(&pair) {
+                    models.push(pair);
+                    probes.push(probe_model(&resolved).await);
+                }
+            }
+            Err(e) => probes.push(Probe {
+                what: format!("model of agent {name}"),
+                result: Err(format!("{e} ({})", e.hint())),
+            }),
+        }
+        probes.extend(probe_servers(agent).await);
+    }
+    probes
+}
+
+/// Sends the smallest request the model can answer.
+async fn probe_model(model: &ResolvedModel) -> Probe {
+    let what = format!(
+        "model {}/{} at {}",
+        model.provider, model.model, model.base_url
+    );
+    let started = Instant::now();
+    let result = ask(model).await.map(|()| started.elapsed());
+    Probe { what, result }
+}
+
+async fn ask(model: &ResolvedModel) -> Result<(), String> {
+    let key = match &model.api_key_env {
+        Some(var) => Some(
+            crate::environ::var(var)
+                .map(|k| k.trim().to_owned())
+                .ok_or_else(|| format!("environment variable {var} is not set"))?,
+        ),
+        None => None,
+    };
+    let client = reqwest::Client::builder()
+        .timeout(PROBE_TIMEOUT)
+        .build()
+        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+    let url = format!("{}/chat/completions", model.base_url.trim_end_matches('/'));
+    let mut request = client.post(&url).json(&json!({
+        "model": model.model,
+        "messages": [{"role": "user", "content": "Reply with one word: ready"}],
+        "max_tokens": 1,
+        "stream": false,
+    }));
+    if let Some(key) = &key {
+        request = request.bearer_auth(key);
+    }
+    let scrub = |text: String| match &key {
+        Some(key) if !key.is_empty() => text.replace(key.as_str(), "***"),
+        _ => text,
+    };
+    let response = request
+        .send()
+        .await
+        .map_err(|e| scrub(format!("no answer from {url}: {}", error_chain(&e))))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let body = response.text().await.unwrap_or_default();
+    let body = crate::tools::truncate(body.trim().to_owned(), BODY_PREVIEW, " …");
+    Err(scrub(format!("{url} answered HTTP {status}: {body}")))
+}
+
+/// Starts the agent's MCP servers that its grant names, then stops them.
+async fn probe_servers(agent: &crate::pipeline::Agent) -> Vec<Probe> {
+    let grant: Vec<String> = agent
+        .tools
+        .iter()
+        .flatten()
+        .map(|t| t.value.clone())
+        .filter(|t| server_of(t).is_some())
+        .collect();
+    let configs = crate::pipeline::mcp::configs(agent);
+    let mut probes = Vec::new();
+    for config in &configs {
+        let named: Vec<&str> = grant
+            .iter()
+            .map(String::as_str)
+            .filter(|g| server_of(g) == Some(config.name.as_str()))
+            .collect();
+        if named.is_empty() {
+            continue;
+        }
+        let started = Instant::now();
+        let result = match StepServers::start(std::slice::from_ref(config), &named).await {
+            Ok((servers, _tools)) => {
+                servers.shutdown().await;
+                Ok(started.elapsed())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        probes.push(Probe {
+            what: format!("MCP server {} (agent {})", config.name, agent.name.value),
+            result,
+        });
+    }
+    probes
+}
+
+/// An error and its sources, which say what really went wrong (refused, DNS, TLS).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
