@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::EXIT_CONFIG;
-use crate::run::state::{StepRecord, Store};
+use crate::run::state::{RunRecord, StepRecord, Store};
 
 /// Tokens and cost summed over steps.
 #[derive(Default)]
@@ -88,39 +88,17 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
     }
     let shown = Store::open(&path).and_then(|store| match steps {
         None => {
-            say!("{:>5}  {:<16} {:<10} {HEADER}", "run", "job", "status");
+            let mut all = Vec::new();
             for r in store.runs()? {
-                let total = Total::of(&store.steps(r.id)?);
-                say!(
-                    "{:>5}  {:<16} {:<10} {}",
-                    r.id,
-                    r.job,
-                    r.status.as_str(),
-                    total.row()
-                );
+                let steps = store.steps(r.id)?;
+                all.push((r, steps));
             }
+            print_runs(&all);
             Ok(())
         }
         Some(run) => {
             store.run(run)?;
-            let list = store.steps(run)?;
-            say!("{:<24} {:<20} {HEADER}", "step", "model");
-            for s in list.iter().filter(|s| s.usage.is_some()) {
-                let mut t = Total::default();
-                let model = match s.replayed_from {
-                    Some(run) => format!("replayed (run {run})"),
-                    None => s
-                        .usage
-                        .as_ref()
-                        .and_then(|u| u.get("model"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("-")
-                        .to_owned(),
-                };
-                t.step(s);
-                say!("{:<24} {:<20} {}", s.name, model, t.row());
-            }
-            say!("{:<24} {:<20} {}", "total", "", Total::of(&list).row());
+            print_steps(&store.steps(run)?);
             Ok(())
         }
     });
@@ -131,4 +109,40 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
             EXIT_CONFIG
         }
     }
+}
+
+/// The table of `treadle runs --cost` (also printed from a server's answer).
+pub(super) fn print_runs(runs: &[(RunRecord, Vec<StepRecord>)]) {
+    say!("{:>5}  {:<16} {:<10} {HEADER}", "run", "job", "status");
+    for (r, steps) in runs {
+        let total = Total::of(steps);
+        say!(
+            "{:>5}  {:<16} {:<10} {}",
+            r.id,
+            r.job,
+            r.status.as_str(),
+            total.row()
+        );
+    }
+}
+
+/// The table of `treadle runs --cost --steps N` (also printed from a server's answer).
+pub(super) fn print_steps(list: &[StepRecord]) {
+    say!("{:<24} {:<20} {HEADER}", "step", "model");
+    for s in list.iter().filter(|s| s.usage.is_some()) {
+        let mut t = Total::default();
+        let model = match s.replayed_from {
+            Some(run) => format!("replayed (run {run})"),
+            None => s
+                .usage
+                .as_ref()
+                .and_then(|u| u.get("model"))
+                .and_then(Value::as_str)
+                .unwrap_or("-")
+                .to_owned(),
+        };
+        t.step(s);
+        say!("{:<24} {:<20} {}", s.name, model, t.row());
+    }
+    say!("{:<24} {:<20} {}", "total", "", Total::of(list).row());
 }

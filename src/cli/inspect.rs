@@ -8,7 +8,7 @@ use super::EXIT_CONFIG;
 use crate::pipeline;
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::Outline;
-use crate::run::state::Store;
+use crate::run::state::{RunRecord, StepRecord, Store};
 
 pub(super) fn validate(file: &Path) -> u8 {
     match super::load_or_exit(file, None, true) {
@@ -51,80 +51,76 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
         );
         return EXIT_CONFIG;
     }
-    let store = match Store::open(&path) {
-        Ok(s) => s,
+    let shown = Store::open(&path).and_then(|store| match steps {
+        None => store.runs().map(|runs| print_runs(&runs)),
+        Some(run) => store
+            .run(run)
+            .and_then(|_| store.steps(run))
+            .map(|list| print_steps(&list)),
+    });
+    match shown {
+        Ok(()) => 0,
         Err(e) => {
             crate::console::tell!("{e}");
-            return EXIT_CONFIG;
+            EXIT_CONFIG
         }
-    };
-    let ms = |d: Option<u64>| {
-        d.map_or_else(
-            || "-".to_owned(),
-            |d| format_duration(Duration::from_millis(d)),
-        )
-    };
-    match steps {
-        None => match store.runs() {
-            Ok(runs) => {
-                say!(
-                    "{:>5}  {:<10} {:<16} {:>9}  error",
-                    "run",
-                    "status",
-                    "job",
-                    "duration"
-                );
-                for r in runs {
-                    say!(
-                        "{:>5}  {:<10} {:<16} {:>9}  {}",
-                        r.id,
-                        r.status.as_str(),
-                        r.job,
-                        ms(r.duration_ms),
-                        r.error.unwrap_or_default()
-                    );
-                }
-                0
-            }
-            Err(e) => {
-                crate::console::tell!("{e}");
-                EXIT_CONFIG
-            }
-        },
-        Some(run) => match store.run(run).and_then(|_| store.steps(run)) {
-            Ok(list) => {
-                say!(
-                    "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  error",
-                    "path",
-                    "step",
-                    "kind",
-                    "status",
-                    "duration",
-                    "exit",
-                    "attempts"
-                );
-                for s in list {
-                    let exit = s
-                        .exit_code
-                        .map_or_else(|| "-".to_owned(), |c| c.to_string());
-                    say!(
-                        "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  {}",
-                        s.path,
-                        s.name,
-                        s.kind,
-                        s.status.as_str(),
-                        ms(s.duration_ms),
-                        exit,
-                        s.attempts,
-                        s.error.unwrap_or_default()
-                    );
-                }
-                0
-            }
-            Err(e) => {
-                crate::console::tell!("{e}");
-                EXIT_CONFIG
-            }
-        },
+    }
+}
+
+fn ms(d: Option<u64>) -> String {
+    d.map_or_else(
+        || "-".to_owned(),
+        |d| format_duration(Duration::from_millis(d)),
+    )
+}
+
+/// The runs table of `treadle runs` (also printed from a server's answer).
+pub(super) fn print_runs(runs: &[RunRecord]) {
+    say!(
+        "{:>5}  {:<10} {:<16} {:>9}  error",
+        "run",
+        "status",
+        "job",
+        "duration"
+    );
+    for r in runs {
+        say!(
+            "{:>5}  {:<10} {:<16} {:>9}  {}",
+            r.id,
+            r.status.as_str(),
+            r.job,
+            ms(r.duration_ms),
+            r.error.clone().unwrap_or_default()
+        );
+    }
+}
+
+/// The steps table of `treadle runs --steps N` (also printed from a server's answer).
+pub(super) fn print_steps(list: &[StepRecord]) {
+    say!(
+        "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  error",
+        "path",
+        "step",
+        "kind",
+        "status",
+        "duration",
+        "exit",
+        "attempts"
+    );
+    for s in list {
+        let exit = s
+            .exit_code
+            .map_or_else(|| "-".to_owned(), |c| c.to_string());
+        say!(
+            "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  {}",
+            s.path,
+            s.name,
+            s.kind,
+            s.status.as_str(),
+            ms(s.duration_ms),
+            exit,
+            s.attempts,
+            s.error.clone().unwrap_or_default()
+        );
     }
 }

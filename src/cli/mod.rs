@@ -11,6 +11,7 @@ mod inspect;
 mod keys;
 mod plan;
 mod preflight;
+mod remote;
 mod run;
 mod serve;
 mod signals;
@@ -218,17 +219,21 @@ pub async fn dispatch(cli: Cli) -> u8 {
             job,
         } => preflight::validate(&file, job.as_deref()).await,
         Command::Validate { file, .. } => inspect::validate(&file),
-        Command::Plan { file, job } => plan::plan(&file, job.as_deref()),
+        Command::Plan { file, job } => match remote::server_for(&file, None).await {
+            Some(client) => remote::plan(client, &file, job.as_deref()).await,
+            None => plan::plan(&file, job.as_deref()),
+        },
         Command::Schema => inspect::schema(),
         Command::Runs {
             file,
             steps,
-            cost: true,
+            cost,
             state,
-        } => cost::runs(&file, steps, state),
-        Command::Runs {
-            file, steps, state, ..
-        } => inspect::runs(&file, steps, state),
+        } => match remote::server_for(&file, state.clone()).await {
+            Some(client) => remote::runs(client, steps, cost).await,
+            None if cost => cost::runs(&file, steps, state),
+            None => inspect::runs(&file, steps, state),
+        },
         Command::Test { file, json, state } => test::test(&file, json, state).await,
         Command::Approvals { file, state } => approvals::list(&file, state),
         Command::Approve(a) => approvals::answer(a.run, &a.step, &a.file, a.state, Answer::Approve),

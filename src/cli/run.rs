@@ -1,5 +1,6 @@
 //! `treadle run`: load, run one job, map the result to an exit code; Ctrl-C, SIGTERM and
-//! SIGHUP interrupt (see `signals`).
+//! SIGHUP interrupt (see `signals`). When `treadle serve` owns the state file, the run goes
+//! through it (see `remote`).
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,17 @@ pub(super) async fn run(
     tape_args: TapeArgs,
     start: crate::cache::Start,
 ) -> u8 {
+    if let Some(client) = super::remote::server_for(file, state.clone()).await {
+        let fresh = matches!(start, crate::cache::Start::Fresh);
+        if tape_args.record.is_some() || tape_args.replay.is_some() || !fresh {
+            crate::console::tell!(
+                "treadle: {} owns the state file; --record, --replay-model, --resume and --replay do not go through it yet\nhint: stop the server, or run without them",
+                client.who()
+            );
+            return EXIT_CONFIG;
+        }
+        return super::remote::run(client, file, job, json).await;
+    }
     let loaded = match super::load_or_exit(file, job.as_deref(), false) {
         Ok(l) => l,
         Err(code) => return code,

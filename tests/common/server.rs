@@ -16,7 +16,14 @@ impl Server {
     /// `treadle serve ARGS --addr ADDR` in `dir`, with extra environment; waits until its
     /// discovery file names it.
     pub fn start_at(dir: &Path, args: &[&str], addr: &str, env: &[(&str, &str)]) -> Self {
-        let discovery = dir.join(".treadle").join("server.json");
+        // Beside the served files: in a served directory, or the first file's.
+        let served = args.first().map(|a| dir.join(a));
+        let home = match served {
+            Some(p) if p.is_dir() => p,
+            Some(p) if p.is_file() => p.parent().map_or(dir.to_path_buf(), Path::to_path_buf),
+            _ => dir.to_path_buf(),
+        };
+        let discovery = home.join(".treadle").join("server.json");
         let _ = std::fs::remove_file(&discovery);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_treadle"));
         cmd.arg("serve")

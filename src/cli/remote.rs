@@ -1,0 +1,211 @@
+//! The commands through a running `treadle serve` that owns the state file: `run` starts
+//! the run in the server and prints its event stream with the same transcript renderer
+//! (Ctrl-C cancels it there), `runs` and `plan` print what the server answers as they print
+//! the state file's records.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, signals};
+use crate::run::state::StepRecord;
+use crate::run::transcript::{Redactor, Style, Transcript};
+use crate::server::client::{Client, SseParser};
+use crate::server::views::{PipelineView, RunView, StepNode};
+
+/// The server that owns `file`'s state file, if one runs.
+pub(super) async fn server_for(file: &Path, state: Option<PathBuf>) -> Option<Client> {
+    Client::find(&crate::run::state_path(file, state)).await
+}
+
+/// The name the server serves `file` under.
+async fn served_name(client: &Client, file: &Path) -> Result<String, String> {
+    let pipelines: Vec<PipelineView> = client
+        .get("/api/v1/pipelines")
+        .await
+        .map_err(|e| e.to_string())?;
+    // The server owns this file's state file, so it serves the files of this file's
+    // directory: the file name identifies it (the server's paths are relative to where it
+    // was started, not to here).
+    let found = pipelines
+        .iter()
+        .find(|p| Path::new(&p.file).file_name() == file.file_name());
+    found.map(|p| p.name.clone()).ok_or_else(|| {
+        format!(
+            "{} is not served by {}, which owns its state file\nhint: serve it too (`treadle serve {}`), or stop that server",
+            file.display(),
+            client.who(),
+            crate::pipeline::dir_of(file).display()
+        )
+    })
+}
+
+fn say_refused(e: impl std::fmt::Display) -> u8 {
+    crate::console::tell!("treadle: {e}");
+    EXIT_CONFIG
+}
+
+/// `treadle run` through the server.
+pub(super) async fn run(client: Client, file: &Path, job: Option<String>, json: bool) -> u8 {
+    // Watching before the run starts: a Ctrl-C from then on cancels it.
+    let cancel = CancellationToken::new();
+    let watch = signals::watch(cancel.clone());
+    let name = match served_name(&client, file).await {
+        Ok(n) => n,
+        Err(e) => return say_refused(e),
+    };
+    let body = serde_json::json!({ "pipeline": name, "job": job, "trigger": "cli" });
+    let started: Result<serde_json::Value, _> = client.post("/api/v1/runs", &body).await;
+    let id = match started.map(|v| v["id"].as_u64()) {
+        Ok(Some(id)) => id,
+        Ok(None) => return say_refused("the server's answer has no run id"),
+        Err(e) => return say_refused(e),
+    };
+    let canceller = {
+        let (client, cancel) = (client.clone(), cancel.clone());
+        tokio::spawn(async move {
+            cancel.cancelled().await;
+            let answer: Result<serde_json::Value, _> = client
+                .post(&format!("/api/v1/runs/{id}/cancel"), &serde_json::json!({}))
+                .await;
+            if let Err(e) = answer {
+                crate::console::tell!("treadle: cannot cancel run {id}: {e}");
+            }
+        })
+    };
+    // Secrets were masked by the server before the events were journaled.
+    let transcript = Transcript::new(Style::detect(json), Redactor::default());
+    let code = follow(&client, id, &transcript).await;
+    canceller.abort();
+    watch.exit_code(code)
+}
+
+/// Prints run `id`'s events until it ends, reconnecting after a dropped connection from
+/// the last event seen; returns the exit code its end calls for.
+async fn follow(client: &Client, id: u64, transcript: &Transcript) -> u8 {
+    let mut cursor = 0;
+    let mut failures = 0;
+    loop {
+        let response = match client.events(id, cursor).await {
+            Ok(r) => r,
+            Err(e) if failures < 5 => {
+                failures += 1;
+                tracing::debug!("reconnecting to run {id}'s events: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(e) => return say_refused(e),
+        };
+        let mut parser = SseParser::default();
+        let mut body = response.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let Ok(chunk) = chunk else { break };
+            failures = 0;
+            for event in parser.feed(&chunk) {
+                match event.event.as_str() {
+                    "token" | "message" => {}
+                    "end" => return EXIT_CONFIG,
+                    "error" => return say_refused(event.data),
+                    kind => {
+                        cursor = event.id.unwrap_or(cursor);
+                        transcript.replay(&event.data);
+                        if kind == "run_finished" {
+                            return exit_code_of(&event.data);
+                        }
+                    }
+                }
+            }
+        }
+        failures += 1;
+        if failures > 5 {
+            return say_refused(format!("lost {} while following run {id}", client.who()));
+        }
+    }
+}
+
+/// The exit code of a run's `run_finished` event, as `treadle run` exits without a server.
+fn exit_code_of(data: &str) -> u8 {
+    let v: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
+    match v["status"].as_str() {
+        Some("succeeded") => 0,
+        Some("failed") => EXIT_FAILED,
+        Some("aborted") => EXIT_INTERRUPTED,
+        _ => EXIT_CONFIG,
+    }
+}
+
+/// Every run (oldest first, as the state file lists them), with their steps when asked.
+async fn all_runs(client: &Client, with_steps: bool) -> Result<Vec<RunView>, String> {
+    let mut runs: Vec<RunView> = client
+        .get("/api/v1/runs")
+        .await
+        .map_err(|e| e.to_string())?;
+    runs.reverse();
+    if with_steps {
+        for r in &mut runs {
+            *r = one_run(client, r.id).await?;
+        }
+    }
+    Ok(runs)
+}
+
+async fn one_run(client: &Client, id: u64) -> Result<RunView, String> {
+    client
+        .get(&format!("/api/v1/runs/{id}"))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn steps_of(view: &RunView) -> Vec<StepRecord> {
+    let mut out = Vec::new();
+    StepNode::flatten(view.steps.as_deref().unwrap_or_default(), &mut out);
+    out.sort_by_key(|s| s.seq);
+    out
+}
+
+/// `treadle runs` (with `--steps`, `--cost`) through the server.
+pub(super) async fn runs(client: Client, steps: Option<u64>, cost: bool) -> u8 {
+    let shown = match (steps, cost) {
+        (None, false) => all_runs(&client, false).await.map(|runs| {
+            let records: Vec<_> = runs.iter().map(RunView::record).collect();
+            super::inspect::print_runs(&records);
+        }),
+        (None, true) => all_runs(&client, true).await.map(|runs| {
+            let all: Vec<_> = runs.iter().map(|r| (r.record(), steps_of(r))).collect();
+            super::cost::print_runs(&all);
+        }),
+        (Some(id), false) => one_run(&client, id)
+            .await
+            .map(|r| super::inspect::print_steps(&steps_of(&r))),
+        (Some(id), true) => one_run(&client, id)
+            .await
+            .map(|r| super::cost::print_steps(&steps_of(&r))),
+    };
+    match shown {
+        Ok(()) => 0,
+        Err(e) => say_refused(e),
+    }
+}
+
+/// `treadle plan` through the server.
+pub(super) async fn plan(client: Client, file: &Path, job: Option<&str>) -> u8 {
+    let name = match served_name(&client, file).await {
+        Ok(n) => n,
+        Err(e) => return say_refused(e),
+    };
+    let query = job.map_or_else(String::new, |j| format!("?job={j}"));
+    let plans: Result<Vec<serde_json::Value>, _> = client
+        .get(&format!("/api/v1/pipelines/{name}/plan{query}"))
+        .await;
+    match plans {
+        Ok(plans) => {
+            for p in plans {
+                crate::console::text(p["text"].as_str().unwrap_or_default());
+            }
+            0
+        }
+        Err(e) => say_refused(e),
+    }
+}
