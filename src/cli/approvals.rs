@@ -84,6 +84,7 @@ pub(super) fn answer(
             .filter(|u| !u.is_empty())
             .unwrap_or_else(|| "someone".to_owned()),
         at_ms: now_ms(),
+        comment: None,
     };
     match mailbox.answer(run, step, &reply) {
         Ok(p) => {

@@ -236,7 +236,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
         },
         Command::Test { file, json, state } => test::test(&file, json, state).await,
         Command::Approvals { file, state } => approvals::list(&file, state),
-        Command::Approve(a) => approvals::answer(a.run, &a.step, &a.file, a.state, Answer::Approve),
+        Command::Approve(a) => answer(a, Answer::Approve).await,
         Command::Serve {
             paths,
             addr,
@@ -251,6 +251,15 @@ pub async fn dispatch(cli: Cli) -> u8 {
             };
             serve::serve(options).await
         }
-        Command::Reject(a) => approvals::answer(a.run, &a.step, &a.file, a.state, Answer::Reject),
+        Command::Reject(a) => answer(a, Answer::Reject).await,
+    }
+}
+
+/// `treadle approve` / `treadle reject`: through the server when one owns the state file,
+/// else through the control directory.
+async fn answer(a: AnswerArgs, answer: Answer) -> u8 {
+    match remote::server_for(&a.file, a.state.clone()).await {
+        Some(client) => remote::answer(client, a.run, &a.step, answer).await,
+        None => approvals::answer(a.run, &a.step, &a.file, a.state, answer),
     }
 }

@@ -1,7 +1,7 @@
 //! The commands through a running `treadle serve` that owns the state file: `run` starts
 //! the run in the server and prints its event stream with the same transcript renderer
 //! (Ctrl-C cancels it there), `runs` and `plan` print what the server answers as they print
-//! the state file's records.
+//! the state file's records, and `approve` / `reject` answer through it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,8 +10,10 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, signals};
+use crate::run::approval::mailbox::Answer;
 use crate::run::state::StepRecord;
 use crate::run::transcript::{Redactor, Style, Transcript};
+use crate::server::approvals::ApprovalView;
 use crate::server::client::{Client, SseParser};
 use crate::server::views::{PipelineView, RunView, StepNode};
 
@@ -207,5 +209,44 @@ pub(super) async fn plan(client: Client, file: &Path, job: Option<&str>) -> u8 {
             0
         }
         Err(e) => say_refused(e),
+    }
+}
+
+/// `treadle approve` / `treadle reject` through the server: `step` is the step's number in
+/// the run or its name.
+pub(super) async fn answer(client: Client, run: u64, step: &str, answer: Answer) -> u8 {
+    let pending: Vec<ApprovalView> = match client.get("/api/v1/approvals?state=pending").await {
+        Ok(p) => p,
+        Err(e) => return say_refused(e),
+    };
+    let Some(waiting) = pending
+        .iter()
+        .find(|a| a.run == run && (a.seq.to_string() == step || a.step == step))
+    else {
+        crate::console::tell!(
+            "run {run} has no approval waiting at step `{step}`\nhint: `treadle approvals` lists the approvals waiting now"
+        );
+        return EXIT_CONFIG;
+    };
+    let (decision, verb) = match answer {
+        Answer::Approve => ("approve", "approved"),
+        Answer::Reject => ("reject", "rejected"),
+    };
+    let by = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "someone".to_owned());
+    let body = serde_json::json!({ "decision": decision, "by": by });
+    let path = format!("/api/v1/runs/{run}/approvals/{}", waiting.seq);
+    let answered: Result<ApprovalView, _> = client.post(&path, &body).await;
+    match answered {
+        Ok(a) => {
+            crate::console::say!("{verb} run {} step {} ({})", a.run, a.seq, a.step);
+            0
+        }
+        Err(e) => {
+            crate::console::tell!("{e}\nhint: `treadle approvals` lists the approvals waiting now");
+            EXIT_CONFIG
+        }
     }
 }

@@ -116,13 +116,17 @@ impl Client {
         let status = response.status();
         let body: serde_json::Value = response.json().await.map_err(|e| self.unreachable(e))?;
         if !status.is_success() {
+            let mut message = body
+                .get("error")
+                .and_then(|e| e.as_str())
+                .unwrap_or("refused")
+                .to_owned();
+            if status == reqwest::StatusCode::UNAUTHORIZED {
+                message.push_str(&format!("\nhint: set {TOKEN_ENV} to the server's token"));
+            }
             return Err(ClientError::Refused {
                 status: status.as_u16(),
-                message: body
-                    .get("error")
-                    .and_then(|e| e.as_str())
-                    .unwrap_or("refused")
-                    .to_owned(),
+                message,
             });
         }
         serde_json::from_value(body).map_err(|e| self.unreachable(e))

@@ -3,7 +3,7 @@
 //!
 //! The page itself (`/`, `/assets/...`) holds no data and is served without the token: a
 //! browser cannot send a header when it opens a link; the page reads the token from the
-//! URL fragment and sends it with each API request. A state-changing request (anything but
+//! URL fragment and sends it with each API request. `GET /api/v1/health` is open too. A state-changing request (anything but
 //! GET, HEAD and OPTIONS) that a browser marks as cross-site (`Sec-Fetch-Site`), or whose
 //! `Origin` is not this server's own, is refused whatever token it carries.
 
@@ -65,7 +65,11 @@ fn same_site(headers: &HeaderMap) -> Result<(), ApiError> {
 /// The middleware.
 pub async fn check(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
-    if request.uri().path().starts_with("/api/")
+    let path = request.uri().path();
+    // The health check says only that a treadle server answers here: the commands use it
+    // to find the server before they know whether they need a token.
+    if path.starts_with("/api/")
+        && path != "/api/v1/health"
         && let Some(token) = &app.token
         && let Err(e) = authorized(headers, token)
     {

@@ -19,7 +19,7 @@
 
 pub mod api;
 pub mod app;
-mod approvals;
+pub mod approvals;
 pub mod client;
 pub mod discovery;
 pub mod error;

@@ -93,7 +93,14 @@ pub struct Reply {
     pub by: String,
     /// When (ms since the Unix epoch).
     pub at_ms: u64,
+    /// Why, when the person said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
+
+/// Woken when an answer is written by this process (`treadle serve` answering through its
+/// API): a run waiting in the same process reads it at once instead of at its next poll.
+pub static ANSWERED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// Why the control directory could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -253,7 +260,10 @@ impl Mailbox {
         let linked = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);
         match linked {
-            Ok(()) => Ok(waiting),
+            Ok(()) => {
+                ANSWERED.notify_waiters();
+                Ok(waiting)
+            }
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(MailboxError::AlreadyAnswered {
                 run,
                 seq: waiting.seq,
@@ -308,6 +318,7 @@ mod tests {
             answer,
             by: "tester".into(),
             at_ms: 1,
+            comment: None,
         }
     }
 

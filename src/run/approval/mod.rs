@@ -85,6 +85,9 @@ pub struct ApprovalRecord {
     /// Who or what answered: a user name, `timeout`, `headless`.
     #[serde(default)]
     pub by: Option<String>,
+    /// Why, when the person who answered said.
+    #[serde(default)]
+    pub comment: Option<String>,
 }
 
 /// Closes the approvals a killed run left waiting (SIGKILL gives it no chance to): each

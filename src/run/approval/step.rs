@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::mailbox::{Answer, Mailbox, MailboxError, POLL, Pending, Reply};
+use super::mailbox::{ANSWERED, Answer, Mailbox, MailboxError, POLL, Pending, Reply};
 use super::{ApprovalRecord, ApprovalStatus};
 use crate::pipeline::Step;
 use crate::pipeline::duration::format_duration;
@@ -51,6 +51,7 @@ impl<'a> Ctx<'a> {
             deadline_ms: deadline.map(|d| asked_ms.saturating_add(millis(d))),
             answered_ms: None,
             by: None,
+            comment: None,
         };
         // Fail closed: without a deadline, a run nobody watches would wait forever.
         if deadline.is_none() && !self.answerable && !std::io::stdin().is_terminal() {
@@ -92,6 +93,9 @@ impl<'a> Ctx<'a> {
         record.status = status;
         record.answered_ms = Some(now_ms());
         record.by = Some(by.clone());
+        if let Ok(Outcome::Answered(r)) = &outcome {
+            record.comment = r.comment.clone();
+        }
         self.record_approval(&record).await;
         let outcome = match (outcome, cleared) {
             (Err(e), _) | (Ok(_), Err(e)) => {
@@ -191,6 +195,8 @@ async fn wait_for(
         tokio::select! {
             () = cancel.cancelled() => return Ok(Outcome::Aborted),
             () = tokio::time::sleep(nap) => {}
+            // An answer written in this process (`treadle serve`): read it now.
+            () = ANSWERED.notified() => {}
         }
     }
 }
