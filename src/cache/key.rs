@@ -133,6 +133,9 @@ pub fn config(
             })
         }
         StepKind::Approval => json!({ "message": step.message }),
+        StepKind::LoadVar(name) => {
+            json!({ "load_var": name.value, "file": step.file.as_ref().map(|f| &f.value) })
+        }
         StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_) | StepKind::Race(_) => {
             Value::Null
         }

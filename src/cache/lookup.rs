@@ -85,10 +85,23 @@ pub(crate) fn replayable(step: &Step) -> bool {
     !step.volatile
         && step.when.is_none()
         && step.across.is_none()
+        && !uses_captured_var(step)
         && matches!(
             step.kind(),
             Ok(StepKind::Task(_) | StepKind::Agent(_) | StepKind::Get(_))
         )
+}
+
+/// Whether a task's command holds a `((name))` a `load_var:` fills at run time (the
+/// key sees the text before it is filled, so such a step cannot be replayed by key).
+fn uses_captured_var(step: &Step) -> bool {
+    match step.run.as_ref().map(|r| &r.value) {
+        Some(crate::pipeline::RunSpec::Shell(line)) => line.contains("(("),
+        Some(crate::pipeline::RunSpec::Exec(cfg)) => {
+            cfg.path.contains("((") || cfg.args.iter().any(|a| a.contains("(("))
+        }
+        None => false,
+    }
 }
 
 async fn blocking<T: Send + 'static>(

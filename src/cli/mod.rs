@@ -41,7 +41,17 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+    /// Sets a pipeline var: each `((NAME))` in the file becomes VALUE (repeatable; wins
+    /// over `--vars-file`).
+    #[arg(long = "var", value_name = "NAME=VALUE", global = true)]
+    pub vars: Vec<String>,
+    /// A YAML file of `NAME: VALUE` pipeline vars (repeatable).
+    #[arg(long = "vars-file", value_name = "FILE", global = true)]
+    pub vars_files: Vec<PathBuf>,
 }
+
+/// The pipeline vars of this invocation, read once from the command line.
+static VARS: std::sync::OnceLock<crate::pipeline::vars::Vars> = std::sync::OnceLock::new();
 
 /// The commands.
 #[derive(Debug, Subcommand)]
@@ -182,7 +192,8 @@ fn load_or_exit(file: &Path, job: Option<&str>, machine: bool) -> Result<Loaded,
         env: &crate::pipeline::model::process_env,
         machine,
     };
-    crate::pipeline::load(file, &scope).map_err(|e| {
+    let vars = VARS.get_or_init(Default::default);
+    crate::pipeline::load_with_vars(file, &scope, vars).map_err(|e| {
         crate::console::tell!("{e}");
         EXIT_CONFIG
     })
@@ -190,6 +201,15 @@ fn load_or_exit(file: &Path, job: Option<&str>, machine: bool) -> Result<Loaded,
 
 /// Runs a parsed command line and returns the exit code.
 pub async fn dispatch(cli: Cli) -> u8 {
+    match crate::pipeline::vars::gather(&cli.vars_files, &cli.vars) {
+        Ok(vars) => {
+            let _ = VARS.set(vars);
+        }
+        Err(e) => {
+            crate::console::tell!("treadle: {e}");
+            return EXIT_CONFIG;
+        }
+    }
     match cli.command {
         Command::Run {
             file,

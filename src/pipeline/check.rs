@@ -300,6 +300,11 @@ impl<'a> Checker<'a> {
                 }
             }
             StepKind::Approval => self.approval_step(step),
+            StepKind::LoadVar(name) => {
+                for (pos, problem, message, hint) in super::check_flow::load_var(step, name) {
+                    self.push(pos, problem, message, hint);
+                }
+            }
             StepKind::Do(steps) => self.sequence(steps, available),
             StepKind::InParallel(p) => {
                 if let Some(l) = p.limit()

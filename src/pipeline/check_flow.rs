@@ -280,6 +280,37 @@ fn templated_texts(step: &Step) -> Vec<String> {
     texts
 }
 
+/// A `load_var:` step names a plain var and a file inside one of its inputs.
+pub fn load_var(step: &At<Step>, name: &At<String>) -> Vec<Finding> {
+    let plain = !name.value.is_empty()
+        && name
+            .value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !plain {
+        return vec![finding(
+            name.pos,
+            Problem::InvalidValue,
+            format!("`load_var: {}` is not a var name", name.value),
+            "use letters, digits, `_`, `-` and `.`, e.g. `load_var: tag`",
+        )];
+    }
+    match &step.file {
+        None => vec![finding(
+            name.pos,
+            Problem::MissingKey,
+            format!("`load_var: {}` has no `file:`", name.value),
+            "add `file: ARTIFACT/path`, a file inside one of the step's `inputs:`",
+        )],
+        Some(f) => from_file(step, f)
+            .into_iter()
+            .map(|(pos, problem, message, hint)| {
+                (pos, problem, message.replace("`from_file`", "`file`"), hint)
+            })
+            .collect(),
+    }
+}
+
 fn from_file(step: &Step, path: &At<String>) -> Vec<Finding> {
     let p = &path.value;
     if p.starts_with('/') || p.split('/').any(|s| s == "..") || p.is_empty() {

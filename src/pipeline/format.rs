@@ -228,6 +228,13 @@ pub struct Step {
     /// Runs the nested steps at once; the first to succeed wins, the others are cancelled.
     #[serde(default)]
     pub race: Option<Race>,
+    /// Reads a file of the step's inputs into the var of this name, for `((name))` in the
+    /// steps after it.
+    #[serde(default)]
+    pub load_var: Option<At<String>>,
+    /// With `load_var:`, the file: `ARTIFACT/path`, inside one of the step's inputs.
+    #[serde(default)]
+    pub file: Option<At<String>>,
 
     // ---- control flow ----
     /// What the step is for (for the reader).

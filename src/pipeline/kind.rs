@@ -26,6 +26,8 @@ pub enum StepKind<'a> {
     Try(&'a At<Step>),
     /// `race:`.
     Race(&'a Race),
+    /// `load_var:` naming the var.
+    LoadVar(&'a At<String>),
 }
 
 impl StepKind<'_> {
@@ -46,6 +48,7 @@ impl StepKind<'_> {
             Self::InParallel(_) => Kind::InParallel,
             Self::Try(_) => Kind::Try,
             Self::Race(_) => Kind::Race,
+            Self::LoadVar(_) => Kind::LoadVar,
         }
     }
 }
@@ -73,6 +76,8 @@ pub enum Kind {
     Try,
     /// `race:`.
     Race,
+    /// `load_var:`.
+    LoadVar,
     /// A step with no single kind, which the checks refuse; it never runs.
     #[serde(rename = "step")]
     Invalid,
@@ -96,6 +101,7 @@ impl Kind {
             Self::InParallel => "in_parallel",
             Self::Try => "try",
             Self::Race => "race",
+            Self::LoadVar => "load_var",
             Self::Invalid => "step",
         }
     }
@@ -105,7 +111,7 @@ impl Kind {
     pub fn is_leaf(self) -> bool {
         matches!(
             self,
-            Self::Task | Self::Agent | Self::Approval | Self::Get | Self::Put
+            Self::Task | Self::Agent | Self::Approval | Self::Get | Self::Put | Self::LoadVar
         )
     }
 
@@ -126,7 +132,7 @@ impl std::fmt::Display for Kind {
 pub enum KindError {
     /// None of the kind keys is present.
     #[error(
-        "this step has no kind: it needs one of task, agent, approval, get, put, do, in_parallel, try, race"
+        "this step has no kind: it needs one of task, agent, approval, get, put, do, in_parallel, try, race, load_var"
     )]
     None,
     /// More than one is.
@@ -150,6 +156,7 @@ impl Step {
             ("in_parallel", self.in_parallel.is_some()),
             ("try", self.try_.is_some()),
             ("race", self.race.is_some()),
+            ("load_var", self.load_var.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, present)| present.then_some(k))
@@ -192,6 +199,9 @@ impl Step {
         if let Some(r) = &self.race {
             return Ok(StepKind::Race(r));
         }
+        if let Some(v) = &self.load_var {
+            return Ok(StepKind::LoadVar(v));
+        }
         Err(KindError::None)
     }
 
@@ -206,6 +216,7 @@ impl Step {
             &self.approval,
             &self.get,
             &self.put,
+            &self.load_var,
         ]
         .into_iter()
         .flatten()
@@ -271,6 +282,12 @@ impl Step {
             self.resource.as_ref().map(|t| t.pos),
         );
         add("params", RESOURCE, self.params.is_some(), None);
+        add(
+            "file",
+            &["load_var"],
+            self.file.is_some(),
+            self.file.as_ref().map(|f| f.pos),
+        );
         keys
     }
 

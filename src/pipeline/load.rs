@@ -25,6 +25,11 @@ pub fn max_file_bytes() -> u64 {
 
 /// Reads and parses `path`. Semantic checks are [`super::check`]'s job.
 pub fn read(path: &Path) -> Result<Pipeline, LoadError> {
+    parse(path, &read_source(path)?)
+}
+
+/// Reads the text of `path`, refusing what is not a reasonably sized UTF-8 file.
+pub fn read_source(path: &Path) -> Result<String, LoadError> {
     let refuse = |message: String, hint: &str| {
         LoadError(vec![Diagnostic::new(
             path,
@@ -59,7 +64,7 @@ pub fn read(path: &Path) -> Result<Pipeline, LoadError> {
             "save it as UTF-8",
         ),
     })?;
-    parse(path, &text)
+    Ok(text)
 }
 
 /// Why a pipeline file's text cannot be had.

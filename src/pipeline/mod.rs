@@ -15,6 +15,7 @@
 //! * `check_flow`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
 //! * `mcp`: the checks and configs of `mcp_servers:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
+//! * `vars`: `((var))` substitution from `--var` and `--vars-file`.
 //! * `outline`: every step of a job, numbered (what runs and the state file record).
 //!
 //! [`load`] is what every command calls: read, parse, check, and either a [`Loaded`]
@@ -34,6 +35,7 @@ pub mod mcp;
 pub mod model;
 pub mod outline;
 pub mod settings;
+pub mod vars;
 
 use std::path::{Path, PathBuf};
 
@@ -102,7 +104,53 @@ impl Loaded {
 
 /// Reads, parses and checks a pipeline file.
 pub fn load(file: &Path, scope: &CheckScope<'_>) -> Result<Loaded, LoadError> {
-    checked(file, load::read(file)?, scope)
+    load_with_vars(file, scope, &vars::Vars::new())
+}
+
+/// [`load`], with each `((name))` that `vars` holds replaced before the file is parsed.
+/// A `((name))` left over that no `load_var:` step captures is a load error.
+pub fn load_with_vars(
+    file: &Path,
+    scope: &CheckScope<'_>,
+    supplied: &vars::Vars,
+) -> Result<Loaded, LoadError> {
+    let text = vars::substitute(&load::read_source(file)?, supplied);
+    let pipeline = load::parse(file, &text)?;
+    let captured: std::collections::BTreeSet<String> = pipeline
+        .jobs
+        .iter()
+        .flat_map(|j| {
+            let mut names = Vec::new();
+            check::visit_job(j, &mut |s| {
+                names.extend(s.load_var.as_ref().map(|v| v.value.clone()))
+            });
+            names
+        })
+        .chain(
+            pipeline
+                .plan
+                .iter()
+                .flatten()
+                .filter_map(|s| s.load_var.as_ref().map(|v| v.value.clone())),
+        )
+        .collect();
+    let unresolved: Vec<Diagnostic> = vars::uses(&text)
+        .into_iter()
+        .filter(|(name, _)| !captured.contains(name))
+        .map(|(name, pos)| {
+            Diagnostic::new(
+                file,
+                pos,
+                Problem::MissingKey,
+                format!("var `(({name}))` is not supplied"),
+                format!("pass `--var {name}=VALUE` (or a `--vars-file`), or capture it with a `load_var: {name}` step"),
+            )
+        })
+        .collect();
+    if !unresolved.is_empty() {
+        return Err(LoadError(unresolved));
+    }
+    checked(file, pipeline, scope)
 }
 
 /// Parses and checks pipeline text as if read from `file` (which is only named in

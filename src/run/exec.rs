@@ -141,6 +141,8 @@ pub(crate) struct Ctx<'a> {
     pub answerable: bool,
     /// The steps that ran, in the order `assert: execution` checks.
     pub log: Mutex<Vec<Logged>>,
+    /// The vars `load_var:` steps captured in this run.
+    pub vars: Mutex<crate::pipeline::vars::Vars>,
     /// When the job's `timeout:` passes: no step or cell starts after it.
     pub deadline: Option<Instant>,
     /// Where the outputs of `across:` cells are collected, by the cell's outline path.
@@ -438,6 +440,7 @@ impl<'a> Ctx<'a> {
                         Some(c) => c.render_run(&run.value),
                         None => run.value.clone(),
                     };
+                    let run = self.with_vars(&run);
                     self.task(step, entry, attempt, &run, cancel).await
                 }
                 Ok(StepKind::Agent(_)) => self.agent(step, entry, attempt, cancel).await,
@@ -457,6 +460,7 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 Ok(StepKind::Approval) => self.approval(step, entry, cancel).await,
+                Ok(StepKind::LoadVar(name)) => self.load_var(step, &name.value).await,
                 Ok(StepKind::Get(res)) => self.get_step(step, entry, attempt, &res.value).await,
                 Ok(StepKind::Put(res)) => self.put_step(step, entry, &res.value).await,
             }

@@ -125,6 +125,53 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A `load_var:` step: reads its file (inside one of its inputs), trimmed, into the var.
+    pub(crate) async fn load_var(&self, step: &Step, name: &str) -> Done {
+        let Some(file) = &step.file else {
+            return Done::errored(format!("`load_var: {name}` has no `file:`"));
+        };
+        let path = &file.value;
+        let (artifact, rest) = path.split_once('/').unwrap_or((path, ""));
+        let Some(root) = self.artifacts.artifact(artifact) else {
+            return Done::failed(format!("load_var: no step produced `{artifact}`"));
+        };
+        let text = match std::fs::metadata(root.join(rest)) {
+            Ok(m) if m.len() > MAX_FILE_BYTES => {
+                return Done::failed(format!(
+                    "load_var: `{path}` is larger than {MAX_FILE_BYTES} bytes"
+                ));
+            }
+            Ok(_) => std::fs::read_to_string(root.join(rest)),
+            Err(e) => Err(e),
+        };
+        match text {
+            Ok(t) => {
+                if let Ok(mut vars) = self.vars.lock() {
+                    vars.insert(name.to_owned(), t.trim().to_owned());
+                }
+                Done::ok()
+            }
+            Err(e) => Done::failed(format!("load_var: cannot read `{path}`: {e}")),
+        }
+    }
+
+    /// A task's command with the captured vars filled in.
+    pub(crate) fn with_vars(&self, run: &RunSpec) -> RunSpec {
+        let Ok(vars) = self.vars.lock() else {
+            return run.clone();
+        };
+        let fill = |t: &str| crate::pipeline::vars::substitute(t, &vars);
+        match run {
+            RunSpec::Shell(line) => RunSpec::Shell(fill(line)),
+            RunSpec::Exec(cfg) => {
+                let mut cfg = cfg.clone();
+                cfg.path = fill(&cfg.path);
+                cfg.args = cfg.args.iter().map(|a| fill(a)).collect();
+                RunSpec::Exec(cfg)
+            }
+        }
+    }
+
     /// Runs a step's `when:` guard: `Ok(true)` when the step runs.
     pub(crate) async fn guard(
         &self,

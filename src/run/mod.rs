@@ -273,6 +273,7 @@ pub async fn run_served(
         cache: Some(cache.clone()),
         answerable,
         log: Mutex::default(),
+        vars: Mutex::default(),
         deadline: job.timeout.as_ref().map(|t| started + t.value.0),
         collect_at: Mutex::default(),
     };
