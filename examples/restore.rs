@@ -6,11 +6,12 @@
 //!
 //! The first session answers one input and is dropped (which stops it). A second builder
 //! restores it by id from the same journal: the history is exactly what was committed, and
-//! `subscribe_from(1)` replays every enduring event with its journal seq, then follows live.
+//! `subscribe_from(1)` yields every enduring event with its journal seq, then says when it
+//! has caught up (after the `session_restored` mark the restore journaled).
 
 use futures::StreamExt;
-use treadle_session::Session;
 use treadle_session::event::EventFilter;
+use treadle_session::{CatchUpItem, Session};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,12 +32,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let restored = builder().restore(id).await?;
     println!("history: {} messages", restored.history().await?.len());
-    let mut replay = restored.subscribe_from(1, EventFilter::enduring_only())?;
-    restored.shutdown().await; // ends the replay after the stop event
-    while let Some(delivery) = replay.next().await {
-        let delivery = delivery?;
-        let seq = delivery.journal_seq.unwrap_or_default();
-        println!("#{seq} {}", delivery.event.kind.name());
+    let mut journaled = restored.subscribe_from(1, EventFilter::enduring_only())?;
+    while let Some(item) = journaled.next().await {
+        match item? {
+            CatchUpItem::Delivery(d) => println!("#{:?} {}", d.journal_seq, d.event.kind.name()),
+            CatchUpItem::CaughtUp { seq } => {
+                println!("caught up at #{seq}");
+                break;
+            }
+        }
     }
     Ok(())
 }

@@ -177,6 +177,12 @@ pub enum EventKind {
     SessionStopped {
         reason: String,
     },
+    /// The session was restored from its journal (after a stop or a crash) and runs again
+    /// in a new process or handle; the history it restored is the journal's through
+    /// `through_seq`.
+    SessionRestored {
+        through_seq: u64,
+    },
 
     // Terminals: enduring, and each ends exactly one turn.
     TurnDone {
@@ -266,14 +272,17 @@ impl EventKind {
             | GateOpened { .. }
             | GateResolved { .. }
             | InputCancelled { .. }
-            | SessionStopped { .. } => Class::Enduring,
+            | SessionStopped { .. }
+            | SessionRestored { .. } => Class::Enduring,
             TurnDone { .. } | TurnFailed { .. } | TurnInterrupted { .. } => Class::Terminal,
         }
     }
 
     pub fn scope(&self) -> Scope {
         match self {
-            EventKind::SessionStarted { .. } | EventKind::SessionStopped { .. } => Scope::Session,
+            EventKind::SessionStarted { .. }
+            | EventKind::SessionStopped { .. }
+            | EventKind::SessionRestored { .. } => Scope::Session,
             _ => Scope::Loop,
         }
     }
@@ -302,6 +311,7 @@ impl EventKind {
             GateResolved { .. } => "gate_resolved",
             InputCancelled { .. } => "input_cancelled",
             SessionStopped { .. } => "session_stopped",
+            SessionRestored { .. } => "session_restored",
             TurnDone { .. } => "turn_done",
             TurnFailed { .. } => "turn_failed",
             TurnInterrupted { .. } => "turn_interrupted",

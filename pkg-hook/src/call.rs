@@ -2,6 +2,8 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use treadle_event::{GateId, LoopId, SessionId, StepId, TurnId};
@@ -141,13 +143,46 @@ impl Payload {
     }
 }
 
-/// What an operation is about: which operation, where it happens, and its payload.
+/// The id of one operation: its `begin` and its `finish` carry the same, and no other
+/// operation of this process has it. Encodes as a number.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct OperationId(pub u64);
+
+impl OperationId {
+    /// The next id of this process (from 1; 0 is never given, only read back from records
+    /// written before ids existed).
+    pub fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        OperationId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl fmt::Display for OperationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "op-{}", self.0)
+    }
+}
+
+/// What an operation is about: which operation, where it happens, and its payload; and,
+/// so that a hook can measure it without a map of its own, its id and when it began.
 ///
 /// `op` and `payload` are both public for easy matching. Build calls with [`HookCall::new`],
-/// which derives `op` from the payload so the two cannot disagree.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// which derives `op` from the payload so the two cannot disagree, gives the call a fresh
+/// [`OperationId`] and starts its clock. In `finish`, [`HookCall::elapsed`] is how long
+/// the operation took.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HookCall {
     pub op: Operation,
+    /// The operation's id; `begin` and `finish` of one operation carry the same.
+    #[serde(default)]
+    pub id: OperationId,
+    /// When the operation began, in milliseconds since the Unix epoch (wall clock, for
+    /// logs; [`HookCall::elapsed`] measures with a monotonic clock).
+    #[serde(default)]
+    pub started_at_ms: u64,
     pub session: SessionId,
     /// Named `loop` in JSON, like the event header.
     #[serde(rename = "loop")]
@@ -157,18 +192,46 @@ pub struct HookCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<StepId>,
     pub payload: Payload,
+    /// The monotonic start behind [`HookCall::elapsed`]; a call read back from JSON starts
+    /// when it is read.
+    #[serde(skip, default = "Instant::now")]
+    started: Instant,
+}
+
+/// Equal when everything but the monotonic start is: two calls of one operation (with the
+/// same id) are the same call.
+impl PartialEq for HookCall {
+    fn eq(&self, other: &Self) -> bool {
+        self.op == other.op
+            && self.id == other.id
+            && self.started_at_ms == other.started_at_ms
+            && self.session == other.session
+            && self.loop_id == other.loop_id
+            && self.turn == other.turn
+            && self.step == other.step
+            && self.payload == other.payload
+    }
 }
 
 impl HookCall {
-    /// A call in one loop, with `op` taken from the payload and no turn or step yet.
+    /// A call in one loop, with `op` taken from the payload, no turn or step yet, a fresh
+    /// [`OperationId`] and its clock started now.
     pub fn new(session: SessionId, loop_id: LoopId, payload: Payload) -> Self {
+        let started_at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
         Self {
             op: payload.operation(),
+            id: OperationId::next(),
+            started_at_ms,
             session,
             loop_id,
             turn: None,
             step: None,
             payload,
+            started: Instant::now(),
         }
     }
 
@@ -180,6 +243,11 @@ impl HookCall {
     pub fn with_step(mut self, step: StepId) -> Self {
         self.step = Some(step);
         self
+    }
+
+    /// How long since the operation began: in `finish`, its duration.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
     }
 }
 

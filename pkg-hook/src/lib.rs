@@ -9,8 +9,8 @@
 //!
 //! # Layout
 //!
-//! * `call`: [`Operation`], the [`HookCall`] a hook is given with its [`Payload`], and the
-//!   [`Outcome`] an operation ends with.
+//! * `call`: [`Operation`], the [`HookCall`] a hook is given with its [`Payload`], its
+//!   [`OperationId`] and start time, and the [`Outcome`] an operation ends with.
 //! * `hook`: the [`Hook`] trait and the [`Decision`] a guard returns.
 //! * `runner`: [`HookRunner`], which calls hooks in order, the in-flight [`Active`]
 //!   operation, and the [`Denied`] error.
@@ -140,7 +140,7 @@ mod runner;
 
 pub use async_trait::async_trait;
 
-pub use call::{HookCall, Operation, Outcome, Payload};
+pub use call::{HookCall, Operation, OperationId, Outcome, Payload};
 pub use deny::DenyTools;
 pub use hook::{Decision, Hook};
 pub use policy::{Action, ArgPattern, Policy, PolicyError, Rule};

@@ -69,7 +69,8 @@ pub(crate) struct BatchScope<'a> {
 enum Prepared {
     Ready {
         arguments: serde_json::Value,
-        guard: Option<Active>,
+        /// Boxed: a begun operation is large, and most batches run without hooks.
+        guard: Option<Box<Active>>,
     },
     Refused(String),
     /// Interrupted before it was authorized.
@@ -182,14 +183,9 @@ fn plan(ctx: &LoopContext, calls: &[Call], prepared: Vec<Prepared>) -> Vec<Vec<L
 }
 
 fn hook_call(scope: &BatchScope<'_>, payload: Payload) -> HookCall {
-    HookCall {
-        op: payload.operation(),
-        session: scope.ctx.session,
-        loop_id: scope.ctx.loop_id,
-        turn: Some(scope.coords.turn),
-        step: Some(scope.step),
-        payload,
-    }
+    HookCall::new(scope.ctx.session, scope.ctx.loop_id, payload)
+        .with_turn(scope.coords.turn)
+        .with_step(scope.step)
 }
 
 /// Parses, checks and authorizes one call. The guards run again even for a resumed call
@@ -242,7 +238,7 @@ async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: Option<PriorGate>) 
         Ok(Authorization::Allowed(active)) => {
             return Prepared::Ready {
                 arguments,
-                guard: Some(active),
+                guard: Some(Box::new(active)),
             };
         }
         Ok(Authorization::Ask {
@@ -259,7 +255,7 @@ async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: Option<PriorGate>) 
     match permission(scope, call, &arguments, (&hook, &question), prior).await {
         Permission::Granted => Prepared::Ready {
             arguments,
-            guard: Some(active),
+            guard: Some(Box::new(active)),
         },
         Permission::Refused(reason) => {
             active.finish(Outcome::denied(reason.clone()), None).await;

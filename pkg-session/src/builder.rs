@@ -309,7 +309,7 @@ impl SessionBuilder {
             .claim(session)
             .map_err(|_| StartError::Spawn("a new session id is already claimed".into()))?;
         let loop_id = LoopId::new();
-        let hub = self.hub(session, &journal);
+        let hub = self.hub(session, &journal, loop_id);
         let started = Event::new(
             Header::in_loop(session, loop_id),
             EventKind::SessionStarted {
@@ -323,6 +323,7 @@ impl SessionBuilder {
             main_loop: loop_id,
             loops: Default::default(),
             approvals: Default::default(),
+            through_seq: 0,
         };
         let claim = Arc::new(claim);
         self.launch(client, journal, hub, restored, HashMap::new(), claim)
@@ -336,11 +337,17 @@ impl SessionBuilder {
     /// its original id (answer it with [`Session::respond_gate`]; its recorded deadline
     /// still holds, and one that passed during the downtime has expired) and the turn
     /// resumes at that step's batch. `ApproveAlways` answers in the journal still hold.
+    /// The journal records the restore (`SessionRestored`) before anything it settles.
     pub async fn restore(mut self, id: SessionId) -> Result<Session, RestoreError> {
         let (client, journal) = self.connect()?;
         let claim = Arc::new(claim_for_restore(&journal, id).await?);
         let mut restored = restore::read(&journal, id)?;
-        let hub = self.hub(id, &journal);
+        let hub = self.hub(id, &journal, restored.main_loop);
+        let marker = EventKind::SessionRestored {
+            through_seq: restored.through_seq,
+        };
+        hub.commit(Event::new(Header::in_loop(id, restored.main_loop), marker))
+            .await?;
         let resumed = resume::settle(&hub, id, &mut restored, self.batch.headless).await?;
         self.batch.approvals = restored.approvals.clone();
         Ok(self
@@ -376,13 +383,16 @@ impl SessionBuilder {
         Ok((client, journal))
     }
 
-    fn hub(&self, session: SessionId, journal: &Journal) -> Hub {
-        Hub::with_options(
+    /// The session's hub, whose journal appends pass this builder's hooks.
+    fn hub(&self, session: SessionId, journal: &Journal, main_loop: LoopId) -> Hub {
+        Hub::with_hooks(
             session,
             journal.clone(),
             HubOptions {
                 queue_capacity: self.subscriber_capacity,
             },
+            HookRunner::new(self.hooks.clone()),
+            main_loop,
         )
     }
 
@@ -397,7 +407,7 @@ impl SessionBuilder {
         claim: Arc<SessionClaim>,
     ) -> Result<Session, StartError> {
         let session = hub.session();
-        let hooks = HookRunner::new(self.hooks);
+        let hooks = hub.hooks().clone();
         let delegated = Arc::new(Mutex::new(Usage::default()));
         let secrets = Arc::new(self.secrets);
         let mut tools = self.tools;

@@ -69,7 +69,7 @@ pub use async_trait::async_trait;
 pub use builder::SessionBuilder;
 pub use delegate::SubAgent;
 pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
-pub use hub::{Subscription, SubscriptionLost};
+pub use hub::{CatchUp, CatchUpItem, Subscription, SubscriptionLost};
 pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
 pub use journal::{Journal, JournalOptions};
 pub use redact::Secrets;

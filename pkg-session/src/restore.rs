@@ -24,6 +24,8 @@ pub(crate) struct Restored {
     pub loops: HashMap<LoopId, RestoredLoop>,
     /// Tools approved with `ApproveAlways` anywhere in the session.
     pub approvals: Approvals,
+    /// The last journal seq read (0 for a new session).
+    pub through_seq: u64,
 }
 
 /// One loop's committed history and turn count.
@@ -165,5 +167,6 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
         main_loop,
         loops,
         approvals,
+        through_seq: events.last().map_or(0, |(seq, _)| *seq),
     })
 }

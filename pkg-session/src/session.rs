@@ -11,7 +11,7 @@ use treadle_event::{
 };
 
 use crate::error::{GateError, RunError, SessionClosed, SubmitError};
-use crate::hub::{Hub, Subscription};
+use crate::hub::{CatchUp, Hub, Subscription};
 use crate::inference::StructuredOutput;
 use crate::journal::{Journal, ReadError, SessionClaim};
 use crate::protocol::{LoopMsg, TurnOptions};
@@ -229,13 +229,10 @@ impl Session {
         self.inner.hub.subscribe(filter)
     }
 
-    /// Enduring events from journal sequence `from_seq` on, then live events, with no gap
-    /// and no duplicate.
-    pub fn subscribe_from(
-        &self,
-        from_seq: u64,
-        filter: EventFilter,
-    ) -> Result<Subscription, ReadError> {
+    /// Enduring events from journal sequence `from_seq` on, then a
+    /// [`CatchUpItem::CaughtUp`](crate::hub::CatchUpItem::CaughtUp) mark, then live events,
+    /// with no gap and no duplicate.
+    pub fn subscribe_from(&self, from_seq: u64, filter: EventFilter) -> Result<CatchUp, ReadError> {
         self.inner.hub.subscribe_from(from_seq, filter)
     }
 

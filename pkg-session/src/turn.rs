@@ -148,13 +148,12 @@ pub(crate) async fn run(start: TurnStart) {
 
 impl Turn {
     fn hook_call(&self, op: Operation, step: Option<StepId>, payload: Payload) -> HookCall {
-        HookCall {
-            op,
-            session: self.ctx.session,
-            loop_id: self.ctx.loop_id,
-            turn: Some(self.coords.turn),
-            step,
-            payload,
+        debug_assert_eq!(op, payload.operation());
+        let call =
+            HookCall::new(self.ctx.session, self.ctx.loop_id, payload).with_turn(self.coords.turn);
+        match step {
+            Some(step) => call.with_step(step),
+            None => call,
         }
     }
 
@@ -493,7 +492,7 @@ impl Turn {
             usage,
             model,
         };
-        if let Err(error) = self.commit(step, commit).await {
+        if let Err(error) = self.commit(commit).await {
             return StepEnd::Discarded(End::Failed(FailureCause::Journal, error.to_string()));
         }
         self.request.messages.extend(messages);
@@ -526,18 +525,9 @@ impl Turn {
         Some((id, arguments))
     }
 
-    /// Asks the actor to journal and commit the step's group, around the journal-append
-    /// hooks (the step.commit point of rule 5).
-    async fn commit(&self, step: StepId, commit: StepCommit) -> Result<(), CommitError> {
-        let hook = self
-            .begin(Operation::JournalAppend, Some(step), || {
-                Payload::JournalAppend {
-                    events: vec!["step_done".into()],
-                }
-            })
-            .await
-            .ok()
-            .flatten();
+    /// Asks the actor to journal and commit the step's group (the step.commit point of
+    /// rule 5: the journal-append hooks run around the append, in the hub).
+    async fn commit(&self, commit: StepCommit) -> Result<(), CommitError> {
         let coords = self.coords;
         let reply = self
             .actor
@@ -550,18 +540,10 @@ impl Turn {
                 None,
             )
             .await;
-        let result = match reply {
+        match reply {
             Ok(CallResult::Success(result)) => result,
             _ => Err(CommitError::ActorGone),
-        };
-        let outcome = match &result {
-            Ok(()) => Outcome::Completed,
-            Err(error) => Outcome::Failed {
-                error: error.to_string(),
-            },
-        };
-        finish(hook, outcome, None).await;
-        result
+        }
     }
 }
 

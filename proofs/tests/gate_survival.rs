@@ -198,7 +198,8 @@ async fn a_gate_open_at_a_crash_is_answered_after_restore_and_the_call_runs_once
         // Catch up from the start, so the resumed turn's end cannot slip past.
         let mut sub = restored
             .subscribe_from(0, EventFilter::enduring_only())
-            .expect("subscribe");
+            .expect("subscribe")
+            .into_subscription();
 
         let reason = format!("not today ({run})");
         let answered = match variant {

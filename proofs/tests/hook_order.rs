@@ -43,7 +43,22 @@ async fn hooks_run_in_rule_order_for_every_step() {
         let report = session.run("go").await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
 
-        let labels = recorder.labels();
+        session.shutdown().await;
+        // Appends outside any step (session start and stop, the turn's start and end) are
+        // hooked too, each a begin immediately finished; rule 5 is about the step's.
+        let records = recorder.records();
+        let outside: Vec<String> = records
+            .iter()
+            .filter(|r| r.op == Operation::JournalAppend && r.step.is_none())
+            .map(|r| r.label())
+            .collect();
+        let pair = ["journal_append.begin", "journal_append.finish"];
+        assert_eq!(outside, pair.repeat(4), "seed {seed}: {records:?}");
+        let labels: Vec<String> = records
+            .iter()
+            .filter(|r| !(r.op == Operation::JournalAppend && r.step.is_none()))
+            .map(|r| r.label())
+            .collect();
         assert_eq!(labels.first().map(String::as_str), Some("turn.begin"));
         assert_eq!(labels.last().map(String::as_str), Some("turn.finish"));
         let inner = &labels[1..labels.len() - 1];
@@ -86,7 +101,6 @@ async fn hooks_run_in_rule_order_for_every_step() {
                 "seed {seed}: {record:?}"
             );
         }
-        session.shutdown().await;
     }
 }
 
@@ -134,7 +148,11 @@ async fn a_discarded_steps_hooks_never_finish_completed() {
                 .any(|r| r.step == Some(second_step) && r.op == Operation::JournalAppend),
             "seed {seed}: a discarded step never reaches step.commit"
         );
-        let turn_finish = records.last().expect("records");
+        // The last record of the turn's own operations (the terminal's append follows).
+        let turn_finish = records
+            .iter()
+            .rfind(|r| r.op != Operation::JournalAppend)
+            .expect("records");
         assert_eq!(
             (turn_finish.op, turn_finish.phase),
             (Operation::Turn, Phase::Finish)

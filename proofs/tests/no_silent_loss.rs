@@ -70,7 +70,8 @@ async fn a_slow_subscriber_loses_only_deltas_or_gets_a_resumable_loss_error() {
         // Resuming from the loss point yields every remaining enduring event exactly once.
         let mut resumed = session
             .subscribe_from(lost.resume_from, EventFilter::enduring_only())
-            .expect("subscribe_from");
+            .expect("subscribe_from")
+            .into_subscription();
         let rest = until_terminal(&mut resumed).await;
         let resumed_seqs: Vec<u64> = rest.iter().filter_map(|d| d.journal_seq).collect();
         assert_eq!(resumed_seqs.first(), Some(&lost.resume_from), "seed {seed}");

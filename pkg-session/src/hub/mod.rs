@@ -11,8 +11,9 @@
 //! * A full queue drops an ephemeral event for that subscriber only (counted in
 //!   [`Subscription::missed`]). A full queue on an enduring event closes that subscription
 //!   with [`SubscriptionLost`], after it has delivered what was queued (rule 8).
-//! * [`Hub::subscribe_from`] reads the journal up to the last published seq, then follows
-//!   live, with no gap and no duplicate. Because the catch-up stops at what was published
+//! * [`Hub::subscribe_from`] reads the journal up to the last published seq, marks the end
+//!   of that catch-up ([`CatchUpItem::CaughtUp`]), then follows live, with no gap and no
+//!   duplicate. Because the catch-up stops at what was published
 //!   before the live queue began, a step's deltas (queued live) can never come after that
 //!   step's `StepDone` (read from the journal), which keeps rule 3 on resumed subscriptions.
 //!
@@ -29,6 +30,7 @@
 //!   tokio channel: fan-out is the hot path of a streaming turn. On 2 cores, publishing
 //!   distinct `TokenDelta`s to 10 draining subscribers runs at about 1.4 million events/s.
 
+mod catch_up;
 mod queue;
 mod subscription;
 
@@ -38,7 +40,8 @@ mod tests;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use treadle_event::{Delivery, Event, EventFilter, SessionId};
+use treadle_event::{Delivery, Event, EventFilter, LoopId, SessionId};
+use treadle_hook::{HookCall, HookRunner, Outcome, Payload};
 
 use crate::journal::{AppendError, Journal, ReadError};
 
@@ -50,6 +53,7 @@ use crate::journal::{AppendError, Journal, ReadError};
 )]
 pub struct NotEphemeral(pub &'static str);
 
+pub use catch_up::{CatchUp, CatchUpItem};
 pub use subscription::{Subscription, SubscriptionLost};
 
 use queue::{Queue, Rejected};
@@ -75,7 +79,7 @@ impl Default for HubOptions {
 /// use std::sync::Arc;
 /// use futures::StreamExt;
 /// use treadle_event::{DeltaKind, Event, EventFilter, EventKind, Header, SessionId};
-/// use treadle_session::hub::Hub;
+/// use treadle_session::hub::{CatchUpItem, Hub};
 /// use treadle_session::journal::Journal;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -101,9 +105,11 @@ impl Default for HubOptions {
 /// assert_eq!(delivery.journal_seq, None);
 /// assert!(live.next().await.is_none());
 ///
-/// // A late reader catches up from the journal.
+/// // A late reader catches up from the journal, and is told when it has.
 /// let mut late = hub.subscribe_from(1, EventFilter::all())?;
-/// assert_eq!(late.next().await.unwrap()?.journal_seq, Some(1));
+/// let first = late.next().await.unwrap()?.delivery().unwrap();
+/// assert_eq!(first.journal_seq, Some(1));
+/// assert_eq!(late.next().await.unwrap()?, CatchUpItem::CaughtUp { seq: 1 });
 /// # Ok(())
 /// # }
 /// ```
@@ -115,6 +121,10 @@ pub struct Hub {
 struct Inner {
     session: SessionId,
     journal: Journal,
+    /// Called around every journal append (`JournalAppend`); none for a hub made by hand.
+    hooks: HookRunner,
+    /// The loop a session-wide event's append is reported in (hook calls name a loop).
+    main_loop: LoopId,
     capacity: usize,
     state: Mutex<State>,
 }
@@ -165,6 +175,24 @@ impl Hub {
 
     /// A hub for `session`; `journal` serves catch-up reads.
     pub fn with_options(session: SessionId, journal: Journal, options: HubOptions) -> Hub {
+        Self::with_hooks(
+            session,
+            journal,
+            options,
+            HookRunner::default(),
+            LoopId::new(),
+        )
+    }
+
+    /// A session's hub: `hooks` see every journal append it makes, and an append of an
+    /// event with no loop is reported in `main_loop`.
+    pub(crate) fn with_hooks(
+        session: SessionId,
+        journal: Journal,
+        options: HubOptions,
+        hooks: HookRunner,
+        main_loop: LoopId,
+    ) -> Hub {
         let (last_seq, seed_unknown) = match journal.last_seq(session) {
             Ok(seq) => (seq, false),
             Err(error) => {
@@ -176,6 +204,8 @@ impl Hub {
             inner: Arc::new(Inner {
                 session,
                 journal,
+                hooks,
+                main_loop,
                 capacity: options.queue_capacity.max(1),
                 state: Mutex::new(State {
                     subscribers: Vec::new(),
@@ -194,17 +224,52 @@ impl Hub {
 
     /// Rule 2, commit-before-publish, in one function: journals the enduring `event`, waits
     /// for the journal to acknowledge its durable append, and only then publishes it with
-    /// its seq. Every enduring event of a session goes through here (see docs/rules.md).
+    /// its seq. Every enduring event of a session goes through here (see docs/rules.md),
+    /// so every journal append passes the `JournalAppend` hooks here too.
     /// An acknowledgement without a seq is an error, never a made-up seq.
     pub(crate) async fn commit(&self, event: Event) -> Result<u64, AppendError> {
+        let hook = self.begin_append(&event).await;
         let id = event.id();
-        let seqs = self.inner.journal.append(vec![event.clone()]).await?;
-        let seq = seqs
-            .first()
-            .copied()
-            .ok_or(AppendError::NoSeq { event: id })?;
+        let appended = self.inner.journal.append(vec![event.clone()]).await;
+        let result = appended.and_then(|seqs| {
+            let seq = seqs.first().copied();
+            seq.ok_or(AppendError::NoSeq { event: id })
+        });
+        if let Some(active) = hook {
+            let outcome = match &result {
+                Ok(_) => Outcome::Completed,
+                Err(error) => Outcome::failed(error.to_string()),
+            };
+            active.finish(outcome, None).await;
+        }
+        let seq = result?;
         self.publish(Arc::new(event), Some(seq));
         Ok(seq)
+    }
+
+    /// Begins the `JournalAppend` operation of `event`'s append, in the event's coordinates.
+    async fn begin_append(&self, event: &Event) -> Option<treadle_hook::Active> {
+        if self.inner.hooks.is_empty() {
+            return None;
+        }
+        let header = &event.header;
+        let payload = Payload::JournalAppend {
+            events: vec![event.kind.name().into()],
+        };
+        let mut call = HookCall::new(
+            self.inner.session,
+            header.loop_id.unwrap_or(self.inner.main_loop),
+            payload,
+        );
+        call.turn = header.turn;
+        call.step = header.step;
+        // Not a guard: a deny is ignored (and logged) by the runner, so this never fails.
+        self.inner.hooks.begin(call).await.ok()
+    }
+
+    /// The hooks of this session.
+    pub(crate) fn hooks(&self) -> &HookRunner {
+        &self.inner.hooks
     }
 
     /// Publishes an ephemeral event (a token delta, a tool call's start or end) to every
@@ -262,13 +327,10 @@ impl Hub {
         self.register(filter, true).0
     }
 
-    /// This session's journaled events with seq ≥ `from_seq` that `filter` admits, then live
-    /// events, with no gap and no duplicate even while events are being published.
-    pub fn subscribe_from(
-        &self,
-        from_seq: u64,
-        filter: EventFilter,
-    ) -> Result<Subscription, ReadError> {
+    /// This session's journaled events with seq ≥ `from_seq` that `filter` admits, then a
+    /// [`CatchUpItem::CaughtUp`] mark, then live events, with no gap and no duplicate even
+    /// while events are being published.
+    pub fn subscribe_from(&self, from_seq: u64, filter: EventFilter) -> Result<CatchUp, ReadError> {
         let (subscription, through, seed_unknown) = self.register(filter.clone(), true);
         // Read after the live queue exists, and without the lock: everything up to
         // `through` was published before the queue began, everything after comes through it.
@@ -303,7 +365,10 @@ impl Hub {
                 journal_seq: Some(seq),
             })
             .collect();
-        Ok(subscription.with_catch_up(catch_up, through))
+        Ok(CatchUp::new(
+            subscription.with_catch_up(catch_up, through),
+            through,
+        ))
     }
 
     /// Ends every subscription after what is already queued; later publishes are ignored

@@ -72,6 +72,11 @@ impl Subscription {
     pub fn missed(&self) -> u64 {
         self.queue.missed()
     }
+
+    /// Whether journal events read at subscription are still to be yielded.
+    pub(super) fn catching_up(&self) -> bool {
+        !self.catch_up.is_empty()
+    }
 }
 
 impl Stream for Subscription {

@@ -183,7 +183,8 @@ async fn hub_enduring_overflow_closes_with_loss_after_queued() {
     // Resuming where the error says loses nothing.
     let resumed = hub
         .subscribe_from(lost.resume_from, EventFilter::enduring_only())
-        .unwrap();
+        .unwrap()
+        .into_subscription();
     hub.close();
     let resumed: Vec<u64> = drain(resumed)
         .await
@@ -245,13 +246,22 @@ async fn hub_subscribe_from_replays_a_restored_journal_before_any_publish() {
     let beyond = hub.subscribe_from(10, EventFilter::all()).unwrap();
     let seq = commit(&hub, &journal, stopped(session)).await;
     hub.close();
-    let seqs = |v: Vec<Result<Delivery, SubscriptionLost>>| -> Vec<u64> {
+    // Each seq, and 0 for the catch-up's mark (with the seq it covered through).
+    let seqs = |v: Vec<Result<CatchUpItem, SubscriptionLost>>| -> Vec<(u64, Option<u64>)> {
         v.into_iter()
-            .map(|d| d.unwrap().journal_seq.unwrap())
+            .map(|item| match item.unwrap() {
+                CatchUpItem::Delivery(d) => (d.journal_seq.unwrap(), None),
+                CatchUpItem::CaughtUp { seq } => (0, Some(seq)),
+            })
             .collect()
     };
-    assert_eq!(seqs(drain(sub).await), vec![2, 3, seq]);
-    assert_eq!(seqs(drain(beyond).await), vec![seq]);
+    let got: Vec<_> = sub.collect().await;
+    assert_eq!(
+        seqs(got),
+        vec![(2, None), (3, None), (0, Some(3)), (seq, None)]
+    );
+    let got: Vec<_> = beyond.collect().await;
+    assert_eq!(seqs(got), vec![(0, Some(3)), (seq, None)]);
 }
 
 /// A publisher journals and publishes enduring events (with a delta before each) while a
@@ -303,15 +313,30 @@ async fn hub_subscribe_from_during_publishing_has_no_gap_and_no_duplicate() {
         let mut from = 1;
         'resume: loop {
             let mut sub = hub.subscribe_from(from, EventFilter::all()).unwrap();
-            while let Some(delivery) = sub.next().await {
-                let delivery = match delivery {
-                    Ok(delivery) => delivery,
+            // The catch-up's mark comes once: journaled seqs up to it before it, later
+            // ones after it.
+            let mut mark = None;
+            while let Some(item) = sub.next().await {
+                let delivery = match item {
+                    Ok(CatchUpItem::Delivery(delivery)) => delivery,
+                    Ok(CatchUpItem::CaughtUp { seq }) => {
+                        assert_eq!(mark, None, "round {round}: a second mark");
+                        assert!(enduring.last().is_none_or(|last| *last <= seq));
+                        mark = Some(seq);
+                        continue;
+                    }
                     Err(lost) => {
                         resumed += 1;
                         from = lost.resume_from;
                         continue 'resume;
                     }
                 };
+                if let (Some(seq), None) = (delivery.journal_seq, mark) {
+                    assert!(seq >= from, "round {round}");
+                }
+                if let (Some(seq), Some(mark)) = (delivery.journal_seq, mark) {
+                    assert!(seq > mark, "round {round}: seq {seq} after the mark {mark}");
+                }
                 match &delivery.event.kind {
                     EventKind::TokenDelta { text, .. } => assert!(
                         !seen_reasons.contains(text),

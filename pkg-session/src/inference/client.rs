@@ -19,36 +19,8 @@ use super::retry::{HttpFailure, RetryService};
 use super::stitch::{Completion, Stitcher};
 
 /// A client of one model at one OpenAI-compatible endpoint. Cheap to clone (one `Arc`);
-/// clones share the HTTP connection pool.
-///
-/// ```no_run
-/// use treadle_event::{DeltaKind, Message};
-/// use treadle_session::inference::{
-///     ApiKey, InferenceRequest, ModelClient, ModelConfig, RetryPolicy,
-/// };
-///
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let config = ModelConfig::new("http://127.0.0.1:8080/v1", "qwen3")
-///     .with_api_key(ApiKey::from_env("LLAMA_API_KEY")?)
-///     .with_retry(RetryPolicy::default())
-///     .with_temperature(0.2);
-/// let client = ModelClient::new(config)?;
-/// let request = InferenceRequest {
-///     system: Some("Answer briefly.".into()),
-///     messages: vec![Message::user("What is 2 + 2?")],
-///     ..Default::default()
-/// };
-/// let completion = client
-///     .complete(&request, |kind, _index, piece| {
-///         if kind == DeltaKind::Text {
-///             print!("{piece}");
-///         }
-///     })
-///     .await?;
-/// println!("\n{} tokens, {}", completion.usage.total(), completion.finish_reason);
-/// # Ok(())
-/// # }
-/// ```
+/// clones share the HTTP connection pool. Crate-private: sessions are the way in; its
+/// tests (`client_tests.rs`) run it against the scripted server.
 #[derive(Clone)]
 pub struct ModelClient {
     inner: Arc<Inner>,
