@@ -149,3 +149,52 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
         "discovery file left behind"
     );
 }
+
+#[tokio::test]
+async fn vars_in_the_body_fill_the_pipeline_and_bad_ones_are_refused() {
+    let f = Fixture::new(
+        "jobs:\n  - name: main\n    plan:\n      - task: greet\n        run: echo hello ((who))\n",
+    );
+    let s = Server::start(f.path(), &[], &[]);
+    let (code, body) = post(&s, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
+    assert_eq!(code, 422, "an unsupplied var: {body}");
+    assert!(body["error"].as_str().unwrap().contains("who"), "{body}");
+    let (code, _) = post(
+        &s,
+        "/api/v1/runs",
+        json!({"pipeline": "treadle", "vars": {"who": [1]}}),
+    )
+    .await;
+    assert_eq!(code, 400);
+    let (code, _) = post(
+        &s,
+        "/api/v1/runs",
+        json!({"pipeline": "treadle", "vars": {"no way": "x"}}),
+    )
+    .await;
+    assert_eq!(code, 400);
+    let (code, started) = post(
+        &s,
+        "/api/v1/runs",
+        json!({"pipeline": "treadle", "vars": {"who": "world"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{started}");
+    let run = wait_ended(&s, started["id"].as_u64().unwrap()).await;
+    assert_eq!(run["steps"][0]["output_tail"], "hello world\n", "{run}");
+    // `treadle run --var` through the server.
+    let dir = f.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        common::Run(
+            std::process::Command::new(env!("CARGO_BIN_EXE_treadle"))
+                .args(["run", "--var", "who=there"])
+                .current_dir(dir)
+                .output()
+                .expect("run"),
+        )
+    })
+    .await
+    .unwrap();
+    out.expect_code(0);
+    assert!(out.stdout().contains("│ hello there"), "{}", out.stdout());
+}

@@ -58,7 +58,8 @@ pub(super) async fn run(client: Client, file: &Path, job: Option<String>, json: 
         Ok(n) => n,
         Err(e) => return say_refused(e),
     };
-    let body = serde_json::json!({ "pipeline": name, "job": job, "trigger": "cli" });
+    let vars = super::VARS.get().cloned().unwrap_or_default();
+    let body = serde_json::json!({ "pipeline": name, "job": job, "trigger": "cli", "vars": vars });
     let started: Result<serde_json::Value, _> = client.post("/api/v1/runs", &body).await;
     let id = match started.map(|v| v["id"].as_u64()) {
         Ok(Some(id)) => id,

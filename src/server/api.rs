@@ -49,15 +49,21 @@ pub async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
-/// Loads a served pipeline as `treadle run` does (its edits since start-up included).
-pub async fn load(file: std::path::PathBuf, job: Option<String>) -> Result<Loaded, ApiError> {
+/// Loads a served pipeline as `treadle run` does (its edits since start-up included), with
+/// its `((vars))` filled from `vars`.
+pub async fn load(
+    file: std::path::PathBuf,
+    job: Option<String>,
+    vars: crate::pipeline::vars::Vars,
+) -> Result<Loaded, ApiError> {
     tokio::task::spawn_blocking(move || {
         let scope = CheckScope {
             job: job.as_deref(),
             env: &crate::pipeline::model::process_env,
             machine: false,
         };
-        crate::pipeline::load(&file, &scope).map_err(|e| ApiError::Unprocessable(e.to_string()))
+        crate::pipeline::load_with_vars(&file, &scope, &vars)
+            .map_err(|e| ApiError::Unprocessable(e.to_string()))
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))?
@@ -71,16 +77,18 @@ async fn pipelines(State(app): State<Arc<App>>) -> Result<Json<Vec<PipelineView>
     let mut out = Vec::new();
     for f in &app.files {
         // A file that does not load now is still served: its jobs are just unknown.
-        let jobs = load(f.file.clone(), None).await.map_or_else(
-            |_| Vec::new(),
-            |l| {
-                l.pipeline
-                    .jobs
-                    .iter()
-                    .map(|j| j.name.value.clone())
-                    .collect()
-            },
-        );
+        let jobs = load(f.file.clone(), None, Default::default())
+            .await
+            .map_or_else(
+                |_| Vec::new(),
+                |l| {
+                    l.pipeline
+                        .jobs
+                        .iter()
+                        .map(|j| j.name.value.clone())
+                        .collect()
+                },
+            );
         out.push(PipelineView {
             name: f.name.clone(),
             file: f.file.display().to_string(),
@@ -191,7 +199,7 @@ async fn plan(
         .ok_or_else(|| not_served(&app, &name))?
         .file
         .clone();
-    let loaded = load(file, q.job.clone()).await?;
+    let loaded = load(file, q.job.clone(), Default::default()).await?;
     let out = blocking(&app, move |store| {
         let records = crate::cache::records::Records::open(store.database())
             .map_err(|e| ApiError::Internal(e.to_string()))?;

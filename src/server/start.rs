@@ -25,7 +25,7 @@ pub struct StartRequest {
     /// The job (default: the only one).
     #[serde(default)]
     pub job: Option<String>,
-    /// Variables: the pipeline format has none yet, so only an empty map is accepted.
+    /// Pipeline vars: each `((name))` in the file becomes its value (as `--var`).
     #[serde(default)]
     pub vars: serde_json::Map<String, serde_json::Value>,
     /// Who starts it: `cli`, `web` or `api` (the default).
@@ -53,15 +53,11 @@ pub async fn start(
             "trigger `{trigger}`: expected `cli`, `web` or `api`"
         )));
     }
-    if !req.vars.is_empty() {
-        return Err(ApiError::Unprocessable(
-            "`vars`: pipelines have no variables yet; leave it out".to_owned(),
-        ));
-    }
+    let vars = vars_of(&req.vars)?;
     let served = app
         .file(&req.pipeline)
         .ok_or_else(|| not_served(&app, &req.pipeline))?;
-    let loaded = load(served.file.clone(), req.job.clone()).await?;
+    let loaded = load(served.file.clone(), req.job.clone(), vars).await?;
     loaded
         .job(req.job.as_deref())
         .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
@@ -106,4 +102,26 @@ pub async fn start(
     })
     .await?;
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))))
+}
+
+/// The body's `vars` as `--var NAME=VALUE` pairs would give them: names checked, values
+/// strings, numbers or booleans.
+fn vars_of(
+    given: &serde_json::Map<String, serde_json::Value>,
+) -> Result<crate::pipeline::vars::Vars, ApiError> {
+    let mut pairs = Vec::new();
+    for (name, value) in given {
+        let value = match value {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::Bool(b) => b.to_string(),
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "var `{name}`: a value is a string, a number or a boolean"
+                )));
+            }
+        };
+        pairs.push(format!("{name}={value}"));
+    }
+    crate::pipeline::vars::gather(&[], &pairs).map_err(|e| ApiError::BadRequest(e.to_string()))
 }
