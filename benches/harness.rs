@@ -54,6 +54,7 @@ async fn server(steps: usize) -> ScriptedServer {
 async fn raw_loop(endpoint: &str) -> usize {
     use async_openai::Client;
     use async_openai::config::OpenAIConfig;
+    treadle_session::tls::install_crypto_provider();
     let client = Client::with_config(
         OpenAIConfig::new()
             .with_api_base(endpoint)

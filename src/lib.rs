@@ -20,6 +20,8 @@
 //! * [`server`]: `treadle serve`: the process that owns the state file, its HTTP API, each
 //!   run's resumable event stream, and the client the other commands use to reach it.
 //! * [`web`]: the page of `treadle serve` (HTML, CSS and JavaScript in the binary).
+//! * [`telemetry`]: tracing to stderr (`--log`, `--log-format`) and the run, job and step
+//!   spans.
 //! * [`cli`]: the `treadle` command's grammar and commands (`main.rs` only calls it).
 //! * `console`: writing to stdout and stderr without panicking when they are closed.
 
@@ -39,5 +41,6 @@ pub mod pipeline;
 pub mod resource;
 pub mod run;
 pub mod server;
+pub mod telemetry;
 pub mod tools;
 pub mod web;

@@ -8,6 +8,11 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = treadle::cli::Cli::parse();
+    if let Err(e) = treadle::telemetry::init(&cli.log_options()) {
+        // Not `eprintln!`: it panics when stderr is closed.
+        let _ = writeln!(std::io::stderr(), "treadle: {e}");
+        return ExitCode::from(treadle::cli::EXIT_CONFIG);
+    }
     // SAFETY: no other thread exists yet; the runtime is built below.
     unsafe { treadle::environ::take_keys(treadle::cli::key_vars(&cli)) };
     let runtime = match tokio::runtime::Builder::new_multi_thread()

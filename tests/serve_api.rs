@@ -12,13 +12,13 @@ const QUICK: &str = "jobs:\n  - name: main\n    plan:\n      - task: hello\n    
 const SLOW: &str = "jobs:\n  - name: main\n    plan:\n      - task: nap\n        run: sleep 30\n";
 
 async fn get(s: &Server, path: &str) -> (u16, Value) {
-    let r = reqwest::get(s.url(path)).await.expect("GET");
+    let r = common::http().get(s.url(path)).send().await.expect("GET");
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
 async fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
+    let r = common::http()
         .post(s.url(path))
         .json(&body)
         .send()
@@ -126,7 +126,7 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
     let id = started["id"].as_u64().expect("id");
     wait_ended(&s, id).await;
     for bad in ["x", "-1", "1.5", "", "99999999999999999999999"] {
-        let r = reqwest::Client::new()
+        let r = common::http()
             .get(s.url(&format!("/api/v1/runs/{id}/events")))
             .header("Last-Event-ID", bad)
             .send()

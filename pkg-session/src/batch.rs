@@ -31,6 +31,7 @@ use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use treadle_event::{Block, EventKind, GateAnswer, GateId, Message, Role, StepId};
 use treadle_hook::{APPROVAL_REQUIRED, Active, Authorization, HookCall, Outcome, Payload};
 
@@ -312,7 +313,10 @@ async fn permission(
         // Gate waits are observed, not guarded: the runner ignores a deny here.
         ctx.hooks.begin(hook_call(scope, payload)).await.ok()
     };
-    let answer = wait(scope, gate, answer_rx, deadline).await;
+    let span = crate::trace::gate_wait(gate, &call.name);
+    let answer = wait(scope, gate, answer_rx, deadline)
+        .instrument(span.clone())
+        .await;
     let (permission, outcome) = match answer {
         None => (Permission::Canceled, Outcome::Canceled),
         Some(answer) => {
@@ -324,6 +328,14 @@ async fn permission(
             (permission, outcome)
         }
     };
+    span.record(
+        "gate.answer",
+        match &permission {
+            Permission::Granted => "approve",
+            Permission::Refused(_) => "deny",
+            Permission::Canceled => "canceled",
+        },
+    );
     if let Some(active) = wait_hook {
         let output = answer_json(&permission);
         active.finish(outcome, Some(output)).await;
@@ -559,7 +571,10 @@ async fn execute(
         // Execution hooks observe; a denial here is not a guard and is ignored by the runner.
         ctx.hooks.begin(hook_call(scope, payload)).await.ok()
     };
-    let run = AssertUnwindSafe(tool.call(arguments)).catch_unwind();
+    let span = crate::trace::tool(&call.name, &call.id);
+    let run = AssertUnwindSafe(tool.call(arguments))
+        .catch_unwind()
+        .instrument(span.clone());
     let (content, is_error, canceled) = tokio::select! {
         biased;
         _ = scope.cancel.cancelled() => (CANCELED.to_owned(), true, true),
@@ -569,6 +584,11 @@ async fn execute(
             Err(panic) => (format!("tool {} panicked: {}", call.name, panic_message(&panic)), true, false),
         },
     };
+    if canceled {
+        crate::trace::record_error(&span, "canceled");
+    } else if is_error {
+        crate::trace::record_error(&span, "tool_error");
+    }
     if let Some(around) = around {
         let output = serde_json::Value::String(content.clone());
         around

@@ -410,6 +410,7 @@ impl SessionBuilder {
         let hooks = hub.hooks().clone();
         let delegated = Arc::new(Mutex::new(Usage::default()));
         let secrets = Arc::new(self.secrets);
+        let span = crate::trace::session(session, client.model());
         let mut tools = self.tools;
         let mut children = Vec::new();
         for agent in self.sub_agents {
@@ -429,6 +430,7 @@ impl SessionBuilder {
                 claim: claim.clone(),
                 batch: self.batch.clone(),
                 secrets: secrets.clone(),
+                span: span.clone(),
             };
             let child = spawn_loop(
                 ctx,
@@ -462,6 +464,7 @@ impl SessionBuilder {
             claim: claim.clone(),
             batch: self.batch,
             secrets,
+            span,
         };
         let actor = spawn_loop(
             ctx,

@@ -37,6 +37,8 @@ pub(crate) struct LoopContext {
     pub claim: Arc<SessionClaim>,
     /// Scrubbed from each assistant message before it goes anywhere.
     pub secrets: Arc<Secrets>,
+    /// The session's tracing span, parent of every turn's span (see `trace`).
+    pub span: tracing::Span,
 }
 
 /// How a loop runs tool batches and permission gates (set on the session builder).

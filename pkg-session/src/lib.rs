@@ -35,11 +35,15 @@
 //! * `redact`: [`Secrets`], scrubbed from each assistant message where a turn materialises
 //!   it (plain, reversed, hex, percent-encoded and base64 forms).
 //! * [`hub`]: fan-out of events to subscribers.
+//! * `trace`: the tracing spans (session, turn, model call, tool call, gate wait) and their
+//!   GenAI semantic-convention fields.
+//! * [`tls`]: the rustls crypto provider (*ring*) installed before any HTTPS client is built.
 
 pub mod hub;
 pub mod inference;
 pub mod journal;
 pub mod mcp;
+pub mod tls;
 
 mod actor;
 mod approvals;
@@ -60,6 +64,7 @@ mod stream;
 mod subject;
 mod text_calls;
 pub mod tool;
+mod trace;
 mod turn;
 mod typed;
 

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use treadle_event::{Block, EventKind, FailureCause, Message, Role, StepId, Usage};
 use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
 
@@ -97,6 +98,7 @@ pub(crate) async fn run(start: TurnStart) {
         resume,
     } = start;
     let ctx_repeat_limit = ctx.batch.repeat_limit;
+    let span = crate::trace::turn(&ctx.span, ctx.loop_id, index);
     let mut tools = ctx.tools.specs().to_vec();
     let mut tool_choice = None;
     let report_tool = options.report_tool.map(|spec| {
@@ -126,8 +128,17 @@ pub(crate) async fn run(start: TurnStart) {
         repeats: RepeatWatch::new(ctx_repeat_limit),
         closing: false,
     };
-    let end = turn.drive(index, input).await;
+    let end = turn.drive(index, input).instrument(span.clone()).await;
     let (usage, steps) = (turn.usage, turn.steps);
+    crate::trace::record_usage(&span, &usage);
+    span.record(
+        "turn.outcome",
+        match &end {
+            End::Done(_) => "done",
+            End::Failed(..) => "failed",
+            End::Interrupted(_) => "interrupted",
+        },
+    );
     let terminal = match end {
         End::Done(text) => EventKind::TurnDone { text, steps, usage },
         End::Failed(failure, error) => EventKind::TurnFailed {

@@ -7,6 +7,8 @@
 
 mod approvals;
 mod cost;
+mod docs;
+mod init;
 mod inspect;
 mod keys;
 mod plan;
@@ -14,6 +16,7 @@ mod preflight;
 mod remote;
 mod run;
 mod serve;
+mod shell;
 mod signals;
 mod tape;
 mod test;
@@ -38,6 +41,19 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 #[derive(Debug, Parser)]
 #[command(name = "treadle", version, about, propagate_version = true)]
 pub struct Cli {
+    /// Log to stderr at LEVEL (error, warn, info, debug, trace) or by RUST_LOG-style
+    /// directives; default: RUST_LOG, else warn.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log: Option<String>,
+    /// How log lines on stderr look.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        value_name = "FORMAT"
+    )]
+    pub log_format: crate::telemetry::LogFormat,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -166,6 +182,24 @@ pub enum Command {
     },
     /// Reject a waiting approval step: the step fails.
     Reject(AnswerArgs),
+    /// Write a first pipeline (a task and an agent step) and its schema; never overwrites.
+    Init {
+        /// The pipeline file to create.
+        #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
+        file: PathBuf,
+    },
+    /// Print a page of the documentation, or the list of pages.
+    Docs {
+        /// The page, e.g. `pipelines` (see the list without one).
+        page: Option<String>,
+    },
+    /// Print the shell completion script, e.g. `treadle completions bash > ~/.local/share/bash-completion/completions/treadle`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `treadle man > treadle.1 && man ./treadle.1`.
+    Man,
 }
 
 /// Which approval to answer.
@@ -181,6 +215,16 @@ pub struct AnswerArgs {
     /// The state file the run uses (default: .treadle/state.redb beside the pipeline).
     #[arg(long)]
     pub state: Option<PathBuf>,
+}
+
+impl Cli {
+    /// The logging the command line asked for.
+    pub fn log_options(&self) -> crate::telemetry::LogOptions {
+        crate::telemetry::LogOptions {
+            filter: self.log.clone(),
+            format: self.log_format,
+        }
+    }
 }
 
 /// Loads and checks the pipeline, or prints why not: `Err` is the exit code (2).
@@ -272,6 +316,10 @@ pub async fn dispatch(cli: Cli) -> u8 {
             serve::serve(options).await
         }
         Command::Reject(a) => answer(a, Answer::Reject).await,
+        Command::Init { file } => init::init(&file),
+        Command::Docs { page } => docs::docs(page.as_deref()),
+        Command::Completions { shell } => shell::completions(shell),
+        Command::Man => shell::man(),
     }
 }
 

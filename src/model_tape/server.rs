@@ -121,15 +121,16 @@ impl Drop for StepTape {
 /// drop.
 pub(super) async fn start(spec: StepSpec) -> Result<StepTape, TapeError> {
     let http = match spec.mode {
-        TapeMode::Record => Some(
+        TapeMode::Record => Some({
+            treadle_session::tls::install_crypto_provider();
             reqwest::Client::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
                 .build()
                 .map_err(|e| TapeError::Record {
                     step: spec.step.clone(),
                     detail: format!("cannot set up the HTTP client: {e}"),
-                })?,
-        ),
+                })?
+        }),
         TapeMode::Replay => None,
     };
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::artifacts::Artifacts;
 use super::flow::Cell;
@@ -249,6 +250,8 @@ impl<'a> Ctx<'a> {
         cancel: CancellationToken,
         cell: Option<&'a Cell>,
     ) -> BoxFuture<'a, Done> {
+        let span = crate::telemetry::spans::step(step, self.outline.entry(step));
+        let traced = span.clone();
         async move {
             let Some(outlined) = self.outline.entry(step) else {
                 return Done::errored(format!(
@@ -348,8 +351,10 @@ impl<'a> Ctx<'a> {
             if done.is_ok() || !cancel.is_cancelled() {
                 self.log_leaf(step, entry);
             }
+            crate::telemetry::spans::record_status(&traced, done.status);
             self.hooks(step, done, &cancel).await
         }
+        .instrument(span)
         .boxed()
     }
 

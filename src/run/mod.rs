@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use exec::Status;
 pub use ports::{
@@ -240,6 +241,7 @@ pub async fn run_served(
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let artifacts = Arc::new(artifacts::Artifacts::create(&state_dir, run_id)?);
     start::link(&store, &cache, start, run_id).await;
+    let run_span = crate::telemetry::spans::run(run_id, &job_name, &pipeline_name);
     let transcript = Arc::new(
         Transcript::new(options.style, secrets_of(loaded, Some(&job_name))).with_journal(journal),
     );
@@ -277,7 +279,8 @@ pub async fn run_served(
         deadline: job.timeout.as_ref().map(|t| started + t.value.0),
         collect_at: Mutex::default(),
     };
-    let mut done = ctx.job().await;
+    let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
+    let mut done = ctx.job().instrument(job_span).await;
     if let Some(warning) = cache.finish() {
         crate::console::tell!("treadle: {warning}");
     }
@@ -286,7 +289,10 @@ pub async fn run_served(
     {
         done = exec::Done::errored(format!("cannot record the run: {e}"));
     }
-    end_run(&store, &transcript, run_id, started, done).await
+    crate::telemetry::spans::record_status(&run_span, done.status);
+    end_run(&store, &transcript, run_id, started, done)
+        .instrument(run_span)
+        .await
 }
 
 /// Every step of the outline, pending, as the run's first record of it.

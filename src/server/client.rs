@@ -65,6 +65,7 @@ impl Client {
     /// check; `None`: work alone.
     pub async fn find(state: &Path) -> Option<Self> {
         let found = discovery::read(state)?;
+        treadle_session::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .build()

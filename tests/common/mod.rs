@@ -7,6 +7,13 @@ pub mod server;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// An HTTP client for the tests. reqwest has no TLS provider of its own in this workspace
+/// (see pkg-session/src/tls.rs), so the provider is installed before the client is built.
+pub fn http() -> reqwest::Client {
+    treadle_session::tls::install_crypto_provider();
+    reqwest::Client::new()
+}
+
 /// A pipeline in a fresh temp dir.
 pub struct Fixture {
     pub dir: tempfile::TempDir,

@@ -6,6 +6,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 pub fn client() -> reqwest::Client {
+    // Err: already installed, which is what is needed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }
 

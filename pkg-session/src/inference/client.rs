@@ -8,6 +8,7 @@ use async_openai::config::OpenAIConfig;
 use async_openai::error::{OpenAIError, StreamError};
 use futures::StreamExt;
 use serde_json::Value;
+use tracing::Instrument;
 use treadle_event::DeltaKind;
 
 use super::chunk::{Chunk, is_json};
@@ -61,6 +62,7 @@ impl ModelClient {
                 endpoint: redact(endpoint, Some(key)),
             });
         }
+        crate::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .build()
@@ -142,17 +144,31 @@ impl ModelClient {
     where
         F: FnMut(DeltaKind, Option<u32>, &str) + Send,
     {
+        let span = crate::trace::chat(&self.inner.model);
         let guard = SizeGuard::new(self.inner.max_response_bytes);
         let result = GUARD
             .scope(guard.clone(), self.stream_body(body, on_delta))
+            .instrument(span.clone())
             .await;
-        match result {
+        let result = match result {
             Err(_) if guard.tripped() => Err(InferenceError::TooLarge {
                 endpoint: self.inner.endpoint.clone(),
                 limit: guard.max_bytes,
             }),
             other => other,
+        };
+        match &result {
+            Ok(completion) => {
+                crate::trace::record_usage(&span, &completion.usage);
+                span.record("gen_ai.response.model", completion.model.as_str());
+                span.record(
+                    "gen_ai.response.finish_reasons",
+                    completion.finish_reason.as_str(),
+                );
+            }
+            Err(error) => crate::trace::record_error(&span, error.kind()),
         }
+        result
     }
 
     /// Opens the stream and stitches its chunks, each wait bounded by the idle timeout.

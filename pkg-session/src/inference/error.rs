@@ -138,6 +138,22 @@ impl InferenceError {
         }
     }
 
+    /// The kind of failure as one fixed word (`connect`, `http_status`, `idle_timeout`,
+    /// ...): safe to put in a trace or a metric label, unlike the message, which may quote
+    /// what the server sent.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Connect { .. } => "connect",
+            Self::Status { .. } => "http_status",
+            Self::Malformed { .. } => "malformed",
+            Self::StreamCut { .. } => "stream_cut",
+            Self::Remote { .. } => "remote",
+            Self::Idle { .. } => "idle_timeout",
+            Self::TooLarge { .. } => "too_large",
+            Self::Transport { .. } => "transport",
+        }
+    }
+
     /// The endpoint the error is about.
     pub fn endpoint(&self) -> &str {
         match self {

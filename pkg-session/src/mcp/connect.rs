@@ -151,6 +151,7 @@ pub(super) async fn open(config: &McpServerConfig) -> Result<Connection, McpErro
                 })?;
                 transport_config = transport_config.auth_header(token);
             }
+            crate::tls::install_crypto_provider();
             let transport = StreamableHttpClientTransport::from_config(transport_config);
             match handshake(server, client_info().serve(transport)).await {
                 Ok(service) => Ok(Connection { service }),
