@@ -136,7 +136,7 @@ fn a_run_started_from_the_page_streams_its_tokens() {
         "a_run_started_from_the_page_streams_its_tokens",
         yaml,
         vec![Reply::text(LONG_ANSWER).usage(30, 60)],
-        Duration::from_millis(40),
+        Duration::from_millis(60),
     ) else {
         return;
     };
@@ -158,22 +158,16 @@ fn a_run_started_from_the_page_streams_its_tokens() {
         "(document.querySelector('.live')?.textContent || '').length",
         WAIT,
     );
-    let later = p.b.wait_for(
+    // Read in one go: the live element goes away once the answer is complete.
+    let live = p.b.wait_for(
         "more tokens",
-        &format!("(document.querySelector('.live')?.textContent || '').length > {first} + 8 && document.querySelector('.live').textContent.length"),
+        &format!("(() => {{ const t = document.querySelector('.live')?.textContent || ''; return t.length > {first} + 8 ? t : null; }})()"),
         WAIT,
     );
-    let live = p.b.eval(
-        "return document.querySelector('.live').textContent",
-        json!([]),
-    );
+    let live = live.as_str().expect("live text");
     assert!(
-        LONG_ANSWER.starts_with(live.as_str().expect("live text")),
-        "the live text is a prefix of the answer: {live}"
-    );
-    assert!(
-        later.as_u64().unwrap_or(0) < LONG_ANSWER.len() as u64,
-        "tokens were seen before the answer was complete"
+        LONG_ANSWER.starts_with(live) && live.len() < LONG_ANSWER.len(),
+        "the live text is a proper prefix of the answer: {live}"
     );
     // Then the run settles: the answer as markdown, no live text left, the run succeeded.
     p.b.wait_for(
@@ -545,7 +539,8 @@ fn the_run_page_screenshot() {
         return;
     };
     let id = p.start_run();
-    assert_eq!(p.wait_run(id)["status"], json!("succeeded"));
+    let run = p.wait_run(id);
+    assert_eq!(run["status"], json!("succeeded"));
     p.b.resize(1200, 800);
     p.open(&format!("/runs/{id}"));
     p.b.wait_for(
@@ -553,8 +548,10 @@ fn the_run_page_screenshot() {
         "document.querySelector('.turn-text')?.textContent.includes('Summary written')",
         WAIT,
     );
-    // Show the draft's output too, as a reader would open it.
-    p.b.click("#step-0 > .row .name");
+    // Open the last step's output too, as a reader would.
+    let publish = run["steps"][3]["seq"].as_u64().expect("publish seq");
+    p.b.click(&format!("#step-{publish} > .row .name"));
+    p.b.eval("document.activeElement.blur()", json!([]));
     let png = p.b.screenshot_png();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     let width = u32::from_be_bytes(png[16..20].try_into().expect("width"));
@@ -565,4 +562,72 @@ fn the_run_page_screenshot() {
     };
     std::fs::write(&target, &png).expect("write the screenshot");
     eprintln!("screenshot: {}", target.display());
+}
+
+#[test]
+fn a_run_is_cancelled_from_the_page_and_the_list_charts_the_runs() {
+    let yaml = "jobs:\n  - name: quick\n    plan:\n      - task: hello\n        run: echo hello\n  - name: slow\n    plan:\n      - task: wait\n        run: sleep 30\n";
+    let Some(p) = Page::start(
+        "a_run_is_cancelled_from_the_page_and_the_list_charts_the_runs",
+        yaml,
+        vec![],
+        Duration::ZERO,
+    ) else {
+        return;
+    };
+    let start = |job: &str| {
+        p.post("/api/v1/runs", json!({"pipeline": "treadle", "job": job}))["id"]
+            .as_u64()
+            .expect("run id")
+    };
+    for _ in 0..2 {
+        let id = start("quick");
+        assert_eq!(p.wait_run(id)["status"], json!("succeeded"));
+    }
+    let slow = start("slow");
+    p.open(&format!("/runs/{slow}"));
+    p.b.wait_for(
+        "the task to run",
+        "document.querySelector('#step-0')?.classList.contains('st-running')",
+        WAIT,
+    );
+    assert!(
+        p.b.eval("return document.title", json!([]))
+            .as_str()
+            .unwrap_or_default()
+            .starts_with('◐'),
+        "the tab says the run is running"
+    );
+    p.b.click("button.cancel");
+    p.b.wait_for(
+        "the run to be aborted",
+        "document.querySelector('.run-head .badge')?.textContent === 'aborted'",
+        WAIT,
+    );
+    assert_eq!(p.wait_run(slow)["status"], json!("aborted"));
+    assert_eq!(
+        p.b.eval(
+            "return document.querySelectorAll('button.cancel').length",
+            json!([])
+        ),
+        json!(0),
+        "no cancel button on an ended run"
+    );
+    // The list: every run with its status and trigger, and a chart per job.
+    p.open("/");
+    let rows = p.b.wait_for(
+        "three runs",
+        "document.querySelectorAll('table.runs tbody tr').length === 3 && [...document.querySelectorAll('table.runs tbody tr')].map((r) => [...r.cells].map((c) => c.textContent))",
+        WAIT,
+    );
+    let rows = rows.as_array().expect("rows");
+    assert_eq!(rows[0][1], json!("slow"), "newest first: {rows:?}");
+    assert_eq!(rows[0][2], json!("aborted"), "{rows:?}");
+    assert_eq!(rows[2][2], json!("succeeded"), "{rows:?}");
+    assert!(rows.iter().all(|r| r[7] == json!("api")), "{rows:?}");
+    let charts = p.b.eval(
+        "return [...document.querySelectorAll('figure.chart')].map((f) => [f.querySelector('figcaption').textContent.split(':')[0], f.querySelectorAll('rect.bar').length])",
+        json!([]),
+    );
+    assert_eq!(charts, json!([["slow", 1], ["quick", 2]]), "{charts}");
 }

@@ -8,8 +8,13 @@ export async function showApprovals(main) {
   const pending = h("section", { class: "approvals-pending" });
   const decided = h("section", { class: "approvals-decided" });
   replace(main, h("h1", null, "Approvals"), pending, decided);
+  let last = "";
   const refresh = async () => {
     const [open, done] = await Promise.all([get("/approvals?state=pending"), get("/approvals?state=decided")]);
+    // Unchanged lists are left alone, so a button is never replaced under the pointer.
+    const key = JSON.stringify([open, done]);
+    if (key === last) return;
+    last = key;
     replace(pending, h("h2", null, `Pending (${open.length})`),
       open.length ? h("ul", { class: "approval-list" }, open.map((a) => pendingRow(a, refresh))) : h("p", { class: "muted" }, "Nothing is waiting."));
     replace(decided, h("h2", null, "Decided"),

@@ -62,6 +62,11 @@ export function cost(usd) {
   return `$${usd.toFixed(2)}`;
 }
 
+/** A run's cost: "unpriced" when its agents' model has no price, "–" when it has no agent. */
+export function spent(run) {
+  return run.tokens === null || run.tokens === undefined ? "–" : cost(run.cost_usd);
+}
+
 /** "1,234 tokens", or "" when nothing was counted. */
 export function tokens(n) {
   if (n === null || n === undefined) return "";

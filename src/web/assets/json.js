@@ -51,6 +51,22 @@ function walk(value, indent, out) {
   }
 }
 
+function walkInline(value, out) {
+  if (value === null || typeof value !== "object") return walk(value, 0, out);
+  const array = Array.isArray(value);
+  const keys = Object.keys(value);
+  out.push(array ? "[" : "{");
+  keys.forEach((key, n) => {
+    if (n > 0) out.push(", ");
+    if (!array) out.push(h("span", { class: "j-key" }, JSON.stringify(key)), ": ");
+    walkInline(value[key], out);
+  });
+  out.push(array ? "]" : "}");
+}
+
+/** Small payloads sit on one line. */
+const INLINE_CHARS = 90;
+
 /** Highlighted nodes for a JSON value. */
 export function highlight(value) {
   const out = [];
@@ -67,13 +83,29 @@ export function highlightText(text) {
   }
 }
 
+function highlightTextInline(text) {
+  try {
+    const out = [];
+    walkInline(JSON.parse(text), out);
+    return out;
+  } catch (_) {
+    return [text];
+  }
+}
+
 function size(bytes) {
   return bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(1)} KB`;
 }
 
-/** A <pre> of the value; folded behind "name · 3.2 KB" when bulky. */
+/** A <pre> of the value; on one line when small, folded behind "name · 3.2 KB" when bulky. */
 export function payload(value, label) {
   const text = typeof value === "string" ? value : JSON.stringify(value);
+  if (text.length <= INLINE_CHARS && !text.includes("\n")) {
+    const out = [];
+    if (typeof value === "string") out.push(...highlightTextInline(value));
+    else walkInline(value, out);
+    return h("code", { class: "json inline" }, out);
+  }
   const pre = h("pre", { class: "json" }, typeof value === "string" ? highlightText(value) : highlight(value));
   if (text.length <= FOLD_BYTES) return pre;
   const keys = value && typeof value === "object" && !Array.isArray(value) ? Object.keys(value).join(", ") : "";

@@ -6,7 +6,7 @@
 // finished an hour ago or is still going. Events only set a step's state or append to it,
 // and the reader never hands on an event twice, so a reload rebuilds the same page.
 
-import { h, append, replace, badge, duration, cost, tokens } from "./dom.js";
+import { h, append, replace, badge, duration, spent, tokens } from "./dom.js";
 import { get, post, follow } from "./api.js";
 import { newStep, createView, paint, addAgentEvent, isFolded } from "./steps.js";
 
@@ -45,8 +45,8 @@ class RunPage {
     this.paintAll();
     this.installKeys();
     this.showHash();
-    // A mark the benchmark and the tests read: the tree of a finished run is on screen.
-    requestAnimationFrame(() => performance.mark("treadle:tree-painted"));
+    // A mark the benchmark reads: the frame holding the tree has been produced.
+    requestAnimationFrame(() => setTimeout(() => performance.mark("treadle:tree-painted")));
   }
 
   step(seq) {
@@ -117,6 +117,10 @@ class RunPage {
 
   paintHeader() {
     const r = this.run;
+    // Rebuilt only when it changed, so the Cancel button is not replaced under the pointer.
+    const key = JSON.stringify([r.status, r.duration_ms, r.tokens, r.cost_usd, r.trigger]);
+    if (key === this.headerKey) return;
+    this.headerKey = key;
     const controls = [];
     if (r.status === "running") {
       controls.push(h("button", { class: "cancel", onclick: () => this.cancel() }, "Cancel run"));
@@ -127,7 +131,7 @@ class RunPage {
       h("div", { class: "facts" },
         h("span", null, r.duration_ms !== null && r.duration_ms !== undefined ? duration(r.duration_ms) : "running"),
         h("span", null, tokens(r.tokens) || "no tokens"),
-        h("span", { class: "run-cost" }, cost(r.cost_usd)),
+        h("span", { class: "run-cost" }, spent(r)),
         h("span", null, `trigger: ${r.trigger}`)),
       controls);
     document.title = `${TITLE_MARK[r.status] || ""} run #${r.id} · ${r.pipeline}`.trim();
@@ -241,6 +245,7 @@ class RunPage {
       token: (data) => {
         const step = this.step(data.seq);
         step.live += data.text ?? "";
+        step.rev += 1;
         this.schedule(data.seq);
       },
       end: () => {
@@ -257,6 +262,7 @@ class RunPage {
     if (e.seq === undefined) return this.onRunEvent(kind, e);
     const step = this.step(e.seq);
     const d = step.data;
+    step.rev += 1;
     switch (kind) {
       case "step_started":
         Object.assign(d, { name: e.name, kind: e.kind, status: "running", error: null, duration_ms: null });
@@ -312,7 +318,10 @@ class RunPage {
       this.adopt(run);
       this.schedule();
       // For readers of the page's state (tests, the benchmark): everything has arrived.
-      if (this.ended && !this.refetchAgain) document.body.dataset.stream = "ended";
+      if (this.ended && !this.refetchAgain && !document.body.dataset.stream) {
+        document.body.dataset.stream = "ended";
+        performance.mark("treadle:settled");
+      }
     }).catch(() => {}).finally(() => {
       this.refetching = null;
       if (this.refetchAgain) {

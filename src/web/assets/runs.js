@@ -2,7 +2,7 @@
 // a chart of duration and cost over the recent runs of each job, and a button that starts
 // a run.
 
-import { h, svg, replace, badge, duration, cost, tokens, ago } from "./dom.js";
+import { h, svg, replace, badge, duration, cost, spent, tokens, ago } from "./dom.js";
 import { get, post } from "./api.js";
 
 const LIMIT = 50;
@@ -68,7 +68,7 @@ function table(runs) {
       h("td", null, ago(r.started_ms)),
       h("td", null, r.duration_ms === null || r.duration_ms === undefined ? "…" : duration(r.duration_ms)),
       h("td", null, tokens(r.tokens)),
-      h("td", { class: "cost" }, cost(r.cost_usd)),
+      h("td", { class: "cost" }, spent(r)),
       h("td", null, r.trigger)))));
 }
 

@@ -15,6 +15,7 @@ export function newStep(seq) {
     output: null, // lines from `output` events; null until the first arrives
     convo: [], // conversation items, in order
     live: "", // token text not yet confirmed by a journaled line
+    rev: 0, // bumped by every event and token of the step
     approval: null, // {status, message, by, deadline_ms}
     folded: null, // null: not chosen by the reader yet
   };
@@ -156,6 +157,10 @@ function usageTokens(step) {
 
 function paintBody(step, runId) {
   const d = step.data;
+  // Rebuilt only when something in it changed, so a button is never replaced under the pointer.
+  const key = JSON.stringify([step.rev, d.error, d.verdict, d.exit_code, d.output_tail, d.kind, step.approval]);
+  if (key === step.view.bodyKey) return;
+  step.view.bodyKey = key;
   const parts = [];
   if (d.error) parts.push(h("div", { class: "error" }, d.error));
   if (d.verdict) parts.push(h("div", { class: "verdict" }, "verdict: ", h("strong", null, d.verdict)));
@@ -183,9 +188,9 @@ function conversation(items) {
     }
     const result = item.result;
     return h("div", { class: `call${result?.is_error ? " call-error" : ""}` },
-      h("div", { class: "call-head" }, "→ ", h("span", { class: "tool" }, item.name)),
-      item.arguments !== undefined ? payload(item.arguments, "arguments") : null,
-      result ? h("div", { class: "result" }, h("span", { class: "result-label" }, result.is_error ? "error" : "result"),
+      h("div", { class: "call-head" }, h("span", { class: "arrow" }, "→ "), h("span", { class: "tool" }, item.name), " ",
+        item.arguments !== undefined ? payload(item.arguments, "arguments") : null),
+      result ? h("div", { class: "result" }, h("span", { class: "arrow" }, result.is_error ? "✗ " : "← "),
         payload(result.content, "result")) : h("div", { class: "result pending" }, "…"));
   });
 }
