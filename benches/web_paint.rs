@@ -28,16 +28,32 @@ fn pipeline(steps: usize) -> String {
     yaml
 }
 
-/// `treadle serve p.yml` in `dir`; answers the process and its base URL.
-fn serve(dir: &Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_treadle"))
-        .args(["serve", "p.yml", "--addr", "127.0.0.1:0"])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start treadle serve");
+/// A `treadle serve` process, stopped when dropped.
+struct Served {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `treadle serve p.yml` in `dir`, once its discovery file names its address.
+fn serve(dir: &Path) -> Served {
+    let mut served = Served {
+        child: Command::new(env!("CARGO_BIN_EXE_treadle"))
+            .args(["serve", "p.yml", "--addr", "127.0.0.1:0"])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start treadle serve"),
+        base: String::new(),
+    };
     let discovery = dir.join(".treadle").join("server.json");
     let started = Instant::now();
     loop {
@@ -45,7 +61,8 @@ fn serve(dir: &Path) -> (Child, String) {
             && let Ok(v) = serde_json::from_str::<Value>(&text)
             && let Some(addr) = v["addr"].as_str()
         {
-            return (child, format!("http://{addr}"));
+            served.base = format!("http://{addr}");
+            return served;
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
@@ -70,7 +87,8 @@ fn main() {
     };
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("p.yml"), pipeline(steps)).expect("pipeline");
-    let (mut server, base) = serve(dir.path());
+    let server = serve(dir.path());
+    let base = server.base.clone();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let client = reqwest::Client::new();
     let run_started = Instant::now();
@@ -132,6 +150,5 @@ fn main() {
         );
     }
     drop(b);
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
 }
