@@ -476,3 +476,23 @@ async fn a_later_deny_beats_an_earlier_ask() {
         .expect_err("deny beats ask");
     assert_eq!(denied.hook, "denier");
 }
+
+#[test]
+fn each_call_has_its_own_id_a_start_time_and_a_clock() {
+    let (a, b) = (inference(), inference());
+    assert_ne!(a.id, b.id);
+    assert!(a.id.0 > 0);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(a.started_at_ms <= now_ms && a.started_at_ms + 60_000 > now_ms);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(a.elapsed() >= std::time::Duration::from_millis(20));
+    // The id and start time travel in the JSON encoding; a clone is the same call.
+    let json = serde_json::to_value(&a).unwrap();
+    assert_eq!(json["id"], json!(a.id.0));
+    assert_eq!(json["started_at_ms"], json!(a.started_at_ms));
+    let back: HookCall = serde_json::from_value(json).unwrap();
+    assert_eq!(back, a.clone());
+}

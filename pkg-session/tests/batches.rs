@@ -1,6 +1,8 @@
 //! Tool batches end to end: bad arguments, a panicking tool, a gate deadline, parallel and
 //! sequential execution, write targets, call order, and the per-turn call limit.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,7 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 use treadle_event::{Block, EventKind, GateAnswer, Role};
 use treadle_hook::Policy;
-use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
+use treadle_scripted::{Reply, ScriptedServer, ToolCall};
 use treadle_session::{FnTool, Session, SessionBuilder, ToolError, TurnOutcome};
 
 #[derive(Deserialize, JsonSchema)]
@@ -92,18 +94,8 @@ fn sleep_call(tool: &str, ms: u64, label: &str) -> ToolCall {
     ToolCall::new(tool, json!({ "ms": ms, "label": label }))
 }
 
-async fn server(replies: Vec<Reply>) -> ScriptedServer {
-    ScriptedServer::builder()
-        .start(Script::new(replies))
-        .await
-        .expect("scripted server")
-}
-
 fn builder(server: &ScriptedServer, dir: &tempfile::TempDir) -> SessionBuilder {
-    Session::builder()
-        .endpoint(server.base_url())
-        .model("scripted")
-        .journal_path(dir.path().join("j.redb"))
+    common::session(server.base_url(), dir)
 }
 
 /// The tool results (content, is_error) of the first tool message in the history.
@@ -129,7 +121,7 @@ async fn first_results(session: &Session) -> Vec<(String, bool)> {
 #[tokio::test]
 async fn arguments_that_are_not_json_or_do_not_fit_the_schema_are_refused_readably() {
     let probe = Probe::default();
-    let server = server(vec![
+    let server = common::server(vec![
         Reply::tool_calls([
             // Beyond repair (a bare word is no JSON value; see repair.rs for what is mended).
             ToolCall::raw("sleep", "{\"ms\": 1, \"label\": fine}"),
@@ -182,7 +174,7 @@ async fn arguments_that_are_not_json_or_do_not_fit_the_schema_are_refused_readab
 async fn a_panicking_tool_becomes_an_error_result_and_the_session_goes_on() {
     #[derive(Deserialize, JsonSchema)]
     struct Nothing {}
-    let server = server(vec![
+    let server = common::server(vec![
         Reply::tool_calls([
             ToolCall::new("boom", json!({})),
             ToolCall::new("ok", json!({})),
@@ -227,7 +219,7 @@ async fn a_panicking_tool_becomes_an_error_result_and_the_session_goes_on() {
 #[tokio::test]
 async fn a_gate_deadline_that_passes_denies_and_closes_the_gate() {
     let probe = Probe::default();
-    let server = server(vec![
+    let server = common::server(vec![
         Reply::tool_calls([sleep_call("sleep", 1, "asked")]),
         Reply::text("done"),
     ])
@@ -271,7 +263,7 @@ async fn calls_run_in_parallel_up_to_the_limit_and_results_keep_call_order() {
         let calls: Vec<ToolCall> = (0..8)
             .map(|i| sleep_call("sleep", 40 - 4 * i, &format!("c{i}")))
             .collect();
-        let server = server(vec![Reply::tool_calls(calls), Reply::text("done")]).await;
+        let server = common::server(vec![Reply::tool_calls(calls), Reply::text("done")]).await;
         let dir = tempfile::tempdir().expect("dir");
         let mut b = builder(&server, &dir).tool(probe.tool("sleep"));
         if let Some(limit) = limit {
@@ -294,7 +286,7 @@ async fn calls_run_in_parallel_up_to_the_limit_and_results_keep_call_order() {
 #[tokio::test]
 async fn sequential_tools_run_alone_and_same_write_targets_run_in_call_order() {
     let probe = Probe::default();
-    let server = server(vec![
+    let server = common::server(vec![
         Reply::tool_calls([
             sleep_call("sleep", 20, "p1"),
             sleep_call("sleep", 20, "p2"),
@@ -342,7 +334,7 @@ async fn sequential_tools_run_alone_and_same_write_targets_run_in_call_order() {
 #[tokio::test]
 async fn the_per_turn_call_limit_ends_the_turn_with_a_clear_failure() {
     let probe = Probe::default();
-    let server = server(vec![
+    let server = common::server(vec![
         Reply::tool_calls([sleep_call("sleep", 1, "a"), sleep_call("sleep", 1, "b")]),
         Reply::tool_calls([sleep_call("sleep", 1, "c"), sleep_call("sleep", 1, "d")]),
         Reply::text("next"),

@@ -2,6 +2,8 @@
 //! and never answers, one that sends two chunks and stalls, and a 50 MB reply, each over
 //! real loopback HTTP.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use treadle_event::{EventKind, FailureCause};
@@ -10,11 +12,7 @@ use treadle_session::{Session, SessionBuilder, TurnOutcome, TurnReport};
 
 /// A session that gives up on silence after `idle`, with a journal in `dir`.
 fn session(endpoint: &str, dir: &tempfile::TempDir, idle: Duration) -> SessionBuilder {
-    Session::builder()
-        .endpoint(endpoint)
-        .model("scripted")
-        .journal_path(dir.path().join("journal.redb"))
-        .idle_timeout(idle)
+    common::session(endpoint, dir).idle_timeout(idle)
 }
 
 /// Runs one turn, which must end (fail) well within `bound`.
@@ -142,7 +140,7 @@ async fn a_50_mb_reply_is_refused_at_the_size_limit_without_being_held_whole() {
     assert!(error.contains("response size limit"), "{error}");
     assert_no_step_done(&session);
     // Nothing of the reply reached the journal.
-    let journal = std::fs::metadata(dir.path().join("journal.redb")).expect("journal");
+    let journal = std::fs::metadata(dir.path().join("j.redb")).expect("journal");
     assert!(
         journal.len() < 8 << 20,
         "journal is {} bytes",

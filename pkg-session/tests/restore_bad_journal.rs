@@ -1,10 +1,12 @@
 //! Restoring from a damaged journal: a clear error, and nothing intact is lost or changed.
 
+mod common;
+
 use std::time::Duration;
 
 use treadle_scripted::{Reply, Script, ScriptedServer};
 use treadle_session::journal::{self, JournalOptions};
-use treadle_session::{Journal, RestoreError, RetryPolicy, Session};
+use treadle_session::{Journal, RestoreError, RetryPolicy};
 
 async fn journal_with_one_turn(
     dir: &tempfile::TempDir,
@@ -15,10 +17,7 @@ async fn journal_with_one_turn(
     ]))
     .await
     .unwrap();
-    let session = Session::builder()
-        .endpoint(server.base_url())
-        .model("m")
-        .journal_path(dir.path().join("j.redb"))
+    let session = common::session(server.base_url(), dir)
         .start()
         .await
         .unwrap();
@@ -38,11 +37,7 @@ async fn journal_with_one_turn(
 }
 
 fn builder(server: &ScriptedServer, dir: &tempfile::TempDir) -> treadle_session::SessionBuilder {
-    Session::builder()
-        .endpoint(server.base_url())
-        .model("m")
-        .retry(RetryPolicy::none())
-        .journal_path(dir.path().join("j.redb"))
+    common::session(server.base_url(), dir).retry(RetryPolicy::none())
 }
 
 #[tokio::test]

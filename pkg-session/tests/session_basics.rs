@@ -1,6 +1,8 @@
 //! The session API end to end against the scripted server: a tool turn, queued inputs,
 //! the bounded queue, shutdown, and bad endpoints that fail a turn but not the session.
 
+mod common;
+
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -9,9 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 use treadle_event::{Block, EventFilter, EventKind, Role};
 use treadle_scripted::{Reply, Script, ScriptedServer};
-use treadle_session::{
-    FnTool, RetryPolicy, Session, SessionBuilder, SubmitError, ToolError, TurnOutcome,
-};
+use treadle_session::{FnTool, RetryPolicy, SessionBuilder, SubmitError, ToolError, TurnOutcome};
 
 #[derive(Deserialize, JsonSchema)]
 struct Echo {
@@ -19,10 +19,7 @@ struct Echo {
 }
 
 fn builder(url: &str, dir: &tempfile::TempDir) -> SessionBuilder {
-    Session::builder()
-        .endpoint(url)
-        .model("scripted")
-        .journal_path(dir.path().join("j.redb"))
+    common::session(url, dir)
         .retry(RetryPolicy {
             max_retries: 1,
             base_delay: Duration::from_millis(1),

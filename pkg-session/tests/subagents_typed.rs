@@ -1,5 +1,7 @@
 //! Sub-agents (delegation to another loop of the session) and typed output (`ask::<T>`).
 
+mod common;
+
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -24,10 +26,7 @@ fn tool_results(body: &Value) -> usize {
 }
 
 async fn session_with_child(server: &ScriptedServer, dir: &tempfile::TempDir) -> Session {
-    Session::builder()
-        .endpoint(server.base_url())
-        .model("scripted")
-        .journal_path(dir.path().join("j.redb"))
+    common::session(server.base_url(), dir)
         .sub_agent(
             SubAgent::new("helper", "Computes things.")
                 .system_prompt(CHILD_PROMPT)
@@ -144,10 +143,7 @@ async fn ask_returns_a_typed_value_through_response_format() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let session = Session::builder()
-        .endpoint(server.base_url())
-        .model("m")
-        .journal_path(dir.path().join("j.redb"))
+    let session = common::session(server.base_url(), &dir)
         .start()
         .await
         .unwrap();
@@ -176,10 +172,7 @@ async fn an_unparsable_answer_is_retried_once_with_the_error_then_fails_typed() 
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let session = Session::builder()
-        .endpoint(server.base_url())
-        .model("m")
-        .journal_path(dir.path().join("j.redb"))
+    let session = common::session(server.base_url(), &dir)
         .start()
         .await
         .unwrap();
@@ -212,10 +205,7 @@ async fn ask_with_a_forced_reporting_tool() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let session = Session::builder()
-        .endpoint(server.base_url())
-        .model("m")
-        .journal_path(dir.path().join("j.redb"))
+    let session = common::session(server.base_url(), &dir)
         .structured_output(StructuredOutput::ForcedTool)
         .start()
         .await

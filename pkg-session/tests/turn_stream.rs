@@ -1,10 +1,12 @@
 //! `Session::stream`: one turn's events, then its report; a failed turn is an error, not an
 //! answer.
 
+mod common;
+
 use serde_json::json;
 use treadle_event::{DeltaKind, EventKind, FailureCause};
 use treadle_scripted::{Reply, Script, ScriptedServer};
-use treadle_session::{FnTool, Session, TurnError, TurnItem};
+use treadle_session::{FnTool, TurnError, TurnItem};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Add {
@@ -21,10 +23,7 @@ async fn a_turn_streams_its_events_then_ends_with_its_report() {
     .await
     .expect("server");
     let dir = tempfile::tempdir().expect("dir");
-    let session = Session::builder()
-        .endpoint(server.base_url())
-        .model("scripted")
-        .journal_path(dir.path().join("j.redb"))
+    let session = common::session(server.base_url(), &dir)
         .tool(FnTool::plain("add", "Adds.", |x: Add| x.a + x.b))
         .start()
         .await
@@ -76,10 +75,7 @@ async fn a_failed_turn_has_no_text_and_its_answer_is_an_error() {
         .await
         .expect("server");
     let dir = tempfile::tempdir().expect("dir");
-    let session = Session::builder()
-        .endpoint(server.base_url())
-        .model("scripted")
-        .journal_path(dir.path().join("j.redb"))
+    let session = common::session(server.base_url(), &dir)
         .start()
         .await
         .expect("start");
