@@ -21,6 +21,9 @@ pub(super) fn validate(file: &Path) -> u8 {
                 .map(|j| Outline::of(j).entries.len())
                 .sum();
             say!("{}: ok ({jobs} job(s), {steps} step(s))", file.display());
+            for (pos, why) in pipeline::container::warnings(&loaded.pipeline) {
+                crate::console::tell!("{}:{pos}: warning: {why}", file.display());
+            }
             0
         }
         Err(code) => code,

@@ -46,6 +46,13 @@ pub fn check(file: &Path, pipeline: &Pipeline, scope: &CheckScope<'_>) -> Vec<Di
         out: Vec::new(),
     };
     c.definitions();
+    for (pos, problem, message, hint) in pipeline
+        .workspace
+        .iter()
+        .flat_map(super::container::workspace)
+    {
+        c.push(pos, problem, message, hint);
+    }
     if pipeline.jobs.is_empty() {
         c.push(
             Pos::default(),
@@ -256,6 +263,9 @@ impl<'a> Checker<'a> {
         }
         self.out
             .extend(super::artifact::check_step(self.file, step));
+        for (pos, problem, message, hint) in super::container::step(step) {
+            self.push(pos, problem, message, hint);
+        }
         self.inputs(step, available);
         if let Some(a) = &step.attempts
             && a.value == 0

@@ -47,6 +47,9 @@ pub struct Pipeline {
     /// Limits on what one step may produce (see docs/limits.md).
     #[serde(default)]
     pub limits: Option<super::settings::LimitsConfig>,
+    /// How step directories are made (`strategy: copy` is what treadle does).
+    #[serde(default)]
+    pub workspace: Option<super::container::WorkspaceConfig>,
 }
 
 impl Pipeline {
@@ -311,9 +314,10 @@ pub struct Step {
     /// Artifacts this step makes: an empty directory each, collected after it succeeds.
     #[serde(default)]
     pub outputs: Vec<At<String>>,
-    /// Extra environment variables.
+    /// Extra environment variables: `{ NAME: value }`; a list of names is read as
+    /// `pass_env:` (the spelling of `steps`).
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: super::container::Env,
     /// Variables of treadle's own environment the step's commands inherit besides the
     /// allow-list (API-key variables are never there to pass).
     #[serde(default)]
@@ -334,6 +338,22 @@ pub struct Step {
     /// Deterministic checks of what the step did.
     #[serde(default)]
     pub assert: Option<At<StepAssert>>,
+    /// The container image the step's commands need (treadle has no container runtime:
+    /// such a step fails saying so, and `validate` warns).
+    #[serde(default)]
+    pub image: Option<At<String>>,
+    /// With `image:`, the container's network (`none`, `host`, `bridge`, a name).
+    #[serde(default)]
+    pub network: Option<At<String>>,
+    /// With `image:`, run the container privileged.
+    #[serde(default)]
+    pub privileged: Option<At<bool>>,
+    /// With `image:`, the user the container's commands run as.
+    #[serde(default)]
+    pub user: Option<At<String>>,
+    /// With `image:`, the container's CPU share and memory cap.
+    #[serde(default)]
+    pub container_limits: Option<At<super::container::ContainerLimits>>,
     /// Never replay this step from the cache (it reads something its key cannot see).
     #[serde(default)]
     pub volatile: bool,

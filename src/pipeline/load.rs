@@ -191,7 +191,10 @@ fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
         ),
         YamlError::Message { msg, .. } => d(
             Problem::InvalidValue,
-            msg.clone(),
+            match of_key(text, pos) {
+                key if key.is_empty() => msg.clone(),
+                key => format!("invalid value{key}: {msg}"),
+            },
             "fix the value at this position (see docs/pipelines.md for the format)".to_owned(),
         ),
         YamlError::DuplicateMappingKey { key, .. } => d(

@@ -12,6 +12,7 @@
 //! * `load`: reading and parsing with located errors.
 //! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean.
 //! * `check`: the checks before anything runs.
+//! * `container`: `image:` and its neighbours, `env:` in both spellings, `workspace:`.
 //! * `check_flow`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
 //! * `mcp`: the checks and configs of `mcp_servers:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
@@ -25,6 +26,7 @@ pub mod artifact;
 pub mod at;
 pub mod check;
 pub mod check_flow;
+pub mod container;
 pub mod diagnostic;
 pub mod duration;
 pub mod flow;
@@ -180,6 +182,21 @@ fn checked(
             ..Job::default()
         });
     }
+    for job in &mut pipeline.jobs {
+        env_names_to_pass_env(&mut job.plan);
+        for hook in [
+            &mut job.on_success,
+            &mut job.on_failure,
+            &mut job.on_error,
+            &mut job.on_abort,
+            &mut job.ensure,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            env_names_to_pass_env(std::slice::from_mut(hook.as_mut()));
+        }
+    }
     let problems = check::check(file, &pipeline, scope);
     if !problems.is_empty() {
         return Err(LoadError(problems));
@@ -189,6 +206,43 @@ fn checked(
         dir: dir_of(file),
         pipeline,
     })
+}
+
+/// Moves the names of an `env: [NAME]` list (how `steps` spells it) into `pass_env`, so
+/// everything after loading sees one spelling.
+fn env_names_to_pass_env(steps: &mut [At<Step>]) {
+    for step in steps {
+        if let container::Env::Names(names) = &step.env {
+            let names = names.clone();
+            step.value.pass_env.extend(names);
+            step.value.env = container::Env::default();
+        }
+        let s = &mut step.value;
+        if let Some(d) = &mut s.do_ {
+            env_names_to_pass_env(d);
+        }
+        match &mut s.in_parallel {
+            Some(InParallel::Steps(v)) => env_names_to_pass_env(v),
+            Some(InParallel::Config(c)) => env_names_to_pass_env(&mut c.steps),
+            None => {}
+        }
+        if let Some(r) = &mut s.race {
+            env_names_to_pass_env(&mut r.steps);
+        }
+        for hook in [
+            &mut s.try_,
+            &mut s.on_success,
+            &mut s.on_failure,
+            &mut s.on_error,
+            &mut s.on_abort,
+            &mut s.ensure,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            env_names_to_pass_env(std::slice::from_mut(hook.as_mut()));
+        }
+    }
 }
 
 /// The directory a pipeline file is in (`.` for a bare file name).

@@ -438,6 +438,9 @@ impl<'a> Ctx<'a> {
         cell: Option<&'a Cell>,
     ) -> BoxFuture<'a, Done> {
         async move {
+            if let Some(image) = &step.image {
+                return Done::errored(crate::pipeline::container::no_runtime(&image.value));
+            }
             match step.kind() {
                 Err(e) => Done::errored(e.to_string()),
                 Ok(StepKind::Task(run)) => {

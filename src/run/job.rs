@@ -22,6 +22,12 @@ impl<'a> Ctx<'a> {
         let mut visits = vec![0u32; plan.len()];
         let mut i = 0;
         let mut result = Done::ok();
+        let workspace = self.loaded.pipeline.workspace.as_ref();
+        if let Some(why) = workspace.and_then(crate::pipeline::container::unsupported) {
+            self.skip(plan);
+            result = Done::errored(why);
+            i = plan.len();
+        }
         while i < plan.len() {
             if let Some(done) = self.past_deadline() {
                 self.skip(&plan[i..]);
