@@ -90,6 +90,8 @@ fn main() {
     let server = serve(dir.path());
     let base = server.base.clone();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
+    // reqwest has no TLS provider of its own in this workspace (see treadle_session::tls).
+    treadle_session::tls::install_crypto_provider();
     let client = reqwest::Client::new();
     let run_started = Instant::now();
     let id = rt.block_on(async {

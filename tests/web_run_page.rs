@@ -59,7 +59,9 @@ impl Page {
     fn get(&self, path: &str) -> Value {
         let url = self.server.url(path);
         self.rt.block_on(async {
-            reqwest::get(&url)
+            common::http()
+                .get(&url)
+                .send()
                 .await
                 .expect("GET")
                 .json::<Value>()
@@ -71,7 +73,7 @@ impl Page {
     fn post(&self, path: &str, body: Value) -> Value {
         let url = self.server.url(path);
         self.rt.block_on(async {
-            reqwest::Client::new()
+            common::http()
                 .post(&url)
                 .json(&body)
                 .send()
@@ -327,7 +329,9 @@ fn an_approval_is_answered_from_the_page_and_the_run_goes_on() {
 fn journal(p: &Page, id: u64) -> Vec<(String, Value)> {
     let url = p.server.url(&format!("/api/v1/runs/{id}/events"));
     let body = p.rt.block_on(async {
-        reqwest::get(&url)
+        common::http()
+            .get(&url)
+            .send()
             .await
             .expect("events")
             .text()
