@@ -276,11 +276,10 @@ fn a_block_folds_and_says_what_is_inside() {
 }
 
 #[test]
-#[ignore = "the approvals API (POST /api/v1/runs/{id}/approvals/{seq}) is not on main yet"]
-fn an_approval_is_answered_from_the_page_and_the_run_goes_on() {
-    let yaml = "jobs:\n  - name: main\n    plan:\n      - task: build\n        run: echo built\n      - approval: ship\n        message: Ship the build?\n      - task: publish\n        run: echo published\n";
+fn approvals_are_answered_from_the_page_and_the_run_goes_on() {
+    let yaml = "jobs:\n  - name: main\n    plan:\n      - task: build\n        run: echo built\n      - approval: ship\n        message: Ship the build?\n      - task: publish\n        run: echo published\n      - approval: announce\n        message: Announce it?\n      - task: tell\n        run: echo told\n";
     let Some(p) = Page::start(
-        "an_approval_is_answered_from_the_page_and_the_run_goes_on",
+        "approvals_are_answered_from_the_page_and_the_run_goes_on",
         yaml,
         vec![],
         Duration::ZERO,
@@ -288,6 +287,7 @@ fn an_approval_is_answered_from_the_page_and_the_run_goes_on() {
         return;
     };
     let id = p.start_run();
+    // The first from the run page, with a comment.
     p.open(&format!("/runs/{id}"));
     p.b.wait_for(
         "the approve button",
@@ -307,22 +307,52 @@ fn an_approval_is_answered_from_the_page_and_the_run_goes_on() {
     );
     p.b.type_into(".approval input.ap-comment", "looks good");
     p.b.click(".approval button.approve");
-    p.b.wait_for(
-        "the run to succeed",
-        "document.querySelector('.run-head .badge')?.textContent === 'succeeded'",
-        WAIT,
-    );
-    let run = p.wait_run(id);
-    assert_eq!(run["status"], json!("succeeded"), "{run}");
+    let run = p.get(&format!("/api/v1/runs/{id}"));
     let publish = run["steps"][2]["seq"].as_u64().expect("seq");
     p.b.wait_for(
-        "the last step to pass",
+        "the run to go on",
         &format!("document.querySelector('#step-{publish}')?.classList.contains('st-succeeded')"),
         WAIT,
     );
-    let decided = p.get("/api/v1/approvals?state=decided");
-    assert_eq!(decided[0]["status"], json!("approved"), "{decided}");
-    assert_eq!(decided[0]["by"], json!("web"), "{decided}");
+    // The second from the approvals page: rejected, so the run fails there.
+    p.open("/approvals");
+    p.b.wait_for(
+        "the pending approval",
+        "document.querySelector('.approvals-pending li.approval')?.textContent.includes('Announce it?')",
+        WAIT,
+    );
+    p.b.type_into(".approvals-pending input.ap-comment", "not today");
+    p.b.click(".approvals-pending button.reject");
+    let decided = p.b.wait_for(
+        "two decisions",
+        "document.querySelectorAll('.approvals-decided tbody tr').length === 2 && [...document.querySelectorAll('.approvals-decided tbody tr')].map((r) => [...r.cells].slice(1).map((c) => c.textContent))",
+        WAIT,
+    );
+    assert_eq!(
+        decided,
+        json!([
+            [
+                "announce",
+                "Announce it?",
+                "rejected",
+                "web",
+                decided[0][4],
+                "not today"
+            ],
+            [
+                "ship",
+                "Ship the build?",
+                "approved",
+                "web",
+                decided[1][4],
+                "looks good"
+            ],
+        ]),
+        "{decided}"
+    );
+    let run = p.wait_run(id);
+    assert_eq!(run["status"], json!("failed"), "{run}");
+    assert_eq!(run["steps"][4]["status"], json!("skipped"), "{run}");
 }
 
 /// The run's journal as the API streams it after the run ended: `(kind, data)` in order.

@@ -31,7 +31,7 @@ function pendingRow(a, refresh) {
   const status = h("span", { class: "ap-status" });
   const decide = async (decision) => {
     try {
-      const body = { decision };
+      const body = { decision, by: "web" };
       if (comment.value) body.comment = comment.value;
       await post(`/runs/${a.run}/approvals/${a.seq}`, body);
       await refresh();
@@ -41,7 +41,9 @@ function pendingRow(a, refresh) {
   };
   return h("li", { class: "approval ap-pending", dataset: { run: a.run, seq: a.seq } },
     h("a", { href: `/runs/${a.run}#step-${a.seq}` }, `${a.pipeline} / ${a.job} #${a.run}`), " ",
-    h("strong", null, a.step), " ", h("span", { class: "muted" }, `asked ${ago(a.asked_ms)}`), " ",
+    h("strong", null, a.step), " ", h("span", { class: "muted" }, `asked ${ago(a.asked_ms)}`),
+    a.deadline_ms ? h("span", { class: "muted" }, ` · deadline ${new Date(a.deadline_ms).toISOString().slice(11, 19)} UTC`) : null, " ",
+    a.message ? h("div", { class: "ap-message" }, a.message) : null,
     h("button", { class: "approve", onclick: () => decide("approve") }, "Approve"),
     h("button", { class: "reject", onclick: () => decide("reject") }, "Reject"),
     comment, status);
@@ -49,10 +51,11 @@ function pendingRow(a, refresh) {
 
 function decidedTable(rows) {
   return h("table", { class: "runs" },
-    h("thead", null, h("tr", null, ["run", "step", "decision", "by", "when", "comment"].map((c) => h("th", null, c)))),
+    h("thead", null, h("tr", null, ["run", "step", "question", "decision", "by", "when", "comment"].map((c) => h("th", null, c)))),
     h("tbody", null, rows.map((a) => h("tr", null,
       h("td", null, h("a", { href: `/runs/${a.run}#step-${a.seq}` }, `${a.pipeline} #${a.run}`)),
       h("td", null, a.step),
+      h("td", null, a.message ?? ""),
       h("td", null, badge(a.status)),
       h("td", null, a.by ?? ""),
       h("td", null, ago(a.decided_ms)),

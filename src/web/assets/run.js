@@ -219,7 +219,7 @@ class RunPage {
 
   async decide(step, decision, comment) {
     try {
-      const body = { decision };
+      const body = { decision, by: "web" };
       if (comment) body.comment = comment;
       const answer = await post(`/runs/${this.runId}/approvals/${step.seq}`, body);
       step.approval = { ...step.approval, status: answer?.status ?? decision, by: answer?.by, comment: answer?.comment };
