@@ -31,6 +31,17 @@ impl Page {
     /// `treadle serve` on `yaml`, agents answered by `replies` (each streamed piece after
     /// `delay`), and a browser; `None` (printed) without a browser.
     fn start(test: &str, yaml: &str, replies: Vec<Reply>, delay: Duration) -> Option<Self> {
+        Self::start_with_token(test, yaml, replies, delay, None)
+    }
+
+    /// The same, the server requiring `token` (`--token-env`) when one is given.
+    fn start_with_token(
+        test: &str,
+        yaml: &str,
+        replies: Vec<Reply>,
+        delay: Duration,
+        token: Option<&str>,
+    ) -> Option<Self> {
         let b = Browser::start(test)?;
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         let model = (!replies.is_empty()).then(|| {
@@ -42,11 +53,16 @@ impl Page {
             .expect("scripted server")
         });
         let fixture = Fixture::new(yaml);
-        let env: Vec<(&str, &str)> = model
+        let mut env: Vec<(&str, &str)> = model
             .as_ref()
             .map(|m| vec![("TREADLE_LOCAL_URL", m.base_url())])
             .unwrap_or_default();
-        let server = Server::start(fixture.path(), &["treadle.yml"], &env);
+        let mut args = vec!["treadle.yml"];
+        if let Some(token) = token {
+            env.push(("TREADLE_PAGE_TOKEN", token));
+            args.extend(["--token-env", "TREADLE_PAGE_TOKEN"]);
+        }
+        let server = Server::start(fixture.path(), &args, &env);
         Some(Self {
             rt,
             _model: model,
@@ -664,4 +680,46 @@ fn a_run_is_cancelled_from_the_page_and_the_list_charts_the_runs() {
         json!([]),
     );
     assert_eq!(charts, json!([["slow", 1], ["quick", 2]]), "{charts}");
+}
+
+#[test]
+fn the_page_carries_the_token_it_was_opened_with() {
+    let token = "page-token-5d1f0c";
+    let Some(p) = Page::start_with_token(
+        "the_page_carries_the_token_it_was_opened_with",
+        "jobs:\n  - name: main\n    plan:\n      - task: hello\n        run: echo hello\n",
+        vec![],
+        Duration::ZERO,
+        Some(token),
+    ) else {
+        return;
+    };
+    p.b.goto(&p.server.url(&format!("/#token={token}")));
+    p.b.wait_for(
+        "the page to load",
+        "document.body.dataset.ready === 'true'",
+        WAIT,
+    );
+    let kept = p.b.eval(
+        "return [location.hash, sessionStorage.getItem('treadle.token'), history.length]",
+        json!([]),
+    );
+    assert_eq!(kept[0], json!(""), "the token left in the address: {kept}");
+    assert_eq!(kept[1], json!(token), "{kept}");
+    // The API refuses a request without it, so the page works because it sends it.
+    let bare =
+        p.b.eval_async("return (await fetch('/api/v1/runs')).status", json!([]));
+    assert_eq!(bare, json!(401));
+    p.b.click("button.start");
+    p.b.wait_for(
+        "the run to succeed on its page (snapshot and event stream)",
+        "document.querySelector('.run-head .badge')?.textContent === 'succeeded' && document.body.dataset.stream === 'ended'",
+        WAIT,
+    );
+    p.b.click("#step-0 > .row .name");
+    let output = p.b.eval(
+        "return document.querySelector('#step-0 pre.output')?.textContent",
+        json!([]),
+    );
+    assert_eq!(output, json!("hello"));
 }
