@@ -22,6 +22,7 @@
 //! * [`web`]: the page of `treadle serve` (HTML, CSS and JavaScript in the binary).
 //! * [`telemetry`]: tracing to stderr (`--log`, `--log-format`) and the run, job and step
 //!   spans.
+//! * [`needs`]: the programs a run needs on PATH (`sh`, `git`), checked before it starts.
 //! * [`cli`]: the `treadle` command's grammar and commands (`main.rs` only calls it).
 //! * `console`: writing to stdout and stderr without panicking when they are closed.
 
@@ -37,6 +38,7 @@ pub mod confine;
 mod console;
 pub mod environ;
 pub mod model_tape;
+pub mod needs;
 pub mod pipeline;
 pub mod resource;
 pub mod run;

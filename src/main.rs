@@ -8,12 +8,8 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = treadle::cli::Cli::parse();
-    if let Err(e) = treadle::telemetry::init(&cli.log_options()) {
-        // Not `eprintln!`: it panics when stderr is closed.
-        let _ = writeln!(std::io::stderr(), "treadle: {e}");
-        return ExitCode::from(treadle::cli::EXIT_CONFIG);
-    }
-    // SAFETY: no other thread exists yet; the runtime is built below.
+    // SAFETY: no other thread exists yet; the runtime (and the span exporter's thread) are
+    // started below.
     unsafe { treadle::environ::take_keys(treadle::cli::key_vars(&cli)) };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -29,5 +25,15 @@ fn main() -> ExitCode {
             return ExitCode::from(treadle::cli::EXIT_CONFIG);
         }
     };
-    ExitCode::from(runtime.block_on(treadle::cli::dispatch(cli)))
+    let telemetry = match treadle::telemetry::init(&cli.log_options(), runtime.handle().clone()) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "treadle: {e}");
+            return ExitCode::from(treadle::cli::EXIT_CONFIG);
+        }
+    };
+    let code = runtime.block_on(treadle::cli::dispatch(cli));
+    // The last spans are exported on the runtime, so before it is dropped.
+    telemetry.finish();
+    ExitCode::from(code)
 }

@@ -227,6 +227,20 @@ impl Cli {
     }
 }
 
+/// Checks that the programs the pipeline runs (`sh`, `git`) are on PATH, or says which is
+/// missing: `Err` is the exit code (2).
+fn needs_or_exit(loaded: &Loaded) -> Result<(), u8> {
+    let missing = crate::needs::missing(&loaded.pipeline);
+    for m in &missing {
+        crate::console::tell!("{m}");
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(EXIT_CONFIG)
+    }
+}
+
 /// Loads and checks the pipeline, or prints why not: `Err` is the exit code (2).
 /// `job`: only this job's agents need resolvable models; `machine`: also check that this
 /// machine can run it (`validate`).

@@ -33,6 +33,9 @@ pub(super) async fn run(
         Ok(l) => l,
         Err(code) => return code,
     };
+    if let Err(code) = super::needs_or_exit(&loaded) {
+        return code;
+    }
     let tape = match tape_args.open(&loaded, job.as_deref()) {
         Ok(t) => t,
         Err(e) => {

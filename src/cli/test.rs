@@ -18,6 +18,9 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
         Ok(l) => l,
         Err(code) => return code,
     };
+    if let Err(code) = super::needs_or_exit(&loaded) {
+        return code;
+    }
     let state_path = run::state_path(file, state);
     let store = match run::open_store(state_path).await {
         Ok(s) => s,

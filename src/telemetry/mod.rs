@@ -4,15 +4,20 @@
 //! # Layout
 //!
 //! * `spans`: the run, job and step spans.
+//! * `otlp`: export of the spans over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 //!
 //! Without `--log` or `RUST_LOG` only warnings and errors are shown: the runtime's
 //! warnings (a journal write that failed, a hook that panicked) always reach stderr unless
 //! a filter asks for less.
 
+mod otlp;
 pub mod spans;
 
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::Level;
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::EnvFilter;
+use tracing_subscriber::Registry;
+use tracing_subscriber::filter::{EnvFilter, Targets};
 use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -55,6 +60,27 @@ pub enum TelemetryError {
         /// What the parser said.
         detail: String,
     },
+    /// The OTLP exporter cannot be set up (an invalid endpoint, say).
+    #[error("cannot export traces over OTLP: {0}")]
+    Otlp(String),
+}
+
+/// The telemetry of the process, live until [`Telemetry::finish`].
+#[must_use = "finish() sends the spans not yet exported"]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Sends the spans not yet exported (waiting for the collector at most its timeout).
+    /// Call it while the runtime given to [`init`] still runs: the export runs on it.
+    pub fn finish(self) {
+        if let Some(provider) = self.provider
+            && let Err(e) = provider.shutdown()
+        {
+            crate::console::tell!("treadle: the last spans could not be exported over OTLP: {e}");
+        }
+    }
 }
 
 /// The stderr filter: `--log`, else `RUST_LOG`, else [`DEFAULT_FILTER`].
@@ -73,8 +99,12 @@ fn filter(options: &LogOptions) -> Result<EnvFilter, TelemetryError> {
         })
 }
 
-/// Installs the process's subscriber: log lines to stderr, filtered. Call once, early.
-pub fn init(options: &LogOptions) -> Result<(), TelemetryError> {
+/// Installs the process's subscriber: log lines to stderr, filtered, and the spans over
+/// OTLP when the environment names an endpoint (exported on `runtime`). Call once, early.
+pub fn init(
+    options: &LogOptions,
+    runtime: tokio::runtime::Handle,
+) -> Result<Telemetry, TelemetryError> {
     let filter = filter(options)?;
     // A closed span is logged with its fields (tokens, status) at its own level, so
     // `--log info` shows each model call, tool call and step as it ends.
@@ -82,18 +112,32 @@ pub fn init(options: &LogOptions) -> Result<(), TelemetryError> {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_span_events(FmtSpan::CLOSE);
-    let registry = tracing_subscriber::registry();
-    // `try_init`: a second call (tests calling `dispatch` twice) keeps the first subscriber.
-    let _ = match options.format {
-        LogFormat::Plain => registry.with(base.with_filter(filter)).try_init(),
-        LogFormat::Json => registry
-            .with(
-                base.json()
-                    .with_current_span(true)
-                    .with_span_list(true)
-                    .with_filter(filter),
-            )
-            .try_init(),
+    let stderr: Box<dyn Layer<Registry> + Send + Sync> = match options.format {
+        LogFormat::Plain => base.with_filter(filter).boxed(),
+        LogFormat::Json => base
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .with_filter(filter)
+            .boxed(),
     };
-    Ok(())
+    let provider = if otlp::wanted() {
+        Some(otlp::provider(runtime)?)
+    } else {
+        None
+    };
+    // Only treadle's own spans are exported, whatever the stderr filter says; the HTTP
+    // stack's (the exporter's own requests among them) never are.
+    let exported = Targets::new()
+        .with_target("treadle", Level::INFO)
+        .with_target("treadle_session", Level::INFO);
+    let otel = provider
+        .as_ref()
+        .map(|p| otlp::layer(p).with_filter(exported));
+    // `try_init`: a second call (tests calling `dispatch` twice) keeps the first subscriber.
+    let _ = tracing_subscriber::registry()
+        .with(stderr)
+        .with(otel)
+        .try_init();
+    Ok(Telemetry { provider })
 }
