@@ -73,10 +73,28 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
             summary(format!("test {job} ... FAILED ({took}): {why}"));
         }
     }
-    summary(format!(
-        "{} passed, {failed} failed",
-        results.len() - failed
-    ));
+    let mut passed = results.len() - failed;
+    if let Some(expected) = loaded
+        .pipeline
+        .assert
+        .as_ref()
+        .and_then(|a| a.execution.as_ref())
+        && !cancel.is_cancelled()
+    {
+        let ran: Vec<&str> = results.iter().map(|r| r.0.as_str()).collect();
+        if *expected == ran {
+            passed += 1;
+            summary("test (pipeline assert) ... ok".to_owned());
+        } else {
+            failed += 1;
+            summary(format!(
+                "test (pipeline assert) ... FAILED: assert execution: expected the jobs [{}] to run, but [{}] ran",
+                expected.join(", "),
+                ran.join(", ")
+            ));
+        }
+    }
+    summary(format!("{passed} passed, {failed} failed"));
     if cancel.is_cancelled() {
         watch.exit_code(EXIT_INTERRUPTED)
     } else if failed > 0 {

@@ -119,7 +119,7 @@ pub fn visit_job(job: &Job, f: &mut dyn FnMut(&Step)) {
     }
 }
 
-fn visit_step(step: &Step, f: &mut dyn FnMut(&Step)) {
+pub(crate) fn visit_step(step: &Step, f: &mut dyn FnMut(&Step)) {
     f(step);
     match step.kind() {
         Ok(StepKind::Do(steps)) => steps.iter().for_each(|s| visit_step(s, f)),
@@ -228,8 +228,10 @@ impl<'a> Checker<'a> {
         for (_, hook) in job.hooks() {
             self.step(hook, &mut available.clone());
         }
-        self.routes(job);
-        for (pos, problem, message, hint) in super::check_flow::job(job) {
+        for (pos, problem, message, hint) in super::check_flow::routes(job)
+            .into_iter()
+            .chain(super::check_flow::job(job))
+        {
             self.push(pos, problem, message, hint);
         }
     }
@@ -476,60 +478,6 @@ impl<'a> Checker<'a> {
                     "each verdict is one `- choice: step` entry",
                     "write one verdict per list item, e.g. `- approve: publish`",
                 );
-            }
-        }
-    }
-
-    fn routes(&mut self, job: &'a Job) {
-        let names: Vec<String> = job.plan.iter().map(|s| s.display_name()).collect();
-        for (index, top) in job.plan.iter().enumerate() {
-            let mut routes = Vec::new();
-            visit_step(top, &mut |s| {
-                routes.extend(
-                    s.all_routes()
-                        .into_iter()
-                        .map(|(v, t)| (v.to_owned(), t.clone())),
-                )
-            });
-            for (verdict, target) in routes {
-                if target.value == "next" {
-                    continue;
-                }
-                let Some(to) = names.iter().position(|n| *n == target.value) else {
-                    let hint = match did_you_mean(&target.value, names.iter().map(String::as_str)) {
-                        Some(n) => format!(
-                            "did you mean `{n}`? a verdict routes to a top-level step of job `{}`, or to `next`",
-                            job.name.value
-                        ),
-                        None => format!("route to one of: next, {}", names.join(", ")),
-                    };
-                    self.push(
-                        target.pos,
-                        Problem::MissingRoute,
-                        format!(
-                            "verdict `{verdict}` routes to `{}`, which is not a step of job `{}`",
-                            target.value, job.name.value
-                        ),
-                        hint,
-                    );
-                    continue;
-                };
-                // Either end of a backward route may carry the bound: the step that is
-                // routed back to (treadle's spelling) or the step routing (steps').
-                if to <= index && job.plan[to].max_visits.is_none() && top.max_visits.is_none() {
-                    self.push(
-                        target.pos,
-                        Problem::UnboundedLoop,
-                        format!(
-                            "verdict `{verdict}` routes back to `{}` without a bound",
-                            target.value
-                        ),
-                        format!(
-                            "add `max_visits: N` to step `{}` so the loop ends",
-                            target.value
-                        ),
-                    );
-                }
             }
         }
     }

@@ -1,4 +1,4 @@
-//! The checks of the control-flow keys of a step: `when:`, `to:`, `verdicts:` entries,
+//! The checks of the control-flow keys: routes (`to:`, `verdicts:`) and their bounds, `when:`,
 //! `race:`, `across:` (its axes, `from_file:` paths, `{{ .vars.NAME }}` uses,
 //! `max_in_flight:`), `max_visits:`, and which of them may sit where.
 //!
@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use super::at::{At, Pos};
-use super::diagnostic::Problem;
+use super::diagnostic::{Problem, did_you_mean};
 use super::flow::{FAILURE_VERDICT, Race, Verdict};
 use super::format::{RunSpec, Step};
 use super::kind::StepKind;
@@ -25,9 +25,92 @@ fn finding(
     (pos, problem, message.into(), hint.into())
 }
 
+/// Every route (`to:`, `verdicts:`) lands on a step of the job's plan (or `next`), and a
+/// backward one is bounded by `max_visits` on either end.
+pub fn routes(job: &super::format::Job) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let names: Vec<String> = job.plan.iter().map(|s| s.display_name()).collect();
+    for (index, top) in job.plan.iter().enumerate() {
+        let mut routes = Vec::new();
+        super::check::visit_step(top, &mut |s| {
+            routes.extend(
+                s.all_routes()
+                    .into_iter()
+                    .map(|(v, t)| (v.to_owned(), t.clone())),
+            )
+        });
+        for (verdict, target) in routes {
+            if target.value == "next" {
+                continue;
+            }
+            let Some(to) = names.iter().position(|n| *n == target.value) else {
+                let hint = match did_you_mean(&target.value, names.iter().map(String::as_str)) {
+                    Some(n) => format!(
+                        "did you mean `{n}`? a route goes to a top-level step of job `{}`, or to `next`",
+                        job.name.value
+                    ),
+                    None => format!("route to one of: next, {}", names.join(", ")),
+                };
+                out.push(finding(
+                    target.pos,
+                    Problem::MissingRoute,
+                    format!(
+                        "`{verdict}` routes to `{}`, which is not a step of job `{}`",
+                        target.value, job.name.value
+                    ),
+                    hint,
+                ));
+                continue;
+            };
+            // Either end of a backward route may carry the bound: the step that is
+            // routed back to (treadle's spelling) or the step routing (steps').
+            if to <= index && job.plan[to].max_visits.is_none() && top.max_visits.is_none() {
+                out.push(finding(
+                    target.pos,
+                    Problem::UnboundedLoop,
+                    format!(
+                        "`{verdict}` routes back to `{}` without a bound",
+                        target.value
+                    ),
+                    format!(
+                        "add `max_visits: N` to step `{}` so the loop ends",
+                        target.value
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Checks the control-flow keys of every step of a job.
 pub fn job(job: &super::format::Job) -> Vec<Finding> {
     let mut out = Vec::new();
+    for (key, value) in [
+        ("max_in_flight", &job.max_in_flight),
+        ("max_consecutive_failures", &job.max_consecutive_failures),
+    ] {
+        if let Some(v) = value
+            && v.value == 0
+        {
+            out.push(finding(
+                v.pos,
+                Problem::InvalidValue,
+                format!("`{key}` must be at least 1"),
+                format!("write `{key}: 1` or more, or leave it out"),
+            ));
+        }
+    }
+    if let Some(t) = &job.timeout
+        && t.value.0.is_zero()
+    {
+        out.push(finding(
+            t.pos,
+            Problem::InvalidValue,
+            "a job `timeout` of zero lets no step start",
+            "give the job time, e.g. `timeout: 30m`, or leave it out",
+        ));
+    }
     for s in &job.plan {
         walk(s, true, &mut out);
     }

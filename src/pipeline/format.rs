@@ -50,6 +50,18 @@ pub struct Pipeline {
     /// How step directories are made (`strategy: copy` is what treadle does).
     #[serde(default)]
     pub workspace: Option<super::container::WorkspaceConfig>,
+    /// Checks on the whole file under `treadle test`: the jobs that ran, in order.
+    #[serde(default)]
+    pub assert: Option<PipelineAssert>,
+}
+
+/// `assert:` at the top level of the file.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineAssert {
+    /// The names of the jobs `treadle test` ran, in order.
+    #[serde(default)]
+    pub execution: Option<Vec<String>>,
 }
 
 impl Pipeline {
@@ -178,6 +190,25 @@ pub struct Job {
     /// Checks on the whole job once it ends.
     #[serde(default)]
     pub assert: Option<JobAssert>,
+    /// At most one run of this job at a time. Always true of treadle: one process runs
+    /// the jobs of a state file, one run at a time.
+    #[serde(default)]
+    pub serial: Option<bool>,
+    /// Jobs sharing a group never run at the same time (always true of treadle, as
+    /// `serial`).
+    #[serde(default)]
+    pub serial_groups: Vec<String>,
+    /// At most this many runs of this job at a time (treadle runs one at a time).
+    #[serde(default)]
+    pub max_in_flight: Option<At<u32>>,
+    /// For a trigger that runs jobs on its own: whether a shutdown may interrupt this
+    /// job. treadle has no such trigger, so `validate` warns that it has no effect.
+    #[serde(default)]
+    pub interruptible: Option<bool>,
+    /// For a trigger that runs jobs on its own: pause the job after this many failed runs
+    /// in a row. treadle has no such trigger, so `validate` warns that it has no effect.
+    #[serde(default)]
+    pub max_consecutive_failures: Option<At<u32>>,
     /// Token budget shared by every agent step of the job.
     #[serde(default)]
     pub budget: Option<Budget>,
