@@ -15,7 +15,7 @@ use treadle_session::{FnTool, Session, ToolError};
 /// Logs each operation as it begins and ends, and refuses `delete_file`.
 struct AuditHook;
 
-#[async_trait::async_trait]
+#[treadle_session::async_trait]
 impl Hook for AuditHook {
     fn name(&self) -> &str {
         "audit"

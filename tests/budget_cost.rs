@@ -110,7 +110,7 @@ async fn prices_use_the_model_the_server_reports_serving() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn runs_cost_does_not_count_steps_replayed_from_the_cache() {
+async fn runs_cost_does_not_count_steps_cached_from_the_cache() {
     let server = ScriptedServer::start(Script::new([Reply::text("answer").usage(40, 20)]))
         .await
         .expect("server");

@@ -581,7 +581,7 @@ async fn execute(
         result = run => match result {
             Ok(Ok(text)) => (text, false, false),
             Ok(Err(error)) => (error.0, true, false),
-            Err(panic) => (format!("tool {} panicked: {}", call.name, panic_message(&panic)), true, false),
+            Err(panic) => (format!("tool {} panicked: {}", call.name, crate::tool::panic_message(&panic)), true, false),
         },
     };
     if canceled {
@@ -596,14 +596,4 @@ async fn execute(
             .await;
     }
     (content, is_error, canceled)
-}
-
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_owned()
-    }
 }

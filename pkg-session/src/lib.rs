@@ -1,43 +1,71 @@
-//! The treadle runtime: sessions, loop actors, turns, inference, tools, journal and hub.
+//! An agent loop harness: a [`Session`] runs turns against any OpenAI-compatible endpoint,
+//! calls your tools, lets hooks observe or veto every operation, and journals every
+//! enduring event (on redb) before anyone sees it.
 //!
-//! The rules the runtime keeps (comments cite them as "rule N") are stated, each with the
-//! proof that checks it, in `docs/rules.md`.
+//! # Quick start
 //!
-//! # Layout
+//! One turn with a custom tool, streamed as it happens. A turn ends in exactly one way;
+//! [`TurnReport::answer`] makes a failed or interrupted turn an error.
 //!
-//! * `session` and `builder`: the [`Session`] handle and its [`SessionBuilder`], the public face of the crate.
-//! * `stream`: [`Session::stream`], one turn's events ending with its [`TurnReport`].
-//! * `protocol`: the loop actor's messages (`LoopMsg`, `StepCommit`, turn coordinates);
-//!   actor, turn and batch depend on it, never on each other.
-//! * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
-//! * `context`: what every turn of a loop shares (model client, tools, hooks, hub).
-//! * `turn`: the task that runs one turn, step by step, outside the actor.
-//! * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
-//!   JSON schema, authorized by the guards in call order, then run in parallel (at most
-//!   `max_parallel_tools`), sequential tools alone, same write targets in call order.
-//! * [`gate`]: permission gates for guards that answer `Ask`, and [`Session::respond_gate`].
-//! * `subject`: the typed [`GateSubject`] of a tool-call gate, as journaled.
-//! * `repair`: malformed tool-call arguments (fences, single quotes, unquoted keys,
-//!   trailing commas, truncation) rewritten into the object meant, before anything reads them.
-//! * `text_calls`: a text answer made only of tool calls (bare JSON, fenced, or in
-//!   `<tool_call>` tags) taken as those calls.
-//! * `repeats`: loop detection, the same tool call with the same result again and again.
-//! * `approvals`: the remembered [`Approvals`] (`ApproveAlways`).
-//! * `restore`: what restore reads from the journal (history, turns, open gates).
-//! * `resume`: settles the in-flight turns restore found, resuming one parked on a gate.
-//! * `delegate`: sub-agents, loops the main agent delegates to through a tool.
-//! * `typed`: [`Session::ask`], answers in a typed shape.
-//! * `error`: the typed errors of the session API, one enum per operation.
-//! * [`inference`]: streaming chat completions from any OpenAI-compatible endpoint.
-//! * [`tool`]: the [`Tool`] trait (with `sequential` and `write_target` for scheduling).
+//! ```no_run
+//! use treadle_session::event::{DeltaKind, EventKind};
+//! use treadle_session::{FnTool, Session, TurnItem};
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Add {
+//!     a: i64,
+//!     b: i64,
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let session = Session::builder()
+//!     .endpoint("http://127.0.0.1:8091/v1")
+//!     .model("qwen2.5-coder-0.5b")
+//!     .journal_path(".treadle/journal.redb") // or none: a temporary one
+//!     .tool(FnTool::plain("add", "Adds two integers.", |x: Add| x.a + x.b))
+//!     .start()
+//!     .await?;
+//! let mut turn = session.stream("What is 2 + 3?").await?;
+//! while let Some(item) = turn.next().await {
+//!     match item? {
+//!         TurnItem::Event(event) => {
+//!             if let EventKind::TokenDelta { kind: DeltaKind::Text, text, .. } = &event.kind {
+//!                 print!("{text}");
+//!             }
+//!         }
+//!         TurnItem::End(report) => println!("\nanswer: {}", report.answer()?),
+//!     }
+//! }
+//! session.shutdown().await; // or drop the last handle
+//! # Ok(()) }
+//! ```
+//!
+//! Next: [`Session::run`] for a turn's report without its events; [`Session::subscribe`]
+//! and [`Session::subscribe_from`] (journaled events, a [`CatchUpItem::CaughtUp`] mark,
+//! then live ones) for every event; [`SessionBuilder::hook`] for a [`hook::Hook`] plugin
+//! (each call carries an operation id and its start time) and [`hook::Policy`] for
+//! allow/deny/ask rules; [`SessionBuilder::on_gate`] to answer the permission gates an
+//! `ask` opens; [`SessionBuilder::restore`] to rebuild a session from its journal (which
+//! records a `SessionRestored` event). The runnable programs are in `examples/`, and
+//! `docs/library.md` is the guide. The rules the runtime keeps are stated, each with the
+//! proof that checks it, in `docs/rules.md` (comments cite them as "rule N").
+//!
+//! # Layout (public modules)
+//!
+//! * [`hub`]: fan-out of a session's events to subscribers; [`Subscription`] and the
+//!   [`CatchUp`] stream of [`Session::subscribe_from`].
+//! * [`inference`]: the model endpoint's configuration ([`ModelConfig`], [`ApiKey`],
+//!   [`RetryPolicy`]) and what a completion returns.
+//! * [`journal`]: the durable, append-only event log on redb ([`Journal`]).
+//! * [`gate`]: permission gates for guards that answer `Ask`, answered with
+//!   [`Session::respond_gate`] or an `on_gate` handler.
+//! * [`tool`]: the [`Tool`] trait and [`FnTool`], tools from plain functions.
 //! * [`mcp`]: tools served by MCP servers.
-//! * [`journal`]: the durable, append-only event log on redb.
-//! * `redact`: [`Secrets`], scrubbed from each assistant message where a turn materialises
-//!   it (plain, reversed, hex, percent-encoded and base64 forms).
-//! * [`hub`]: fan-out of events to subscribers.
-//! * `trace`: the tracing spans (session, turn, model call, tool call, gate wait) and their
-//!   GenAI semantic-convention fields.
 //! * [`tls`]: the rustls crypto provider (*ring*) installed before any HTTPS client is built.
+//! * [`event`] and [`hook`]: the `treadle-event` and `treadle-hook` crates, re-exported.
+//!
+//! Everything else ([`Session`], [`SessionBuilder`], [`TurnStream`], errors) is at the
+//! crate root.
 
 pub mod hub;
 pub mod inference;
@@ -45,6 +73,33 @@ pub mod journal;
 pub mod mcp;
 pub mod tls;
 
+// The private modules, for readers of the source:
+// * `session` and `builder`: the `Session` handle and its `SessionBuilder`.
+// * `stream`: `Session::stream`, one turn's events ending with its `TurnReport`.
+// * `protocol`: the loop actor's messages (`LoopMsg`, `StepCommit`, turn coordinates);
+//   actor, turn and batch depend on it, never on each other.
+// * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
+// * `context`: what every turn of a loop shares (model client, tools, hooks, hub).
+// * `turn`: the task that runs one turn, step by step, outside the actor.
+// * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
+//   JSON schema, authorized by the guards in call order, then run in parallel (at most
+//   `max_parallel_tools`), sequential tools alone, same write targets in call order.
+// * `subject`: the typed `GateSubject` of a tool-call gate, as journaled.
+// * `repair`: malformed tool-call arguments (fences, single quotes, unquoted keys,
+//   trailing commas, truncation) rewritten into the object meant, before anything reads them.
+// * `text_calls`: a text answer made only of tool calls (bare JSON, fenced, or in
+//   `<tool_call>` tags) taken as those calls.
+// * `repeats`: loop detection, the same tool call with the same result again and again.
+// * `approvals`: the remembered `Approvals` (`ApproveAlways`).
+// * `restore`: what restore reads from the journal (history, turns, open gates).
+// * `resume`: settles the in-flight turns restore found, resuming one parked on a gate.
+// * `delegate`: sub-agents, loops the main agent delegates to through a tool.
+// * `typed`: `Session::ask`, answers in a typed shape.
+// * `error`: the typed errors of the session API, one enum per operation.
+// * `redact`: `Secrets`, scrubbed from each assistant message where a turn materialises
+//   it (plain, reversed, hex, percent-encoded and base64 forms).
+// * `trace`: the tracing spans (session, turn, model call, tool call, gate wait) and their
+//   GenAI semantic-convention fields.
 mod actor;
 mod approvals;
 mod batch;
@@ -93,6 +148,11 @@ pub use treadle_event as event;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeSnippet;
+
+/// The code of docs/library.md, compiled as doc tests too.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/library.md")]
+pub struct LibraryGuide;
 pub use treadle_event::GateAnswer;
 pub use treadle_hook as hook;
 pub use typed::AskError;

@@ -62,8 +62,9 @@ pub(crate) enum Mode {
     Replay { of: u64, from: u32 },
 }
 
+/// The keys of one run's steps, filled in as the run goes.
 #[derive(Default)]
-pub(crate) struct Live {
+pub(crate) struct RunKeys {
     /// Keys of leaf steps, by outline seq.
     pub keys: HashMap<u32, Digest>,
     /// Parts of the keys of steps that will run (for storing their outcome).
@@ -93,7 +94,7 @@ pub struct StepCache {
     pub(crate) mode: Mode,
     pub(crate) max_size: u64,
     pub(crate) git_dir: PathBuf,
-    pub(crate) live: Mutex<Live>,
+    pub(crate) live: Mutex<RunKeys>,
     pub(crate) link: Option<RunLink>,
 }
 
@@ -155,7 +156,7 @@ impl StepCache {
             mode,
             max_size,
             git_dir: state_dir.join("git"),
-            live: Mutex::new(Live::default()),
+            live: Mutex::new(RunKeys::default()),
             link,
         })
     }
@@ -187,7 +188,7 @@ impl StepCache {
         matches!(self.mode, Mode::Replay { from, .. } if seq >= from)
     }
 
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Live) -> R) -> Option<R> {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut RunKeys) -> R) -> Option<R> {
         self.live.lock().ok().map(|mut l| f(&mut l))
     }
 

@@ -20,8 +20,8 @@ use crate::resource::{ResourceError, ops};
 
 /// What a run would do with one step.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Replayed from the cache, recorded by this run.
+pub enum Planned {
+    /// Taken from the cache, recorded by this run.
     Cached(u64),
     /// Run, for these reasons.
     Run(Vec<String>),
@@ -41,7 +41,7 @@ pub struct Line {
     /// Its kind.
     pub kind: Kind,
     /// What would happen.
-    pub verdict: Verdict,
+    pub verdict: Planned,
 }
 
 struct Walk<'a> {
@@ -91,8 +91,8 @@ impl Walk<'_> {
         let verdict = match s.kind() {
             Ok(
                 StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_) | StepKind::Race(_),
-            ) => Verdict::Container,
-            _ if hook => Verdict::Hook,
+            ) => Planned::Container,
+            _ if hook => Planned::Hook,
             _ => self.leaf(s, entry.seq, &entry.path),
         };
         self.lines.push(Line {
@@ -113,13 +113,13 @@ impl Walk<'_> {
         }
     }
 
-    fn leaf(&mut self, s: &At<Step>, seq: u32, path: &str) -> Verdict {
+    fn leaf(&mut self, s: &At<Step>, seq: u32, path: &str) -> Planned {
         let outputs = super::lookup::produced(s);
         let (verdict, key) = self.judge(s, seq, path);
         // A key that cannot be known stands for "different from anything recorded".
         let key = key.unwrap_or_else(|| blake3::hash(format!("unknown {seq}").as_bytes()).into());
         self.keys.insert(seq, key);
-        if let Verdict::Cached(_) = verdict {
+        if let Planned::Cached(_) = verdict {
             let recorded = self
                 .records
                 .and_then(|r| r.entry(&key).ok().flatten())
@@ -136,7 +136,7 @@ impl Walk<'_> {
         verdict
     }
 
-    fn judge(&self, s: &At<Step>, seq: u32, path: &str) -> (Verdict, Option<Digest>) {
+    fn judge(&self, s: &At<Step>, seq: u32, path: &str) -> (Planned, Option<Digest>) {
         let mut inputs = std::collections::BTreeMap::new();
         let mut unknown = Vec::new();
         for i in &s.inputs {
@@ -150,20 +150,20 @@ impl Walk<'_> {
         let version = match s.kind() {
             Ok(StepKind::Get(res)) => match self.version(&res.value) {
                 Ok(v) => Some(v),
-                Err(e) => return (Verdict::Run(vec![e.to_string()]), None),
+                Err(e) => return (Planned::Run(vec![e.to_string()]), None),
             },
             _ => None,
         };
         let agent = match s.kind() {
             Ok(StepKind::Agent(_)) => match AgentStep::build(self.loaded, s) {
                 Ok(a) => Some(a),
-                Err(e) => return (Verdict::Run(vec![e.to_string()]), None),
+                Err(e) => return (Planned::Run(vec![e.to_string()]), None),
             },
             _ => None,
         };
         let config = match key::config(self.loaded, s, version.as_deref(), agent.as_ref()) {
             Ok(c) => key::config_digest(&c),
-            Err(e) => return (Verdict::Run(vec![e.to_string()]), None),
+            Err(e) => return (Planned::Run(vec![e.to_string()]), None),
         };
         let parts = KeyParts {
             kind: Kind::of(s).to_string(),
@@ -173,14 +173,14 @@ impl Walk<'_> {
         };
         let key = parts.key();
         if !unknown.is_empty() {
-            return (Verdict::Run(unknown), None);
+            return (Planned::Run(unknown), None);
         }
         let Some(records) = self.records else {
-            return (Verdict::Run(vec!["never ran".to_owned()]), Some(key));
+            return (Planned::Run(vec!["never ran".to_owned()]), Some(key));
         };
         let replayable = crate::cache::lookup::replayable(s);
         if replayable && let Ok(Some(o)) = records.entry(&key) {
-            return (Verdict::Cached(o.run), Some(key));
+            return (Planned::Cached(o.run), Some(key));
         }
         let mut why = match records.last(&self.job.name.value, path) {
             Ok(Some(old)) => parts.changes(&old),
@@ -196,7 +196,7 @@ impl Walk<'_> {
                 _ => "unchanged, but its cache entry was evicted or is corrupt".to_owned(),
             });
         }
-        (Verdict::Run(why), Some(key))
+        (Planned::Run(why), Some(key))
     }
 
     fn version(&self, resource: &str) -> Result<String, ResourceError> {
@@ -209,10 +209,10 @@ pub fn render(job: &str, lines: &[Line]) -> String {
     let mut out = format!("job {job}\n");
     for l in lines {
         let what = match &l.verdict {
-            Verdict::Cached(run) => format!("cached (from run {run})"),
-            Verdict::Run(why) => format!("would run: {}", why.join("; ")),
-            Verdict::Container => String::new(),
-            Verdict::Hook => "when its hook fires".to_owned(),
+            Planned::Cached(run) => format!("cached (from run {run})"),
+            Planned::Run(why) => format!("would run: {}", why.join("; ")),
+            Planned::Container => String::new(),
+            Planned::Hook => "when its hook fires".to_owned(),
         };
         out.push_str(&format!(
             "  {}{} [{}] {what}\n",

@@ -39,7 +39,7 @@ impl Total {
         }
     }
 
-    /// What `steps` spent in their run: a step replayed from the cache spent nothing.
+    /// What `steps` spent in their run: a step taken from the cache spent nothing.
     fn of(steps: &[StepRecord]) -> Self {
         let mut t = Self::default();
         for s in steps {
@@ -49,7 +49,7 @@ impl Total {
     }
 
     fn step(&mut self, s: &StepRecord) {
-        if let (Some(u), None) = (&s.usage, s.replayed_from) {
+        if let (Some(u), None) = (&s.usage, s.cached_from) {
             self.add(u);
         }
     }
@@ -131,7 +131,7 @@ pub(super) fn print_steps(list: &[StepRecord]) {
     say!("{:<24} {:<20} {HEADER}", "step", "model");
     for s in list.iter().filter(|s| s.usage.is_some()) {
         let mut t = Total::default();
-        let model = match s.replayed_from {
+        let model = match s.cached_from {
             Some(run) => format!("replayed (run {run})"),
             None => s
                 .usage

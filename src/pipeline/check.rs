@@ -186,7 +186,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn push_finding(&mut self, (pos, problem, message, hint): mcp::Finding) {
+    fn push_finding(&mut self, (pos, problem, message, hint): super::check_flow::Finding) {
         self.push(pos, problem, message, hint);
     }
 

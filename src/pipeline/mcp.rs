@@ -13,6 +13,7 @@ use treadle_session::mcp::{DEFAULT_CALL_TIMEOUT, McpServerConfig, McpTransport};
 
 use super::at::Pos;
 use super::check::find_program;
+use super::check_flow::Finding;
 use super::diagnostic::Problem;
 use super::format::{Agent, McpServerSpec};
 
@@ -73,9 +74,6 @@ fn config(spec: &McpServerSpec) -> Option<McpServerConfig> {
         call_timeout: DEFAULT_CALL_TIMEOUT,
     })
 }
-
-/// Where a check found a problem: position, kind, message, hint.
-pub(super) type Finding = (Pos, Problem, String, String);
 
 /// Checks an agent's `mcp_servers:` entries: each is named once with a usable name and
 /// has exactly one transport, with only that transport's keys.

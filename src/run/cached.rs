@@ -202,7 +202,7 @@ impl<'a> Ctx<'a> {
             r.stdout_tail = o.stdout_tail;
             r.verdict = o.verdict;
             r.usage = o.usage;
-            r.replayed_from = Some(from_run);
+            r.cached_from = Some(from_run);
             r.error = None;
             Some(r.clone())
         });

@@ -50,6 +50,18 @@ pub enum Status {
     Aborted,
 }
 
+impl Status {
+    /// The status as one lower-case word (`succeeded`, `failed`, `errored`, `aborted`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Errored => "errored",
+            Status::Aborted => "aborted",
+        }
+    }
+}
+
 /// The result of running one step.
 #[derive(Debug, Clone)]
 pub struct Done {
@@ -351,7 +363,7 @@ impl<'a> Ctx<'a> {
             if done.is_ok() || !cancel.is_cancelled() {
                 self.log_leaf(step, entry);
             }
-            crate::telemetry::spans::record_status(&traced, done.status);
+            crate::telemetry::spans::record_status(&traced, done.status.name());
             self.hooks(step, done, &cancel).await
         }
         .instrument(span)

@@ -289,7 +289,7 @@ pub async fn run_served(
     {
         done = exec::Done::errored(format!("cannot record the run: {e}"));
     }
-    crate::telemetry::spans::record_status(&run_span, done.status);
+    crate::telemetry::spans::record_status(&run_span, done.status.name());
     end_run(&store, &transcript, run_id, started, done)
         .instrument(run_span)
         .await
@@ -314,7 +314,7 @@ fn pending_records(outline: &crate::pipeline::outline::Outline) -> Vec<state::St
             error: None,
             verdict: None,
             usage: None,
-            replayed_from: None,
+            cached_from: None,
         })
         .collect()
 }

@@ -196,13 +196,13 @@ pub struct StepRecord {
     #[serde(default)]
     pub verdict: Option<String>,
     /// An agent's token usage and cost, as the agent step reports it. For a step
-    /// replayed from the cache, what it cost when it ran (see `replayed_from`).
+    /// taken from the cache, what it cost when it ran (see `cached_from`).
     #[serde(default)]
     pub usage: Option<serde_json::Value>,
-    /// The run whose record this step was replayed from, instead of running: it spent
-    /// nothing in this run.
-    #[serde(default)]
-    pub replayed_from: Option<u64>,
+    /// The run whose record this step was taken from (a cache hit), instead of running:
+    /// it spent nothing in this run. Older state files call it `replayed_from`.
+    #[serde(default, alias = "replayed_from")]
+    pub cached_from: Option<u64>,
 }
 
 /// The open state file.
@@ -463,5 +463,21 @@ impl Store {
             out.push(decode(e?.1.value())?);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StepRecord;
+
+    #[test]
+    fn a_step_record_written_as_replayed_from_reads_as_cached_from() {
+        let old = r#"{"seq":1,"path":"0","name":"build","kind":"task","status":"succeeded",
+                      "replayed_from":3}"#;
+        let record: StepRecord = serde_json::from_str(old).expect("an older record");
+        assert_eq!(record.cached_from, Some(3));
+        let now = serde_json::to_value(&record).expect("encode");
+        assert_eq!(now["cached_from"], 3);
+        assert!(now.get("replayed_from").is_none());
     }
 }

@@ -124,7 +124,7 @@ pub enum Event {
         /// Nesting depth.
         depth: u32,
     },
-    /// A step replayed from the cache (or from a resumed run's record) instead of run.
+    /// A step taken from the cache (or from a resumed run's record) instead of run.
     StepCached {
         /// Run id.
         run: u64,
@@ -487,7 +487,7 @@ impl Transcript {
             } => {
                 let short: String = key.chars().take(12).collect();
                 self.line(&format!(
-                    "{}↺ {name} [{kind}] cached: not run, replayed from run {from_run} (key {short})",
+                    "{}↺ {name} [{kind}] cached: not run, cached from run {from_run} (key {short})",
                     pad(*depth)
                 ));
             }

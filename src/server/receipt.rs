@@ -1,6 +1,6 @@
 //! `GET /api/v1/runs/{id}/steps/{seq}/receipt`: what a step's cache key is made of: its
 //! kind, the digest of its configuration, each input's tree digest and the key of the step
-//! before it (see `crate::cache::key`), and whether this run replayed it from the cache.
+//! before it (see `crate::cache::key`), and whether this run took it from the cache.
 
 use std::sync::Arc;
 
@@ -52,8 +52,8 @@ pub async fn receipt(
             "key": outcome.key.hex(),
             "kind": outcome.parts.kind,
             "parts": parts,
-            "hit": step.replayed_from.is_some(),
-            "from_run": step.replayed_from,
+            "hit": step.cached_from.is_some(),
+            "from_run": step.cached_from,
         }))
     })
     .await?;

@@ -63,9 +63,9 @@ pub struct StepNode {
     pub kind: String,
     /// How it stands.
     pub status: StepStatus,
-    /// Replayed from the cache instead of run.
+    /// Taken from the cache instead of run.
     pub cached: bool,
-    /// The run it was replayed from.
+    /// The run it was cached from.
     pub from_run: Option<u64>,
     /// Start (ms since the Unix epoch).
     pub started_ms: Option<u64>,
@@ -92,10 +92,10 @@ pub struct StepNode {
 }
 
 /// Tokens and cost of one step's usage record: `(tokens, cost)`, the cost `None` when the
-/// model has no price. A step replayed from the cache spent nothing in its run.
+/// model has no price. A step taken from the cache spent nothing in its run.
 fn spent(step: &StepRecord) -> Option<(u64, Option<f64>)> {
     let usage = step.usage.as_ref()?;
-    if step.replayed_from.is_some() {
+    if step.cached_from.is_some() {
         return Some((0, Some(0.0)));
     }
     let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -161,8 +161,8 @@ impl StepNode {
             name: step.name.clone(),
             kind: step.kind.clone(),
             status: step.status,
-            cached: step.replayed_from.is_some(),
-            from_run: step.replayed_from,
+            cached: step.cached_from.is_some(),
+            from_run: step.cached_from,
             started_ms: step.started_ms,
             duration_ms: step.duration_ms,
             exit_code: step.exit_code,
@@ -193,7 +193,7 @@ impl StepNode {
             error: self.error.clone(),
             verdict: self.verdict.clone(),
             usage: self.usage.clone(),
-            replayed_from: self.from_run,
+            cached_from: self.from_run,
         }
     }
 
@@ -273,7 +273,7 @@ mod tests {
             error: None,
             verdict: None,
             usage: None,
-            replayed_from: None,
+            cached_from: None,
         }
     }
 

@@ -43,6 +43,7 @@
 mod claims;
 mod codec;
 mod error;
+mod file;
 mod recover;
 mod registry;
 mod tables;
@@ -63,7 +64,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
-use redb::{Database, DatabaseError, ReadableDatabase};
+use redb::{Database, ReadableDatabase};
 use tokio::sync::oneshot;
 use treadle_event::{Event, SessionId};
 
@@ -73,6 +74,8 @@ pub(crate) use claims::{Claimed, SessionClaim};
 use tables::{BY_SESSION, EVENTS, IDS};
 
 use claims::Claims;
+pub use file::open_database;
+use file::{create_parent, prepare};
 use recover::recover;
 use registry::{Registered, Registry, RemoveOnDrop};
 use writer::{Counters, Encoded, Request, Writer};
@@ -511,102 +514,6 @@ impl Journal {
             replayed: c.replayed.load(Ordering::Relaxed),
         }
     }
-}
-
-/// Creates the directories `path` lives in.
-fn create_parent(path: &Path) -> Result<(), JournalOpenError> {
-    if let Some(parent) = path.parent()
-        && !parent.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(parent).map_err(|source| JournalOpenError::CreateDir {
-            path: parent.to_path_buf(),
-            source,
-        })?;
-    }
-    Ok(())
-}
-
-/// Opens the redb file at `path` for a journal, creating its directories and the file
-/// (atomically) if needed. Its owner may keep tables of its own in it and then opens the
-/// journal inside it with [`Journal::open_in`].
-pub fn open_database(path: impl AsRef<Path>) -> Result<Database, JournalOpenError> {
-    let path = path.as_ref();
-    create_parent(path)?;
-    let exists = path
-        .try_exists()
-        .map_err(|source| JournalOpenError::Create {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if !exists {
-        create(path)?;
-    }
-    open_db(path)
-}
-
-fn open_db(path: &Path) -> Result<Database, JournalOpenError> {
-    Database::create(path).map_err(|source| match source {
-        DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
-            JournalOpenError::AlreadyOpen {
-                path: path.to_path_buf(),
-            }
-        }
-        source => JournalOpenError::Open {
-            path: path.to_path_buf(),
-            source,
-        },
-    })
-}
-
-/// Creates a new journal file atomically: built beside it as `<file>.creating` and renamed
-/// into place once complete.
-///
-/// redb writes a new file's magic number last, and refuses a file without it, so a process
-/// killed while redb initialises a file in place would leave a file no later open accepts.
-/// Nothing can have been acknowledged before creation finished, so a leftover
-/// `.creating` file is simply started over.
-fn create(path: &Path) -> Result<(), JournalOpenError> {
-    let io_error = |source| JournalOpenError::Create {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut creating = path.as_os_str().to_owned();
-    creating.push(".creating");
-    let creating = PathBuf::from(creating);
-    match std::fs::remove_file(&creating) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => return Err(io_error(error)),
-    }
-    let db = open_db(&creating)?;
-    prepare(&db).map_err(|source| JournalOpenError::Init {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    drop(db);
-    std::fs::rename(&creating, path).map_err(io_error)?;
-    // The rename must be durable before anything is acknowledged through the new name.
-    let parent = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    #[cfg(unix)]
-    std::fs::File::open(parent)
-        .and_then(|dir| dir.sync_all())
-        .map_err(io_error)?;
-    #[cfg(not(unix))]
-    let _ = parent;
-    Ok(())
-}
-
-/// Creates the tables, so that reads never meet a missing table.
-fn prepare(db: &Database) -> Result<(), redb::Error> {
-    let txn = db.begin_write()?;
-    txn.open_table(EVENTS)?;
-    txn.open_table(IDS)?;
-    txn.open_table(BY_SESSION)?;
-    txn.commit()?;
-    Ok(())
 }
 
 /// `seqs` as an inclusive pair, or `None` when it holds no seq.
