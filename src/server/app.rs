@@ -218,6 +218,7 @@ pub fn token_of(addr: SocketAddr, token_env: Option<&str>) -> Result<Option<Stri
 pub fn router(app: Arc<App>) -> Router {
     super::api::routes()
         .merge(super::sse::routes())
+        .merge(super::metrics::routes())
         .with_state(app.clone())
         .merge(crate::web::router())
         .layer(axum::middleware::from_fn_with_state(

@@ -11,6 +11,7 @@
 //! * `start.rs`: starting a run in the server;
 //! * `approvals.rs`: listing and answering approvals;
 //! * `receipt.rs`: what a step's cache key is made of;
+//! * `metrics.rs`: `/metrics` in the Prometheus text format;
 //! * `sse.rs`: a run's events as server-sent events, resumable by `Last-Event-ID`;
 //! * `triggers.rs`: who started each run;
 //! * `views.rs`: the JSON shapes of runs, steps and pipelines;
@@ -24,6 +25,7 @@ pub mod client;
 pub mod discovery;
 pub mod error;
 mod guard;
+pub mod metrics;
 mod receipt;
 pub mod sse;
 mod start;
