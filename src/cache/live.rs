@@ -64,7 +64,7 @@ pub(crate) enum Mode {
 
 /// The keys of one run's steps, filled in as the run goes.
 #[derive(Default)]
-pub(crate) struct RunKeys {
+pub(super) struct RunKeys {
     /// Keys of leaf steps, by outline seq.
     pub keys: HashMap<u32, Digest>,
     /// Parts of the keys of steps that will run (for storing their outcome).
@@ -94,7 +94,7 @@ pub struct StepCache {
     pub(crate) mode: Mode,
     pub(crate) max_size: u64,
     pub(crate) git_dir: PathBuf,
-    pub(crate) live: Mutex<RunKeys>,
+    pub(super) live: Mutex<RunKeys>,
     pub(crate) link: Option<RunLink>,
 }
 
@@ -188,8 +188,80 @@ impl StepCache {
         matches!(self.mode, Mode::Replay { from, .. } if seq >= from)
     }
 
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut RunKeys) -> R) -> Option<R> {
+    /// The run's keys and notes, for this module and the cache's own (the executor uses
+    /// the named operations below).
+    pub(super) fn with<R>(&self, f: impl FnOnce(&mut RunKeys) -> R) -> Option<R> {
         self.live.lock().ok().map(|mut l| f(&mut l))
+    }
+
+    /// Notes a visit of step `seq`; `true` the first time (a route back to a step runs it
+    /// again rather than taking it from the cache).
+    pub(crate) fn first_visit(&self, seq: u32) -> bool {
+        self.with(|l| l.visited.insert(seq)).unwrap_or(false)
+    }
+
+    /// Step `seq`'s key, and the parts to store its outcome under once it ran.
+    pub(crate) fn set_key(&self, seq: u32, parts: KeyParts) {
+        self.with(|l| {
+            l.keys.insert(seq, parts.key());
+            l.parts.insert(seq, parts);
+        });
+    }
+
+    /// The key of the step chained before `seq` (zero for the first).
+    pub(crate) fn prev_key(&self, seq: u32) -> Digest {
+        self.with(|l| self.chain.prev_key(seq, &l.keys))
+            .unwrap_or(Digest::ZERO)
+    }
+
+    /// The key parts of step `seq`, taken to store its outcome (once).
+    pub(crate) fn take_parts(&self, seq: u32) -> Option<KeyParts> {
+        self.with(|l| l.parts.remove(&seq)).flatten()
+    }
+
+    /// A step taken from a recorded outcome under `key`; `touched`: mark the entry used.
+    pub(crate) fn reused(&self, seq: u32, key: Digest, touched: bool) {
+        self.with(|l| {
+            l.keys.insert(seq, key);
+            if touched {
+                l.touched.push(key);
+            }
+        });
+    }
+
+    /// Where step `seq`'s input artifacts were before it ran (to wipe an agent's work).
+    pub(crate) fn set_inputs_before(&self, seq: u32, before: HashMap<String, PathBuf>) {
+        self.with(|l| l.inputs_before.insert(seq, before));
+    }
+
+    /// Where input `artifact` of step `seq` was before it ran.
+    pub(crate) fn input_before(&self, seq: u32, artifact: &str) -> Option<PathBuf> {
+        self.with(|l| {
+            l.inputs_before
+                .get(&seq)
+                .and_then(|m| m.get(artifact).cloned())
+        })
+        .flatten()
+    }
+
+    /// A `get` step's resolved version.
+    pub(crate) fn set_version(&self, seq: u32, version: String) {
+        self.with(|l| l.versions.insert(seq, version));
+    }
+
+    /// The version step `seq` resolved, if it is a `get` that did.
+    pub(crate) fn version(&self, seq: u32) -> Option<String> {
+        self.with(|l| l.versions.get(&seq).cloned()).flatten()
+    }
+
+    /// Artifact `artifact` came from git `resource` at `commit`.
+    pub(crate) fn set_git_input(&self, artifact: String, resource: String, commit: String) {
+        self.with(|l| l.git_inputs.insert(artifact, (resource, commit)));
+    }
+
+    /// The git resource and commit artifact `artifact` came from, if it did.
+    pub(crate) fn git_input(&self, artifact: &str) -> Option<(String, String)> {
+        self.with(|l| l.git_inputs.get(artifact).cloned()).flatten()
     }
 
     /// Ends the run's use of the cache: marks replayed entries as used and, when new

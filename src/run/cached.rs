@@ -12,7 +12,7 @@ use super::state::{StateError, StepStatus};
 use super::transcript::Event;
 use crate::cache::key::{self, KeyParts};
 use crate::cache::records::Outcome;
-use crate::cache::{CacheError, Digest, Lookup, StepCache, is_leaf, produced, replayable};
+use crate::cache::{CacheError, Lookup, StepCache, is_leaf, produced, replayable};
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step, StepKind};
 
@@ -57,7 +57,7 @@ impl<'a> Ctx<'a> {
             return None;
         }
         let seq = entry.seq;
-        let first_visit = cache.with(|l| l.visited.insert(seq)).unwrap_or(false);
+        let first_visit = cache.first_visit(seq);
         // `--replay` brings the steps before STEP back on their recorded inputs, whatever
         // they are now; `--resume` only a step whose key is unchanged (below).
         if first_visit
@@ -74,10 +74,7 @@ impl<'a> Ctx<'a> {
             Err(done) => return Some(done),
         };
         let key = parts.key();
-        cache.with(|l| {
-            l.keys.insert(seq, key);
-            l.parts.insert(seq, parts);
-        });
+        cache.set_key(seq, parts);
         if first_visit
             && cache.resuming()
             && let Some(of) = cache.recorded_from(seq)
@@ -147,7 +144,7 @@ impl<'a> Ctx<'a> {
             };
             before.insert(name, path);
         }
-        cache.with(|l| l.inputs_before.insert(entry.seq, before));
+        cache.set_inputs_before(entry.seq, before);
         let version = match step.kind() {
             Ok(StepKind::Get(res)) => Some(self.resolve_version(cache, &res.value, entry).await?),
             _ => None,
@@ -158,9 +155,7 @@ impl<'a> Ctx<'a> {
         };
         let config = key::config(self.loaded, step, version.as_deref(), agent.as_deref())
             .map_err(|e| Done::errored(e.to_string()))?;
-        let prev = cache
-            .with(|l| cache.chain.prev_key(entry.seq, &l.keys))
-            .unwrap_or(Digest::ZERO);
+        let prev = cache.prev_key(entry.seq);
         Ok(Some(KeyParts {
             kind: entry.kind.to_string(),
             config: key::config_digest(&config),
@@ -263,18 +258,11 @@ impl<'a> Ctx<'a> {
                 .get
                 .as_ref()
                 .map_or(res.value.clone(), |g| g.value.clone());
-            cache.with(|l| {
-                l.versions.insert(entry.seq, v.clone());
-                l.git_inputs
-                    .insert(artifact, (res.value.clone(), v.clone()));
-            });
+            cache.set_version(entry.seq, v.clone());
+            cache.set_git_input(artifact, res.value.clone(), v.clone());
         }
-        cache.with(|l| {
-            l.keys.insert(entry.seq, outcome.key);
-            if outcome.run == from_run && cache.recorded_from(entry.seq).is_none() {
-                l.touched.push(outcome.key);
-            }
-        });
+        let touched = outcome.run == from_run && cache.recorded_from(entry.seq).is_none();
+        cache.reused(entry.seq, outcome.key, touched);
     }
 
     /// Restores a recorded outcome's outputs as this run's artifacts.
@@ -352,7 +340,7 @@ impl<'a> Ctx<'a> {
         let Some(cache) = self.step_cache() else {
             return;
         };
-        let Some(Some(parts)) = cache.with(|l| l.parts.remove(&entry.seq)) else {
+        let Some(parts) = cache.take_parts(entry.seq) else {
             return;
         };
         if let Err(e) = self.git_work(&cache, step, entry).await {
@@ -402,9 +390,7 @@ impl<'a> Ctx<'a> {
             verdict: record.as_ref().and_then(|r| r.verdict.clone()),
             usage: record.as_ref().and_then(|r| r.usage.clone()),
             events,
-            version: cache
-                .with(|l| l.versions.get(&entry.seq).cloned())
-                .flatten(),
+            version: cache.version(entry.seq),
             last_used_ms: now_ms(),
         };
         let replay = replayable(step);

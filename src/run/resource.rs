@@ -54,7 +54,7 @@ impl<'a> Ctx<'a> {
         let commit = blocking(move || ops::latest(&src))
             .await
             .map_err(|e| Done::errored(e.to_string()))?;
-        cache.with(|l| l.versions.insert(entry.seq, commit.clone()));
+        cache.set_version(entry.seq, commit.clone());
         Ok(commit)
     }
 
@@ -79,10 +79,7 @@ impl<'a> Ctx<'a> {
             Ok(s) => s,
             Err(e) => return Done::errored(e.to_string()),
         };
-        let known = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.with(|l| l.versions.get(&entry.seq).cloned()).flatten());
+        let known = self.cache.as_ref().and_then(|c| c.version(entry.seq));
         let artifact = step
             .get
             .as_ref()
@@ -116,11 +113,8 @@ impl<'a> Ctx<'a> {
         let line = format!("fetched {} {} at {commit}", src.uri, src.branch);
         self.say(entry, line.clone());
         if let Some(c) = &self.cache {
-            c.with(|l| {
-                l.versions.insert(entry.seq, commit.clone());
-                l.git_inputs
-                    .insert(artifact, (resource.to_owned(), commit.clone()));
-            });
+            c.set_version(entry.seq, commit.clone());
+            c.set_git_input(artifact, resource.to_owned(), commit.clone());
         }
         self.update(entry.seq, |r| r.stdout_tail = format!("{line}\n"))
             .await;
@@ -195,8 +189,7 @@ impl<'a> Ctx<'a> {
             .filter(|i| outputs.contains(&i.value.as_str()))
             .filter_map(|i| {
                 cache
-                    .with(|l| l.git_inputs.get(&i.value).cloned())
-                    .flatten()
+                    .git_input(&i.value)
                     .map(|(res, commit)| (i.value.clone(), res, commit))
             })
             .collect();
@@ -241,10 +234,7 @@ impl<'a> Ctx<'a> {
             entry,
             format!("committed {commit} to {} {}", src.uri, src.branch),
         );
-        cache.with(|l| {
-            l.git_inputs
-                .insert(artifact.to_owned(), (resource.to_owned(), commit))
-        });
+        cache.set_git_input(artifact.to_owned(), resource.to_owned(), commit);
         Ok(())
     }
 
@@ -254,11 +244,7 @@ impl<'a> Ctx<'a> {
         entry: &Entry,
         artifact: &str,
     ) -> Result<(), ResourceError> {
-        let Some(Some(before)) = cache.with(|l| {
-            l.inputs_before
-                .get(&entry.seq)
-                .and_then(|m| m.get(artifact).cloned())
-        }) else {
+        let Some(before) = cache.input_before(entry.seq, artifact) else {
             return Ok(());
         };
         let ws = self.artifacts.clone();
