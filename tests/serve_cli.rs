@@ -170,3 +170,25 @@ fn ctrl_c_cancels_the_run_in_the_server() {
     assert!(runs.stdout().contains("aborted"), "{}", runs.stdout());
     drop(s);
 }
+
+#[test]
+fn a_stale_discovery_file_is_ignored_and_the_run_works_alone() {
+    let f = Fixture::new(
+        "jobs:\n  - name: main\n    plan:\n      - task: hello\n        run: echo hello\n",
+    );
+    std::fs::create_dir_all(f.path().join(".treadle")).expect("dir");
+    // A server that is gone: nothing listens on the port it named.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    std::fs::write(
+        f.path().join(".treadle/server.json"),
+        format!("{{\"addr\":\"127.0.0.1:{port}\",\"pid\":4194321,\"token_required\":false}}"),
+    )
+    .expect("write");
+    let run = f.treadle(&["run"]);
+    run.expect_code(0);
+    assert!(run.stdout().contains("│ hello"), "{}", run.stdout());
+    f.treadle(&["runs"]).expect_code(0);
+}
