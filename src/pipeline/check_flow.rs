@@ -352,6 +352,7 @@ fn across(step: &At<Step>) -> Vec<Finding> {
 /// The texts of a step `{{ .vars.NAME }}` is replaced in.
 fn templated_texts(step: &Step) -> Vec<String> {
     let mut texts = vec![step.display_name()];
+    texts.extend(step.prompt.iter().cloned());
     match step.run.as_ref().map(|r| &r.value) {
         Some(RunSpec::Shell(line)) => texts.push(line.clone()),
         Some(RunSpec::Exec(cfg)) => {

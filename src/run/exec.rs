@@ -158,6 +158,8 @@ pub(crate) struct Ctx<'a> {
     pub vars: Mutex<crate::pipeline::vars::Vars>,
     /// When the job's `timeout:` passes: no step or cell starts after it.
     pub deadline: Option<Instant>,
+    /// The variables of each `across:` cell that ran, by the cell's outline path.
+    pub cell_vars: Mutex<std::collections::HashMap<String, crate::pipeline::vars::Vars>>,
     /// Where the outputs of `across:` cells are collected, by the cell's outline path.
     pub collect_at: Mutex<std::collections::HashMap<String, Vec<String>>>,
 }

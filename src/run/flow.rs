@@ -324,6 +324,9 @@ impl<'a> Ctx<'a> {
                         }
                     }
                     self.set_collection(entry, cell, axes, collect);
+                    if let Ok(mut map) = self.cell_vars.lock() {
+                        map.insert(cell.entry(entry).path, cell.vars.clone());
+                    }
                     let d = self.exec_in(step, cancel.clone(), Some(cell)).await;
                     if !d.is_ok() && step.fail_fast == Some(true) {
                         stop.cancel();

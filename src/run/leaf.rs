@@ -211,6 +211,15 @@ impl<'a> Ctx<'a> {
             Err(done) => return done,
         };
         let mut agent_step = AgentStep::clone(&built).in_dir(dir.clone());
+        // A cell of an `across:` step gets its values in its prompt.
+        if let Some(vars) = self
+            .cell_vars
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&entry.path).cloned())
+        {
+            agent_step.prompt = crate::pipeline::flow::render(&agent_step.prompt, &vars);
+        }
         if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.tokens) {
             let spent = self.tokens.load(std::sync::atomic::Ordering::Relaxed);
             agent_step = agent_step.with_job_budget(limit, spent);

@@ -278,6 +278,7 @@ pub async fn run_served(
         vars: Mutex::default(),
         deadline: job.timeout.as_ref().map(|t| started + t.value.0),
         collect_at: Mutex::default(),
+        cell_vars: Mutex::default(),
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
     let mut done = ctx.job().instrument(job_span).await;
