@@ -1,0 +1,169 @@
+//! A served pipeline for the page's browser tests: `treadle serve` (the real binary) on a
+//! temp dir, the scripted model server for its agents, and a headless Chromium. Included
+//! by the test files that also declare `mod browser;` and `mod common;`.
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+use crate::browser::Browser;
+use crate::common::server::Server;
+use crate::common::{self, Fixture};
+
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// A served pipeline, its model and a browser.
+pub struct Page {
+    pub rt: tokio::runtime::Runtime,
+    _model: Option<ScriptedServer>,
+    pub server: Server,
+    _fixture: Fixture,
+    pub b: Browser,
+}
+
+impl Page {
+    /// `treadle serve` on `yaml`, agents answered by `replies` (each streamed piece after
+    /// `delay`), and a browser; `None` (printed) without a browser.
+    pub fn start(test: &str, yaml: &str, replies: Vec<Reply>, delay: Duration) -> Option<Self> {
+        Self::start_with_token(test, yaml, replies, delay, None)
+    }
+
+    /// The same, the server requiring `token` (`--token-env`) when one is given.
+    pub fn start_with_token(
+        test: &str,
+        yaml: &str,
+        replies: Vec<Reply>,
+        delay: Duration,
+        token: Option<&str>,
+    ) -> Option<Self> {
+        let b = Browser::start(test)?;
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        let model = (!replies.is_empty()).then(|| {
+            rt.block_on(
+                ScriptedServer::builder()
+                    .chunk_delay(delay)
+                    .start(Script::new(replies)),
+            )
+            .expect("scripted server")
+        });
+        let fixture = Fixture::new(yaml);
+        let mut env: Vec<(&str, &str)> = model
+            .as_ref()
+            .map(|m| vec![("TREADLE_LOCAL_URL", m.base_url())])
+            .unwrap_or_default();
+        let mut args = vec!["treadle.yml"];
+        if let Some(token) = token {
+            env.push(("TREADLE_PAGE_TOKEN", token));
+            args.extend(["--token-env", "TREADLE_PAGE_TOKEN"]);
+        }
+        let server = Server::start(fixture.path(), &args, &env);
+        Some(Self {
+            rt,
+            _model: model,
+            server,
+            _fixture: fixture,
+            b,
+        })
+    }
+
+    pub fn get(&self, path: &str) -> Value {
+        let url = self.server.url(path);
+        self.rt.block_on(async {
+            common::http()
+                .get(&url)
+                .send()
+                .await
+                .expect("GET")
+                .json::<Value>()
+                .await
+                .expect("JSON")
+        })
+    }
+
+    pub fn post(&self, path: &str, body: Value) -> Value {
+        let url = self.server.url(path);
+        self.rt.block_on(async {
+            common::http()
+                .post(&url)
+                .json(&body)
+                .send()
+                .await
+                .expect("POST")
+                .json::<Value>()
+                .await
+                .expect("JSON")
+        })
+    }
+
+    /// Starts a run of the pipeline through the API; answers its id.
+    pub fn start_run(&self) -> u64 {
+        self.post("/api/v1/runs", json!({"pipeline": "treadle"}))["id"]
+            .as_u64()
+            .expect("run id")
+    }
+
+    pub fn wait_run(&self, id: u64) -> Value {
+        let started = Instant::now();
+        loop {
+            let run = self.get(&format!("/api/v1/runs/{id}"));
+            if run["status"] != json!("running") {
+                return run;
+            }
+            assert!(started.elapsed() < WAIT, "run {id} never ended: {run}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Opens a page of the server and waits until its script has shown it.
+    pub fn open(&self, path: &str) {
+        self.b.goto(&self.server.url(path));
+        self.b.wait_for(
+            "the page to load",
+            "document.body.dataset.ready === 'true'",
+            WAIT,
+        );
+    }
+
+    /// The page's text of step `seq`'s row.
+    pub fn row(&self, seq: u64) -> String {
+        self.b
+            .eval(
+                "const r = document.querySelector(`#step-${arguments[0]} > .row`); return r ? r.textContent : null;",
+                json!([seq]),
+            )
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+/// The run's journal as the API streams it after the run ended: `(kind, data)` in order.
+pub fn journal(p: &Page, id: u64) -> Vec<(String, Value)> {
+    let url = p.server.url(&format!("/api/v1/runs/{id}/events"));
+    let body = p.rt.block_on(async {
+        common::http()
+            .get(&url)
+            .send()
+            .await
+            .expect("events")
+            .text()
+            .await
+            .expect("events body")
+    });
+    let mut out = Vec::new();
+    for block in body.split("\n\n") {
+        let field = |name: &str| {
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim_start().to_owned())
+        };
+        if let (Some(_), Some(kind), Some(data)) = (field("id:"), field("event:"), field("data:")) {
+            out.push((kind, serde_json::from_str(&data).expect("event data")));
+        }
+    }
+    out
+}
