@@ -42,22 +42,32 @@ fn a_run_started_from_the_page_streams_its_tokens() {
         "/^\\/runs\\/\\d+$/.test(location.pathname) && document.body.dataset.ready === 'true'",
         WAIT,
     );
-    // Tokens arrive live: the streaming text grows while the answer is not yet complete.
-    let first = p.b.wait_for(
-        "the first tokens",
-        "(document.querySelector('.live')?.textContent || '').length",
-        WAIT,
+    // Tokens arrive live: sampled in the page, the streaming text is seen at several
+    // lengths, each a prefix of the answer, before the answer is complete.
+    let seen = p.b.eval_async(
+        r#"
+        const full = arguments[0];
+        const lengths = new Set();
+        const started = Date.now();
+        while (Date.now() - started < 60000) {
+            const t = document.querySelector('.live')?.textContent;
+            if (t && t.length < full.length) {
+                if (!full.startsWith(t)) return {bad: t};
+                lengths.add(t.length);
+                if (lengths.size >= 3) break;
+            }
+            if (document.querySelector('.turn-text')) break;
+            await new Promise((r) => setTimeout(r, 15));
+        }
+        return {lengths: [...lengths]};
+        "#,
+        json!([LONG_ANSWER]),
     );
-    // Read in one go: the live element goes away once the answer is complete.
-    let live = p.b.wait_for(
-        "more tokens",
-        &format!("(() => {{ const t = document.querySelector('.live')?.textContent || ''; return t.length > {first} + 8 ? t : null; }})()"),
-        WAIT,
-    );
-    let live = live.as_str().expect("live text");
-    assert!(
-        LONG_ANSWER.starts_with(live) && live.len() < LONG_ANSWER.len(),
-        "the live text is a proper prefix of the answer: {live}"
+    assert!(seen.get("bad").is_none(), "live text not a prefix: {seen}");
+    assert_eq!(
+        seen["lengths"].as_array().map(Vec::len),
+        Some(3),
+        "the answer was not seen growing token by token: {seen}"
     );
     // Then the run settles: the answer as markdown, no live text left, the run succeeded.
     p.b.wait_for(
