@@ -254,7 +254,16 @@ impl<'a> Ctx<'a> {
         step: &'a At<Step>,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Done> {
+        // The step's span covers its attempts and hooks, and ends with its outcome.
+        let span = crate::telemetry::spans::step(step, self.outline.entry(step));
+        let traced = span.clone();
         self.exec_in(step, cancel, None)
+            .map(move |done| {
+                crate::telemetry::spans::record_status(&traced, done.status.name());
+                done
+            })
+            .instrument(span)
+            .boxed()
     }
 
     /// [`Self::exec`], for the step itself or for one cell of its `across:`.
@@ -264,8 +273,6 @@ impl<'a> Ctx<'a> {
         cancel: CancellationToken,
         cell: Option<&'a Cell>,
     ) -> BoxFuture<'a, Done> {
-        let span = crate::telemetry::spans::step(step, self.outline.entry(step));
-        let traced = span.clone();
         async move {
             let Some(outlined) = self.outline.entry(step) else {
                 return Done::errored(format!(
@@ -365,10 +372,8 @@ impl<'a> Ctx<'a> {
             if done.is_ok() || !cancel.is_cancelled() {
                 self.log_leaf(step, entry);
             }
-            crate::telemetry::spans::record_status(&traced, done.status.name());
             self.hooks(step, done, &cancel).await
         }
-        .instrument(span)
         .boxed()
     }
 
