@@ -159,6 +159,16 @@ pub enum EventKind {
         usage: Usage,
         model: String,
     },
+    /// The history grew past the loop's compaction budget: its first `replaced` messages
+    /// were replaced by `summary` (a user message the model wrote about them). A restore
+    /// applies it, so the history it rebuilds is the compacted one.
+    Compacted {
+        replaced: u32,
+        summary: Message,
+        /// Estimated tokens of the history before and after (text bytes / 4).
+        tokens_before: u64,
+        tokens_after: u64,
+    },
     GateOpened {
         gate: GateId,
         question: String,
@@ -269,6 +279,7 @@ impl EventKind {
             SessionStarted { .. }
             | TurnStarted { .. }
             | StepDone { .. }
+            | Compacted { .. }
             | GateOpened { .. }
             | GateResolved { .. }
             | InputCancelled { .. }
@@ -307,6 +318,7 @@ impl EventKind {
             SessionStarted { .. } => "session_started",
             TurnStarted { .. } => "turn_started",
             StepDone { .. } => "step_done",
+            Compacted { .. } => "compacted",
             GateOpened { .. } => "gate_opened",
             GateResolved { .. } => "gate_resolved",
             InputCancelled { .. } => "input_cancelled",

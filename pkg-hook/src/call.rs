@@ -29,11 +29,14 @@ pub enum Operation {
     GateWait,
     /// A durable append to the journal (the step's commit, among others).
     JournalAppend,
+    /// Older turns of a loop's history summarised to keep it within its budget (observed,
+    /// not guarded: it runs between steps, and a failure leaves the history as it was).
+    Compaction,
 }
 
 impl Operation {
     /// Every operation, in the order they nest inside a turn.
-    pub const ALL: [Operation; 7] = [
+    pub const ALL: [Operation; 8] = [
         Operation::Turn,
         Operation::Step,
         Operation::Inference,
@@ -41,6 +44,7 @@ impl Operation {
         Operation::ToolExecution,
         Operation::GateWait,
         Operation::JournalAppend,
+        Operation::Compaction,
     ];
 
     /// The snake-case name, the same as the JSON encoding.
@@ -53,6 +57,7 @@ impl Operation {
             Operation::ToolExecution => "tool_execution",
             Operation::GateWait => "gate_wait",
             Operation::JournalAppend => "journal_append",
+            Operation::Compaction => "compaction",
         }
     }
 
@@ -118,6 +123,14 @@ pub enum Payload {
         /// pass static names without allocating, while an audit log can still be read back.
         events: Vec<Cow<'static, str>>,
     },
+    Compaction {
+        /// Messages of the history before compaction, and how many of them are summarised.
+        messages: u32,
+        replaced: u32,
+        /// Estimated tokens of the history (text bytes / 4) and the budget it passed.
+        tokens: u64,
+        budget: u64,
+    },
 }
 
 impl Payload {
@@ -131,6 +144,7 @@ impl Payload {
             Payload::ToolExecution { .. } => Operation::ToolExecution,
             Payload::GateWait { .. } => Operation::GateWait,
             Payload::JournalAppend { .. } => Operation::JournalAppend,
+            Payload::Compaction { .. } => Operation::Compaction,
         }
     }
 

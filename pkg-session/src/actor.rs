@@ -157,6 +157,14 @@ impl Actor for LoopActor {
             LoopMsg::History { reply } => {
                 let _ = reply.send(state.history.clone());
             }
+            LoopMsg::Compact {
+                coords,
+                compacted,
+                reply,
+            } => {
+                let result = state.compact(coords, compacted).await;
+                let _ = reply.send(result);
+            }
             LoopMsg::OpenGate { request, reply } => {
                 let result = state.gates.open(&state.ctx, request).await;
                 let _ = reply.send(result);
@@ -287,6 +295,31 @@ impl LoopState {
         // history only after that acknowledgement.
         self.ctx.hub.commit(event).await?;
         self.history.extend(messages);
+        Ok(())
+    }
+
+    /// Journals a compaction of the running turn, then applies it to the history (rule 2:
+    /// the journal first, like a step's commit).
+    async fn compact(
+        &mut self,
+        coords: TurnCoords,
+        compacted: crate::protocol::Compacted,
+    ) -> Result<(), CommitError> {
+        if self.running.as_ref().map(|r| r.coords.turn) != Some(coords.turn) {
+            return Err(CommitError::NotRunning);
+        }
+        let replaced = compacted.replaced.min(self.history.len());
+        let event = Event::new(
+            self.ctx.turn_header(coords, None),
+            EventKind::Compacted {
+                replaced: u32::try_from(replaced).unwrap_or(u32::MAX),
+                summary: compacted.summary.clone(),
+                tokens_before: compacted.tokens_before,
+                tokens_after: compacted.tokens_after,
+            },
+        );
+        self.ctx.hub.commit(event).await?;
+        crate::compact::apply(&mut self.history, replaced, compacted.summary);
         Ok(())
     }
 

@@ -10,6 +10,7 @@ use treadle_event::{Event, EventKind, GateAnswer, Header, LoopId, SessionId, Usa
 use treadle_hook::{Hook, HookRunner};
 
 use crate::actor::{LoopActor, LoopArgs};
+use crate::compact::Compaction;
 use crate::context::{BatchConfig, LoopContext};
 use crate::delegate::{self, DelegateTool, SubAgent};
 use crate::error::StartError;
@@ -69,6 +70,8 @@ pub struct SessionBuilder {
     batch: BatchConfig,
     /// Values scrubbed from assistant messages (the API key is added when read).
     secrets: Secrets,
+    /// How each loop's history is kept within its budget.
+    compaction: Compaction,
 }
 
 enum JournalChoice {
@@ -217,6 +220,32 @@ impl SessionBuilder {
         self
     }
 
+    /// The model's context window in tokens (default 128 000). The history is compacted
+    /// once its estimated size passes 80% of it (the rest is room for the system prompt,
+    /// the tool schemas and the answer); see [`SessionBuilder::compact_after_tokens`].
+    pub fn context_window(mut self, tokens: u64) -> Self {
+        self.compaction.budget = crate::compact::budget_for(tokens);
+        self
+    }
+
+    /// Compacts a loop's history once its estimated size (text bytes / 4) passes `tokens`:
+    /// the older messages are summarised by the loop's model and replaced by the summary,
+    /// while the newest (about 30% of the budget) and every tool call with its results stay
+    /// as they are. Journaled as `Compacted`, observed by hooks as `Operation::Compaction`.
+    /// A failed summary leaves the history as it was. `0` never compacts. Overrides
+    /// [`SessionBuilder::context_window`].
+    pub fn compact_after_tokens(mut self, tokens: u64) -> Self {
+        self.compaction.budget = tokens;
+        self
+    }
+
+    /// The most bytes of one tool result that go into the history (default: all). A longer
+    /// result is cut there, with a note saying how much was left out.
+    pub fn max_tool_result_bytes(mut self, bytes: usize) -> Self {
+        self.compaction.max_inline_bytes = Some(bytes);
+        self
+    }
+
     /// Loop detection: how many times one tool interaction (the same tool, arguments and
     /// result) may happen within a turn's last 10 tool steps before the model is told that
     /// repeating it changes nothing (default 3). Repeating it once more after that ends the
@@ -298,6 +327,7 @@ impl SessionBuilder {
             structured_output: StructuredOutput::default(),
             batch: BatchConfig::default(),
             secrets: Secrets::default(),
+            compaction: Compaction::default(),
         }
     }
 
@@ -431,6 +461,7 @@ impl SessionBuilder {
                 batch: self.batch.clone(),
                 secrets: secrets.clone(),
                 span: span.clone(),
+                compaction: self.compaction,
             };
             let child = spawn_loop(
                 ctx,
@@ -465,6 +496,7 @@ impl SessionBuilder {
             batch: self.batch,
             secrets,
             span,
+            compaction: self.compaction,
         };
         let actor = spawn_loop(
             ctx,

@@ -7,6 +7,7 @@ use treadle_event::{Cause, Event, EventKind, Header, LoopId, SessionId, StepId, 
 use treadle_hook::HookRunner;
 
 use crate::approvals::Approvals;
+use crate::compact::Compaction;
 use crate::hub::Hub;
 use crate::inference::ModelClient;
 use crate::journal::{AppendError, SessionClaim};
@@ -39,6 +40,8 @@ pub(crate) struct LoopContext {
     pub secrets: Arc<Secrets>,
     /// The session's tracing span, parent of every turn's span (see `trace`).
     pub span: tracing::Span,
+    /// How the loop's history is kept within its budget.
+    pub compaction: Compaction,
 }
 
 /// How a loop runs tool batches and permission gates (set on the session builder).

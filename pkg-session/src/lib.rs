@@ -79,6 +79,8 @@ pub mod tls;
 // * `protocol`: the loop actor's messages (`LoopMsg`, `StepCommit`, turn coordinates);
 //   actor, turn and batch depend on it, never on each other.
 // * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
+// * `compact`: long conversations: older turns summarised past the loop's budget
+//   (journaled as `Compacted`), and the cap on one tool result's inline size.
 // * `context`: what every turn of a loop shares (model client, tools, hooks, hub).
 // * `turn`: the task that runs one turn, step by step, outside the actor.
 // * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
@@ -104,6 +106,7 @@ mod actor;
 mod approvals;
 mod batch;
 mod builder;
+mod compact;
 mod context;
 mod delegate;
 mod error;

@@ -72,6 +72,13 @@ pub(crate) enum LoopMsg {
     History {
         reply: RpcReplyPort<Vec<Message>>,
     },
+    /// Journal `Compacted` and replace the first `replaced` messages of the history with
+    /// the summary (see `compact.rs`).
+    Compact {
+        coords: TurnCoords,
+        compacted: Compacted,
+        reply: RpcReplyPort<Result<(), CommitError>>,
+    },
     /// A tool call asks for permission: journal `GateOpened` and keep the gate pending.
     OpenGate {
         request: GateOpen,
@@ -89,4 +96,12 @@ pub(crate) enum LoopMsg {
         reason: String,
         reply: Option<RpcReplyPort<()>>,
     },
+}
+
+/// A compaction a turn asks its actor to commit.
+pub(crate) struct Compacted {
+    pub replaced: usize,
+    pub summary: Message,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
 }

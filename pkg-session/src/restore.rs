@@ -121,6 +121,12 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
                     gates: Vec::new(),
                 });
             }
+            EventKind::Compacted {
+                replaced, summary, ..
+            } => {
+                let replaced = usize::try_from(*replaced).unwrap_or(usize::MAX);
+                crate::compact::apply(&mut state.history, replaced, summary.clone());
+            }
             EventKind::StepDone {
                 messages, usage, ..
             } => {

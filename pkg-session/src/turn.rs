@@ -255,6 +255,14 @@ impl Turn {
 
     async fn step(&mut self, step: StepId, index: u32) -> StepEnd {
         let ctx = self.ctx.clone();
+        let scope = crate::compact::CompactScope {
+            ctx: &ctx,
+            actor: &self.actor,
+            coords: self.coords,
+            step,
+            cancel: &self.cancel,
+        };
+        crate::compact::compact_if_due(&scope, &mut self.request.messages).await;
         let inference_hook = match self
             .begin(Operation::Inference, Some(step), || Payload::Inference {
                 model: ctx.client.model().to_owned(),
@@ -407,6 +415,9 @@ impl Turn {
                     return StepEnd::Discarded(End::Interrupted("interrupted".into()));
                 }
             }
+        }
+        if let Some(results) = results.as_mut() {
+            crate::compact::cap_results(results, ctx.compaction.max_inline_bytes);
         }
         let stuck = match results.as_mut() {
             Some(results) => self.watch(&interactions, results),
