@@ -63,6 +63,7 @@ impl Fixture {
             model_idle: None,
             model_response: None,
             mcp: Vec::new(),
+            conversation: Default::default(),
         }
     }
 

@@ -59,6 +59,19 @@ pub struct AgentStep {
     pub model_response: Option<u64>,
     /// The agent's MCP servers; `tools` names which of their tools the step gets.
     pub mcp: Vec<McpServerConfig>,
+    /// How the conversation is kept bounded; the session's defaults where `None`.
+    pub conversation: Conversation,
+}
+
+/// How an agent step's conversation is kept within its model's context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Conversation {
+    /// The model's context window in tokens (compaction at 80% of it).
+    pub context_window: Option<u64>,
+    /// Compaction after this many estimated tokens (wins over the window); `0`: never.
+    pub compact_after_tokens: Option<u64>,
+    /// The most bytes of one tool result put inline; `None` or `0`: no cap.
+    pub max_context_bytes: Option<u64>,
 }
 
 /// The most model calls an agent step makes when its agent sets no `max_turns`: enough
@@ -177,6 +190,11 @@ impl AgentStep {
             .or(step.agent.as_ref())
             .map_or_else(|| agent.name.value.clone(), |n| n.value.clone());
 
+        let conversation = Conversation {
+            context_window: crate::pipeline::conversation::context_window(agent, &model.provider),
+            compact_after_tokens: agent.compact_after_tokens,
+            max_context_bytes: agent.max_context_bytes.map(|s| s.0),
+        };
         Self {
             name,
             model,
@@ -205,6 +223,7 @@ impl AgentStep {
                 .as_ref()
                 .and_then(|l| l.model_response.map(|s| s.0)),
             mcp: mcp::configs(agent),
+            conversation,
         }
     }
 
@@ -316,6 +335,9 @@ mod tests {
             temperature: None,
             mcp_servers: Vec::new(),
             limits: None,
+            context_window: None,
+            compact_after_tokens: None,
+            max_context_bytes: None,
             budget: budget.map(|tokens| Budget {
                 tokens: Some(tokens),
             }),

@@ -151,6 +151,16 @@ fn session_builder(
     if let Some(bytes) = step.model_response {
         builder = builder.max_response_bytes(bytes);
     }
+    let conversation = &step.conversation;
+    if let Some(window) = conversation.context_window {
+        builder = builder.context_window(window);
+    }
+    if let Some(tokens) = conversation.compact_after_tokens {
+        builder = builder.compact_after_tokens(tokens);
+    }
+    if let Some(bytes) = conversation.max_context_bytes.filter(|b| *b > 0) {
+        builder = builder.max_tool_result_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
+    }
     builder
 }
 

@@ -169,6 +169,9 @@ impl<'a> Checker<'a> {
             for finding in mcp::check_servers(a) {
                 self.push_finding(finding);
             }
+            for finding in super::conversation::check(a) {
+                self.push_finding(finding);
+            }
             for t in a.tools.iter().flatten() {
                 self.tool(t, a);
             }

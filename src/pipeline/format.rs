@@ -120,6 +120,18 @@ pub struct Agent {
     /// Limits on the model traffic of one step (see docs/limits.md).
     #[serde(default)]
     pub limits: Option<super::settings::AgentLimits>,
+    /// The model's context window in tokens: the conversation is compacted at 80% of it.
+    /// Default: 8192 for the local model server, else 128000.
+    #[serde(default)]
+    pub context_window: Option<At<u64>>,
+    /// Compact the conversation once its estimated size passes this many tokens (wins
+    /// over `context_window:`); `0` never compacts.
+    #[serde(default)]
+    pub compact_after_tokens: Option<u64>,
+    /// The most bytes of one tool result put into the conversation (`32KB`, `100000`);
+    /// `0` or left out: no cap.
+    #[serde(default)]
+    pub max_context_bytes: Option<super::settings::SizeSpec>,
 }
 
 /// One MCP server of an agent: a local command speaking MCP on stdio (`command:`), or a

@@ -15,6 +15,7 @@
 //! * `container`: `image:` and its neighbours, `env:` in both spellings, `workspace:`.
 //! * `check_flow`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
 //! * `mcp`: the checks and configs of `mcp_servers:`.
+//! * `conversation`: `context_window:`, `compact_after_tokens:`, `max_context_bytes:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
 //! * `vars`: `((var))` substitution from `--var` and `--vars-file`.
 //! * `outline`: every step of a job, numbered (what runs and the state file record).
@@ -27,6 +28,7 @@ pub mod at;
 pub mod check;
 pub mod check_flow;
 pub mod container;
+pub mod conversation;
 pub mod diagnostic;
 pub mod duration;
 pub mod flow;
