@@ -95,6 +95,7 @@ async fn ask(model: &ResolvedModel) -> Result<(), String> {
         ),
         None => None,
     };
+    treadle_session::tls::install_crypto_provider();
     let client = reqwest::Client::builder()
         .timeout(PROBE_TIMEOUT)
         .build()
