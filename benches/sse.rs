@@ -85,6 +85,8 @@ async fn round(app: &Arc<App>, base: &str, run: u64) -> f64 {
 }
 
 fn main() {
+    // reqwest has no TLS provider of its own in this workspace (see treadle_session::tls).
+    treadle_session::tls::install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -8,6 +8,9 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = treadle::cli::Cli::parse();
+    // Before any HTTP client exists: reqwest has no TLS provider of its own (see
+    // treadle_session::tls); the runtime's builders install it too, this covers the rest.
+    treadle_session::tls::install_crypto_provider();
     // SAFETY: no other thread exists yet; the runtime (and the span exporter's thread) are
     // started below.
     unsafe { treadle::environ::take_keys(treadle::cli::key_vars(&cli)) };

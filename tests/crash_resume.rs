@@ -97,7 +97,16 @@ fn kill_and_resume(url: &str, after: Duration, point: usize) {
     child.wait().unwrap();
     // What run 1 finished, by its own record (a killed command may have done its work
     // without the run recording it; running that one again is allowed).
-    let runs = f.treadle(&["runs"]).stdout();
+    let listed = f.treadle(&["runs"]);
+    // A failing `runs` would read as "run 1 never began" and blame the resume instead.
+    assert_eq!(
+        listed.code(),
+        0,
+        "kill point {point} at {after:?}: `treadle runs` after the kill failed\n{}\n{}",
+        listed.stdout(),
+        listed.stderr()
+    );
+    let runs = listed.stdout();
     let began = runs
         .lines()
         .any(|l| l.split_whitespace().next() == Some("1"));

@@ -13,13 +13,13 @@ use serde_json::{Value, json};
 const GATED: &str = "jobs:\n  - name: ship\n    plan:\n      - task: build\n        run: echo built\n      - approval: deploy\n        message: Ship it?\n      - task: deploy-now\n        run: echo deploying\n";
 
 async fn get(s: &Server, path: &str) -> (u16, Value) {
-    let r = reqwest::get(s.url(path)).await.expect("GET");
+    let r = common::http().get(s.url(path)).send().await.expect("GET");
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
 async fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
+    let r = common::http()
         .post(s.url(path))
         .json(&body)
         .send()

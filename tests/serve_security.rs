@@ -60,7 +60,7 @@ async fn requests_without_the_token_are_refused_and_change_nothing() {
         !discovery.contains(TOKEN),
         "the token leaked into the discovery file"
     );
-    let c = reqwest::Client::new();
+    let c = common::http();
     let (code, body) = send(c.get(s.url("/api/v1/runs"))).await;
     assert_eq!(code, 401);
     assert!(

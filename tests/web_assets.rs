@@ -217,6 +217,8 @@ fn every_asset_is_served_with_its_type_and_policy() {
     let page = serve_page();
     // reqwest has no TLS provider of its own here (see pkg-session/src/tls.rs).
     treadle_session::tls::install_crypto_provider();
+    // reqwest has no TLS provider of its own in this workspace (see treadle_session::tls).
+    treadle_session::tls::install_crypto_provider();
     let client = reqwest::Client::new();
     for (path, kind) in [
         ("/", "text/html"),

@@ -72,8 +72,13 @@ impl RepeatWatch {
                 break;
             };
             let hash = identity(call, content);
+            // Identical calls in one step are one parallel batch the model asked for at
+            // once, not a loop: a loop is the same call again in later steps.
+            if hashes.contains(&hash) {
+                continue;
+            }
             hashes.push(hash);
-            let seen = self.count(hash) + count_in(&hashes, hash);
+            let seen = self.count(hash) + 1;
             if seen <= self.limit as usize {
                 continue;
             }
@@ -211,6 +216,23 @@ mod tests {
             let mut r = results(&["same"]);
             assert_eq!(off.observe(&[WRITE], &mut r), Repeats::Fine);
         }
+    }
+
+    #[test]
+    fn identical_calls_in_one_step_are_a_batch_not_a_loop() {
+        let mut watch = RepeatWatch::new(2);
+        let calls: Vec<Interaction<'_>> = (0..8).map(|_| WRITE.clone_ref()).collect();
+        let mut r = results(&["rested"; 8]);
+        assert_eq!(watch.observe(&calls, &mut r), Repeats::Fine);
+        assert!((0..8).all(|i| !text(&r, i).contains("[note")));
+        // The same batch again in later steps is a repeat, counted once per step.
+        let mut r = results(&["rested"; 8]);
+        assert_eq!(watch.observe(&calls, &mut r), Repeats::Fine);
+        let mut r = results(&["rested"; 8]);
+        assert_eq!(watch.observe(&calls, &mut r), Repeats::Fine);
+        assert!(text(&r, 0).contains("[note: you have now called write_file 3 times"));
+        let mut r = results(&["rested"; 8]);
+        assert!(matches!(watch.observe(&calls, &mut r), Repeats::Stuck(_)));
     }
 
     #[test]
