@@ -10,7 +10,7 @@ use treadle_event::{Event, EventKind, GateAnswer, Header, LoopId, SessionId, Usa
 use treadle_hook::{Hook, HookRunner};
 
 use crate::actor::{LoopActor, LoopArgs};
-use crate::compact::Compaction;
+use crate::compaction::Compaction;
 use crate::context::{BatchConfig, LoopContext};
 use crate::delegate::{self, DelegateTool, SubAgent};
 use crate::error::StartError;
@@ -224,7 +224,7 @@ impl SessionBuilder {
     /// once its estimated size passes 80% of it (the rest is room for the system prompt,
     /// the tool schemas and the answer); see [`SessionBuilder::compact_after_tokens`].
     pub fn context_window(mut self, tokens: u64) -> Self {
-        self.compaction.budget = crate::compact::budget_for(tokens);
+        self.compaction.budget = crate::compaction::budget_for(tokens);
         self
     }
 

@@ -131,41 +131,11 @@ async fn summarise_and_commit(
     }))
 }
 
-/// The context window assumed when none is given.
-pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
-
-/// The share of the window the history may fill before it is compacted: the estimate
-/// covers the history only, not the system prompt or the tool schemas sent with it.
-pub const BUDGET_PERCENT: u64 = 80;
-
 /// The share of the budget kept verbatim, newest messages first.
 pub const KEEP_SHARE_PERCENT: u64 = 30;
 
 /// The most bytes of one tool result shown to the summariser.
 const SUMMARY_RESULT_BYTES: usize = 4000;
-
-/// How a loop keeps its history bounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Compaction {
-    /// Estimated tokens past which the history is compacted; `0` never compacts.
-    pub budget: u64,
-    /// The most bytes of one tool result put into the history; `None` puts it whole.
-    pub max_inline_bytes: Option<usize>,
-}
-
-impl Default for Compaction {
-    fn default() -> Self {
-        Self {
-            budget: budget_for(DEFAULT_CONTEXT_WINDOW),
-            max_inline_bytes: None,
-        }
-    }
-}
-
-/// The compaction budget for a model with a context window of `window` tokens.
-pub(crate) fn budget_for(window: u64) -> u64 {
-    window.saturating_mul(BUDGET_PERCENT) / 100
-}
 
 /// The estimated tokens of `messages`: the bytes of their text, tool arguments and results,
 /// divided by four.

@@ -7,7 +7,7 @@ use treadle_event::{Cause, Event, EventKind, Header, LoopId, SessionId, StepId, 
 use treadle_hook::HookRunner;
 
 use crate::approvals::Approvals;
-use crate::compact::Compaction;
+use crate::compaction::Compaction;
 use crate::hub::Hub;
 use crate::inference::ModelClient;
 use crate::journal::{AppendError, SessionClaim};

@@ -81,6 +81,7 @@ pub mod tls;
 // * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
 // * `compact`: long conversations: older turns summarised past the loop's budget
 //   (journaled as `Compacted`), and the cap on one tool result's inline size.
+// * `compaction`: the settings that bound a loop's history (budget, inline cap).
 // * `context`: what every turn of a loop shares (model client, tools, hooks, hub).
 // * `turn`: the task that runs one turn, step by step, outside the actor.
 // * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
@@ -107,6 +108,7 @@ mod approvals;
 mod batch;
 mod builder;
 mod compact;
+mod compaction;
 mod context;
 mod delegate;
 mod error;
