@@ -4,29 +4,12 @@
 mod common;
 
 use common::Fixture;
-use common::server::{Server, eventually};
+use common::server::{Server, eventually, get, post};
 use serde_json::{Value, json};
 
 const QUICK: &str = "jobs:\n  - name: main\n    plan:\n      - task: hello\n        run: echo hello\n      - in_parallel:\n          - task: a\n            run: echo a\n          - task: b\n            run: echo b\n";
 
 const SLOW: &str = "jobs:\n  - name: main\n    plan:\n      - task: nap\n        run: sleep 30\n";
-
-async fn get(s: &Server, path: &str) -> (u16, Value) {
-    let r = common::http().get(s.url(path)).send().await.expect("GET");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
-    let r = common::http()
-        .post(s.url(path))
-        .json(&body)
-        .send()
-        .await
-        .expect("POST");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
 
 async fn wait_ended(s: &Server, id: u64) -> Value {
     let started = std::time::Instant::now();

@@ -7,27 +7,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Fixture;
-use common::server::Server;
+use common::server::{Server, get, post};
 use serde_json::{Value, json};
 
 const GATED: &str = "jobs:\n  - name: ship\n    plan:\n      - task: build\n        run: echo built\n      - approval: deploy\n        message: Ship it?\n      - task: deploy-now\n        run: echo deploying\n";
-
-async fn get(s: &Server, path: &str) -> (u16, Value) {
-    let r = common::http().get(s.url(path)).send().await.expect("GET");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
-    let r = common::http()
-        .post(s.url(path))
-        .json(&body)
-        .send()
-        .await
-        .expect("POST");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
 
 async fn start(s: &Server) -> u64 {
     let (code, v) = post(s, "/api/v1/runs", json!({"pipeline": "treadle"})).await;

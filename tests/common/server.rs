@@ -104,3 +104,22 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(25));
     }
 }
+
+/// GET `path` on the server: the status and the JSON body (`Null` when it is not JSON).
+pub async fn get(s: &Server, path: &str) -> (u16, serde_json::Value) {
+    let r = super::http().get(s.url(path)).send().await.expect("GET");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// POST a JSON `body` to `path` on the server: the status and the JSON body.
+pub async fn post(s: &Server, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let r = super::http()
+        .post(s.url(path))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(serde_json::Value::Null))
+}
