@@ -301,21 +301,8 @@ fn pending_records(outline: &crate::pipeline::outline::Outline) -> Vec<state::St
     outline
         .entries
         .iter()
-        .map(|e| state::StepRecord {
-            seq: e.seq,
-            path: e.path.clone(),
-            name: e.name.clone(),
-            kind: e.kind.to_string(),
-            status: StepStatus::Pending,
-            started_ms: None,
-            duration_ms: None,
-            exit_code: None,
-            attempts: 0,
-            stdout_tail: String::new(),
-            error: None,
-            verdict: None,
-            usage: None,
-            cached_from: None,
+        .map(|e| {
+            state::StepRecord::pending(e.seq, e.path.clone(), e.name.clone(), e.kind.to_string())
         })
         .collect()
 }

@@ -205,6 +205,28 @@ pub struct StepRecord {
     pub cached_from: Option<u64>,
 }
 
+impl StepRecord {
+    /// A step of the outline before it runs: the run's first record of it.
+    pub fn pending(seq: u32, path: String, name: String, kind: String) -> Self {
+        Self {
+            seq,
+            path,
+            name,
+            kind,
+            status: StepStatus::Pending,
+            started_ms: None,
+            duration_ms: None,
+            exit_code: None,
+            attempts: 0,
+            stdout_tail: String::new(),
+            error: None,
+            verdict: None,
+            usage: None,
+            cached_from: None,
+        }
+    }
+}
+
 /// The open state file.
 pub struct Store {
     db: Arc<Database>,

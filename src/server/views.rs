@@ -259,22 +259,7 @@ mod tests {
     use super::*;
 
     fn step(seq: u32, path: &str) -> StepRecord {
-        StepRecord {
-            seq,
-            path: path.into(),
-            name: path.into(),
-            kind: "task".into(),
-            status: StepStatus::Pending,
-            started_ms: None,
-            duration_ms: None,
-            exit_code: None,
-            attempts: 0,
-            stdout_tail: String::new(),
-            error: None,
-            verdict: None,
-            usage: None,
-            cached_from: None,
-        }
+        StepRecord::pending(seq, path.into(), path.into(), "task".into())
     }
 
     #[test]
