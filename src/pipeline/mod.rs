@@ -5,6 +5,7 @@
 //!
 //! * `at`: values with their position in the file.
 //! * `format`: the file's types (serde).
+//! * `agent_def`: the agent definitions of `agents:` (model, tools, dials, budgets).
 //! * `flow`: the control-flow keys (`when`, `to`, `verdicts`, `race`, `across`).
 //! * `settings`: `prices:`, `cache:` and the size parser.
 //! * `duration`: durations (`90s`, `1h30m`).
@@ -23,6 +24,7 @@
 //! [`load`] is what every command calls: read, parse, check, and either a [`Loaded`]
 //! pipeline or a [`LoadError`] listing each problem as `FILE:LINE:COL: what` + `hint:`.
 
+pub mod agent_def;
 pub mod artifact;
 pub mod at;
 pub mod check;

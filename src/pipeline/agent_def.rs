@@ -1,0 +1,105 @@
+//! The agent definitions of a pipeline file (`agents:`): the model, its tools and dials,
+//! MCP servers, and token budgets (split from `format` so agent keys grow here).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::at::At;
+
+/// An agent: a model and what it may do.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// Name `agent:` steps refer to.
+    pub name: At<String>,
+    /// Which model serves the agent; empty means the local model server.
+    #[serde(default)]
+    pub source: AgentSource,
+    /// System prompt.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// Tools the agent is granted; the default grant is read-only
+    /// (`read_file`, `list_dir`, `search_files`).
+    #[serde(default)]
+    pub tools: Option<Vec<At<String>>>,
+    /// Upper bound on model requests in one step.
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    /// Sampling temperature (0 for the most repeatable answers); the server's default
+    /// when left out.
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// Token budget for one step of this agent.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+    /// MCP servers whose tools the grant may name, as `{server}__{tool}` or `{server}__*`.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerSpec>,
+    /// Limits on the model traffic of one step (see docs/limits.md).
+    #[serde(default)]
+    pub limits: Option<super::settings::AgentLimits>,
+    /// The model's context window in tokens: the conversation is compacted at 80% of it.
+    /// Default: 8192 for the local model server, else 128000.
+    #[serde(default)]
+    pub context_window: Option<At<u64>>,
+    /// Compact the conversation once its estimated size passes this many tokens (wins
+    /// over `context_window:`); `0` never compacts.
+    #[serde(default)]
+    pub compact_after_tokens: Option<u64>,
+    /// The most bytes of one tool result put into the conversation (`32KB`, `100000`);
+    /// `0` or left out: no cap.
+    #[serde(default)]
+    pub max_context_bytes: Option<super::settings::SizeSpec>,
+}
+
+/// One MCP server of an agent: a local command speaking MCP on stdio (`command:`), or a
+/// streamable HTTP endpoint (`endpoint:`). Started when an agent step begins, stopped when
+/// it ends.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerSpec {
+    /// The prefix of the server's tool names (`NAME__tool`): letters, digits, `-`, `_`.
+    pub name: At<String>,
+    /// The program to run (looked up in PATH unless it is a path).
+    #[serde(default)]
+    pub command: Option<At<String>>,
+    /// The program's arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables added to the program's environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// A streamable HTTP URL, such as `http://127.0.0.1:8000/mcp`.
+    #[serde(default)]
+    pub endpoint: Option<At<String>>,
+    /// Name of the environment variable holding a bearer token for `endpoint:`.
+    #[serde(default)]
+    pub bearer_env: Option<At<String>>,
+}
+
+/// Where an agent's model is served.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSource {
+    /// `provider/model`: `openai/gpt-4o-mini`, `openrouter/qwen/qwen3-coder`, `local/NAME`.
+    /// Left out: the local model server.
+    #[serde(default)]
+    pub model: Option<At<String>>,
+    /// An OpenAI-compatible base URL; it wins over the provider's default.
+    #[serde(default)]
+    pub endpoint: Option<At<String>>,
+    /// Name of the environment variable holding the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<At<String>>,
+}
+
+/// A spending limit.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Total tokens (prompt + completion) after which no further model call is made.
+    #[serde(default)]
+    pub tokens: Option<u64>,
+}
