@@ -1,6 +1,6 @@
 //! Approvals and receipts through `treadle serve`, with the real binary: answering through
 //! the API wakes the waiting run at once, a second answer is refused with nothing changed,
-//! `treadle reject` goes through the server, and a step's receipt says what its key is made of.
+//! `treadle approvals` and `treadle reject` go through the server, and a step's receipt says what its key is made of.
 
 mod common;
 
@@ -95,11 +95,26 @@ async fn approving_through_the_api_continues_the_run_and_a_second_answer_changes
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn treadle_reject_goes_through_the_server() {
-    let f = Fixture::new(GATED);
+async fn treadle_approvals_and_reject_go_through_the_server() {
+    let with_deadline = GATED.replace(
+        "message: Ship it?\n",
+        "message: Ship it?\n        timeout: 1h\n        on_timeout: reject\n",
+    );
+    let f = Fixture::new(&with_deadline);
     let s = Server::start(f.path(), &[], &[]);
     let id = start(&s).await;
     until_pending(&s).await;
+    let listed = f.treadle(&["approvals"]);
+    listed.expect_code(0);
+    let line = listed
+        .stdout()
+        .lines()
+        .find(|l| l.contains("deploy"))
+        .map(str::to_owned);
+    let line = line.unwrap_or_else(|| panic!("no approval listed:\n{}", listed.stdout()));
+    assert!(line.contains("Ship it?"), "{line}");
+    assert!(line.contains("ship"), "the job: {line}");
+    assert!(line.contains("→ reject"), "the deadline's answer: {line}");
     let dir = f.path().to_path_buf();
     let answer = tokio::task::spawn_blocking(move || {
         common::Run(

@@ -1,6 +1,7 @@
-//! `treadle approvals`, `treadle approve` and `treadle reject`: list and answer the
-//! approvals that running pipelines wait on, through the control directory beside the
-//! state file (see `crate::run::approval`); the state file itself stays with the run.
+//! `treadle approvals`, `treadle approve` and `treadle reject` without a server: list and
+//! answer the approvals that running pipelines wait on, through the control directory beside
+//! the state file (see `crate::run::approval`); the state file itself stays with the run.
+//! The table printer is shared with the listing through a server (`super::remote`).
 
 use crate::console::say;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,18 @@ fn since(ms: u64, now: u64) -> String {
     format_duration(Duration::from_millis(now.saturating_sub(ms)))
 }
 
+/// One line of `treadle approvals`, from the control directory or from a server.
+pub(super) struct Waiting {
+    pub(super) run: u64,
+    pub(super) seq: u32,
+    pub(super) name: String,
+    pub(super) job: String,
+    pub(super) asked_ms: u64,
+    pub(super) deadline_ms: Option<u64>,
+    pub(super) on_timeout: Option<Answer>,
+    pub(super) message: String,
+}
+
 pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
     let mailbox = Mailbox::of_state(&crate::run::state_path(file, state));
     let pending = match mailbox.pending() {
@@ -24,9 +37,31 @@ pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
             return EXIT_CONFIG;
         }
     };
-    if pending.is_empty() {
+    let rows = pending.into_iter().map(|p| {
+        let mut message = p.message.clone().unwrap_or_default();
+        if !p.alive() {
+            message = format!("(its process {} is gone) {message}", p.pid);
+        }
+        Waiting {
+            run: p.run,
+            seq: p.seq,
+            name: p.name,
+            job: p.job,
+            asked_ms: p.asked_ms,
+            deadline_ms: p.deadline_ms,
+            on_timeout: Some(p.on_timeout),
+            message,
+        }
+    });
+    print(rows.collect());
+    0
+}
+
+/// Prints the waiting approvals as a table (one rule for both ways of listing them).
+pub(super) fn print(rows: Vec<Waiting>) {
+    if rows.is_empty() {
         say!("no approvals waiting");
-        return 0;
+        return;
     }
     let now = now_ms();
     say!(
@@ -38,23 +73,22 @@ pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
         "waiting",
         "deadline"
     );
-    for p in pending {
-        let deadline = match p.deadline_ms {
-            Some(d) if d > now => format!(
+    for p in rows {
+        let deadline = match (p.deadline_ms, p.on_timeout) {
+            (Some(d), Some(answer)) if d > now => format!(
                 "in {} → {}",
                 format_duration(Duration::from_millis(d - now)),
-                match p.on_timeout {
+                match answer {
                     Answer::Approve => "approve",
                     Answer::Reject => "reject",
                 }
             ),
-            Some(_) => "passed".to_owned(),
-            None => "none".to_owned(),
+            (Some(d), None) if d > now => {
+                format!("in {}", format_duration(Duration::from_millis(d - now)))
+            }
+            (Some(_), _) => "passed".to_owned(),
+            (None, _) => "none".to_owned(),
         };
-        let mut message = p.message.clone().unwrap_or_default();
-        if !p.alive() {
-            message = format!("(its process {} is gone) {message}", p.pid);
-        }
         say!(
             "{:>5} {:>5}  {:<20} {:<12} {:>8}  {:<22} {}",
             p.run,
@@ -63,10 +97,9 @@ pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
             p.job,
             since(p.asked_ms, now),
             deadline,
-            message.lines().next().unwrap_or_default()
+            p.message.lines().next().unwrap_or_default()
         );
     }
-    0
 }
 
 pub(super) fn answer(

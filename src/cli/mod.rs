@@ -313,7 +313,12 @@ pub async fn dispatch(cli: Cli) -> u8 {
             None => inspect::runs(&file, steps, state),
         },
         Command::Test { file, json, state } => test::test(&file, json, state).await,
-        Command::Approvals { file, state } => approvals::list(&file, state),
+        Command::Approvals { file, state } => {
+            match remote::server_for(&file, state.clone()).await {
+                Some(client) => remote::approvals(client).await,
+                None => approvals::list(&file, state),
+            }
+        }
         Command::Approve(a) => answer(a, Answer::Approve).await,
         Command::Serve {
             paths,

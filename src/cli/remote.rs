@@ -1,7 +1,7 @@
 //! The commands through a running `treadle serve` that owns the state file: `run` starts
 //! the run in the server and prints its event stream with the same transcript renderer
-//! (Ctrl-C cancels it there), `runs` and `plan` print what the server answers as they print
-//! the state file's records, and `approve` / `reject` answer through it.
+//! (Ctrl-C cancels it there), `runs`, `plan` and `approvals` print what the server answers as
+//! they print the state file's records, and `approve` / `reject` answer through it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -211,6 +211,26 @@ pub(super) async fn plan(client: Client, file: &Path, job: Option<&str>) -> u8 {
         }
         Err(e) => say_refused(e),
     }
+}
+
+/// `treadle approvals` through the server: the approvals its runs wait on.
+pub(super) async fn approvals(client: Client) -> u8 {
+    let pending: Vec<ApprovalView> = match client.get("/api/v1/approvals?state=pending").await {
+        Ok(p) => p,
+        Err(e) => return say_refused(e),
+    };
+    let rows = pending.into_iter().map(|a| super::approvals::Waiting {
+        run: a.run,
+        seq: a.seq,
+        name: a.step,
+        job: a.job,
+        asked_ms: a.asked_ms,
+        deadline_ms: a.deadline_ms,
+        on_timeout: a.on_timeout,
+        message: a.message.unwrap_or_default(),
+    });
+    super::approvals::print(rows.collect());
+    0
 }
 
 /// `treadle approve` / `treadle reject` through the server: `step` is the step's number in

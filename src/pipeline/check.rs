@@ -253,6 +253,20 @@ impl<'a> Checker<'a> {
                 return;
             }
         };
+        self.step_keys(step, kind);
+        self.inputs(step, available);
+        self.step_kind(step, kind, available);
+        for o in &step.outputs {
+            available.insert(o.value.clone());
+        }
+        for (_, hook) in step.hooks() {
+            self.step(hook, &mut available.clone());
+        }
+    }
+
+    /// The keys every step may carry: each belongs to its kind, artifacts, containers, and
+    /// `attempts`.
+    fn step_keys(&mut self, step: &'a At<Step>, kind: StepKind<'a>) {
         for (key, kinds, pos) in step.specific_keys() {
             if !kinds.contains(&kind.key()) {
                 self.push(
@@ -271,7 +285,6 @@ impl<'a> Checker<'a> {
         for (pos, problem, message, hint) in super::container::step(step) {
             self.push(pos, problem, message, hint);
         }
-        self.inputs(step, available);
         if let Some(a) = &step.attempts
             && a.value == 0
         {
@@ -282,6 +295,15 @@ impl<'a> Checker<'a> {
                 "write `attempts: 1` or more (1 means no retry)",
             );
         }
+    }
+
+    /// What each kind of step asks of the pipeline; blocks check the steps inside them.
+    fn step_kind(
+        &mut self,
+        step: &'a At<Step>,
+        kind: StepKind<'a>,
+        available: &mut BTreeSet<String>,
+    ) {
         match kind {
             StepKind::Task(run) => {
                 if let RunSpec::Exec(cfg) = &run.value
@@ -348,12 +370,6 @@ impl<'a> Checker<'a> {
                     available.extend(mine);
                 }
             }
-        }
-        for o in &step.outputs {
-            available.insert(o.value.clone());
-        }
-        for (_, hook) in step.hooks() {
-            self.step(hook, &mut available.clone());
         }
     }
 

@@ -297,7 +297,6 @@ impl<'a> Ctx<'a> {
                     Err(done) => return self.hooks(step, done, &cancel).await,
                 }
             }
-            let attempts = step.attempts.as_ref().map_or(1, |a| a.value.max(1));
             let started = Instant::now();
             // A replayed step has been shown and recorded; only its hooks remain. A cell
             // shares its step's record, so cells are never replayed.
@@ -315,39 +314,9 @@ impl<'a> Ctx<'a> {
                 r.error = None;
             })
             .await;
-            let mut done = Done::aborted();
-            for attempt in 1..=attempts {
-                if let Some(d) = &before {
-                    // Its key could not be worked out (e.g. an unreachable resource).
-                    done = d.clone();
-                    break;
-                }
-                if cancel.is_cancelled() {
-                    done = self.cancelled();
-                    break;
-                }
-                self.emit(Event::StepStarted {
-                    run: self.run,
-                    seq: entry.seq,
-                    name: entry.name.clone(),
-                    kind: entry.kind,
-                    depth: entry.depth,
-                    attempt,
-                });
-                self.update(entry.seq, |r| r.attempts = attempt).await;
-                let t0 = Instant::now();
-                let timed_out;
-                (done, timed_out) = self.attempt(step, entry, attempt, &cancel, cell).await;
-                // The same work against the same deadline would time out again.
-                if done.is_ok()
-                    || done.status == Status::Aborted
-                    || timed_out
-                    || attempt == attempts
-                {
-                    break;
-                }
-                self.finished(entry, &done, t0.elapsed());
-            }
+            let done = self
+                .attempts(step, entry, before.as_ref(), &cancel, cell)
+                .await;
             self.finished(entry, &done, started.elapsed());
             // The outcome is stored (durably) before the step is marked succeeded: a run
             // killed between the two is resumed from the stored outcome, so a step its
@@ -355,18 +324,7 @@ impl<'a> Ctx<'a> {
             if done.is_ok() && cell.is_none() {
                 self.cache_after(step, entry).await;
             }
-            let error = done.error.clone();
-            let verdict_free = done.clone();
-            self.update(entry.seq, move |r| {
-                r.status = if verdict_free.is_ok() {
-                    StepStatus::Succeeded
-                } else {
-                    StepStatus::Failed
-                };
-                r.duration_ms = Some(millis(started.elapsed()));
-                r.error = error;
-            })
-            .await;
+            self.record_end(entry, &done, started).await;
             // A step its group cancelled (a lost race, a fail_fast sibling) did not run to
             // its end, so it is not in the execution log.
             if done.is_ok() || !cancel.is_cancelled() {
@@ -375,6 +333,65 @@ impl<'a> Ctx<'a> {
             self.hooks(step, done, &cancel).await
         }
         .boxed()
+    }
+
+    /// Runs a step's attempts until one succeeds, is aborted or times out, or none is left;
+    /// `before` is the cache's answer when the step's key could not be worked out.
+    async fn attempts(
+        &'a self,
+        step: &'a At<Step>,
+        entry: &Entry,
+        before: Option<&Done>,
+        cancel: &CancellationToken,
+        cell: Option<&'a Cell>,
+    ) -> Done {
+        let attempts = step.attempts.as_ref().map_or(1, |a| a.value.max(1));
+        let mut done = Done::aborted();
+        for attempt in 1..=attempts {
+            if let Some(d) = before {
+                // Its key could not be worked out (e.g. an unreachable resource).
+                done = d.clone();
+                break;
+            }
+            if cancel.is_cancelled() {
+                done = self.cancelled();
+                break;
+            }
+            self.emit(Event::StepStarted {
+                run: self.run,
+                seq: entry.seq,
+                name: entry.name.clone(),
+                kind: entry.kind,
+                depth: entry.depth,
+                attempt,
+            });
+            self.update(entry.seq, |r| r.attempts = attempt).await;
+            let t0 = Instant::now();
+            let timed_out;
+            (done, timed_out) = self.attempt(step, entry, attempt, cancel, cell).await;
+            // The same work against the same deadline would time out again.
+            if done.is_ok() || done.status == Status::Aborted || timed_out || attempt == attempts {
+                break;
+            }
+            self.finished(entry, &done, t0.elapsed());
+        }
+        done
+    }
+
+    /// Records how a step ended in its record.
+    async fn record_end(&self, entry: &Entry, done: &Done, started: Instant) {
+        let error = done.error.clone();
+        let succeeded = done.is_ok();
+        self.update(entry.seq, move |r| {
+            r.status = if succeeded {
+                StepStatus::Succeeded
+            } else {
+                StepStatus::Failed
+            };
+            r.duration_ms = Some(millis(started.elapsed()));
+            r.error = error;
+        })
+        .await;
     }
 
     /// Adds a leaf step that ran to the execution log (containers record nothing).

@@ -264,20 +264,9 @@ impl<'a> Ctx<'a> {
         if let Some(f) = outcome.failure {
             return Done::failed(f);
         }
-        let route = match (&outcome.verdict, routes.is_empty()) {
-            (_, true) => None,
-            (None, false) => return Done::failed("the agent gave no verdict"),
-            (Some(v), false) => match routes.iter().find(|(name, _)| name == v) {
-                Some((_, target)) if target == "next" => None,
-                Some((_, target)) => Some(target.clone()),
-                // A bare verdict records the choice and continues in order.
-                None if step.verdict_choices().contains(v) => None,
-                None => {
-                    return Done::failed(format!(
-                        "the agent gave verdict `{v}`, which is not one of the listed verdicts"
-                    ));
-                }
-            },
+        let route = match route(step, &routes, outcome.verdict.as_deref()) {
+            Ok(r) => r,
+            Err(done) => return done,
         };
         let facts = StepFacts {
             dir: &dir,
@@ -292,5 +281,29 @@ impl<'a> Ctx<'a> {
         } else {
             done
         }
+    }
+}
+
+/// Where an agent's verdict sends the run: `None` continues in order. A step with routes
+/// needs a verdict, and a verdict that is neither routed nor listed fails the step.
+fn route(
+    step: &Step,
+    routes: &[(String, String)],
+    verdict: Option<&str>,
+) -> Result<Option<String>, Done> {
+    if routes.is_empty() {
+        return Ok(None);
+    }
+    let Some(v) = verdict else {
+        return Err(Done::failed("the agent gave no verdict"));
+    };
+    match routes.iter().find(|(name, _)| name == v) {
+        Some((_, target)) if target == "next" => Ok(None),
+        Some((_, target)) => Ok(Some(target.clone())),
+        // A bare verdict records the choice and continues in order.
+        None if step.verdict_choices().iter().any(|c| c == v) => Ok(None),
+        None => Err(Done::failed(format!(
+            "the agent gave verdict `{v}`, which is not one of the listed verdicts"
+        ))),
     }
 }

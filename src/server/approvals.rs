@@ -48,6 +48,8 @@ pub struct ApprovalView {
     pub by: Option<String>,
     /// Why, when they said.
     pub comment: Option<String>,
+    /// What the deadline answers (`approve` or `reject`), when there is a deadline.
+    pub on_timeout: Option<Answer>,
 }
 
 fn view(record: &ApprovalRecord, store: &Store) -> ApprovalView {
@@ -75,6 +77,7 @@ fn view(record: &ApprovalRecord, store: &Store) -> ApprovalView {
         decided_ms: record.answered_ms,
         by: record.by.clone(),
         comment: record.comment.clone(),
+        on_timeout: record.on_timeout,
     }
 }
 

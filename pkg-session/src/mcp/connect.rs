@@ -75,102 +75,120 @@ pub(super) async fn open(config: &McpServerConfig) -> Result<Connection, McpErro
             env,
             inherit_env,
             cwd,
-        } => {
-            if let Some(dir) = cwd
-                && !dir.is_dir()
-            {
-                // Checked up front: spawning in a missing directory fails with NotFound,
-                // which would otherwise read as "command not found".
-                return Err(McpError::Spawn {
-                    server: server.to_owned(),
-                    command: command.clone(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        format!("working directory {} does not exist", dir.display()),
-                    ),
-                });
-            }
-            let mut cmd = tokio::process::Command::new(command);
-            if !inherit_env {
-                cmd.env_clear();
-            }
-            cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
-            if let Some(dir) = cwd {
-                cmd.current_dir(dir);
-            }
-            let (transport, stderr) = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|source| {
-                    if source.kind() == std::io::ErrorKind::NotFound {
-                        McpError::CommandNotFound {
-                            server: server.to_owned(),
-                            command: command.clone(),
-                        }
-                    } else {
-                        McpError::Spawn {
-                            server: server.to_owned(),
-                            command: command.clone(),
-                            source,
-                        }
-                    }
-                })?;
-            let tail = stderr.map(|stderr| StderrTail::follow(server, stderr));
-            match handshake(server, client_info().serve(transport)).await {
-                Ok(service) => Ok(Connection { service }),
-                Err(HandshakeError::Timeout) => Err(McpError::StartupTimeout {
-                    server: server.to_owned(),
-                    timeout: STARTUP_TIMEOUT,
-                }),
-                Err(HandshakeError::Failed(reason)) => {
-                    let stderr = match tail {
-                        Some(tail) => tail.finish().await,
-                        None => Vec::new(),
-                    };
-                    Err(McpError::Initialize {
-                        server: server.to_owned(),
-                        reason,
-                        stderr,
-                    })
-                }
-            }
-        }
+        } => open_stdio(server, command, args, env, *inherit_env, cwd.as_deref()).await,
         McpTransport::Http {
             url,
             bearer_env,
             bearer,
-        } => {
-            let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-            transport_config.retry_config = Arc::new(BoundedRetry);
-            if let Some(token) = bearer {
-                transport_config = transport_config.auth_header(token.expose().to_owned());
-            } else if let Some(variable) = bearer_env {
-                let token = std::env::var(variable).map_err(|_| McpError::MissingBearer {
+        } => open_http(server, url, bearer_env.as_deref(), bearer.as_ref()).await,
+    }
+}
+
+/// Spawns a server that speaks MCP on its stdin and stdout.
+async fn open_stdio(
+    server: &str,
+    command: &str,
+    args: &[String],
+    env: &[(String, String)],
+    inherit_env: bool,
+    cwd: Option<&std::path::Path>,
+) -> Result<Connection, McpError> {
+    if let Some(dir) = cwd
+        && !dir.is_dir()
+    {
+        // Checked up front: spawning in a missing directory fails with NotFound,
+        // which would otherwise read as "command not found".
+        return Err(McpError::Spawn {
+            server: server.to_owned(),
+            command: command.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("working directory {} does not exist", dir.display()),
+            ),
+        });
+    }
+    let mut cmd = tokio::process::Command::new(command);
+    if !inherit_env {
+        cmd.env_clear();
+    }
+    cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                McpError::CommandNotFound {
                     server: server.to_owned(),
-                    variable: variable.clone(),
-                })?;
-                transport_config = transport_config.auth_header(token);
+                    command: command.to_owned(),
+                }
+            } else {
+                McpError::Spawn {
+                    server: server.to_owned(),
+                    command: command.to_owned(),
+                    source,
+                }
             }
-            crate::tls::install_crypto_provider();
-            let transport = StreamableHttpClientTransport::from_config(transport_config);
-            match handshake(server, client_info().serve(transport)).await {
-                Ok(service) => Ok(Connection { service }),
-                Err(HandshakeError::Timeout) => Err(McpError::StartupTimeout {
-                    server: server.to_owned(),
-                    timeout: STARTUP_TIMEOUT,
-                }),
-                Err(HandshakeError::Failed(reason)) => Err(McpError::Initialize {
-                    server: server.to_owned(),
-                    // The HTTP client's errors usually name the URL already.
-                    reason: if reason.contains(url.as_str()) {
-                        reason
-                    } else {
-                        format!("{reason} (url {url})")
-                    },
-                    stderr: Vec::new(),
-                }),
-            }
+        })?;
+    let tail = stderr.map(|stderr| StderrTail::follow(server, stderr));
+    match handshake(server, client_info().serve(transport)).await {
+        Ok(service) => Ok(Connection { service }),
+        Err(HandshakeError::Timeout) => Err(McpError::StartupTimeout {
+            server: server.to_owned(),
+            timeout: STARTUP_TIMEOUT,
+        }),
+        Err(HandshakeError::Failed(reason)) => {
+            let stderr = match tail {
+                Some(tail) => tail.finish().await,
+                None => Vec::new(),
+            };
+            Err(McpError::Initialize {
+                server: server.to_owned(),
+                reason,
+                stderr,
+            })
         }
+    }
+}
+
+/// Connects to a server over streamable HTTP.
+async fn open_http(
+    server: &str,
+    url: &str,
+    bearer_env: Option<&str>,
+    bearer: Option<&crate::ApiKey>,
+) -> Result<Connection, McpError> {
+    let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url);
+    transport_config.retry_config = Arc::new(BoundedRetry);
+    if let Some(token) = bearer {
+        transport_config = transport_config.auth_header(token.expose().to_owned());
+    } else if let Some(variable) = bearer_env {
+        let token = std::env::var(variable).map_err(|_| McpError::MissingBearer {
+            server: server.to_owned(),
+            variable: variable.to_owned(),
+        })?;
+        transport_config = transport_config.auth_header(token);
+    }
+    crate::tls::install_crypto_provider();
+    let transport = StreamableHttpClientTransport::from_config(transport_config);
+    match handshake(server, client_info().serve(transport)).await {
+        Ok(service) => Ok(Connection { service }),
+        Err(HandshakeError::Timeout) => Err(McpError::StartupTimeout {
+            server: server.to_owned(),
+            timeout: STARTUP_TIMEOUT,
+        }),
+        Err(HandshakeError::Failed(reason)) => Err(McpError::Initialize {
+            server: server.to_owned(),
+            // The HTTP client's errors usually name the URL already.
+            reason: if reason.contains(url) {
+                reason
+            } else {
+                format!("{reason} (url {url})")
+            },
+            stderr: Vec::new(),
+        }),
     }
 }
 

@@ -88,6 +88,9 @@ pub struct ApprovalRecord {
     /// Why, when the person who answered said.
     #[serde(default)]
     pub comment: Option<String>,
+    /// What the deadline answers, when there is one.
+    #[serde(default)]
+    pub on_timeout: Option<mailbox::Answer>,
 }
 
 /// Closes the approvals a killed run left waiting (SIGKILL gives it no chance to): each

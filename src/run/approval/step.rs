@@ -52,6 +52,7 @@ impl<'a> Ctx<'a> {
             answered_ms: None,
             by: None,
             comment: None,
+            on_timeout: deadline.map(|_| on_timeout),
         };
         // Fail closed: without a deadline, a run nobody watches would wait forever.
         if deadline.is_none() && !self.answerable && !std::io::stdin().is_terminal() {
