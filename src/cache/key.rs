@@ -125,12 +125,30 @@ pub fn config(
                 .iter()
                 .find(|r| r.name.value == res.value)
                 .ok_or_else(|| ConfigError(format!("unknown resource `{}`", res.value)))?;
-            json!({
+            let mut config = json!({
                 "type": resource.kind.value,
                 "source": resource.source,
                 "params": step.params,
                 "version": version,
-            })
+            });
+            // A scripted type's scripts decide what a get fetches: a changed script is a
+            // changed step. (Left out for built-in types: their keys stay as they were.)
+            if let Some(t) = loaded
+                .pipeline
+                .resource_types
+                .iter()
+                .find(|t| t.name.value == resource.kind.value)
+            {
+                let text =
+                    |s: &Option<crate::pipeline::At<String>>| s.as_ref().map(|s| s.value.clone());
+                config["scripts"] = json!({
+                    "check": text(&t.config.check),
+                    "in": text(&t.config.in_),
+                    "out": text(&t.config.out),
+                    "image": text(&t.image),
+                });
+            }
+            config
         }
         StepKind::Approval => json!({ "message": step.message }),
         StepKind::LoadVar(name) => {

@@ -146,6 +146,9 @@ impl<'a> Checker<'a> {
     }
 
     fn definitions(&mut self) {
+        for finding in super::check_resource::check(self.pipeline) {
+            self.push_finding(finding);
+        }
         let mut seen = BTreeSet::new();
         for r in &self.pipeline.resources {
             if !seen.insert(r.name.value.as_str()) {

@@ -26,9 +26,16 @@ use super::flow::{Axis, Race, To, When};
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Pipeline {
-    /// Things steps fetch with `get:` and publish with `put:` (git is built in).
+    /// Things steps fetch with `get:` and publish with `put:` (`git` and `time` are
+    /// built in).
     #[serde(default)]
     pub resources: Vec<Resource>,
+    /// Resource types written as `check`, `in` and `out` shell scripts.
+    #[serde(default)]
+    pub resource_types: Vec<super::resource_type::ResourceType>,
+    /// Pipeline-wide defaults (`version_history:`).
+    #[serde(default)]
+    pub defaults: Option<super::resource_type::Defaults>,
     /// Agent definitions that `agent:` steps refer to by name.
     #[serde(default)]
     pub agents: Vec<Agent>,
@@ -254,6 +261,9 @@ pub struct Step {
     /// Resource-specific parameters.
     #[serde(default)]
     pub params: Option<BTreeMap<String, serde_json::Value>>,
+    /// On a get: `latest` (default), `every`, or a pinned `{ key: value }` version.
+    #[serde(default)]
+    pub version: Option<At<super::resource_type::VersionSpec>>,
 
     // ---- every step ----
     /// Artifacts this step sees, each as a read-only directory of that name.

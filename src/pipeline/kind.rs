@@ -283,6 +283,12 @@ impl Step {
         );
         add("params", RESOURCE, self.params.is_some(), None);
         add(
+            "version",
+            &["get"],
+            self.version.is_some(),
+            self.version.as_ref().map(|v| v.pos),
+        );
+        add(
             "file",
             &["load_var"],
             self.file.is_some(),

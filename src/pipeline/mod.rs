@@ -14,11 +14,13 @@
 //! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean.
 //! * `check`: the checks before anything runs.
 //! * `container`: `image:` and its neighbours, `env:` in both spellings, `workspace:`.
+//! * `check_resource`: the checks of `resource_types:`, resource types and `version:`.
 //! * `check_flow`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
 //! * `mcp`: the checks and configs of `mcp_servers:`.
 //! * `conversation`: `context_window:`, `compact_after_tokens:`, `max_context_bytes:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
 //! * `vars`: `((var))` substitution from `--var` and `--vars-file`.
+//! * `resource_type`: `resource_types:`, `defaults:` and a get's `version:`.
 //! * `outline`: every step of a job, numbered (what runs and the state file record).
 //!
 //! [`load`] is what every command calls: read, parse, check, and either a [`Loaded`]
@@ -29,6 +31,7 @@ pub mod artifact;
 pub mod at;
 pub mod check;
 pub mod check_flow;
+pub mod check_resource;
 pub mod container;
 pub mod conversation;
 pub mod diagnostic;
@@ -40,6 +43,7 @@ pub mod load;
 pub mod mcp;
 pub mod model;
 pub mod outline;
+pub mod resource_type;
 pub mod settings;
 pub mod vars;
 
@@ -55,6 +59,7 @@ pub use format::{
 };
 pub use kind::{Kind, StepKind};
 pub use model::ResolvedModel;
+pub use resource_type::{Defaults, ResourceType, Version, VersionSpec};
 pub use settings::{CacheConfig, ModelPrice, Prices, SizeSpec};
 
 /// The name of the pipeline file commands use when none is given.

@@ -1,12 +1,65 @@
-//! Resources: what `get:` fetches and `put:` publishes. `git` is built in (`git.rs`);
-//! `ops.rs` is what `get:` and `put:` do, as functions over paths (the executor runs the
-//! steps, in `crate::run::resource`).
+//! Resources: what `get:` fetches and `put:` publishes, and the versions they have.
+//!
+//! # Layout
+//!
+//! * `git`: the built-in `git` type, through the `git` command;
+//! * `ops`: what `get:` and `put:` do to a git resource, as functions over paths (the
+//!   executor runs the steps, in `crate::run::resource`);
+//! * `time`: the built-in `time` type (`interval:`);
+//! * `template`: `{{ }}` templates (the Go-template subset) of type scripts;
+//! * `script`: running one script, confined, with a timeout;
+//! * `scripted`: types written as `check`/`in`/`out` scripts (`resource_types:`);
+//! * `history`: the versions checks reported and the `every` cursors, in the state file;
+//! * `check`: [`check::Checker`], checking a resource and recording its versions (the API
+//!   a watcher uses).
 
+pub mod check;
 pub mod git;
+pub mod history;
 pub mod ops;
+pub mod script;
+pub mod scripted;
+pub mod template;
+pub mod time;
 
-use crate::pipeline::Resource;
+use crate::pipeline::{Loaded, Resource};
 use std::path::Path;
+
+/// A resource with what its type needs to run it.
+pub enum Kind<'a> {
+    /// The built-in git type.
+    Git(GitSource),
+    /// The built-in time type.
+    Time(time::TimeSource),
+    /// A type of `resource_types:`.
+    Scripted(scripted::Scripted<'a>),
+}
+
+impl<'a> Kind<'a> {
+    /// The resource named `name` in `loaded`, with its type.
+    pub fn of(loaded: &'a Loaded, name: &str) -> Result<Self, ResourceError> {
+        let r = loaded
+            .pipeline
+            .resources
+            .iter()
+            .find(|r| r.name.value == name)
+            .ok_or_else(|| ResourceError::Unknown(name.to_owned()))?;
+        match r.kind.value.as_str() {
+            "git" => Ok(Kind::Git(GitSource::resolved(r, &loaded.dir)?)),
+            "time" => Ok(Kind::Time(time::TimeSource::of(r)?)),
+            other => loaded
+                .pipeline
+                .resource_types
+                .iter()
+                .find(|t| t.name.value == other)
+                .map(|kind| Kind::Scripted(scripted::Scripted { resource: r, kind }))
+                .ok_or_else(|| ResourceError::Type {
+                    name: name.to_owned(),
+                    kind: other.to_owned(),
+                }),
+        }
+    }
+}
 
 /// A git resource's `source:`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,8 +76,10 @@ pub enum ResourceError {
     /// The step names a resource the file does not define.
     #[error("there is no resource `{0}`")]
     Unknown(String),
-    /// Only `git` is built in.
-    #[error("resource `{name}` has type `{kind}`; only `git` is built in")]
+    /// The type is neither built in nor defined.
+    #[error(
+        "resource `{name}` has type `{kind}`, which is neither built in (`git`, `time`) nor under `resource_types:`"
+    )]
     Type {
         /// The resource.
         name: String,
@@ -34,6 +89,14 @@ pub enum ResourceError {
     /// `source:` lacks `uri`, or has a wrong value.
     #[error("resource `{0}` needs `source: {{ uri: ..., branch: ... }}` with string values")]
     Source(String),
+    /// A `time` resource's `source:` is wrong.
+    #[error("resource `{name}`: {why}")]
+    TimeSource {
+        /// The resource.
+        name: String,
+        /// What is wrong.
+        why: String,
+    },
     /// A git operation failed.
     #[error(transparent)]
     Git(#[from] git::GitError),

@@ -146,7 +146,9 @@ impl<'a> Ctx<'a> {
         }
         cache.set_inputs_before(entry.seq, before);
         let version = match step.kind() {
-            Ok(StepKind::Get(res)) => Some(self.resolve_version(cache, &res.value, entry).await?),
+            Ok(StepKind::Get(res)) => {
+                Some(self.resolve_version(cache, step, &res.value, entry).await?)
+            }
             _ => None,
         };
         let agent = match step.kind() {

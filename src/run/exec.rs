@@ -505,8 +505,11 @@ impl<'a> Ctx<'a> {
                 }
                 Ok(StepKind::Approval) => self.approval(step, entry, cancel).await,
                 Ok(StepKind::LoadVar(name)) => self.load_var(step, &name.value).await,
-                Ok(StepKind::Get(res)) => self.get_step(step, entry, attempt, &res.value).await,
-                Ok(StepKind::Put(res)) => self.put_step(step, entry, &res.value).await,
+                Ok(StepKind::Get(res)) => {
+                    self.get_step(step, entry, attempt, &res.value, &cancel)
+                        .await
+                }
+                Ok(StepKind::Put(res)) => self.put_step(step, entry, &res.value, &cancel).await,
             }
         }
         .boxed()

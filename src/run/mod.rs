@@ -11,6 +11,7 @@
 //! * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
 //!   instead of running it, its outputs stored after;
 //! * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
+//! * `resource_scripted.rs`: `get` and `put` of `resource_types:` and `time` resources;
 //! * `task.rs`: running a command in its process group;
 //! * `output_limit.rs`: the most output one task step may print;
 //! * `artifacts.rs`: step directories and artifacts ([`artifacts::Artifacts`]);
@@ -36,6 +37,7 @@ pub mod leaf;
 pub(crate) mod output_limit;
 pub mod ports;
 mod resource;
+mod resource_scripted;
 pub mod start;
 pub mod state;
 pub mod state_lock;

@@ -15,9 +15,13 @@ use super::artifacts::copy_tree;
 use super::exec::{Ctx, Done};
 use super::transcript::Event;
 use crate::cache::StepCache;
+use crate::pipeline::VersionSpec;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
-use crate::resource::{GitSource, ResourceError, git, ops};
+use crate::resource::check::Checker;
+use crate::resource::history::canonical;
+use crate::resource::{GitSource, Kind, ResourceError, git, ops};
+use tokio_util::sync::CancellationToken;
 
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ResourceError> + Send + 'static,
@@ -41,21 +45,62 @@ impl<'a> Ctx<'a> {
             .map_or_else(|| self.artifacts.root().join("git"), |c| c.git_dir.clone())
     }
 
-    /// The commit a `get` of `resource` fetches; remembered for the step.
+    /// The version a `get` of `resource` fetches (a git commit, or a version as canonical
+    /// JSON); remembered for the step.
     pub(crate) async fn resolve_version(
         &self,
         cache: &Arc<StepCache>,
+        step: &Step,
         resource: &str,
         entry: &Entry,
     ) -> Result<String, Done> {
-        let src = self
-            .git_source(resource)
-            .map_err(|e| Done::errored(e.to_string()))?;
-        let commit = blocking(move || ops::latest(&src))
+        let version = self.pick_version(step, resource).await?;
+        cache.set_version(entry.seq, version.clone());
+        Ok(version)
+    }
+
+    /// Works out the version a `get` fetches under its `version:`: a git resource's
+    /// latest commit asks the remote; everything else checks the resource, records what
+    /// it reported in the version history and takes the version from there.
+    pub(crate) async fn pick_version(&self, step: &Step, resource: &str) -> Result<String, Done> {
+        let mode = step
+            .version
+            .as_ref()
+            .map(|v| v.value.clone())
+            .unwrap_or_default();
+        let kind = Kind::of(self.loaded, resource).map_err(|e| Done::errored(e.to_string()))?;
+        if let (Kind::Git(src), VersionSpec::Latest) = (&kind, &mode) {
+            let src = src.clone();
+            return blocking(move || ops::latest(&src))
+                .await
+                .map_err(|e| Done::errored(e.to_string()));
+        }
+        let checker = Checker::new(
+            self.loaded,
+            self.store.database(),
+            self.artifacts.root().join("checks"),
+        )
+        .map_err(|e| Done::errored(e.to_string()))?;
+        checker
+            .check_without_cursor(resource, &self.root)
             .await
             .map_err(|e| Done::errored(e.to_string()))?;
-        cache.set_version(entry.seq, commit.clone());
-        Ok(commit)
+        let job = &self.job.name.value;
+        let picked = checker
+            .next_version(job, resource, &mode)
+            .map_err(|e| Done::errored(e.to_string()))?;
+        let Some(version) = picked else {
+            return Err(Done::failed(match mode {
+                VersionSpec::Every => format!(
+                    "get `{resource}`: no new versions; every version its check reported was already taken by job `{job}`"
+                ),
+                _ => format!("get `{resource}`: no versions available (its check reported none)"),
+            }));
+        };
+        Ok(match kind {
+            Kind::Git(_) => version.get("ref").cloned().unwrap_or_default(),
+            _ => canonical(&version),
+        })
     }
 
     fn say(&self, entry: &Entry, line: String) {
@@ -67,19 +112,32 @@ impl<'a> Ctx<'a> {
         });
     }
 
-    /// `get:` a git resource into the artifact named by the step.
+    /// `get:` a resource into the artifact named by the step.
     pub(crate) async fn get_step(
         &'a self,
         step: &'a Step,
         entry: &'a Entry,
         attempt: u32,
         resource: &'a str,
+        cancel: &CancellationToken,
     ) -> Done {
-        let src = match self.git_source(resource) {
-            Ok(s) => s,
+        let src = match Kind::of(self.loaded, resource) {
+            Ok(Kind::Git(s)) => s,
+            Ok(other) => {
+                return self
+                    .get_versioned(other, step, entry, attempt, resource, cancel)
+                    .await;
+            }
             Err(e) => return Done::errored(e.to_string()),
         };
-        let known = self.cache.as_ref().and_then(|c| c.version(entry.seq));
+        let known = match self.cache.as_ref().and_then(|c| c.version(entry.seq)) {
+            Some(v) => Some(v),
+            None if step.version.is_some() => match self.pick_version(step, resource).await {
+                Ok(v) => Some(v),
+                Err(d) => return d,
+            },
+            None => None,
+        };
         let artifact = step
             .get
             .as_ref()
@@ -121,15 +179,21 @@ impl<'a> Ctx<'a> {
         Done::ok()
     }
 
-    /// `put:` an artifact to a git resource as a commit on its branch.
+    /// `put:` to a resource: a git resource gets an artifact as a commit on its branch.
     pub(crate) async fn put_step(
         &'a self,
         step: &'a Step,
         entry: &'a Entry,
         resource: &'a str,
+        cancel: &CancellationToken,
     ) -> Done {
-        let src = match self.git_source(resource) {
-            Ok(s) => s,
+        let src = match Kind::of(self.loaded, resource) {
+            Ok(Kind::Git(s)) => s,
+            Ok(other) => {
+                return self
+                    .put_versioned(other, step, entry, resource, cancel)
+                    .await;
+            }
             Err(e) => return Done::errored(e.to_string()),
         };
         let param = |k: &str| {

@@ -1,0 +1,170 @@
+//! Checking a resource for versions, for anything that watches: [`Checker::check`] runs
+//! the resource's check (whatever its type), records what it reported in the version
+//! history ([`super::history`]) and returns what was new; [`Checker::next_version`] is
+//! the version a job's get takes.
+//!
+//! ```no_run
+//! # async fn watch(loaded: &treadle::pipeline::Loaded, store: &treadle::run::state::Store)
+//! # -> Result<(), Box<dyn std::error::Error>> {
+//! use treadle::pipeline::VersionSpec;
+//! use treadle::resource::check::Checker;
+//!
+//! let checker = Checker::new(loaded, store.database(), std::env::temp_dir())?;
+//! let new = checker.check("repo").await?; // recorded, oldest first
+//! if !new.is_empty() {
+//!     let version = checker.next_version("build", "repo", &VersionSpec::Every)?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A check sees the newest recorded version as `{{ .version }}` (its cursor); a check made
+//! by `treadle run` ([`Checker::check_without_cursor`]) sees an empty map, as `steps`
+//! does: a manual run asks what exists, not what is new.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use redb::Database;
+use tokio_util::sync::CancellationToken;
+
+use super::history::{History, HistoryError};
+use super::scripted::ScriptedError;
+use super::{Kind, ResourceError, git};
+use crate::pipeline::{Defaults, Loaded, Version, VersionSpec};
+
+/// Why a check failed; each names the resource.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The resource cannot be used (unknown, bad `source:`, unknown type).
+    #[error(transparent)]
+    Resource(#[from] ResourceError),
+    /// The type's `check` script failed or printed no list of versions.
+    #[error(transparent)]
+    Scripted(#[from] ScriptedError),
+    /// The history could not be read or written.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// A scratch directory for the check could not be made.
+    #[error("resource `{resource}`: cannot make a directory for its check at {path}: {source}")]
+    Scratch {
+        /// The resource.
+        resource: String,
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Checks the resources of one pipeline against one state file's version history.
+#[derive(Clone)]
+pub struct Checker {
+    loaded: Arc<Loaded>,
+    history: History,
+    scratch: PathBuf,
+    cap: u32,
+}
+
+impl Checker {
+    /// A checker of `loaded`'s resources recording into `db` (the state file's database,
+    /// [`crate::run::state::Store::database`]); checks run in directories made under
+    /// `scratch` and removed after.
+    pub fn new(loaded: &Loaded, db: Arc<Database>, scratch: PathBuf) -> Result<Self, CheckError> {
+        Ok(Self {
+            cap: Defaults::version_history(loaded.pipeline.defaults.as_ref()),
+            loaded: Arc::new(loaded.clone()),
+            history: History::open(db)?,
+            scratch,
+        })
+    }
+
+    /// The version history it records into.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Checks `resource` with its cursor, records what it reported; the new versions,
+    /// oldest first.
+    pub async fn check(&self, resource: &str) -> Result<Vec<Version>, CheckError> {
+        self.check_with(resource, true, &CancellationToken::new())
+            .await
+    }
+
+    /// Checks `resource` with an empty cursor (a manual run), records what it reported;
+    /// the new versions, oldest first.
+    pub async fn check_without_cursor(
+        &self,
+        resource: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Version>, CheckError> {
+        self.check_with(resource, false, cancel).await
+    }
+
+    async fn check_with(
+        &self,
+        resource: &str,
+        cursor: bool,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Version>, CheckError> {
+        let found = match Kind::of(&self.loaded, resource)? {
+            Kind::Git(src) => {
+                let commit =
+                    tokio::task::spawn_blocking(move || git::resolve(&src.uri, &src.branch))
+                        .await
+                        .map_err(|e| git::GitError::Failed {
+                            what: "ls-remote",
+                            detail: e.to_string(),
+                        })
+                        .and_then(|r| r)
+                        .map_err(ResourceError::from)?;
+                vec![Version::from([("ref".to_owned(), commit)])]
+            }
+            Kind::Time(time) => {
+                let last = self.history.latest(resource)?;
+                time.check(last.as_ref(), std::time::SystemTime::now())
+            }
+            Kind::Scripted(s) => {
+                let last = if cursor {
+                    self.history.latest(resource)?
+                } else {
+                    None
+                };
+                let dir = self.scratch.join(format!(
+                    "check-{}-{}",
+                    std::process::id(),
+                    blake3::hash(format!("{resource}{:?}", std::time::Instant::now()).as_bytes())
+                        .to_hex()
+                        .as_str()
+                        .get(..12)
+                        .unwrap_or_default()
+                ));
+                std::fs::create_dir_all(&dir).map_err(|source| CheckError::Scratch {
+                    resource: resource.to_owned(),
+                    path: dir.clone(),
+                    source,
+                })?;
+                let found = s.check(last.as_ref(), &dir, cancel).await;
+                // Best effort: scratch left behind only costs disk.
+                let _ = std::fs::remove_dir_all(&dir);
+                found?
+            }
+        };
+        let history = self.history.clone();
+        let (name, cap) = (resource.to_owned(), self.cap);
+        tokio::task::spawn_blocking(move || history.record(&name, &found, cap))
+            .await
+            .map_err(|e| HistoryError::Db(e.to_string()))?
+            .map_err(CheckError::from)
+    }
+
+    /// The version a get of `resource` in `job` fetches under `mode` (see
+    /// [`History::next_version`]: under `every` it is taken). `None`: no version.
+    pub fn next_version(
+        &self,
+        job: &str,
+        resource: &str,
+        mode: &VersionSpec,
+    ) -> Result<Option<Version>, CheckError> {
+        Ok(self.history.next_version(job, resource, mode)?)
+    }
+}

@@ -1,0 +1,141 @@
+//! Running `get:` and `put:` on resources whose versions are JSON maps: the types of
+//! `resource_types:` (their `in` and `out` scripts) and the built-in `time` type. The git
+//! type's steps are in `super::resource`.
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::exec::{Ctx, Done};
+use super::transcript::Event;
+use crate::pipeline::outline::Entry;
+use crate::pipeline::{Step, Version};
+use crate::resource::{Kind, time};
+
+fn params_of(step: &Step) -> Option<Value> {
+    step.params
+        .as_ref()
+        .and_then(|p| serde_json::to_value(p).ok())
+}
+
+impl<'a> Ctx<'a> {
+    fn tell(&self, entry: &Entry, line: String) {
+        self.emit(Event::Output {
+            run: self.run,
+            seq: entry.seq,
+            stream: "stdout".into(),
+            line,
+        });
+    }
+
+    /// `get:` of a scripted or `time` resource: its version (resolved before, or now),
+    /// fetched into the step's artifact.
+    pub(crate) async fn get_versioned(
+        &'a self,
+        kind: Kind<'a>,
+        step: &'a Step,
+        entry: &'a Entry,
+        attempt: u32,
+        resource: &'a str,
+        cancel: &CancellationToken,
+    ) -> Done {
+        let known = self.cache.as_ref().and_then(|c| c.version(entry.seq));
+        let text = match known {
+            Some(v) => v,
+            None => match self.pick_version(step, resource).await {
+                Ok(v) => v,
+                Err(d) => return d,
+            },
+        };
+        let version: Version = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => return Done::errored(format!("get `{resource}`: bad version {text}: {e}")),
+        };
+        let artifact = step
+            .get
+            .as_ref()
+            .map_or_else(|| resource.to_owned(), |g| g.value.clone());
+        let arts = std::slice::from_ref(&artifact);
+        let dir = match self
+            .artifacts
+            .prepare(entry.seq, &entry.name, attempt, &[], arts)
+        {
+            Ok(d) => d,
+            Err(e) => return Done::errored(e.to_string()),
+        };
+        let fetched = match kind {
+            Kind::Scripted(s) => s
+                .fetch(&version, params_of(step).as_ref(), &dir, &artifact, cancel)
+                .await
+                .map_err(|e| e.to_string()),
+            Kind::Time(_) => {
+                let stamp = version.get("time").cloned().unwrap_or_default();
+                std::fs::write(dir.join(&artifact).join(time::FILE), format!("{stamp}\n"))
+                    .map_err(|e| format!("get `{resource}`: {e}"))
+            }
+            Kind::Git(_) => Err(format!("get `{resource}`: git is fetched elsewhere")),
+        };
+        let collected = fetched.and_then(|()| {
+            self.artifacts
+                .collect(&dir, arts)
+                .map_err(|e| format!("get `{resource}`: {e}"))
+        });
+        self.artifacts.discard(&dir);
+        if let Err(e) = collected {
+            return Done::failed(e);
+        }
+        let line = format!("fetched {resource} at {text}");
+        self.tell(entry, line.clone());
+        if let Some(c) = &self.cache {
+            c.set_version(entry.seq, text);
+        }
+        self.update(entry.seq, |r| r.stdout_tail = format!("{line}\n"))
+            .await;
+        Done::ok()
+    }
+
+    /// `put:` to a scripted or `time` resource: its `out` script runs in a directory of
+    /// the step's inputs; the version it printed is shown.
+    pub(crate) async fn put_versioned(
+        &'a self,
+        kind: Kind<'a>,
+        step: &'a Step,
+        entry: &'a Entry,
+        resource: &'a str,
+        cancel: &CancellationToken,
+    ) -> Done {
+        let inputs: Vec<String> = step.inputs.iter().map(|i| i.value.clone()).collect();
+        if let Some(missing) = inputs.iter().find(|i| self.artifacts.artifact(i).is_none()) {
+            return Done::failed(format!(
+                "input `{missing}` was not produced by any step that ran"
+            ));
+        }
+        let dir = match self
+            .artifacts
+            .prepare(entry.seq, &entry.name, 0, &inputs, &[])
+        {
+            Ok(d) => d,
+            Err(e) => return Done::errored(e.to_string()),
+        };
+        let published = match kind {
+            Kind::Scripted(s) => s
+                .publish(params_of(step).as_ref(), &dir, cancel)
+                .await
+                .map_err(|e| e.to_string()),
+            Kind::Time(_) => Ok(Some(time::stamp(std::time::SystemTime::now()))),
+            Kind::Git(_) => Err(format!("put `{resource}`: git is pushed elsewhere")),
+        };
+        self.artifacts.discard(&dir);
+        let line = match published {
+            Ok(Some(v)) => format!(
+                "put {resource}: version {}",
+                crate::resource::history::canonical(&v)
+            ),
+            Ok(None) => format!("put {resource}: done (no version printed)"),
+            Err(e) => return Done::failed(e),
+        };
+        self.tell(entry, line.clone());
+        self.update(entry.seq, |r| r.stdout_tail = format!("{line}\n"))
+            .await;
+        Done::ok()
+    }
+}

@@ -1,0 +1,228 @@
+//! Resource types written as `check`/`in`/`out` scripts, through the `treadle` binary:
+//! templating, `version:` (latest, pinned, every across runs), `put`, the built-in `time`
+//! type, and each bad input giving an error that names the resource.
+
+mod common;
+
+use common::Fixture;
+
+/// A pipeline with one type `counter` whose check reports versions 1..=`count`.
+fn counter(count: u32, get: &str) -> String {
+    format!(
+        r#"
+resource_types:
+  - name: counter
+    config:
+      check: |
+        i=1; sep=''; printf '['
+        while [ $i -le {{{{ .source.count }}}} ]; do printf '%s{{"n": "%s"}}' "$sep" $i; sep=', '; i=$((i+1)); done
+        printf ']'
+      in: echo {{{{ .version.n | shellquote }}}} > n.txt
+resources:
+  - name: ticks
+    type: counter
+    source: {{ count: {count} }}
+jobs:
+  - name: build
+    plan:
+{get}
+      - task: show
+        inputs: [ticks]
+        run: echo "took $(cat ticks/n.txt)"
+"#
+    )
+}
+
+fn all(r: &common::Run) -> String {
+    format!("{}\n{}", r.stdout(), r.stderr())
+}
+
+#[test]
+fn a_get_fetches_the_latest_version_or_the_pinned_one() {
+    let f = Fixture::new(&counter(3, "      - get: ticks"));
+    let r = f.treadle(&["run"]);
+    r.expect_code(0);
+    assert!(r.stdout().contains("took 3"), "{}", all(&r));
+
+    let pinned = counter(3, "      - get: ticks\n        version: { n: \"2\" }");
+    std::fs::write(f.file(), pinned).unwrap();
+    let r = f.treadle(&["run"]);
+    r.expect_code(0);
+    assert!(r.stdout().contains("took 2"), "{}", all(&r));
+
+    let never = counter(3, "      - get: ticks\n        version: { n: \"9\" }");
+    std::fs::write(f.file(), never).unwrap();
+    let r = f.treadle(&["run"]);
+    assert_ne!(r.code(), 0, "{}", all(&r));
+    assert!(
+        all(&r).contains("resource `ticks` has no version"),
+        "{}",
+        all(&r)
+    );
+}
+
+#[test]
+fn every_takes_each_version_once_across_runs() {
+    let every = "      - get: ticks\n        version: every";
+    let f = Fixture::new(&counter(2, every));
+    // A cold start takes only the newest of what the first check found.
+    let r = f.treadle(&["run"]);
+    r.expect_code(0);
+    assert!(r.stdout().contains("took 2"), "{}", all(&r));
+    // Two new versions: one per run, oldest first, then nothing left.
+    std::fs::write(f.file(), counter(4, every)).unwrap();
+    for want in ["took 3", "took 4"] {
+        let r = f.treadle(&["run"]);
+        r.expect_code(0);
+        assert!(r.stdout().contains(want), "{want}: {}", all(&r));
+    }
+    let r = f.treadle(&["run"]);
+    assert_ne!(r.code(), 0);
+    assert!(all(&r).contains("no new versions"), "{}", all(&r));
+}
+
+#[test]
+fn templates_see_source_version_and_params_and_out_prints_a_version() {
+    let f = Fixture::new(
+        r#"
+resource_types:
+  - name: notes
+    config:
+      check: |
+        printf '[{"word": "%s"}]' {{ .source.word | upper | shellquote }}
+      in: |
+        echo {{ .version.word | shellquote }} {{ index .params "extra" | default "none" }} > word.txt
+      out: |
+        cat notes/text.txt
+        printf '{"word": "%s"}' "$(cat notes/text.txt)"
+resources:
+  - name: note
+    type: notes
+    source: { word: "it's" }
+jobs:
+  - name: build
+    plan:
+      - get: note
+        params: { extra: more }
+      - task: show
+        inputs: [note]
+        outputs: [notes]
+        run: cat note/word.txt && echo published > notes/text.txt
+      - put: note
+        inputs: [notes]
+"#,
+    );
+    let r = f.treadle(&["run"]);
+    r.expect_code(0);
+    let out = r.stdout();
+    assert!(out.contains("IT'S more"), "{}", all(&r));
+    assert!(
+        out.contains(r#"put note: version {"word":"published"}"#),
+        "{}",
+        all(&r)
+    );
+}
+
+#[test]
+fn a_time_resource_has_a_version_stamped_now() {
+    let f = Fixture::new(
+        r#"
+resources:
+  - name: tick
+    type: time
+    source: { interval: 1h }
+jobs:
+  - name: build
+    plan:
+      - get: tick
+      - task: show
+        inputs: [tick]
+        run: cat tick/timestamp
+"#,
+    );
+    let r = f.treadle(&["run"]);
+    r.expect_code(0);
+    let year = r
+        .stdout()
+        .lines()
+        .any(|l| l.contains("20") && l.trim_end().ends_with('Z'));
+    assert!(year, "{}", all(&r));
+}
+
+/// A pipeline whose type has this `check` and `in`, and a get of it.
+fn broken(check: &str, inn: &str, timeout: &str) -> String {
+    format!(
+        r#"
+resource_types:
+  - name: flaky
+    {timeout}
+    config:
+      check: |
+        {check}
+      in: |
+        {inn}
+resources:
+  - name: feed
+    type: flaky
+    source: {{}}
+jobs:
+  - name: build
+    plan:
+      - get: feed
+"#
+    )
+}
+
+fn fails_naming_the_resource(yaml: &str, what: &str) {
+    fails_naming_the_resource_with(yaml, &[what]);
+}
+
+/// The run fails naming the resource and saying one of `whats`.
+fn fails_naming_the_resource_with(yaml: &str, whats: &[&str]) {
+    let f = Fixture::new(yaml);
+    let r = f.treadle(&["run"]);
+    assert_ne!(r.code(), 0, "{}", all(&r));
+    let text = all(&r);
+    assert!(text.contains("resource `feed`"), "{text}");
+    assert!(
+        whats.iter().any(|w| text.contains(w)),
+        "expected one of {whats:?} in:\n{text}"
+    );
+}
+
+#[test]
+fn a_check_printing_invalid_json_names_the_resource() {
+    let yaml = broken("echo 'not json'", "true", "");
+    fails_naming_the_resource(&yaml, "is not JSON");
+}
+
+#[test]
+fn a_check_exiting_non_zero_names_the_resource_and_says_why() {
+    let yaml = broken("echo 'api down' >&2; exit 3", "true", "");
+    fails_naming_the_resource(&yaml, "exited with code 3: api down");
+}
+
+#[test]
+fn a_hanging_check_is_killed_at_its_timeout() {
+    let yaml = broken("sleep 30", "true", "timeout: 1s");
+    let started = std::time::Instant::now();
+    fails_naming_the_resource(&yaml, "did not finish within 1s");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
+
+#[test]
+fn an_in_writing_outside_its_directory_is_an_error() {
+    // Beside the artifact: found after the script (and, where the kernel has Landlock,
+    // refused while it runs).
+    let yaml = broken(r#"printf '[{"v": "1"}]'"#, "echo x > ../escaped.txt", "");
+    fails_naming_the_resource_with(&yaml, &["outside its directory", "Permission denied"]);
+    // A link in the artifact leading out of it.
+    let yaml = broken(r#"printf '[{"v": "1"}]'"#, "ln -s /etc/hostname leak", "");
+    fails_naming_the_resource(&yaml, "outside its directory");
+}
+
+#[test]
+fn a_template_naming_a_missing_key_is_an_error_naming_key_and_resource() {
+    let yaml = broken(r#"printf '[{"v": "1"}]'"#, "echo {{ .version.ts }}", "");
+    fails_naming_the_resource(&yaml, "`.version.ts` is not set");
+}
