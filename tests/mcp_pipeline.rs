@@ -4,40 +4,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use common::Fixture;
+use common::mcp::fixture_server;
 use serde_json::{Value, json};
 use treadle_scripted::{Reply, Script, ScriptedServer};
-
-/// The fixture server binary. Another package's binary has no `CARGO_BIN_EXE_*` here, so
-/// it is built (a no-op after `cargo test --workspace`) and found in the target dir.
-fn fixture_server() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let built = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "treadle-proofs",
-            "--bin",
-            "treadle-mcp-fixture",
-        ])
-        .current_dir(root)
-        .output()
-        .expect("run cargo build");
-    assert!(
-        built.status.success(),
-        "building treadle-mcp-fixture failed:\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map_or_else(|| root.join("target"), |t| root.join(t));
-    let bin = target.join("debug").join("treadle-mcp-fixture");
-    assert!(bin.is_file(), "no fixture server at {}", bin.display());
-    bin
-}
 
 fn pipeline(command: &str) -> String {
     format!(

@@ -4,35 +4,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use common::Fixture;
+use common::mcp::fixture_server;
 use treadle_scripted::{Reply, Script, ScriptedServer};
-
-fn fixture_server() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let built = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "treadle-proofs",
-            "--bin",
-            "treadle-mcp-fixture",
-        ])
-        .current_dir(root)
-        .output()
-        .expect("run cargo build");
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map_or_else(|| root.join("target"), |t| root.join(t));
-    target.join("debug").join("treadle-mcp-fixture")
-}
 
 /// Two agents on the same endpoint and model (probed once), one with an MCP tool.
 fn pipeline(url: &str, mcp_tool: &str, command: &str) -> String {

@@ -76,16 +76,10 @@ impl Total {
 const HEADER: &str = "   prompt completion   cached       cost";
 
 pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
-    let path = crate::run::state_path(file, state);
-    if !path.exists() {
-        crate::console::tell!(
-            "{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`",
-            file.display(),
-            path.display(),
-            file.display()
-        );
-        return EXIT_CONFIG;
-    }
+    let path = match super::inspect::recorded(file, state) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
     let shown = Store::open(&path).and_then(|store| match steps {
         None => {
             let mut all = Vec::new();

@@ -43,17 +43,26 @@ pub(super) fn schema() -> u8 {
     }
 }
 
-pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
+/// The state file of `file`'s runs, or (said on stderr) that none is recorded yet.
+pub(super) fn recorded(file: &Path, state: Option<PathBuf>) -> Result<PathBuf, u8> {
     let path = crate::run::state_path(file, state);
-    if !path.exists() {
-        crate::console::tell!(
-            "{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`",
-            file.display(),
-            path.display(),
-            file.display()
-        );
-        return EXIT_CONFIG;
+    if path.exists() {
+        return Ok(path);
     }
+    crate::console::tell!(
+        "{}: no runs recorded yet (no {})\nhint: run it with `treadle run {}`",
+        file.display(),
+        path.display(),
+        file.display()
+    );
+    Err(EXIT_CONFIG)
+}
+
+pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
+    let path = match recorded(file, state) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
     let shown = Store::open(&path).and_then(|store| match steps {
         None => store.runs().map(|runs| print_runs(&runs)),
         Some(run) => store

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod mcp;
 pub mod server;
 
 use std::path::{Path, PathBuf};
