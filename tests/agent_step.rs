@@ -64,6 +64,7 @@ impl Fixture {
             model_response: None,
             mcp: Vec::new(),
             conversation: Default::default(),
+            controls: Default::default(),
         }
     }
 

@@ -76,16 +76,22 @@ fn obedient_agent(body: &Value) -> Reply {
     }
     if let Some(verdict) = tools.iter().find(|t| t["function"]["name"] == "verdict") {
         let first = verdict["function"]["parameters"]["properties"]["verdict"]["enum"][0].clone();
-        actions.push(Reply::tool_call(
-            "verdict",
-            json!({"verdict": first, "reason": "scripted"}),
-        ));
+        let mut arguments = json!({"verdict": first, "reason": "scripted"});
+        // `min_confidence:` asks for a confidence; a sure agent escalates nothing.
+        if verdict["function"]["parameters"]["properties"]["confidence"].is_object() {
+            arguments["confidence"] = json!(0.9);
+        }
+        actions.push(Reply::tool_call("verdict", arguments));
     }
     let done = messages.iter().filter(|m| m["role"] == "tool").count();
-    actions
-        .into_iter()
-        .nth(done)
-        .unwrap_or_else(|| Reply::text("done").usage(10, 2))
+    actions.into_iter().nth(done).unwrap_or_else(|| {
+        // `output_schema:` puts the schema in the prompt; the docs' schemas ask for this.
+        if prompt.contains("JSON Schema") {
+            Reply::text(r#"{"summary": "done"}"#).usage(10, 2)
+        } else {
+            Reply::text("done").usage(10, 2)
+        }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]

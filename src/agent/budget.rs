@@ -7,14 +7,22 @@
 //! already queued. A budget is spent when the tokens used (by earlier steps of the job, for
 //! a job budget, plus this step) reach its limit; the call that would go over is the one
 //! refused, so a step never starts a model call it cannot afford to begin.
+//!
+//! Dollar budgets are checked at the same point, pricing the usage counted so far at the
+//! step's model price. A dollar budget without a price is refused when the pipeline loads
+//! (`crate::pipeline::controls`); should one reach the guard anyway (a library user), the
+//! guard refuses the first call rather than run unbounded (fail closed).
 
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
 
 use futures::{FutureExt, StreamExt};
-use treadle_event::EventKind;
+use treadle_event::{EventKind, Usage};
 use treadle_hook::{Decision, Hook, HookCall, Operation};
 use treadle_session::Subscription;
+
+use super::controls::DollarBudget;
+use super::cost::{ModelPrice, cost};
 
 /// Which budget a limit comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,25 +61,55 @@ pub(crate) struct Tripped {
     pub(crate) limit: u64,
 }
 
+/// The dollar budget that stopped a step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TrippedDollars {
+    pub(crate) scope: BudgetScope,
+    /// Dollars spent; `None` when the model has no price.
+    pub(crate) spent: Option<f64>,
+    pub(crate) limit: f64,
+}
+
 /// The guard hook.
 pub(crate) struct BudgetGuard {
     budgets: Vec<TokenBudget>,
+    dollars: Vec<DollarBudget>,
+    price: Option<ModelPrice>,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
     events: Option<Subscription>,
-    spent: u64,
+    spent: Usage,
     tripped: Option<Tripped>,
+    tripped_dollars: Option<TrippedDollars>,
 }
 
 impl BudgetGuard {
     pub(crate) fn new(budgets: Vec<TokenBudget>) -> Self {
         Self {
             budgets,
+            dollars: Vec::new(),
+            price: None,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// Adds dollar budgets, counted at `price`.
+    pub(crate) fn with_dollars(
+        mut self,
+        dollars: Vec<DollarBudget>,
+        price: Option<ModelPrice>,
+    ) -> Self {
+        self.dollars = dollars;
+        self.price = price;
+        self
+    }
+
+    /// The dollar budget that refused a call, if one did.
+    pub(crate) fn tripped_dollars(&self) -> Option<TrippedDollars> {
+        self.lock().tripped_dollars
     }
 
     /// Gives the guard the session's events; until then it counts nothing.
@@ -91,9 +129,10 @@ impl BudgetGuard {
     /// Decides whether one more model call may be made.
     fn check(&self) -> Decision {
         let mut state = self.lock();
-        state.spent += drain_usage(state.events.as_mut());
+        let drained = drain_usage(state.events.as_mut());
+        state.spent += drained;
         for budget in &self.budgets {
-            let spent = budget.spent_before + state.spent;
+            let spent = budget.spent_before + state.spent.total();
             if spent >= budget.limit {
                 state.tripped = Some(Tripped {
                     scope: budget.scope,
@@ -106,21 +145,42 @@ impl BudgetGuard {
                 ));
             }
         }
+        let usd = cost(&state.spent, self.price.as_ref()).usd();
+        for budget in &self.dollars {
+            let spent = usd.map(|usd| budget.spent_before + usd);
+            if spent.is_none_or(|spent| spent >= budget.limit) {
+                state.tripped_dollars = Some(TrippedDollars {
+                    scope: budget.scope,
+                    spent,
+                    limit: budget.limit,
+                });
+                return Decision::deny(match spent {
+                    Some(spent) => format!(
+                        "the {} dollar budget is spent (${spent:.4} of ${:.4})",
+                        budget.scope, budget.limit
+                    ),
+                    None => format!(
+                        "the {} dollar budget cannot be counted: the model has no price",
+                        budget.scope
+                    ),
+                });
+            }
+        }
         Decision::Allow
     }
 }
 
 /// Sums the usage of the `StepDone` events already queued, without waiting for more.
-fn drain_usage(events: Option<&mut Subscription>) -> u64 {
-    let Some(events) = events else { return 0 };
-    let mut tokens = 0;
+fn drain_usage(events: Option<&mut Subscription>) -> Usage {
+    let mut tokens = Usage::default();
+    let Some(events) = events else { return tokens };
     // `unconstrained`: tokio's cooperative budget could otherwise report a queued event as
     // not ready, and the guard would miss usage it must count.
     while let Some(Some(Ok(delivery))) =
         tokio::task::coop::unconstrained(events.next()).now_or_never()
     {
         if let EventKind::StepDone { usage, .. } = &delivery.event.kind {
-            tokens += usage.total();
+            tokens += *usage;
         }
     }
     tokens
@@ -133,7 +193,7 @@ impl Hook for BudgetGuard {
     }
 
     async fn begin(&self, call: &HookCall) -> Decision {
-        if call.op != Operation::Inference || self.budgets.is_empty() {
+        if call.op != Operation::Inference || (self.budgets.is_empty() && self.dollars.is_empty()) {
             return Decision::Allow;
         }
         self.check()
@@ -172,6 +232,49 @@ mod tests {
                 limit: 500
             })
         );
+    }
+
+    #[test]
+    fn a_dollar_budget_counts_the_price_and_fails_closed_without_one() {
+        let budget = DollarBudget {
+            scope: BudgetScope::Job,
+            limit: 1.0,
+            spent_before: 1.5,
+        };
+        let priced = BudgetGuard::new(Vec::new()).with_dollars(
+            vec![budget],
+            Some(ModelPrice {
+                prompt: 1.0,
+                completion: 1.0,
+                cached: None,
+            }),
+        );
+        match priced.check() {
+            Decision::Deny { reason } => {
+                assert_eq!(
+                    reason,
+                    "the job dollar budget is spent ($1.5000 of $1.0000)"
+                );
+            }
+            other => panic!("allowed: {other:?}"),
+        }
+        let unpriced = BudgetGuard::new(Vec::new()).with_dollars(
+            vec![DollarBudget {
+                spent_before: 0.0,
+                ..budget
+            }],
+            None,
+        );
+        assert!(!unpriced.check().is_allow());
+        assert_eq!(unpriced.tripped_dollars().and_then(|t| t.spent), None);
+        let fresh = BudgetGuard::new(Vec::new()).with_dollars(
+            vec![DollarBudget {
+                spent_before: 0.0,
+                ..budget
+            }],
+            Some(ModelPrice::default()),
+        );
+        assert!(fresh.check().is_allow());
     }
 
     #[test]

@@ -16,7 +16,11 @@
 //! * `step`: [`run_agent_step`] and [`AgentError`].
 //! * `mcp`: starting and stopping the MCP servers a step's grant names.
 //! * `verdict`: the `verdict` tool and the reminder when it was not called.
-//! * `budget`: [`TokenBudget`] and the guard hook that enforces it.
+//! * `budget`: [`TokenBudget`], dollar budgets, and the guard hook that enforces them.
+//! * `controls`: [`StepControls`] (permissions, typed output, confidence floor, dollar
+//!   budgets) and the [`Asker`] that takes a question to a person.
+//! * `typed_output`: `output_schema:` (prompt, check, retry message, the output file).
+//! * `escalation`: when a verdict's confidence escalates and what that records.
 //! * `cost`: [`ModelPrice`], [`Cost`].
 //! * [`preflight`]: probing every model and MCP server a job uses, before it runs.
 //! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
@@ -30,25 +34,37 @@
 //! * Tool calls are read from the committed history after the turn, not from the live
 //!   `ToolCall*` events, which are ephemeral and may be dropped for a slow subscriber.
 //! * A budget is checked before each model call, so the step stops before the call that
-//!   would begin over budget; the last call may still end above it.
+//!   would begin over budget; the last call may still end above it. Dollar budgets are
+//!   counted at the step's model price; a dollar budget for an unpriced model is a load
+//!   error (it could never stop anything), and in the library the guard fails closed.
+//! * `permissions:` runs as the session's policy hook with the verdict tool always allowed;
+//!   an `ask` opens the session's gate and the step's [`Asker`] answers it, so the session
+//!   journals the question and the answer like any gate.
+//! * A verdict below `min_confidence:` escalates after the turn: to another agent's model,
+//!   which decides again with the same tools, then (still unsure, or `escalate_to: human`)
+//!   to a person; an approval keeps the verdict, a rejection fails the step.
 //! * The agent's API key variable is removed from `run_shell`'s environment, so a model
 //!   cannot print the key it runs with.
 
 mod budget;
+pub mod controls;
 mod cost;
+mod escalation;
 mod mcp;
 mod observe;
 pub mod preflight;
 mod record;
 mod spec;
 mod step;
+mod typed_output;
 mod verdict;
 
 pub use budget::{BudgetScope, TokenBudget};
+pub use controls::{Answered, Asker, DollarBudget, Question, QuestionKind, StepControls};
 pub use cost::{Cost, ModelPrice, Prices, cost, find_price};
 pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
-pub use record::{AgentOutcome, AgentStatus, RecordedCall};
+pub use record::{AgentOutcome, AgentStatus, EscalationRecord, RecordedCall};
 pub use spec::{AgentStep, BuildError, Conversation, DEFAULT_MAX_TURNS};
 pub use step::{AgentError, run_agent_step};
 pub use verdict::{Chosen, VERDICT_TOOL};

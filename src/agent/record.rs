@@ -55,6 +55,27 @@ pub enum AgentStatus {
         /// Why.
         reason: String,
     },
+    /// A dollar budget was spent; no further model call was made.
+    DollarBudgetExceeded {
+        /// Dollars spent when the next call was refused (`None`: the model has no price).
+        spent_usd: Option<f64>,
+        /// The budget that was reached.
+        limit_usd: f64,
+        /// Which budget: `step` or `job`.
+        scope: String,
+    },
+    /// `output_schema:` was not met, even after the model was told why once.
+    InvalidOutput {
+        /// Why the second answer does not fit.
+        reason: String,
+    },
+    /// A verdict below `min_confidence:` went to a person, who rejected it.
+    EscalationRejected {
+        /// The verdict that was rejected.
+        verdict: String,
+        /// Who rejected it (`headless`, `timeout`, a user name).
+        by: String,
+    },
 }
 
 impl AgentStatus {
@@ -80,6 +101,24 @@ impl AgentStatus {
                 allowed.join(", ")
             )),
             Self::Interrupted { reason } => Some(format!("interrupted: {reason}")),
+            Self::DollarBudgetExceeded {
+                spent_usd,
+                limit_usd,
+                scope,
+            } => Some(match spent_usd {
+                Some(spent) => format!(
+                    "{scope} dollar budget spent (${spent:.4} of ${limit_usd:.4}); no further model call was made"
+                ),
+                None => format!(
+                    "{scope} dollar budget of ${limit_usd:.4} cannot be counted: the model has no price"
+                ),
+            }),
+            Self::InvalidOutput { reason } => Some(format!(
+                "the answer does not match `output_schema:` after one retry: {reason}"
+            )),
+            Self::EscalationRejected { verdict, by } => Some(format!(
+                "the verdict `{verdict}` was below `min_confidence:`, escalated to a person and rejected by {by}"
+            )),
         }
     }
 }
@@ -106,6 +145,32 @@ pub struct AgentOutcome {
     pub steps: u32,
     /// How the step ended.
     pub status: AgentStatus,
+    /// The confidence given with the verdict, when the step asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// What happened when the verdict was below `min_confidence:`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalations: Vec<EscalationRecord>,
+    /// The typed answer (`output_schema:`), once it validated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typed_output: Option<serde_json::Value>,
+}
+
+/// One escalation of a low-confidence verdict, as recorded with the step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EscalationRecord {
+    /// The verdict given.
+    pub verdict: String,
+    /// Its confidence.
+    pub confidence: f64,
+    /// The floor it missed.
+    pub min_confidence: f64,
+    /// The model's note (its reason).
+    pub note: String,
+    /// Where it went: `human` or `agent:NAME`.
+    pub to: String,
+    /// What came of it: `approved by X`, `rejected by X`, or the other agent's verdict.
+    pub result: String,
 }
 
 /// Reads the tool calls out of a committed history: each `ToolUse` block paired with the

@@ -19,6 +19,7 @@ use crate::pipeline::{Agent, Loaded, ResolvedModel, Step, mcp};
 use crate::tools::DEFAULT_GRANT;
 
 use super::budget::{BudgetScope, TokenBudget};
+use super::controls::StepControls;
 use super::cost::{ModelPrice, Prices, find_price};
 
 /// One agent step, ready to run.
@@ -61,6 +62,8 @@ pub struct AgentStep {
     pub mcp: Vec<McpServerConfig>,
     /// How the conversation is kept bounded; the session's defaults where `None`.
     pub conversation: Conversation,
+    /// Permissions, typed output, confidence floor, dollar budgets, who is asked.
+    pub controls: StepControls,
 }
 
 /// How an agent step's conversation is kept within its model's context.
@@ -103,8 +106,11 @@ impl AgentStep {
             .agent(&name.value)
             .ok_or_else(|| BuildError::UnknownAgent(name.value.clone()))?;
         let model = model::resolve(&agent.source, agent.name.pos, &process_env)?;
-        Ok(Self::from_pipeline(agent, step, model, PathBuf::new())
-            .with_prices(&loaded.pipeline.prices))
+        let controls = super::controls::from_pipeline(loaded, agent, step)?;
+        let mut built = Self::from_pipeline(agent, step, model, PathBuf::new())
+            .with_prices(&loaded.pipeline.prices);
+        built.controls = controls;
+        Ok(built)
     }
 
     /// The step, confined to `dir`.
@@ -135,6 +141,9 @@ impl AgentStep {
         {
             let servers = self.mcp.iter().map(server_view).collect();
             map.insert("mcp_servers".to_owned(), Value::Array(servers));
+        }
+        if let (Some(controls), Value::Object(map)) = (self.controls.key_view(), &mut view) {
+            map.insert("controls".to_owned(), controls);
         }
         view
     }
@@ -224,6 +233,7 @@ impl AgentStep {
                 .and_then(|l| l.model_response.map(|s| s.0)),
             mcp: mcp::configs(agent),
             conversation,
+            controls: StepControls::default(),
         }
     }
 
@@ -340,7 +350,9 @@ mod tests {
             max_context_bytes: None,
             budget: budget.map(|tokens| Budget {
                 tokens: Some(tokens),
+                dollars: None,
             }),
+            permissions: None,
         }
     }
 
@@ -362,7 +374,10 @@ mod tests {
                 At::new(Verdict::Route(verdict)),
                 At::new(Verdict::Route(reject)),
             ]),
-            budget: Some(Budget { tokens: Some(500) }),
+            budget: Some(Budget {
+                tokens: Some(500),
+                dollars: None,
+            }),
             ..Step::default()
         };
         let spec = AgentStep::from_pipeline(

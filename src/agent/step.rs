@@ -7,15 +7,19 @@ use tokio_util::sync::CancellationToken;
 use treadle_event::{EventFilter, LoopScope, Usage};
 use treadle_hook::Hook;
 use treadle_session::{
-    ApiKey, Journal, RunError, Session, SessionBuilder, StartError, Tool, TurnOutcome, TurnReport,
+    ApiKey, GateAnswer, Journal, RunError, Session, SessionBuilder, StartError, Tool, TurnOutcome,
+    TurnReport,
 };
 
 use super::budget::BudgetGuard;
+use super::controls::{ConfidenceFloor, Escalation, Question, QuestionKind};
 use super::cost::cost;
+use super::escalation;
 use super::mcp::{McpToolsError, StepServers};
 use super::observe::{AgentEvent, AgentObserver, forward};
 use super::record::{AgentOutcome, AgentStatus, calls_from_history};
 use super::spec::AgentStep;
+use super::typed_output;
 use super::verdict::{VerdictSlot, VerdictTool, reminder};
 use crate::pipeline::mcp::server_of;
 use crate::tools::{UnknownTool, Workspace, WorkspaceError, grant};
@@ -87,9 +91,64 @@ pub async fn run_agent_step(
     tools.extend(remote_tools);
     // MCP results are masked too: a stdio server inherits the environment, key included.
     let tools = crate::tools::Masked::wrap_all(tools, &secrets);
-    let result = run_session(step, journal, observer, cancel, tools).await;
+    let result = match run_session(step, journal, observer, cancel, tools.clone()).await {
+        Ok(outcome) => escalate(step, journal, observer, cancel, tools, outcome).await,
+        Err(e) => Err(e),
+    };
     servers.shutdown().await;
     result
+}
+
+/// Escalates a verdict below the step's `min_confidence:`: to the stronger agent named in
+/// `escalate_to:` (which decides again in a session of its own, with the same tools), and
+/// when that too is unsure, or when `escalate_to` is a person, to a person through the
+/// step's asker. Each escalation is shown and kept in the outcome.
+async fn escalate(
+    step: &AgentStep,
+    journal: &Journal,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+    tools: Vec<Arc<dyn Tool>>,
+    mut outcome: AgentOutcome,
+) -> Result<AgentOutcome, AgentError> {
+    let Some(floor) = &step.controls.confidence else {
+        return Ok(outcome);
+    };
+    if let Escalation::Agent { name, model } = &floor.escalate_to
+        && let Some(low) = escalation::below(floor, &outcome)
+    {
+        observer.on_event(AgentEvent::Notice(format!(
+            "verdict `{}` at confidence {:.2} is below min_confidence {:.2}: agent `{name}` decides again",
+            low.verdict, low.confidence, low.min_confidence
+        )));
+        let mut stronger = step.clone();
+        stronger.model = (**model).clone();
+        stronger.controls.confidence = Some(ConfidenceFloor {
+            min: floor.min,
+            escalate_to: Escalation::Human,
+        });
+        let again = run_session(&stronger, journal, observer, cancel, tools).await?;
+        outcome = escalation::decided_again(outcome, low, name, again);
+    }
+    let Some(low) = escalation::below(floor, &outcome) else {
+        return Ok(outcome);
+    };
+    let question = escalation::question(&step.name, &low);
+    observer.on_event(AgentEvent::Notice(format!(
+        "escalated to a person: {question}"
+    )));
+    let answer = step
+        .controls
+        .ask(Question {
+            kind: QuestionKind::Escalation,
+            message: question,
+        })
+        .await;
+    let outcome = escalation::answered(outcome, low, &answer);
+    if let Some(last) = outcome.escalations.last() {
+        observer.on_event(AgentEvent::Notice(format!("escalation {}", last.result)));
+    }
+    Ok(outcome)
 }
 
 /// The secret values of a step: its model's API key and its MCP servers' bearer tokens.
@@ -118,15 +177,20 @@ fn session_builder(
     tools: Vec<Arc<dyn Tool>>,
     guard: Arc<BudgetGuard>,
 ) -> SessionBuilder {
+    let mut hooks: Vec<Arc<dyn Hook>> = vec![guard];
+    if let Some(policy) = step.controls.policy() {
+        hooks.push(Arc::new(policy));
+    }
     let mut builder = Session::builder()
         .endpoint(step.model.base_url.clone())
         .model(step.model.model.clone())
         .tools(tools)
-        .hooks([guard as Arc<dyn Hook>])
+        .hooks(hooks)
         .max_steps(step.model_call_limit())
         // Nobody watches a pipeline's agent step: a guard's question is denied
-        // (approval_required), never left waiting.
-        .headless(true)
+        // (approval_required), never left waiting, unless `permissions:` may ask, and
+        // then the step's asker takes the question to a person.
+        .headless(!step.controls.may_ask())
         // The bearer tokens (the session adds its own key) are scrubbed from what the
         // model says.
         .secrets(secrets_of(step))
@@ -138,6 +202,28 @@ fn session_builder(
             Some(key) => builder.api_key(ApiKey::new(key.trim().to_owned())),
             None => builder.api_key_env(var.clone()),
         };
+    }
+    if step.controls.may_ask() {
+        let controls = step.controls.clone();
+        builder = builder.on_gate(move |request| {
+            let controls = controls.clone();
+            async move {
+                let answer = controls
+                    .ask(Question {
+                        kind: QuestionKind::Permission,
+                        message: request.reason,
+                    })
+                    .await;
+                if answer.approved {
+                    GateAnswer::Approve
+                } else {
+                    let comment = answer
+                        .comment
+                        .map_or_else(String::new, |c| format!(": {c}"));
+                    GateAnswer::deny(format!("refused by {}{comment}", answer.by))
+                }
+            }
+        });
     }
     if let Some(system) = &step.system {
         builder = builder.system_prompt(system.clone());
@@ -174,12 +260,17 @@ async fn run_session(
 ) -> Result<AgentOutcome, AgentError> {
     let slot = VerdictSlot::default();
     if !step.verdicts.is_empty() {
-        tools.push(Arc::new(VerdictTool::new(
-            step.verdicts.clone(),
-            slot.clone(),
-        )));
+        let tool = VerdictTool::new(step.verdicts.clone(), slot.clone());
+        tools.push(Arc::new(if step.controls.confidence.is_some() {
+            tool.with_confidence()
+        } else {
+            tool
+        }));
     }
-    let guard = Arc::new(BudgetGuard::new(step.budgets.clone()));
+    let guard = Arc::new(
+        BudgetGuard::new(step.budgets.clone())
+            .with_dollars(step.controls.dollars.clone(), step.price(&step.model.model)),
+    );
 
     let session = session_builder(step, journal, tools, guard.clone())
         .start()
@@ -199,13 +290,18 @@ async fn run_session(
 
     let verdict = slot.get();
     let status = match &turns.last.outcome {
-        TurnOutcome::Failed { error, cause } => match guard.tripped() {
-            Some(tripped) => AgentStatus::BudgetExceeded {
+        TurnOutcome::Failed { error, cause } => match (guard.tripped(), guard.tripped_dollars()) {
+            (Some(tripped), _) => AgentStatus::BudgetExceeded {
                 spent: tripped.spent,
                 limit: tripped.limit,
                 scope: tripped.scope.to_string(),
             },
-            None => AgentStatus::Failed {
+            (None, Some(tripped)) => AgentStatus::DollarBudgetExceeded {
+                spent_usd: tripped.spent,
+                limit_usd: tripped.limit,
+                scope: tripped.scope.to_string(),
+            },
+            (None, None) => AgentStatus::Failed {
                 error: error.clone(),
                 cause: *cause,
             },
@@ -218,7 +314,12 @@ async fn run_session(
                 allowed: step.verdicts.clone(),
             }
         }
-        TurnOutcome::Done { .. } => AgentStatus::Succeeded,
+        TurnOutcome::Done { .. } => match &turns.typed {
+            Some(Err(reason)) => AgentStatus::InvalidOutput {
+                reason: reason.clone(),
+            },
+            _ => AgentStatus::Succeeded,
+        },
     };
     let model = served.unwrap_or_else(|| step.model.model.clone());
     let cost = cost(&turns.usage, step.price(&model).as_ref());
@@ -230,7 +331,10 @@ async fn run_session(
     Ok(AgentOutcome {
         text: turns.text,
         verdict: verdict.as_ref().map(|v| v.verdict.clone()),
+        confidence: verdict.as_ref().and_then(|v| v.confidence),
         verdict_reason: verdict.map(|v| v.reason),
+        escalations: Vec::new(),
+        typed_output: turns.typed.and_then(Result::ok),
         tool_calls: turns.calls,
         usage: turns.usage,
         model,
@@ -247,6 +351,8 @@ struct Turns {
     usage: Usage,
     steps: u32,
     calls: Vec<super::RecordedCall>,
+    /// The typed answer (`output_schema:`), or why there is none.
+    typed: Option<Result<serde_json::Value, String>>,
 }
 
 /// Runs the turn (and the verdict reminder), reads the history, and shuts the session down
@@ -281,13 +387,18 @@ async fn turns(
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
 ) -> Result<Turns, RunError> {
-    let first = run_turn(session, &step.prompt, cancel).await?;
+    let prompt = match &step.controls.output {
+        Some(typed) => typed_output::prompt(&step.prompt, typed),
+        None => step.prompt.clone(),
+    };
+    let first = run_turn(session, &prompt, cancel).await?;
     let mut turns = Turns {
         text: outcome_text(&first),
         usage: first.usage,
         steps: first.steps,
         last: first,
         calls: Vec::new(),
+        typed: None,
     };
     if !step.verdicts.is_empty() && turns.last.is_done() && slot.get().is_none() {
         let ask = reminder(&step.verdicts);
@@ -304,7 +415,48 @@ async fn turns(
         }
         turns.last = again;
     }
+    if let Some(typed) = &step.controls.output
+        && turns.last.is_done()
+    {
+        turns.typed = Some(typed_turns(session, step, typed, &mut turns, observer, cancel).await?);
+    }
     Ok(turns)
+}
+
+/// Checks the answer against `output_schema:`, asks once more with the reason when it does
+/// not fit, and writes the valid answer to its output.
+async fn typed_turns(
+    session: &Session,
+    step: &AgentStep,
+    typed: &super::controls::TypedOutput,
+    turns: &mut Turns,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+) -> Result<Result<serde_json::Value, String>, RunError> {
+    let checked = match typed_output::check(&turns.text, typed) {
+        Ok(value) => Ok(value),
+        Err(reason) => {
+            observer.on_event(AgentEvent::Notice(format!(
+                "the answer does not match output_schema; asking once more: {reason}"
+            )));
+            let again = run_turn(session, &typed_output::retry(&reason), cancel).await?;
+            turns.usage += again.usage;
+            turns.steps += again.steps;
+            turns.text = outcome_text(&again);
+            let done = again.is_done();
+            turns.last = again;
+            if done {
+                typed_output::check(&turns.text, typed)
+            } else {
+                // The retry's own failure (budget, interrupt) is the step's status.
+                Err(reason)
+            }
+        }
+    };
+    Ok(checked.and_then(|value| {
+        typed_output::write(&step.dir, typed, &value)?;
+        Ok(value)
+    }))
 }
 
 /// The answer of a turn, or the reason it has none (for the step's record).

@@ -13,12 +13,14 @@ use treadle_session::{Tool, ToolError};
 pub const VERDICT_TOOL: &str = "verdict";
 
 /// A verdict the agent gave.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Chosen {
     /// One of the allowed verdicts.
     pub verdict: String,
     /// The reason the agent gave (empty when it gave none).
     pub reason: String,
+    /// How sure the agent said it was, 0 to 1, when the step asks (`min_confidence:`).
+    pub confidence: Option<f64>,
 }
 
 /// Where the verdict tool puts the agent's choice, shared with the step that reads it.
@@ -43,6 +45,8 @@ pub(crate) struct VerdictTool {
     allowed: Vec<String>,
     description: String,
     slot: VerdictSlot,
+    /// Whether a confidence must come with the verdict.
+    confidence: bool,
 }
 
 impl VerdictTool {
@@ -55,7 +59,35 @@ impl VerdictTool {
             allowed,
             description,
             slot,
+            confidence: false,
         }
+    }
+
+    fn base_parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "verdict": {
+                    "type": "string",
+                    "enum": self.allowed,
+                    "description": "Your decision."
+                },
+                "reason": {
+                    "type": "string",
+                    "description": "One or two sentences on why."
+                }
+            },
+            "required": ["verdict", "reason"],
+            "additionalProperties": false
+        })
+    }
+
+    /// Requires a `confidence` (0 to 1) with the verdict.
+    pub(crate) fn with_confidence(mut self) -> Self {
+        self.confidence = true;
+        self.description
+            .push_str(" Give your confidence in it as a number from 0 (a guess) to 1 (certain).");
+        self
     }
 }
 
@@ -78,22 +110,17 @@ impl Tool for VerdictTool {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "verdict": {
-                    "type": "string",
-                    "enum": self.allowed,
-                    "description": "Your decision."
-                },
-                "reason": {
-                    "type": "string",
-                    "description": "One or two sentences on why."
-                }
-            },
-            "required": ["verdict", "reason"],
-            "additionalProperties": false
-        })
+        let mut schema = self.base_parameters();
+        if self.confidence {
+            schema["properties"]["confidence"] = json!({
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "How sure you are of the decision, from 0 to 1."
+            });
+            schema["required"] = json!(["verdict", "reason", "confidence"]);
+        }
+        schema
     }
 
     /// A recorded verdict is the step's decision: the model may say one more thing, then
@@ -121,9 +148,18 @@ impl Tool for VerdictTool {
             .get("reason")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        let confidence = arguments.get("confidence").and_then(Value::as_f64);
+        // Asked for and missing (or out of range): refused, so the model gives it; a step
+        // that asks for a confidence cannot decide without one.
+        if self.confidence && !confidence.is_some_and(|c| (0.0..=1.0).contains(&c)) {
+            return Err(ToolError::new(
+                "give \"confidence\" as a number from 0 to 1 with the verdict",
+            ));
+        }
         self.slot.set(Chosen {
             verdict: verdict.to_owned(),
             reason: reason.to_owned(),
+            confidence: confidence.filter(|_| self.confidence),
         });
         Ok(format!("verdict recorded: {verdict}"))
     }
@@ -173,9 +209,30 @@ mod tests {
             slot.get(),
             Some(Chosen {
                 verdict: "approve".into(),
-                reason: String::new()
+                reason: String::new(),
+                confidence: None,
             })
         );
+    }
+
+    #[tokio::test]
+    async fn a_required_confidence_is_refused_when_missing() {
+        let slot = VerdictSlot::default();
+        let tool = VerdictTool::new(vec!["approve".into()], slot.clone()).with_confidence();
+        assert_eq!(
+            tool.parameters()["properties"]["confidence"]["type"],
+            "number"
+        );
+        assert!(tool.call(json!({"verdict": "approve"})).await.is_err());
+        assert!(
+            tool.call(json!({"verdict": "approve", "confidence": 2}))
+                .await
+                .is_err()
+        );
+        tool.call(json!({"verdict": "approve", "reason": "r", "confidence": 0.4}))
+            .await
+            .unwrap();
+        assert_eq!(slot.get().and_then(|c| c.confidence), Some(0.4));
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct Agent {
     /// `0` or left out: no cap.
     #[serde(default)]
     pub max_context_bytes: Option<super::settings::SizeSpec>,
+    /// Rules on the agent's tool calls: allow, deny, or ask a person (docs/agent-controls.md).
+    #[serde(default)]
+    #[schemars(with = "Option<super::controls::PermissionsSchema>")]
+    pub permissions: Option<At<treadle_hook::Policy>>,
 }
 
 /// One MCP server of an agent: a local command speaking MCP on stdio (`command:`), or a
@@ -102,4 +106,7 @@ pub struct Budget {
     /// Total tokens (prompt + completion) after which no further model call is made.
     #[serde(default)]
     pub tokens: Option<u64>,
+    /// US dollars (at the pipeline's `prices:`) after which no further model call is made.
+    #[serde(default)]
+    pub dollars: Option<f64>,
 }

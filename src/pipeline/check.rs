@@ -175,6 +175,9 @@ impl<'a> Checker<'a> {
             for finding in super::conversation::check(a) {
                 self.push_finding(finding);
             }
+            for finding in super::controls::agent_findings(a, &self.pipeline.prices) {
+                self.push_finding(finding);
+            }
             for t in a.tools.iter().flatten() {
                 self.tool(t, a);
             }
@@ -228,6 +231,9 @@ impl<'a> Checker<'a> {
                 format!("job `{}` has an empty plan", job.name.value),
                 "add at least one step under `plan:`",
             );
+        }
+        for finding in super::controls::job_findings(job, &self.agents, &self.pipeline.prices) {
+            self.push_finding(finding);
         }
         let mut available = BTreeSet::new();
         self.sequence(&job.plan, &mut available);
@@ -483,6 +489,11 @@ impl<'a> Checker<'a> {
                     ),
                 );
             }
+        }
+        for finding in
+            super::controls::step_findings(step, name, agent, &self.agents, &self.pipeline.prices)
+        {
+            self.push_finding(finding);
         }
         if step.prompt.is_some() && step.messages.is_some() {
             self.push(

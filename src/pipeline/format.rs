@@ -245,6 +245,17 @@ pub struct Step {
     /// message; without it the agent's changes there are wiped.
     #[serde(default)]
     pub commit: Option<String>,
+    /// The agent's answer as JSON checked against a schema, written to one of `outputs:`.
+    #[serde(default)]
+    pub output_schema: Option<At<super::controls::OutputSchema>>,
+    /// With `verdicts:`, the least confidence (0 to 1) a verdict needs; below it the
+    /// decision escalates (see `escalate_to`).
+    #[serde(default)]
+    pub min_confidence: Option<At<f64>>,
+    /// Where a verdict below `min_confidence` goes: `human` (the default, an approval) or
+    /// the name of a stronger agent of this file, which decides again.
+    #[serde(default)]
+    pub escalate_to: Option<At<String>>,
 
     // ---- approval ----
     /// Text shown to the person asked.

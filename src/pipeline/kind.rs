@@ -268,6 +268,24 @@ impl Step {
         );
         add("budget", AGENT, self.budget.is_some(), None);
         add("commit", AGENT, self.commit.is_some(), None);
+        add(
+            "output_schema",
+            AGENT,
+            self.output_schema.is_some(),
+            self.output_schema.as_ref().map(|t| t.pos),
+        );
+        add(
+            "min_confidence",
+            AGENT,
+            self.min_confidence.is_some(),
+            self.min_confidence.as_ref().map(|t| t.pos),
+        );
+        add(
+            "escalate_to",
+            AGENT,
+            self.escalate_to.is_some(),
+            self.escalate_to.as_ref().map(|t| t.pos),
+        );
         add("message", APPROVAL, self.message.is_some(), None);
         add(
             "on_timeout",

@@ -17,6 +17,8 @@
 //! * `check_resource`: the checks of `resource_types:`, resource types and `version:`.
 //! * `check_flow`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
 //! * `mcp`: the checks and configs of `mcp_servers:`.
+//! * `controls`: `permissions:`, `output_schema:`, `min_confidence:`, `escalate_to:`,
+//!   `budget: { dollars }`, and their checks.
 //! * `conversation`: `context_window:`, `compact_after_tokens:`, `max_context_bytes:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
 //! * `vars`: `((var))` substitution from `--var` and `--vars-file`.
@@ -33,6 +35,7 @@ pub mod check;
 pub mod check_flow;
 pub mod check_resource;
 pub mod container;
+pub mod controls;
 pub mod conversation;
 pub mod diagnostic;
 pub mod duration;

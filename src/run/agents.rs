@@ -70,6 +70,18 @@ impl AgentRunner for SessionAgents {
             .reporter
             .record("text", serde_json::Value::String(outcome.text.clone()))
             .await;
+        for escalation in &outcome.escalations {
+            request
+                .reporter
+                .record(
+                    "escalation",
+                    serde_json::to_value(escalation).unwrap_or_default(),
+                )
+                .await;
+        }
+        if let Some(typed) = &outcome.typed_output {
+            request.reporter.record("typed_output", typed.clone()).await;
+        }
         let usage = serde_json::json!({
             "model": outcome.model,
             "prompt_tokens": outcome.usage.prompt_tokens,
@@ -77,6 +89,7 @@ impl AgentRunner for SessionAgents {
             "cached_tokens": outcome.usage.cached_tokens,
             "cost": outcome.cost,
             "model_calls": outcome.steps,
+            "confidence": outcome.confidence,
         });
         let failure = match &outcome.status {
             // The endpoint or the journal failing is not the step's doing: exit code 2. A
@@ -97,6 +110,7 @@ impl AgentRunner for SessionAgents {
             tool_calls: outcome.tool_calls.clone(),
             usage: Some(usage),
             tokens: outcome.usage.total(),
+            usd: outcome.cost.usd(),
             failure,
         })
     }

@@ -143,6 +143,8 @@ pub(crate) struct Ctx<'a> {
     pub records: Mutex<Vec<StepRecord>>,
     /// Tokens spent by agent steps, against the job's budget.
     pub tokens: AtomicU64,
+    /// Micro-dollars spent by agent steps, against the job's dollar budget.
+    pub micro_usd: AtomicU64,
     /// The first failure to write the state file, which makes the run exit 2.
     pub state_error: Mutex<Option<String>>,
     /// Agent steps as built from the pipeline, by outline seq (each is built once).

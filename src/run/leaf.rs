@@ -185,6 +185,29 @@ impl<'a> Ctx<'a> {
         Ok(agent)
     }
 
+    /// Who an agent step's questions go to: the approval mailbox, under the step's number.
+    fn asker(
+        &self,
+        step: &Step,
+        entry: &Entry,
+        cancel: &CancellationToken,
+    ) -> std::sync::Arc<dyn crate::agent::Asker> {
+        use std::io::IsTerminal;
+        std::sync::Arc::new(crate::run::approval::ask::MailboxAsker {
+            store: self.store.clone(),
+            transcript: self.transcript.clone(),
+            run: self.run,
+            seq: entry.seq,
+            name: entry.name.clone(),
+            job: self.job.name.value.clone(),
+            answer_args: self.answer_args(),
+            deadline: step.timeout.as_ref().map(|t| t.value.0),
+            answerable: self.answerable || std::io::stdin().is_terminal(),
+            cancel: cancel.clone(),
+            turn: tokio::sync::Mutex::new(()),
+        })
+    }
+
     pub(crate) async fn agent(
         &'a self,
         step: &'a Step,
@@ -224,6 +247,18 @@ impl<'a> Ctx<'a> {
             let spent = self.tokens.load(std::sync::atomic::Ordering::Relaxed);
             agent_step = agent_step.with_job_budget(limit, spent);
         }
+        if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.dollars) {
+            let micro = self.micro_usd.load(std::sync::atomic::Ordering::Relaxed);
+            agent_step
+                .controls
+                .dollars
+                .push(crate::agent::DollarBudget {
+                    scope: crate::agent::BudgetScope::Job,
+                    limit,
+                    spent_before: micro as f64 / 1_000_000.0,
+                });
+        }
+        agent_step.controls.asker = Some(self.asker(step, entry, &cancel));
         let request = AgentStepRequest {
             step: agent_step,
             journal: self.store.journal().clone(),
@@ -246,6 +281,12 @@ impl<'a> Ctx<'a> {
         };
         self.tokens
             .fetch_add(outcome.tokens, std::sync::atomic::Ordering::Relaxed);
+        // Whole micro-dollars: an atomic integer, and far finer than any price.
+        let micro = outcome
+            .usd
+            .map_or(0, |usd| (usd * 1_000_000.0).round() as u64);
+        self.micro_usd
+            .fetch_add(micro, std::sync::atomic::Ordering::Relaxed);
         let tail: String = {
             let masked = self.transcript.redactor().mask(&outcome.text);
             let start = masked.len().saturating_sub(super::task::TAIL_BYTES);

@@ -272,6 +272,7 @@ pub async fn run_served(
         root: options.cancel.clone(),
         records: Mutex::new(records),
         tokens: AtomicU64::new(0),
+        micro_usd: AtomicU64::new(0),
         state_error: Mutex::new(None),
         agent_steps: Mutex::default(),
         cache: Some(cache.clone()),

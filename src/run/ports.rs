@@ -86,6 +86,8 @@ pub struct AgentStepOutcome {
     pub usage: Option<serde_json::Value>,
     /// Tokens spent, for job budgets.
     pub tokens: u64,
+    /// US dollars spent, for job dollar budgets (`None`: the model has no price).
+    pub usd: Option<f64>,
     /// Why the step failed (budget spent, no verdict given, ...), when it did.
     pub failure: Option<String>,
 }

@@ -26,7 +26,14 @@
 //! a test) is headless: an approval there without a `timeout:` is rejected at once, since
 //! it could wait forever for nobody (fail closed). With a `timeout:` it waits for an
 //! answer from `treadle approve` up to the deadline, headless or not.
+//!
+//! # Agent steps' questions
+//!
+//! An agent step's `permissions:` rule that says `ask`, and a verdict below its
+//! `min_confidence:`, park the same way under the agent step's number ([`ask`]), with the
+//! step's `timeout:` as the deadline.
 
+pub(crate) mod ask;
 pub mod mailbox;
 pub mod step;
 

@@ -15,7 +15,7 @@ use crate::run::exec::{Ctx, Done, now_ms};
 use crate::run::transcript::Event;
 
 /// How a wait ended.
-enum Outcome {
+pub(super) enum Outcome {
     Answered(Reply),
     TimedOut(Answer),
     Aborted,
@@ -146,7 +146,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// The arguments after `RUN N` that `treadle approve` needs to find this run's state.
-    fn answer_args(&self) -> String {
+    pub(crate) fn answer_args(&self) -> String {
         let file = self.loaded.file.display().to_string();
         let default = crate::run::state_path(&self.loaded.file, None);
         if self.store.path() == default {
@@ -175,7 +175,7 @@ fn status_of(answer: Answer) -> ApprovalStatus {
 }
 
 /// Polls for an answer until one comes, the deadline passes or the step is cancelled.
-async fn wait_for(
+pub(super) async fn wait_for(
     mailbox: &Mailbox,
     run: u64,
     seq: u32,

@@ -1,0 +1,247 @@
+//! The keys that bring the library's controls to an agent step, and their checks:
+//! `permissions:` on an agent, `output_schema:`, `min_confidence:` and `escalate_to:` on a
+//! step, and `budget: { dollars }`.
+//!
+//! Kept apart from [`super::check`] so that the rules of these keys live in one place; the
+//! checker calls [`step_findings`] and [`agent_findings`] for each agent step and agent.
+
+use std::collections::HashMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::at::{At, Pos};
+use super::check_flow::Finding;
+use super::diagnostic::Problem;
+use super::format::{Agent, Budget, Job, Step};
+use super::settings::Prices;
+
+/// The word `escalate_to:` takes for a person (an approval), as opposed to an agent's name.
+pub const HUMAN: &str = "human";
+
+/// `output_schema:`: the agent's answer as JSON, checked against `schema`, written to
+/// `OUTPUT/output.json` where `OUTPUT` is one of the step's `outputs:`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSchema {
+    /// The output directory (one of the step's `outputs:`) the JSON is written to.
+    pub output: String,
+    /// A JSON Schema the answer must satisfy.
+    pub schema: serde_json::Value,
+}
+
+/// The file `output_schema:` writes in its output directory.
+pub const OUTPUT_FILE: &str = "output.json";
+
+/// The shape of `permissions:`, for the pipeline's JSON Schema only: the value itself is read
+/// as a `treadle_hook::Policy`.
+#[derive(Debug, Clone, JsonSchema)]
+pub struct PermissionsSchema {
+    /// Ordered rules; the first that covers a call decides.
+    pub rules: Vec<PermissionRuleSchema>,
+    /// What calls no rule covers get (`allow`, `ask` or `{ deny: reason }`); left out:
+    /// they are denied.
+    pub default: Option<serde_json::Value>,
+}
+
+/// One rule of `permissions:` (schema only).
+#[derive(Debug, Clone, JsonSchema)]
+pub struct PermissionRuleSchema {
+    /// A glob over tool names (`write_*`, `*`).
+    pub tool: String,
+    /// The call's arguments must contain these (objects compared key by key).
+    pub args: Option<serde_json::Value>,
+    /// Regular expressions each named argument must match.
+    pub matches: Option<HashMap<String, String>>,
+    /// `allow`, `ask`, or `{ deny: "the reason the model reads" }`.
+    pub action: serde_json::Value,
+}
+
+/// The names a model's price may be found under before it answers: as written, and as sent.
+pub fn price_names(agent: &Agent) -> Vec<String> {
+    match agent.source.model.as_ref() {
+        Some(model) => {
+            let mut names = vec![model.value.clone()];
+            if let Some((_, rest)) = model.value.split_once('/') {
+                names.push(rest.to_owned());
+            }
+            names
+        }
+        None => vec![
+            format!("local/{}", super::model::DEFAULT_LOCAL_MODEL),
+            super::model::DEFAULT_LOCAL_MODEL.to_owned(),
+        ],
+    }
+}
+
+/// Whether `prices:` has a price for the agent's model.
+pub fn is_priced(agent: &Agent, prices: &Prices) -> bool {
+    price_names(agent).iter().any(|n| prices.contains_key(n))
+}
+
+/// A dollar budget with no price to count against is refused at load: it could never
+/// stop anything, and a limit that silently does nothing is worse than none.
+fn dollars_findings(
+    budget: Option<&Budget>,
+    agent: &Agent,
+    prices: &Prices,
+    pos: Pos,
+) -> Vec<Finding> {
+    let Some(dollars) = budget.and_then(|b| b.dollars) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if !(dollars > 0.0 && dollars.is_finite()) {
+        out.push((
+            pos,
+            Problem::InvalidValue,
+            format!("`budget: {{ dollars: {dollars} }}` is not a positive amount"),
+            "write the most US dollars the step may spend, e.g. `dollars: 0.50`".to_owned(),
+        ));
+    }
+    if !is_priced(agent, prices) {
+        out.push((
+            pos,
+            Problem::InvalidValue,
+            format!(
+                "a dollar budget for agent `{}`, whose model `{}` has no price",
+                agent.name.value,
+                price_names(agent).join("` / `")
+            ),
+            format!(
+                "add the model under `prices:` (`{}: {{ prompt: 0.15, completion: 0.60 }}`, \
+                 US dollars per million tokens) or use `budget: {{ tokens: N }}`",
+                price_names(agent).first().map_or("", String::as_str)
+            ),
+        ));
+    }
+    out
+}
+
+/// The checks of a job's dollar budget: every agent its steps use needs a price.
+pub fn job_findings(job: &Job, agents: &HashMap<&str, &Agent>, prices: &Prices) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if job.budget.as_ref().and_then(|b| b.dollars).is_none() {
+        return out;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    super::check::visit_job(job, &mut |step| {
+        if let Some(name) = &step.agent
+            && seen.insert(name.value.clone())
+            && let Some(agent) = agents.get(name.value.as_str())
+        {
+            out.extend(dollars_findings(
+                job.budget.as_ref(),
+                agent,
+                prices,
+                name.pos,
+            ));
+        }
+    });
+    out
+}
+
+/// The checks of an agent's own keys: its `permissions:` and its dollar budget.
+pub fn agent_findings(agent: &Agent, prices: &Prices) -> Vec<Finding> {
+    dollars_findings(agent.budget.as_ref(), agent, prices, agent.name.pos)
+}
+
+/// The checks of an agent step's control keys, given its agent and the file's agents.
+pub fn step_findings(
+    step: &Step,
+    name: &At<String>,
+    agent: &Agent,
+    agents: &HashMap<&str, &Agent>,
+    prices: &Prices,
+) -> Vec<Finding> {
+    let mut out = dollars_findings(step.budget.as_ref(), agent, prices, name.pos);
+    if let Some(typed) = &step.output_schema {
+        if !step.outputs.iter().any(|o| o.value == typed.value.output) {
+            out.push((
+                typed.pos,
+                Problem::BadStep,
+                format!(
+                    "`output_schema:` writes to `{}`, which is not one of the step's `outputs:`",
+                    typed.value.output
+                ),
+                format!("add `outputs: [{}]` to the step", typed.value.output),
+            ));
+        }
+        if let Err(e) = jsonschema::validator_for(&typed.value.schema) {
+            out.push((
+                typed.pos,
+                Problem::InvalidValue,
+                format!("`output_schema:` has an invalid JSON Schema: {e}"),
+                "write a JSON Schema, e.g. `schema: { type: object, required: [title] }`"
+                    .to_owned(),
+            ));
+        }
+    }
+    if let Some(min) = &step.min_confidence {
+        if !(0.0..=1.0).contains(&min.value) {
+            out.push((
+                min.pos,
+                Problem::InvalidValue,
+                format!("`min_confidence: {}` is outside 0 to 1", min.value),
+                "write a confidence between 0 and 1, e.g. `min_confidence: 0.8`".to_owned(),
+            ));
+        }
+        if step.verdicts.is_none() {
+            out.push((
+                min.pos,
+                Problem::BadStep,
+                "`min_confidence:` on a step without `verdicts:`".to_owned(),
+                "add `verdicts:` (the confidence is asked with each verdict) or remove it"
+                    .to_owned(),
+            ));
+        }
+    }
+    if let Some(to) = &step.escalate_to {
+        if step.min_confidence.is_none() {
+            out.push((
+                to.pos,
+                Problem::BadStep,
+                "`escalate_to:` without `min_confidence:`".to_owned(),
+                "add `min_confidence: 0.8` (below it, the decision escalates)".to_owned(),
+            ));
+        }
+        if to.value != HUMAN && !agents.contains_key(to.value.as_str()) {
+            out.push((
+                to.pos,
+                Problem::UnknownAgent,
+                format!("`escalate_to: {}` names no agent", to.value),
+                format!("write `escalate_to: {HUMAN}` or the name of an agent under `agents:`"),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(model: Option<&str>, dollars: Option<f64>) -> Agent {
+        let yaml = format!(
+            "name: a\nsource: {{ {} }}\n{}",
+            model.map_or(String::new(), |m| format!("model: {m}")),
+            dollars.map_or(String::new(), |d| format!("budget: {{ dollars: {d} }}\n"))
+        );
+        serde_saphyr::from_str(&yaml).unwrap()
+    }
+
+    #[test]
+    fn a_dollar_budget_needs_a_price() {
+        let mut prices = Prices::new();
+        let a = agent(Some("openai/gpt-x"), Some(0.5));
+        let found = agent_findings(&a, &prices);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].2.contains("has no price"), "{found:?}");
+        prices.insert(
+            "gpt-x".into(),
+            super::super::settings::ModelPrice::default(),
+        );
+        assert!(agent_findings(&a, &prices).is_empty());
+        assert!(agent_findings(&agent(Some("openai/gpt-x"), None), &Prices::new()).is_empty());
+    }
+}

@@ -1,0 +1,149 @@
+//! [`MailboxAsker`]: an agent step's questions for a person (a `permissions:` rule that
+//! says `ask`, a verdict below `min_confidence:`) parked as approvals of that step.
+//!
+//! The question is recorded in the state file and published in the control directory under
+//! the agent step's number, exactly like an approval step, so `treadle approvals` lists it and
+//! `treadle approve RUN N` / `treadle reject RUN N` (or the server's API) answer it from
+//! another process. One question of a step waits at a time (a step has one number), so
+//! parallel tool calls that all ask are asked one after another.
+//!
+//! The deadline is the step's `timeout:` (then rejected). As for approval steps, a headless
+//! run without a `timeout:` refuses at once: it would wait for nobody.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::mailbox::{Answer, Mailbox, Pending};
+use super::step::{Outcome, wait_for};
+use super::{ApprovalRecord, ApprovalStatus};
+use crate::agent::{Answered, Asker, Question};
+use crate::run::exec::now_ms;
+use crate::run::state::Store;
+use crate::run::transcript::{Event, Transcript};
+
+/// Asks through the approval mailbox of the run's state file.
+pub(crate) struct MailboxAsker {
+    pub(crate) store: std::sync::Arc<Store>,
+    pub(crate) transcript: std::sync::Arc<Transcript>,
+    pub(crate) run: u64,
+    pub(crate) seq: u32,
+    /// The step's name.
+    pub(crate) name: String,
+    pub(crate) job: String,
+    /// What comes after `RUN N` in `treadle approve` for this run's state file.
+    pub(crate) answer_args: String,
+    /// The step's `timeout:`.
+    pub(crate) deadline: Option<Duration>,
+    /// Whether someone can answer (a terminal, or a server that runs the run).
+    pub(crate) answerable: bool,
+    pub(crate) cancel: CancellationToken,
+    /// One question at a time.
+    pub(crate) turn: tokio::sync::Mutex<()>,
+}
+
+impl MailboxAsker {
+    async fn record(&self, record: ApprovalRecord) {
+        let store = self.store.clone();
+        // A lost record must not block the answer: the mailbox carries the question.
+        let _ = tokio::task::spawn_blocking(move || store.put_approval(&record)).await;
+    }
+
+    fn answered(&self, status: ApprovalStatus, by: &str) {
+        self.transcript.emit(&Event::ApprovalAnswered {
+            run: self.run,
+            seq: self.seq,
+            status,
+            by: by.to_owned(),
+        });
+    }
+}
+
+#[async_trait::async_trait]
+impl Asker for MailboxAsker {
+    async fn ask(&self, question: Question) -> Answered {
+        let _one = self.turn.lock().await;
+        let asked_ms = now_ms();
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let mut record = ApprovalRecord {
+            run: self.run,
+            seq: self.seq,
+            name: self.name.clone(),
+            message: Some(format!("{}: {}", question.kind.as_str(), question.message)),
+            status: ApprovalStatus::Pending,
+            asked_ms,
+            deadline_ms: self.deadline.map(|d| asked_ms.saturating_add(millis(d))),
+            answered_ms: None,
+            by: None,
+            comment: None,
+        };
+        if self.deadline.is_none() && !self.answerable {
+            record.status = ApprovalStatus::Rejected;
+            record.answered_ms = Some(asked_ms);
+            record.by = Some("headless".to_owned());
+            self.record(record).await;
+            self.answered(ApprovalStatus::Rejected, "headless");
+            return Answered::refused("headless (no terminal and no `timeout:` on the step)");
+        }
+        self.record(record.clone()).await;
+        let mailbox = Mailbox::of_state(self.store.path());
+        let pending = Pending {
+            run: self.run,
+            seq: self.seq,
+            name: self.name.clone(),
+            message: record.message.clone(),
+            job: self.job.clone(),
+            asked_ms,
+            deadline_ms: record.deadline_ms,
+            on_timeout: Answer::Reject,
+            pid: std::process::id(),
+        };
+        if let Err(e) = mailbox.park(&pending) {
+            return Answered::refused(format!("nobody (the question could not be parked: {e})"));
+        }
+        let answer = format!("{} {}{}", self.run, self.seq, self.answer_args);
+        self.transcript.emit(&Event::ApprovalWaiting {
+            run: self.run,
+            seq: self.seq,
+            name: self.name.clone(),
+            message: record.message.clone(),
+            deadline_ms: record.deadline_ms,
+            summary: format!(
+                "waiting for a person ({}): `treadle approve {answer}` or `treadle reject {answer}`",
+                question.kind.as_str()
+            ),
+        });
+        let outcome = wait_for(
+            &mailbox,
+            self.run,
+            self.seq,
+            self.deadline,
+            Answer::Reject,
+            &self.cancel,
+        )
+        .await;
+        let _ = mailbox.clear(self.run, self.seq);
+        let answered = match outcome {
+            Ok(Outcome::Answered(reply)) => Answered {
+                approved: reply.answer == Answer::Approve,
+                by: reply.by,
+                comment: reply.comment,
+            },
+            Ok(Outcome::TimedOut(_)) => Answered::refused("timeout"),
+            Ok(Outcome::Aborted) => Answered::refused("treadle (the step was interrupted)"),
+            Err(e) => Answered::refused(format!("nobody ({e})")),
+        };
+        let status = if answered.approved {
+            ApprovalStatus::Approved
+        } else {
+            ApprovalStatus::Rejected
+        };
+        record.status = status;
+        record.answered_ms = Some(now_ms());
+        record.by = Some(answered.by.clone());
+        record.comment = answered.comment.clone();
+        self.record(record).await;
+        self.answered(status, &answered.by);
+        answered
+    }
+}
