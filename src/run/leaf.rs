@@ -208,6 +208,37 @@ impl<'a> Ctx<'a> {
         })
     }
 
+    /// Adds the job's token and dollar budgets, less what earlier steps spent.
+    fn with_job_limits(&self, mut agent_step: AgentStep) -> AgentStep {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.tokens) {
+            agent_step = agent_step.with_job_budget(limit, self.tokens.load(Relaxed));
+        }
+        if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.dollars) {
+            let micro = self.micro_usd.load(Relaxed);
+            agent_step
+                .controls
+                .dollars
+                .push(crate::agent::DollarBudget {
+                    scope: crate::agent::BudgetScope::Job,
+                    limit,
+                    spent_before: micro as f64 / 1_000_000.0,
+                });
+        }
+        agent_step
+    }
+
+    /// Counts what a step spent against the job's budgets.
+    fn count_spent(&self, outcome: &super::ports::AgentStepOutcome) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.tokens.fetch_add(outcome.tokens, Relaxed);
+        // Whole micro-dollars: an atomic integer, and far finer than any price.
+        let micro = outcome
+            .usd
+            .map_or(0, |usd| (usd * 1_000_000.0).round() as u64);
+        self.micro_usd.fetch_add(micro, Relaxed);
+    }
+
     pub(crate) async fn agent(
         &'a self,
         step: &'a Step,
@@ -243,21 +274,7 @@ impl<'a> Ctx<'a> {
         {
             agent_step.prompt = crate::pipeline::flow::render(&agent_step.prompt, &vars);
         }
-        if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.tokens) {
-            let spent = self.tokens.load(std::sync::atomic::Ordering::Relaxed);
-            agent_step = agent_step.with_job_budget(limit, spent);
-        }
-        if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.dollars) {
-            let micro = self.micro_usd.load(std::sync::atomic::Ordering::Relaxed);
-            agent_step
-                .controls
-                .dollars
-                .push(crate::agent::DollarBudget {
-                    scope: crate::agent::BudgetScope::Job,
-                    limit,
-                    spent_before: micro as f64 / 1_000_000.0,
-                });
-        }
+        agent_step = self.with_job_limits(agent_step);
         agent_step.controls.asker = Some(self.asker(step, entry, &cancel));
         let request = AgentStepRequest {
             step: agent_step,
@@ -279,14 +296,7 @@ impl<'a> Ctx<'a> {
                 return Done::failed(self.transcript.redactor().mask(&m));
             }
         };
-        self.tokens
-            .fetch_add(outcome.tokens, std::sync::atomic::Ordering::Relaxed);
-        // Whole micro-dollars: an atomic integer, and far finer than any price.
-        let micro = outcome
-            .usd
-            .map_or(0, |usd| (usd * 1_000_000.0).round() as u64);
-        self.micro_usd
-            .fetch_add(micro, std::sync::atomic::Ordering::Relaxed);
+        self.count_spent(&outcome);
         let tail: String = {
             let masked = self.transcript.redactor().mask(&outcome.text);
             let start = masked.len().saturating_sub(super::task::TAIL_BYTES);

@@ -76,6 +76,7 @@ impl Asker for MailboxAsker {
             answered_ms: None,
             by: None,
             comment: None,
+            on_timeout: self.deadline.map(|_| Answer::Reject),
         };
         if self.deadline.is_none() && !self.answerable {
             record.status = ApprovalStatus::Rejected;
