@@ -62,23 +62,73 @@ fn a_get_fetches_the_latest_version_or_the_pinned_one() {
 }
 
 #[test]
-fn every_takes_each_version_once_across_runs() {
+fn every_builds_each_version_once_across_runs() {
     let every = "      - get: ticks\n        version: every";
     let f = Fixture::new(&counter(2, every));
-    // A cold start takes only the newest of what the first check found.
+    // A run takes every version recorded, oldest first, the plan once per version.
     let r = f.treadle(&["run"]);
     r.expect_code(0);
-    assert!(r.stdout().contains("took 2"), "{}", all(&r));
-    // Two new versions: one per run, oldest first, then nothing left.
+    let out = r.stdout();
+    let (one, two) = (out.find("took 1"), out.find("took 2"));
+    assert!(one.is_some() && one < two, "{}", all(&r));
+    // Two new versions: only those run; then nothing is left and nothing runs.
     std::fs::write(f.file(), counter(4, every)).unwrap();
-    for want in ["took 3", "took 4"] {
-        let r = f.treadle(&["run"]);
-        r.expect_code(0);
-        assert!(r.stdout().contains(want), "{want}: {}", all(&r));
-    }
     let r = f.treadle(&["run"]);
-    assert_ne!(r.code(), 0);
-    assert!(all(&r).contains("no new versions"), "{}", all(&r));
+    r.expect_code(0);
+    let out = r.stdout();
+    assert!(
+        !out.contains("took 1") && !out.contains("took 2"),
+        "{}",
+        all(&r)
+    );
+    assert!(
+        out.find("took 3") < out.find("took 4") && out.contains("took 3"),
+        "{}",
+        all(&r)
+    );
+    let r = f.treadle(&["run"]);
+    r.expect_code(0);
+    assert!(!r.stdout().contains("took"), "{}", all(&r));
+    assert!(all(&r).contains("no new versions of ticks"), "{}", all(&r));
+}
+
+#[test]
+fn several_every_gets_advance_in_lockstep_and_hold() {
+    let yaml = r#"
+resource_types:
+  - name: list
+    config:
+      check: |
+        printf '%s' {{ .source.versions | shellquote }}
+      in: echo {{ .version.v | shellquote }} > v.txt
+resources:
+  - name: a
+    type: list
+    source: { versions: '[{"v": "a1"}, {"v": "a2"}, {"v": "a3"}]' }
+  - name: b
+    type: list
+    source: { versions: '[{"v": "b1"}, {"v": "b2"}]' }
+jobs:
+  - name: pairs
+    plan:
+      - get: a
+        version: every
+      - get: b
+        version: every
+      - task: show
+        inputs: [a, b]
+        run: echo "pair $(cat a/v.txt)-$(cat b/v.txt)"
+"#;
+    let f = Fixture::new(yaml);
+    let r = f.treadle(&["run"]);
+    r.expect_code(0);
+    let out = r.stdout();
+    let pairs: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split("pair ").nth(1))
+        .map(str::trim)
+        .collect();
+    assert_eq!(pairs, ["a1-b1", "a2-b2", "a3-b2"], "{}", all(&r));
 }
 
 #[test]

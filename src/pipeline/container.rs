@@ -132,6 +132,21 @@ pub fn warnings(pipeline: &super::format::Pipeline) -> Vec<(Pos, String)> {
             .map_or(Pos::default(), |s| s.pos);
         out.push((pos, why));
     }
+    if let Some(n) = pipeline
+        .defaults
+        .as_ref()
+        .and_then(|d| d.run_history.as_ref())
+    {
+        out.push((
+            n.pos,
+            "`defaults.run_history` has no effect: treadle keeps every run".to_owned(),
+        ));
+    }
+    for t in &pipeline.resource_types {
+        if let Some(image) = &t.image {
+            out.push((image.pos, no_runtime(&image.value)));
+        }
+    }
     for job in &pipeline.jobs {
         if let Some(n) = &job.max_consecutive_failures {
             out.push((n.pos, format!("`max_consecutive_failures` of job `{}` has no effect: treadle has no trigger that runs jobs on its own", job.name.value)));

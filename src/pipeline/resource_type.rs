@@ -57,6 +57,10 @@ pub struct Defaults {
     /// keeps every one).
     #[serde(default)]
     pub version_history: Option<At<u32>>,
+    /// Runs kept per job. Read so that pipelines written for `steps` load; treadle keeps
+    /// every run, and `validate` warns that it has no effect.
+    #[serde(default)]
+    pub run_history: Option<At<u32>>,
 }
 
 impl Defaults {

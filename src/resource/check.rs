@@ -84,7 +84,8 @@ impl Checker {
     }
 
     /// Checks `resource` with its cursor, records what it reported; the new versions,
-    /// oldest first.
+    /// oldest first. The first check of a resource with no history is a cold start: every
+    /// version but the newest counts as already taken by `every` gets.
     pub async fn check(&self, resource: &str) -> Result<Vec<Version>, CheckError> {
         self.check_with(resource, true, &CancellationToken::new())
             .await
@@ -151,7 +152,7 @@ impl Checker {
         };
         let history = self.history.clone();
         let (name, cap) = (resource.to_owned(), self.cap);
-        tokio::task::spawn_blocking(move || history.record(&name, &found, cap))
+        tokio::task::spawn_blocking(move || history.record(&name, &found, cap, cursor))
             .await
             .map_err(|e| HistoryError::Db(e.to_string()))?
             .map_err(CheckError::from)

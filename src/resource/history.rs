@@ -9,8 +9,9 @@
 //! * `resource_version_ids.v1`: `(resource, version as canonical JSON)` → `n`, so a
 //!   version seen again is not recorded twice;
 //! * `resource_floors.v1`: `resource` → the first `n` an `every` cursor may take. A
-//!   resource's first check (empty history) sets it to its newest version, so a cold start
-//!   builds that one and not the whole backlog;
+//!   watcher's first check of a resource (empty history) sets it to its newest version, so
+//!   a cold start builds that one and not the whole backlog (a check made by `treadle run`
+//!   sets none: a manual run takes everything recorded);
 //! * `every_cursors.v1`: `(job, resource)` → the next `n` that job may take.
 //!
 //! A version is *taken* by `version: every` when [`History::next_version`] hands it out
@@ -98,11 +99,14 @@ impl History {
 
     /// Records what a check of `resource` reported (oldest first), keeping at most `cap`
     /// versions (`0`: all), newest kept. Returns the versions not seen before, in order.
+    /// With `cold_start` (a watcher's check), a first record into an empty history marks
+    /// every version but the newest as taken for every job's `every` cursor.
     pub fn record(
         &self,
         resource: &str,
         found: &[Version],
         cap: u32,
+        cold_start: bool,
     ) -> Result<Vec<Version>, HistoryError> {
         let txn = self.db.begin_write()?;
         let mut new = Vec::new();
@@ -114,7 +118,7 @@ impl History {
                 .next_back()
                 .transpose()?
                 .map_or(0, |(k, _)| k.value().1 + 1);
-            let cold = next == 0;
+            let cold = cold_start && next == 0;
             for v in found {
                 let key = canonical(v);
                 if ids.get((resource, key.as_str()))?.is_some() {
@@ -222,6 +226,25 @@ impl History {
         Ok(taken)
     }
 
+    /// The newest version `job` has taken of `resource` under `every` (still recorded):
+    /// what a get whose versions ran out holds at.
+    pub fn last_taken(&self, job: &str, resource: &str) -> Result<Option<Version>, HistoryError> {
+        let txn = self.db.begin_read()?;
+        let Some(cursor) = txn
+            .open_table(CURSORS)?
+            .get((job, resource))?
+            .map(|v| v.value())
+        else {
+            return Ok(None);
+        };
+        let t = txn.open_table(VERSIONS)?;
+        let last = t
+            .range((resource, 0)..(resource, cursor))?
+            .next_back()
+            .transpose()?;
+        last.map(|(_, v)| decode(resource, v.value())).transpose()
+    }
+
     /// How many versions `job` has still to take of `resource` under `every`.
     pub fn untaken(&self, job: &str, resource: &str) -> Result<u64, HistoryError> {
         let txn = self.db.begin_read()?;
@@ -298,11 +321,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let h = open(dir.path());
         assert_eq!(
-            h.record("r", &[v("1"), v("2")], 0).unwrap(),
+            h.record("r", &[v("1"), v("2")], 0, false).unwrap(),
             [v("1"), v("2")]
         );
-        assert_eq!(h.record("r", &[v("2"), v("3")], 0).unwrap(), [v("3")]);
-        assert_eq!(h.record("r", &[v("1")], 0).unwrap(), Vec::<Version>::new());
+        assert_eq!(
+            h.record("r", &[v("2"), v("3")], 0, false).unwrap(),
+            [v("3")]
+        );
+        assert_eq!(
+            h.record("r", &[v("1")], 0, false).unwrap(),
+            Vec::<Version>::new()
+        );
         let all: Vec<Version> = h.versions("r").unwrap().into_iter().map(|x| x.1).collect();
         assert_eq!(all, [v("1"), v("2"), v("3")]);
         assert_eq!(h.latest("r").unwrap(), Some(v("3")));
@@ -313,10 +342,11 @@ mod tests {
     fn the_cap_keeps_the_newest_and_a_pruned_version_can_come_back_as_new() {
         let dir = tempfile::tempdir().unwrap();
         let h = open(dir.path());
-        h.record("r", &[v("1"), v("2"), v("3"), v("4")], 2).unwrap();
+        h.record("r", &[v("1"), v("2"), v("3"), v("4")], 2, false)
+            .unwrap();
         let all: Vec<u64> = h.versions("r").unwrap().into_iter().map(|x| x.0).collect();
         assert_eq!(all, [2, 3]);
-        assert_eq!(h.record("r", &[v("1")], 2).unwrap(), [v("1")]);
+        assert_eq!(h.record("r", &[v("1")], 2, false).unwrap(), [v("1")]);
         assert_eq!(h.latest("r").unwrap(), Some(v("1")));
     }
 
@@ -325,13 +355,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let h = open(dir.path());
-            h.record("r", &[v("1"), v("2")], 0).unwrap();
+            h.record("r", &[v("1"), v("2")], 0, true).unwrap();
+            assert_eq!(h.last_taken("a", "r").unwrap(), None);
             assert_eq!(
                 h.next_version("a", "r", &VersionSpec::Every).unwrap(),
                 Some(v("2"))
             );
+            assert_eq!(h.last_taken("a", "r").unwrap(), Some(v("2")));
             assert_eq!(h.next_version("a", "r", &VersionSpec::Every).unwrap(), None);
-            h.record("r", &[v("3"), v("4")], 0).unwrap();
+            h.record("r", &[v("3"), v("4")], 0, true).unwrap();
             assert_eq!(
                 h.next_version("a", "r", &VersionSpec::Every).unwrap(),
                 Some(v("3"))
@@ -357,10 +389,26 @@ mod tests {
     }
 
     #[test]
+    fn without_a_cold_start_every_takes_the_whole_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = open(dir.path());
+        h.record("r", &[v("1"), v("2")], 0, false).unwrap();
+        assert_eq!(
+            h.next_version("a", "r", &VersionSpec::Every).unwrap(),
+            Some(v("1"))
+        );
+        assert_eq!(
+            h.next_version("a", "r", &VersionSpec::Every).unwrap(),
+            Some(v("2"))
+        );
+        assert_eq!(h.next_version("a", "r", &VersionSpec::Every).unwrap(), None);
+    }
+
+    #[test]
     fn latest_and_pinned_read_the_history() {
         let dir = tempfile::tempdir().unwrap();
         let h = open(dir.path());
-        h.record("r", &[v("87"), v("88")], 0).unwrap();
+        h.record("r", &[v("87"), v("88")], 0, false).unwrap();
         assert_eq!(
             h.next_version("j", "r", &VersionSpec::Latest).unwrap(),
             Some(v("88"))

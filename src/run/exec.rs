@@ -164,6 +164,8 @@ pub(crate) struct Ctx<'a> {
     pub cell_vars: Mutex<std::collections::HashMap<String, crate::pipeline::vars::Vars>>,
     /// Where the outputs of `across:` cells are collected, by the cell's outline path.
     pub collect_at: Mutex<std::collections::HashMap<String, Vec<String>>>,
+    /// The versions the `every` gets take in the input set running now, by outline seq.
+    pub every_versions: Mutex<std::collections::HashMap<u32, String>>,
 }
 
 /// One entry of the execution log: a leaf step (or a cell) that ran to its end.
@@ -402,9 +404,15 @@ impl<'a> Ctx<'a> {
             return;
         }
         if let Ok(mut log) = self.log.lock() {
+            // A get is logged under the resource it fetched (`resource:` renames only
+            // its artifact), as `steps` records it.
+            let name = match (&step.get, &step.resource) {
+                (Some(_), Some(r)) => r.value.clone(),
+                _ => entry.name.clone(),
+            };
             log.push(Logged {
                 path: entry.path.clone(),
-                name: entry.name.clone(),
+                name,
             });
         }
     }

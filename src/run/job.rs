@@ -19,15 +19,36 @@ impl<'a> Ctx<'a> {
     /// Runs the job's plan, following routes, then its hooks and asserts.
     pub(crate) async fn job(&'a self) -> Done {
         let plan = &self.job.plan;
-        let mut visits = vec![0u32; plan.len()];
-        let mut i = 0;
-        let mut result = Done::ok();
         let workspace = self.loaded.pipeline.workspace.as_ref();
-        if let Some(why) = workspace.and_then(crate::pipeline::container::unsupported) {
+        let result = if let Some(why) = workspace.and_then(crate::pipeline::container::unsupported)
+        {
             self.skip(plan);
-            result = Done::errored(why);
-            i = plan.len();
-        }
+            Done::errored(why)
+        } else {
+            match super::every::first_every(plan) {
+                Some(start) => self.walk_every(start).await,
+                None => self.walk(0, plan.len()).await,
+            }
+        };
+        let job = self.job;
+        let hooks = Hooks {
+            on_success: job.on_success.as_deref(),
+            on_failure: job.on_failure.as_deref(),
+            on_error: job.on_error.as_deref(),
+            on_abort: job.on_abort.as_deref(),
+            ensure: job.ensure.as_deref(),
+        };
+        let result = self.run_hooks(&hooks, result, &self.root).await;
+        self.judge(result)
+    }
+
+    /// Runs the plan's steps `from..end` in order, following routes (a route out of the
+    /// range ends it).
+    pub(crate) async fn walk(&'a self, from: usize, end: usize) -> Done {
+        let plan = &self.job.plan[..end];
+        let mut visits = vec![0u32; plan.len()];
+        let mut i = from;
+        let mut result = Done::ok();
         while i < plan.len() {
             if let Some(done) = self.past_deadline() {
                 self.skip(&plan[i..]);
@@ -69,16 +90,7 @@ impl<'a> Ctx<'a> {
                 },
             }
         }
-        let job = self.job;
-        let hooks = Hooks {
-            on_success: job.on_success.as_deref(),
-            on_failure: job.on_failure.as_deref(),
-            on_error: job.on_error.as_deref(),
-            on_abort: job.on_abort.as_deref(),
-            ensure: job.ensure.as_deref(),
-        };
-        let result = self.run_hooks(&hooks, result, &self.root).await;
-        self.judge(result)
+        result
     }
 
     /// A failure when the job's `timeout:` has passed (checked before a step starts).

@@ -3,6 +3,7 @@
 //!
 //! * `exec.rs`: the walker of one step (guard, attempts, timeouts, hooks, containers);
 //! * `job.rs`: the job's walk (routes, `max_visits`, job timeout, job hooks and asserts);
+//! * `every.rs`: `version: every`, the plan run once per input set;
 //! * `hooks.rs`: the five hooks and which one fires;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
 //! * `approval/`: approval steps, parked until `treadle approve` answers;
@@ -28,6 +29,7 @@ pub mod agents;
 pub mod approval;
 pub mod artifacts;
 mod cached;
+mod every;
 pub mod exec;
 mod flow;
 mod hooks;
@@ -281,6 +283,7 @@ pub async fn run_served(
         vars: Mutex::default(),
         deadline: job.timeout.as_ref().map(|t| started + t.value.0),
         collect_at: Mutex::default(),
+        every_versions: Mutex::default(),
         cell_vars: Mutex::default(),
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);

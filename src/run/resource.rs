@@ -15,9 +15,9 @@ use super::artifacts::copy_tree;
 use super::exec::{Ctx, Done};
 use super::transcript::Event;
 use crate::cache::StepCache;
-use crate::pipeline::VersionSpec;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
+use crate::pipeline::{Version, VersionSpec};
 use crate::resource::check::Checker;
 use crate::resource::history::canonical;
 use crate::resource::{GitSource, Kind, ResourceError, git, ops};
@@ -54,7 +54,7 @@ impl<'a> Ctx<'a> {
         resource: &str,
         entry: &Entry,
     ) -> Result<String, Done> {
-        let version = self.pick_version(step, resource).await?;
+        let version = self.pick_version(step, entry, resource).await?;
         cache.set_version(entry.seq, version.clone());
         Ok(version)
     }
@@ -62,12 +62,23 @@ impl<'a> Ctx<'a> {
     /// Works out the version a `get` fetches under its `version:`: a git resource's
     /// latest commit asks the remote; everything else checks the resource, records what
     /// it reported in the version history and takes the version from there.
-    pub(crate) async fn pick_version(&self, step: &Step, resource: &str) -> Result<String, Done> {
+    pub(crate) async fn pick_version(
+        &self,
+        step: &Step,
+        entry: &Entry,
+        resource: &str,
+    ) -> Result<String, Done> {
         let mode = step
             .version
             .as_ref()
             .map(|v| v.value.clone())
             .unwrap_or_default();
+        // An `every` get of an input set: the set decided its version.
+        if mode == VersionSpec::Every
+            && let Some(v) = self.every_version(entry.seq)
+        {
+            return Ok(v);
+        }
         let kind = Kind::of(self.loaded, resource).map_err(|e| Done::errored(e.to_string()))?;
         if let (Kind::Git(src), VersionSpec::Latest) = (&kind, &mode) {
             let src = src.clone();
@@ -97,10 +108,15 @@ impl<'a> Ctx<'a> {
                 _ => format!("get `{resource}`: no versions available (its check reported none)"),
             }));
         };
-        Ok(match kind {
-            Kind::Git(_) => version.get("ref").cloned().unwrap_or_default(),
-            _ => canonical(&version),
-        })
+        Ok(self.version_text(resource, &version))
+    }
+
+    /// How a get step holds a version: a git resource's commit, else canonical JSON.
+    pub(crate) fn version_text(&self, resource: &str, version: &Version) -> String {
+        match Kind::of(self.loaded, resource) {
+            Ok(Kind::Git(_)) => version.get("ref").cloned().unwrap_or_default(),
+            _ => canonical(version),
+        }
     }
 
     fn say(&self, entry: &Entry, line: String) {
@@ -132,10 +148,12 @@ impl<'a> Ctx<'a> {
         };
         let known = match self.cache.as_ref().and_then(|c| c.version(entry.seq)) {
             Some(v) => Some(v),
-            None if step.version.is_some() => match self.pick_version(step, resource).await {
-                Ok(v) => Some(v),
-                Err(d) => return d,
-            },
+            None if step.version.is_some() => {
+                match self.pick_version(step, entry, resource).await {
+                    Ok(v) => Some(v),
+                    Err(d) => return d,
+                }
+            }
             None => None,
         };
         let artifact = step

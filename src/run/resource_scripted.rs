@@ -41,7 +41,7 @@ impl<'a> Ctx<'a> {
         let known = self.cache.as_ref().and_then(|c| c.version(entry.seq));
         let text = match known {
             Some(v) => v,
-            None => match self.pick_version(step, resource).await {
+            None => match self.pick_version(step, entry, resource).await {
                 Ok(v) => v,
                 Err(d) => return d,
             },

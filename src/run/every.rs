@@ -1,0 +1,132 @@
+//! `version: every` in a run: the plan from the first `every` get on runs once per *input
+//! set*, Concourse's model. Each `every` get advances one version per set through the
+//! versions its job has not taken yet (each taken when its set starts, durably, so a later
+//! run does not take it again); a get whose versions ran out holds at the newest version
+//! it took, while the others move on. No cross product: three new versions of one input
+//! and two of another make three sets. A failed set does not stop the ones after it.
+
+use std::collections::HashMap;
+
+use super::exec::{Ctx, Done, Status};
+use crate::pipeline::{At, Step, StepKind, VersionSpec};
+use crate::resource::check::Checker;
+
+/// Where the plan's first top-level `every` get is, if it has one.
+pub(crate) fn first_every(plan: &[At<Step>]) -> Option<usize> {
+    plan.iter().position(is_every)
+}
+
+fn is_every(step: &At<Step>) -> bool {
+    matches!(step.kind(), Ok(StepKind::Get(_)))
+        && step
+            .version
+            .as_ref()
+            .is_some_and(|v| v.value == VersionSpec::Every)
+}
+
+/// The `every` gets of the plan from `start`: (outline seq, resource).
+fn every_gets<'p>(ctx: &Ctx<'_>, plan: &'p [At<Step>]) -> Vec<(u32, &'p str)> {
+    plan.iter()
+        .filter(|s| is_every(s))
+        .filter_map(|s| match (s.kind(), ctx.outline.entry(s)) {
+            (Ok(StepKind::Get(r)), Some(e)) => Some((e.seq, r.value.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+impl<'a> Ctx<'a> {
+    /// The version an `every` get at outline `seq` takes in the current set, if a set is
+    /// running.
+    pub(crate) fn every_version(&self, seq: u32) -> Option<String> {
+        self.every_versions.lock().ok()?.get(&seq).cloned()
+    }
+
+    /// Runs the plan with its `every` gets, the first at `start`: the steps before it once,
+    /// then the rest once per input set.
+    pub(crate) async fn walk_every(&'a self, start: usize) -> Done {
+        let plan = &self.job.plan;
+        let before = self.walk(0, start).await;
+        if !before.is_ok() {
+            self.skip(&plan[start..]);
+            return before;
+        }
+        let gets = every_gets(self, &plan[start..]);
+        let checker = match Checker::new(
+            self.loaded,
+            self.store.database(),
+            self.artifacts.root().join("checks"),
+        ) {
+            Ok(c) => c,
+            Err(e) => return Done::errored(e.to_string()),
+        };
+        let job = self.job.name.value.as_str();
+        let mut held: HashMap<u32, Option<String>> = HashMap::new();
+        for &(seq, resource) in &gets {
+            if let Err(e) = checker.check_without_cursor(resource, &self.root).await {
+                self.skip(&plan[start..]);
+                return Done::errored(e.to_string());
+            }
+            let last = checker.history().last_taken(job, resource);
+            let last = match last {
+                Ok(v) => v.map(|v| self.version_text(resource, &v)),
+                Err(e) => return Done::errored(e.to_string()),
+            };
+            held.insert(seq, last);
+        }
+        let mut result = Done::ok();
+        let mut sets = 0;
+        loop {
+            let mut moved = false;
+            for &(seq, resource) in &gets {
+                match checker.next_version(job, resource, &VersionSpec::Every) {
+                    Ok(Some(v)) => {
+                        held.insert(seq, Some(self.version_text(resource, &v)));
+                        moved = true;
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Done::errored(e.to_string()),
+                }
+            }
+            if !moved {
+                break;
+            }
+            let missing: Vec<&str> = gets
+                .iter()
+                .filter(|(seq, _)| held.get(seq).is_none_or(Option::is_none))
+                .map(|(_, r)| *r)
+                .collect();
+            if !missing.is_empty() {
+                crate::console::tell!(
+                    "treadle: cannot build: no versions exist for {}",
+                    missing.join(", ")
+                );
+                break;
+            }
+            if let Ok(mut decided) = self.every_versions.lock() {
+                *decided = held
+                    .iter()
+                    .filter_map(|(k, v)| Some((*k, v.clone()?)))
+                    .collect();
+            }
+            sets += 1;
+            let d = self.walk(start, plan.len()).await;
+            if d.status == Status::Aborted {
+                return d;
+            }
+            if !d.is_ok() && result.is_ok() {
+                result = d;
+            }
+        }
+        if sets == 0 {
+            let names: Vec<&str> = gets.iter().map(|(_, r)| *r).collect();
+            crate::console::tell!(
+                "treadle: job `{job}` has no new versions of {} (each was taken already); the {} step(s) from the `every` get on did not run",
+                names.join(", "),
+                plan.len() - start
+            );
+            self.skip(&plan[start..]);
+        }
+        result
+    }
+}
