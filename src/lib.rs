@@ -19,6 +19,8 @@
 //! * [`confine`]: Landlock confinement of tasks and `run_shell` to their step directory.
 //! * [`server`]: `treadle serve`: the process that owns the state file, its HTTP API, each
 //!   run's resumable event stream, and the client the other commands use to reach it.
+//! * [`watch`]: `treadle watch`: the poller of trigger resources, the durable build queue
+//!   and its workers, `passed:`, webhooks (also run inside `treadle serve`).
 //! * [`web`]: the page of `treadle serve` (HTML, CSS and JavaScript in the binary).
 //! * [`telemetry`]: tracing to stderr (`--log`, `--log-format`) and the run, job and step
 //!   spans.
@@ -45,4 +47,5 @@ pub mod run;
 pub mod server;
 pub mod telemetry;
 pub mod tools;
+pub mod watch;
 pub mod web;

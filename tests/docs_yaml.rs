@@ -1,6 +1,8 @@
 //! Every ```yaml block in docs/*.md and README.md is a complete pipeline: each one is run
-//! and must exit 0. Agent steps talk to a scripted server (through `TREADLE_LOCAL_URL`)
-//! that plays a simple, obedient agent, so the docs themselves stay free of test setup.
+//! (`treadle run`, or `treadle test` for a file of several jobs) and must exit 0. Agent
+//! steps talk to a scripted server (through `TREADLE_LOCAL_URL`) that plays a simple,
+//! obedient agent, and a git resource at `./repo` finds a repository there with one
+//! commit, so the docs themselves stay free of test setup.
 
 mod common;
 
@@ -94,6 +96,43 @@ fn obedient_agent(body: &Value) -> Reply {
     })
 }
 
+/// A git repository at `dir` with one commit on `main`.
+fn git_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("repo dir");
+    std::fs::write(dir.join("README"), "a repository for the docs\n").expect("README");
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "README"],
+        &[
+            "-c",
+            "user.name=docs",
+            "-c",
+            "user.email=docs@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "first",
+        ],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?} in {}", dir.display());
+    }
+}
+
+/// How many jobs the fixture's pipeline has (0 when it does not load: `run` says why).
+fn jobs_in(f: &Fixture) -> usize {
+    let scope = treadle::pipeline::CheckScope {
+        job: None,
+        env: &|k| std::env::var(k).ok(),
+        machine: false,
+    };
+    treadle::pipeline::load(&f.file(), &scope).map_or(0, |l| l.pipeline.jobs.len())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_yaml_block_in_the_docs_runs() {
     let blocks = yaml_blocks();
@@ -110,7 +149,11 @@ async fn every_yaml_block_in_the_docs_runs() {
         let mut failures = Vec::new();
         for (file, line, yaml) in blocks {
             let f = Fixture::new(&yaml);
-            let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
+            if yaml.contains("uri: ./repo") {
+                git_repo(&f.path().join("repo"));
+            }
+            let command = if jobs_in(&f) > 1 { "test" } else { "run" };
+            let run = f.treadle_env(&[command], &[("TREADLE_LOCAL_URL", &url)]);
             if run.code() != 0 {
                 failures.push(format!(
                     "{}:{line}: exit {}\n{}{}",

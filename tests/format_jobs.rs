@@ -1,7 +1,7 @@
-//! Job-level keys: `serial`, `serial_groups` and `max_in_flight` (always true of treadle,
-//! which runs one job at a time), `interruptible` and `max_consecutive_failures` (loaded,
-//! with a warning that they do nothing here), and the file's own `assert: execution`
-//! naming the jobs `treadle test` ran.
+//! Job-level keys: `serial`, `serial_groups`, `max_in_flight`, `interruptible` and
+//! `max_consecutive_failures` (what `treadle watch` reads; `max_in_flight` beside
+//! `serial` is refused), and the file's own `assert: execution` naming the jobs
+//! `treadle test` ran.
 
 mod common;
 
@@ -12,7 +12,6 @@ jobs:
 - name: first
   serial: true
   serial_groups: [deploy]
-  max_in_flight: 1
   plan:
   - task: a
     run: "true"
@@ -47,18 +46,26 @@ fn the_file_assert_checks_the_jobs_that_ran() {
 }
 
 #[test]
-fn keys_without_effect_here_load_with_a_warning() {
+fn the_watch_keys_load_without_warnings() {
     let f = Fixture::new(JOBS);
     let run = f.treadle(&["validate"]);
     run.expect_code(0);
-    let err = run.stderr();
+    assert!(!run.stderr().contains("has no effect"), "{}", run.stderr());
+}
+
+#[test]
+fn max_in_flight_beside_serial_is_refused() {
+    let f = Fixture::new(&JOBS.replace(
+        "  serial_groups: [deploy]\n",
+        "  serial_groups: [deploy]\n  max_in_flight: 2\n",
+    ));
+    let run = f.treadle(&["validate"]);
+    run.expect_code(2);
     assert!(
-        err.contains("`max_consecutive_failures` of job `second` has no effect"),
-        "{err}"
-    );
-    assert!(
-        err.contains("`interruptible` of job `second` has no effect"),
-        "{err}"
+        run.stderr()
+            .contains("treadle.yml:6:18: job `first` has `max_in_flight` beside `serial`"),
+        "{}",
+        run.stderr()
     );
 }
 

@@ -10,6 +10,7 @@ mod cost;
 mod docs;
 mod init;
 mod inspect;
+mod jobs;
 mod keys;
 mod plan;
 mod preflight;
@@ -20,6 +21,7 @@ mod shell;
 mod signals;
 mod tape;
 mod test;
+mod watch;
 
 use std::path::{Path, PathBuf};
 
@@ -179,9 +181,47 @@ pub enum Command {
         /// The state file (default: .treadle/state.redb beside the files).
         #[arg(long)]
         state: Option<PathBuf>,
+        /// How often the trigger resources of the served files are checked.
+        #[arg(long, default_value = "1m", value_parser = parse_interval)]
+        interval: std::time::Duration,
     },
     /// Reject a waiting approval step: the step fails.
     Reject(AnswerArgs),
+    /// Check the resources of `trigger: true` gets and build the jobs they trigger, until
+    /// a signal (see docs/watch.md).
+    Watch {
+        /// The pipeline file.
+        #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
+        file: PathBuf,
+        /// How often every trigger resource is checked (e.g. 30s, 5m).
+        #[arg(long, default_value = "1m", value_parser = parse_interval)]
+        interval: std::time::Duration,
+        /// At most this many builds at once, over all jobs.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        max_concurrent: u16,
+        /// Serve `POST /hooks/check/RESOURCE` here (webhooks that ask for a check now).
+        #[arg(long)]
+        addr: Option<std::net::SocketAddr>,
+        /// Print the builds' events as JSON lines.
+        #[arg(long)]
+        json: bool,
+        /// The state file (default: .treadle/state.redb beside the pipeline).
+        #[arg(long)]
+        state: Option<PathBuf>,
+    },
+    /// List the jobs with their standing under `treadle watch` (paused, failures in a row).
+    #[command(args_conflicts_with_subcommands = true)]
+    Jobs {
+        /// Resume a paused job.
+        #[command(subcommand)]
+        action: Option<JobsAction>,
+        /// The pipeline file.
+        #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
+        file: PathBuf,
+        /// The state file (default: .treadle/state.redb beside the pipeline).
+        #[arg(long)]
+        state: Option<PathBuf>,
+    },
     /// Write a first pipeline (a task and an agent step) and its schema; never overwrites.
     Init {
         /// The pipeline file to create.
@@ -200,6 +240,31 @@ pub enum Command {
     },
     /// Print the man page (roff): `treadle man > treadle.1 && man ./treadle.1`.
     Man,
+}
+
+/// What `treadle jobs` does besides listing.
+#[derive(Debug, Subcommand)]
+pub enum JobsAction {
+    /// Un-pause a job that `max_consecutive_failures:` paused.
+    Resume {
+        /// The job.
+        name: String,
+        /// The pipeline file.
+        #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
+        file: PathBuf,
+        /// The state file (default: .treadle/state.redb beside the pipeline).
+        #[arg(long)]
+        state: Option<PathBuf>,
+    },
+}
+
+/// Reads `--interval`: a duration of at least 10ms.
+fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
+    let d = crate::pipeline::duration::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < std::time::Duration::from_millis(10) {
+        return Err("the interval must be at least 10ms".to_owned());
+    }
+    Ok(d)
 }
 
 /// Which approval to answer.
@@ -325,16 +390,41 @@ pub async fn dispatch(cli: Cli) -> u8 {
             addr,
             token_env,
             state,
+            interval,
         } => {
             let options = crate::server::ServeOptions {
                 paths,
                 addr,
                 token_env,
                 state,
+                interval,
             };
             serve::serve(options).await
         }
         Command::Reject(a) => answer(a, Answer::Reject).await,
+        Command::Watch {
+            file,
+            interval,
+            max_concurrent,
+            addr,
+            json,
+            state,
+        } => {
+            let args = watch::WatchArgs {
+                file,
+                interval,
+                max_concurrent: usize::from(max_concurrent),
+                addr,
+                json,
+                state,
+            };
+            watch::watch(args).await
+        }
+        Command::Jobs {
+            action: Some(JobsAction::Resume { name, file, state }),
+            ..
+        } => jobs::resume(&name, &file, state),
+        Command::Jobs { file, state, .. } => jobs::list(&file, state),
         Command::Init { file } => init::init(&file),
         Command::Docs { page } => docs::docs(page.as_deref()),
         Command::Completions { shell } => shell::completions(shell),

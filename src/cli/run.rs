@@ -52,6 +52,7 @@ pub(super) async fn run(
         style: Style::detect(json),
         state: Some(state_path.clone()),
         cancel,
+        versions: Default::default(),
     };
     let report = match run::open_store(state_path).await {
         Ok(store) => run::run_from(&loaded, options, store, agents, &start).await,

@@ -32,6 +32,13 @@ pub(super) struct Watch {
 
 /// Starts watching: the first stopping signal cancels `cancel`.
 pub(super) fn watch(cancel: CancellationToken) -> Watch {
+    watch_stages(vec![cancel])
+}
+
+/// Starts watching: the first stopping signal cancels `stages[0]`, the next `stages[1]`,
+/// and so on; one more exits at once (`treadle watch`: stop polling and wait, then stop
+/// every build, then quit).
+pub(super) fn watch_stages(stages: Vec<CancellationToken>) -> Watch {
     let received = Arc::new(AtomicU8::new(0));
     let mut streams = Vec::new();
     for (kind, number, name) in STOPPING {
@@ -43,6 +50,7 @@ pub(super) fn watch(cancel: CancellationToken) -> Watch {
     }
     let seen = received.clone();
     let task = tokio::spawn(async move {
+        let mut count = 0;
         loop {
             let waits = streams.iter_mut().map(|(s, number, name)| {
                 Box::pin(async move {
@@ -51,14 +59,20 @@ pub(super) fn watch(cancel: CancellationToken) -> Watch {
                 })
             });
             let ((number, name), _, _) = futures::future::select_all(waits).await;
-            if seen.load(Ordering::SeqCst) != 0 {
+            let Some(stage) = stages.get(count) else {
                 std::process::exit(i32::from(exit_code_of(number)));
+            };
+            if seen.load(Ordering::SeqCst) == 0 {
+                seen.store(number, Ordering::SeqCst);
             }
-            seen.store(number, Ordering::SeqCst);
-            crate::console::tell!(
-                "interrupted by {name}: stopping the running steps (again to quit now)"
-            );
-            cancel.cancel();
+            let what = match (count, stages.len()) {
+                (0, 1) => "stopping the running steps (again to quit now)",
+                (0, _) => "no new builds; waiting for running ones (again to stop them)",
+                _ => "stopping every running build (again to quit now)",
+            };
+            crate::console::tell!("interrupted by {name}: {what}");
+            stage.cancel();
+            count += 1;
         }
     });
     Watch {

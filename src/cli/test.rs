@@ -42,6 +42,7 @@ pub(super) async fn test(file: &Path, json: bool, state: Option<PathBuf>) -> u8 
             style: Style::detect(json),
             state: None,
             cancel: cancel.clone(),
+            versions: Default::default(),
         };
         let started = Instant::now();
         let report = run::run_in(&loaded, options, store.clone(), agents.clone()).await;

@@ -64,6 +64,9 @@ pub fn check(file: &Path, pipeline: &Pipeline, scope: &CheckScope<'_>) -> Vec<Di
     for job in &pipeline.jobs {
         c.job(job);
     }
+    for finding in super::check_watch::check(pipeline) {
+        c.push_finding(finding);
+    }
     if let Some(wanted) = scope.job
         && !pipeline.jobs.iter().any(|j| j.name.value == wanted)
     {

@@ -148,12 +148,6 @@ pub fn warnings(pipeline: &super::format::Pipeline) -> Vec<(Pos, String)> {
         }
     }
     for job in &pipeline.jobs {
-        if let Some(n) = &job.max_consecutive_failures {
-            out.push((n.pos, format!("`max_consecutive_failures` of job `{}` has no effect: treadle has no trigger that runs jobs on its own", job.name.value)));
-        }
-        if job.interruptible.is_some() {
-            out.push((job.name.pos, format!("`interruptible` of job `{}` has no effect: `treadle run` always stops at Ctrl-C", job.name.value)));
-        }
         super::check::visit_job(job, &mut |s| {
             if let Some(image) = &s.image {
                 out.push((image.pos, no_runtime(&image.value)));

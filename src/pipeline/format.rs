@@ -94,6 +94,10 @@ pub struct Resource {
     /// Type-specific settings, e.g. `{ uri, branch }` for git.
     #[serde(default)]
     pub source: BTreeMap<String, serde_json::Value>,
+    /// The environment variable holding the token `POST /hooks/check/NAME` must carry
+    /// (its name, never the token itself; see docs/watch.md).
+    #[serde(default)]
+    pub webhook_token_env: Option<At<String>>,
 }
 
 /// A job: a named plan.
@@ -114,23 +118,22 @@ pub struct Job {
     /// Checks on the whole job once it ends.
     #[serde(default)]
     pub assert: Option<JobAssert>,
-    /// At most one run of this job at a time. Always true of treadle: one process runs
-    /// the jobs of a state file, one run at a time.
+    /// Under `treadle watch`: at most one build of this job at a time.
     #[serde(default)]
-    pub serial: Option<bool>,
-    /// Jobs sharing a group never run at the same time (always true of treadle, as
-    /// `serial`).
+    pub serial: Option<At<bool>>,
+    /// Under `treadle watch`: jobs sharing a group never build at the same time.
     #[serde(default)]
     pub serial_groups: Vec<String>,
-    /// At most this many runs of this job at a time (treadle runs one at a time).
+    /// Under `treadle watch`: at most this many builds of this job at a time (unset:
+    /// unlimited, bounded by `--max-concurrent`).
     #[serde(default)]
     pub max_in_flight: Option<At<u32>>,
-    /// For a trigger that runs jobs on its own: whether a shutdown may interrupt this
-    /// job. treadle has no such trigger, so `validate` warns that it has no effect.
+    /// Under `treadle watch`: `true` lets a shutdown stop a running build of this job at
+    /// once; by default a shutdown waits for it (up to ten minutes).
     #[serde(default)]
     pub interruptible: Option<bool>,
-    /// For a trigger that runs jobs on its own: pause the job after this many failed runs
-    /// in a row. treadle has no such trigger, so `validate` warns that it has no effect.
+    /// Under `treadle watch`: pause the job after this many failed builds in a row, until
+    /// `treadle jobs resume NAME`.
     #[serde(default)]
     pub max_consecutive_failures: Option<At<u32>>,
     /// Token budget shared by every agent step of the job.
@@ -275,6 +278,13 @@ pub struct Step {
     /// On a get: `latest` (default), `every`, or a pinned `{ key: value }` version.
     #[serde(default)]
     pub version: Option<At<super::resource_type::VersionSpec>>,
+    /// On a `get`: `treadle watch` checks the resource and builds the job when it has a
+    /// new version.
+    #[serde(default)]
+    pub trigger: Option<At<bool>>,
+    /// On a `get`: only versions that were green together in one build of each named job.
+    #[serde(default)]
+    pub passed: Option<At<Vec<At<String>>>>,
 
     // ---- every step ----
     /// Artifacts this step sees, each as a read-only directory of that name.

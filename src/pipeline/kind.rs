@@ -307,6 +307,18 @@ impl Step {
             self.version.as_ref().map(|v| v.pos),
         );
         add(
+            "trigger",
+            &["get"],
+            self.trigger.is_some(),
+            self.trigger.as_ref().map(|t| t.pos),
+        );
+        add(
+            "passed",
+            &["get"],
+            self.passed.is_some(),
+            self.passed.as_ref().map(|t| t.pos),
+        );
+        add(
             "file",
             &["load_var"],
             self.file.is_some(),

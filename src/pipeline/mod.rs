@@ -16,6 +16,8 @@
 //! * `container`: `image:` and its neighbours, `env:` in both spellings, `workspace:`.
 //! * `check_resource`: the checks of `resource_types:`, resource types and `version:`.
 //! * `check_flow`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
+//! * `check_watch`: the checks of what `treadle watch` reads (`passed`, `webhook_token_env`,
+//!   job concurrency limits).
 //! * `mcp`: the checks and configs of `mcp_servers:`.
 //! * `controls`: `permissions:`, `output_schema:`, `min_confidence:`, `escalate_to:`,
 //!   `budget: { dollars }`, and their checks.
@@ -34,6 +36,7 @@ pub mod at;
 pub mod check;
 pub mod check_flow;
 pub mod check_resource;
+pub mod check_watch;
 pub mod container;
 pub mod controls;
 pub mod conversation;

@@ -166,6 +166,9 @@ pub(crate) struct Ctx<'a> {
     pub collect_at: Mutex<std::collections::HashMap<String, Vec<String>>>,
     /// The versions the `every` gets take in the input set running now, by outline seq.
     pub every_versions: Mutex<std::collections::HashMap<u32, String>>,
+    /// The version each `get` of a resource fetches, by resource (a triggered build's
+    /// inputs); others fetch their latest.
+    pub versions: std::collections::BTreeMap<String, String>,
 }
 
 /// One entry of the execution log: a leaf step (or a cell) that ran to its end.

@@ -86,6 +86,9 @@ pub struct RunOptions {
     pub state: Option<PathBuf>,
     /// Cancelled on Ctrl-C.
     pub cancel: CancellationToken,
+    /// The version each `get` of a resource fetches, by resource (the inputs `treadle
+    /// watch` decided for a build); a resource not here is fetched at its latest.
+    pub versions: std::collections::BTreeMap<String, String>,
 }
 
 /// Why a run could not start.
@@ -285,6 +288,7 @@ pub async fn run_served(
         collect_at: Mutex::default(),
         every_versions: Mutex::default(),
         cell_vars: Mutex::default(),
+        versions: options.versions.clone(),
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
     let mut done = ctx.job().instrument(job_span).await;

@@ -54,7 +54,11 @@ impl<'a> Ctx<'a> {
         resource: &str,
         entry: &Entry,
     ) -> Result<String, Done> {
-        let version = self.pick_version(step, entry, resource).await?;
+        let version = match self.versions.get(resource) {
+            // A triggered build fetches the version it was queued with, not the latest.
+            Some(pinned) => pinned.clone(),
+            None => self.pick_version(step, entry, resource).await?,
+        };
         cache.set_version(entry.seq, version.clone());
         Ok(version)
     }

@@ -71,6 +71,8 @@ pub struct ServeOptions {
     pub token_env: Option<String>,
     /// The state file (default: `.treadle/state.redb` beside the files).
     pub state: Option<PathBuf>,
+    /// How often the files' trigger resources are checked.
+    pub interval: std::time::Duration,
 }
 
 /// Why the server cannot start.
@@ -266,7 +268,12 @@ pub async fn serve(
     )?;
     ready(addr, &state);
     let ending = app.shutdown.clone();
-    let served = axum::serve(listener, router(app.clone()))
+    let mut routes = router(app.clone());
+    if let Some(watcher) = super::watching::start(&app, &app.files, options.interval) {
+        // After the guard: a webhook carries its resource's own token, not the server's.
+        routes = routes.merge(crate::watch::hooks::router(watcher));
+    }
+    let served = axum::serve(listener, routes)
         .with_graceful_shutdown(async move {
             stop.cancelled().await;
             // Aborts the runs and ends the event streams, which graceful shutdown waits for.

@@ -14,6 +14,7 @@
 //! * `metrics.rs`: `/metrics` in the Prometheus text format;
 //! * `sse.rs`: a run's events as server-sent events, resumable by `Last-Event-ID`;
 //! * `triggers.rs`: who started each run;
+//! * `watching.rs`: the watcher of the served files (`trigger: true` gets) and its webhook;
 //! * `views.rs`: the JSON shapes of runs, steps and pipelines;
 //! * `error.rs`: the API's error answers;
 //! * `client.rs`: the other commands' side: find the server and talk to it.
@@ -31,5 +32,6 @@ pub mod sse;
 mod start;
 mod triggers;
 pub mod views;
+mod watching;
 
 pub use app::{ServeError, ServeOptions, serve};

@@ -78,6 +78,7 @@ pub async fn start(
         style: Style::Quiet,
         state: None,
         cancel,
+        versions: Default::default(),
     };
     let task_app = app.clone();
     tokio::spawn(async move {

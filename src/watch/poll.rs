@@ -1,0 +1,217 @@
+//! The poller: checks every trigger resource (on the interval, and at once for a webhook
+//! delivery), then queues each job whose inputs moved.
+//!
+//! A check's version lives only in memory until a job is queued with it: queueing and
+//! recording the job's new inputs are one transaction (`store::enqueue`), so a crash before
+//! it loses nothing (the next start checks again and queues then) and a crash after it
+//! finds the row queued. A check that fails leaves the resource's last version as it was;
+//! the next poll checks it again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::Watcher;
+use super::check;
+use super::plan::{self, Waiting};
+use super::store::{self, Versions};
+use crate::console::tell;
+
+/// Checks run at once in one poll round.
+const CHECKS_AT_ONCE: usize = 8;
+
+/// A request to check one resource now (a webhook delivery).
+#[derive(Debug, Clone)]
+pub struct CheckNow {
+    /// The pipeline's index in the watcher.
+    pub pipeline: usize,
+    /// The resource.
+    pub resource: String,
+}
+
+/// What one poll round did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Round {
+    /// Checks that gave a version.
+    pub checked: usize,
+    /// Checks that failed (retried next round).
+    pub failed: usize,
+    /// Jobs queued.
+    pub queued: usize,
+}
+
+impl Watcher {
+    /// Polls until `stop`: a full round at once and every `interval`, and a check of one
+    /// resource whenever a webhook asks.
+    pub async fn poll(self: Arc<Self>, interval: Duration, stop: CancellationToken) {
+        let mut hooks = self.hook_rx.lock().ok().and_then(|mut r| r.take());
+        let mut next = tokio::time::Instant::now();
+        loop {
+            let hook = async {
+                match hooks.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep_until(next) => {
+                    // A shutdown does not wait for a slow check (its command is killed).
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        _ = self.clone().round(None) => {}
+                    }
+                    next = tokio::time::Instant::now() + interval;
+                }
+                Some(now) = hook => {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        _ = self.clone().round(Some(now)) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// One round: check every trigger resource (or only `only`), then queue what moved.
+    pub async fn round(self: Arc<Self>, only: Option<CheckNow>) -> Round {
+        let mut targets = Vec::new();
+        for (i, w) in self.pipelines.iter().enumerate() {
+            for r in w.trigger_resources() {
+                let wanted = only
+                    .as_ref()
+                    .is_none_or(|o| o.pipeline == i && o.resource == r);
+                if wanted {
+                    targets.push((i, r));
+                }
+            }
+        }
+        let checks = futures::stream::iter(targets)
+            .map(|(i, resource)| {
+                let (w, checker) = (&self.pipelines[i], &self.checkers[i]);
+                async move {
+                    let got = check::latest(checker, &w.loaded, &resource).await;
+                    (i, resource, got)
+                }
+            })
+            .buffer_unordered(CHECKS_AT_ONCE)
+            .collect::<Vec<_>>()
+            .await;
+        let mut round = Round::default();
+        if let Ok(mut latest) = self.latest.lock() {
+            for (i, resource, got) in checks {
+                match got {
+                    Ok(version) => {
+                        round.checked += 1;
+                        if let Some(v) = version {
+                            latest.insert((i, resource), v);
+                        }
+                    }
+                    Err(e) => {
+                        round.failed += 1;
+                        tell!(
+                            "treadle watch: check of `{resource}` failed: {e} (checked again at the next poll)"
+                        );
+                    }
+                }
+            }
+        }
+        let me = self.clone();
+        let queued = tokio::task::spawn_blocking(move || me.schedule())
+            .await
+            .unwrap_or(0);
+        round.queued = queued;
+        if queued > 0 {
+            self.wake.notify_one();
+        }
+        round
+    }
+
+    /// Queues each job whose trigger inputs moved since it was last queued; how many.
+    /// Blocking (it writes the state file).
+    pub(super) fn schedule(&self) -> usize {
+        self.take_resume_requests();
+        let db = self.store.database();
+        let standings = store::standings(&db).unwrap_or_default();
+        let mut queued = 0;
+        for (i, w) in self.pipelines.iter().enumerate() {
+            let latest: BTreeMap<String, String> = self
+                .latest
+                .lock()
+                .map(|l| {
+                    l.iter()
+                        .filter(|((p, _), _)| *p == i)
+                        .map(|((_, r), v)| (r.clone(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            for job in &w.jobs {
+                let key = (w.name.clone(), job.name.clone());
+                if standings.get(&key).is_some_and(|s| s.paused) {
+                    continue;
+                }
+                let green = |u: &str| store::green_builds(&db, &w.name, u).unwrap_or_default();
+                let now = match plan::inputs(job, &latest, &green) {
+                    Ok(v) => v,
+                    Err(why) => {
+                        self.say_waiting(&key, &why);
+                        continue;
+                    }
+                };
+                match self.queue_if_moved(&w.name, job, &now) {
+                    Ok(true) => queued += 1,
+                    Ok(false) => {}
+                    Err(e) => tell!("treadle watch: cannot queue `{}`: {e}", job.name),
+                }
+            }
+        }
+        self.write_jobs();
+        queued
+    }
+
+    fn queue_if_moved(
+        &self,
+        pipeline: &str,
+        job: &plan::JobPlan,
+        now: &Versions,
+    ) -> Result<bool, crate::run::StateError> {
+        let db = self.store.database();
+        let last = store::scheduled(&db, pipeline, &job.name)?;
+        if !plan::triggered(job, now, last.as_ref()) {
+            return Ok(false);
+        }
+        let id = store::enqueue(&db, pipeline, &job.name, now)?;
+        tell!(
+            "treadle watch: queued `{}` (#{id}) with {}",
+            job.name,
+            show_versions(now)
+        );
+        Ok(true)
+    }
+
+    /// Says once (until it changes) why a job waits.
+    fn say_waiting(&self, key: &(String, String), why: &Waiting) {
+        let text = why.to_string();
+        let Ok(mut said) = self.waiting.lock() else {
+            return;
+        };
+        if said.get(key) != Some(&text) {
+            tell!("treadle watch: `{}` waiting: {text}", key.1);
+            said.insert(key.clone(), text);
+        }
+    }
+}
+
+/// `repo 1a2b3c4d, tools 9f8e7d6c`: versions shortened for a line of output.
+pub fn show_versions(v: &Versions) -> String {
+    if v.is_empty() {
+        return "no pinned inputs".to_owned();
+    }
+    v.iter()
+        .map(|(r, v)| format!("{r} {}", v.chars().take(12).collect::<String>()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
