@@ -11,6 +11,8 @@
 //! * [`assert`]: deterministic checks of a step's and a job's facts.
 //! * [`model_tape`]: recording and replaying agent steps' model traffic (`--record`,
 //!   `--replay-model`).
+//! * [`shadow`]: `treadle run --shadow RUN`: a recorded run's agent steps again on another
+//!   model or prompt, tool calls answered from the recording, what changed reported.
 //! * [`cache`]: step keys, the content-addressed store, hit or miss, resume, `plan`.
 //! * [`resource`]: `get` / `put` resources; git is built in.
 //! * [`clock`]: wall-clock milliseconds, as the state file records them.
@@ -45,6 +47,7 @@ pub mod pipeline;
 pub mod resource;
 pub mod run;
 pub mod server;
+pub mod shadow;
 pub mod telemetry;
 pub mod tools;
 pub mod watch;

@@ -141,7 +141,17 @@ pub struct StepControls {
     pub dollars: Vec<DollarBudget>,
     /// Who answers questions; `None`: every question is refused.
     pub asker: Option<Arc<dyn Asker>>,
+    /// Wraps the step's granted tools before the session gets them (a shadow run answers
+    /// calls from a recording this way); `None`: the tools as granted.
+    pub wrap_tools: Option<ToolWrapper>,
 }
+
+/// A function from the granted tools to the tools the session gets.
+pub type ToolWrapper = Arc<
+    dyn Fn(Vec<Arc<dyn treadle_session::Tool>>) -> Vec<Arc<dyn treadle_session::Tool>>
+        + Send
+        + Sync,
+>;
 
 impl fmt::Debug for StepControls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -151,6 +161,7 @@ impl fmt::Debug for StepControls {
             .field("confidence", &self.confidence)
             .field("dollars", &self.dollars)
             .field("asker", &self.asker.is_some())
+            .field("wrap_tools", &self.wrap_tools.is_some())
             .finish()
     }
 }
@@ -250,5 +261,6 @@ pub fn from_pipeline(
         confidence,
         dollars,
         asker: None,
+        wrap_tools: None,
     })
 }

@@ -90,6 +90,10 @@ pub async fn run_agent_step(
     let (servers, remote_tools) = StepServers::start(&step.mcp, &remote).await?;
     tools.extend(remote_tools);
     // MCP results are masked too: a stdio server inherits the environment, key included.
+    let tools = match &step.controls.wrap_tools {
+        Some(wrap) => wrap(tools),
+        None => tools,
+    };
     let tools = crate::tools::Masked::wrap_all(tools, &secrets);
     let result = match run_session(step, journal, observer, cancel, tools.clone()).await {
         Ok(outcome) => escalate(step, journal, observer, cancel, tools, outcome).await,

@@ -17,6 +17,7 @@ mod preflight;
 mod remote;
 mod run;
 mod serve;
+mod shadow;
 mod shell;
 mod signals;
 mod tape;
@@ -103,6 +104,26 @@ pub enum Command {
         /// The step --replay re-runs (its name or outline path), and what follows it.
         #[arg(long, value_name = "STEP", requires = "replay")]
         from: Option<String>,
+        /// Run a recorded run's agent steps again in scratch directories and report what
+        /// changes: tool calls answered from the recording where they match (see
+        /// docs/shadow-runs.md). Exit 1 when a verdict changes or an assert fails.
+        #[arg(
+            long,
+            value_name = "RUN",
+            conflicts_with_all = ["resume", "replay", "record", "replay_model"]
+        )]
+        shadow: Option<u64>,
+        /// With --shadow: the model every agent step runs on (`provider/model`).
+        #[arg(
+            long,
+            value_name = "NAME",
+            requires = "shadow",
+            conflicts_with = "agent_file"
+        )]
+        model: Option<String>,
+        /// With --shadow: a YAML list of agents replacing the pipeline's of the same name.
+        #[arg(long, value_name = "FILE", requires = "shadow")]
+        agent_file: Option<PathBuf>,
     },
     /// Check the file and that this machine can run it.
     Validate {
@@ -336,6 +357,23 @@ pub async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Run {
             file,
+            json,
+            state,
+            shadow: Some(run),
+            model,
+            agent_file,
+            ..
+        } => {
+            let options = crate::shadow::ShadowOptions {
+                run,
+                state,
+                model,
+                agent_file,
+            };
+            shadow::run(&file, json, &options).await
+        }
+        Command::Run {
+            file,
             job,
             json,
             state,
@@ -344,6 +382,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             resume,
             replay,
             from,
+            ..
         } => {
             let tape = tape::TapeArgs {
                 record,
