@@ -103,6 +103,7 @@ fn main() {
             token: None,
             agents: treadle::run::agents::default_agent_runner(),
             shutdown: CancellationToken::new(),
+            dispatcher: None,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));

@@ -23,6 +23,8 @@
 //!   run's resumable event stream, and the client the other commands use to reach it.
 //! * [`watch`]: `treadle watch`: the poller of trigger resources, the durable build queue
 //!   and its workers, `passed:`, webhooks (also run inside `treadle serve`).
+//! * [`dist`]: past one machine: steps on workers over NATS JetStream (`serve --nats`,
+//!   `treadle worker`).
 //! * [`web`]: the page of `treadle serve` (HTML, CSS and JavaScript in the binary).
 //! * [`telemetry`]: tracing to stderr (`--log`, `--log-format`) and the run, job and step
 //!   spans.
@@ -40,6 +42,7 @@ pub mod cli;
 pub mod clock;
 pub mod confine;
 mod console;
+pub mod dist;
 pub mod environ;
 pub mod model_tape;
 pub mod needs;

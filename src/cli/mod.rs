@@ -23,6 +23,7 @@ mod signals;
 mod tape;
 mod test;
 mod watch;
+mod worker;
 
 use std::path::{Path, PathBuf};
 
@@ -205,6 +206,22 @@ pub enum Command {
         /// How often the trigger resources of the served files are checked.
         #[arg(long, default_value = "1m", value_parser = parse_interval)]
         interval: std::time::Duration,
+        /// Run task and agent steps on `treadle worker` processes through this NATS server
+        /// (JetStream on), e.g. nats://127.0.0.1:4222 (see docs/scale-out.md).
+        #[arg(long, value_name = "URL")]
+        nats: Option<String>,
+    },
+    /// Run steps that `treadle serve --nats` queues (see docs/scale-out.md).
+    Worker {
+        /// The NATS server (JetStream on), e.g. nats://127.0.0.1:4222.
+        #[arg(long, value_name = "URL")]
+        nats: String,
+        /// Steps run at once.
+        #[arg(long, default_value_t = 4)]
+        slots: usize,
+        /// Where the worker keeps its state file and step directories.
+        #[arg(long, default_value = ".treadle-worker")]
+        dir: PathBuf,
     },
     /// Reject a waiting approval step: the step fails.
     Reject(AnswerArgs),
@@ -430,6 +447,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             token_env,
             state,
             interval,
+            nats,
         } => {
             let options = crate::server::ServeOptions {
                 paths,
@@ -437,9 +455,11 @@ pub async fn dispatch(cli: Cli) -> u8 {
                 token_env,
                 state,
                 interval,
+                nats,
             };
             serve::serve(options).await
         }
+        Command::Worker { nats, slots, dir } => worker::worker(nats, slots, dir).await,
         Command::Reject(a) => answer(a, Answer::Reject).await,
         Command::Watch {
             file,

@@ -179,6 +179,18 @@ impl Artifacts {
         Ok(())
     }
 
+    /// Makes the directory `dir` (on the same filesystem) the artifact `name`: an input a
+    /// worker received, or an output a worker sent back.
+    pub fn adopt(&self, name: &str, dir: &Path) -> Result<(), ArtifactError> {
+        plain(name)?;
+        let dest = self.next_version(name)?;
+        fs::rename(dir, &dest).map_err(io("cannot adopt artifact", dir))?;
+        if let Ok(mut map) = self.artifacts.lock() {
+            map.insert(name.to_owned(), dest);
+        }
+        Ok(())
+    }
+
     /// Makes each of `outputs` an empty artifact that `across:` cells collect into, so a
     /// matrix whose cells all failed still hands the steps after it a directory.
     pub fn begin_collection(&self, outputs: &[String]) -> Result<(), ArtifactError> {

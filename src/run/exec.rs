@@ -169,6 +169,8 @@ pub(crate) struct Ctx<'a> {
     /// The version each `get` of a resource fetches, by resource (a triggered build's
     /// inputs); others fetch their latest.
     pub versions: std::collections::BTreeMap<String, String>,
+    /// Runs leaf steps on workers over NATS (`treadle serve --nats`); `None`: here.
+    pub remote: Option<std::sync::Arc<crate::dist::RemoteRun>>,
 }
 
 /// One entry of the execution log: a leaf step (or a cell) that ran to its end.
@@ -492,15 +494,11 @@ impl<'a> Ctx<'a> {
             }
             match step.kind() {
                 Err(e) => Done::errored(e.to_string()),
-                Ok(StepKind::Task(run)) => {
-                    let run = match cell {
-                        Some(c) => c.render_run(&run.value),
-                        None => run.value.clone(),
-                    };
-                    let run = self.with_vars(&run);
-                    self.task(step, entry, attempt, &run, cancel).await
-                }
-                Ok(StepKind::Agent(_)) => self.agent(step, entry, attempt, cancel).await,
+                Ok(StepKind::Task(_) | StepKind::Agent(_)) => match (&self.remote, cell) {
+                    // A cell keeps its values here, so only whole steps go to workers.
+                    (Some(remote), None) => remote.leaf(self, step, entry, attempt, cancel).await,
+                    _ => self.leaf(step, entry, attempt, cancel, cell).await,
+                },
                 Ok(StepKind::Do(steps)) => self.sequence(steps, &cancel).await,
                 Ok(StepKind::InParallel(p)) => self.parallel(entry, p, &cancel).await,
                 Ok(StepKind::Race(r)) => self.race(entry, r, &cancel).await,
@@ -526,6 +524,31 @@ impl<'a> Ctx<'a> {
             }
         }
         .boxed()
+    }
+
+    /// Runs a task or agent step here: the one leaf-running function, which a worker
+    /// (`treadle worker`) calls too.
+    pub(crate) async fn leaf(
+        &'a self,
+        step: &'a At<Step>,
+        entry: &'a Entry,
+        attempt: u32,
+        cancel: CancellationToken,
+        cell: Option<&'a Cell>,
+    ) -> Done {
+        match step.kind() {
+            Ok(StepKind::Task(run)) => {
+                let run = match cell {
+                    Some(c) => c.render_run(&run.value),
+                    None => run.value.clone(),
+                };
+                let run = self.with_vars(&run);
+                self.task(step, entry, attempt, &run, cancel).await
+            }
+            Ok(StepKind::Agent(_)) => self.agent(step, entry, attempt, cancel).await,
+            Ok(_) => Done::errored(format!("step `{}` is not a task or an agent", entry.name)),
+            Err(e) => Done::errored(e.to_string()),
+        }
     }
 
     /// Runs steps in order; stops at a failure or a verdict route.

@@ -8,6 +8,7 @@
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
 //! * `approval/`: approval steps, parked until `treadle approve` answers;
 //! * `leaf.rs`: task and agent steps;
+//! * `one_leaf.rs`: one task or agent step run alone, for a worker (`treadle worker`);
 //! * `agents.rs`: the agent runner (real sessions, optionally through a model tape);
 //! * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
 //!   instead of running it, its outputs stored after;
@@ -36,6 +37,7 @@ mod hooks;
 mod job;
 pub mod journal;
 pub mod leaf;
+pub mod one_leaf;
 pub(crate) mod output_limit;
 pub mod ports;
 mod resource;
@@ -194,6 +196,8 @@ pub async fn run_from(
 pub struct Served {
     /// Called with the run's id and journal once it has them, before its first event.
     pub on_begin: Box<dyn FnOnce(u64, Arc<journal::RunJournal>) + Send>,
+    /// Runs its task and agent steps on workers over NATS (`treadle serve --nats`).
+    pub remote: Option<Arc<crate::dist::RemoteRun>>,
 }
 
 /// Gives the run its id and its event journal.
@@ -240,8 +244,10 @@ pub async fn run_served(
     let job_name = job.name.value.clone();
     let (run_id, journal) = begin(&store, &records, &pipeline_name, &job_name).await?;
     let answerable = served.is_some();
+    let mut remote = None;
     if let Some(served) = served {
         (served.on_begin)(run_id, journal.clone());
+        remote = served.remote;
     }
     let state_dir = state_path
         .parent()
@@ -289,6 +295,7 @@ pub async fn run_served(
         every_versions: Mutex::default(),
         cell_vars: Mutex::default(),
         versions: options.versions.clone(),
+        remote,
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
     let mut done = ctx.job().instrument(job_span).await;
@@ -307,7 +314,9 @@ pub async fn run_served(
 }
 
 /// Every step of the outline, pending, as the run's first record of it.
-fn pending_records(outline: &crate::pipeline::outline::Outline) -> Vec<state::StepRecord> {
+pub(crate) fn pending_records(
+    outline: &crate::pipeline::outline::Outline,
+) -> Vec<state::StepRecord> {
     outline
         .entries
         .iter()

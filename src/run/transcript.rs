@@ -239,6 +239,15 @@ impl Style {
     }
 }
 
+/// Where a transcript also sends each enduring event line (masked) and each token delta: a
+/// worker (`treadle worker`) sends its step's events to the server that runs the plan.
+pub trait EventSink: Send + Sync {
+    /// One enduring event, as its JSON line.
+    fn event(&self, json: &str);
+    /// A piece of an agent step's streamed text.
+    fn token(&self, step: u32, text: &str);
+}
+
 /// Writes events to stdout.
 pub struct Transcript {
     style: Style,
@@ -253,6 +262,8 @@ pub struct Transcript {
     journal: Option<std::sync::Arc<RunJournal>>,
     // The first failure to journal an event, said once.
     journal_failed: std::sync::atomic::AtomicBool,
+    // Where events go besides the journal (a worker's step, see `EventSink`).
+    sink: Option<std::sync::Arc<dyn EventSink>>,
 }
 
 impl Transcript {
@@ -267,7 +278,25 @@ impl Transcript {
             out: Mutex::new(()),
             journal: None,
             journal_failed: std::sync::atomic::AtomicBool::new(false),
+            sink: None,
         }
+    }
+
+    /// The same transcript, also sending every event and token delta to `sink`.
+    pub fn with_sink(mut self, sink: std::sync::Arc<dyn EventSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Journals and shows an event line that another process emitted (masked there, and
+    /// masked again here): a step run by a worker.
+    pub fn emit_line(&self, json: &str) {
+        let line = self.redactor.mask(json);
+        self.journal(&line);
+        if let Some(sink) = &self.sink {
+            sink.event(&line);
+        }
+        self.replay(&line);
     }
 
     /// The same transcript, also journaling every event in `journal`.
@@ -281,6 +310,9 @@ impl Transcript {
     pub fn token(&self, step: u32, text: &str) {
         if let Some(journal) = &self.journal {
             journal.token(step, &self.redactor.mask(text));
+        }
+        if let Some(sink) = &self.sink {
+            sink.token(step, &self.redactor.mask(text));
         }
     }
 
@@ -320,12 +352,15 @@ impl Transcript {
 
     /// Shows one event.
     pub fn emit(&self, event: &Event) {
-        let json = (self.style == Style::Json || self.journal.is_some())
+        let json = (self.style == Style::Json || self.journal.is_some() || self.sink.is_some())
             .then(|| serde_json::to_string(event).ok())
             .flatten()
             .map(|line| self.redactor.mask(&line));
         if let Some(line) = &json {
             self.journal(line);
+            if let Some(sink) = &self.sink {
+                sink.event(line);
+            }
         }
         match self.style {
             Style::Json => {

@@ -46,6 +46,8 @@ pub struct App {
     pub agents: Arc<dyn AgentRunner>,
     /// Cancelled when the server shuts down: its runs are aborted.
     pub shutdown: CancellationToken,
+    /// Runs task and agent steps on workers over NATS (`--nats`); `None`: here.
+    pub dispatcher: Option<Arc<crate::dist::Dispatcher>>,
 }
 
 impl App {
@@ -73,6 +75,8 @@ pub struct ServeOptions {
     pub state: Option<PathBuf>,
     /// How often the files' trigger resources are checked.
     pub interval: std::time::Duration,
+    /// The NATS server whose workers run the steps (`--nats`); `None`: they run here.
+    pub nats: Option<String>,
 }
 
 /// Why the server cannot start.
@@ -135,6 +139,9 @@ pub enum ServeError {
     /// The discovery file cannot be written.
     #[error(transparent)]
     Discovery(#[from] discovery::DiscoveryError),
+    /// NATS cannot be used (`--nats`).
+    #[error(transparent)]
+    Nats(#[from] crate::dist::DistError),
 }
 
 /// The pipeline files of `paths`: files as given, directories' `*.yml` and `*.yaml` files
@@ -240,6 +247,10 @@ pub async fn serve(
     let state = state_of(&files, options.state.clone())?;
     let token = token_of(options.addr, options.token_env.as_deref())?;
     let store = crate::run::open_store(state.clone()).await?;
+    let dispatcher = match &options.nats {
+        Some(url) => Some(crate::dist::Dispatcher::connect(url, &state).await?),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .map_err(|source| ServeError::Bind {
@@ -257,6 +268,7 @@ pub async fn serve(
         token,
         agents: crate::run::agents::default_agent_runner(),
         shutdown: stop.child_token(),
+        dispatcher,
     });
     discovery::write(
         &state,

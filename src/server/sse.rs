@@ -78,7 +78,15 @@ async fn events(
     blocking(&app, move |store| Ok(store.run(id)?)).await?;
     let live = app.live_run(id).map(|l| l.journal);
     let shutdown = app.shutdown.clone();
-    let stream = follow(app.store.database(), id, live, after)
+    // A run going on under `--nats` is followed from its events stream; the others (and
+    // every run without NATS) from the local journal, which holds the same events.
+    let followed = match (&app.dispatcher, &live) {
+        (Some(d), Some(_)) => {
+            crate::dist::events::follow(d.bus().clone(), d.server().to_owned(), id, after).boxed()
+        }
+        _ => follow(app.store.database(), id, live, after).boxed(),
+    };
+    let stream = followed
         .map(sse_event)
         .chain(futures::stream::once(async {
             Event::default().event("end").data("{}")

@@ -57,6 +57,10 @@ pub async fn start(
     let served = app
         .file(&req.pipeline)
         .ok_or_else(|| not_served(&app, &req.pipeline))?;
+    let remote = match &app.dispatcher {
+        Some(d) => Some(d.for_run(source_of(&served.file, &vars)?)),
+        None => None,
+    };
     let loaded = load(served.file.clone(), req.job.clone(), vars).await?;
     loaded
         .job(req.job.as_deref())
@@ -66,12 +70,22 @@ pub async fn start(
     let cancel = app.shutdown.child_token();
     let on_begin = {
         let (app, begun, cancel) = (app.clone(), begun.clone(), cancel.clone());
-        Box::new(move |id: u64, journal| {
-            if let Ok(mut live) = app.live.lock() {
-                live.insert(id, LiveRun { journal, cancel });
-            }
-            tell(&begun, Ok(id));
-        })
+        Box::new(
+            move |id: u64, journal: Arc<crate::run::journal::RunJournal>| {
+                if let Some(d) = &app.dispatcher {
+                    crate::dist::events::mirror(
+                        d.bus().clone(),
+                        d.server().to_owned(),
+                        app.store.database(),
+                        journal.clone(),
+                    );
+                }
+                if let Ok(mut live) = app.live.lock() {
+                    live.insert(id, LiveRun { journal, cancel });
+                }
+                tell(&begun, Ok(id));
+            },
+        )
     };
     let options = RunOptions {
         job: req.job,
@@ -84,7 +98,7 @@ pub async fn start(
     tokio::spawn(async move {
         let (store, agents) = (task_app.store.clone(), task_app.agents.clone());
         let fresh = crate::cache::Start::Fresh;
-        let served = Some(Served { on_begin });
+        let served = Some(Served { on_begin, remote });
         let report = crate::run::run_served(&loaded, options, store, agents, &fresh, served).await;
         match report {
             Ok(r) => {
@@ -103,6 +117,16 @@ pub async fn start(
     })
     .await?;
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))))
+}
+
+/// The pipeline's text with `vars` filled in, as its workers load it (`--nats`).
+fn source_of(
+    file: &std::path::Path,
+    vars: &crate::pipeline::vars::Vars,
+) -> Result<String, ApiError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| ApiError::Unprocessable(format!("cannot read {}: {e}", file.display())))?;
+    Ok(crate::pipeline::vars::substitute(&text, vars))
 }
 
 /// The body's `vars` as `--var NAME=VALUE` pairs would give them: names checked, values

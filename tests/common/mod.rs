@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod mcp;
+pub mod nats;
 pub mod server;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,233 @@
+//! The server's side (`treadle serve --nats`): the walker plans the run as always, and each
+//! task or agent step it reaches is put on the steps stream instead of run here; the
+//! walker waits for the step's result under its key and goes on as if it had run the step
+//! itself (record, events, outputs, tokens).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::bus::{Bus, STEPS_SUBJECT, retrying};
+use super::wire::{CANCELLED, Carried, StepJob, StepResult};
+use super::{DistError, carry};
+use crate::pipeline::outline::Entry;
+use crate::pipeline::{At, Step};
+use crate::run::exec::{Ctx, Done};
+
+/// One server's connection to its workers.
+pub struct Dispatcher {
+    bus: Bus,
+    // Makes step keys unique across servers (and restarts of one) sharing a NATS.
+    server: String,
+}
+
+impl Dispatcher {
+    /// Connects to NATS at `url` (waiting for it) and makes the streams and buckets. The
+    /// server's id comes from its state file, whose run ids are unique, so step keys and
+    /// event subjects are unique across servers sharing one NATS and across restarts.
+    pub async fn connect(url: &str, state: &std::path::Path) -> Result<Arc<Self>, DistError> {
+        let bus = Bus::connect(url, "treadle serve").await?;
+        let path = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
+        let server = blake3::hash(path.to_string_lossy().as_bytes()).to_hex()[..12].to_owned();
+        Ok(Arc::new(Self { bus, server }))
+    }
+
+    /// The bus, for the events mirror.
+    pub fn bus(&self) -> &Bus {
+        &self.bus
+    }
+
+    /// This server's id in step keys and event subjects.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// What one run needs: `source` is the pipeline text as loaded (vars filled in).
+    pub fn for_run(self: &Arc<Self>, source: String) -> Arc<RemoteRun> {
+        Arc::new(RemoteRun {
+            dispatcher: self.clone(),
+            source,
+        })
+    }
+}
+
+/// One run's steps going to workers.
+pub struct RemoteRun {
+    dispatcher: Arc<Dispatcher>,
+    source: String,
+}
+
+impl RemoteRun {
+    /// Runs one attempt of a task or agent step on a worker: the walker's replacement for
+    /// `Ctx::leaf`.
+    pub(crate) async fn leaf(
+        &self,
+        ctx: &Ctx<'_>,
+        step: &At<Step>,
+        entry: &Entry,
+        attempt: u32,
+        cancel: CancellationToken,
+    ) -> Done {
+        let bus = &self.dispatcher.bus;
+        let key = format!(
+            "{}.{}.{}.{attempt}",
+            self.dispatcher.server, ctx.run, entry.seq
+        );
+        let mut inputs = Vec::new();
+        for name in &step.inputs {
+            // A missing input is the worker's to report, as `treadle run` would.
+            let Some(dir) = ctx.artifacts.artifact(&name.value) else {
+                continue;
+            };
+            match carry::send(bus, &dir).await {
+                Ok(digest) => inputs.push(Carried {
+                    name: name.value.clone(),
+                    digest,
+                }),
+                Err(e) => return Done::errored(e.to_string()),
+            }
+        }
+        let job = StepJob {
+            key: key.clone(),
+            run: ctx.run,
+            seq: entry.seq,
+            attempt,
+            file: ctx.loaded.file.clone(),
+            source: self.source.clone(),
+            job: ctx.job.name.value.clone(),
+            vars: ctx.vars.lock().map(|v| v.clone()).unwrap_or_default(),
+            inputs,
+            tokens_spent: ctx.tokens.load(Ordering::Relaxed),
+        };
+        let payload = match serde_json::to_vec(&job) {
+            Ok(p) => bytes::Bytes::from(p),
+            Err(e) => return Done::errored(format!("cannot send step `{}`: {e}", entry.name)),
+        };
+        let tokens = self.forward_tokens(ctx, &key, entry.seq).await;
+        retrying("queueing a step", || async {
+            let publish = async_nats::jetstream::message::PublishMessage::build()
+                .payload(payload.clone())
+                .message_id(&key);
+            bus.js
+                .send_publish(STEPS_SUBJECT, publish)
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        let result = tokio::select! {
+            r = wait_result(bus, &key) => r,
+            () = cancel.cancelled() => self.give_up(&key).await,
+        };
+        if let Some(t) = tokens {
+            t.abort();
+        }
+        if result.status == CANCELLED {
+            return ctx.cancelled();
+        }
+        apply(bus, ctx, entry, &result).await
+    }
+
+    /// Token deltas of the step, passed on to the run's live followers while it runs.
+    async fn forward_tokens(
+        &self,
+        ctx: &Ctx<'_>,
+        key: &str,
+        seq: u32,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let bus = &self.dispatcher.bus;
+        let mut sub = bus
+            .client
+            .subscribe(format!("treadle.tokens.{key}"))
+            .await
+            .ok()?;
+        let transcript = ctx.transcript.clone();
+        Some(tokio::spawn(async move {
+            while let Some(m) = sub.next().await {
+                transcript.token(seq, &String::from_utf8_lossy(&m.payload));
+            }
+        }))
+    }
+
+    /// Stops the step: tells its worker, and records `cancelled` under its key unless a
+    /// result got there first (then that result stands).
+    async fn give_up(&self, key: &str) -> StepResult {
+        let bus = &self.dispatcher.bus;
+        let _ = bus
+            .client
+            .publish(format!("treadle.cancel.{key}"), bytes::Bytes::new())
+            .await;
+        let marker = serde_json::to_vec(&StepResult::cancelled()).unwrap_or_default();
+        match bus.done.create(key, marker.into()).await {
+            Ok(_) => StepResult::cancelled(),
+            Err(_) => wait_result(bus, key).await,
+        }
+    }
+}
+
+/// Waits for the result under `key`, through NATS restarts.
+pub async fn wait_result(bus: &Bus, key: &str) -> StepResult {
+    let parse = |bytes: &[u8]| serde_json::from_slice::<StepResult>(bytes).ok();
+    loop {
+        let mut watch = retrying("watching for a step's result", || bus.done.watch(key)).await;
+        // The watch gives the current value first, when there is one, then each change. A
+        // watch whose consumer was lost with a NATS restart may go quiet rather than fail,
+        // so the key is also read now and then.
+        loop {
+            tokio::select! {
+                entry = watch.next() => match entry {
+                    Some(Ok(entry)) => {
+                        if let Some(result) = parse(&entry.value) {
+                            return result;
+                        }
+                    }
+                    _ => break,
+                },
+                () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {
+                    if let Ok(Some(value)) = bus.done.get(key).await
+                        && let Some(result) = parse(&value)
+                    {
+                        return result;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// Takes a worker's result into the run: its events, its record, its tokens, its outputs.
+async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> Done {
+    for line in &result.events {
+        ctx.transcript.emit_line(line);
+    }
+    if let Some(rec) = result.record.clone() {
+        ctx.update(entry.seq, move |r| {
+            r.exit_code = rec.exit_code;
+            r.stdout_tail = rec.stdout_tail;
+            r.verdict = rec.verdict;
+            r.usage = rec.usage;
+        })
+        .await;
+    }
+    ctx.tokens.fetch_add(result.tokens, Ordering::Relaxed);
+    let done = result.done();
+    for out in &result.outputs {
+        let incoming = ctx
+            .artifacts
+            .root()
+            .join("incoming")
+            .join(format!("{}-{}", entry.seq, out.name));
+        let _ = std::fs::remove_dir_all(&incoming);
+        if let Err(e) = carry::receive(bus, &out.digest, &incoming).await {
+            return Done::errored(e.to_string());
+        }
+        if let Err(e) = ctx.artifacts.adopt(&out.name, &incoming) {
+            return Done::errored(e.to_string());
+        }
+    }
+    done
+}

@@ -1,0 +1,68 @@
+//! Past one machine: a run's task and agent steps on workers, over NATS JetStream
+//! (`treadle serve --nats URL`, `treadle worker --nats URL`). See docs/scale-out.md.
+//!
+//! Why async-nats: it is the NATS project's own Rust client (maintained by Synadia, the NATS
+//! authors), the most used one, and covers JetStream work queues, key-value and object
+//! stores in one crate; built here without default features (only the *ring* TLS
+//! provider, as the model client uses).
+//!
+//! The server still walks the plan with the one executor (`run::exec`): guards, attempts,
+//! timeouts, hooks, containers, the cache, approvals and the run's record stay there. Only
+//! the leaves (tasks and agents) travel, and a worker runs each with the same function the
+//! local executor uses (`run::one_leaf`). Nothing here is used without `--nats`.
+//!
+//! # Layout
+//!
+//! * `bus.rs`: the connection, the streams, buckets and subjects, retrying through outages;
+//! * `wire.rs`: the step and result messages;
+//! * `carry.rs`: artifact directories through the object store, by blake3 digest;
+//! * `dispatch.rs`: the server's side: a step to the queue, its result back into the run;
+//! * `worker.rs`: `treadle worker`;
+//! * `events.rs`: a run's events mirrored to a JetStream stream, and followed from it.
+
+pub mod bus;
+pub mod carry;
+pub mod dispatch;
+pub mod events;
+pub mod wire;
+pub mod worker;
+
+pub use dispatch::{Dispatcher, RemoteRun};
+pub use worker::{WorkerOptions, work};
+
+/// What can go wrong talking to NATS or carrying a step.
+#[derive(Debug, thiserror::Error)]
+pub enum DistError {
+    /// The NATS server cannot be reached or refused the connection.
+    #[error("cannot connect to NATS at {url}: {why}\nhint: start one with `nats-server -js`")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// Why.
+        why: String,
+    },
+    /// A stream, bucket or consumer cannot be made or opened (JetStream off?).
+    #[error("cannot set up {what}: {why}\nhint: the NATS server must run with JetStream (`-js`)")]
+    Setup {
+        /// Which.
+        what: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// An artifact cannot be packed, stored, fetched or unpacked.
+    #[error("artifact: {0}")]
+    Artifact(String),
+    /// The pipeline the server sent does not load here.
+    #[error("the step's pipeline does not load on this worker: {0}")]
+    Pipeline(String),
+}
+
+/// An id unlikely to repeat: this process, now, hashed.
+pub(crate) fn unique_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let seed = format!("{}-{now}-{:p}", std::process::id(), &now);
+    blake3::hash(seed.as_bytes()).to_hex()[..12].to_owned()
+}

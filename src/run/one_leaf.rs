@@ -1,0 +1,149 @@
+//! One task or agent step run alone, outside the walk of its job: what a worker
+//! (`treadle worker`) does with a step the server sent it. It builds the same `Ctx` the
+//! walker uses and calls the same leaf-running function (`Ctx::leaf`), so a step runs on a
+//! worker exactly as it runs in `treadle run`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use super::artifacts::Artifacts;
+use super::exec::{Ctx, Done};
+use super::ports::AgentRunner;
+use super::state::{StepRecord, Store};
+use super::transcript::Transcript;
+use crate::pipeline::outline::Outline;
+use crate::pipeline::vars::Vars;
+use crate::pipeline::{At, Job, Loaded, Step, StepKind};
+
+/// Which step to run, and with what.
+pub struct OneLeaf<'a> {
+    /// The pipeline, loaded from the text the server sent.
+    pub loaded: &'a Loaded,
+    /// The step's job.
+    pub job: &'a Job,
+    /// The step's outline seq.
+    pub seq: u32,
+    /// Which attempt this is.
+    pub attempt: u32,
+    /// The run's id on the server.
+    pub run: u64,
+    /// This process's state file (an agent step's session journal lives in it).
+    pub store: Arc<Store>,
+    /// Where the step's events go.
+    pub transcript: Arc<Transcript>,
+    /// The step's artifacts (its inputs already in place).
+    pub artifacts: Arc<Artifacts>,
+    /// Runs agent steps.
+    pub agents: Arc<dyn AgentRunner>,
+    /// The vars `load_var:` steps captured so far in the run.
+    pub vars: Vars,
+    /// Tokens the run's agent steps spent so far (against the job's budget).
+    pub tokens_spent: u64,
+    /// Cancelled when the server says so.
+    pub cancel: CancellationToken,
+}
+
+/// How the step went.
+#[derive(Debug)]
+pub struct LeafOutcome {
+    /// How it ended.
+    pub done: Done,
+    /// Its record as the step left it (exit code, output tail, verdict, usage).
+    pub record: Option<StepRecord>,
+    /// Tokens it spent.
+    pub tokens: u64,
+    /// The step's declared outputs (collected into the artifacts when it succeeded).
+    pub outputs: Vec<String>,
+}
+
+/// Why the step cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum OneLeafError {
+    /// The pipeline the server sent has no such step (it changed between the two).
+    #[error("job `{job}` has no step {seq}")]
+    NoStep {
+        /// The job.
+        job: String,
+        /// The seq asked for.
+        seq: u32,
+    },
+}
+
+/// The step of `job` whose outline seq is `seq`.
+fn find<'j>(job: &'j Job, outline: &Outline, seq: u32) -> Option<&'j At<Step>> {
+    let mut stack: Vec<&'j At<Step>> = job.plan.iter().collect();
+    stack.extend(job.hooks().map(|(_, h)| h));
+    while let Some(s) = stack.pop() {
+        if outline.entry(s).is_some_and(|e| e.seq == seq) {
+            return Some(s);
+        }
+        match s.kind() {
+            Ok(StepKind::Do(steps)) => stack.extend(steps.iter()),
+            Ok(StepKind::InParallel(p)) => stack.extend(p.steps().iter()),
+            Ok(StepKind::Race(r)) => stack.extend(r.steps.iter()),
+            Ok(StepKind::Try(inner)) => stack.push(inner),
+            _ => {}
+        }
+        stack.extend(s.hooks().map(|(_, h)| h));
+    }
+    None
+}
+
+/// Runs the step.
+pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
+    let outline = Outline::of(req.job);
+    let no_step = || OneLeafError::NoStep {
+        job: req.job.name.value.clone(),
+        seq: req.seq,
+    };
+    let step = find(req.job, &outline, req.seq).ok_or_else(no_step)?;
+    let entry = outline
+        .entries
+        .get(req.seq as usize)
+        .cloned()
+        .ok_or_else(no_step)?;
+    let records = super::pending_records(&outline);
+    let ctx = Ctx {
+        loaded: req.loaded,
+        job: req.job,
+        outline,
+        store: req.store,
+        transcript: req.transcript,
+        artifacts: req.artifacts,
+        agents: req.agents,
+        run: req.run,
+        root: req.cancel.clone(),
+        records: Mutex::new(records),
+        tokens: AtomicU64::new(req.tokens_spent),
+        state_error: Mutex::new(None),
+        agent_steps: Mutex::default(),
+        cache: None,
+        answerable: false,
+        log: Mutex::default(),
+        vars: Mutex::new(req.vars),
+        deadline: None,
+        collect_at: Mutex::default(),
+        cell_vars: Mutex::default(),
+        remote: None,
+    };
+    let done = ctx
+        .leaf(step, &entry, req.attempt, req.cancel.clone(), None)
+        .await;
+    let record = ctx
+        .records
+        .lock()
+        .ok()
+        .and_then(|r| r.get(req.seq as usize).cloned());
+    let tokens = ctx
+        .tokens
+        .load(Ordering::Relaxed)
+        .saturating_sub(req.tokens_spent);
+    Ok(LeafOutcome {
+        done,
+        record,
+        tokens,
+        outputs: step.outputs.iter().map(|o| o.value.clone()).collect(),
+    })
+}

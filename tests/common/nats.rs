@@ -1,0 +1,148 @@
+//! A `nats-server -js` on a free loopback port for the scale-out tests, with its store in a
+//! temp dir; stopped when dropped. Where Debian's `nats-server` is not installed the tests
+//! that need it say they skip, unless `TREADLE_REQUIRE_NATS=1` (scripts/test) makes that a
+//! failure.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running NATS server.
+pub struct Nats {
+    child: Option<Child>,
+    pub port: u16,
+    pub url: String,
+    store: tempfile::TempDir,
+}
+
+fn binary() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("nats-server"))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let debian = Path::new("/usr/sbin/nats-server");
+        debian.is_file().then(|| debian.to_path_buf())
+    })
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    l.local_addr().expect("its address").port()
+}
+
+impl Nats {
+    /// Starts one, or says why `test` skips (`None`).
+    pub fn start(test: &str) -> Option<Self> {
+        let Some(_) = binary() else {
+            assert!(
+                std::env::var("TREADLE_REQUIRE_NATS").as_deref() != Ok("1"),
+                "TREADLE_REQUIRE_NATS=1 but nats-server is not installed (apt-get install nats-server)"
+            );
+            eprintln!("SKIPPED {test}: nats-server is not installed (apt-get install nats-server)");
+            return None;
+        };
+        let port = free_port();
+        let mut nats = Self {
+            child: None,
+            port,
+            url: format!("nats://127.0.0.1:{port}"),
+            store: tempfile::tempdir().expect("temp dir"),
+        };
+        nats.up();
+        Some(nats)
+    }
+
+    /// Starts the server process (again, on the same port and store).
+    pub fn up(&mut self) {
+        let bin = binary().expect("nats-server");
+        let child = Command::new(bin)
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
+            .arg(self.store.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nats-server");
+        self.child = Some(child);
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "nats-server never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the server process (SIGKILL: an outage, not a shutdown).
+    pub fn down(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+/// A `treadle worker` process, killed when dropped.
+pub struct Worker {
+    pub child: Child,
+}
+
+impl Worker {
+    /// `treadle worker --nats URL --slots N` keeping its files in `dir`, with `env`.
+    pub fn start(url: &str, slots: usize, dir: &Path, env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_treadle"));
+        cmd.args([
+            "worker",
+            "--nats",
+            url,
+            "--slots",
+            &slots.to_string(),
+            "--dir",
+        ])
+        .arg(dir)
+        .current_dir(dir.parent().unwrap_or(dir))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        for var in ["OPENAI_API_KEY", "OPENROUTER_API_KEY", "TREADLE_LOCAL_URL"] {
+            cmd.env_remove(var);
+        }
+        cmd.envs(env.iter().copied());
+        Self {
+            child: cmd.spawn().expect("spawn treadle worker"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL: the worker dies mid-step without a word.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
