@@ -100,6 +100,7 @@ impl RemoteRun {
             vars: ctx.vars.lock().map(|v| v.clone()).unwrap_or_default(),
             inputs,
             tokens_spent: ctx.tokens.load(Ordering::Relaxed),
+            micro_usd_spent: ctx.micro_usd.load(Ordering::Relaxed),
         };
         let payload = match serde_json::to_vec(&job) {
             Ok(p) => bytes::Bytes::from(p),
@@ -214,6 +215,7 @@ async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> 
         .await;
     }
     ctx.tokens.fetch_add(result.tokens, Ordering::Relaxed);
+    ctx.micro_usd.fetch_add(result.micro_usd, Ordering::Relaxed);
     let done = result.done();
     for out in &result.outputs {
         let incoming = ctx

@@ -41,6 +41,9 @@ pub struct StepJob {
     pub inputs: Vec<Carried>,
     /// Tokens the run spent so far (the job's budget).
     pub tokens_spent: u64,
+    /// Millionths of a dollar the run spent so far (the job's dollar budget).
+    #[serde(default)]
+    pub micro_usd_spent: u64,
 }
 
 /// How a step attempt ended, as a worker reports it.
@@ -61,6 +64,9 @@ pub struct StepResult {
     pub outputs: Vec<Carried>,
     /// Tokens spent.
     pub tokens: u64,
+    /// Millionths of a dollar spent.
+    #[serde(default)]
+    pub micro_usd: u64,
     /// Which worker ran it.
     pub worker: String,
 }
@@ -79,6 +85,7 @@ impl StepResult {
             events: Vec::new(),
             outputs: Vec::new(),
             tokens: 0,
+            micro_usd: 0,
             worker: String::new(),
         }
     }

@@ -231,6 +231,7 @@ impl Worker {
             agents: self.agents.clone(),
             vars: job.vars.clone(),
             tokens_spent: job.tokens_spent,
+            micro_usd_spent: job.micro_usd_spent,
             cancel,
         })
         .await
@@ -257,6 +258,7 @@ impl Worker {
             events,
             outputs,
             tokens: outcome.tokens,
+            micro_usd: outcome.micro_usd,
             worker: String::new(),
         })
     }

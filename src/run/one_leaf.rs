@@ -41,6 +41,8 @@ pub struct OneLeaf<'a> {
     pub vars: Vars,
     /// Tokens the run's agent steps spent so far (against the job's budget).
     pub tokens_spent: u64,
+    /// Millionths of a dollar the run's agent steps spent so far (the job's dollar budget).
+    pub micro_usd_spent: u64,
     /// Cancelled when the server says so.
     pub cancel: CancellationToken,
 }
@@ -54,6 +56,8 @@ pub struct LeafOutcome {
     pub record: Option<StepRecord>,
     /// Tokens it spent.
     pub tokens: u64,
+    /// Millionths of a dollar it spent.
+    pub micro_usd: u64,
     /// The step's declared outputs (collected into the artifacts when it succeeded).
     pub outputs: Vec<String>,
 }
@@ -117,6 +121,7 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         root: req.cancel.clone(),
         records: Mutex::new(records),
         tokens: AtomicU64::new(req.tokens_spent),
+        micro_usd: AtomicU64::new(req.micro_usd_spent),
         state_error: Mutex::new(None),
         agent_steps: Mutex::default(),
         cache: None,
@@ -140,10 +145,15 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         .tokens
         .load(Ordering::Relaxed)
         .saturating_sub(req.tokens_spent);
+    let micro_usd = ctx
+        .micro_usd
+        .load(Ordering::Relaxed)
+        .saturating_sub(req.micro_usd_spent);
     Ok(LeafOutcome {
         done,
         record,
         tokens,
+        micro_usd,
         outputs: step.outputs.iter().map(|o| o.value.clone()).collect(),
     })
 }
