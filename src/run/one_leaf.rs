@@ -122,6 +122,7 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         records: Mutex::new(records),
         tokens: AtomicU64::new(req.tokens_spent),
         micro_usd: AtomicU64::new(req.micro_usd_spent),
+        every_versions: Mutex::default(),
         state_error: Mutex::new(None),
         agent_steps: Mutex::default(),
         cache: None,
