@@ -123,6 +123,7 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         tokens: AtomicU64::new(req.tokens_spent),
         micro_usd: AtomicU64::new(req.micro_usd_spent),
         every_versions: Mutex::default(),
+        versions: std::collections::BTreeMap::new(),
         state_error: Mutex::new(None),
         agent_steps: Mutex::default(),
         cache: None,

@@ -241,7 +241,10 @@ impl Watcher {
                 hooks.begun(id, journal, cancel);
             })
         };
-        let served = Some(Served { on_begin });
+        let served = Some(Served {
+            on_begin,
+            remote: None,
+        });
         let report = crate::run::run_served(
             loaded,
             options,
