@@ -73,6 +73,11 @@ fn needs_sh(pipeline: &Pipeline) -> Option<String> {
     pipeline
         .agents
         .iter()
-        .find(|a| a.tools.iter().flatten().any(|t| t.value == "run_shell"))
+        .find(|a| {
+            a.grant()
+                .into_iter()
+                .flatten()
+                .any(|t| t.value == "run_shell")
+        })
         .map(|a| format!("the run_shell tool of agent `{}`", a.name.value))
 }

@@ -25,6 +25,10 @@
 //! * [`preflight`]: probing every model and MCP server a job uses, before it runs.
 //! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
 //! * `record`: [`AgentOutcome`], [`RecordedCall`], [`AgentStatus`].
+//! * [`context_files`]: `context_paths:` and `prompt_file: { artifact, path }`, read when
+//!   the step runs.
+//! * `refuse`: what a step may be written with but treadle cannot run yet (a CLI-backed
+//!   model, custom and agent tools, `context: { from }`), refused when it is built.
 //!
 //! # Decisions made here
 //!
@@ -47,6 +51,7 @@
 //!   cannot print the key it runs with.
 
 mod budget;
+pub mod context_files;
 pub mod controls;
 mod cost;
 mod escalation;
@@ -54,6 +59,7 @@ mod mcp;
 mod observe;
 pub mod preflight;
 mod record;
+mod refuse;
 mod spec;
 mod step;
 mod typed_output;

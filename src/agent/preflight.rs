@@ -130,10 +130,10 @@ async fn ask(model: &ResolvedModel) -> Result<(), String> {
 /// Starts the agent's MCP servers that its grant names, then stops them.
 async fn probe_servers(agent: &crate::pipeline::Agent) -> Vec<Probe> {
     let grant: Vec<String> = agent
-        .tools
-        .iter()
+        .grant()
+        .into_iter()
         .flatten()
-        .map(|t| t.value.clone())
+        .map(|t| t.value)
         .filter(|t| server_of(t).is_some())
         .collect();
     let configs = crate::pipeline::mcp::configs(agent);

@@ -94,6 +94,9 @@ pub enum BuildError {
     /// The agent's model cannot be resolved.
     #[error("{0} ({hint})", hint = .0.hint())]
     Model(#[from] ModelError),
+    /// The step uses something treadle cannot run yet.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl AgentStep {
@@ -106,6 +109,9 @@ impl AgentStep {
             .agent(&name.value)
             .ok_or_else(|| BuildError::UnknownAgent(name.value.clone()))?;
         let model = model::resolve(&agent.source, agent.name.pos, &process_env)?;
+        if let Some(why) = super::refuse::unsupported(agent, step, &model) {
+            return Err(BuildError::Unsupported(why));
+        }
         let controls = super::controls::from_pipeline(loaded, agent, step)?;
         let mut built = Self::from_pipeline(agent, step, model, PathBuf::new())
             .with_prices(&loaded.pipeline.prices);
@@ -159,8 +165,8 @@ impl AgentStep {
     /// * budget: the smaller of the agent's and the step's `budget: { tokens }`. A job
     ///   budget is the executor's to add with [`AgentStep::with_job_budget`].
     pub fn from_pipeline(agent: &Agent, step: &Step, model: ResolvedModel, dir: PathBuf) -> Self {
-        let granted: Vec<String> = match &agent.tools {
-            Some(tools) => tools.iter().map(|t| t.value.clone()).collect(),
+        let granted: Vec<String> = match agent.grant() {
+            Some(tools) => tools.into_iter().map(|t| t.value).collect(),
             None => DEFAULT_GRANT.iter().map(|t| (*t).to_owned()).collect(),
         };
         let tools = match &step.tools {
@@ -202,7 +208,10 @@ impl AgentStep {
         let conversation = Conversation {
             context_window: crate::pipeline::conversation::context_window(agent, &model.provider),
             compact_after_tokens: agent.compact_after_tokens,
-            max_context_bytes: agent.max_context_bytes.map(|s| s.0),
+            max_context_bytes: step
+                .max_context_bytes
+                .or(agent.max_context_bytes)
+                .map(|s| s.0),
         };
         Self {
             name,
@@ -211,7 +220,7 @@ impl AgentStep {
             tools,
             prompt: parts.join("\n\n"),
             verdicts,
-            max_turns: agent.max_turns,
+            max_turns: step.max_turns.as_ref().map(|m| m.value).or(agent.max_turns),
             budgets,
             prices: Prices::new(),
             dir,
@@ -322,6 +331,7 @@ mod tests {
     use crate::pipeline::flow::Verdict;
 
     use super::*;
+    use crate::pipeline::tool_grant::ToolGrant;
     use crate::pipeline::{At, Budget, Pos};
 
     fn model() -> ResolvedModel {
@@ -340,19 +350,17 @@ mod tests {
             name: At::new("reviewer".into()),
             source: Default::default(),
             system: Some("Be terse.".into()),
-            tools: tools.map(|t| t.iter().map(|s| At::new((*s).to_owned())).collect()),
+            tools: tools.map(|t| {
+                t.iter()
+                    .map(|s| At::new(ToolGrant::Name((*s).to_owned())))
+                    .collect()
+            }),
             max_turns: Some(7),
-            temperature: None,
-            mcp_servers: Vec::new(),
-            limits: None,
-            context_window: None,
-            compact_after_tokens: None,
-            max_context_bytes: None,
             budget: budget.map(|tokens| Budget {
                 tokens: Some(tokens),
                 dollars: None,
             }),
-            permissions: None,
+            ..Agent::default()
         }
     }
 

@@ -21,7 +21,10 @@ pub(super) fn validate(file: &Path) -> u8 {
                 .map(|j| Outline::of(j).entries.len())
                 .sum();
             say!("{}: ok ({jobs} job(s), {steps} step(s))", file.display());
-            for (pos, why) in pipeline::container::warnings(&loaded.pipeline) {
+            let warnings = pipeline::container::warnings(&loaded.pipeline)
+                .into_iter()
+                .chain(pipeline::check_agent::warnings(&loaded.pipeline));
+            for (pos, why) in warnings {
                 crate::console::tell!("{}:{pos}: warning: {why}", file.display());
             }
             0

@@ -7,9 +7,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::at::At;
+use super::tool_grant::{ToolGrant, ToolObject};
 
 /// An agent: a model and what it may do.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Agent {
     /// Name `agent:` steps refer to.
@@ -23,7 +24,7 @@ pub struct Agent {
     /// Tools the agent is granted; the default grant is read-only
     /// (`read_file`, `list_dir`, `search_files`).
     #[serde(default)]
-    pub tools: Option<Vec<At<String>>>,
+    pub tools: Option<Vec<At<ToolGrant>>>,
     /// Upper bound on model requests in one step.
     #[serde(default)]
     pub max_turns: Option<u32>,
@@ -56,6 +57,87 @@ pub struct Agent {
     #[serde(default)]
     #[schemars(with = "Option<super::controls::PermissionsSchema>")]
     pub permissions: Option<At<treadle_hook::Policy>>,
+    /// What the agent does, in a line: what a parent sees when it is granted as a tool.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The system prompt read from this file (relative to the pipeline file) at load.
+    #[serde(default)]
+    pub system_file: Option<At<String>>,
+    /// A YAML file holding the agent's definition; keys written here win over its own.
+    #[serde(default)]
+    pub file: Option<At<String>>,
+    /// Nucleus sampling (0 to 1); the server's default when left out.
+    #[serde(default)]
+    pub top_p: Option<At<f32>>,
+    /// The most tokens one model response may have.
+    #[serde(default)]
+    pub max_tokens: Option<At<u32>>,
+    /// `low`, `medium` or `high`, for models that take a reasoning effort.
+    #[serde(default)]
+    pub reasoning_effort: Option<At<String>>,
+    /// The share (percent, 1 to 100) of what is left of this agent's budget that one call
+    /// of a sub-agent may spend.
+    #[serde(default)]
+    pub delegate_budget_percent: Option<At<u32>>,
+    /// `false`: the pre-run check does not probe this agent's model.
+    #[serde(default)]
+    pub preflight: Option<bool>,
+    /// Other sources, tried in order when this one's model cannot be reached.
+    #[serde(default)]
+    pub fallback: Vec<At<Fallback>>,
+    /// For a CLI-backed model (`@cli/model`): `project` loads the repository's own CLI
+    /// settings.
+    #[serde(default)]
+    pub settings: Option<At<String>>,
+    /// The default `timeout:` of this agent's steps (a step's own wins).
+    #[serde(default)]
+    pub timeout: Option<At<super::duration::DurationSpec>>,
+    /// The default `attempts:` of this agent's steps (a step's own wins).
+    #[serde(default)]
+    pub attempts: Option<At<u32>>,
+    /// The container image the agent's tools run in (see `image:` on steps).
+    #[serde(default)]
+    pub image: Option<At<String>>,
+    /// With `image:`, the container's network.
+    #[serde(default)]
+    pub network: Option<At<String>>,
+    /// With `image:`, the user the tools run as.
+    #[serde(default)]
+    pub user: Option<At<String>>,
+}
+
+impl Agent {
+    /// The tools granted, as names (an MCP server's whole set as `SERVER__*`), each at the
+    /// position of the entry that grants it; `None` when `tools:` is left out.
+    pub fn grant(&self) -> Option<Vec<At<String>>> {
+        self.tools.as_ref().map(|tools| {
+            tools
+                .iter()
+                .flat_map(|t| {
+                    t.value.names().into_iter().map(move |n| At {
+                        value: n,
+                        pos: t.pos,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// The mapping-form entries of the grant.
+    pub fn tool_objects(&self) -> impl Iterator<Item = (&ToolObject, super::at::Pos)> {
+        self.tools
+            .iter()
+            .flatten()
+            .filter_map(|t| t.value.object().map(|o| (o, t.pos)))
+    }
+}
+
+/// One entry of `fallback:`: another source of the same agent.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fallback {
+    /// Where the fallback model is served.
+    pub source: AgentSource,
 }
 
 /// One MCP server of an agent: a local command speaking MCP on stdio (`command:`), or a
@@ -81,6 +163,33 @@ pub struct McpServerSpec {
     /// Name of the environment variable holding a bearer token for `endpoint:`.
     #[serde(default)]
     pub bearer_env: Option<At<String>>,
+    /// With `command:`, its working directory, relative to the step directory.
+    #[serde(default)]
+    pub cwd: Option<At<String>>,
+    /// How to authenticate to `endpoint:` (`{ type: bearer, api_key_env }`, `{ type: oauth }`).
+    #[serde(default)]
+    pub auth: Option<At<McpAuth>>,
+}
+
+/// `auth:` of an MCP server.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpAuth {
+    /// `bearer` or `oauth`.
+    #[serde(rename = "type")]
+    pub kind: At<String>,
+    /// With `bearer`: the variable holding the token.
+    #[serde(default)]
+    pub api_key_env: Option<At<String>>,
+    /// With `oauth`: the app's public identifier.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// With `oauth`: the variable holding the app's secret.
+    #[serde(default)]
+    pub client_secret_env: Option<At<String>>,
+    /// With `oauth`: the local port of the redirect.
+    #[serde(default)]
+    pub callback_port: Option<At<u16>>,
 }
 
 /// Where an agent's model is served.

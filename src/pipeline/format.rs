@@ -39,6 +39,15 @@ pub struct Pipeline {
     /// Agent definitions that `agent:` steps refer to by name.
     #[serde(default)]
     pub agents: Vec<Agent>,
+    /// Tasks defined once: a `task:` step without `run:` takes the entry of its name.
+    #[serde(default)]
+    pub tasks: Vec<At<Step>>,
+    /// What agents get when they say nothing for themselves (see docs/agents.md).
+    #[serde(default)]
+    pub defaults: Option<super::defaults::Defaults>,
+    /// MCP servers agents may be granted with `{ mcp: NAME }`.
+    #[serde(default)]
+    pub mcp_servers: Vec<super::agent_def::McpServerSpec>,
     /// The jobs; `treadle run --job NAME` picks one when there are several.
     #[serde(default)]
     pub jobs: Vec<Job>,
@@ -170,7 +179,7 @@ pub struct Step {
     pub agent: Option<At<String>>,
     /// Parks the run until a person approves; the value is the step's name.
     #[serde(default)]
-    pub approval: Option<At<String>>,
+    pub approval: Option<At<super::step_keys::Approval>>,
     /// Fetches a resource into an artifact of the same name.
     #[serde(default)]
     pub get: Option<At<String>>,
@@ -193,7 +202,8 @@ pub struct Step {
     /// steps after it.
     #[serde(default)]
     pub load_var: Option<At<String>>,
-    /// With `load_var:`, the file: `ARTIFACT/path`, inside one of the step's inputs.
+    /// With `load_var:`, the file: `ARTIFACT/path`, inside one of the step's inputs. In a
+    /// `tasks:` entry: a YAML file holding the task (keys written beside it win).
     #[serde(default)]
     pub file: Option<At<String>>,
 
@@ -259,6 +269,38 @@ pub struct Step {
     /// the name of a stronger agent of this file, which decides again.
     #[serde(default)]
     pub escalate_to: Option<At<String>>,
+    /// Upper bound on model requests in this step (wins over the agent's).
+    #[serde(default)]
+    pub max_turns: Option<At<u32>>,
+    /// The agent's working directory: `ARTIFACT/sub/dir`, inside one of the step's inputs
+    /// or outputs; tool paths are relative to it.
+    #[serde(default)]
+    pub dir: Option<At<String>>,
+    /// Files (relative to the step directory) handed to the agent before its first turn.
+    #[serde(default)]
+    pub context_paths: Option<Vec<At<String>>>,
+    /// The most bytes of one tool result or context file put into the conversation (wins
+    /// over the agent's).
+    #[serde(default)]
+    pub max_context_bytes: Option<super::settings::SizeSpec>,
+    /// Decisions of other steps handed to this one.
+    #[serde(default)]
+    pub context: Option<At<super::step_keys::StepContext>>,
+    /// The prompt, from a file beside the pipeline or inside an input.
+    #[serde(default)]
+    pub prompt_file: Option<At<super::step_keys::PromptFile>>,
+    /// A task's command, from a file beside the pipeline (read at load).
+    #[serde(default)]
+    pub run_file: Option<At<String>>,
+    /// An agent that repairs this task when its command fails; the command then runs again.
+    #[serde(default)]
+    pub fix: Option<At<super::step_keys::Fix>>,
+    /// Inputs seen under another name: `{ NAME_IN_STEP: ARTIFACT }`.
+    #[serde(default)]
+    pub input_mapping: Option<At<BTreeMap<String, String>>>,
+    /// Outputs collected under another name: `{ NAME_IN_STEP: ARTIFACT }`.
+    #[serde(default)]
+    pub output_mapping: Option<At<BTreeMap<String, String>>>,
 
     // ---- approval ----
     /// Text shown to the person asked.

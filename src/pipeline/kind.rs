@@ -210,10 +210,14 @@ impl Step {
         if let Some(n) = &self.name {
             return n.value.clone();
         }
+        let approval = self.approval.as_ref().map(|a| At {
+            value: a.value.name().to_owned(),
+            pos: a.pos,
+        });
         [
             &self.task,
             &self.agent,
-            &self.approval,
+            &approval,
             &self.get,
             &self.put,
             &self.load_var,
@@ -373,6 +377,17 @@ impl Step {
             all.extend(to.value.failure.as_ref().map(|t| ("failure", t)));
         }
         all
+    }
+
+    /// The artifacts this step sees under another name (`input_mapping:`,
+    /// `output_mapping:`), as `(artifact, name in the step directory)`.
+    pub fn mounts(&self) -> Vec<(String, String)> {
+        [&self.input_mapping, &self.output_mapping]
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m.value.iter())
+            .map(|(inner, artifact)| (artifact.clone(), inner.clone()))
+            .collect()
     }
 
     /// The hooks present, in the order they may run.

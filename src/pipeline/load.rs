@@ -124,7 +124,7 @@ fn pos_of(e: &YamlError) -> Pos {
 }
 
 /// Turns a serde-saphyr error into our message and hint.
-fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
+pub(super) fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
     let pos = pos_of(err);
     let d =
         |problem, message: String, hint: String| Diagnostic::new(path, pos, problem, message, hint);

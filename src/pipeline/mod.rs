@@ -6,6 +6,11 @@
 //! * `at`: values with their position in the file.
 //! * `format`: the file's types (serde).
 //! * `agent_def`: the agent definitions of `agents:` (model, tools, dials, budgets).
+//! * `tool_grant`: one entry of an agent's `tools:` (a name, or a builtin/mcp/custom/agent mapping).
+//! * `step_keys`: `fix:`, `context: { from }` and `prompt_file:` of task and agent steps.
+//! * `defaults`: `defaults:`, what agents get when they say nothing.
+//! * `resolve`: before the checks, `tasks:` entries, `*_file:` includes and `defaults:` filled in.
+//! * `check_agent`: the checks of the agent keys and of `tasks:`.
 //! * `flow`: the control-flow keys (`when`, `to`, `verdicts`, `race`, `across`).
 //! * `settings`: `prices:`, `cache:` and the size parser.
 //! * `duration`: durations (`90s`, `1h30m`).
@@ -34,12 +39,14 @@ pub mod agent_def;
 pub mod artifact;
 pub mod at;
 pub mod check;
+pub mod check_agent;
 pub mod check_flow;
 pub mod check_resource;
 pub mod check_watch;
 pub mod container;
 pub mod controls;
 pub mod conversation;
+pub mod defaults;
 pub mod diagnostic;
 pub mod duration;
 pub mod flow;
@@ -49,8 +56,11 @@ pub mod load;
 pub mod mcp;
 pub mod model;
 pub mod outline;
+pub mod resolve;
 pub mod resource_type;
 pub mod settings;
+pub mod step_keys;
+pub mod tool_grant;
 pub mod vars;
 
 use std::path::{Path, PathBuf};
@@ -196,6 +206,10 @@ fn checked(
             plan,
             ..Job::default()
         });
+    }
+    let unresolved = resolve::resolve(file, &mut pipeline);
+    if !unresolved.is_empty() {
+        return Err(LoadError(unresolved));
     }
     for job in &mut pipeline.jobs {
         env_names_to_pass_env(&mut job.plan);

@@ -86,7 +86,7 @@ impl ModelError {
     pub fn hint(&self) -> String {
         match self {
             Self::UnknownProvider { .. } | Self::NoProvider { .. } => "write the model as \
-                openai/NAME, openrouter/NAME or local/NAME, or give `endpoint:` (an \
+                openai/NAME, openrouter/NAME, local/NAME, lmstudio/NAME or ollama/NAME, or give `endpoint:` (an \
                 OpenAI-compatible base URL) next to it"
                 .to_owned(),
             Self::MissingKey { var, .. } => format!(
@@ -96,6 +96,9 @@ impl ModelError {
         }
     }
 }
+
+/// The provider of a CLI-backed model (`@claude/sonnet`), which treadle cannot run.
+pub const CLI_PROVIDER: &str = "cli";
 
 /// Resolves a source, reading `TREADLE_LOCAL_URL` through `env`.
 pub fn resolve(
@@ -132,6 +135,27 @@ pub fn resolve(
                 rest.to_owned(),
                 "https://openrouter.ai/api/v1".to_owned(),
                 Some("OPENROUTER_API_KEY"),
+            ),
+            // Local OpenAI-compatible servers at their usual ports.
+            Some(("lmstudio", rest)) => (
+                "lmstudio".to_owned(),
+                rest.to_owned(),
+                "http://127.0.0.1:1234/v1".to_owned(),
+                None,
+            ),
+            Some(("ollama", rest)) => (
+                "ollama".to_owned(),
+                rest.to_owned(),
+                "http://127.0.0.1:11434/v1".to_owned(),
+                None,
+            ),
+            // `@claude/sonnet`: a coding-agent CLI. It loads (the file is well formed);
+            // running it is refused where the step is built (see `CLI_PROVIDER`).
+            Some((cli, rest)) if cli.starts_with('@') && cli.len() > 1 => (
+                CLI_PROVIDER.to_owned(),
+                format!("{cli}/{rest}"),
+                String::new(),
+                None,
             ),
             Some((provider, _)) if endpoint.is_none() => {
                 return Err(ModelError::UnknownProvider {

@@ -43,6 +43,11 @@ impl<'a> Ctx<'a> {
                         source: std::io::Error::other(e.to_string()),
                     })
                 });
+        // A mapped artifact is shown under the name the command uses.
+        let result = result.and_then(|dir| {
+            remount(&dir, &step.mounts(), false)?;
+            Ok(dir)
+        });
         result.map_err(|e| match e {
             ArtifactError::MissingInput(_)
             | ArtifactError::MissingOutput(_)
@@ -62,6 +67,9 @@ impl<'a> Ctx<'a> {
             }
         }
         let outputs = names(&step.outputs);
+        if let Err(e) = remount(dir, &step.mounts(), true) {
+            return Done::errored(e.to_string());
+        }
         let (ws, owned) = (self.artifacts.clone(), dir.to_path_buf());
         // A cell of an `across:` step collects into its place in the block's artifact.
         let cell = self
@@ -239,6 +247,45 @@ impl<'a> Ctx<'a> {
         self.micro_usd.fetch_add(micro, Relaxed);
     }
 
+    /// The agent step as this run gives it: in its directory (`dir:` inside the step
+    /// directory), with an `across:` cell's values in its prompt, and what it is handed
+    /// before its first turn (`context_paths:`, `prompt_file: { artifact, path }`).
+    fn shaped(
+        &self,
+        built: &AgentStep,
+        step: &Step,
+        entry: &Entry,
+        dir: &Path,
+    ) -> Result<AgentStep, Done> {
+        // `dir:` is where the agent works: its tool paths are relative to it.
+        let work = step
+            .dir
+            .as_ref()
+            .map_or(dir.to_path_buf(), |d| dir.join(&d.value));
+        let mut agent_step = built.clone().in_dir(work.clone());
+        // A cell of an `across:` step gets its values in its prompt.
+        let vars = self
+            .cell_vars
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&entry.path).cloned());
+        if let Some(vars) = &vars {
+            agent_step.prompt = crate::pipeline::flow::render(&agent_step.prompt, vars);
+        }
+        let limit = agent_step
+            .conversation
+            .max_context_bytes
+            .unwrap_or(crate::agent::context_files::DEFAULT_CONTEXT_BYTES);
+        match handed_files(step, dir, &work, vars.as_ref(), limit) {
+            Ok(prefix) if !prefix.is_empty() => {
+                agent_step.prompt = format!("{prefix}{}", agent_step.prompt);
+            }
+            Ok(_) => {}
+            Err(why) => return Err(Done::failed(why)),
+        }
+        Ok(agent_step)
+    }
+
     pub(crate) async fn agent(
         &'a self,
         step: &'a Step,
@@ -264,16 +311,10 @@ impl<'a> Ctx<'a> {
             Ok(d) => d,
             Err(done) => return done,
         };
-        let mut agent_step = AgentStep::clone(&built).in_dir(dir.clone());
-        // A cell of an `across:` step gets its values in its prompt.
-        if let Some(vars) = self
-            .cell_vars
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&entry.path).cloned())
-        {
-            agent_step.prompt = crate::pipeline::flow::render(&agent_step.prompt, &vars);
-        }
+        let mut agent_step = match self.shaped(&built, step, entry, &dir) {
+            Ok(a) => a,
+            Err(done) => return done,
+        };
         agent_step = self.with_job_limits(agent_step);
         agent_step.controls.asker = Some(self.asker(step, entry, &cancel));
         let request = AgentStepRequest {
@@ -357,4 +398,59 @@ fn route(
             "the agent gave verdict `{v}`, which is not one of the listed verdicts"
         ))),
     }
+}
+
+/// What an agent step is handed before its first turn: the prompt of
+/// `prompt_file: { artifact, path }` and its `context_paths:` (rendered per `across:`
+/// cell), read from the step directory `dir` (`work`: its `dir:`).
+fn handed_files(
+    step: &Step,
+    dir: &Path,
+    work: &Path,
+    vars: Option<&crate::pipeline::vars::Vars>,
+    limit: u64,
+) -> Result<String, String> {
+    use crate::agent::context_files::{context_block, read_confined};
+    use crate::pipeline::step_keys::PromptFile;
+    let mut out = String::new();
+    if let Some(paths) = &step.context_paths {
+        let paths: Vec<String> = paths
+            .iter()
+            .map(|p| match vars {
+                Some(v) => crate::pipeline::flow::render(&p.value, v),
+                None => p.value.clone(),
+            })
+            .collect();
+        out.push_str(&context_block(work, &paths, limit)?);
+    }
+    if let Some(At {
+        value: PromptFile::Artifact(f),
+        ..
+    }) = &step.prompt_file
+    {
+        let path = format!("{}/{}", f.artifact.value, f.path.value);
+        let prompt = read_confined(dir, &path).map_err(|e| format!("prompt_file: {e}"))?;
+        out.push_str(&prompt);
+        out.push_str("\n\n");
+    }
+    Ok(out)
+}
+
+/// Renames each mapped artifact's directory in `dir` to the name the step uses, or back
+/// (`back`) before its outputs are collected.
+fn remount(dir: &Path, mounts: &[(String, String)], back: bool) -> Result<(), ArtifactError> {
+    for (artifact, inner) in mounts {
+        let (from, to) = match back {
+            false => (dir.join(artifact), dir.join(inner)),
+            true => (dir.join(inner), dir.join(artifact)),
+        };
+        if from.exists() && !to.exists() {
+            std::fs::rename(&from, &to).map_err(|source| ArtifactError::Io {
+                what: "cannot rename",
+                path: from.clone(),
+                source,
+            })?;
+        }
+    }
+    Ok(())
 }

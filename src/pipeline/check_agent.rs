@@ -1,0 +1,501 @@
+//! The checks of the agent keys: the dials and options of `agents:` entries, tool
+//! mappings, `defaults:`, `tasks:`, and the agent and task step keys that point elsewhere
+//! (`fix:`, `context: { from }`, `dir:`, `context_paths:`, `prompt_file:`,
+//! `input_mapping:`). Also the `validate` warnings about keys that load but do nothing here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::agent_def::Agent;
+use super::at::{At, Pos};
+use super::check_flow::Finding;
+use super::diagnostic::Problem;
+use super::format::{Pipeline, Step};
+use super::kind::StepKind;
+use super::step_keys::{CONTEXT_LEVELS, PromptFile};
+use super::tool_grant::{ToolKind, ToolObject};
+
+/// The deepest chain of agents calling agents as tools.
+pub const MAX_DELEGATION_DEPTH: usize = 8;
+
+const EFFORTS: [&str; 3] = ["low", "medium", "high"];
+
+fn finding(pos: Pos, problem: Problem, message: String, hint: &str) -> Finding {
+    (pos, problem, message, hint.to_owned())
+}
+
+/// Every problem of the agent keys in `pipeline`.
+pub fn check(pipeline: &Pipeline) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let agents: BTreeMap<&str, &Agent> = pipeline
+        .agents
+        .iter()
+        .map(|a| (a.name.value.as_str(), a))
+        .collect();
+    for agent in &pipeline.agents {
+        dials(agent, &mut out);
+        for (object, pos) in agent.tool_objects() {
+            tool(agent, object, pos, &agents, pipeline, &mut out);
+        }
+    }
+    delegation_cycles(&agents, &mut out);
+    if let Some(d) = &pipeline.defaults {
+        percent(d.delegate_budget_percent.as_ref(), &mut out);
+    }
+    for server in &pipeline.mcp_servers {
+        if let Some(auth) = &server.auth {
+            let kind = auth.value.kind.value.as_str();
+            if kind != "bearer" && kind != "oauth" {
+                out.push(finding(
+                    auth.value.kind.pos,
+                    Problem::InvalidValue,
+                    format!(
+                        "`auth.type` of MCP server `{}` is `{kind}`",
+                        server.name.value
+                    ),
+                    "write `bearer` (with `api_key_env:`) or `oauth`",
+                ));
+            }
+            if kind == "bearer" && auth.value.api_key_env.is_none() {
+                out.push(finding(
+                    auth.pos,
+                    Problem::MissingKey,
+                    format!(
+                        "MCP server `{}`: bearer auth without `api_key_env:`",
+                        server.name.value
+                    ),
+                    "add `api_key_env: VAR`, the variable holding the token",
+                ));
+            }
+        }
+    }
+    let mut names = BTreeSet::new();
+    for task in &pipeline.tasks {
+        match &task.value.name {
+            None => out.push(finding(
+                task.pos,
+                Problem::MissingKey,
+                "a `tasks:` entry has no `name:`".to_owned(),
+                "add `name: NAME`; a `task: NAME` step without `run:` takes this entry",
+            )),
+            Some(n) if !names.insert(n.value.as_str()) => out.push(finding(
+                n.pos,
+                Problem::Duplicate,
+                format!("task `{}` is defined twice under `tasks:`", n.value),
+                "give each task its own name",
+            )),
+            Some(_) => {}
+        }
+    }
+    for job in &pipeline.jobs {
+        let mut deciders = BTreeSet::new();
+        let mut all = BTreeSet::new();
+        super::check::visit_job(job, &mut |s| {
+            all.insert(s.display_name());
+            if s.verdicts.is_some() {
+                deciders.insert(s.display_name());
+            }
+        });
+        super::check::visit_job(job, &mut |s| {
+            step(s, &agents, &all, &deciders, &mut out);
+        });
+    }
+    out
+}
+
+fn percent(p: Option<&At<u32>>, out: &mut Vec<Finding>) {
+    if let Some(p) = p.filter(|p| p.value == 0 || p.value > 100) {
+        out.push(finding(
+            p.pos,
+            Problem::InvalidValue,
+            format!("`delegate_budget_percent` is {}", p.value),
+            "write a percentage from 1 to 100",
+        ));
+    }
+}
+
+fn dials(agent: &Agent, out: &mut Vec<Finding>) {
+    if let Some(e) = agent
+        .reasoning_effort
+        .as_ref()
+        .filter(|e| !EFFORTS.contains(&e.value.as_str()))
+    {
+        out.push(finding(
+            e.pos,
+            Problem::InvalidValue,
+            format!(
+                "`reasoning_effort` of agent `{}` is `{}`",
+                agent.name.value, e.value
+            ),
+            "write `low`, `medium` or `high`",
+        ));
+    }
+    if let Some(p) = agent
+        .top_p
+        .as_ref()
+        .filter(|p| !(0.0..=1.0).contains(&p.value))
+    {
+        out.push(finding(
+            p.pos,
+            Problem::InvalidValue,
+            format!("`top_p` of agent `{}` is {}", agent.name.value, p.value),
+            "write a number from 0 to 1",
+        ));
+    }
+    if let Some(m) = agent.max_tokens.as_ref().filter(|m| m.value == 0) {
+        out.push(finding(
+            m.pos,
+            Problem::InvalidValue,
+            format!("`max_tokens` of agent `{}` is 0", agent.name.value),
+            "write the most tokens one response may have, e.g. `2048`, or remove it",
+        ));
+    }
+    percent(agent.delegate_budget_percent.as_ref(), out);
+    if let Some(s) = agent.settings.as_ref().filter(|s| s.value != "project") {
+        out.push(finding(
+            s.pos,
+            Problem::InvalidValue,
+            format!(
+                "`settings` of agent `{}` is `{}`",
+                agent.name.value, s.value
+            ),
+            "write `settings: project` (the repository's own CLI settings) or remove it",
+        ));
+    }
+    for fb in &agent.fallback {
+        if let Err(e) = super::model::resolve(&fb.value.source, fb.pos, &|_| None) {
+            out.push(finding(e.pos(), Problem::Model, e.to_string(), &e.hint()));
+        }
+    }
+}
+
+fn tool(
+    agent: &Agent,
+    o: &ToolObject,
+    pos: Pos,
+    agents: &BTreeMap<&str, &Agent>,
+    pipeline: &Pipeline,
+    out: &mut Vec<Finding>,
+) {
+    let who = &agent.name.value;
+    let kind = match o.kind() {
+        Ok(k) => k,
+        Err(keys) => {
+            let message = if keys.is_empty() {
+                format!("a tool of agent `{who}` says neither what nor whom it is")
+            } else {
+                format!(
+                    "a tool of agent `{who}` has several kinds ({})",
+                    keys.join(", ")
+                )
+            };
+            out.push(finding(
+                pos,
+                Problem::BadStep,
+                message,
+                "write exactly one of `builtin: NAME`, `mcp: SERVER`, `name:` with `run:`, or `agent: NAME`",
+            ));
+            return;
+        }
+    };
+    let mut only = |present: bool, key: &str, kinds: &str| {
+        if present {
+            out.push(finding(
+                pos,
+                Problem::BadStep,
+                format!("`{key}:` of a tool of agent `{who}` belongs to {kinds}"),
+                &format!("remove `{key}:` here; it only applies to {kinds}"),
+            ));
+        }
+    };
+    let custom = kind == ToolKind::Custom;
+    only(
+        !custom && o.required.is_some(),
+        "required",
+        "custom (`run:`) tools",
+    );
+    only(!custom && o.args.is_some(), "args", "custom (`run:`) tools");
+    only(
+        !custom && kind != ToolKind::Mcp && o.max_calls.is_some(),
+        "max_calls",
+        "custom and MCP tools",
+    );
+    only(
+        !custom && o.run.is_some(),
+        "run",
+        "custom tools (with `name:`)",
+    );
+    only(
+        kind != ToolKind::Mcp && (o.tool.is_some() || o.tools.is_some()),
+        "tool",
+        "MCP tools (with `mcp:`)",
+    );
+    let fetch = o.builtin.as_ref().is_some_and(|b| b.value == "web_fetch");
+    only(!fetch && o.allow.is_some(), "allow", "`builtin: web_fetch`");
+    for host in o.allow.iter().flatten() {
+        let h = &host.value;
+        if h.is_empty() || h.contains(['/', ':', '*', ' ']) {
+            out.push(finding(
+                host.pos,
+                Problem::InvalidValue,
+                format!("`allow:` entry `{h}` is not a bare host name"),
+                "write the host alone, e.g. `example.com` (it covers its subdomains; no scheme, port, path or wildcard)",
+            ));
+        }
+    }
+    match kind {
+        ToolKind::Custom if o.run.is_none() => out.push(finding(
+            pos,
+            Problem::MissingKey,
+            format!("custom tool of agent `{who}` has no `run:`"),
+            "add `run:` with the command (its `{{ .args.NAME }}` are the tool's parameters)",
+        )),
+        ToolKind::Agent => {
+            if let Some(child) = &o.agent
+                && !agents.contains_key(child.value.as_str())
+            {
+                out.push(finding(
+                    child.pos,
+                    Problem::UnknownAgent,
+                    format!(
+                        "agent `{who}` is granted unknown agent `{}` as a tool",
+                        child.value
+                    ),
+                    "define it under `agents:`, or fix the name",
+                ));
+            }
+        }
+        ToolKind::Mcp => {
+            if let Some(server) = &o.mcp
+                && !agent
+                    .mcp_servers
+                    .iter()
+                    .any(|s| s.name.value == server.value)
+                && !pipeline
+                    .mcp_servers
+                    .iter()
+                    .any(|s| s.name.value == server.value)
+            {
+                out.push(finding(
+                    server.pos,
+                    Problem::InvalidValue,
+                    format!("agent `{who}` is granted MCP server `{}`, which is not declared", server.value),
+                    "declare it under the top-level `mcp_servers:` (with `command:` or `endpoint:`)",
+                ));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Agents granted as tools: no agent may reach itself, and no chain is deeper than
+/// [`MAX_DELEGATION_DEPTH`].
+fn delegation_cycles(agents: &BTreeMap<&str, &Agent>, out: &mut Vec<Finding>) {
+    fn children<'a>(a: &'a Agent) -> impl Iterator<Item = &'a At<String>> {
+        a.tool_objects().filter_map(|(o, _)| o.agent.as_ref())
+    }
+    fn depth(name: &str, agents: &BTreeMap<&str, &Agent>, path: &mut Vec<String>) -> usize {
+        if path.iter().any(|p| p == name) || path.len() > MAX_DELEGATION_DEPTH {
+            return usize::MAX;
+        }
+        let Some(agent) = agents.get(name) else {
+            return 0;
+        };
+        path.push(name.to_owned());
+        let deepest = children(agent)
+            .map(|c| depth(&c.value, agents, path).saturating_add(1))
+            .max()
+            .unwrap_or(0);
+        path.pop();
+        deepest
+    }
+    for agent in agents.values() {
+        if children(agent).next().is_some()
+            && depth(&agent.name.value, agents, &mut Vec::new()) > MAX_DELEGATION_DEPTH
+        {
+            out.push(finding(
+                agent.name.pos,
+                Problem::InvalidValue,
+                format!(
+                    "agent `{}` delegates in a cycle, or deeper than {MAX_DELEGATION_DEPTH} agents",
+                    agent.name.value
+                ),
+                "an agent granted as a tool may not (through others) be granted itself",
+            ));
+        }
+    }
+}
+
+fn step(
+    s: &Step,
+    agents: &BTreeMap<&str, &Agent>,
+    all: &BTreeSet<String>,
+    deciders: &BTreeSet<String>,
+    out: &mut Vec<Finding>,
+) {
+    let kind = s.kind().ok();
+    let is_task = matches!(kind, Some(StepKind::Task(_)));
+    let is_agent = matches!(kind, Some(StepKind::Agent(_)));
+    let name = s.display_name();
+    let mut not_here = |present: Option<Pos>, key: &str, kinds: &str| {
+        if let Some(pos) = present {
+            out.push(finding(
+                pos,
+                Problem::BadStep,
+                format!("`{key}:` does not apply to step `{name}`"),
+                &format!("`{key}:` belongs to {kinds}; remove it here"),
+            ));
+        }
+    };
+    not_here(
+        s.fix.as_ref().filter(|_| !is_task).map(|f| f.pos),
+        "fix",
+        "task steps",
+    );
+    not_here(
+        s.dir.as_ref().filter(|_| !is_agent).map(|d| d.pos),
+        "dir",
+        "agent steps",
+    );
+    not_here(
+        s.max_turns.as_ref().filter(|_| !is_agent).map(|m| m.pos),
+        "max_turns",
+        "agent steps",
+    );
+    not_here(
+        s.context_paths
+            .as_ref()
+            .filter(|_| !is_agent)
+            .and_then(|c| c.first())
+            .map(|c| c.pos),
+        "context_paths",
+        "agent steps",
+    );
+    not_here(
+        s.prompt_file.as_ref().filter(|_| !is_agent).map(|p| p.pos),
+        "prompt_file",
+        "agent steps",
+    );
+    not_here(
+        s.input_mapping
+            .as_ref()
+            .or(s.output_mapping.as_ref())
+            .filter(|_| !is_task)
+            .map(|m| m.pos),
+        "input_mapping",
+        "task steps",
+    );
+    if let Some(fix) = &s.fix
+        && !agents.contains_key(fix.value.agent())
+    {
+        out.push(finding(
+            fix.pos,
+            Problem::UnknownAgent,
+            format!(
+                "`fix:` of step `{name}` names unknown agent `{}`",
+                fix.value.agent()
+            ),
+            "define the fixer under `agents:`, or fix the name",
+        ));
+    }
+    if let Some(dir) = &s.dir {
+        let artifact = dir.value.split('/').next().unwrap_or_default();
+        let declared = s
+            .inputs
+            .iter()
+            .chain(&s.outputs)
+            .any(|i| i.value == artifact);
+        if !declared || dir.value.starts_with('/') || dir.value.split('/').any(|c| c == "..") {
+            out.push(finding(
+                dir.pos,
+                Problem::InvalidValue,
+                format!(
+                    "`dir: {}` of step `{name}` is not inside one of its inputs or outputs",
+                    dir.value
+                ),
+                &format!(
+                    "start it with an artifact the step declares, e.g. add `inputs: [{artifact}]`"
+                ),
+            ));
+        }
+    }
+    if let Some(At {
+        value: PromptFile::Artifact(f),
+        ..
+    }) = &s.prompt_file
+        && !s.inputs.iter().any(|i| i.value == f.artifact.value)
+    {
+        out.push(finding(
+            f.artifact.pos,
+            Problem::InvalidValue,
+            format!("`prompt_file` of step `{name}` reads artifact `{}`, which is not one of its inputs", f.artifact.value),
+            &format!("add `inputs: [{}]`", f.artifact.value),
+        ));
+    }
+    if let Some(ctx) = &s.context {
+        for (from, level) in &ctx.value.from {
+            let problem = if *from == name {
+                Some("a step cannot read its own decision".to_owned())
+            } else if !all.contains(from) {
+                Some(format!("there is no step `{from}` in this job"))
+            } else if !deciders.contains(from) {
+                Some(format!(
+                    "step `{from}` declares no `verdicts:`, so it has no decision to hand on"
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = problem {
+                out.push(finding(
+                    ctx.pos,
+                    Problem::InvalidValue,
+                    format!("`context.from` of step `{name}`: {why}"),
+                    "name an agent step of this job that has `verdicts:`",
+                ));
+            }
+            if !CONTEXT_LEVELS.contains(&level.value.as_str()) {
+                out.push(finding(
+                    level.pos,
+                    Problem::InvalidValue,
+                    format!("`context.from.{from}` is `{}`", level.value),
+                    "write `verdict`, `note` or `full`",
+                ));
+            }
+        }
+    }
+}
+
+/// What `validate` warns about: keys that load but that treadle does not act on (yet).
+pub fn warnings(pipeline: &Pipeline) -> Vec<(Pos, String)> {
+    let mut out = Vec::new();
+    for a in &pipeline.agents {
+        let name = &a.name.value;
+        let mut no_effect = |pos: Option<Pos>, key: &str| {
+            if let Some(pos) = pos {
+                out.push((pos, format!("`{key}` of agent `{name}` is not sent to the model by treadle yet; it has no effect")));
+            }
+        };
+        no_effect(a.top_p.as_ref().map(|p| p.pos), "top_p");
+        no_effect(a.max_tokens.as_ref().map(|p| p.pos), "max_tokens");
+        no_effect(
+            a.reasoning_effort.as_ref().map(|p| p.pos),
+            "reasoning_effort",
+        );
+        if let Some(fb) = a.fallback.first() {
+            out.push((fb.pos, format!("`fallback` of agent `{name}`: treadle does not switch models yet; only the first source is used")));
+        }
+        if let Some(i) = &a.image {
+            out.push((i.pos, super::container::no_runtime(&i.value)));
+        }
+    }
+    if let Some(d) = &pipeline.defaults {
+        for (pos, key) in [
+            (d.run_history.as_ref().map(|p| p.pos), "run_history"),
+            (d.version_history.as_ref().map(|p| p.pos), "version_history"),
+        ] {
+            if let Some(pos) = pos {
+                out.push((pos, format!("`defaults.{key}` has no effect: treadle keeps every run and version in its state file")));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,45 @@
+//! `defaults:` at the top of a pipeline: what every agent that says nothing for itself
+//! gets (its model, the share a sub-agent may take of a budget, the pre-run probe), and
+//! how much history the state file keeps.
+//!
+//! A default fills in, it never overrides: an agent's own key always wins.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::at::At;
+use super::duration::DurationSpec;
+
+/// `defaults:`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    /// The model (`provider/model`) of every agent whose `source:` names none.
+    #[serde(default)]
+    pub model: Option<At<String>>,
+    /// The share (percent, 1 to 100) of what is left of a budget one sub-agent call may
+    /// spend, for agents that do not set `delegate_budget_percent:`.
+    #[serde(default)]
+    pub delegate_budget_percent: Option<At<u32>>,
+    /// The pre-run probe of models and MCP servers.
+    #[serde(default)]
+    pub preflight: Option<PreflightDefaults>,
+    /// How many runs of each job the state file keeps.
+    #[serde(default)]
+    pub run_history: Option<At<u32>>,
+    /// How many versions of each resource the state file keeps.
+    #[serde(default)]
+    pub version_history: Option<At<u32>>,
+}
+
+/// `defaults: preflight:`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PreflightDefaults {
+    /// How long one probe may take.
+    #[serde(default)]
+    pub timeout: Option<At<DurationSpec>>,
+    /// A target verified this recently is not probed again.
+    #[serde(default)]
+    pub cache: Option<At<DurationSpec>>,
+}

@@ -1,0 +1,195 @@
+//! The keys of task and agent steps that point elsewhere: `fix:` (an agent that repairs a
+//! failing task), `context: { from }` (another step's decision, delivered), and
+//! `prompt_file:` (the prompt in a file, or in an artifact read at run time), and the
+//! mapping form of `approval:`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+use super::at::At;
+use super::duration::DurationSpec;
+
+/// `fix:`: an agent name, or a mapping with per-task overrides.
+#[derive(Debug, Clone, JsonSchema)]
+#[schemars(untagged)]
+pub enum Fix {
+    /// `fix: fixer`.
+    Agent(String),
+    /// The mapping form.
+    Spec(FixSpec),
+}
+
+/// The mapping form of `fix:`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FixSpec {
+    /// The agent (an entry of `agents:`) that repairs the task.
+    pub agent: At<String>,
+    /// What the fixer is told besides the failing command and its output.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// The fixer's working directory, inside the task's directory.
+    #[serde(default)]
+    pub dir: Option<At<String>>,
+    /// Narrows the fixer's tool grant.
+    #[serde(default)]
+    pub tools: Option<Vec<At<String>>>,
+    /// Model-request attempts of the fixer.
+    #[serde(default)]
+    pub attempts: Option<At<u32>>,
+    /// How long the fixer may take.
+    #[serde(default)]
+    pub timeout: Option<At<DurationSpec>>,
+}
+
+impl Fix {
+    /// The fixer's agent name.
+    pub fn agent(&self) -> &str {
+        match self {
+            Self::Agent(a) => a,
+            Self::Spec(s) => &s.agent.value,
+        }
+    }
+
+    /// The overrides (all empty for the name form).
+    pub fn spec(&self) -> FixSpec {
+        match self {
+            Self::Agent(a) => FixSpec {
+                agent: At::new(a.clone()),
+                ..FixSpec::default()
+            },
+            Self::Spec(s) => s.clone(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Fix {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Fix;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an agent name, or a mapping with `agent` and its overrides")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Fix, E> {
+                Ok(Fix::Agent(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Fix, A::Error> {
+                FixSpec::deserialize(de::value::MapAccessDeserializer::new(map)).map(Fix::Spec)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// `context:` of a step: what it is handed from other steps.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepContext {
+    /// Step name -> how much of its decision: `verdict`, `note` or `full`.
+    pub from: BTreeMap<String, At<String>>,
+}
+
+/// The levels `context: { from }` may ask for.
+pub const CONTEXT_LEVELS: [&str; 3] = ["verdict", "note", "full"];
+
+/// `prompt_file:`: a file beside the pipeline (read at load), or a file inside an input
+/// artifact (read when the step runs).
+#[derive(Debug, Clone, JsonSchema)]
+#[schemars(untagged)]
+pub enum PromptFile {
+    /// `prompt_file: prompts/review.md`.
+    Path(String),
+    /// `prompt_file: { artifact: repo, path: .ci/REVIEW.md }`.
+    Artifact(ArtifactFile),
+}
+
+/// A file inside an artifact.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactFile {
+    /// The artifact: one of the step's `inputs:`.
+    pub artifact: At<String>,
+    /// The file, relative to the artifact.
+    pub path: At<String>,
+}
+
+impl<'de> Deserialize<'de> for PromptFile {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PromptFile;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a path, or a mapping with `artifact` and `path`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<PromptFile, E> {
+                Ok(PromptFile::Path(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<PromptFile, A::Error> {
+                ArtifactFile::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(PromptFile::Artifact)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// `approval:`: the step's name, or a mapping with the approval's `message:` and
+/// `timeout:` (moved to the step's own keys when the file is loaded).
+#[derive(Debug, Clone, JsonSchema)]
+#[schemars(untagged)]
+pub enum Approval {
+    /// `approval: publish`.
+    Name(String),
+    /// `approval: { message, timeout }`.
+    Spec(ApprovalSpec),
+}
+
+/// The mapping form of `approval:`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSpec {
+    /// The step's name (default `approval`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Text shown to the person asked.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// How long to wait for an answer.
+    #[serde(default)]
+    pub timeout: Option<At<DurationSpec>>,
+}
+
+impl Approval {
+    /// The step's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Name(n) => n,
+            Self::Spec(s) => s.name.as_deref().unwrap_or("approval"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Approval {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Approval;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("the step's name, or a mapping with `message` and `timeout`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Approval, E> {
+                Ok(Approval::Name(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Approval, A::Error> {
+                ApprovalSpec::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(Approval::Spec)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}

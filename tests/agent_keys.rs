@@ -1,0 +1,201 @@
+//! The agent step keys against the scripted server: `dir:` (tool paths relative to it),
+//! `context_paths:` (files in the first message), a step's own `max_turns:`, the run-time
+//! `prompt_file: { artifact, path }`, and the refusal of tools treadle cannot run yet.
+
+mod common;
+
+use common::{Fixture, Run};
+use serde_json::json;
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+/// Runs `treadle test` on `yaml` against a server playing `replies`; the run and every
+/// request body the server saw.
+async fn test_scripted(yaml: &str, replies: Vec<Reply>) -> (Run, Vec<String>) {
+    let server = ScriptedServer::start(Script::new(replies))
+        .await
+        .expect("server");
+    let f = Fixture::new(yaml);
+    let url = server.base_url().to_string();
+    let run = tokio::task::spawn_blocking(move || {
+        f.treadle_env(&["test"], &[("TREADLE_LOCAL_URL", &url)])
+    })
+    .await
+    .expect("treadle");
+    let bodies = server
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    (run, bodies)
+}
+
+fn passed(run: &Run) {
+    assert!(
+        run.stdout().contains("1 passed, 0 failed"),
+        "{}{}",
+        run.stdout(),
+        run.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dir_and_context_paths_shape_where_the_agent_works_and_what_it_starts_with() {
+    let (run, bodies) = test_scripted(
+        r#"
+agents:
+- name: reader
+jobs:
+- name: inspect
+  plan:
+  - task: fetch
+    outputs: [repo]
+    run: |
+      mkdir -p repo/cmd
+      echo 'package main' > repo/cmd/main.go
+      echo 'always run go vet before committing' > repo/CONVENTIONS.md
+  - agent: reader
+    inputs: [repo]
+    dir: repo
+    context_paths: [CONVENTIONS.md]
+    prompt: "What package does main.go declare?"
+    assert:
+      tool_calls:
+      - name: read_file
+        args: { path: cmd/main.go }
+      stdout: package main
+  assert:
+    execution: [fetch, reader]
+    outcome: succeeded
+"#,
+        vec![
+            Reply::tool_call("read_file", json!({"path": "cmd/main.go"})),
+            Reply::text("It declares package main, and you run go vet."),
+        ],
+    )
+    .await;
+    passed(&run);
+    // The conventions were in the very first request, before any tool call ...
+    assert!(bodies[0].contains("always run go vet"), "{}", bodies[0]);
+    // ... and `cmd/main.go`, relative to `dir: repo`, was read.
+    assert!(bodies[1].contains("package main"), "{}", bodies[1]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_context_file_fails_the_step_before_any_model_call() {
+    let (run, bodies) = test_scripted(
+        r#"
+agents:
+- name: reader
+jobs:
+- name: inspect
+  plan:
+  - task: fetch
+    outputs: [repo]
+    run: mkdir -p repo
+  - agent: reader
+    inputs: [repo]
+    context_paths: [repo/ABSENT.md]
+    prompt: "Read it."
+"#,
+        vec![Reply::text("unreachable")],
+    )
+    .await;
+    assert_ne!(run.code(), 0);
+    assert!(run.stdout().contains("context_paths"), "{}", run.stdout());
+    assert!(bodies.is_empty(), "{bodies:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_steps_max_turns_wins_over_its_agents() {
+    let yaml = |step_turns: &str| {
+        format!(
+            r#"
+agents:
+- name: lister
+  tools: [list_dir]
+  max_turns: 1
+jobs:
+- name: j
+  plan:
+  - agent: lister
+    {step_turns}
+    prompt: "List twice, then answer."
+    assert: {{ stdout: listed }}
+  assert: {{ execution: [lister], outcome: succeeded }}
+"#
+        )
+    };
+    let replies = || {
+        vec![
+            Reply::tool_call("list_dir", json!({"path": "."})),
+            Reply::tool_call("list_dir", json!({"path": "."})),
+            Reply::text("listed"),
+        ]
+    };
+    let (run, _) = test_scripted(&yaml("max_turns: 3"), replies()).await;
+    passed(&run);
+    // The agent's own limit of one model call cannot get there.
+    let (run, _) = test_scripted(&yaml(""), replies()).await;
+    assert_ne!(run.code(), 0, "{}", run.stdout());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prompt_file_from_an_artifact_is_read_when_the_step_runs() {
+    let (run, bodies) = test_scripted(
+        r#"
+agents:
+- name: reviewer
+jobs:
+- name: review
+  plan:
+  - task: fetch
+    outputs: [repo]
+    run: mkdir -p repo/.ci && echo 'Review this change for correctness.' > repo/.ci/REVIEW.md
+  - agent: reviewer
+    inputs: [repo]
+    prompt_file: { artifact: repo, path: .ci/REVIEW.md }
+    assert: { stdout: The change is correct }
+  assert:
+    execution: [fetch, reviewer]
+    outcome: succeeded
+"#,
+        vec![Reply::text("The change is correct.")],
+    )
+    .await;
+    passed(&run);
+    assert!(
+        bodies[0].contains("Review this change for correctness."),
+        "{}",
+        bodies[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_treadle_cannot_run_yet_refuses_the_step_by_name() {
+    let (run, bodies) = test_scripted(
+        r#"
+agents:
+- name: reviewer
+  tools:
+  - read_file
+  - name: post_review
+    description: Post the review.
+    run: echo posting {{ .args.body }}
+jobs:
+- name: review
+  plan:
+  - agent: reviewer
+    prompt: "Review and post."
+"#,
+        vec![Reply::text("unreachable")],
+    )
+    .await;
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stdout().contains("custom tool `post_review`"),
+        "{}{}",
+        run.stdout(),
+        run.stderr()
+    );
+    assert!(bodies.is_empty(), "{bodies:?}");
+}
