@@ -290,7 +290,7 @@ fn tool(
 /// Agents granted as tools: no agent may reach itself, and no chain is deeper than
 /// [`MAX_DELEGATION_DEPTH`].
 fn delegation_cycles(agents: &BTreeMap<&str, &Agent>, out: &mut Vec<Finding>) {
-    fn children<'a>(a: &'a Agent) -> impl Iterator<Item = &'a At<String>> {
+    fn children(a: &Agent) -> impl Iterator<Item = &At<String>> {
         a.tool_objects().filter_map(|(o, _)| o.agent.as_ref())
     }
     fn depth(name: &str, agents: &BTreeMap<&str, &Agent>, path: &mut Vec<String>) -> usize {
@@ -485,16 +485,6 @@ pub fn warnings(pipeline: &Pipeline) -> Vec<(Pos, String)> {
         }
         if let Some(i) = &a.image {
             out.push((i.pos, super::container::no_runtime(&i.value)));
-        }
-    }
-    if let Some(d) = &pipeline.defaults {
-        for (pos, key) in [
-            (d.run_history.as_ref().map(|p| p.pos), "run_history"),
-            (d.version_history.as_ref().map(|p| p.pos), "version_history"),
-        ] {
-            if let Some(pos) = pos {
-                out.push((pos, format!("`defaults.{key}` has no effect: treadle keeps every run and version in its state file")));
-            }
         }
     }
     out

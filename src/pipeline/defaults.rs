@@ -1,6 +1,6 @@
 //! `defaults:` at the top of a pipeline: what every agent that says nothing for itself
 //! gets (its model, the share a sub-agent may take of a budget, the pre-run probe), and
-//! how much history the state file keeps.
+//! how much history the state file keeps (`version_history:`, read by the resource check).
 //!
 //! A default fills in, it never overrides: an agent's own key always wins.
 
@@ -27,9 +27,22 @@ pub struct Defaults {
     /// How many runs of each job the state file keeps.
     #[serde(default)]
     pub run_history: Option<At<u32>>,
-    /// How many versions of each resource the state file keeps.
+    /// Versions of each resource kept in the state file, newest kept (default 1000; `0`
+    /// keeps every one).
     #[serde(default)]
     pub version_history: Option<At<u32>>,
+}
+
+/// How many versions of one resource the state file keeps when `defaults:` does not say.
+pub const DEFAULT_VERSION_HISTORY: u32 = 1000;
+
+impl Defaults {
+    /// The version history cap in force (`0`: no cap).
+    pub fn version_history(defaults: Option<&Self>) -> u32 {
+        defaults
+            .and_then(|d| d.version_history.as_ref())
+            .map_or(DEFAULT_VERSION_HISTORY, |v| v.value)
+    }
 }
 
 /// `defaults: preflight:`.

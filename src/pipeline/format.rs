@@ -33,18 +33,16 @@ pub struct Pipeline {
     /// Resource types written as `check`, `in` and `out` shell scripts.
     #[serde(default)]
     pub resource_types: Vec<super::resource_type::ResourceType>,
-    /// Pipeline-wide defaults (`version_history:`).
+    /// Pipeline-wide defaults: the agents' model and dials, `version_history:` (see
+    /// docs/agents.md).
     #[serde(default)]
-    pub defaults: Option<super::resource_type::Defaults>,
+    pub defaults: Option<super::defaults::Defaults>,
     /// Agent definitions that `agent:` steps refer to by name.
     #[serde(default)]
     pub agents: Vec<Agent>,
     /// Tasks defined once: a `task:` step without `run:` takes the entry of its name.
     #[serde(default)]
     pub tasks: Vec<At<Step>>,
-    /// What agents get when they say nothing for themselves (see docs/agents.md).
-    #[serde(default)]
-    pub defaults: Option<super::defaults::Defaults>,
     /// MCP servers agents may be granted with `{ mcp: NAME }`.
     #[serde(default)]
     pub mcp_servers: Vec<super::agent_def::McpServerSpec>,

@@ -148,10 +148,10 @@ impl Resolver<'_> {
 
     /// A `tasks:` entry: its `file:` document, then its `run_file:`.
     fn task_entry(&mut self, task: &mut At<Step>) {
-        if let Some(path) = task.value.file.take() {
-            if let Some(doc) = self.include::<Step>(&path, None) {
-                fill_step(&mut task.value, &doc);
-            }
+        if let Some(path) = task.value.file.take()
+            && let Some(doc) = self.include::<Step>(&path, None)
+        {
+            fill_step(&mut task.value, &doc);
         }
         self.run_file(task);
     }
@@ -172,10 +172,10 @@ impl Resolver<'_> {
     }
 
     fn agent(&mut self, agent: &mut Agent) {
-        if let Some(path) = agent.file.take() {
-            if let Some(doc) = self.include::<Agent>(&path, Some(&agent.name.value)) {
-                fill_agent(agent, doc);
-            }
+        if let Some(path) = agent.file.take()
+            && let Some(doc) = self.include::<Agent>(&path, Some(&agent.name.value))
+        {
+            fill_agent(agent, doc);
         }
         if let Some(path) = agent.system_file.take() {
             if agent.system.is_some() {

@@ -12,8 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::at::At;
 use super::duration::DurationSpec;
 
-/// How many versions of one resource the state file keeps when `defaults:` does not say.
-pub const DEFAULT_VERSION_HISTORY: u32 = 1000;
+pub use super::defaults::DEFAULT_VERSION_HISTORY;
 
 /// One entry of `resource_types:`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -49,28 +48,9 @@ pub struct ResourceTypeConfig {
     pub out: Option<At<String>>,
 }
 
-/// `defaults:` at the top of the file.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Defaults {
-    /// Versions of each resource kept in the state file, newest kept (default 1000; `0`
-    /// keeps every one).
-    #[serde(default)]
-    pub version_history: Option<At<u32>>,
-    /// Runs kept per job. Read so that pipelines written for `steps` load; treadle keeps
-    /// every run, and `validate` warns that it has no effect.
-    #[serde(default)]
-    pub run_history: Option<At<u32>>,
-}
-
-impl Defaults {
-    /// The version history cap in force (`0`: no cap).
-    pub fn version_history(defaults: Option<&Self>) -> u32 {
-        defaults
-            .and_then(|d| d.version_history.as_ref())
-            .map_or(DEFAULT_VERSION_HISTORY, |v| v.value)
-    }
-}
+/// `defaults:` at the top of the file (its keys besides `version_history:` are the
+/// agents'; one type, in `defaults`).
+pub use super::defaults::Defaults;
 
 /// A version of a resource: a flat map of strings, as a check prints it.
 pub type Version = BTreeMap<String, String>;
