@@ -136,7 +136,7 @@ impl Watcher {
         self.take_resume_requests();
         let db = self.store.database();
         let standings = store::standings(&db).unwrap_or_default();
-        let mut queued = 0;
+        let mut due: Vec<store::Enqueue> = Vec::new();
         for (i, w) in self.pipelines.iter().enumerate() {
             let latest: BTreeMap<String, String> = self
                 .latest
@@ -161,35 +161,32 @@ impl Watcher {
                         continue;
                     }
                 };
-                match self.queue_if_moved(&w.name, job, &now) {
-                    Ok(true) => queued += 1,
-                    Ok(false) => {}
-                    Err(e) => tell!("treadle watch: cannot queue `{}`: {e}", job.name),
+                match store::scheduled(&db, &w.name, &job.name) {
+                    Ok(last) if plan::triggered(job, &now, last.as_ref()) => {
+                        due.push((w.name.clone(), job.name.clone(), now));
+                    }
+                    Ok(_) => {}
+                    Err(e) => tell!("treadle watch: cannot read `{}`'s inputs: {e}", job.name),
                 }
             }
         }
+        let queued = match store::enqueue(&db, &due) {
+            Ok(ids) => {
+                for (id, (_, job, versions)) in ids.iter().zip(&due) {
+                    tell!(
+                        "treadle watch: queued `{job}` (#{id}) with {}",
+                        show_versions(versions)
+                    );
+                }
+                ids.len()
+            }
+            Err(e) => {
+                tell!("treadle watch: cannot queue builds (they are queued at the next poll): {e}");
+                0
+            }
+        };
         self.write_jobs();
         queued
-    }
-
-    fn queue_if_moved(
-        &self,
-        pipeline: &str,
-        job: &plan::JobPlan,
-        now: &Versions,
-    ) -> Result<bool, crate::run::StateError> {
-        let db = self.store.database();
-        let last = store::scheduled(&db, pipeline, &job.name)?;
-        if !plan::triggered(job, now, last.as_ref()) {
-            return Ok(false);
-        }
-        let id = store::enqueue(&db, pipeline, &job.name, now)?;
-        tell!(
-            "treadle watch: queued `{}` (#{id}) with {}",
-            job.name,
-            show_versions(now)
-        );
-        Ok(true)
     }
 
     /// Says once (until it changes) why a job waits.

@@ -2,8 +2,8 @@
 //! queued with, the inputs of each finished build (what `passed:` reads), and each job's
 //! run of failures and paused flag.
 //!
-//! Every change that must not be half done is one redb write transaction: queueing a job
-//! and recording the inputs it was queued with (so a crash between "seen" and "queued"
+//! Every change that must not be half done is one redb write transaction: queueing the
+//! jobs of a poll and recording the inputs each was queued with (so a crash between "seen" and "queued"
 //! cannot happen), and finishing a build (its record, the job's failure count, the queue
 //! row's removal).
 
@@ -130,49 +130,58 @@ pub fn scheduled(db: &Database, pipeline: &str, job: &str) -> Result<Option<Vers
     }
 }
 
-/// Queues a build of `job` with `versions` and records them as the job's last queued
-/// inputs, in one transaction. A row of the job that no worker has yet takes the new
-/// versions instead of a second row being added. The row's id.
-pub fn enqueue(
-    db: &Database,
-    pipeline: &str,
-    job: &str,
-    versions: &Versions,
-) -> Result<u64, StateError> {
-    let waiting = queue(db)?
-        .into_iter()
-        .find(|q| q.pipeline == pipeline && q.job == job && !q.claimed && q.run.is_none());
+/// A build to queue: (pipeline, job, the versions its gets fetch).
+pub type Enqueue = (String, String, Versions);
+
+/// Queues each build and records its versions as the job's last queued inputs, all in
+/// one transaction. A row of the job that no worker has yet takes the new versions
+/// instead of a second row being added. The rows' ids, in order.
+pub fn enqueue(db: &Database, builds: &[Enqueue]) -> Result<Vec<u64>, StateError> {
+    if builds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = queue(db)?;
     let txn = db.begin_write().map_err(db_err)?;
-    let id = {
+    let mut ids = Vec::new();
+    {
         let mut table = txn.open_table(QUEUE).map_err(db_err)?;
-        let row = match waiting {
-            Some(mut q) => {
-                q.versions = versions.clone();
-                q
-            }
-            None => {
-                let last = table.last().map_err(db_err)?.map_or(0, |(k, _)| k.value());
-                Queued {
-                    id: last + 1,
-                    pipeline: pipeline.to_owned(),
-                    job: job.to_owned(),
-                    versions: versions.clone(),
-                    claimed: false,
-                    run: None,
-                }
-            }
-        };
-        table
-            .insert(row.id, encode(&row)?.as_slice())
-            .map_err(db_err)?;
         let mut scheduled = txn.open_table(SCHEDULED).map_err(db_err)?;
-        scheduled
-            .insert((pipeline, job), encode(versions)?.as_slice())
-            .map_err(db_err)?;
-        row.id
-    };
+        let mut last = table.last().map_err(db_err)?.map_or(0, |(k, _)| k.value());
+        for (pipeline, job, versions) in builds {
+            let waiting = rows.iter().find(|q| {
+                &q.pipeline == pipeline && &q.job == job && !q.claimed && q.run.is_none()
+            });
+            let row = match waiting {
+                Some(q) => Queued {
+                    versions: versions.clone(),
+                    ..q.clone()
+                },
+                None => {
+                    last += 1;
+                    Queued {
+                        id: last,
+                        pipeline: pipeline.clone(),
+                        job: job.clone(),
+                        versions: versions.clone(),
+                        claimed: false,
+                        run: None,
+                    }
+                }
+            };
+            table
+                .insert(row.id, encode(&row)?.as_slice())
+                .map_err(db_err)?;
+            scheduled
+                .insert(
+                    (pipeline.as_str(), job.as_str()),
+                    encode(versions)?.as_slice(),
+                )
+                .map_err(db_err)?;
+            ids.push(row.id);
+        }
+    }
     txn.commit().map_err(db_err)?;
-    Ok(id)
+    Ok(ids)
 }
 
 /// Writes a row back (claimed, or given its run).

@@ -5,6 +5,7 @@
 pub mod mcp;
 pub mod nats;
 pub mod server;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
