@@ -3,7 +3,7 @@
 //! job's `max_in_flight:` beside `serial:` or `serial_groups:` (the number would do
 //! nothing).
 
-use super::at::{At, Pos};
+use super::at::At;
 use super::check::visit_job;
 use super::check_flow::Finding;
 use super::diagnostic::Problem;
@@ -141,18 +141,4 @@ fn one_passed(
             name.value
         ),
     )
-}
-
-/// Where a job's first `trigger: true` get is, if it has one.
-pub fn first_trigger(job: &Job) -> Option<Pos> {
-    let mut found = None;
-    visit_job(job, &mut |s| {
-        if found.is_none()
-            && let (Ok(StepKind::Get(_)), Some(t)) = (s.kind(), &s.trigger)
-            && t.value
-        {
-            found = Some(t.pos);
-        }
-    });
-    found
 }
