@@ -199,3 +199,49 @@ jobs:
     );
     assert!(bodies.is_empty(), "{bodies:?}");
 }
+
+const FIXED_TASK: &str = r#"
+agents:
+- name: fixer
+  tools: [write_file]
+jobs:
+- name: build
+  plan:
+  - task: check
+    run: test -f config.json
+    fix: fixer
+  assert:
+    execution: [fixer, check]
+    outcome: succeeded
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fix_hands_a_failed_task_to_its_agent_then_runs_the_command_again() {
+    let (run, bodies) = test_scripted(
+        FIXED_TASK,
+        vec![
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "config.json", "content": "{}"}),
+            ),
+            Reply::text("Created config.json."),
+        ],
+    )
+    .await;
+    passed(&run);
+    // The fixer was told the command that failed.
+    assert!(bodies[0].contains("test -f config.json"), "{}", bodies[0]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fixer_that_repairs_nothing_leaves_the_task_failed_and_a_green_task_never_starts_it() {
+    let (run, bodies) = test_scripted(FIXED_TASK, vec![Reply::text("I looked; all fine.")]).await;
+    assert_ne!(run.code(), 0, "{}", run.stdout());
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let green = FIXED_TASK
+        .replace("test -f config.json", "'true'")
+        .replace("[fixer, check]", "[check]");
+    let (run, bodies) = test_scripted(&green, vec![Reply::text("unreachable")]).await;
+    passed(&run);
+    assert!(bodies.is_empty(), "{bodies:?}");
+}

@@ -215,7 +215,8 @@ pub struct Budget {
     /// Total tokens (prompt + completion) after which no further model call is made.
     #[serde(default)]
     pub tokens: Option<u64>,
-    /// US dollars (at the pipeline's `prices:`) after which no further model call is made.
-    #[serde(default)]
+    /// US dollars (at the pipeline's `prices:`) after which no further model call is made
+    /// (`usd:`, the spelling of `steps`, is read as this).
+    #[serde(default, alias = "usd")]
     pub dollars: Option<f64>,
 }

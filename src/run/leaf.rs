@@ -136,11 +136,32 @@ impl<'a> Ctx<'a> {
                 });
             }
         };
-        let result = match run_task(&spec, None, &limit.token, &on_line).await {
+        let mut result = match run_task(&spec, None, &limit.token, &on_line).await {
             Ok(r) => r,
             // The command could not be started: the machinery, not the step, said no.
             Err(e) => return Done::errored(e.to_string()),
         };
+        // `fix:`: a command that ended badly (not one that was cancelled) is handed to
+        // the fixer, then runs once more; that run decides.
+        let failed = match result.end {
+            TaskEnd::Exited(c) => (c != 0).then(|| format!("exit code {c}")),
+            TaskEnd::Signaled(s) => Some(format!("killed by signal {s}")),
+            TaskEnd::TimedOut(t) => Some(format!("timed out after {t:?}")),
+            TaskEnd::Canceled => None,
+        };
+        if let Some(failure) = failed.filter(|_| step.fix.is_some()) {
+            let output = self.transcript.redactor().mask(&result.tail);
+            if let Err(done) = self
+                .fix(step, entry, &dir, (run, &failure, &output), &cancel)
+                .await
+            {
+                return done;
+            }
+            result = match run_task(&spec, None, &limit.token, &on_line).await {
+                Ok(r) => r,
+                Err(e) => return Done::errored(e.to_string()),
+            };
+        }
         if let Some(reached) = limit.reached() {
             return reached;
         }
@@ -194,7 +215,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Who an agent step's questions go to: the approval mailbox, under the step's number.
-    fn asker(
+    pub(super) fn asker(
         &self,
         step: &Step,
         entry: &Entry,
@@ -217,7 +238,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Adds the job's token and dollar budgets, less what earlier steps spent.
-    fn with_job_limits(&self, mut agent_step: AgentStep) -> AgentStep {
+    pub(super) fn with_job_limits(&self, mut agent_step: AgentStep) -> AgentStep {
         use std::sync::atomic::Ordering::Relaxed;
         if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.tokens) {
             agent_step = agent_step.with_job_budget(limit, self.tokens.load(Relaxed));
@@ -237,7 +258,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Counts what a step spent against the job's budgets.
-    fn count_spent(&self, outcome: &super::ports::AgentStepOutcome) {
+    pub(super) fn count_spent(&self, outcome: &super::ports::AgentStepOutcome) {
         use std::sync::atomic::Ordering::Relaxed;
         self.tokens.fetch_add(outcome.tokens, Relaxed);
         // Whole micro-dollars: an atomic integer, and far finer than any price.

@@ -5,6 +5,7 @@
 //! * `job.rs`: the job's walk (routes, `max_visits`, job timeout, job hooks and asserts);
 //! * `every.rs`: `version: every`, the plan run once per input set;
 //! * `hooks.rs`: the five hooks and which one fires;
+//! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
 //! * `approval/`: approval steps, parked until `treadle approve` answers;
 //! * `leaf.rs`: task and agent steps;
@@ -32,6 +33,7 @@ pub mod artifacts;
 mod cached;
 mod every;
 pub mod exec;
+mod fix;
 mod flow;
 mod hooks;
 mod job;

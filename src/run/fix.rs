@@ -1,0 +1,116 @@
+//! `fix:` on a task: when its command fails, the fixer agent is handed the command and
+//! its output in the task's directory; the command then runs once more, and that run
+//! decides the step. A green command never starts the fixer.
+//!
+//! Decisions made here: the fixer is told the command (it can rerun it with `run_shell`
+//! when granted) rather than given a tool of its own; one fixer conversation per attempt,
+//! never a loop; the fixer is logged for `assert: execution` under its agent's name,
+//! before the task, and records nothing of its own (its events go to the task's record).
+
+use std::path::Path;
+
+use tokio_util::sync::CancellationToken;
+
+use super::exec::{Ctx, Done, Logged};
+use super::ports::{AgentStepError, AgentStepRequest, StepReporter};
+use super::transcript::Event;
+use crate::agent::AgentStep;
+use crate::pipeline::model::process_env;
+use crate::pipeline::outline::Entry;
+use crate::pipeline::{At, RunSpec, Step};
+
+/// What the fixer is told, besides the `prompt:` of a `fix:` mapping.
+fn instruction(task: &str, run: &RunSpec, failure: &str, output: &str) -> String {
+    let command = match run {
+        RunSpec::Shell(s) => s.clone(),
+        RunSpec::Exec(c) => format!("{} {}", c.path, c.args.join(" ")),
+    };
+    format!(
+        "The command of task `{task}` failed ({failure}). Make the smallest change that \
+         makes it pass; it runs again once you are done.\n\nThe command:\n```\n{}\n```\n\n\
+         The end of its output:\n```\n{}\n```",
+        command.trim_end(),
+        output.trim_end()
+    )
+}
+
+impl<'a> Ctx<'a> {
+    /// Runs the fixer of `step` (a task that failed with `failure`, printing `output`) in
+    /// the task's directory `dir`. `Err` when the fixer could not be run at all.
+    pub(crate) async fn fix(
+        &self,
+        step: &Step,
+        entry: &Entry,
+        dir: &Path,
+        (run, failure, output): (&RunSpec, &str, &str),
+        cancel: &CancellationToken,
+    ) -> Result<(), Done> {
+        let Some(fix) = &step.fix else {
+            return Ok(());
+        };
+        let spec = fix.value.spec();
+        let mut prompt = instruction(&entry.name, run, failure, output);
+        if let Some(extra) = &spec.prompt {
+            prompt = format!("{extra}\n\n{prompt}");
+        }
+        let fixer = Step {
+            agent: Some(At::new(spec.agent.value.clone())),
+            name: Some(At::new(spec.agent.value.clone())),
+            prompt: Some(prompt),
+            tools: spec.tools.clone(),
+            timeout: spec.timeout.clone(),
+            ..Step::default()
+        };
+        let built = AgentStep::build(self.loaded, &fixer)
+            .map_err(|e| Done::errored(format!("fix: {e}")))?;
+        if let Err(e) = built.model.check_key(&process_env) {
+            return Err(Done::errored(format!("fix: {e} ({})", e.hint())));
+        }
+        let work = spec
+            .dir
+            .as_ref()
+            .map_or(dir.to_path_buf(), |d| dir.join(&d.value));
+        let mut agent_step = self.with_job_limits(built.in_dir(work));
+        agent_step.controls.asker = Some(self.asker(&fixer, entry, cancel));
+        self.emit(Event::Notice {
+            run: self.run,
+            text: format!(
+                "fix: `{}` failed; agent `{}` repairs it, then it runs again",
+                entry.name, spec.agent.value
+            ),
+        });
+        let request = AgentStepRequest {
+            step: agent_step,
+            journal: self.store.journal().clone(),
+            reporter: StepReporter {
+                transcript: self.transcript.clone(),
+                store: self.store.clone(),
+                run: self.run,
+                seq: entry.seq,
+            },
+            cancel: cancel.clone(),
+        };
+        match self.agents.run(request).await {
+            Ok(outcome) => self.count_spent(&outcome),
+            // The command's rerun decides the step, whatever the fixer concluded.
+            Err(AgentStepError::Failed(m)) => self.emit(Event::Notice {
+                run: self.run,
+                text: format!("fix: agent `{}` failed: {m}", spec.agent.value),
+            }),
+            Err(AgentStepError::Infrastructure(m)) => {
+                return Err(Done::errored(format!(
+                    "fix: agent `{}` could not run: {}",
+                    spec.agent.value,
+                    self.transcript.redactor().mask(&m)
+                )));
+            }
+        }
+        if let Ok(mut log) = self.log.lock() {
+            log.push(Logged {
+                path: format!("{}/fix", entry.path),
+                name: spec.agent.value.clone(),
+            });
+        }
+        Ok(())
+    }
+}
