@@ -1,10 +1,14 @@
 //! The built-in `time` resource: a new version every `interval:` (`source: { interval:
-//! 1h }`). A version is `{ "time": "2026-12-01T10:00:00Z" }` (RFC 3339, seconds, UTC); a
-//! get writes it to the artifact's `timestamp` file.
+//! 1h }`) or at each tick of a cron `schedule:` (`source: { schedule: "0 2 * * *" }`, five
+//! fields, UTC). A version is `{ "time": "2026-12-01T10:00:00Z" }` (RFC 3339, seconds,
+//! UTC); a get writes it to the artifact's `timestamp` file.
 //!
-//! Its check compares the newest recorded version with the clock: none yet, or one older
-//! than the interval, and it reports a new version stamped now.
+//! Its check compares the newest recorded version with the clock. With `interval:`, none
+//! yet or one older than the interval gives a new version stamped now; with `schedule:`,
+//! a tick after the newest recorded version (or any tick, when there is none) gives a new
+//! version stamped at the latest tick that has passed.
 
+use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
 use super::ResourceError;
@@ -14,10 +18,12 @@ use crate::pipeline::{Resource, Version};
 pub const FILE: &str = "timestamp";
 
 /// A `time` resource's `source:`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TimeSource {
-    /// How long between versions.
-    pub interval: Duration,
+#[derive(Debug, Clone)]
+pub enum TimeSource {
+    /// A version every so long.
+    Interval(Duration),
+    /// A version at each tick of a cron pattern (UTC).
+    Schedule(Box<croner::Cron>),
 }
 
 impl TimeSource {
@@ -27,26 +33,18 @@ impl TimeSource {
             name: resource.name.value.clone(),
             why,
         };
-        match resource.source.get("interval") {
-            Some(serde_json::Value::String(text)) => {
-                let interval = crate::pipeline::duration::parse_duration(text)
-                    .map_err(|e| bad(e.to_string()))?;
-                if interval.is_zero() {
-                    return Err(bad("`interval` must be more than zero".to_owned()));
-                }
-                Ok(Self { interval })
-            }
-            Some(serde_json::Value::Number(n)) => match n.as_u64() {
-                Some(secs) if secs > 0 => Ok(Self {
-                    interval: Duration::from_secs(secs),
-                }),
-                _ => Err(bad(
-                    "`interval` must be a positive number of seconds".to_owned()
-                )),
-            },
-            Some(_) => Err(bad("`interval` must be a duration like 1h".to_owned())),
-            None => Err(bad(
-                "`source:` needs `interval:`, e.g. `interval: 1h`".to_owned()
+        let source = &resource.source;
+        match (source.get("interval"), source.get("schedule")) {
+            (Some(_), Some(_)) => Err(bad(
+                "give `interval:` or `schedule:`, not both".to_owned(),
+            )),
+            (Some(i), None) => interval(i).map(Self::Interval).map_err(bad),
+            (None, Some(serde_json::Value::String(pattern))) => croner::Cron::from_str(pattern)
+                .map(|c| Self::Schedule(Box::new(c)))
+                .map_err(|e| bad(format!("`schedule: {pattern}` is not a cron pattern ({e}); write five fields, e.g. \"0 2 * * *\""))),
+            (None, Some(_)) => Err(bad("`schedule` must be a cron pattern string, e.g. \"0 2 * * *\"".to_owned())),
+            (None, None) => Err(bad(
+                "`source:` needs `interval:` (e.g. `interval: 1h`) or `schedule:` (e.g. `schedule: \"0 2 * * *\"`)".to_owned(),
             )),
         }
     }
@@ -56,14 +54,41 @@ impl TimeSource {
         let last_time = last
             .and_then(|v| v.get("time"))
             .and_then(|t| humantime::parse_rfc3339(t).ok());
-        match (last, last_time) {
-            (Some(v), Some(t)) if now.duration_since(t).unwrap_or_default() < self.interval => {
-                vec![v.clone()]
+        let due = match self {
+            Self::Interval(every) => match last_time {
+                Some(t) if now.duration_since(t).unwrap_or_default() < *every => None,
+                _ => Some(now),
+            },
+            Self::Schedule(cron) => {
+                let at = chrono::DateTime::<chrono::Utc>::from(now);
+                let tick = cron
+                    .find_previous_occurrence(&at, true)
+                    .ok()
+                    .map(SystemTime::from);
+                match (tick, last_time) {
+                    (Some(tick), Some(t)) if tick <= t => None,
+                    (tick, _) => tick,
+                }
             }
-            (Some(v), Some(_)) => vec![v.clone(), stamp(now)],
-            _ => vec![stamp(now)],
-        }
+        };
+        let mut out: Vec<Version> = last.cloned().into_iter().collect();
+        out.extend(due.map(stamp));
+        out
     }
+}
+
+fn interval(value: &serde_json::Value) -> Result<Duration, String> {
+    let d = match value {
+        serde_json::Value::String(text) => {
+            crate::pipeline::duration::parse_duration(text).map_err(|e| e.to_string())?
+        }
+        serde_json::Value::Number(n) => Duration::from_secs(n.as_u64().unwrap_or(0)),
+        _ => return Err("`interval` must be a duration like 1h".to_owned()),
+    };
+    if d.is_zero() {
+        return Err("`interval` must be more than zero".to_owned());
+    }
+    Ok(d)
 }
 
 /// The version stamped `at`.
@@ -80,14 +105,24 @@ mod tests {
 
     #[test]
     fn a_new_version_once_the_interval_has_passed() {
-        let t = TimeSource {
-            interval: Duration::from_secs(60),
-        };
+        let t = TimeSource::Interval(Duration::from_secs(60));
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let first = t.check(None, t0);
         assert_eq!(first, [stamp(t0)]);
         assert_eq!(t.check(first.first(), t0 + Duration::from_secs(59)), first);
         let later = t.check(first.first(), t0 + Duration::from_secs(61));
         assert_eq!(later, [stamp(t0), stamp(t0 + Duration::from_secs(61))]);
+    }
+
+    #[test]
+    fn a_schedule_gives_a_version_per_tick_that_passed() {
+        let t = TimeSource::Schedule(Box::new(croner::Cron::from_str("0 2 * * *").unwrap()));
+        let at = |s: &str| humantime::parse_rfc3339(s).unwrap();
+        let first = t.check(None, at("2026-12-01T10:00:00Z"));
+        assert_eq!(first, [stamp(at("2026-12-01T02:00:00Z"))]);
+        // The same day: no tick since.
+        assert_eq!(t.check(first.first(), at("2026-12-01T23:59:00Z")), first);
+        let next = t.check(first.first(), at("2026-12-02T02:00:30Z"));
+        assert_eq!(next[1], stamp(at("2026-12-02T02:00:00Z")));
     }
 }
