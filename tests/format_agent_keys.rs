@@ -292,3 +292,30 @@ jobs:
     );
     assert!(run.stdout().contains("Publish?"), "{}", run.stdout());
 }
+
+#[test]
+fn a_cli_backed_agent_loads_with_its_dollar_budget_and_is_refused_when_it_runs() {
+    let f = Fixture::new(
+        r#"
+agents:
+- name: reviewer
+  source: { model: "@claude/sonnet" }
+  settings: project
+  budget: { usd: 0.50 }
+jobs:
+- name: review
+  plan:
+  - agent: reviewer
+    prompt: Review this code.
+"#,
+    );
+    f.treadle(&["validate"]).expect_code(0);
+    let run = f.treadle(&["run"]);
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stdout().contains("CLI-backed model"),
+        "{}{}",
+        run.stdout(),
+        run.stderr()
+    );
+}

@@ -99,7 +99,13 @@ fn dollars_findings(
             "write the most US dollars the step may spend, e.g. `dollars: 0.50`".to_owned(),
         ));
     }
-    if !is_priced(agent, prices) {
+    // A coding-agent CLI (`@claude/sonnet`) reports what it spent itself: no price needed.
+    let cli = agent
+        .source
+        .model
+        .as_ref()
+        .is_some_and(|m| m.value.starts_with('@'));
+    if !cli && !is_priced(agent, prices) {
         out.push((
             pos,
             Problem::InvalidValue,
