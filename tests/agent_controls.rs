@@ -300,3 +300,40 @@ impl Probe {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_escalation_is_answered_through_the_server_api() {
+    use common::server::{Server, get, post};
+    let model = ScriptedServer::start(Script::new([verdict(0.5), Reply::text("Approved.")]))
+        .await
+        .expect("server");
+    let f = Fixture::new(&review(None));
+    let s = Server::start(f.path(), &[], &[("TREADLE_LOCAL_URL", model.base_url())]);
+    let (code, started) = post(&s, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
+    assert_eq!(code, 201, "{started}");
+    let id = started["id"].as_u64().expect("id");
+    let start = Instant::now();
+    let waiting = loop {
+        let (_, list) = get(&s, "/api/v1/approvals?state=pending").await;
+        if let Some(first) = list.as_array().and_then(|l| l.first()) {
+            break first.clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "never pending");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    let message = waiting["message"].as_str().unwrap_or_default();
+    assert!(message.contains("confidence 0.50"), "{waiting}");
+    let path = format!("/api/v1/runs/{id}/approvals/{}", waiting["seq"]);
+    let (code, decided) = post(&s, &path, json!({"decision": "approve", "by": "web"})).await;
+    assert_eq!(code, 200, "{decided}");
+    let start = Instant::now();
+    loop {
+        let (_, run) = get(&s, &format!("/api/v1/runs/{id}")).await;
+        if run["status"] != "running" {
+            assert_eq!(run["status"], "succeeded", "{run}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "never ended");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
