@@ -65,6 +65,8 @@ impl Fixture {
             mcp: Vec::new(),
             conversation: Default::default(),
             controls: Default::default(),
+            answerer: None,
+            unfinished_effects: Default::default(),
         }
     }
 

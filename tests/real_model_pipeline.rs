@@ -59,3 +59,56 @@ fn the_review_example_ends_with_a_verdict_in_under_two_minutes_three_times() {
     }
     eprintln!("review.yml durations (s): {took:.1?}");
 }
+
+/// The 0.5B model calls `ask_human`; the answer given on the command line (`treadle
+/// answer`) is the tool result the model reads, and the run goes on to the end.
+#[test]
+#[ignore = "needs a real model: scripts/test runs it"]
+fn the_local_model_asks_a_person_and_reads_the_answer_given_on_the_command_line() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let url =
+        std::env::var("TREADLE_LOCAL_URL").unwrap_or_else(|_| "http://127.0.0.1:8091/v1".into());
+    let f = Fixture::new(
+        "agents:\n  - name: asker\n    system: You can ask a person questions with the ask_human tool.\n    tools: [ask_human]\n    temperature: 0\njobs:\n  - name: ask\n    plan:\n      - agent: asker\n        prompt: Call the ask_human tool with the question \"What is the code word?\". Then reply with the code word the person gave you.\n        timeout: 3m\n",
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_treadle"))
+        .arg("run")
+        .current_dir(f.path())
+        .env("TREADLE_LOCAL_URL", &url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn treadle run");
+    let started = Instant::now();
+    loop {
+        if f.treadle(&["approvals"]).stdout().contains("asker") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(150),
+            "the model never called ask_human"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    f.treadle(&["answer", "1", "asker", "--json", "\"pelican-42\""])
+        .expect_code(0);
+    let run = common::Run(child.wait_with_output().expect("wait"));
+    let out = run.stdout();
+    eprintln!("{out}");
+    run.expect_code(0);
+    assert!(
+        out.contains("→ ask_human"),
+        "the model called the tool:\n{out}"
+    );
+    assert!(
+        out.contains("← ask_human: pelican-42"),
+        "the answer reached the model as the tool's result:\n{out}"
+    );
+    eprintln!(
+        "the model's answer repeats the code word: {}",
+        out.matches("pelican-42").count() > 1
+    );
+}

@@ -99,6 +99,11 @@ pub enum GateAnswer {
     },
     /// Nobody answered before the deadline; treated as a denial.
     Expired,
+    /// A value: the answer to a person's question (an `ask_human` gate, checked against the
+    /// question's schema), or the result to use instead of re-running an unfinished effect.
+    Answer {
+        value: serde_json::Value,
+    },
 }
 
 impl GateAnswer {
@@ -178,6 +183,22 @@ pub enum EventKind {
     GateResolved {
         gate: GateId,
         answer: GateAnswer,
+    },
+    /// An effectful tool call is about to run (journaled before it starts). `subject`
+    /// holds the step's staged assistant message, so a restore can resume the batch.
+    EffectIntent {
+        call_id: String,
+        name: String,
+        arguments: serde_json::Value,
+        #[serde(default)]
+        subject: serde_json::Value,
+    },
+    /// The result of an effectful call whose `EffectIntent` is journaled.
+    EffectResult {
+        call_id: String,
+        content: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
     },
     /// An input that will never run, for example because the queue was full.
     InputCancelled {
@@ -282,6 +303,8 @@ impl EventKind {
             | Compacted { .. }
             | GateOpened { .. }
             | GateResolved { .. }
+            | EffectIntent { .. }
+            | EffectResult { .. }
             | InputCancelled { .. }
             | SessionStopped { .. }
             | SessionRestored { .. } => Class::Enduring,
@@ -321,6 +344,8 @@ impl EventKind {
             Compacted { .. } => "compacted",
             GateOpened { .. } => "gate_opened",
             GateResolved { .. } => "gate_resolved",
+            EffectIntent { .. } => "effect_intent",
+            EffectResult { .. } => "effect_result",
             InputCancelled { .. } => "input_cancelled",
             SessionStopped { .. } => "session_stopped",
             SessionRestored { .. } => "session_restored",

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use treadle_event::{Event, EventKind, Header, InputId, Message, TurnId};
 
 use crate::context::LoopContext;
-use crate::error::{CommitError, SubmitError};
+use crate::error::{CommitError, GateError, SubmitError};
 use crate::gate::Gates;
 use crate::journal::AppendError;
 use crate::protocol::{LoopMsg, StepCommit, TurnCoords, TurnOptions};
@@ -169,14 +169,35 @@ impl Actor for LoopActor {
                 let result = state.gates.open(&state.ctx, request).await;
                 let _ = reply.send(result);
             }
+            LoopMsg::Record {
+                header,
+                kind,
+                reply,
+            } => {
+                // Not awaited here: the intents of a batch's parallel calls then reach the
+                // journal writer together and share its batches (one fsync), instead of
+                // one fsync each in turn. Each call still waits for its own ack.
+                let ctx = state.ctx.clone();
+                tokio::spawn(async move {
+                    let _ = reply.send(ctx.record(header, kind).await);
+                });
+            }
             LoopMsg::ResolveGate {
                 gate,
                 answer,
                 reply,
             } => {
                 let result = state.gates.resolve(&state.ctx, gate, answer).await;
-                if let Some(reply) = reply {
-                    let _ = reply.send(result);
+                match reply {
+                    Some(reply) => {
+                        let _ = reply.send(result);
+                    }
+                    // An on_gate handler's answer the gate refused: it stays open.
+                    None => {
+                        if let Err(GateError::Refused { reason, .. }) = result {
+                            tracing::warn!(%gate, %reason, "a gate refused its handler's answer");
+                        }
+                    }
                 }
             }
             LoopMsg::Shutdown { reason, reply } => {

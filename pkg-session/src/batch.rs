@@ -29,17 +29,19 @@ use std::time::Duration;
 use futures::FutureExt;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use treadle_event::{Block, EventKind, GateAnswer, GateId, Message, Role, StepId};
-use treadle_hook::{APPROVAL_REQUIRED, Active, Authorization, HookCall, Outcome, Payload};
+use treadle_event::{Block, EventKind, GateAnswer, Message, Role, StepId};
+use treadle_hook::{Active, Authorization, HookCall, Outcome, Payload};
 
+use crate::ask::{self, Ask, Asked};
 use crate::context::LoopContext;
-use crate::gate;
-use crate::protocol::{GateOpen, LoopMsg, TurnCoords};
-use crate::resume::{self, PriorGate};
-use crate::subject::{GateCall, GateRequest, GateSubject, StagedStep};
+use crate::effect::Effect;
+use crate::human::HumanQuestion;
+use crate::protocol::{LoopMsg, TurnCoords};
+use crate::resume::{Prior, PriorGate};
+use crate::subject::{GateKind, StagedStep};
 
 /// A tool call as the model wrote it.
 pub(crate) struct Call {
@@ -53,6 +55,8 @@ pub(crate) enum BatchOutcome {
     /// One `Role::Tool` message holding a result per call, in call order.
     Done(Message),
     Canceled,
+    /// An unfinished effect's gate said to fail the turn (or nobody answered it).
+    Failed(String),
 }
 
 /// Where the turn's batch runs: the loop it belongs to and how to reach its actor.
@@ -74,6 +78,13 @@ enum Prepared {
         guard: Option<Box<Active>>,
     },
     Refused(String),
+    /// Already has its result: journaled before a crash, given by a person, or skipped.
+    Settled {
+        content: String,
+        is_error: bool,
+    },
+    /// An unfinished effect whose gate says to fail the turn.
+    FailTurn(String),
     /// Interrupted before it was authorized.
     Canceled,
 }
@@ -83,21 +94,25 @@ type Output = (String, bool);
 
 const CANCELED: &str = "canceled: the turn was interrupted";
 
-/// Runs `calls`; `prior` holds, by call id, the gates a resumed batch found in the journal
-/// (empty for a fresh batch).
+/// Runs `calls`; `prior` holds what a resumed batch found in the journal (the gates and
+/// effect results of its calls; empty for a fresh batch).
 pub(crate) async fn run_batch(
     scope: &BatchScope<'_>,
     calls: Vec<Call>,
-    mut prior: HashMap<String, PriorGate>,
+    mut prior: Prior,
 ) -> BatchOutcome {
     let mut prepared = Vec::with_capacity(calls.len());
     for call in &calls {
         prepared.push(if scope.cancel.is_cancelled() {
             Prepared::Canceled
         } else {
-            prepare(scope, call, prior.remove(&call.id)).await
+            prepare(scope, call, &mut prior).await
         });
     }
+    let failed = prepared.iter().find_map(|p| match p {
+        Prepared::FailTurn(reason) => Some(reason.clone()),
+        _ => None,
+    });
 
     let permits = Semaphore::new(scope.ctx.batch.max_parallel.max(1));
     let mut results: Vec<Option<Output>> = (0..calls.len()).map(|_| None).collect();
@@ -117,6 +132,9 @@ pub(crate) async fn run_batch(
 
     if scope.cancel.is_cancelled() {
         return BatchOutcome::Canceled;
+    }
+    if let Some(reason) = failed {
+        return BatchOutcome::Failed(reason);
     }
     let content = results
         .into_iter()
@@ -191,16 +209,21 @@ fn hook_call(scope: &BatchScope<'_>, payload: Payload) -> HookCall {
 
 /// Parses, checks and authorizes one call. The guards run again even for a resumed call
 /// (they are this process's hooks); only an `Ask` consults `prior`. A prior open gate whose
-/// guard no longer asks stays open until it is answered or its turn ends.
-async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: Option<PriorGate>) -> Prepared {
+/// guard no longer asks stays open until it is answered or its turn ends. A call with a
+/// journaled result is not run again, and one a crash interrupted runs again only if its
+/// effect gate says so (rule 11). A person answers an `ask_human` call once it is allowed.
+async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: &mut Prior) -> Prepared {
     let ctx = scope.ctx;
-    if ctx.tools.get(&call.name).is_none() {
+    if let Some((content, is_error)) = prior.results.remove(&call.id) {
+        return Prepared::Settled { content, is_error };
+    }
+    let Some(tool) = ctx.tools.get(&call.name).cloned() else {
         return Prepared::Refused(format!(
             "unknown tool {:?}; the tools you can call are: {}",
             call.name,
             ctx.tools.names().join(", ")
         ));
-    }
+    };
     let raw = if call.arguments.trim().is_empty() {
         "{}"
     } else {
@@ -224,6 +247,34 @@ async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: Option<PriorGate>) 
     if let Err(problems) = ctx.tools.check(&call.name, &arguments) {
         return Prepared::Refused(problems.to_string());
     }
+    if let Some(gate) = prior.gates.remove(&(call.id.clone(), GateKind::Effect))
+        && let Some(settled) = unfinished(scope, call, &arguments, gate).await
+    {
+        return settled;
+    }
+    let prepared = authorize(scope, call, arguments, prior).await;
+    let Prepared::Ready { arguments, guard } = prepared else {
+        return prepared;
+    };
+    let Some(question) = tool.human_question(&arguments) else {
+        return Prepared::Ready { arguments, guard };
+    };
+    let prior = prior.gates.remove(&(call.id.clone(), GateKind::HumanInput));
+    let settled = human(scope, call, &arguments, question, prior).await;
+    if let Some(guard) = guard {
+        guard.finish(Outcome::Completed, None).await;
+    }
+    settled
+}
+
+/// The guards' answer about one parsed, checked call.
+async fn authorize(
+    scope: &BatchScope<'_>,
+    call: &Call,
+    arguments: serde_json::Value,
+    prior: &mut Prior,
+) -> Prepared {
+    let ctx = scope.ctx;
     if ctx.hooks.is_empty() {
         return Prepared::Ready {
             arguments,
@@ -253,6 +304,7 @@ async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: Option<PriorGate>) 
         }
         Err(denied) => return Prepared::Refused(format!("denied: {}", denied.reason)),
     };
+    let prior = prior.gates.remove(&(call.id.clone(), GateKind::Permission));
     match permission(scope, call, &arguments, (&hook, &question), prior).await {
         Permission::Granted => Prepared::Ready {
             arguments,
@@ -284,196 +336,105 @@ async fn permission(
     (hook, question): (&str, &str),
     prior: Option<PriorGate>,
 ) -> Permission {
-    let ctx = scope.ctx;
-    let (gate, answer_rx, deadline) = match prior {
-        // The person (or the deadline) answered this very call before the crash.
-        Some(PriorGate::Answered(answer)) => return settled(answer),
-        Some(PriorGate::Open {
-            gate,
-            deadline_at_ms,
-            answer,
-        }) => {
-            // The recorded instant holds: time spent down counts against the deadline.
-            let left = Duration::from_millis(deadline_at_ms.saturating_sub(resume::now_ms()));
-            (gate, answer, left)
-        }
-        None => match open_gate(scope, call, arguments, hook, question).await {
-            Ok(opened) => opened,
-            Err(permission) => return permission,
-        },
-    };
-
-    let wait_hook = if ctx.hooks.is_empty() {
-        None
-    } else {
-        let payload = Payload::GateWait {
-            gate,
-            question: question.to_owned(),
-        };
-        // Gate waits are observed, not guarded: the runner ignores a deny here.
-        ctx.hooks.begin(hook_call(scope, payload)).await.ok()
-    };
-    let span = crate::trace::gate_wait(gate, &call.name);
-    let answer = wait(scope, gate, answer_rx, deadline)
-        .instrument(span.clone())
-        .await;
-    let (permission, outcome) = match answer {
-        None => (Permission::Canceled, Outcome::Canceled),
-        Some(answer) => {
-            let permission = settled(answer);
-            let outcome = match &permission {
-                Permission::Refused(reason) => Outcome::denied(reason.clone()),
-                _ => Outcome::Completed,
-            };
-            (permission, outcome)
-        }
-    };
-    span.record(
-        "gate.answer",
-        match &permission {
-            Permission::Granted => "approve",
-            Permission::Refused(_) => "deny",
-            Permission::Canceled => "canceled",
-        },
-    );
-    if let Some(active) = wait_hook {
-        let output = answer_json(&permission);
-        active.finish(outcome, Some(output)).await;
+    if prior.is_none() && scope.ctx.batch.approvals.contains(&call.name) {
+        return Permission::Granted;
     }
-    permission
-}
-
-/// What an answer means for the call.
-fn settled(answer: GateAnswer) -> Permission {
-    match answer {
-        GateAnswer::Approve | GateAnswer::ApproveAlways => Permission::Granted,
-        GateAnswer::Deny { reason } => Permission::Refused(reason),
-        GateAnswer::Expired => Permission::Refused("no answer before the deadline".to_owned()),
+    let request = Ask {
+        kind: GateKind::Permission,
+        question,
+        asked_by: hook,
+        human: None,
+        arguments,
+        deadline: scope.ctx.batch.gate_deadline,
+    };
+    match ask::ask(scope, call, request, prior).await {
+        Asked::Answered(GateAnswer::Approve | GateAnswer::ApproveAlways) => Permission::Granted,
+        Asked::Answered(GateAnswer::Deny { reason }) => Permission::Refused(reason),
+        Asked::Answered(GateAnswer::Expired) => {
+            Permission::Refused("no answer before the deadline".to_owned())
+        }
+        // The actor refuses a value for a permission; one read from an old journal denies.
+        Asked::Answered(GateAnswer::Answer { .. }) => {
+            Permission::Refused("a permission gate was answered with a value".to_owned())
+        }
+        Asked::Unanswerable(reason) => Permission::Refused(reason),
+        Asked::Canceled => Permission::Canceled,
     }
 }
 
-/// Asks the actor to open a new gate for the call, unless the answer is already known
-/// (remembered approval, headless). Returns the gate, where its answer arrives, and how
-/// long to wait.
-async fn open_gate(
+/// A person answers the call: its result is their answer (or the question's default at the
+/// deadline), never the tool's.
+async fn human(
     scope: &BatchScope<'_>,
     call: &Call,
     arguments: &serde_json::Value,
-    hook: &str,
-    question: &str,
-) -> Result<(GateId, oneshot::Receiver<GateAnswer>, Duration), Permission> {
-    let ctx = scope.ctx;
-    if ctx.batch.approvals.contains(&call.name) {
-        return Err(Permission::Granted);
+    (question, deadline): (HumanQuestion, Option<Duration>),
+    prior: Option<PriorGate>,
+) -> Prepared {
+    if let Err(reason) = question.compiles() {
+        return Prepared::Refused(reason);
     }
-    if ctx.batch.headless {
-        return Err(Permission::Refused(format!(
-            "{APPROVAL_REQUIRED}: this call needs approval and nobody can answer in this \
-             session ({question})"
-        )));
-    }
-    let deadline = ctx.batch.gate_deadline;
-    let gate = GateId::new();
-    let handler = ctx.batch.on_gate.clone();
-    let header = ctx.turn_header(scope.coords, Some(scope.step));
-    if handler.is_none() && !gate::announced(ctx, header, gate, question) {
-        // Nobody would see the gate, so waiting out the deadline only stalls the turn.
-        return Err(Permission::Refused(format!(
-            "{APPROVAL_REQUIRED}: this call needs approval and nobody can answer: the \
-             session has no on_gate handler and no subscriber ({question})"
-        )));
-    }
-    let (answer_tx, answer_rx) = oneshot::channel();
-    let call = GateCall {
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        arguments: arguments.clone(),
+    let default = question.default.clone();
+    let text = question.question.clone();
+    let request = Ask {
+        kind: GateKind::HumanInput,
+        question: &text,
+        asked_by: "ask_human",
+        human: Some(question),
+        arguments,
+        deadline: deadline.unwrap_or(scope.ctx.batch.gate_deadline),
     };
-    let typed = GateRequest {
-        gate,
-        call_id: call.call_id.clone(),
-        tool: call.name.clone(),
-        arguments: call.arguments.clone(),
-        reason: question.to_owned(),
-        asked_by: hook.to_owned(),
-    };
-    let request = GateOpen {
-        coords: scope.coords,
-        step: scope.step,
-        gate,
-        question: question.to_owned(),
-        subject: GateSubject::for_call(call, hook, gate::deadline_at_ms(deadline), scope.staged),
-        answer: answer_tx,
-    };
-    match scope
-        .actor
-        .call(|reply| LoopMsg::OpenGate { request, reply }, None)
-        .await
-    {
-        Ok(CallResult::Success(Ok(()))) => {
-            if let Some(handler) = handler {
-                // The handler answers through the actor like anyone else, on its own task,
-                // so the answer is journaled first and an answer from it never deadlocks.
-                let actor = scope.actor.clone();
-                tokio::spawn(async move {
-                    let answer = handler(typed).await;
-                    let _ = actor.cast(LoopMsg::ResolveGate {
-                        gate,
-                        answer,
-                        reply: None,
-                    });
-                });
-            }
-            Ok((gate, answer_rx, deadline))
+    let (content, is_error) = match ask::ask(scope, call, request, prior).await {
+        Asked::Answered(GateAnswer::Answer { value }) => (ask::value_text(&value), false),
+        Asked::Answered(GateAnswer::Deny { reason }) => {
+            (format!("the person declined to answer: {reason}"), true)
         }
-        Ok(CallResult::Success(Err(error))) => Err(Permission::Refused(format!(
-            "the permission gate could not be opened ({error})"
-        ))),
-        _ => Err(Permission::Refused(
-            "the session stopped before the gate opened".into(),
-        )),
-    }
+        Asked::Answered(GateAnswer::Expired) => match &default {
+            Some(value) => (ask::value_text(value), false),
+            None => ("no answer before the deadline".to_owned(), true),
+        },
+        Asked::Answered(GateAnswer::Approve | GateAnswer::ApproveAlways) => {
+            ("the question was answered without a value".to_owned(), true)
+        }
+        Asked::Unanswerable(reason) => match &default {
+            Some(value) => (ask::value_text(value), false),
+            None => (reason, true),
+        },
+        Asked::Canceled => return Prepared::Canceled,
+    };
+    Prepared::Settled { content, is_error }
 }
 
-fn answer_json(permission: &Permission) -> serde_json::Value {
-    match permission {
-        Permission::Granted => serde_json::json!({ "answer": "approve" }),
-        Permission::Refused(reason) => serde_json::json!({ "answer": "deny", "reason": reason }),
-        Permission::Canceled => serde_json::json!({ "answer": "canceled" }),
-    }
-}
-
-/// Waits for the gate's answer. At the deadline it asks the actor to expire the gate and
-/// keeps waiting: the actor decides whether the expiry or an answer that raced it wins, and
-/// sends the winner. `None` when the turn is interrupted first.
-async fn wait(
+/// A call a crash caught between its intent and its result: its effect gate's answer says
+/// whether it runs again (`None`), is skipped with a result, or fails the turn.
+async fn unfinished(
     scope: &BatchScope<'_>,
-    gate: GateId,
-    mut answer: oneshot::Receiver<GateAnswer>,
-    deadline: Duration,
-) -> Option<GateAnswer> {
-    let timer = tokio::time::sleep(deadline);
-    tokio::pin!(timer);
-    let mut expiring = false;
-    loop {
-        tokio::select! {
-            biased;
-            _ = scope.cancel.cancelled() => return None,
-            received = &mut answer => {
-                // The actor is gone (the session stopped): nobody can approve any more.
-                return Some(received.unwrap_or_else(|_| GateAnswer::Deny {
-                    reason: "the session stopped before the gate was answered".into(),
-                }));
-            }
-            _ = &mut timer, if !expiring => {
-                expiring = true;
-                let message = LoopMsg::ResolveGate { gate, answer: GateAnswer::Expired, reply: None };
-                if scope.actor.cast(message).is_err() {
-                    return Some(GateAnswer::Expired);
-                }
-            }
-        }
-    }
+    call: &Call,
+    arguments: &serde_json::Value,
+    prior: PriorGate,
+) -> Option<Prepared> {
+    let request = Ask {
+        kind: GateKind::Effect,
+        question: "",
+        asked_by: "effects",
+        human: None,
+        arguments,
+        deadline: scope.ctx.batch.gate_deadline,
+    };
+    Some(match ask::ask(scope, call, request, Some(prior)).await {
+        Asked::Answered(GateAnswer::Approve | GateAnswer::ApproveAlways) => return None,
+        Asked::Answered(GateAnswer::Answer { value }) => Prepared::Settled {
+            content: ask::value_text(&value),
+            is_error: false,
+        },
+        Asked::Answered(GateAnswer::Deny { reason }) => Prepared::FailTurn(reason),
+        Asked::Answered(GateAnswer::Expired) => Prepared::FailTurn(format!(
+            "nobody said before the deadline whether to run {} again after a crash",
+            call.name
+        )),
+        Asked::Unanswerable(reason) => Prepared::FailTurn(reason),
+        Asked::Canceled => Prepared::Canceled,
+    })
 }
 
 /// Runs one prepared call between its Started and Completed events.
@@ -485,9 +446,13 @@ async fn run_one(
 ) -> Output {
     let ctx = scope.ctx;
     let (content, is_error, canceled) = match prepared {
-        Prepared::Refused(reason) => {
+        Prepared::Refused(reason) | Prepared::FailTurn(reason) => {
             started(scope, call);
             (reason, true, false)
+        }
+        Prepared::Settled { content, is_error } => {
+            started(scope, call);
+            (content, is_error, false)
         }
         Prepared::Canceled => {
             started(scope, call);
@@ -560,6 +525,20 @@ async fn execute(
     let Some(tool) = ctx.tools.get(&call.name) else {
         return (format!("unknown tool {:?}", call.name), true, false);
     };
+    let effectful = tool.effect() == Effect::Effectful;
+    if effectful {
+        let intent = EventKind::EffectIntent {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: arguments.clone(),
+            subject: crate::subject::staged_value(scope.staged),
+        };
+        if let Err(error) = journal(scope, intent).await {
+            // Run only what a restore would know about (rule 11).
+            let reason = format!("not run: its intent could not be journaled ({error})");
+            return (reason, true, false);
+        }
+    }
     let around = if ctx.hooks.is_empty() {
         None
     } else {
@@ -595,5 +574,36 @@ async fn execute(
             .finish(outcome(&content, is_error, canceled), Some(output))
             .await;
     }
+    if effectful && !canceled {
+        let result = EventKind::EffectResult {
+            call_id: call.id.clone(),
+            content: content.clone(),
+            is_error,
+        };
+        if let Err(error) = journal(scope, result).await {
+            // The call ran; a restore will ask about it rather than repeat it.
+            tracing::error!(%error, call = %call.id, "could not journal an effect's result");
+        }
+    }
     (content, is_error, canceled)
+}
+
+/// Journals an effect's intent or result through the loop actor (the loop's journal writer).
+async fn journal(scope: &BatchScope<'_>, kind: EventKind) -> Result<(), String> {
+    let header = scope.ctx.turn_header(scope.coords, Some(scope.step));
+    match scope
+        .actor
+        .call(
+            |reply| LoopMsg::Record {
+                header,
+                kind,
+                reply,
+            },
+            None,
+        )
+        .await
+    {
+        Ok(CallResult::Success(result)) => result.map(|_| ()).map_err(|e| e.to_string()),
+        _ => Err("the session stopped".into()),
+    }
 }

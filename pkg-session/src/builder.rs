@@ -13,6 +13,7 @@ use crate::actor::{LoopActor, LoopArgs};
 use crate::compaction::Compaction;
 use crate::context::{BatchConfig, LoopContext};
 use crate::delegate::{self, DelegateTool, SubAgent};
+use crate::effect::EffectPolicy;
 use crate::error::StartError;
 use crate::hub::{Hub, HubOptions};
 use crate::inference::{
@@ -270,8 +271,18 @@ impl SessionBuilder {
         self
     }
 
-    /// Answers every permission gate of the session with `handler`: it gets the typed
-    /// [`GateRequest`] (tool, arguments, reason) and returns the answer, which is journaled
+    /// What a restore does with an effectful call that a crash caught between its intent
+    /// and its result (default [`EffectPolicy::Ask`]: a gate asks, answered like any gate
+    /// with `Approve` to run it again, `Answer { value }` to skip it with that result, or
+    /// `Deny` to fail the turn). Pure and idempotent calls are simply run again.
+    pub fn unfinished_effects(mut self, policy: EffectPolicy) -> Self {
+        self.batch.unfinished_effects = policy;
+        self
+    }
+
+    /// Answers every gate the session opens with `handler`: it gets the typed
+    /// [`GateRequest`] (tool, arguments, reason; for an `ask_human` question its `human`
+    /// question, to answer with `GateAnswer::Answer`) and returns the answer, which is journaled
     /// before the waiting call learns it. Without a handler, a gate is answered through
     /// [`Session::respond_gate`] by whoever subscribed; a session with neither denies at
     /// once (`approval_required`) instead of waiting out the deadline.
@@ -366,7 +377,11 @@ impl SessionBuilder {
     /// a main-loop turn parked on an open permission gate: that gate is open again under
     /// its original id (answer it with [`Session::respond_gate`]; its recorded deadline
     /// still holds, and one that passed during the downtime has expired) and the turn
-    /// resumes at that step's batch. `ApproveAlways` answers in the journal still hold.
+    /// resumes at that step's batch. So does a turn whose step was running an effectful
+    /// call (rule 11): calls with a journaled result are not run again, and one with an
+    /// intent and no result waits on an `effect` gate (see
+    /// [`unfinished_effects`](Self::unfinished_effects)). `ApproveAlways` answers in the
+    /// journal still hold.
     /// The journal records the restore (`SessionRestored`) before anything it settles.
     pub async fn restore(mut self, id: SessionId) -> Result<Session, RestoreError> {
         let (client, journal) = self.connect()?;
@@ -378,7 +393,7 @@ impl SessionBuilder {
         };
         hub.commit(Event::new(Header::in_loop(id, restored.main_loop), marker))
             .await?;
-        let resumed = resume::settle(&hub, id, &mut restored, self.batch.headless).await?;
+        let resumed = resume::settle(&hub, id, &mut restored, &self.batch).await?;
         self.batch.approvals = restored.approvals.clone();
         Ok(self
             .launch(client, journal, hub, restored, resumed, claim)

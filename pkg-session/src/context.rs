@@ -62,6 +62,8 @@ pub(crate) struct BatchConfig {
     /// Identical tool interactions allowed in a turn's recent steps before the model is
     /// nudged (see `repeats.rs`); `0` turns loop detection off.
     pub repeat_limit: u32,
+    /// What a restore does with an effectful call a crash interrupted.
+    pub unfinished_effects: crate::effect::EffectPolicy,
 }
 
 impl Default for BatchConfig {
@@ -74,6 +76,7 @@ impl Default for BatchConfig {
             approvals: Approvals::default(),
             on_gate: None,
             repeat_limit: crate::repeats::DEFAULT_REPEAT_LIMIT,
+            unfinished_effects: crate::effect::EffectPolicy::Ask,
         }
     }
 }

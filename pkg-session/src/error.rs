@@ -74,6 +74,13 @@ pub enum GateError {
     NotOpen(treadle_event::GateId),
     #[error("the session is shut down")]
     Closed,
+    /// The gate does not take this answer (a value that does not fit the question's
+    /// schema, a value for a permission): nothing was journaled and the gate stays open.
+    #[error("gate {gate} refused the answer and is still open: {reason}")]
+    Refused {
+        gate: treadle_event::GateId,
+        reason: String,
+    },
     /// The answer could not be made durable; the call was denied (fail closed).
     #[error("cannot journal the answer, so the call was denied: {0}")]
     Journal(#[from] AppendError),

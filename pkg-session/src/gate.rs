@@ -1,4 +1,7 @@
-//! Permission gates: a tool call parked until someone approves or denies it, or its deadline.
+//! Gates: a tool call parked until someone answers, or its deadline. A gate asks for a
+//! permission, a person's answer to an `ask_human` question (see [`crate::human`]) or what
+//! to do with an effect a crash interrupted (see `effect.rs`); its [`GateKind`] says which
+//! answers it takes.
 //!
 //! # How a gate runs
 //!
@@ -37,13 +40,17 @@ use treadle_event::{Event, EventKind, GateAnswer, GateId, Header, StepId, TurnId
 
 use crate::context::LoopContext;
 use crate::error::GateError;
+use crate::human::HumanQuestion;
 use crate::protocol::{GateOpen, TurnCoords};
+use crate::subject::GateKind;
 
 /// An open gate the loop actor takes over at restore, under its original id.
 pub(crate) struct AdoptedGate {
     pub gate: GateId,
     pub step: StepId,
     pub tools: Vec<String>,
+    pub kind: GateKind,
+    pub human: Option<HumanQuestion>,
     pub answer: oneshot::Sender<GateAnswer>,
 }
 
@@ -51,6 +58,9 @@ struct Pending {
     coords: TurnCoords,
     step: StepId,
     tools: Vec<String>,
+    /// Which answers the gate takes, and the question a value must fit.
+    kind: GateKind,
+    human: Option<HumanQuestion>,
     answer: oneshot::Sender<GateAnswer>,
 }
 
@@ -69,19 +79,22 @@ impl Gates {
         request: GateOpen,
     ) -> Result<(), crate::journal::AppendError> {
         let tools = request.subject.scope.tools.clone();
+        let (kind, human) = (request.subject.kind, request.subject.human.clone());
         let header = ctx.turn_header(request.coords, Some(request.step));
-        let kind = EventKind::GateOpened {
+        let opened = EventKind::GateOpened {
             gate: request.gate,
             question: request.question,
             subject: request.subject.to_value(),
         };
-        ctx.record(header, kind).await?;
+        ctx.record(header, opened).await?;
         self.pending.insert(
             request.gate,
             Pending {
                 coords: request.coords,
                 step: request.step,
                 tools,
+                kind,
+                human,
                 answer: request.answer,
             },
         );
@@ -97,18 +110,26 @@ impl Gates {
                 coords,
                 step: gate.step,
                 tools: gate.tools,
+                kind: gate.kind,
+                human: gate.human,
                 answer: gate.answer,
             },
         );
     }
 
     /// Journals `GateResolved`, remembers an `ApproveAlways`, then wakes the waiting call.
+    /// An answer the gate does not take (a value that does not fit a question's schema, say)
+    /// is refused with the reason: nothing is journaled and the gate stays open.
     pub(crate) async fn resolve(
         &mut self,
         ctx: &LoopContext,
         gate: GateId,
         answer: GateAnswer,
     ) -> Result<(), GateError> {
+        let pending = self.pending.get(&gate).ok_or(GateError::NotOpen(gate))?;
+        if let Err(reason) = pending.kind.admits(pending.human.as_ref(), &answer) {
+            return Err(GateError::Refused { gate, reason });
+        }
         let pending = self.pending.remove(&gate).ok_or(GateError::NotOpen(gate))?;
         let header = ctx.turn_header(pending.coords, Some(pending.step));
         let kind = EventKind::GateResolved {

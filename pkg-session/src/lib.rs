@@ -57,8 +57,9 @@
 //! * [`inference`]: the model endpoint's configuration ([`ModelConfig`], [`ApiKey`],
 //!   [`RetryPolicy`]) and what a completion returns.
 //! * [`journal`]: the durable, append-only event log on redb ([`Journal`]).
-//! * [`gate`]: permission gates for guards that answer `Ask`, answered with
-//!   [`Session::respond_gate`] or an `on_gate` handler.
+//! * [`gate`]: gates for guards that answer `Ask`, for `ask_human` questions
+//!   ([`AskHuman`]) and for effectful calls a crash interrupted ([`Effect`],
+//!   [`EffectPolicy`]), answered with [`Session::respond_gate`] or an `on_gate` handler.
 //! * [`tool`]: the [`Tool`] trait and [`FnTool`], tools from plain functions.
 //! * [`mcp`]: tools served by MCP servers.
 //! * [`tls`]: the rustls crypto provider (*ring*) installed before any HTTPS client is built.
@@ -87,7 +88,12 @@ pub mod tls;
 // * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
 //   JSON schema, authorized by the guards in call order, then run in parallel (at most
 //   `max_parallel_tools`), sequential tools alone, same write targets in call order.
-// * `subject`: the typed `GateSubject` of a tool-call gate, as journaled.
+// * `subject`: the typed `GateSubject` of a tool-call gate (its `GateKind`), as journaled.
+// * `ask`: a batch asking through a gate (permission, a person's question, an unfinished
+//   effect) and waiting for the answer.
+// * `human`: `AskHuman`, the built-in `ask_human` tool, and the `HumanQuestion` it asks.
+// * `effect`: `Effect` (pure, idempotent, effectful) and the `EffectPolicy` restore applies
+//   to an effectful call a crash interrupted (rule 11, exactly-once-effects).
 // * `repair`: malformed tool-call arguments (fences, single quotes, unquoted keys,
 //   trailing commas, truncation) rewritten into the object meant, before anything reads them.
 // * `text_calls`: a text answer made only of tool calls (bare JSON, fenced, or in
@@ -105,14 +111,17 @@ pub mod tls;
 //   GenAI semantic-convention fields.
 mod actor;
 mod approvals;
+mod ask;
 mod batch;
 mod builder;
 mod compact;
 mod compaction;
 mod context;
 mod delegate;
+mod effect;
 mod error;
 pub mod gate;
+mod human;
 mod protocol;
 mod redact;
 mod repair;
@@ -133,8 +142,10 @@ pub use approvals::Approvals;
 pub use async_trait::async_trait;
 pub use builder::SessionBuilder;
 pub use delegate::SubAgent;
+pub use effect::{Effect, EffectPolicy};
 pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
 pub use hub::{CatchUp, CatchUpItem, Subscription, SubscriptionLost};
+pub use human::{AskHuman, HumanQuestion};
 pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
 pub use journal::{Journal, JournalOptions};
 pub use redact::Secrets;
@@ -145,7 +156,7 @@ pub use restore::RestoreError;
 pub use schemars;
 pub use session::{Session, TurnError, TurnOutcome, TurnReport};
 pub use stream::{TurnItem, TurnStream};
-pub use subject::{GateCall, GateRequest, GateScope, GateSubject};
+pub use subject::{GateCall, GateKind, GateRequest, GateScope, GateSubject};
 pub use tool::{FnTool, Tool, ToolError, ToolResult};
 pub use treadle_event as event;
 

@@ -5,7 +5,9 @@
 
 use ractor::RpcReplyPort;
 use tokio::sync::oneshot;
-use treadle_event::{EventKind, GateAnswer, GateId, InputId, Message, StepId, TurnId, Usage};
+use treadle_event::{
+    EventKind, GateAnswer, GateId, Header, InputId, Message, StepId, TurnId, Usage,
+};
 
 use crate::error::{CommitError, GateError, SubmitError};
 use crate::inference::ToolSpec;
@@ -83,6 +85,12 @@ pub(crate) enum LoopMsg {
     OpenGate {
         request: GateOpen,
         reply: RpcReplyPort<Result<(), AppendError>>,
+    },
+    /// Journal an enduring event of the turn in flight (an effect's intent or result).
+    Record {
+        header: Header,
+        kind: EventKind,
+        reply: RpcReplyPort<Result<u64, AppendError>>,
     },
     /// An answer (or the deadline's `Expired`): journal `GateResolved`, wake the call.
     ResolveGate {

@@ -4,8 +4,8 @@
 //! `TurnStarted` events and the message groups of its `StepDone` events, in journal order
 //! (rule 9). A turn that has a `TurnStarted` but no terminal was in flight when the process
 //! stopped; restore closes it with `TurnInterrupted`, so every turn in the journal ends,
-//! unless it was parked on an open permission gate: then it is resumed (see
-//! [`crate::resume`]). `ApproveAlways` answers are rebuilt into the session's approvals.
+//! unless it was parked on an open gate or was running an effectful call: then it is
+//! resumed (see [`crate::resume`]). `ApproveAlways` answers are rebuilt into the session's approvals.
 
 use std::collections::HashMap;
 
@@ -16,7 +16,7 @@ use treadle_event::{
 
 use crate::approvals::Approvals;
 use crate::journal::{Journal, ReadError};
-use crate::subject::GateSubject;
+use crate::subject::{GateKind, GateSubject, StagedStep};
 
 /// What the journal says about a session: its main loop and every loop's state.
 pub(crate) struct Restored {
@@ -58,6 +58,23 @@ pub(crate) struct InFlight {
     pub tool_calls: u32,
     /// Its gates, in journal order, each with its answer if it has one.
     pub gates: Vec<GateRecord>,
+    /// The effectful calls of its uncommitted step (a `StepDone` clears them), by intent.
+    pub effects: Vec<EffectRecord>,
+}
+
+/// An effectful call of an in-flight turn's uncommitted step, as restore read it.
+pub(crate) struct EffectRecord {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: serde_json::Value,
+    pub step: Option<StepId>,
+    /// The step's staged assistant message, from the intent's subject.
+    pub staged: Option<StagedStep>,
+    /// `(content, is_error)` once its `EffectResult` is journaled.
+    pub result: Option<(String, bool)>,
+    /// The effect gate opened over this intent (a later intent clears it: one answer
+    /// covers one run).
+    pub gate: Option<GateId>,
 }
 
 /// Why a session could not be restored. The journal is never modified by a failed restore.
@@ -119,6 +136,7 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
                     input_text: message.text_content(),
                     tool_calls: 0,
                     gates: Vec::new(),
+                    effects: Vec::new(),
                 });
             }
             EventKind::Compacted {
@@ -132,6 +150,7 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
             } => {
                 state.history.extend(messages.iter().cloned());
                 if let Some(turn) = state.in_flight.as_mut() {
+                    turn.effects.clear();
                     turn.steps += 1;
                     turn.usage += *usage;
                     let calls = messages
@@ -148,12 +167,54 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
                 if let Some(turn) = state.in_flight.as_mut()
                     && header.turn == Some(turn.turn)
                 {
+                    let subject = GateSubject::from_value(subject);
+                    if let Some(subject) = subject.as_ref().filter(|s| s.kind == GateKind::Effect)
+                        && let Some(effect) = turn
+                            .effects
+                            .iter_mut()
+                            .find(|e| subject.call_ids().any(|id| id == e.call_id))
+                    {
+                        effect.gate = Some(*gate);
+                    }
                     turn.gates.push(GateRecord {
                         gate: *gate,
                         step: header.step,
-                        subject: GateSubject::from_value(subject),
+                        subject,
                         answer: None,
                     });
+                }
+            }
+            EventKind::EffectIntent {
+                call_id,
+                name,
+                arguments,
+                subject,
+            } => {
+                if let Some(turn) = state.in_flight.as_mut()
+                    && header.turn == Some(turn.turn)
+                {
+                    // A new intent for a call (it runs again) supersedes the one before.
+                    turn.effects.retain(|e| e.call_id != *call_id);
+                    turn.effects.push(EffectRecord {
+                        call_id: call_id.clone(),
+                        name: name.clone(),
+                        arguments: arguments.clone(),
+                        step: header.step,
+                        staged: crate::subject::staged_of(subject),
+                        result: None,
+                        gate: None,
+                    });
+                }
+            }
+            EventKind::EffectResult {
+                call_id,
+                content,
+                is_error,
+            } => {
+                if let Some(turn) = state.in_flight.as_mut()
+                    && let Some(effect) = turn.effects.iter_mut().find(|e| e.call_id == *call_id)
+                {
+                    effect.result = Some((content.clone(), *is_error));
                 }
             }
             EventKind::GateResolved { gate, answer } => {

@@ -42,12 +42,13 @@ use treadle_event::{
 };
 use treadle_hook::APPROVAL_REQUIRED;
 
+use crate::context::BatchConfig;
 use crate::gate::AdoptedGate;
 use crate::hub::Hub;
 use crate::journal::AppendError;
 use crate::protocol::TurnCoords;
 use crate::restore::{GateRecord, InFlight, Restored};
-use crate::subject::StagedStep;
+use crate::subject::{GateCall, GateKind, GateSubject, StagedStep};
 
 /// What a call of a resumed batch finds about its permission.
 pub(crate) enum PriorGate {
@@ -61,6 +62,15 @@ pub(crate) enum PriorGate {
     },
 }
 
+/// What a resumed batch finds in the journal about its calls.
+#[derive(Default)]
+pub(crate) struct Prior {
+    /// The gates of its calls, by call id and kind.
+    pub gates: HashMap<(String, GateKind), PriorGate>,
+    /// The journaled results of its effectful calls, by call id: `(content, is_error)`.
+    pub results: HashMap<String, (String, bool)>,
+}
+
 /// The turn task's part of a resumed turn.
 pub(crate) struct Resume {
     /// Steps the turn committed before the crash, and their tokens.
@@ -69,8 +79,7 @@ pub(crate) struct Resume {
     /// Tool calls of those steps, against the per-turn limit.
     pub tool_calls: u32,
     pub staged: StagedStep,
-    /// By call id.
-    pub prior: HashMap<String, PriorGate>,
+    pub prior: Prior,
 }
 
 /// A turn the loop actor restarts when it starts.
@@ -100,23 +109,35 @@ pub(crate) async fn settle(
     hub: &Hub,
     session: SessionId,
     restored: &mut Restored,
-    headless: bool,
+    batch: &BatchConfig,
 ) -> Result<HashMap<LoopId, ResumedTurn>, AppendError> {
     let main_loop = restored.main_loop;
+    let headless = batch.headless;
     let mut resumed_turns = HashMap::new();
     for (loop_id, state) in restored.loops.iter_mut() {
-        let Some(in_flight) = state.in_flight.take() else {
+        let Some(mut in_flight) = state.in_flight.take() else {
             continue;
         };
+        let staged = (*loop_id == main_loop)
+            .then(|| parked_step(&in_flight).or_else(|| effect_step(&in_flight)))
+            .flatten();
+        if let Some(staged) = &staged {
+            let opened = Writer {
+                hub,
+                session,
+                loop_id: *loop_id,
+                in_flight: &in_flight,
+            }
+            .ask_about_effects(staged, batch)
+            .await?;
+            in_flight.gates.extend(opened);
+        }
         let writer = Writer {
             hub,
             session,
             loop_id: *loop_id,
             in_flight: &in_flight,
         };
-        let staged = (*loop_id == main_loop)
-            .then(|| parked_step(&in_flight))
-            .flatten();
         match staged {
             Some(staged) => {
                 let turn_index = state.turns_started.saturating_sub(1);
@@ -145,6 +166,19 @@ fn parked_step(in_flight: &InFlight) -> Option<StagedStep> {
                 == Some(staged.step)
     });
     (same_step && first.step == Some(staged.step)).then_some(staged)
+}
+
+/// The step a crash caught running its effectful calls: the staged step of its intents.
+fn effect_step(in_flight: &InFlight) -> Option<StagedStep> {
+    in_flight.effects.iter().find_map(|e| e.staged.clone())
+}
+
+/// What a gate asks (a subject without a kind is a permission's).
+fn kind_of(record: &GateRecord) -> GateKind {
+    record
+        .subject
+        .as_ref()
+        .map_or(GateKind::Permission, |s| s.kind)
 }
 
 /// The call ids a gate's subject covers.
@@ -204,6 +238,85 @@ impl Writer<'_> {
         self.record(Event::new(self.header(None), kind)).await
     }
 
+    /// Opens an `effect` gate over every call of the staged step with an intent, no result
+    /// and no gate yet (rule 11: it is not run again without an answer), and answers it at
+    /// once when the session's policy decides. Returns the gates, as restore records them.
+    async fn ask_about_effects(
+        &self,
+        staged: &StagedStep,
+        batch: &BatchConfig,
+    ) -> Result<Vec<GateRecord>, AppendError> {
+        let mut opened = Vec::new();
+        let unfinished = self
+            .in_flight
+            .effects
+            .iter()
+            .filter(|e| e.step == Some(staged.step) && e.result.is_none() && e.gate.is_none());
+        for effect in unfinished {
+            let gate = GateId::new();
+            let call = GateCall {
+                call_id: effect.call_id.clone(),
+                name: effect.name.clone(),
+                arguments: effect.arguments.clone(),
+            };
+            let deadline_at_ms = crate::gate::deadline_at_ms(batch.gate_deadline);
+            let subject =
+                GateSubject::for_kind(GateKind::Effect, call, None, deadline_at_ms, staged);
+            let question = format!(
+                "{} was running when the process stopped, so it may or may not have taken \
+                 effect: run it again (approve), skip it with a result (answer), or fail the \
+                 turn (deny)?",
+                effect.name
+            );
+            let kind = EventKind::GateOpened {
+                gate,
+                question,
+                subject: subject.to_value(),
+            };
+            self.record(Event::new(self.header(Some(staged.step)), kind))
+                .await?;
+            let mut record = GateRecord {
+                gate,
+                step: Some(staged.step),
+                subject: Some(subject),
+                answer: None,
+            };
+            if let Some(answer) = batch.unfinished_effects.answer(batch.headless) {
+                self.resolve(&record, answer.clone()).await?;
+                record.answer = Some(answer);
+            }
+            opened.push(record);
+        }
+        Ok(opened)
+    }
+
+    /// What restore answers a gate still open at the crash: `Expired` when its deadline
+    /// passed, a headless denial, or `None` to open it again (journaled when decided).
+    async fn decide_open(
+        &self,
+        record: &GateRecord,
+        headless: bool,
+    ) -> Result<Option<GateAnswer>, AppendError> {
+        // A missing deadline cannot be trusted to still be ahead: fail closed.
+        let deadline_at_ms = record.subject.as_ref().map_or(0, |s| s.deadline_at_ms);
+        let decided = if deadline_at_ms <= now_ms() {
+            Some(GateAnswer::Expired)
+        } else if headless {
+            Some(GateAnswer::Deny {
+                reason: format!(
+                    "{APPROVAL_REQUIRED}: the session was restored headless, so nobody can \
+                     answer this gate"
+                ),
+            })
+        } else {
+            None
+        };
+        if let Some(answer) = &decided {
+            self.resolve(record, answer.clone()).await?;
+        }
+        Ok(decided)
+    }
+
     /// Builds the resumed turn: answered gates of the staged step become prior answers,
     /// open ones are expired, denied (headless) or handed to the actor to wait on again.
     async fn resume(
@@ -212,65 +325,54 @@ impl Writer<'_> {
         index: u32,
         headless: bool,
     ) -> Result<ResumedTurn, AppendError> {
-        let now = now_ms();
-        let mut prior = HashMap::new();
+        let mut prior = Prior::default();
         let mut gates = Vec::new();
         for record in &self.in_flight.gates {
             if record.step != Some(staged.step) {
                 continue;
             }
+            let kind = kind_of(record);
             let answered = match &record.answer {
                 Some(answer) => Some(answer.clone()),
-                None => {
-                    // A missing deadline cannot be trusted to still be ahead: fail closed.
-                    let deadline_at_ms = record.subject.as_ref().map_or(0, |s| s.deadline_at_ms);
-                    let decided = if deadline_at_ms <= now {
-                        Some(GateAnswer::Expired)
-                    } else if headless {
-                        Some(GateAnswer::Deny {
-                            reason: format!(
-                                "{APPROVAL_REQUIRED}: the session was restored headless, so \
-                                 nobody can answer this gate"
-                            ),
-                        })
-                    } else {
-                        None
-                    };
-                    match decided {
-                        Some(answer) => {
-                            self.resolve(record, answer.clone()).await?;
-                            Some(answer)
-                        }
-                        None => {
-                            let (tx, rx) = oneshot::channel();
-                            gates.push(AdoptedGate {
+                None => match self.decide_open(record, headless).await? {
+                    Some(answer) => Some(answer),
+                    None => {
+                        let (tx, rx) = oneshot::channel();
+                        let subject = record.subject.as_ref();
+                        gates.push(AdoptedGate {
+                            gate: record.gate,
+                            step: staged.step,
+                            tools: subject.map(|s| s.scope.tools.clone()).unwrap_or_default(),
+                            kind,
+                            human: subject.and_then(|s| s.human.clone()),
+                            answer: tx,
+                        });
+                        // A gate covers one call (the batch asks call by call).
+                        if let Some(call) = call_ids(record).into_iter().next() {
+                            let open = PriorGate::Open {
                                 gate: record.gate,
-                                step: staged.step,
-                                tools: record
-                                    .subject
-                                    .as_ref()
-                                    .map(|s| s.scope.tools.clone())
-                                    .unwrap_or_default(),
-                                answer: tx,
-                            });
-                            // A gate covers one call (the batch asks call by call).
-                            if let Some(call) = call_ids(record).into_iter().next() {
-                                let open = PriorGate::Open {
-                                    gate: record.gate,
-                                    deadline_at_ms,
-                                    answer: rx,
-                                };
-                                prior.insert(call, open);
-                            }
-                            None
+                                deadline_at_ms: subject.map_or(0, |s| s.deadline_at_ms),
+                                answer: rx,
+                            };
+                            prior.gates.insert((call, kind), open);
                         }
+                        None
                     }
-                }
+                },
             };
             if let Some(answer) = answered {
                 for call in call_ids(record) {
-                    prior.insert(call, PriorGate::Answered(answer.clone()));
+                    prior
+                        .gates
+                        .insert((call, kind), PriorGate::Answered(answer.clone()));
                 }
+            }
+        }
+        for effect in &self.in_flight.effects {
+            if effect.step == Some(staged.step)
+                && let Some(result) = &effect.result
+            {
+                prior.results.insert(effect.call_id.clone(), result.clone());
             }
         }
         Ok(ResumedTurn {

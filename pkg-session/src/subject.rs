@@ -9,12 +9,18 @@
 //! {
 //!   "calls": [{ "call_id": "c1", "name": "write_file", "arguments": { "path": "a.md" } }],
 //!   "scope": { "tools": ["write_file"] },
+//!   "kind": "permission",
 //!   "asked_by": "policy",
 //!   "deadline_at_ms": 1767225600000,
 //!   "resume": { "step": "<step id>", "index": 2, "message": { "role": "assistant" },
 //!               "usage": {}, "model": "..." }
 //! }
 //! ```
+//!
+//! `kind` says what the gate asks: `permission` (a guard's `Ask`, answered approve or deny),
+//! `human_input` (an `ask_human` call; `human` holds the question and the answer's schema)
+//! or `effect` (an effectful call that a crash caught between its intent and its result).
+//! A subject without `kind` is a permission gate's (journals written before kinds).
 
 use std::sync::Arc;
 
@@ -22,6 +28,8 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use treadle_event::{Event, EventKind, GateAnswer, GateId, Message, StepId, Usage};
+
+use crate::human::HumanQuestion;
 
 /// The step a gate parked: what the turn needs to run its batch and commit it, without
 /// asking the model again. Journaled as `resume` of every tool-call gate's subject.
@@ -33,6 +41,16 @@ pub(crate) struct StagedStep {
     pub message: Message,
     pub usage: Usage,
     pub model: String,
+}
+
+/// The subject an `EffectIntent` journals: the staged step, for restore to resume it.
+pub(crate) fn staged_value(staged: &StagedStep) -> Value {
+    serde_json::json!({ "resume": staged })
+}
+
+/// Reads the staged step back from an `EffectIntent`'s subject.
+pub(crate) fn staged_of(subject: &Value) -> Option<StagedStep> {
+    serde_json::from_value(subject.get("resume")?.clone()).ok()
 }
 
 /// One tool call a gate asks about.
@@ -52,9 +70,62 @@ pub struct GateScope {
     pub tools: Vec<String>,
 }
 
-/// The subject of a tool-call permission gate.
+/// What a gate asks, and so which answers it takes (see [`GateKind::admits`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateKind {
+    /// May this call run? `Approve`, `ApproveAlways` or `Deny`.
+    #[default]
+    Permission,
+    /// A person's answer to an `ask_human` question: `Answer { value }` (checked against the
+    /// question's schema) or `Deny`.
+    HumanInput,
+    /// An effectful call that was running at a crash: `Approve` runs it again,
+    /// `Answer { value }` skips it with `value` as its result, `Deny` fails the turn.
+    Effect,
+}
+
+impl GateKind {
+    /// Whether `answer` answers a gate of this kind; the error says which answers would.
+    /// `Deny` and `Expired` answer every gate (a refusal, or the deadline).
+    pub(crate) fn admits(
+        self,
+        human: Option<&HumanQuestion>,
+        answer: &GateAnswer,
+    ) -> Result<(), String> {
+        match (self, answer) {
+            (_, GateAnswer::Deny { .. } | GateAnswer::Expired) => Ok(()),
+            (GateKind::Permission, GateAnswer::Approve | GateAnswer::ApproveAlways) => Ok(()),
+            (GateKind::Permission, GateAnswer::Answer { .. }) => Err(
+                "a permission gate is answered approve, approve_always or deny, not with a value"
+                    .into(),
+            ),
+            (GateKind::HumanInput, GateAnswer::Answer { value }) => match human {
+                Some(question) => question.check(value),
+                None => Ok(()),
+            },
+            (GateKind::HumanInput, _) => {
+                Err("this gate asks a question: answer it with a value (answer), or deny it".into())
+            }
+            (GateKind::Effect, GateAnswer::Approve | GateAnswer::Answer { .. }) => Ok(()),
+            (GateKind::Effect, GateAnswer::ApproveAlways) => Err(
+                "an unfinished effect is answered approve (run it again), answer (skip it with \
+                 this value as its result) or deny (fail the turn)"
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// The subject of a tool-call gate: a permission, a person's question or an unfinished
+/// effect (see [`GateKind`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateSubject {
+    #[serde(default)]
+    pub kind: GateKind,
+    /// The question of a `human_input` gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub human: Option<HumanQuestion>,
     /// The call (a gate covers one call; the batch asks call by call).
     #[serde(default)]
     pub calls: Vec<GateCall>,
@@ -81,11 +152,38 @@ impl GateSubject {
         staged: &StagedStep,
     ) -> Self {
         GateSubject {
+            kind: GateKind::Permission,
+            human: None,
             scope: GateScope {
                 tools: vec![call.name.clone()],
             },
             calls: vec![call],
             asked_by: asked_by.to_owned(),
+            deadline_at_ms,
+            resume: Some(staged.clone()),
+        }
+    }
+
+    /// The subject of a gate over one call that is not a permission: a person's question
+    /// or an unfinished effect. Its scope is empty: `ApproveAlways` remembers nothing.
+    pub(crate) fn for_kind(
+        kind: GateKind,
+        call: GateCall,
+        human: Option<HumanQuestion>,
+        deadline_at_ms: u64,
+        staged: &StagedStep,
+    ) -> Self {
+        GateSubject {
+            kind,
+            human,
+            calls: vec![call],
+            scope: GateScope::default(),
+            asked_by: match kind {
+                GateKind::Permission => "policy",
+                GateKind::HumanInput => "ask_human",
+                GateKind::Effect => "effects",
+            }
+            .to_owned(),
             deadline_at_ms,
             resume: Some(staged.clone()),
         }
@@ -123,8 +221,13 @@ pub struct GateRequest {
     pub arguments: serde_json::Value,
     /// Why permission is asked: the guard's question.
     pub reason: String,
-    /// The hook whose guard asked.
+    /// The hook whose guard asked (`ask_human` or `effects` for the other kinds).
     pub asked_by: String,
+    /// What the gate asks; for `HumanInput`, `human` holds the question.
+    pub kind: GateKind,
+    /// The question of a `HumanInput` gate: answer it with
+    /// `GateAnswer::Answer { value }`, where `value` fits `human.schema`.
+    pub human: Option<HumanQuestion>,
 }
 
 impl GateRequest {
@@ -148,6 +251,8 @@ impl GateRequest {
             arguments: call.arguments,
             reason: question.clone(),
             asked_by: subject.asked_by,
+            kind: subject.kind,
+            human: subject.human,
         })
     }
 }

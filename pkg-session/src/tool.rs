@@ -8,6 +8,8 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
+pub use crate::effect::Effect;
+use crate::human::HumanQuestion;
 use crate::inference::ToolSpec;
 
 /// Why a tool call did not produce a result. The model reads the message as the call's
@@ -59,6 +61,25 @@ pub trait Tool: Send + Sync + 'static {
     fn ends_turn(&self) -> bool {
         false
     }
+
+    /// What a call does to the world (see [`Effect`]). An effectful call is journaled before
+    /// and after it runs, and a restore never runs it again without an answer. Default:
+    /// [`Effect::Effectful`], the safe assumption about a tool that says nothing.
+    fn effect(&self) -> Effect {
+        Effect::Effectful
+    }
+
+    /// When a person answers this call instead of the tool running: the question (and how
+    /// long it may wait). The batch then opens a `human_input` gate; the answer, as JSON, is
+    /// the call's result. Default: `None` (the tool runs). [`AskHuman`](crate::AskHuman)
+    /// is the built-in one.
+    fn human_question(
+        &self,
+        arguments: &serde_json::Value,
+    ) -> Option<(HumanQuestion, Option<std::time::Duration>)> {
+        let _ = arguments;
+        None
+    }
 }
 
 /// A tool made from an async function of typed arguments.
@@ -86,6 +107,7 @@ pub struct FnTool<A, F> {
     parameters: serde_json::Value,
     function: F,
     sequential: bool,
+    effect: Effect,
     /// The argument whose value is the call's write target, if any.
     write_target_arg: Option<String>,
     _args: PhantomData<fn(A)>,
@@ -158,6 +180,7 @@ where
             parameters,
             function,
             sequential: false,
+            effect: Effect::Effectful,
             write_target_arg: None,
             _args: PhantomData,
         }
@@ -167,6 +190,13 @@ where
     #[must_use]
     pub fn sequential(mut self, sequential: bool) -> Self {
         self.sequential = sequential;
+        self
+    }
+
+    /// Declares what a call does to the world (default [`Effect::Effectful`]).
+    #[must_use]
+    pub fn effect(mut self, effect: Effect) -> Self {
+        self.effect = effect;
         self
     }
 
@@ -211,6 +241,10 @@ where
 
     fn sequential(&self) -> bool {
         self.sequential
+    }
+
+    fn effect(&self) -> Effect {
+        self.effect
     }
 
     fn write_target(&self, arguments: &serde_json::Value) -> Option<String> {

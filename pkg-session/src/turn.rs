@@ -10,7 +10,6 @@
 //! is the one journaled with the gate, so no inference hooks run for it), runs its batch,
 //! commits, and the turn continues with fresh steps as usual.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use ractor::ActorRef;
@@ -26,7 +25,7 @@ use crate::error::CommitError;
 use crate::inference::{InferenceRequest, ToolChoice};
 use crate::protocol::{LoopMsg, StepCommit, TurnCoords, TurnOptions};
 use crate::repeats::{Interaction, RepeatWatch, Repeats};
-use crate::resume::{PriorGate, Resume};
+use crate::resume::{Prior, Resume};
 use crate::subject::StagedStep;
 
 /// The result of a call made after the turn's work was done.
@@ -374,16 +373,12 @@ impl Turn {
             usage: completion.usage,
             model: completion.model,
         };
-        self.tool_step(staged, HashMap::new()).await
+        self.tool_step(staged, Prior::default()).await
     }
 
     /// Runs the batch of a staged assistant message (if it has tool uses) and commits the
     /// step. `prior` holds the gates a resumed step found in the journal.
-    async fn tool_step(
-        &mut self,
-        staged: StagedStep,
-        prior: HashMap<String, PriorGate>,
-    ) -> StepEnd {
+    async fn tool_step(&mut self, staged: StagedStep, prior: Prior) -> StepEnd {
         let ctx = self.ctx.clone();
         let calls: Vec<Call> = staged
             .message
@@ -411,6 +406,9 @@ impl Turn {
             };
             match batch::run_batch(&scope, calls, prior).await {
                 BatchOutcome::Done(message) => results = Some(message),
+                BatchOutcome::Failed(reason) => {
+                    return StepEnd::Discarded(End::Failed(FailureCause::Other, reason));
+                }
                 BatchOutcome::Canceled => {
                     return StepEnd::Discarded(End::Interrupted("interrupted".into()));
                 }

@@ -83,6 +83,42 @@ pub fn echo_tool(
             Ok::<_, ToolError>(args.i.to_string())
         }) as EchoFuture
     })
+    .effect(treadle_session::Effect::Pure)
+}
+
+/// Arguments of the `charge` tool.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct ChargeArgs {
+    pub amount: u64,
+}
+
+/// An effectful `charge` tool: it waits `before`, appends one line (`charged <amount>`) to
+/// `log` (synced, so executions are counted across processes), waits `after`, and returns.
+/// A kill in `before` lands before the effect, one in `after` after it: both between the
+/// call's journaled intent and its result.
+pub fn charge_tool(
+    log: std::path::PathBuf,
+    before: Duration,
+    after: Duration,
+) -> impl treadle_session::Tool {
+    FnTool::new("charge", "Charges an amount.", move |args: ChargeArgs| {
+        let log = log.clone();
+        async move {
+            use std::io::Write as _;
+            tokio::time::sleep(before).await;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .map_err(|e| ToolError(format!("cannot open the log: {e}")))?;
+            writeln!(file, "charged {}", args.amount)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| ToolError(format!("cannot append to the log: {e}")))?;
+            tokio::time::sleep(after).await;
+            Ok::<_, ToolError>(format!("charged {}", args.amount))
+        }
+    })
+    .effect(treadle_session::Effect::Effectful)
 }
 
 pub type EchoFuture =

@@ -338,11 +338,14 @@ async fn http_bearer_token_comes_from_the_named_variable() {
             bearer: None,
         },
         call_timeout: Duration::from_secs(10),
+        effects: Default::default(),
     };
     let server = within(McpServer::connect(config.clone()))
         .await
         .expect("authorized");
     let echo = tool(&server, "web__echo").await;
+    // MCP says nothing reliable about effects: an undeclared tool is effectful.
+    assert_eq!(echo.effect(), treadle_session::Effect::Effectful);
     assert_eq!(
         within(echo.call(json!({"text": "in"}))).await,
         Ok("in".into())
@@ -374,6 +377,7 @@ async fn http_bearer_variable_must_be_set() {
             bearer: None,
         },
         call_timeout: Duration::from_secs(1),
+        effects: Default::default(),
     };
     let err = McpServer::connect(config).await.unwrap_err();
     assert!(matches!(err, McpError::MissingBearer { .. }), "{err:?}");

@@ -71,6 +71,6 @@ pub use cost::{Cost, ModelPrice, Prices, cost, find_price};
 pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
 pub use record::{AgentOutcome, AgentStatus, EscalationRecord, RecordedCall};
-pub use spec::{AgentStep, BuildError, Conversation, DEFAULT_MAX_TURNS};
+pub use spec::{AgentStep, Answerer, BuildError, Conversation, DEFAULT_MAX_TURNS};
 pub use step::{AgentError, run_agent_step};
 pub use verdict::{Chosen, VERDICT_TOOL};

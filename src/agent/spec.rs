@@ -64,6 +64,33 @@ pub struct AgentStep {
     pub conversation: Conversation,
     /// Permissions, typed output, confidence floor, dollar budgets, who is asked.
     pub controls: StepControls,
+    /// Who answers the step's `ask_human` questions; `None`: nobody can (a question is
+    /// answered that nobody can answer).
+    pub answerer: Option<Answerer>,
+    /// The pipeline's `on_unfinished_effect:` policy for the step's session.
+    pub unfinished_effects: treadle_session::EffectPolicy,
+}
+
+/// Answers an agent step's `ask_human` questions: the pipeline parks each one for a
+/// person like an approval (see `crate::run::approval::question`) and gives back the answer.
+#[derive(Clone)]
+pub struct Answerer {
+    /// Asks one question and waits for its answer.
+    pub ask: std::sync::Arc<
+        dyn Fn(
+                treadle_session::HumanQuestion,
+            ) -> futures::future::BoxFuture<'static, treadle_session::GateAnswer>
+            + Send
+            + Sync,
+    >,
+    /// How long a question may wait (the step's `timeout:`); the session's gates wait as long.
+    pub deadline: Option<std::time::Duration>,
+}
+
+impl std::fmt::Debug for Answerer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Answerer(deadline {:?})", self.deadline)
+    }
 }
 
 /// How an agent step's conversation is kept within its model's context.
@@ -116,6 +143,7 @@ impl AgentStep {
         let mut built = Self::from_pipeline(agent, step, model, PathBuf::new())
             .with_prices(&loaded.pipeline.prices);
         built.controls = controls;
+        built.unfinished_effects = loaded.pipeline.on_unfinished_effect.unwrap_or_default();
         Ok(built)
     }
 
@@ -231,6 +259,8 @@ impl AgentStep {
                 .collect(),
             pass_env: step.pass_env.clone(),
             confined: step.confined.unwrap_or(true),
+            answerer: None,
+            unfinished_effects: Default::default(),
             temperature: agent.temperature,
             model_idle: agent
                 .limits

@@ -193,8 +193,10 @@ fn session_builder(
         .max_steps(step.model_call_limit())
         // Nobody watches a pipeline's agent step: a guard's question is denied
         // (approval_required), never left waiting, unless `permissions:` may ask, and
-        // then the step's asker takes the question to a person.
+        // then the step's asker takes the question to a person. Questions (`ask_human`)
+        // go to the step's answerer either way (a handler answers them headless too).
         .headless(!step.controls.may_ask())
+        .unfinished_effects(step.unfinished_effects)
         // The bearer tokens (the session adds its own key) are scrubbed from what the
         // model says.
         .secrets(secrets_of(step))
@@ -207,11 +209,21 @@ fn session_builder(
             None => builder.api_key_env(var.clone()),
         };
     }
-    if step.controls.may_ask() {
+    if step.controls.may_ask() || step.answerer.is_some() {
         let controls = step.controls.clone();
+        let answerer = step.answerer.clone();
         builder = builder.on_gate(move |request| {
-            let controls = controls.clone();
+            let (controls, answerer) = (controls.clone(), answerer.clone());
             async move {
+                if let Some(question) = request.human {
+                    return match answerer {
+                        Some(answerer) => (answerer.ask)(question).await,
+                        None => GateAnswer::deny("nobody answers questions in this step"),
+                    };
+                }
+                if !controls.may_ask() {
+                    return GateAnswer::deny("nobody answers permissions in this step");
+                }
                 let answer = controls
                     .ask(Question {
                         kind: QuestionKind::Permission,
@@ -228,6 +240,9 @@ fn session_builder(
                 }
             }
         });
+        if let Some(deadline) = step.answerer.as_ref().and_then(|a| a.deadline) {
+            builder = builder.gate_deadline(deadline);
+        }
     }
     if let Some(system) = &step.system {
         builder = builder.system_prompt(system.clone());

@@ -109,6 +109,11 @@ impl Tool for VerdictTool {
         &self.description
     }
 
+    fn effect(&self) -> treadle_session::Effect {
+        // It records the decision in the step's slot: the same call again records the same.
+        treadle_session::Effect::Idempotent
+    }
+
     fn parameters(&self) -> Value {
         let mut schema = self.base_parameters();
         if self.confidence {

@@ -151,6 +151,12 @@ pub fn config(
             config
         }
         StepKind::Approval => json!({ "message": step.message }),
+        StepKind::Input => json!({
+            "question": step.question.as_ref().map(|q| &q.value),
+            "schema": step.schema,
+            "choices": step.choices,
+            "default": step.default,
+        }),
         StepKind::LoadVar(name) => {
             json!({ "load_var": name.value, "file": step.file.as_ref().map(|f| &f.value) })
         }

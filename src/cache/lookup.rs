@@ -74,7 +74,8 @@ pub(crate) fn is_leaf(step: &Step) -> bool {
             | StepKind::Agent(_)
             | StepKind::Get(_)
             | StepKind::Put(_)
-            | StepKind::Approval)
+            | StepKind::Approval
+            | StepKind::Input)
     )
 }
 

@@ -193,6 +193,7 @@ impl Walk<'_> {
                 _ if s.across.is_some() => "an across step is never replayed".to_owned(),
                 Ok(StepKind::Put(_)) => "a put is never replayed".to_owned(),
                 Ok(StepKind::Approval) => "an approval is never replayed".to_owned(),
+                Ok(StepKind::Input) => "a question is never replayed".to_owned(),
                 _ => "unchanged, but its cache entry was evicted or is corrupt".to_owned(),
             });
         }

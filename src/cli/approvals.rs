@@ -118,6 +118,7 @@ pub(super) fn answer(
             .unwrap_or_else(|| "someone".to_owned()),
         at_ms: now_ms(),
         comment: None,
+        value: None,
     };
     match mailbox.answer(run, step, &reply) {
         Ok(p) => {

@@ -14,6 +14,7 @@ mod jobs;
 mod keys;
 mod plan;
 mod preflight;
+mod questions;
 mod remote;
 mod run;
 mod serve;
@@ -188,6 +189,15 @@ pub enum Command {
     },
     /// Approve a waiting approval step: the run goes on.
     Approve(AnswerArgs),
+    /// Answer a waiting question (an `input:` step, an agent's `ask_human`) with a JSON
+    /// value that fits its schema; without --json on a terminal, the question is asked.
+    Answer {
+        #[command(flatten)]
+        at: AnswerArgs,
+        /// The answer, as JSON (`--json 3`, `--json '"yes"'`, `--json '{"n": 1}'`).
+        #[arg(long, value_name = "JSON")]
+        json: Option<String>,
+    },
     /// Serve pipelines over HTTP: the API, live run transcripts and the web page
     /// (see docs/server.md).
     Serve {
@@ -441,6 +451,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             }
         }
         Command::Approve(a) => answer(a, Answer::Approve).await,
+        Command::Answer { at, json } => questions::answer(at, json).await,
         Command::Serve {
             paths,
             addr,

@@ -163,6 +163,10 @@ pub struct McpServerSpec {
     /// Name of the environment variable holding a bearer token for `endpoint:`.
     #[serde(default)]
     pub bearer_env: Option<At<String>>,
+    /// What the server's tools do to the world, by tool name (`pure`, `idempotent`,
+    /// `effectful`); a tool not listed is effectful (see docs/effects.md).
+    #[serde(default)]
+    pub effects: BTreeMap<String, treadle_session::Effect>,
     /// With `command:`, its working directory, relative to the step directory.
     #[serde(default)]
     pub cwd: Option<At<String>>,

@@ -288,7 +288,7 @@ impl<'a> Checker<'a> {
         let kind = match step.kind() {
             Ok(k) => k,
             Err(e) => {
-                self.push(step.pos, Problem::BadStep, e.to_string(), "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`");
+                self.push(step.pos, Problem::BadStep, e.to_string(), "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `input: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`");
                 return;
             }
         };
@@ -376,6 +376,7 @@ impl<'a> Checker<'a> {
                 }
             }
             StepKind::Approval => self.approval_step(step),
+            StepKind::Input => self.input_step(step),
             StepKind::LoadVar(name) => {
                 for (pos, problem, message, hint) in super::check_flow::load_var(step, name) {
                     self.push(pos, problem, message, hint);
@@ -441,6 +442,43 @@ impl<'a> Checker<'a> {
                     hint,
                 );
             }
+        }
+    }
+
+    fn input_step(&mut self, step: &At<Step>) {
+        let Some(question) = step.input_question() else {
+            self.push(
+                step.pos,
+                Problem::BadStep,
+                "an `input:` step has no `question:`",
+                "add `question: What should ...?` (what the person is asked)",
+            );
+            return;
+        };
+        if step.outputs.is_empty() {
+            self.push(
+                step.pos,
+                Problem::BadStep,
+                "an `input:` step has no `outputs:`",
+                "add `outputs: [answer]`: the answer is written to answer.json in it",
+            );
+        }
+        if let Err(reason) = question.compiles() {
+            self.push(
+                step.pos,
+                Problem::InvalidValue,
+                format!("`schema:` {reason}"),
+                "write a JSON Schema in YAML, e.g. `schema: { type: integer, minimum: 1 }`",
+            );
+        } else if let Some(default) = &question.default
+            && let Err(reason) = question.check(default)
+        {
+            self.push(
+                step.pos,
+                Problem::InvalidValue,
+                format!("`default:` {default} is not an answer the step takes: {reason}"),
+                "give a default that fits `schema:` and `choices:`",
+            );
         }
     }
 

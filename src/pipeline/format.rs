@@ -68,6 +68,11 @@ pub struct Pipeline {
     /// Checks on the whole file under `treadle test`: the jobs that ran, in order.
     #[serde(default)]
     pub assert: Option<PipelineAssert>,
+    /// What restoring an agent's session does with an effectful tool call a crash
+    /// interrupted: `ask` (the default; a headless step then fails the turn), `run_again`,
+    /// `skip` or `fail` (see docs/effects.md).
+    #[serde(default)]
+    pub on_unfinished_effect: Option<treadle_session::EffectPolicy>,
 }
 
 /// `assert:` at the top level of the file.
@@ -178,6 +183,11 @@ pub struct Step {
     /// Parks the run until a person approves; the value is the step's name.
     #[serde(default)]
     pub approval: Option<At<super::step_keys::Approval>>,
+    /// Parks the run until a person answers `question:` with a value that fits `schema:`;
+    /// the value is the step's name. The answer is written as JSON to `answer.json` in the
+    /// step's `outputs:`.
+    #[serde(default)]
+    pub input: Option<At<String>>,
     /// Fetches a resource into an artifact of the same name.
     #[serde(default)]
     pub get: Option<At<String>>,
@@ -307,6 +317,20 @@ pub struct Step {
     /// What happens when an approval's `timeout` passes: `approve` or `reject`.
     #[serde(default)]
     pub on_timeout: Option<At<String>>,
+
+    // ---- input ----
+    /// What an `input:` step asks.
+    #[serde(default)]
+    pub question: Option<At<String>>,
+    /// The JSON Schema (written in YAML) the answer must fit; default: any string.
+    #[serde(default)]
+    pub schema: Option<serde_json::Value>,
+    /// The only answers allowed (strings).
+    #[serde(default)]
+    pub choices: Option<Vec<String>>,
+    /// The answer taken when the step's `timeout:` passes; without it the step fails then.
+    #[serde(default)]
+    pub default: Option<serde_json::Value>,
 
     // ---- get / put ----
     /// The resource, when the step's name differs from it.

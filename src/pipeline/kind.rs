@@ -14,6 +14,8 @@ pub enum StepKind<'a> {
     Agent(&'a At<String>),
     /// `approval:`.
     Approval,
+    /// `input:`.
+    Input,
     /// `get:` of a resource.
     Get(&'a At<String>),
     /// `put:` to a resource.
@@ -42,6 +44,7 @@ impl StepKind<'_> {
             Self::Task(_) => Kind::Task,
             Self::Agent(_) => Kind::Agent,
             Self::Approval => Kind::Approval,
+            Self::Input => Kind::Input,
             Self::Get(_) => Kind::Get,
             Self::Put(_) => Kind::Put,
             Self::Do(_) => Kind::Do,
@@ -64,6 +67,8 @@ pub enum Kind {
     Agent,
     /// `approval:`.
     Approval,
+    /// `input:`.
+    Input,
     /// `get:`.
     Get,
     /// `put:`.
@@ -95,6 +100,7 @@ impl Kind {
             Self::Task => "task",
             Self::Agent => "agent",
             Self::Approval => "approval",
+            Self::Input => "input",
             Self::Get => "get",
             Self::Put => "put",
             Self::Do => "do",
@@ -111,13 +117,22 @@ impl Kind {
     pub fn is_leaf(self) -> bool {
         matches!(
             self,
-            Self::Task | Self::Agent | Self::Approval | Self::Get | Self::Put | Self::LoadVar
+            Self::Task
+                | Self::Agent
+                | Self::Approval
+                | Self::Input
+                | Self::Get
+                | Self::Put
+                | Self::LoadVar
         )
     }
 
     /// Whether it is a leaf that does work of its own (a spinner shows while it runs).
     pub fn is_work(self) -> bool {
-        matches!(self, Self::Task | Self::Agent | Self::Approval)
+        matches!(
+            self,
+            Self::Task | Self::Agent | Self::Approval | Self::Input
+        )
     }
 }
 
@@ -132,7 +147,7 @@ impl std::fmt::Display for Kind {
 pub enum KindError {
     /// None of the kind keys is present.
     #[error(
-        "this step has no kind: it needs one of task, agent, approval, get, put, do, in_parallel, try, race, load_var"
+        "this step has no kind: it needs one of task, agent, approval, input, get, put, do, in_parallel, try, race, load_var"
     )]
     None,
     /// More than one is.
@@ -150,6 +165,7 @@ impl Step {
             ("task", self.task.is_some()),
             ("agent", self.agent.is_some()),
             ("approval", self.approval.is_some()),
+            ("input", self.input.is_some()),
             ("get", self.get.is_some()),
             ("put", self.put.is_some()),
             ("do", self.do_.is_some()),
@@ -180,6 +196,9 @@ impl Step {
         }
         if self.approval.is_some() {
             return Ok(StepKind::Approval);
+        }
+        if self.input.is_some() {
+            return Ok(StepKind::Input);
         }
         if let Some(g) = &self.get {
             return Ok(StepKind::Get(self.resource.as_ref().unwrap_or(g)));
@@ -218,6 +237,7 @@ impl Step {
             &self.task,
             &self.agent,
             &approval,
+            &self.input,
             &self.get,
             &self.put,
             &self.load_var,
@@ -240,6 +260,7 @@ impl Step {
         const TASK: &[&str] = &["task"];
         const AGENT: &[&str] = &["agent"];
         const APPROVAL: &[&str] = &["approval"];
+        const INPUT: &[&str] = &["input"];
         const RESOURCE: &[&str] = &["get", "put"];
         let mut keys = Vec::new();
         let mut add = |key, kinds, present: bool, pos: Option<Pos>| {
@@ -292,6 +313,15 @@ impl Step {
         );
         add("message", APPROVAL, self.message.is_some(), None);
         add(
+            "question",
+            INPUT,
+            self.question.is_some(),
+            self.question.as_ref().map(|q| q.pos),
+        );
+        add("schema", INPUT, self.schema.is_some(), None);
+        add("choices", INPUT, self.choices.is_some(), None);
+        add("default", INPUT, self.default.is_some(), None);
+        add(
             "on_timeout",
             APPROVAL,
             self.on_timeout.is_some(),
@@ -329,6 +359,22 @@ impl Step {
             self.file.as_ref().map(|f| f.pos),
         );
         keys
+    }
+
+    /// The question of an `input:` step (`None` without `question:`): its schema (default:
+    /// any string), choices and default answer.
+    pub fn input_question(&self) -> Option<treadle_session::HumanQuestion> {
+        let text = &self.question.as_ref()?.value;
+        let mut question = treadle_session::HumanQuestion::new(text.clone());
+        let choices = self.choices.clone().unwrap_or_default();
+        question.schema = match (&self.schema, choices.is_empty()) {
+            (Some(schema), _) => schema.clone(),
+            (None, false) => serde_json::json!({ "enum": choices }),
+            (None, true) => question.schema,
+        };
+        question.choices = choices;
+        question.default = self.default.clone();
+        Some(question)
     }
 
     /// The routes of this step's verdicts that name a target: `(verdict, target)` pairs,

@@ -72,6 +72,7 @@ fn config(spec: &McpServerSpec) -> Option<McpServerConfig> {
         name,
         transport,
         call_timeout: DEFAULT_CALL_TIMEOUT,
+        effects: spec.effects.clone(),
     })
 }
 

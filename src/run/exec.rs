@@ -463,8 +463,12 @@ impl<'a> Ctx<'a> {
     ) -> (Done, bool) {
         let token = cancel.child_token();
         let work = self.kind(step, entry, attempt, token.clone(), cell);
-        // An approval's timeout is its deadline, which its `on_timeout` answers.
-        let limit = step.timeout.as_ref().filter(|_| step.approval.is_none());
+        // An approval's (or input's) timeout is its deadline, which its `on_timeout` (or
+        // `default:`) answers.
+        let limit = step
+            .timeout
+            .as_ref()
+            .filter(|_| step.approval.is_none() && step.input.is_none());
         let Some(limit) = limit.map(|t| t.value.0) else {
             return (work.await, false);
         };
@@ -515,6 +519,7 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 Ok(StepKind::Approval) => self.approval(step, entry, cancel).await,
+                Ok(StepKind::Input) => self.input(step, entry, attempt, cancel).await,
                 Ok(StepKind::LoadVar(name)) => self.load_var(step, &name.value).await,
                 Ok(StepKind::Get(res)) => {
                     self.get_step(step, entry, attempt, &res.value, &cancel)

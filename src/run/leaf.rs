@@ -25,7 +25,12 @@ fn names(list: &[At<String>]) -> Vec<String> {
 }
 
 impl<'a> Ctx<'a> {
-    async fn prepare(&self, step: &Step, entry: &Entry, attempt: u32) -> Result<PathBuf, Done> {
+    pub(crate) async fn prepare(
+        &self,
+        step: &Step,
+        entry: &Entry,
+        attempt: u32,
+    ) -> Result<PathBuf, Done> {
         let (inputs, outputs) = (names(&step.inputs), names(&step.outputs));
         // Cells of one step share its number; their index keeps their directories apart.
         let name = match entry.path.split_once('#') {
@@ -59,7 +64,13 @@ impl<'a> Ctx<'a> {
     }
 
     /// Checks asserts, then collects outputs; the directory is removed when all went well.
-    async fn conclude(&self, step: &Step, entry: &Entry, dir: &Path, facts: StepFacts<'_>) -> Done {
+    pub(crate) async fn conclude(
+        &self,
+        step: &Step,
+        entry: &Entry,
+        dir: &Path,
+        facts: StepFacts<'_>,
+    ) -> Done {
         if let Some(assert) = &step.assert {
             let failures = assert::check_step(&assert.value, &facts);
             if !failures.is_empty() {
@@ -338,6 +349,10 @@ impl<'a> Ctx<'a> {
         };
         agent_step = self.with_job_limits(agent_step);
         agent_step.controls.asker = Some(self.asker(step, entry, &cancel));
+        if agent_step.tools.iter().any(|t| t == "ask_human") {
+            let deadline = step.timeout.as_ref().map(|t| t.value.0);
+            agent_step.answerer = Some(self.answerer(entry, deadline, &cancel));
+        }
         let request = AgentStepRequest {
             step: agent_step,
             journal: self.store.journal().clone(),

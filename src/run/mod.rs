@@ -7,7 +7,9 @@
 //! * `hooks.rs`: the five hooks and which one fires;
 //! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
-//! * `approval/`: approval steps, parked until `treadle approve` answers;
+//! * `approval/`: approval steps, parked until `treadle approve` answers, and questions
+//!   (`approval/question.rs`), parked until `treadle answer` gives a value that fits;
+//! * `input.rs`: `input:` steps and an agent step's `ask_human` answerer;
 //! * `leaf.rs`: task and agent steps;
 //! * `one_leaf.rs`: one task or agent step run alone, for a worker (`treadle worker`);
 //! * `agents.rs`: the agent runner (real sessions, optionally through a model tape);
@@ -36,6 +38,7 @@ pub mod exec;
 mod fix;
 mod flow;
 mod hooks;
+pub mod input;
 mod job;
 pub mod journal;
 pub mod leaf;

@@ -1,5 +1,7 @@
 //! Approvals through the API: list them (`GET /api/v1/approvals`), answer one
-//! (`POST /api/v1/runs/{id}/approvals/{seq}`).
+//! (`POST /api/v1/runs/{id}/approvals/{seq}`). Questions (`input:` steps, an agent's
+//! `ask_human`) are approvals with a `question`, answered with `decision: answer` and a
+//! `value` that fits it (else 422, and the question stays open).
 //!
 //! An answer goes through the approval control directory, as `treadle approve` writes it
 //! (first answer wins, atomically); the run waiting in this process is woken at once
@@ -50,6 +52,13 @@ pub struct ApprovalView {
     pub comment: Option<String>,
     /// What the deadline answers (`approve` or `reject`), when there is a deadline.
     pub on_timeout: Option<Answer>,
+    /// For a question (an `input:` step, an agent's `ask_human`): what is asked, the JSON
+    /// Schema of the answer, its choices and default. `null` for a plain approval.
+    #[serde(default)]
+    pub question: Option<treadle_session::HumanQuestion>,
+    /// The answer given to a question.
+    #[serde(default)]
+    pub value: Option<serde_json::Value>,
 }
 
 fn view(record: &ApprovalRecord, store: &Store) -> ApprovalView {
@@ -78,6 +87,8 @@ fn view(record: &ApprovalRecord, store: &Store) -> ApprovalView {
         by: record.by.clone(),
         comment: record.comment.clone(),
         on_timeout: record.on_timeout,
+        question: record.question.clone(),
+        value: record.value.clone(),
     }
 }
 
@@ -128,8 +139,11 @@ pub async fn list(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerRequest {
-    /// `approve` or `reject`.
+    /// `approve`, `reject`, or `answer` (with `value`) for a question.
     pub decision: String,
+    /// The answer to a question (`decision: answer`), checked against its schema.
+    #[serde(default)]
+    pub value: Option<serde_json::Value>,
     /// Why.
     #[serde(default)]
     pub comment: Option<String>,
@@ -177,9 +191,14 @@ pub async fn answer(
             "`{seq}` is not a step number (see GET /api/v1/approvals)"
         ))
     })?;
-    let decision = Answer::parse(&req.decision).ok_or_else(|| {
+    // A question's answer is an approval that carries a value.
+    let decision = match req.decision.as_str() {
+        "answer" => Some(Answer::Approve),
+        other => Answer::parse(other),
+    }
+    .ok_or_else(|| {
         ApiError::BadRequest(format!(
-            "decision `{}`: expected `approve` or `reject`",
+            "decision `{}`: expected `approve`, `reject` or `answer` (with `value`)",
             req.decision
         ))
     })?;
@@ -192,6 +211,7 @@ pub async fn answer(
         by: req.by.unwrap_or_else(|| "api".to_owned()),
         at_ms: crate::clock::now_ms(),
         comment: req.comment,
+        value: req.value,
     };
     let mailbox = Mailbox::of_state(app.store.path());
     let written =
@@ -207,6 +227,11 @@ pub async fn answer(
         }
         Err(e @ (MailboxError::NoPending { .. } | MailboxError::NotRunning { .. })) => {
             return Err(ApiError::Conflict(format!("{e}; nothing changed")));
+        }
+        Err(e @ MailboxError::Invalid { .. }) => {
+            return Err(ApiError::Unprocessable(format!(
+                "{e}; nothing changed, the question is still open"
+            )));
         }
         Err(e) => return Err(ApiError::Internal(e.to_string())),
     }

@@ -9,7 +9,7 @@ use std::io;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use treadle_session::{FnTool, Tool, ToolError};
+use treadle_session::{Effect, FnTool, Tool, ToolError};
 
 use super::output::{MAX_OUTPUT_BYTES, truncate};
 use super::{Workspace, blocking};
@@ -67,6 +67,8 @@ pub(super) fn read_file(ws: Workspace) -> impl Tool {
             async move { blocking(move || read(&ws, &args)).await }
         },
     )
+    // Reads only.
+    .effect(Effect::Pure)
 }
 
 pub(super) fn list_dir(ws: Workspace) -> impl Tool {
@@ -78,6 +80,8 @@ pub(super) fn list_dir(ws: Workspace) -> impl Tool {
             async move { blocking(move || list(&ws, args.path.as_deref().unwrap_or("."))).await }
         },
     )
+    // Reads only.
+    .effect(Effect::Pure)
 }
 
 pub(super) fn write_file(ws: Workspace) -> impl Tool {
@@ -89,6 +93,8 @@ pub(super) fn write_file(ws: Workspace) -> impl Tool {
             async move { blocking(move || write(&ws, &args.path, &args.content)).await }
         },
     )
+    // The same content again leaves the same file.
+    .effect(Effect::Idempotent)
 }
 
 pub(super) fn edit_file(ws: Workspace) -> impl Tool {
@@ -100,6 +106,8 @@ pub(super) fn edit_file(ws: Workspace) -> impl Tool {
             async move { blocking(move || edit(&ws, &args)).await }
         },
     )
+    // Run again, it finds the old text gone and changes nothing.
+    .effect(Effect::Idempotent)
 }
 
 fn read(ws: &Workspace, args: &ReadArgs) -> Result<String, ToolError> {

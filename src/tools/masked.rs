@@ -62,6 +62,15 @@ impl Tool for Masked {
     fn write_target(&self, arguments: &serde_json::Value) -> Option<String> {
         self.inner.write_target(arguments)
     }
+    fn effect(&self) -> treadle_session::Effect {
+        self.inner.effect()
+    }
+    fn human_question(
+        &self,
+        arguments: &serde_json::Value,
+    ) -> Option<(treadle_session::HumanQuestion, Option<std::time::Duration>)> {
+        self.inner.human_question(arguments)
+    }
 }
 
 #[cfg(test)]

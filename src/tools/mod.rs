@@ -8,6 +8,7 @@
 //! | `write_file` | creates or replaces a file, creating parent directories | opt-in |
 //! | `edit_file` | replaces text that occurs exactly once in a file | opt-in |
 //! | `run_shell` | runs `sh -c` in the step directory with a timeout | opt-in |
+//! | `ask_human` | asks a person a question; the answer must fit a JSON schema | opt-in |
 //!
 //! Every path goes through [`Workspace::resolve`], which refuses absolute paths, `..`
 //! escapes and symlinks that lead out of the step directory. A refusal, like every other
@@ -42,13 +43,14 @@ pub use output::{MAX_OUTPUT_BYTES, truncate};
 pub use workspace::{PathError, Workspace, WorkspaceError};
 
 /// The names of every built-in tool, in the order they are documented.
-pub const BUILTIN: [&str; 6] = [
+pub const BUILTIN: [&str; 7] = [
     "read_file",
     "list_dir",
     "search_files",
     "write_file",
     "edit_file",
     "run_shell",
+    "ask_human",
 ];
 
 /// The tools an agent gets when its definition names none: the read-only ones.
@@ -105,6 +107,8 @@ fn build(name: &str, workspace: &Workspace) -> Result<Arc<dyn Tool>, UnknownTool
         "write_file" => Arc::new(Declared::new(files::write_file(ws.clone()), ws)),
         "edit_file" => Arc::new(Declared::new(files::edit_file(ws.clone()), ws)),
         "run_shell" => Arc::new(shell::run_shell(ws)),
+        // The agent step sets who answers (`AgentStep::answerer`) and how long it waits.
+        "ask_human" => Arc::new(treadle_session::AskHuman::new()),
         other => {
             return Err(UnknownTool {
                 name: other.to_owned(),

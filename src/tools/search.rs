@@ -11,7 +11,7 @@ use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use treadle_session::{FnTool, Tool, ToolError};
+use treadle_session::{Effect, FnTool, Tool, ToolError};
 
 use super::output::{MAX_OUTPUT_BYTES, truncate};
 use super::{Workspace, blocking};
@@ -46,6 +46,8 @@ pub(super) fn search_files(ws: Workspace) -> impl Tool {
             async move { blocking(move || search(&ws, &args)).await }
         },
     )
+    // Reads only.
+    .effect(Effect::Pure)
 }
 
 fn search(ws: &Workspace, args: &SearchArgs) -> Result<String, ToolError> {

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
-use treadle_session::{FnTool, Tool, ToolError};
+use treadle_session::{Effect, FnTool, Tool, ToolError};
 
 use super::Workspace;
 use super::output::{MAX_OUTPUT_BYTES, truncate};
@@ -49,6 +49,8 @@ pub(super) fn run_shell(ws: Workspace) -> impl Tool {
     // It may write any file of the step directory, which no single target can say: it
     // runs alone, after the calls before it and before the calls after it.
     .sequential(true)
+    // A command may do anything once (send, deploy, append): never repeated unasked.
+    .effect(Effect::Effectful)
 }
 
 async fn run(ws: &Workspace, args: &ShellArgs) -> Result<String, ToolError> {

@@ -47,6 +47,15 @@ impl Tool for Declared {
     fn sequential(&self) -> bool {
         self.inner.sequential()
     }
+    fn effect(&self) -> treadle_session::Effect {
+        self.inner.effect()
+    }
+    fn human_question(
+        &self,
+        arguments: &serde_json::Value,
+    ) -> Option<(treadle_session::HumanQuestion, Option<std::time::Duration>)> {
+        self.inner.human_question(arguments)
+    }
     fn write_target(&self, arguments: &serde_json::Value) -> Option<String> {
         let path = arguments.get("path")?.as_str()?;
         // A path the workspace refuses is refused by the call too; its raw text is target

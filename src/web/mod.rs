@@ -25,6 +25,7 @@
 //! * `assets/run.js`: the run page: the step tree, live updates.
 //! * `assets/steps.js`: one step's row and details (output, conversation).
 //! * `assets/approvals.js`: pending approvals with their buttons, and decided ones.
+//! * `assets/form.js`: a question's answer form, generated from its JSON Schema.
 
 use axum::Router;
 use axum::extract::Path;
@@ -98,6 +99,11 @@ const ASSETS: &[Asset] = &[
         name: "approvals.js",
         media_type: JS,
         body: include_str!("assets/approvals.js"),
+    },
+    Asset {
+        name: "form.js",
+        media_type: JS,
+        body: include_str!("assets/form.js"),
     },
 ];
 

@@ -93,6 +93,9 @@ pub struct McpServerConfig {
     pub name: String,
     pub transport: McpTransport,
     pub call_timeout: Duration,
+    /// What its tools do to the world, by the server's tool name; a tool not listed is
+    /// [`Effect::Effectful`](crate::Effect::Effectful) (MCP says nothing reliable about it).
+    pub effects: std::collections::BTreeMap<String, crate::Effect>,
 }
 
 impl McpServerConfig {
@@ -112,6 +115,7 @@ impl McpServerConfig {
                 cwd: None,
             },
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            effects: Default::default(),
         }
     }
 
@@ -126,7 +130,14 @@ impl McpServerConfig {
                 bearer: None,
             },
             call_timeout: DEFAULT_CALL_TIMEOUT,
+            effects: Default::default(),
         }
+    }
+
+    /// The same config, declaring what the server's tool `tool` does to the world.
+    pub fn with_effect(mut self, tool: impl Into<String>, effect: crate::Effect) -> Self {
+        self.effects.insert(tool.into(), effect);
+        self
     }
 
     /// The same config with another call timeout.

@@ -63,6 +63,11 @@ impl Tool for McpTool {
         self.parameters.clone()
     }
 
+    fn effect(&self) -> crate::Effect {
+        let declared = self.server.config().effects.get(&self.remote).copied();
+        declared.unwrap_or(crate::Effect::Effectful)
+    }
+
     async fn call(&self, arguments: Value) -> Result<String, ToolError> {
         let arguments: Option<JsonObject> = match arguments {
             Value::Object(object) => Some(object),

@@ -77,6 +77,8 @@ impl Asker for MailboxAsker {
             by: None,
             comment: None,
             on_timeout: self.deadline.map(|_| Answer::Reject),
+            question: None,
+            value: None,
         };
         if self.deadline.is_none() && !self.answerable {
             record.status = ApprovalStatus::Rejected;
@@ -98,6 +100,7 @@ impl Asker for MailboxAsker {
             deadline_ms: record.deadline_ms,
             on_timeout: Answer::Reject,
             pid: std::process::id(),
+            question: None,
         };
         if let Err(e) = mailbox.park(&pending) {
             return Answered::refused(format!("nobody (the question could not be parked: {e})"));

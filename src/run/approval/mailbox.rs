@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use treadle_session::HumanQuestion;
 
 /// How often a waiting run looks for an answer: short enough to feel immediate, long
 /// enough to cost nothing measurable.
@@ -65,6 +66,10 @@ pub struct Pending {
     pub on_timeout: Answer,
     /// The waiting process, to tell a live wait from one whose process died.
     pub pid: u32,
+    /// A question the answer must carry a value for (an `input:` step, an agent's
+    /// `ask_human`); `None` for a plain approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<HumanQuestion>,
 }
 
 impl Pending {
@@ -96,6 +101,9 @@ pub struct Reply {
     /// Why, when the person said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// The answer to a question (with `answer: approve`), checked against its schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
 }
 
 /// Woken when an answer is written by this process (`treadle serve` answering through its
@@ -138,6 +146,16 @@ pub enum MailboxError {
         run: u64,
         /// The step.
         seq: u32,
+    },
+    /// The answer does not fit the question (its schema or choices): nothing was written.
+    #[error("the answer to run {run} step {seq} was refused: {reason}")]
+    Invalid {
+        /// The run.
+        run: u64,
+        /// The step.
+        seq: u32,
+        /// What is wrong, and what would fit.
+        reason: String,
     },
     /// The waiting process is gone, so nobody would read the answer.
     #[error("run {run} is no longer running (process {pid} exited while it waited)")]
@@ -255,6 +273,11 @@ impl Mailbox {
                 pid: waiting.pid,
             });
         }
+        check_reply(&waiting, reply).map_err(|reason| MailboxError::Invalid {
+            run,
+            seq: waiting.seq,
+            reason,
+        })?;
         let tmp = self.stage(reply, &format!("answer-{run}-{}", waiting.seq))?;
         let path = self.answer_path(run, waiting.seq);
         let linked = std::fs::hard_link(&tmp, &path);
@@ -270,6 +293,25 @@ impl Mailbox {
             }),
             Err(e) => Err(io("cannot write", &path)(e)),
         }
+    }
+}
+
+/// Whether `reply` answers `waiting`: a question takes a value that fits it (or a
+/// refusal); a plain approval takes no value.
+pub fn check_reply(waiting: &Pending, reply: &Reply) -> Result<(), String> {
+    match (&waiting.question, reply.answer, &reply.value) {
+        (Some(question), Answer::Approve, Some(value)) => question.check(value),
+        (Some(question), Answer::Approve, None) => Err(format!(
+            "this step asks a question ({}); answer it with a value: `treadle answer RUN STEP \
+             --json '...'`",
+            question.question
+        )),
+        (None, _, Some(_)) => Err(
+            "this step waits for an approval, not a value: use `treadle approve` or \
+             `treadle reject`"
+                .to_owned(),
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -310,6 +352,7 @@ mod tests {
             deadline_ms: None,
             on_timeout: Answer::Reject,
             pid: std::process::id(),
+            question: None,
         }
     }
 
@@ -319,6 +362,7 @@ mod tests {
             by: "tester".into(),
             at_ms: 1,
             comment: None,
+            value: None,
         }
     }
 

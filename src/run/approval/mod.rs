@@ -16,6 +16,11 @@
 //! * the waiting run polls for the answer (every [`mailbox::POLL`]), records it in the
 //!   state file itself, and removes both files.
 //!
+//! A step can also park a *question* (see [`question`]): the pending file then carries
+//! the question and the JSON Schema of its answer, and `treadle answer RUN STEP --json
+//! '...'` writes the value, refused with the reason when it does not fit. `input:` steps
+//! and an agent's `ask_human` calls ask this way.
+//!
 //! Files instead of a socket: nothing to keep listening, an answer given while the run is
 //! between polls is not lost, and everything is plain files a person can inspect.
 //!
@@ -35,6 +40,7 @@
 
 pub(crate) mod ask;
 pub mod mailbox;
+pub mod question;
 pub mod step;
 
 use serde::{Deserialize, Serialize};
@@ -98,6 +104,13 @@ pub struct ApprovalRecord {
     /// What the deadline answers, when there is one.
     #[serde(default)]
     pub on_timeout: Option<mailbox::Answer>,
+    /// The question, when the step asks for a value (an `input:` step, an `ask_human`
+    /// call) instead of a yes or no.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<treadle_session::HumanQuestion>,
+    /// The value given (or taken at the deadline) for the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
 }
 
 /// Closes the approvals a killed run left waiting (SIGKILL gives it no chance to): each

@@ -53,6 +53,8 @@ impl<'a> Ctx<'a> {
             by: None,
             comment: None,
             on_timeout: deadline.map(|_| on_timeout),
+            question: None,
+            value: None,
         };
         // Fail closed: without a deadline, a run nobody watches would wait forever.
         if deadline.is_none() && !self.answerable && !std::io::stdin().is_terminal() {
@@ -78,6 +80,7 @@ impl<'a> Ctx<'a> {
             deadline_ms: record.deadline_ms,
             on_timeout,
             pid: std::process::id(),
+            question: None,
         };
         if let Err(e) = mailbox.park(&pending) {
             return Done::errored(format!("cannot park the run for approval: {e}"));

@@ -1,8 +1,9 @@
-// The approvals page: pending approvals with approve and reject buttons, then the
-// decisions already made.
+// The approvals page: pending approvals with approve and reject buttons (a question gets
+// a form built from its schema), then the decisions already made.
 
 import { h, replace, badge, ago } from "./dom.js";
 import { get, post } from "./api.js";
+import { questionForm } from "./form.js";
 
 export async function showApprovals(main) {
   const pending = h("section", { class: "approvals-pending" });
@@ -43,9 +44,14 @@ function pendingRow(a, refresh) {
     h("a", { href: `/runs/${a.run}#step-${a.seq}` }, `${a.pipeline} / ${a.job} #${a.run}`), " ",
     h("strong", null, a.step), " ", h("span", { class: "muted" }, `asked ${ago(a.asked_ms)}`),
     a.deadline_ms ? h("span", { class: "muted" }, ` · deadline ${new Date(a.deadline_ms).toISOString().slice(11, 19)} UTC`) : null, " ",
-    a.message ? h("div", { class: "ap-message" }, a.message) : null,
-    h("button", { class: "approve", onclick: () => decide("approve") }, "Approve"),
-    h("button", { class: "reject", onclick: () => decide("reject") }, "Reject"),
+    a.question ? questionForm(a.question, async (value) => {
+      await post(`/runs/${a.run}/approvals/${a.seq}`, { decision: "answer", value, by: "web" });
+      await refresh();
+    }) : [
+      a.message ? h("div", { class: "ap-message" }, a.message) : null,
+      h("button", { class: "approve", onclick: () => decide("approve") }, "Approve"),
+    ],
+    h("button", { class: "reject", onclick: () => decide("reject") }, a.question ? "Decline" : "Reject"),
     comment, status);
 }
 

@@ -1,0 +1,144 @@
+//! `treadle answer RUN STEP --json '...'`: answers a question a run waits on (an `input:`
+//! step, an agent's `ask_human`) with a JSON value that must fit the question's schema,
+//! through the server when one owns the state file, else through the control directory.
+//! Without `--json` on a terminal it shows the question and reads the answer from a prompt.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use super::{AnswerArgs, EXIT_CONFIG};
+use crate::clock::now_ms;
+use crate::console::{say, tell};
+use crate::run::approval::mailbox::{Answer, Mailbox, Pending, Reply};
+use crate::server::approvals::ApprovalView;
+use crate::server::client::Client;
+
+const HINT: &str = "hint: `treadle approvals` lists what waits now";
+
+fn by() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "someone".to_owned())
+}
+
+/// The answer as JSON: `--json`, or a prompt on a terminal showing `question`.
+fn value(
+    json: Option<String>,
+    question: &str,
+    schema: &serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    let text = match json {
+        Some(text) => text,
+        None if std::io::stdin().is_terminal() => {
+            let mut out = std::io::stderr();
+            let _ = writeln!(out, "{question}\n(answer as JSON fitting {schema})");
+            let _ = write!(out, "> ");
+            let _ = out.flush();
+            let mut line = String::new();
+            std::io::stdin()
+                .lock()
+                .read_line(&mut line)
+                .map_err(|e| format!("cannot read the answer: {e}"))?;
+            line
+        }
+        None => return Err("give the answer with --json '...' (stdin is not a terminal)".into()),
+    };
+    serde_json::from_str(text.trim()).map_err(|e| {
+        format!("the answer is not JSON ({e}); a string is written with quotes: --json '\"yes\"'")
+    })
+}
+
+pub(super) async fn answer(at: AnswerArgs, json: Option<String>) -> u8 {
+    match super::remote::server_for(&at.file, at.state.clone()).await {
+        Some(client) => remote(client, at, json).await,
+        None => direct(at, json),
+    }
+}
+
+/// Through the control directory beside the state file.
+fn direct(at: AnswerArgs, json: Option<String>) -> u8 {
+    let mailbox = Mailbox::of_state(&crate::run::state_path(&at.file, at.state));
+    let waiting: Option<Pending> = match mailbox.pending() {
+        Ok(p) => p
+            .into_iter()
+            .find(|p| p.run == at.run && (p.seq.to_string() == at.step || p.name == at.step)),
+        Err(e) => {
+            tell!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let Some(question) = waiting.as_ref().and_then(|p| p.question.clone()) else {
+        tell!(
+            "run {} has no question waiting at step `{}`\n{HINT}",
+            at.run,
+            at.step
+        );
+        return EXIT_CONFIG;
+    };
+    let value = match value(json, &question.question, &question.schema) {
+        Ok(v) => v,
+        Err(e) => {
+            tell!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let reply = Reply {
+        answer: Answer::Approve,
+        by: by(),
+        at_ms: now_ms(),
+        comment: None,
+        value: Some(value),
+    };
+    match mailbox.answer(at.run, &at.step, &reply) {
+        Ok(p) => {
+            say!("answered run {} step {} ({})", p.run, p.seq, p.name);
+            0
+        }
+        Err(e) => {
+            tell!("{e}\n{HINT}");
+            EXIT_CONFIG
+        }
+    }
+}
+
+/// Through the server that owns the state file.
+async fn remote(client: Client, at: AnswerArgs, json: Option<String>) -> u8 {
+    let pending: Vec<ApprovalView> = match client.get("/api/v1/approvals?state=pending").await {
+        Ok(p) => p,
+        Err(e) => {
+            tell!("treadle: {e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let waiting = pending
+        .into_iter()
+        .find(|a| a.run == at.run && (a.seq.to_string() == at.step || a.step == at.step));
+    let Some((seq, question)) = waiting.and_then(|a| Some((a.seq, a.question?))) else {
+        tell!(
+            "run {} has no question waiting at step `{}`\n{HINT}",
+            at.run,
+            at.step
+        );
+        return EXIT_CONFIG;
+    };
+    let value = match value(json, &question.question, &question.schema) {
+        Ok(v) => v,
+        Err(e) => {
+            tell!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let body = serde_json::json!({ "decision": "answer", "value": value, "by": by() });
+    let path = format!("/api/v1/runs/{}/approvals/{seq}", at.run);
+    let answered: Result<ApprovalView, _> = client.post(&path, &body).await;
+    match answered {
+        Ok(a) => {
+            say!("answered run {} step {} ({})", a.run, a.seq, a.step);
+            0
+        }
+        Err(e) => {
+            tell!("{e}\n{HINT}");
+            EXIT_CONFIG
+        }
+    }
+}
