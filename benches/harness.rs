@@ -3,7 +3,10 @@
 //! * `turn_overhead`: one 200-step tool turn against the scripted server, three ways in one
 //!   run: a raw async-openai loop with no harness (the floor), treadle with a journal that
 //!   does not fsync, and treadle with the durable journal. Also one measured fsync.
-//! * `concurrent_sessions`: 100 sessions × 20 steps at once: wall time and peak memory.
+//! * `turn_growth`: the same three ways at 100 and at 1,000 steps: whether treadle's own
+//!   cost per step (treadle minus the raw loop) grows with the conversation.
+//! * `concurrent_sessions`: 100 sessions × 20 steps at once, and 100 raw loops at once, in
+//!   one run: wall time, and peak memory of treadle's part.
 //! * `fanout`: TokenDelta events published to 10 subscribers, each receiving all.
 //! * `batch_parallel`: one batch of 8 tool calls that each sleep 50 ms, from the first
 //!   `ToolCallStarted` to the last `ToolCallCompleted` as a subscriber sees them (target:
@@ -50,16 +53,22 @@ async fn server(steps: usize) -> ScriptedServer {
         .expect("scripted server")
 }
 
-/// The floor: the same loop written directly on async-openai, no events, no journal.
-async fn raw_loop(endpoint: &str) -> usize {
-    use async_openai::Client;
+type RawClient = async_openai::Client<async_openai::config::OpenAIConfig>;
+
+/// The raw loop's client; one per process part, shared by concurrent loops as a program
+/// would.
+fn raw_client(endpoint: &str) -> RawClient {
     use async_openai::config::OpenAIConfig;
     treadle_session::tls::install_crypto_provider();
-    let client = Client::with_config(
+    async_openai::Client::with_config(
         OpenAIConfig::new()
             .with_api_base(endpoint)
             .with_api_key("none"),
-    );
+    )
+}
+
+/// The floor: the same loop written directly on async-openai, no events, no journal.
+async fn raw_loop(client: &RawClient) -> usize {
     let tools = json!([{ "type": "function", "function": { "name": "echo", "description": "Returns its argument.",
         "parameters": { "type": "object", "properties": { "i": {} }, "required": ["i"] } } }]);
     let mut messages = vec![json!({ "role": "user", "content": "go" })];
@@ -119,12 +128,13 @@ async fn raw_loop(endpoint: &str) -> usize {
     }
 }
 
-async fn treadle_turn(endpoint: &str, journal: Journal) -> u32 {
+async fn treadle_turn(endpoint: &str, journal: Journal, steps: usize) -> u32 {
     let session = Session::builder()
         .endpoint(endpoint)
         .model("scripted")
         .journal(journal)
-        .max_steps(turn_steps() as u32 + 2)
+        .max_steps(steps as u32 + 2)
+        .max_tool_calls_per_turn(steps as u32 + 2)
         .tool(echo())
         .start()
         .await
@@ -189,20 +199,22 @@ fn redb_commit_us(dir: &std::path::Path) -> f64 {
     samples[samples.len() / 2]
 }
 
-async fn turn_overhead() {
-    let dir = tempfile::tempdir().expect("dir");
-    let server = server(turn_steps()).await;
+/// Best per-step µs of the raw loop, treadle without fsync and treadle durable, over three
+/// rounds of one `steps`-step turn each, against one server.
+async fn three_ways(steps: usize, dir: &std::path::Path) -> [f64; 3] {
+    let server = server(steps).await;
     let url = server.base_url().to_owned();
+    let client = raw_client(&url);
     // Warm up connections and code paths once.
-    raw_loop(&url).await;
+    raw_loop(&client).await;
     let mut best = [f64::MAX; 3];
     for round in 0..3 {
         let t = Instant::now();
-        let steps = raw_loop(&url).await;
-        best[0] = best[0].min(t.elapsed().as_secs_f64() * 1e6 / steps as f64);
+        let done = raw_loop(&client).await;
+        best[0] = best[0].min(t.elapsed().as_secs_f64() * 1e6 / done as f64);
 
         let fast = Journal::open_with(
-            dir.path().join(format!("fast{round}.redb")),
+            dir.join(format!("fast{steps}-{round}.redb")),
             JournalOptions {
                 durable: false,
                 ..JournalOptions::default()
@@ -210,15 +222,21 @@ async fn turn_overhead() {
         )
         .expect("journal");
         let t = Instant::now();
-        let steps = treadle_turn(&url, fast).await;
-        best[1] = best[1].min(t.elapsed().as_secs_f64() * 1e6 / steps as f64);
+        let done = treadle_turn(&url, fast, steps).await;
+        best[1] = best[1].min(t.elapsed().as_secs_f64() * 1e6 / f64::from(done));
 
         let durable =
-            Journal::open(dir.path().join(format!("durable{round}.redb"))).expect("journal");
+            Journal::open(dir.join(format!("durable{steps}-{round}.redb"))).expect("journal");
         let t = Instant::now();
-        let steps = treadle_turn(&url, durable).await;
-        best[2] = best[2].min(t.elapsed().as_secs_f64() * 1e6 / steps as f64);
+        let done = treadle_turn(&url, durable, steps).await;
+        best[2] = best[2].min(t.elapsed().as_secs_f64() * 1e6 / f64::from(done));
     }
+    best
+}
+
+async fn turn_overhead() {
+    let dir = tempfile::tempdir().expect("dir");
+    let best = three_ways(turn_steps(), dir.path()).await;
     let fsync = one_fsync_us(dir.path());
     let redb_commit = redb_commit_us(dir.path());
     let wal_append = one_wal_append_us(dir.path());
@@ -229,23 +247,58 @@ async fn turn_overhead() {
             "floor_per_step_us": best[0], "treadle_nofsync_per_step_us": best[1], "treadle_durable_per_step_us": best[2],
             "nofsync_over_floor": best[1] / best[0],
             "one_fsync_us": fsync,
-        "one_redb_durable_commit_us": redb_commit,
+            "one_redb_durable_commit_us": redb_commit,
             "one_wal_append_us": wal_append,
             "durable_extra_per_step_in_fsyncs": (best[2] - best[1]) / fsync,
+            // Target (issue 14): at most 1.5.
+            "durable_over_floor_in_fsyncs": (best[2] - best[0]) / fsync,
+            "loadavg": loadavg(),
         })
     );
 }
 
+/// Whether treadle's own work per step grows with the conversation: the same measurement at
+/// 100 and at 1,000 steps in one turn, treadle's cost taken as treadle minus the raw loop
+/// in the same run. The raw loop (and the server) re-send and re-parse the whole history
+/// every step, so both grow; only the difference is treadle's.
+async fn turn_growth() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (short, long) = (size(100), size(1000));
+    let a = three_ways(short, dir.path()).await;
+    let b = three_ways(long, dir.path()).await;
+    let own = |w: [f64; 3], i: usize| w[i] - w[0];
+    println!(
+        "{}",
+        json!({
+            "bench": "turn_growth", "short_steps": short, "long_steps": long,
+            "short": { "floor_per_step_us": a[0], "treadle_nofsync_per_step_us": a[1], "treadle_durable_per_step_us": a[2] },
+            "long": { "floor_per_step_us": b[0], "treadle_nofsync_per_step_us": b[1], "treadle_durable_per_step_us": b[2] },
+            "own_nofsync_us": [own(a, 1), own(b, 1)],
+            "own_durable_us": [own(a, 2), own(b, 2)],
+            // Target (issue 14): at most 1.2.
+            "own_long_over_short_nofsync": own(b, 1) / own(a, 1),
+            "own_long_over_short_durable": own(b, 2) / own(a, 2),
+            "loadavg": loadavg(),
+        })
+    );
+}
+
+/// 100 sessions × 20 steps at once, sharing one durable journal, against the same number of
+/// raw loops at once, in one run: wall time per step of each, and the process's peak memory
+/// during treadle's part (measured first, from a reset high-water mark; the in-process
+/// scripted server is included).
 async fn concurrent_sessions() {
     let (sessions, steps) = (size(100), size(20));
     let dir = tempfile::tempdir().expect("dir");
     let server = server(steps).await;
+    let url = server.base_url().to_owned();
+    let base_rss = reset_peak_rss();
     let journal = Journal::open(dir.path().join("many.redb")).expect("journal");
     let mut all = Vec::new();
     for _ in 0..sessions {
         all.push(
             Session::builder()
-                .endpoint(server.base_url())
+                .endpoint(&url)
                 .model("scripted")
                 .journal(journal.clone())
                 .max_steps(steps as u32 + 2)
@@ -258,6 +311,7 @@ async fn concurrent_sessions() {
     let t = Instant::now();
     let reports = futures::future::join_all(all.iter().map(|s| s.run("go"))).await;
     let wall = t.elapsed();
+    let idle_rss = rss_mb();
     for report in reports {
         let report = report.expect("run");
         assert!(
@@ -265,14 +319,38 @@ async fn concurrent_sessions() {
             "{report:?}"
         );
     }
+    let peak = peak_rss_mb();
     let stats = journal.stats();
+    for session in &all {
+        session.shutdown().await;
+    }
+    drop(all);
+    drop(journal);
+
+    let t = Instant::now();
+    let client = raw_client(&url);
+    let raw = futures::future::join_all((0..sessions).map(|_| raw_loop(&client))).await;
+    let raw_wall = t.elapsed();
+    assert!(
+        raw.iter().all(|&n| n == steps + 1),
+        "every raw loop ran {steps} tool steps"
+    );
+    let per_step =
+        |wall: std::time::Duration| wall.as_secs_f64() * 1e6 / (sessions * (steps + 1)) as f64;
     println!(
         "{}",
         json!({
             "bench": "concurrent_sessions", "sessions": sessions, "steps": steps,
-            "wall_s": wall.as_secs_f64(), "per_step_us": wall.as_secs_f64() * 1e6 / (sessions * (steps + 1)) as f64,
+            "wall_s": wall.as_secs_f64(), "per_step_us": per_step(wall),
+            "raw_wall_s": raw_wall.as_secs_f64(), "raw_per_step_us": per_step(raw_wall),
+            // Target (issue 14): at most 1.5.
+            "over_raw": wall.as_secs_f64() / raw_wall.as_secs_f64(),
             "journal_batches": stats.batches, "journal_events": stats.events,
-            "peak_rss_mb": peak_rss_mb(),
+            "rss_before_mb": base_rss,
+            // Target (issue 14): under 25 MB.
+            "peak_rss_mb": peak,
+            "rss_after_turns_mb": idle_rss,
+            "loadavg": loadavg(),
         })
     );
 }
@@ -540,17 +618,45 @@ async fn batch_parallel() {
     }
 }
 
-fn peak_rss_mb() -> f64 {
+/// A line of /proc/self/status in MB (0 where Linux's /proc is not there).
+fn status_mb(key: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)
+}
+
+/// The process's peak resident set size since start or the last [`reset_peak_rss`].
+fn peak_rss_mb() -> f64 {
+    status_mb("VmHWM:")
+}
+
+/// The process's resident set size now.
+fn rss_mb() -> f64 {
+    status_mb("VmRSS:")
+}
+
+/// Resets the peak to the current resident size (Linux: `5` to /proc/self/clear_refs) and
+/// returns that size.
+fn reset_peak_rss() -> f64 {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    rss_mb()
+}
+
+/// The load average over 1, 5 and 15 minutes, to judge a figure by.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether this is a real benchmark run. `cargo bench` passes `--bench`; `cargo test`
@@ -577,6 +683,9 @@ fn main() {
     runtime.block_on(async {
         if wanted("turn_overhead") {
             turn_overhead().await;
+        }
+        if wanted("turn_growth") {
+            turn_growth().await;
         }
         if wanted("concurrent_sessions") {
             concurrent_sessions().await;

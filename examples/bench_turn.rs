@@ -59,6 +59,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .model(&args.model)
             .journal(journal.clone())
             .max_steps(args.steps + 2)
+            // Long runs (`--steps 1000`) must not meet the default per-turn call limit.
+            .max_tool_calls_per_turn(args.steps + 2)
             .tool(FnTool::new(
                 "echo",
                 "Returns its argument.",

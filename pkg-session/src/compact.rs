@@ -20,7 +20,7 @@ use treadle_hook::{HookCall, Outcome, Payload};
 
 use crate::context::LoopContext;
 use crate::error::CommitError;
-use crate::inference::InferenceRequest;
+use crate::inference::{InferenceRequest, PreparedRequest};
 use crate::protocol::{Compacted, LoopMsg, TurnCoords};
 
 /// Where a turn compacts: its loop, its actor and coordinates, and the step about to run.
@@ -37,9 +37,10 @@ pub(crate) struct CompactScope<'a> {
 /// the replacement, and applies it to `messages` too. The summary's tokens are charged to
 /// the step about to run. Any failure (the model, the journal, an interrupt) leaves the
 /// history as it was: compaction is an optimisation, never a reason for a turn to fail.
-pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, messages: &mut Vec<Message>) {
+pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, request: &mut PreparedRequest) {
     let ctx = scope.ctx;
     let budget = ctx.compaction.budget;
+    let messages = request.messages();
     let tokens = estimate(messages);
     if budget == 0 || tokens <= budget {
         return;
@@ -63,7 +64,13 @@ pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, messages: &mut Vec<
         // Observed, not guarded: the runner ignores a deny here.
         ctx.hooks.begin(call).await.ok()
     };
-    let result = summarise_and_commit(scope, messages, at, tokens).await;
+    let result = match summarise_and_commit(scope, messages, at, tokens).await {
+        Ok((compacted, summary)) => {
+            request.replace_messages(compacted);
+            Ok(summary)
+        }
+        Err(error) => Err(error),
+    };
     if let Some(active) = hook {
         let outcome = match &result {
             Ok(_) => Outcome::Completed,
@@ -75,14 +82,16 @@ pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, messages: &mut Vec<
     }
 }
 
+/// Summarises `messages[..at]` and has the actor journal and apply the replacement; returns
+/// the compacted history and what the hook is told.
 async fn summarise_and_commit(
     scope: &CompactScope<'_>,
-    messages: &mut Vec<Message>,
+    messages: &[Message],
     at: usize,
     tokens_before: u64,
-) -> Result<serde_json::Value, String> {
+) -> Result<(Vec<Message>, serde_json::Value), String> {
     let ctx = scope.ctx;
-    let request = summary_request(&messages[..at]);
+    let request = PreparedRequest::new(summary_request(&messages[..at]));
     let completion = tokio::select! {
         biased;
         _ = scope.cancel.cancelled() => return Err("interrupted".to_owned()),
@@ -97,7 +106,7 @@ async fn summarise_and_commit(
     }
     *ctx.delegated.lock().unwrap_or_else(PoisonError::into_inner) += completion.usage;
     let summary = summary_message(&text);
-    let mut compacted = messages.clone();
+    let mut compacted = messages.to_vec();
     apply(&mut compacted, at, summary.clone());
     let tokens_after = estimate(&compacted);
     let request = Compacted {
@@ -123,12 +132,12 @@ async fn summarise_and_commit(
         Ok(CallResult::Success(Err(error))) => return Err(error.to_string()),
         _ => return Err(CommitError::ActorGone.to_string()),
     }
-    *messages = compacted;
-    Ok(serde_json::json!({
+    let report = serde_json::json!({
         "replaced": at,
         "tokens_before": tokens_before,
         "tokens_after": tokens_after,
-    }))
+    });
+    Ok((compacted, report))
 }
 
 /// The share of the budget kept verbatim, newest messages first.

@@ -22,7 +22,7 @@ use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
 use crate::batch::{self, BatchOutcome, Call};
 use crate::context::LoopContext;
 use crate::error::CommitError;
-use crate::inference::{InferenceRequest, ToolChoice};
+use crate::inference::{Completion, InferenceRequest, PreparedRequest, ToolChoice};
 use crate::protocol::{LoopMsg, StepCommit, TurnCoords, TurnOptions};
 use crate::repeats::{Interaction, RepeatWatch, Repeats};
 use crate::resume::{Prior, Resume};
@@ -52,7 +52,8 @@ struct Turn {
     actor: ActorRef<LoopMsg>,
     coords: TurnCoords,
     cancel: CancellationToken,
-    request: InferenceRequest,
+    /// The request of the next step: the history so far, each message encoded once.
+    request: PreparedRequest,
     /// The typed-output reporting tool of this turn, if it has one.
     report_tool: Option<String>,
     usage: Usage,
@@ -106,13 +107,13 @@ pub(crate) async fn run(start: TurnStart) {
         tools.push(spec);
         name
     });
-    let request = InferenceRequest {
+    let request = PreparedRequest::new(InferenceRequest {
         system: ctx.system.clone(),
         messages: history,
         tools,
         tool_choice,
         response_format: options.response_format,
-    };
+    });
     let mut turn = Turn {
         ctx,
         actor,
@@ -253,106 +254,38 @@ impl Turn {
     }
 
     async fn step(&mut self, step: StepId, index: u32) -> StepEnd {
-        let ctx = self.ctx.clone();
-        let scope = crate::compact::CompactScope {
-            ctx: &ctx,
-            actor: &self.actor,
-            coords: self.coords,
-            step,
-            cancel: &self.cancel,
+        let completion = match self.infer(step).await {
+            Ok(completion) => completion,
+            Err(end) => return StepEnd::Discarded(end),
         };
-        crate::compact::compact_if_due(&scope, &mut self.request.messages).await;
-        let inference_hook = match self
-            .begin(Operation::Inference, Some(step), || Payload::Inference {
-                model: ctx.client.model().to_owned(),
-                request: ctx.client.body(&self.request),
-            })
-            .await
-        {
-            Ok(active) => active,
-            Err(denied) => {
-                return StepEnd::Discarded(End::Failed(FailureCause::Denied, denied.to_string()));
-            }
-        };
-
-        let header = ctx.turn_header(self.coords, Some(step));
-        let on_delta = |kind, index, text: &str| {
-            ctx.emit(
-                header.clone(),
-                EventKind::TokenDelta {
-                    kind,
-                    index,
-                    text: text.to_owned(),
-                },
-            );
-        };
-        let result = tokio::select! {
-            biased;
-            _ = self.cancel.cancelled() => None,
-            result = ctx.client.complete(&self.request, on_delta) => Some(result),
-        };
-        let completion = match result {
-            None => {
-                finish(inference_hook, Outcome::Canceled, None).await;
-                return StepEnd::Discarded(End::Interrupted("interrupted".into()));
-            }
-            Some(Err(error)) => {
-                let error = error.to_string();
-                let outcome = Outcome::Failed {
-                    error: error.clone(),
-                };
-                finish(inference_hook, outcome, None).await;
-                return StepEnd::Discarded(End::Failed(FailureCause::Model, error));
-            }
-            Some(Ok(completion)) => completion,
-        };
-        // The one point where a message from the model is materialised: nothing it says
-        // (text, reasoning, tool arguments) is staged, journaled, published or passed to a
-        // tool before its secrets are scrubbed.
-        let mut completion = completion;
-        ctx.secrets.scrub_message(&mut completion.message);
-        // Small models often write almost-JSON arguments; what they meant is recovered here,
-        // once, so the batch, the journal and the next request all see valid JSON.
-        if self.calls_may_be_text() {
-            let prefix = format!("call_{step}");
-            crate::text_calls::recover_text_calls(&mut completion.message, &prefix);
-        }
-        crate::repair::repair_tool_uses(&mut completion.message);
-        if inference_hook.is_some() {
-            let output = serde_json::to_value(&completion.message).ok();
-            finish(inference_hook, Outcome::Completed, output).await;
-        }
-
-        let mut assistant = completion.message;
-        if let Some(report) = self.reported(&mut assistant) {
+        let Completion {
+            message: mut assistant,
+            usage,
+            model,
+            ..
+        } = completion;
+        if let Some((call_id, answer)) = self.reported(&mut assistant) {
             let results = Message {
                 role: Role::Tool,
                 content: vec![Block::ToolResult {
-                    call_id: report.0,
+                    call_id,
                     content: "Answer received.".into(),
                     is_error: false,
                 }],
             };
             let messages = vec![assistant, results];
             return self
-                .commit_and_count(
-                    step,
-                    index,
-                    messages,
-                    completion.usage,
-                    completion.model,
-                    Some(report.1),
-                )
+                .commit_and_count(step, index, messages, usage, model, Some(answer))
                 .await;
         }
         let calls = assistant.tool_uses().count();
         if self.closing && calls > 0 {
             return self
-                .closing_step(step, index, assistant, completion.usage, completion.model)
+                .closing_step(step, index, assistant, usage, model)
                 .await;
         }
         if calls > 0 {
-            let limit = ctx.batch.max_calls_per_turn;
+            let limit = self.ctx.batch.max_calls_per_turn;
             let wanted = u32::try_from(calls).unwrap_or(u32::MAX);
             if self.tool_calls.saturating_add(wanted) > limit {
                 // Tool uses without results cannot be committed, so the step is discarded.
@@ -370,10 +303,80 @@ impl Turn {
             step,
             index,
             message: assistant,
-            usage: completion.usage,
-            model: completion.model,
+            usage,
+            model,
         };
         self.tool_step(staged, Prior::default()).await
+    }
+
+    /// The step's model call, between its inference hooks: compacts the history if due,
+    /// streams the answer (publishing its deltas), and materialises the assistant message.
+    /// `Err` is how the turn ends when the call fails, is denied or is interrupted.
+    async fn infer(&mut self, step: StepId) -> Result<Completion, End> {
+        let ctx = self.ctx.clone();
+        let scope = crate::compact::CompactScope {
+            ctx: &ctx,
+            actor: &self.actor,
+            coords: self.coords,
+            step,
+            cancel: &self.cancel,
+        };
+        crate::compact::compact_if_due(&scope, &mut self.request).await;
+        let inference_hook = self
+            .begin(Operation::Inference, Some(step), || Payload::Inference {
+                model: ctx.client.model().to_owned(),
+                request: ctx.client.body(&self.request),
+            })
+            .await
+            .map_err(|denied| End::Failed(FailureCause::Denied, denied.to_string()))?;
+
+        let header = ctx.turn_header(self.coords, Some(step));
+        let on_delta = |kind, index, text: &str| {
+            ctx.emit(
+                header.clone(),
+                EventKind::TokenDelta {
+                    kind,
+                    index,
+                    text: text.to_owned(),
+                },
+            );
+        };
+        let result = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => None,
+            result = ctx.client.complete(&self.request, on_delta) => Some(result),
+        };
+        let mut completion = match result {
+            None => {
+                finish(inference_hook, Outcome::Canceled, None).await;
+                return Err(End::Interrupted("interrupted".into()));
+            }
+            Some(Err(error)) => {
+                let error = error.to_string();
+                let outcome = Outcome::Failed {
+                    error: error.clone(),
+                };
+                finish(inference_hook, outcome, None).await;
+                return Err(End::Failed(FailureCause::Model, error));
+            }
+            Some(Ok(completion)) => completion,
+        };
+        // The one point where a message from the model is materialised: nothing it says
+        // (text, reasoning, tool arguments) is staged, journaled, published or passed to a
+        // tool before its secrets are scrubbed.
+        ctx.secrets.scrub_message(&mut completion.message);
+        // Small models often write almost-JSON arguments; what they meant is recovered here,
+        // once, so the batch, the journal and the next request all see valid JSON.
+        if self.calls_may_be_text() {
+            let prefix = format!("call_{step}");
+            crate::text_calls::recover_text_calls(&mut completion.message, &prefix);
+        }
+        crate::repair::repair_tool_uses(&mut completion.message);
+        if inference_hook.is_some() {
+            let output = serde_json::to_value(&completion.message).ok();
+            finish(inference_hook, Outcome::Completed, output).await;
+        }
+        Ok(completion)
     }
 
     /// Runs the batch of a staged assistant message (if it has tool uses) and commits the
@@ -515,7 +518,7 @@ impl Turn {
         if let Err(error) = self.commit(commit).await {
             return StepEnd::Discarded(End::Failed(FailureCause::Journal, error.to_string()));
         }
-        self.request.messages.extend(messages);
+        self.request.extend(messages);
         self.usage += usage;
         self.steps += 1;
         StepEnd::Committed(final_text)
@@ -524,9 +527,8 @@ impl Turn {
     /// Whether a text answer made only of tool calls is taken as those calls: when tools
     /// are offered and the answer is not asked for in a shape of its own.
     fn calls_may_be_text(&self) -> bool {
-        !self.request.tools.is_empty()
-            && self.request.response_format.is_none()
-            && self.report_tool.is_none()
+        let request = self.request.request();
+        !request.tools.is_empty() && request.response_format.is_none() && self.report_tool.is_none()
     }
 
     /// If the model called this turn's reporting tool, keeps only that call in the message

@@ -60,11 +60,23 @@ fn sse_event(item: Result<Live, crate::run::StateError>) -> Event {
             .data(&*e.json),
         Ok(Live::Token { step, text }) => Event::default()
             .event("token")
-            .data(serde_json::json!({ "seq": step, "text": &*text }).to_string()),
+            .data(token_data(step, &text)),
         Err(e) => Event::default()
             .event("error")
             .data(serde_json::json!({ "error": e.to_string() }).to_string()),
     }
+}
+
+/// A token event's data, `{"seq":N,"text":"..."}`: written straight from the fields, since
+/// token deltas are the stream's bulk (no `Value` map per delta).
+fn token_data(seq: u32, text: &str) -> String {
+    #[derive(serde::Serialize)]
+    struct Token<'a> {
+        seq: u32,
+        text: &'a str,
+    }
+    // Serializing a number and a string into memory cannot fail.
+    serde_json::to_string(&Token { seq, text }).unwrap_or_default()
 }
 
 async fn events(

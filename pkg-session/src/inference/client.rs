@@ -15,12 +15,12 @@ use super::chunk::{Chunk, is_json};
 use super::config::{ApiKey, ModelConfig};
 use super::error::{BODY_LIMIT, ClientError, InferenceError, redact, truncate};
 use super::limits::{GUARD, SizeGuard};
-use super::request::{InferenceRequest, build_body};
+use super::request::{Body, PreparedRequest};
 use super::retry::{HttpFailure, RetryService};
 use super::stitch::{Completion, Stitcher};
 
 /// A client of one model at one OpenAI-compatible endpoint. Cheap to clone (one `Arc`);
-/// clones share the HTTP connection pool. Crate-private: sessions are the way in; its
+/// every client of the process shares one HTTP connection pool (see `http.rs`). Crate-private: sessions are the way in; its
 /// tests (`client_tests.rs`) run it against the scripted server.
 #[derive(Clone)]
 pub struct ModelClient {
@@ -62,11 +62,8 @@ impl ModelClient {
                 endpoint: redact(endpoint, Some(key)),
             });
         }
-        crate::tls::install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .map_err(|e| ClientError::Http {
+        let http =
+            super::http::shared_client(config.connect_timeout).map_err(|e| ClientError::Http {
                 endpoint: redact(endpoint.clone(), key),
                 detail: redact(e.to_string(), key),
             })?;
@@ -78,12 +75,14 @@ impl ModelClient {
             .with_org_id("")
             .with_project_id("");
         let service = RetryService::new(
-            http,
+            http.clone(),
             config.retry,
             key.is_none(),
             Arc::from(endpoint.as_str()),
         );
-        let client = Client::with_config(openai).with_http_service(service);
+        // `build` with the shared client: `with_config` would build a client (and a TLS
+        // configuration) of its own for every session.
+        let client = Client::build(http, openai).with_http_service(service);
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
@@ -107,9 +106,11 @@ impl ModelClient {
         &self.inner.model
     }
 
-    /// The exact JSON body [`ModelClient::complete`] sends for `request`.
-    pub fn body(&self, request: &InferenceRequest) -> Value {
-        build_body(&self.inner.model, self.inner.temperature, request)
+    /// The exact JSON body [`ModelClient::complete`] sends for `request`, as a tree (for
+    /// hooks, which see it as JSON; the request itself is sent without building one).
+    pub fn body(&self, request: &PreparedRequest) -> Value {
+        let body = request.body(&self.inner.model, self.inner.temperature);
+        serde_json::to_value(&body).unwrap_or(Value::Null)
     }
 
     /// Streams one completion of `request`.
@@ -123,31 +124,17 @@ impl ModelClient {
     /// future closes the connection.
     pub async fn complete<F>(
         &self,
-        request: &InferenceRequest,
+        request: &PreparedRequest,
         on_delta: F,
     ) -> Result<Completion, InferenceError>
     where
         F: FnMut(DeltaKind, Option<u32>, &str) + Send,
     {
-        let body = self.body(request);
-        self.complete_body(&body, on_delta).await
-    }
-
-    /// Like [`ModelClient::complete`], but sends `body` as given: for callers that let
-    /// hooks see or change the body from [`ModelClient::body`] before it is sent. The body
-    /// must ask for streaming (`"stream": true`).
-    pub async fn complete_body<F>(
-        &self,
-        body: &Value,
-        on_delta: F,
-    ) -> Result<Completion, InferenceError>
-    where
-        F: FnMut(DeltaKind, Option<u32>, &str) + Send,
-    {
+        let body = request.body(&self.inner.model, self.inner.temperature);
         let span = crate::trace::chat(&self.inner.model);
         let guard = SizeGuard::new(self.inner.max_response_bytes);
         let result = GUARD
-            .scope(guard.clone(), self.stream_body(body, on_delta))
+            .scope(guard.clone(), self.stream_body(&body, on_delta))
             .instrument(span.clone())
             .await;
         let result = match result {
@@ -174,7 +161,7 @@ impl ModelClient {
     /// Opens the stream and stitches its chunks, each wait bounded by the idle timeout.
     async fn stream_body<F>(
         &self,
-        body: &Value,
+        body: &Body<'_>,
         mut on_delta: F,
     ) -> Result<Completion, InferenceError>
     where
@@ -187,7 +174,7 @@ impl ModelClient {
             waiting,
         };
         let chat = self.inner.client.chat();
-        let open = chat.create_stream_byot::<&Value, Chunk>(body);
+        let open = chat.create_stream_byot::<&Body<'_>, Chunk>(body);
         let mut stream = tokio::time::timeout(idle, open)
             .await
             .map_err(|_| silent("waiting for the response head"))?

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    ApiKey, Completion, InferenceError, InferenceRequest, ModelClient, ModelConfig, RetryPolicy,
-    ToolChoice, ToolSpec,
+    ApiKey, Completion, InferenceError, InferenceRequest, ModelClient, ModelConfig,
+    PreparedRequest, RetryPolicy, ToolChoice, ToolSpec,
 };
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -47,8 +47,9 @@ async fn run(
     request: &InferenceRequest,
 ) -> (Result<Completion, InferenceError>, Deltas) {
     let mut deltas = Vec::new();
+    let request = PreparedRequest::new(request.clone());
     let result = client
-        .complete(request, |kind, index, piece| {
+        .complete(&request, |kind, index, piece| {
             deltas.push((kind, index, piece.to_owned()))
         })
         .await;
@@ -107,7 +108,7 @@ async fn completion_runs_on_a_spawned_task() {
     let client = client(server.base_url());
     // The turn task spawns inference; the future must be `Send`.
     let task = tokio::spawn(async move {
-        let request = ask("hi");
+        let request = PreparedRequest::new(ask("hi"));
         client.complete(&request, |_, _, _| {}).await
     });
     let completion = ok(task.await.unwrap_or_else(|e| panic!("{e}")));
@@ -377,7 +378,7 @@ async fn request_body_and_bearer_key_are_sent() {
     let recorded = server.requests();
     assert_eq!(recorded.len(), 1);
     let body = &recorded[0].body;
-    assert_eq!(body, &client.body(&request));
+    assert_eq!(body, &client.body(&PreparedRequest::new(request.clone())));
     assert_eq!(body["stream"], json!(true));
     assert_eq!(body["stream_options"]["include_usage"], json!(true));
     assert_eq!(body["model"], json!("my-model"));

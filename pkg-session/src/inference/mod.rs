@@ -8,13 +8,15 @@
 //! # Layout
 //!
 //! * `config.rs`: [`ModelConfig`], [`ApiKey`] (never formatted), [`RetryPolicy`].
-//! * `request.rs`: [`InferenceRequest`], [`ToolSpec`], [`ToolChoice`] and the JSON body.
+//! * `request.rs`: [`InferenceRequest`], [`ToolSpec`], [`ToolChoice`], and the JSON body,
+//!   encoded once per message and spliced per call (`PreparedRequest`).
 //! * `client.rs`: `ModelClient`: async-openai's `create_stream_byot` into our chunks,
 //!   error mapping.
 //! * `chunk.rs`: tolerant chunk types (`finish_reason: ""`, missing or `null` usage and
 //!   choices, unknown fields, `reasoning_content`, cached tokens).
 //! * `stitch.rs`: chunks → [`Completion`]; tool-call pieces stitched by index.
 //! * `client_tests.rs`: the client against the scripted server (real loopback HTTP).
+//! * `http.rs`: the process's shared HTTP clients (one connection pool, one TLS setup).
 //! * `limits.rs`: the response size limit, counted on the body as it arrives.
 //! * `retry.rs`: the tower service under async-openai: the one retry policy, and errors
 //!   that keep the HTTP status and body.
@@ -36,6 +38,7 @@ mod chunk;
 mod client;
 mod config;
 mod error;
+mod http;
 mod limits;
 mod request;
 mod retry;
@@ -52,5 +55,6 @@ pub use config::{
     StructuredOutput,
 };
 pub use error::{ClientError, InferenceError, MissingApiKey};
+pub(crate) use request::PreparedRequest;
 pub use request::{InferenceRequest, ToolChoice, ToolSpec};
 pub use stitch::Completion;

@@ -1,6 +1,12 @@
 //! What one model call asks for, and the chat-completions JSON body built from it.
+//!
+//! The body is serialized straight from borrowed wire structs, with no `serde_json::Value`
+//! tree in between; a turn's [`PreparedRequest`] keeps each message's encoding, so only
+//! what a step adds is encoded on that step.
 
-use serde_json::{Map, Value};
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 use treadle_event::{Block, Message, Role};
 
 /// A tool the model may call, described by a JSON schema of its arguments.
@@ -43,34 +49,117 @@ pub struct InferenceRequest {
     pub response_format: Option<Value>,
 }
 
-/// Builds the streaming chat-completions body for `request`.
-pub(crate) fn build_body(
-    model: &str,
-    temperature: Option<f32>,
-    request: &InferenceRequest,
-) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), Value::String(model.to_owned()));
-    body.insert("messages".into(), Value::Array(messages(request)));
-    body.insert("stream".into(), Value::Bool(true));
-    body.insert(
-        "stream_options".into(),
-        object([("include_usage", Value::Bool(true))]),
-    );
-    if !request.tools.is_empty() {
-        let tools = request.tools.iter().map(tool).collect();
-        body.insert("tools".into(), Value::Array(tools));
-        if let Some(choice) = &request.tool_choice {
-            body.insert("tool_choice".into(), tool_choice(choice));
+/// A request with its wire form kept beside it: each message is encoded once, when it joins
+/// the conversation, and every body is the kept bytes spliced between the fixed parts. The
+/// conversation only grows (or is replaced whole, by compaction), so a step's encoding
+/// costs what the step adds, not the whole history. A turn holds one for its life.
+pub(crate) struct PreparedRequest {
+    request: InferenceRequest,
+    /// The system prompt and every message of `request.messages`, as wire messages.
+    messages: Vec<Box<RawValue>>,
+    tools: Option<Box<RawValue>>,
+    tool_choice: Option<Box<RawValue>>,
+    response_format: Option<Box<RawValue>>,
+}
+
+impl From<InferenceRequest> for PreparedRequest {
+    fn from(request: InferenceRequest) -> Self {
+        Self::new(request)
+    }
+}
+
+impl PreparedRequest {
+    pub(crate) fn new(request: InferenceRequest) -> Self {
+        let mut messages = Vec::with_capacity(request.messages.len() + 1);
+        encode_history(request.system.as_deref(), &request.messages, &mut messages);
+        // Servers reject a tool choice with no tools, so neither is sent without tools.
+        let (tools, tool_choice) = if request.tools.is_empty() {
+            (None, None)
+        } else {
+            let tools: Vec<WireTool<'_>> = request.tools.iter().map(WireTool::of).collect();
+            let choice = request
+                .tool_choice
+                .as_ref()
+                .map(|c| raw(&WireChoice::of(c)));
+            (Some(raw(&tools)), choice)
+        };
+        let response_format = request.response_format.as_ref().map(raw);
+        Self {
+            request,
+            messages,
+            tools,
+            tool_choice,
+            response_format,
         }
     }
-    if let Some(format) = &request.response_format {
-        body.insert("response_format".into(), format.clone());
+
+    /// The request as it stands.
+    pub(crate) fn request(&self) -> &InferenceRequest {
+        &self.request
     }
-    if let Some(t) = temperature.and_then(temperature_number) {
-        body.insert("temperature".into(), Value::Number(t));
+
+    /// The conversation, oldest first.
+    pub(crate) fn messages(&self) -> &[Message] {
+        &self.request.messages
     }
-    Value::Object(body)
+
+    /// Appends `messages` to the conversation, encoding only them.
+    pub(crate) fn extend(&mut self, messages: impl IntoIterator<Item = Message>) {
+        for message in messages {
+            encode_message(&message, &mut self.messages);
+            self.request.messages.push(message);
+        }
+    }
+
+    /// Replaces the whole conversation (a compaction), encoding it anew.
+    pub(crate) fn replace_messages(&mut self, messages: Vec<Message>) {
+        self.messages.clear();
+        encode_history(
+            self.request.system.as_deref(),
+            &messages,
+            &mut self.messages,
+        );
+        self.request.messages = messages;
+    }
+
+    /// The streaming chat-completions body for `model`, borrowing the encoded parts.
+    pub(crate) fn body<'a>(&'a self, model: &'a str, temperature: Option<f32>) -> Body<'a> {
+        Body {
+            model,
+            messages: &self.messages,
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            tools: self.tools.as_deref(),
+            tool_choice: self.tool_choice.as_deref(),
+            response_format: self.response_format.as_deref(),
+            temperature: temperature.and_then(temperature_number),
+        }
+    }
+}
+
+/// The body of one streaming chat-completions call: fixed fields around wire parts encoded
+/// beforehand, serialized once, straight into the HTTP request's buffer.
+#[derive(Serialize)]
+pub(crate) struct Body<'a> {
+    model: &'a str,
+    messages: &'a [Box<RawValue>],
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<serde_json::Number>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 /// `0.7f32` widened to f64 is `0.699999988079071`; going through the shortest decimal
@@ -80,111 +169,165 @@ fn temperature_number(t: f32) -> Option<serde_json::Number> {
     serde_json::Number::from_f64(wide)
 }
 
-fn messages(request: &InferenceRequest) -> Vec<Value> {
-    let mut out = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(system) = &request.system {
-        out.push(role_text("system", system.clone()));
+/// The system prompt (if any), then each message, as wire messages.
+fn encode_history(system: Option<&str>, messages: &[Message], out: &mut Vec<Box<RawValue>>) {
+    if let Some(system) = system {
+        out.push(raw(&WireText::new("system", system)));
     }
-    for message in &request.messages {
-        match message.role {
-            Role::System => out.push(role_text("system", message.text_content())),
-            Role::User => out.push(role_text("user", message.text_content())),
-            Role::Assistant => out.push(assistant(message)),
-            // One wire message per result: the API pairs each with its call by id.
-            Role::Tool => out.extend(message.content.iter().filter_map(tool_result)),
+    for message in messages {
+        encode_message(message, out);
+    }
+}
+
+/// The wire messages of one message: one, or one per tool result (the API pairs each
+/// result with its call by id).
+fn encode_message(message: &Message, out: &mut Vec<Box<RawValue>>) {
+    match message.role {
+        Role::System => out.push(raw(&WireText::new("system", &message.text_content()))),
+        Role::User => out.push(raw(&WireText::new("user", &message.text_content()))),
+        Role::Assistant => out.push(raw(&WireAssistant::of(message, &message.text_content()))),
+        Role::Tool => out.extend(message.content.iter().filter_map(|block| match block {
+            Block::ToolResult {
+                call_id, content, ..
+            } => Some(raw(&WireResult {
+                role: "tool",
+                tool_call_id: call_id,
+                content,
+            })),
+            _ => None,
+        })),
+    }
+}
+
+/// `value` as JSON. Serializing strings, numbers and `Value`s into memory cannot fail; were
+/// it to, that part is sent as `null`, which the server refuses with an error the step
+/// reports, rather than the process panicking.
+fn raw<T: Serialize + ?Sized>(value: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value)
+        .inspect_err(|error| tracing::error!(%error, "cannot encode part of a model request"))
+        .unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct WireText<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+impl<'a> WireText<'a> {
+    fn new(role: &'static str, content: &'a str) -> Self {
+        Self { role, content }
+    }
+}
+
+#[derive(Serialize)]
+struct WireAssistant<'a> {
+    role: &'static str,
+    /// `null` only beside tool calls; an assistant message with neither text nor calls
+    /// (e.g. reasoning only) sends "" so strict servers accept it.
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<WireCall<'a>>,
+}
+
+impl<'a> WireAssistant<'a> {
+    fn of(message: &'a Message, text: &'a str) -> Self {
+        let tool_calls: Vec<WireCall<'a>> = message
+            .tool_uses()
+            .map(|use_| WireCall {
+                id: use_.id,
+                kind: "function",
+                function: WireFunction {
+                    name: use_.name,
+                    arguments: use_.arguments,
+                },
+            })
+            .collect();
+        let content = (!text.is_empty() || tool_calls.is_empty()).then_some(text);
+        Self {
+            role: "assistant",
+            content,
+            tool_calls,
         }
     }
-    out
 }
 
-fn role_text(role: &str, text: String) -> Value {
-    object([
-        ("role", Value::String(role.to_owned())),
-        ("content", Value::String(text)),
-    ])
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
 }
 
-fn assistant(message: &Message) -> Value {
-    let text = message.text_content();
-    let calls: Vec<Value> = message
-        .tool_uses()
-        .map(
-            |treadle_event::ToolUse {
-                 id,
-                 name,
-                 arguments,
-             }| {
-                object([
-                    ("id", Value::String(id.to_owned())),
-                    ("type", Value::String("function".to_owned())),
-                    (
-                        "function",
-                        object([
-                            ("name", Value::String(name.to_owned())),
-                            ("arguments", Value::String(arguments.to_owned())),
-                        ]),
-                    ),
-                ])
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireResult<'a> {
+    role: &'static str,
+    tool_call_id: &'a str,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> WireTool<'a> {
+    fn of(spec: &'a ToolSpec) -> Self {
+        Self {
+            kind: "function",
+            function: WireToolFunction {
+                name: &spec.name,
+                description: &spec.description,
+                parameters: &spec.parameters,
             },
-        )
-        .collect();
-    let mut out = Map::new();
-    out.insert("role".into(), Value::String("assistant".to_owned()));
-    // `null` content is only valid beside tool calls; an assistant message with neither
-    // text nor calls (e.g. reasoning only) sends "" so strict servers accept it.
-    let content = if text.is_empty() && !calls.is_empty() {
-        Value::Null
-    } else {
-        Value::String(text)
-    };
-    out.insert("content".into(), content);
-    if !calls.is_empty() {
-        out.insert("tool_calls".into(), Value::Array(calls));
-    }
-    Value::Object(out)
-}
-
-fn tool_result(block: &Block) -> Option<Value> {
-    match block {
-        Block::ToolResult {
-            call_id, content, ..
-        } => Some(object([
-            ("role", Value::String("tool".to_owned())),
-            ("tool_call_id", Value::String(call_id.clone())),
-            ("content", Value::String(content.clone())),
-        ])),
-        _ => None,
+        }
     }
 }
 
-fn tool(spec: &ToolSpec) -> Value {
-    object([
-        ("type", Value::String("function".to_owned())),
-        (
-            "function",
-            object([
-                ("name", Value::String(spec.name.clone())),
-                ("description", Value::String(spec.description.clone())),
-                ("parameters", spec.parameters.clone()),
-            ]),
-        ),
-    ])
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireChoice<'a> {
+    Mode(&'static str),
+    Named {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: WireName<'a>,
+    },
 }
 
-fn tool_choice(choice: &ToolChoice) -> Value {
-    match choice {
-        ToolChoice::Auto => Value::String("auto".to_owned()),
-        ToolChoice::Required => Value::String("required".to_owned()),
-        ToolChoice::None => Value::String("none".to_owned()),
-        ToolChoice::Named(name) => object([
-            ("type", Value::String("function".to_owned())),
-            ("function", object([("name", Value::String(name.clone()))])),
-        ]),
+#[derive(Serialize)]
+struct WireName<'a> {
+    name: &'a str,
+}
+
+impl<'a> WireChoice<'a> {
+    fn of(choice: &'a ToolChoice) -> Self {
+        match choice {
+            ToolChoice::Auto => Self::Mode("auto"),
+            ToolChoice::Required => Self::Mode("required"),
+            ToolChoice::None => Self::Mode("none"),
+            ToolChoice::Named(name) => Self::Named {
+                kind: "function",
+                function: WireName { name },
+            },
+        }
     }
-}
-
-fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
 #[cfg(test)]
@@ -241,9 +384,15 @@ mod tests {
         }
     }
 
+    /// The body as JSON, through the same serialization the client sends.
+    fn body_of(request: InferenceRequest, temperature: Option<f32>) -> Value {
+        let prepared = PreparedRequest::new(request);
+        serde_json::to_value(prepared.body("m", temperature)).unwrap_or(Value::Null)
+    }
+
     #[test]
     fn body_shape() {
-        let body = build_body("m", Some(0.7), &sample());
+        let body = body_of(sample(), Some(0.7));
         assert_eq!(
             body,
             json!({
@@ -276,17 +425,46 @@ mod tests {
             tool_choice: Some(ToolChoice::Auto),
             ..Default::default()
         };
-        let body = build_body("m", Some(f32::NAN), &request);
-        let keys: Vec<&str> = body
+        let body = body_of(request, Some(f32::NAN));
+        let mut keys: Vec<&str> = body
             .as_object()
             .map_or(Vec::new(), |o| o.keys().map(String::as_str).collect());
+        keys.sort_unstable();
         assert_eq!(keys, ["messages", "model", "stream", "stream_options"]);
     }
 
     #[test]
     fn choices_encode() {
-        assert_eq!(tool_choice(&ToolChoice::Auto), json!("auto"));
-        assert_eq!(tool_choice(&ToolChoice::Required), json!("required"));
-        assert_eq!(tool_choice(&ToolChoice::None), json!("none"));
+        let encode = |choice: &ToolChoice| {
+            serde_json::to_value(WireChoice::of(choice)).unwrap_or(Value::Null)
+        };
+        assert_eq!(encode(&ToolChoice::Auto), json!("auto"));
+        assert_eq!(encode(&ToolChoice::Required), json!("required"));
+        assert_eq!(encode(&ToolChoice::None), json!("none"));
+    }
+
+    /// A conversation grown step by step encodes exactly as the whole conversation encoded
+    /// at once, and so does one replaced by a compaction.
+    #[test]
+    fn extended_and_replaced_match_a_fresh_encoding() {
+        let whole = sample();
+        let mut grown = PreparedRequest::new(InferenceRequest {
+            messages: whole.messages[..1].to_vec(),
+            ..whole.clone()
+        });
+        for message in &whole.messages[1..] {
+            grown.extend([message.clone()]);
+        }
+        let fresh = PreparedRequest::new(whole.clone());
+        let json = |p: &PreparedRequest| serde_json::to_string(&p.body("m", None)).ok();
+        assert_eq!(json(&grown), json(&fresh));
+        assert_eq!(grown.messages(), whole.messages.as_slice());
+
+        grown.replace_messages(vec![Message::user("summary")]);
+        let replaced = PreparedRequest::new(InferenceRequest {
+            messages: vec![Message::user("summary")],
+            ..whole
+        });
+        assert_eq!(json(&grown), json(&replaced));
     }
 }

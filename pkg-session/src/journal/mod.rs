@@ -359,6 +359,12 @@ impl Journal {
     ///
     /// Cancel-safety: dropping the future does not withdraw the append once it was sent.
     pub async fn append(&self, events: Vec<Event>) -> Result<Vec<u64>, AppendError> {
+        self.append_all(&events).await
+    }
+
+    /// [`Journal::append`] of borrowed events: the session's commits journal the event
+    /// they then publish, without a copy of it.
+    pub(crate) async fn append_all(&self, events: &[Event]) -> Result<Vec<u64>, AppendError> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
