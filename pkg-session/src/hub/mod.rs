@@ -230,11 +230,8 @@ impl Hub {
     pub(crate) async fn commit(&self, event: Event) -> Result<u64, AppendError> {
         let hook = self.begin_append(&event).await;
         let id = event.id();
-        let appended = self
-            .inner
-            .journal
-            .append_all(std::slice::from_ref(&event))
-            .await;
+        let events = std::slice::from_ref(&event);
+        let appended = self.inner.journal.append_all(events).await;
         let result = appended.and_then(|seqs| {
             let seq = seqs.first().copied();
             seq.ok_or(AppendError::NoSeq { event: id })

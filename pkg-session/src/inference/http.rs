@@ -29,7 +29,7 @@ static CLIENTS: OnceLock<Mutex<Vec<(Key, reqwest::Client)>>> = OnceLock::new();
 pub(super) fn shared_client(connect_timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
     let key = (Handle::try_current().ok().map(|h| h.id()), connect_timeout);
     let clients = CLIENTS.get_or_init(Mutex::default);
-    // A panic while the map is held cannot leave it half-updated, so a poisoned lock is fine.
+    // A panic while the list is held cannot leave it half-updated, so a poisoned lock is fine.
     let mut clients = clients.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(at) = clients.iter().position(|(k, _)| *k == key) {
         let entry = clients.remove(at);
