@@ -57,7 +57,9 @@ function field(schema, name, choices) {
 export function questionForm(question, submit) {
   const f = field(question.schema, "", question.choices);
   const status = h("span", { class: "q-status" });
-  const form = h("form", { class: "question-form" },
+  // `novalidate`: the browser's own check would block a value out of the schema's range
+  // without a word; the server's refusal says why, and the question stays open.
+  const form = h("form", { class: "question-form", novalidate: true },
     h("div", { class: "q-text" }, question.question),
     f.el,
     h("button", { type: "submit", class: "answer" }, "Answer"),
