@@ -174,13 +174,15 @@ jobs:
 async fn a_tool_treadle_cannot_run_yet_refuses_the_step_by_name() {
     let (run, bodies) = test_scripted(
         r#"
+mcp_servers:
+- name: tracker
+  endpoint: http://127.0.0.1:9/mcp
+  auth: { type: oauth }
 agents:
 - name: reviewer
   tools:
   - read_file
-  - name: post_review
-    description: Post the review.
-    run: echo posting {{ .args.body }}
+  - mcp: tracker
 jobs:
 - name: review
   plan:
@@ -192,7 +194,7 @@ jobs:
     .await;
     assert_ne!(run.code(), 0);
     assert!(
-        run.stdout().contains("custom tool `post_review`"),
+        run.stdout().contains("auth: { type: oauth }") || run.stderr().contains("oauth"),
         "{}{}",
         run.stdout(),
         run.stderr()

@@ -67,6 +67,7 @@ impl Fixture {
             controls: Default::default(),
             answerer: None,
             unfinished_effects: Default::default(),
+            granted: Default::default(),
         }
     }
 

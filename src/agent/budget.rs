@@ -8,13 +8,17 @@
 //! a job budget, plus this step) reach its limit; the call that would go over is the one
 //! refused, so a step never starts a model call it cannot afford to begin.
 //!
+//! The tokens of the sub-agents the step delegated to count too ([`Delegated`]): an agent's
+//! ceiling covers everything it delegates, and [`BudgetGuard::remaining`] is what a
+//! delegation takes its share of.
+//!
 //! Dollar budgets are checked at the same point, pricing the usage counted so far at the
 //! step's model price. A dollar budget without a price is refused when the pipeline loads
 //! (`crate::pipeline::controls`); should one reach the guard anyway (a library user), the
 //! guard refuses the first call rather than run unbounded (fail closed).
 
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::{FutureExt, StreamExt};
 use treadle_event::{EventKind, Usage};
@@ -22,7 +26,7 @@ use treadle_hook::{Decision, Hook, HookCall, Operation};
 use treadle_session::Subscription;
 
 use super::controls::DollarBudget;
-use super::cost::{ModelPrice, cost};
+use super::cost::{Cost, ModelPrice, cost};
 
 /// Which budget a limit comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,11 +74,49 @@ pub(crate) struct TrippedDollars {
     pub(crate) limit: f64,
 }
 
+/// The tokens (and their cost) a step's sub-agents spent on its behalf, across every
+/// session of the step.
+#[derive(Debug, Default)]
+pub(crate) struct Delegated(Mutex<Option<(Usage, Cost)>>);
+
+impl Delegated {
+    /// Adds what one delegation spent; one unpriced delegation makes the sum unpriced.
+    pub(crate) fn charge(&self, usage: Usage, spent: Cost) {
+        let mut sum = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *sum = Some(match *sum {
+            None => (usage, spent),
+            Some((mut total, cost)) => {
+                total += usage;
+                (total, add_costs(cost, spent))
+            }
+        });
+    }
+
+    /// Every token charged so far.
+    pub(crate) fn total(&self) -> Usage {
+        self.spent().map(|(usage, _)| usage).unwrap_or_default()
+    }
+
+    /// What was charged, if anything was.
+    pub(crate) fn spent(&self) -> Option<(Usage, Cost)> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The sum of two costs: unpriced when either is.
+pub(crate) fn add_costs(a: Cost, b: Cost) -> Cost {
+    match (a.usd(), b.usd()) {
+        (Some(a), Some(b)) => Cost::Priced { usd: a + b },
+        _ => Cost::Unpriced,
+    }
+}
+
 /// The guard hook.
 pub(crate) struct BudgetGuard {
     budgets: Vec<TokenBudget>,
     dollars: Vec<DollarBudget>,
     price: Option<ModelPrice>,
+    delegated: Arc<Delegated>,
     state: Mutex<State>,
 }
 
@@ -92,8 +134,28 @@ impl BudgetGuard {
             budgets,
             dollars: Vec::new(),
             price: None,
+            delegated: Arc::default(),
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// Counts the tokens of the step's sub-agents too.
+    pub(crate) fn with_delegated(mut self, delegated: Arc<Delegated>) -> Self {
+        self.delegated = delegated;
+        self
+    }
+
+    /// The fewest tokens left under any of the step's token budgets (its own and its
+    /// sub-agents' spending counted); `None` when it has none.
+    pub(crate) fn remaining(&self) -> Option<u64> {
+        let mut state = self.lock();
+        let drained = drain_usage(state.events.as_mut());
+        state.spent += drained;
+        let spent = state.spent.total() + self.delegated.total().total();
+        self.budgets
+            .iter()
+            .map(|b| b.limit.saturating_sub(b.spent_before + spent))
+            .min()
     }
 
     /// Adds dollar budgets, counted at `price`.
@@ -131,8 +193,9 @@ impl BudgetGuard {
         let mut state = self.lock();
         let drained = drain_usage(state.events.as_mut());
         state.spent += drained;
+        let delegated = self.delegated.total().total();
         for budget in &self.budgets {
-            let spent = budget.spent_before + state.spent.total();
+            let spent = budget.spent_before + state.spent.total() + delegated;
             if spent >= budget.limit {
                 state.tripped = Some(Tripped {
                     scope: budget.scope,

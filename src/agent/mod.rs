@@ -27,8 +27,16 @@
 //! * `record`: [`AgentOutcome`], [`RecordedCall`], [`AgentStatus`].
 //! * [`context_files`]: `context_paths:` and `prompt_file: { artifact, path }`, read when
 //!   the step runs.
-//! * `refuse`: what a step may be written with but treadle cannot run yet (a CLI-backed
-//!   model, custom and agent tools, `context: { from }`), refused when it is built.
+//! * `granted`: [`Granted`], the grant's custom tools, `web_fetch` fence and sub-agents,
+//!   read from the pipeline and keyed; built into session tools when the step runs.
+//! * `custom_tool`: [`CustomTool`], a pipeline's command offered as a tool (`run:` with
+//!   `{{ .args.NAME }}`, `args:` pinning, `max_calls:`), every argument shell-quoted.
+//! * `required`: `required: true` custom tools, and the reminder when one has not
+//!   succeeded.
+//! * `delegate`: the tool through which a step's model calls a sub-agent, which runs as a
+//!   session of its own, nested under the step, on a share of the step's budget.
+//! * `refuse`: what a step may be written with but treadle cannot run (a CLI-backed model,
+//!   OAuth MCP servers), refused when it is built.
 //!
 //! # Decisions made here
 //!
@@ -49,17 +57,27 @@
 //!   to a person; an approval keeps the verdict, a rejection fails the step.
 //! * The agent's API key variable is removed from `run_shell`'s environment, so a model
 //!   cannot print the key it runs with.
+//! * A sub-agent call is a session of its own on the same journal (its own stream), not a
+//!   loop of the parent's session: it has its own model, endpoint and key, which a
+//!   session's loops cannot. Its events reach the transcript as [`AgentEvent::Nested`]
+//!   under the parent step, and its tokens are charged to the parent step.
+//! * Custom tools quote every model-given value for the shell, with or without
+//!   `| shellquote` in the template: a value is never run as code.
 
 mod budget;
 pub mod context_files;
 pub mod controls;
 mod cost;
+mod custom_tool;
+mod delegate;
 mod escalation;
+mod granted;
 mod mcp;
 mod observe;
 pub mod preflight;
 mod record;
 mod refuse;
+mod required;
 mod spec;
 mod step;
 mod typed_output;
@@ -68,6 +86,8 @@ mod verdict;
 pub use budget::{BudgetScope, TokenBudget};
 pub use controls::{Answered, Asker, DollarBudget, Question, QuestionKind, StepControls};
 pub use cost::{Cost, ModelPrice, Prices, cost, find_price};
+pub use custom_tool::{CustomSpec, CustomTool, Tally};
+pub use granted::{DEFAULT_DELEGATE_PERCENT, Delegate, Granted};
 pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
 pub use record::{AgentOutcome, AgentStatus, EscalationRecord, RecordedCall};

@@ -48,6 +48,13 @@ pub enum AgentEvent {
         /// What they cost.
         cost: Cost,
     },
+    /// Something a sub-agent did, in its own session, while the step delegated to it.
+    Nested {
+        /// The sub-agent (`a/b` for `b` called by `a`).
+        agent: String,
+        /// What it did.
+        event: Box<AgentEvent>,
+    },
 }
 
 impl AgentEvent {
@@ -59,6 +66,7 @@ impl AgentEvent {
             Self::ToolResult { .. } => "tool_result",
             Self::Notice(_) => "notice",
             Self::Usage { .. } => "usage",
+            Self::Nested { event, .. } => event.what(),
         }
     }
 
@@ -79,6 +87,15 @@ impl AgentEvent {
                 "cached_tokens": usage.cached_tokens,
                 "cost_usd": cost.usd(),
             }),
+            // The inner event's content with the sub-agent's name, which is what nests it
+            // under the step on the run page; text becomes `{text, agent}`.
+            Self::Nested { agent, event } => match event.data() {
+                Value::Object(mut map) => {
+                    map.insert("agent".to_owned(), Value::String(agent.clone()));
+                    Value::Object(map)
+                }
+                other => json!({"text": other, "agent": agent}),
+            },
         }
     }
 
@@ -107,6 +124,7 @@ impl AgentEvent {
                 "{model}: {} prompt ({} cached) + {} completion tokens, {cost}",
                 usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens
             ),
+            Self::Nested { agent, event } => format!("[{agent}] {}", event.summary()),
         }
     }
 }
@@ -267,5 +285,21 @@ mod tests {
             "m: 100 prompt (40 cached) + 20 completion tokens, unpriced"
         );
         assert_eq!(usage.data()["cost_usd"], Value::Null);
+        let nested = AgentEvent::Nested {
+            agent: "lead/summarizer".into(),
+            event: Box::new(AgentEvent::Text("an outage".into())),
+        };
+        assert_eq!(nested.what(), "text");
+        assert_eq!(
+            nested.data(),
+            json!({"text": "an outage", "agent": "lead/summarizer"})
+        );
+        assert_eq!(nested.summary(), "[lead/summarizer] an outage");
+        let call = AgentEvent::Nested {
+            agent: "s".into(),
+            event: Box::new(call),
+        };
+        assert_eq!(call.data()["agent"], "s");
+        assert_eq!(call.data()["name"], "read_file");
     }
 }

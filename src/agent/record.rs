@@ -69,6 +69,11 @@ pub enum AgentStatus {
         /// Why the second answer does not fit.
         reason: String,
     },
+    /// A custom tool with `required: true` never succeeded, even after reminders.
+    RequiredToolMissing {
+        /// The tools that never succeeded.
+        tools: Vec<String>,
+    },
     /// A verdict below `min_confidence:` went to a person, who rejected it.
     EscalationRejected {
         /// The verdict that was rejected.
@@ -95,6 +100,10 @@ impl AgentStatus {
                 scope,
             } => Some(format!(
                 "{scope} token budget spent ({spent} of {limit} tokens); no further model call was made"
+            )),
+            Self::RequiredToolMissing { tools } => Some(format!(
+                "required tool(s) never succeeded: {}",
+                tools.join(", ")
             )),
             Self::NoVerdict { allowed } => Some(format!(
                 "the agent did not call the verdict tool with one of: {}",

@@ -21,6 +21,7 @@ use crate::tools::DEFAULT_GRANT;
 use super::budget::{BudgetScope, TokenBudget};
 use super::controls::StepControls;
 use super::cost::{ModelPrice, Prices, find_price};
+use super::granted::Granted;
 
 /// One agent step, ready to run.
 #[derive(Debug, Clone)]
@@ -69,6 +70,8 @@ pub struct AgentStep {
     pub answerer: Option<Answerer>,
     /// The pipeline's `on_unfinished_effect:` policy for the step's session.
     pub unfinished_effects: treadle_session::EffectPolicy,
+    /// Custom tools, `web_fetch`'s fence and sub-agents of the grant.
+    pub granted: Granted,
 }
 
 /// Answers an agent step's `ask_human` questions: the pipeline parks each one for a
@@ -131,6 +134,15 @@ impl AgentStep {
     /// (resolved against the process environment) and its price. The directory is the
     /// executor's to add with [`AgentStep::in_dir`] once it is made.
     pub fn build(loaded: &Loaded, step: &Step) -> Result<Self, BuildError> {
+        Self::build_nested(loaded, step, 0)
+    }
+
+    /// [`AgentStep::build`] for a step `depth` delegations down (a sub-agent's own step).
+    pub(crate) fn build_nested(
+        loaded: &Loaded,
+        step: &Step,
+        depth: usize,
+    ) -> Result<Self, BuildError> {
         let name = step.agent.as_ref().ok_or(BuildError::NotAgent)?;
         let agent = loaded
             .agent(&name.value)
@@ -144,6 +156,7 @@ impl AgentStep {
             .with_prices(&loaded.pipeline.prices);
         built.controls = controls;
         built.unfinished_effects = loaded.pipeline.on_unfinished_effect.unwrap_or_default();
+        built.granted = Granted::read(loaded, agent, &built.tools, depth)?;
         Ok(built)
     }
 
@@ -166,7 +179,9 @@ impl AgentStep {
                 "endpoint": self.model.base_url,
             },
             "system": self.system,
-            "tools": tool_schemas(&self.tools),
+            "tools": tool_schemas(
+                &self.tools.iter().filter(|t| !self.granted.owns(t)).cloned().collect::<Vec<_>>()
+            ),
             "prompt": self.prompt,
         });
         // Only when there are servers, so that the keys of agents without any stay as they were.
@@ -178,6 +193,9 @@ impl AgentStep {
         }
         if let (Some(controls), Value::Object(map)) = (self.controls.key_view(), &mut view) {
             map.insert("controls".to_owned(), controls);
+        }
+        if let (Some(granted), Value::Object(map)) = (self.granted.key_view(), &mut view) {
+            map.insert("granted".to_owned(), granted);
         }
         view
     }
@@ -273,6 +291,7 @@ impl AgentStep {
             mcp: mcp::configs(agent),
             conversation,
             controls: StepControls::default(),
+            granted: Granted::default(),
         }
     }
 

@@ -11,17 +11,20 @@ use treadle_session::{
     TurnReport,
 };
 
-use super::budget::BudgetGuard;
+use super::budget::{BudgetGuard, add_costs};
 use super::controls::{ConfidenceFloor, Escalation, Question, QuestionKind};
-use super::cost::cost;
+use super::cost::{Cost, cost};
+use super::delegate::{Parent, Runner};
 use super::escalation;
 use super::mcp::{McpToolsError, StepServers};
 use super::observe::{AgentEvent, AgentObserver, forward};
 use super::record::{AgentOutcome, AgentStatus, calls_from_history};
+use super::required::{self, Required};
 use super::spec::AgentStep;
 use super::typed_output;
 use super::verdict::{VerdictSlot, VerdictTool, reminder};
 use crate::pipeline::mcp::server_of;
+use crate::resource::template::TemplateError;
 use crate::tools::{UnknownTool, Workspace, WorkspaceError, grant};
 
 /// How often an interrupt is repeated while a cancelled turn has not ended: an input that
@@ -48,6 +51,9 @@ pub enum AgentError {
     /// The session stopped answering in the middle of the step.
     #[error("the agent session ended unexpectedly: {0}")]
     Session(#[from] RunError),
+    /// A custom tool's `run:` is not a template treadle reads.
+    #[error("a custom tool's `run:` cannot be read: {0}")]
+    CustomTool(#[from] TemplateError),
 }
 
 /// Runs one agent step: starts a session on `journal` with the step's tools confined to its
@@ -73,20 +79,81 @@ pub async fn run_agent_step(
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
 ) -> Result<AgentOutcome, AgentError> {
+    // Sub-agents report through a channel (their tools outlive this borrow of `observer`);
+    // it is drained here while the step runs, and once more after.
+    let (events, mut nested) = tokio::sync::mpsc::unbounded_channel();
+    let work = run_step(step, journal, observer, cancel, events);
+    tokio::pin!(work);
+    let result = loop {
+        tokio::select! {
+            Some(event) = nested.recv() => observer.on_event(event),
+            result = &mut work => break result,
+        }
+    };
+    while let Ok(event) = nested.try_recv() {
+        observer.on_event(event);
+    }
+    result
+}
+
+/// What the step's sessions share besides their tools: the sub-agents' account and the
+/// required tools' tallies.
+struct Links {
+    parent: Parent,
+    required: Required,
+}
+
+/// Runs a sub-agent's step with this same runner, on `journal`.
+fn runner(journal: &Journal) -> Runner {
+    let journal = journal.clone();
+    Arc::new(move |step, observer, cancel| {
+        let journal = journal.clone();
+        Box::pin(async move {
+            run_agent_step(&step, &journal, observer.as_ref(), &cancel)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    })
+}
+
+async fn run_step(
+    step: &AgentStep,
+    journal: &Journal,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+    events: tokio::sync::mpsc::UnboundedSender<AgentEvent>,
+) -> Result<AgentOutcome, AgentError> {
     let workspace = Workspace::new(&step.dir)?
         .with_env(step.env.iter().cloned())
         .hide_env(step.model.api_key_env.iter().cloned())
-        .with_access(step.pass_env.iter().cloned(), step.confined);
+        .with_access(step.pass_env.iter().cloned(), step.confined)
+        .with_fence(step.granted.fence.clone());
     // The keys' values, so that a tool result carrying one (an artifact a task wrote, a
     // command's output) reaches neither the model nor the journal in the state file.
     let secrets = secrets_of(step);
-    // MCP names (`server__tool`, `server__*`) go to their servers; the rest are built in.
+    // MCP names (`server__tool`, `server__*`) go to their servers; custom tools and
+    // sub-agents are the grant's own; the rest are built in.
     let (remote, builtin): (Vec<&str>, Vec<&str>) = step
         .tools
         .iter()
         .map(String::as_str)
+        .filter(|t| !step.granted.owns(t))
         .partition(|t| server_of(t).is_some());
     let mut tools = grant(&builtin, &workspace)?;
+    let parent = Parent {
+        step: step.clone(),
+        run: runner(journal),
+        events,
+        cancel: cancel.clone(),
+        delegated: Arc::default(),
+        guard: Arc::default(),
+    };
+    let own = step.granted.build(&workspace, &parent)?;
+    tools.extend(own.tools);
+    let links = Links {
+        parent,
+        required: own.required,
+    };
     let (servers, remote_tools) = StepServers::start(&step.mcp, &remote).await?;
     tools.extend(remote_tools);
     // MCP results are masked too: a stdio server inherits the environment, key included.
@@ -95,12 +162,26 @@ pub async fn run_agent_step(
         None => tools,
     };
     let tools = crate::tools::Masked::wrap_all(tools, &secrets);
-    let result = match run_session(step, journal, observer, cancel, tools.clone()).await {
-        Ok(outcome) => escalate(step, journal, observer, cancel, tools, outcome).await,
+    let result = match run_session(step, journal, observer, cancel, tools.clone(), &links).await {
+        Ok(outcome) => escalate(step, journal, observer, cancel, tools, outcome, &links).await,
         Err(e) => Err(e),
     };
     servers.shutdown().await;
-    result
+    result.map(|outcome| with_delegated(outcome, &links))
+}
+
+/// The outcome with the tokens and cost of the step's sub-agents added.
+fn with_delegated(mut outcome: AgentOutcome, links: &Links) -> AgentOutcome {
+    (outcome.usage, outcome.cost) = with_delegated_usage(outcome.usage, outcome.cost, links);
+    outcome
+}
+
+fn with_delegated_usage(mut usage: Usage, mut spent: Cost, links: &Links) -> (Usage, Cost) {
+    if let Some((theirs, their_cost)) = links.parent.delegated.spent() {
+        usage += theirs;
+        spent = add_costs(spent, their_cost);
+    }
+    (usage, spent)
 }
 
 /// Escalates a verdict below the step's `min_confidence:`: to the stronger agent named in
@@ -114,6 +195,7 @@ async fn escalate(
     cancel: &CancellationToken,
     tools: Vec<Arc<dyn Tool>>,
     mut outcome: AgentOutcome,
+    links: &Links,
 ) -> Result<AgentOutcome, AgentError> {
     let Some(floor) = &step.controls.confidence else {
         return Ok(outcome);
@@ -131,7 +213,7 @@ async fn escalate(
             min: floor.min,
             escalate_to: Escalation::Human,
         });
-        let again = run_session(&stronger, journal, observer, cancel, tools).await?;
+        let again = run_session(&stronger, journal, observer, cancel, tools, links).await?;
         outcome = escalation::decided_again(outcome, low, name, again);
     }
     let Some(low) = escalation::below(floor, &outcome) else {
@@ -276,6 +358,7 @@ async fn run_session(
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
     mut tools: Vec<Arc<dyn Tool>>,
+    links: &Links,
 ) -> Result<AgentOutcome, AgentError> {
     let slot = VerdictSlot::default();
     if !step.verdicts.is_empty() {
@@ -288,8 +371,10 @@ async fn run_session(
     }
     let guard = Arc::new(
         BudgetGuard::new(step.budgets.clone())
-            .with_dollars(step.controls.dollars.clone(), step.price(&step.model.model)),
+            .with_dollars(step.controls.dollars.clone(), step.price(&step.model.model))
+            .with_delegated(links.parent.delegated.clone()),
     );
+    links.parent.attach(&guard);
 
     let session = session_builder(step, journal, tools, guard.clone())
         .start()
@@ -302,7 +387,7 @@ async fn run_session(
     let events = session.subscribe(EventFilter::all());
     // The forwarder ends when `drive` shuts the session down, which ends the subscription.
     let (turns, served) = tokio::join!(
-        drive(&session, step, &slot, observer, cancel),
+        drive(&session, step, &slot, &links.required, observer, cancel),
         forward(events, observer)
     );
     let turns = turns?;
@@ -328,6 +413,11 @@ async fn run_session(
         TurnOutcome::Interrupted { reason } => AgentStatus::Interrupted {
             reason: reason.clone(),
         },
+        TurnOutcome::Done { .. } if !links.required.missing().is_empty() => {
+            AgentStatus::RequiredToolMissing {
+                tools: links.required.missing(),
+            }
+        }
         TurnOutcome::Done { .. } if !step.verdicts.is_empty() && verdict.is_none() => {
             AgentStatus::NoVerdict {
                 allowed: step.verdicts.clone(),
@@ -342,10 +432,13 @@ async fn run_session(
     };
     let model = served.unwrap_or_else(|| step.model.model.clone());
     let cost = cost(&turns.usage, step.price(&model).as_ref());
+    // What the step's line shows includes its sub-agents; the outcome adds them once, at
+    // the end (`with_delegated`).
+    let shown = with_delegated_usage(turns.usage, cost, links);
     observer.on_event(AgentEvent::Usage {
-        usage: turns.usage,
+        usage: shown.0,
         model: model.clone(),
-        cost,
+        cost: shown.1,
     });
     Ok(AgentOutcome {
         text: turns.text,
@@ -374,16 +467,30 @@ struct Turns {
     typed: Option<Result<serde_json::Value, String>>,
 }
 
+impl Turns {
+    /// Adds one more turn; its answer becomes the step's unless it said nothing (an answer
+    /// to a reminder is often a tool call alone).
+    fn absorb(&mut self, again: TurnReport) {
+        self.usage += again.usage;
+        self.steps += again.steps;
+        if !again.is_done() || again.text().is_some_and(|text| !text.trim().is_empty()) {
+            self.text = outcome_text(&again);
+        }
+        self.last = again;
+    }
+}
+
 /// Runs the turn (and the verdict reminder), reads the history, and shuts the session down
 /// whatever happened.
 async fn drive(
     session: &Session,
     step: &AgentStep,
     slot: &VerdictSlot,
+    required: &Required,
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
 ) -> Result<Turns, RunError> {
-    let result = turns(session, step, slot, observer, cancel).await;
+    let result = turns(session, step, slot, required, observer, cancel).await;
     let calls = match &result {
         Ok(_) => session
             .history()
@@ -403,6 +510,7 @@ async fn turns(
     session: &Session,
     step: &AgentStep,
     slot: &VerdictSlot,
+    required: &Required,
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
 ) -> Result<Turns, RunError> {
@@ -419,6 +527,21 @@ async fn turns(
         calls: Vec::new(),
         typed: None,
     };
+    let mut reminded = 0;
+    while turns.last.is_done() && reminded < required::REMINDERS {
+        let missing = required.missing();
+        if missing.is_empty() {
+            break;
+        }
+        reminded += 1;
+        let ask = required::reminder(&missing);
+        observer.on_event(AgentEvent::Notice(format!(
+            "required tool(s) {} have not succeeded; asking again",
+            required::list(&missing)
+        )));
+        let again = run_turn(session, &ask, cancel).await?;
+        turns.absorb(again);
+    }
     if !step.verdicts.is_empty() && turns.last.is_done() && slot.get().is_none() {
         let ask = reminder(&step.verdicts);
         observer.on_event(AgentEvent::Notice(format!(

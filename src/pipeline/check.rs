@@ -21,9 +21,6 @@ use super::model::{self, ResolvedModel};
 use super::tool_grant::{ToolGrant, ToolKind};
 use crate::tools::{BUILTIN, DEFAULT_GRANT};
 
-/// A tool of `steps` that treadle does not have yet.
-pub const NOT_BUILT_YET: &str = "web_fetch";
-
 /// What to check.
 pub struct CheckScope<'a> {
     /// Only this job's agents need resolvable models and keys (`run --job`); `None`: all.
@@ -232,9 +229,11 @@ impl<'a> Checker<'a> {
             finding.into_iter().for_each(|f| self.push_finding(f));
             return ok;
         }
-        // Known, but not built into treadle yet: it loads, and the step is refused when it
-        // starts (`agent::refuse`).
-        if t.value == NOT_BUILT_YET {
+        // The agent's own custom tools and sub-agents, selected by name on a step.
+        if agent.tool_objects().any(|(o, _)| {
+            matches!(o.kind(), Ok(ToolKind::Custom | ToolKind::Agent))
+                && o.name.as_ref().or(o.agent.as_ref()).map(|n| &n.value) == Some(&t.value)
+        }) {
             return true;
         }
         if !BUILTIN.contains(&t.value.as_str()) {

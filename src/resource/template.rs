@@ -62,6 +62,70 @@ type Command = Vec<Operand>;
 
 /// Renders `template` against `data` (a JSON object: `source`, `version`, `params`).
 pub fn render(template: &str, data: &Value) -> Result<String, TemplateError> {
+    walk(template, |pipeline| Ok(display(&eval(pipeline, data)?)))
+}
+
+/// Renders a command line that takes values nobody vetted (a model's arguments to a custom
+/// tool): every action that reads a field under `.ROOT` is shell-quoted as one word, unless
+/// it already ends in `shellquote`. A template written for `steps` with `| shellquote`
+/// renders the same; one that forgot it cannot have a value run as shell code.
+pub fn render_for_shell(template: &str, data: &Value, root: &str) -> Result<String, TemplateError> {
+    walk(template, |pipeline| {
+        let text = display(&eval(pipeline, data)?);
+        let quoted = pipeline
+            .last()
+            .and_then(|c| c.first())
+            .is_some_and(|head| *head == Operand::Ident("shellquote".to_owned()));
+        Ok(if reads(pipeline, root) && !quoted {
+            shellquote(&text)
+        } else {
+            text
+        })
+    })
+}
+
+/// The names of the fields under `.ROOT` that `template` reads (`.args.body` gives `body`),
+/// each once, in the order they first appear.
+pub fn fields_under(template: &str, root: &str) -> Result<Vec<String>, TemplateError> {
+    let mut names: Vec<String> = Vec::new();
+    walk(template, |pipeline| {
+        collect(pipeline, root, &mut names);
+        Ok(String::new())
+    })?;
+    Ok(names)
+}
+
+fn collect(pipeline: &[Command], root: &str, names: &mut Vec<String>) {
+    for op in pipeline.iter().flatten() {
+        match op {
+            Operand::Field(chain) if chain.first().is_some_and(|r| r == root) => {
+                if let Some(name) = chain.get(1)
+                    && !names.contains(name)
+                {
+                    names.push(name.clone());
+                }
+            }
+            Operand::Group(inner) => collect(inner, root, names),
+            _ => {}
+        }
+    }
+}
+
+fn reads(pipeline: &[Command], root: &str) -> bool {
+    let mut names = Vec::new();
+    collect(pipeline, root, &mut names);
+    !names.is_empty()
+        || pipeline
+            .iter()
+            .flatten()
+            .any(|op| matches!(op, Operand::Field(chain) if chain.len() == 1 && chain[0] == root))
+}
+
+/// Copies the text of `template` and replaces each action by what `action` makes of it.
+fn walk(
+    template: &str,
+    mut action: impl FnMut(&[Command]) -> Result<String, TemplateError>,
+) -> Result<String, TemplateError> {
     let mut out = String::new();
     let mut rest = template;
     let mut offset = 0;
@@ -84,7 +148,7 @@ pub fn render(template: &str, data: &Value) -> Result<String, TemplateError> {
             inner = &inner[..inner.len() - 1];
         }
         let pipeline = Parser::new(inner, offset + inner_start).pipeline_all()?;
-        out.push_str(&display(&eval(&pipeline, data)?));
+        out.push_str(&action(&pipeline)?);
         if trim_right {
             let trimmed = rest[after..].trim_start();
             after = rest.len() - trimmed.len();
@@ -527,5 +591,35 @@ mod tests {
         assert_eq!(shellquote(""), "''");
         assert_eq!(shellquote("$(rm -rf /)"), "'$(rm -rf /)'");
         assert_eq!(shellquote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn shell_commands_quote_every_value_they_read() {
+        let data = json!({"args": {"body": "it's `rm -rf` $(x)", "n": 3}, "source": {"w": "a b"}});
+        let cmd = render_for_shell(
+            "post {{ .args.body }} {{ .args.body | shellquote }} {{ .args.n }} {{ .source.w }}",
+            &data,
+            "args",
+        )
+        .unwrap();
+        assert_eq!(
+            cmd,
+            r"post 'it'\''s `rm -rf` $(x)' 'it'\''s `rm -rf` $(x)' 3 a b"
+        );
+        assert_eq!(
+            render_for_shell("{{ upper .args.n }}", &data, "args").unwrap(),
+            "3"
+        );
+    }
+
+    #[test]
+    fn fields_under_a_root_are_listed_once_in_order() {
+        let names = fields_under(
+            "x {{ .args.b | shellquote }} {{ .args.a }} {{ (.args.b) }} {{ .source.c }}",
+            "args",
+        )
+        .unwrap();
+        assert_eq!(names, ["b", "a"]);
+        assert!(fields_under("{{ .args.", "args").is_err());
     }
 }

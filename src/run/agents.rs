@@ -106,6 +106,7 @@ impl AgentRunner for SessionAgents {
         };
         Ok(AgentStepOutcome {
             verdict: outcome.verdict.clone(),
+            note: outcome.verdict_reason.clone(),
             text: outcome.text.clone(),
             tool_calls: outcome.tool_calls.clone(),
             usage: Some(usage),

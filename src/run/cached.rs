@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use super::artifacts::ArtifactError;
 use super::exec::{Ctx, Done, now_ms};
 use super::state::{StateError, StepStatus};
@@ -155,8 +157,15 @@ impl<'a> Ctx<'a> {
             Ok(StepKind::Agent(_)) => Some(self.agent_step(step, entry)?),
             _ => None,
         };
-        let config = key::config(self.loaded, step, version.as_deref(), agent.as_deref())
+        let mut config = key::config(self.loaded, step, version.as_deref(), agent.as_deref())
             .map_err(|e| Done::errored(e.to_string()))?;
+        // What `context: { from }` delivers is part of what the step runs on.
+        if let (Some(context), Value::Object(map)) = (
+            super::upstream::key_view(step, &self.delivered(step)),
+            &mut config,
+        ) {
+            map.insert("context".to_owned(), context);
+        }
         let prev = cache.prev_key(entry.seq);
         Ok(Some(KeyParts {
             kind: entry.kind.to_string(),

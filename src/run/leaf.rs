@@ -122,6 +122,9 @@ impl<'a> Ctx<'a> {
             Ok(d) => d,
             Err(done) => return done,
         };
+        if let Err(e) = super::upstream::write_files(&dir, &self.delivered(step)) {
+            return Done::errored(format!("cannot write upstream/ for `context: from`: {e}"));
+        }
         let extra = [
             ("TREADLE_RUN".to_owned(), self.run.to_string()),
             ("TREADLE_STEP".to_owned(), entry.name.clone()),
@@ -279,6 +282,14 @@ impl<'a> Ctx<'a> {
         self.micro_usd.fetch_add(micro, Relaxed);
     }
 
+    /// The decisions `step` reads (`context: { from }`) from this run's records.
+    pub(crate) fn delivered(&self, step: &Step) -> Vec<super::upstream::Delivered> {
+        self.records
+            .lock()
+            .map(|records| super::upstream::delivered(step, &records))
+            .unwrap_or_default()
+    }
+
     /// The agent step as this run gives it: in its directory (`dir:` inside the step
     /// directory), with an `across:` cell's values in its prompt, and what it is handed
     /// before its first turn (`context_paths:`, `prompt_file: { artifact, path }`).
@@ -308,9 +319,10 @@ impl<'a> Ctx<'a> {
             .conversation
             .max_context_bytes
             .unwrap_or(crate::agent::context_files::DEFAULT_CONTEXT_BYTES);
+        let decisions = super::upstream::prompt_block(&self.delivered(step));
         match handed_files(step, dir, &work, vars.as_ref(), limit) {
-            Ok(prefix) if !prefix.is_empty() => {
-                agent_step.prompt = format!("{prefix}{}", agent_step.prompt);
+            Ok(files) if !files.is_empty() || !decisions.is_empty() => {
+                agent_step.prompt = format!("{decisions}{files}{}", agent_step.prompt);
             }
             Ok(_) => {}
             Err(why) => return Err(Done::failed(why)),
@@ -380,8 +392,13 @@ impl<'a> Ctx<'a> {
             masked.get(start..).unwrap_or(&masked).to_owned()
         };
         let (verdict, usage) = (outcome.verdict.clone(), outcome.usage.clone());
+        let note = outcome
+            .note
+            .as_ref()
+            .map(|n| self.transcript.redactor().mask(n));
         self.update(entry.seq, |r| {
             r.verdict = verdict;
+            r.note = note;
             r.usage = usage;
             r.stdout_tail = tail;
         })

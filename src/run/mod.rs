@@ -6,6 +6,7 @@
 //! * `every.rs`: `version: every`, the plan run once per input set;
 //! * `hooks.rs`: the five hooks and which one fires;
 //! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
+//! * `upstream.rs`: `context: { from }`, the decisions of earlier steps handed to a step;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
 //! * `approval/`: approval steps, parked until `treadle approve` answers, and questions
 //!   (`approval/question.rs`), parked until `treadle answer` gives a value that fits;
@@ -53,6 +54,7 @@ pub mod state_lock;
 pub mod task;
 pub mod terminal;
 pub mod transcript;
+mod upstream;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;

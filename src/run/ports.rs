@@ -78,6 +78,8 @@ pub struct AgentStepRequest {
 pub struct AgentStepOutcome {
     /// The chosen verdict.
     pub verdict: Option<String>,
+    /// The reason given with the verdict.
+    pub note: Option<String>,
     /// The final text.
     pub text: String,
     /// Tool calls in order.

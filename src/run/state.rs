@@ -195,6 +195,9 @@ pub struct StepRecord {
     /// An agent's verdict.
     #[serde(default)]
     pub verdict: Option<String>,
+    /// The reason an agent gave with its verdict (what `context: { from }` hands on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// An agent's token usage and cost, as the agent step reports it. For a step
     /// taken from the cache, what it cost when it ran (see `cached_from`).
     #[serde(default)]
@@ -221,6 +224,7 @@ impl StepRecord {
             stdout_tail: String::new(),
             error: None,
             verdict: None,
+            note: None,
             usage: None,
             cached_from: None,
         }

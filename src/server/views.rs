@@ -192,6 +192,7 @@ impl StepNode {
             stdout_tail: self.output_tail.clone(),
             error: self.error.clone(),
             verdict: self.verdict.clone(),
+            note: None,
             usage: self.usage.clone(),
             cached_from: self.from_run,
         }

@@ -9,6 +9,10 @@
 //! | `edit_file` | replaces text that occurs exactly once in a file | opt-in |
 //! | `run_shell` | runs `sh -c` in the step directory with a timeout | opt-in |
 //! | `ask_human` | asks a person a question; the answer must fit a JSON schema | opt-in |
+//! | `web_fetch` | HTTP GET of a URL, text only, optionally fenced to hosts | opt-in |
+//!
+//! A pipeline's own command-backed tools (`crate::agent`'s custom tools) run their commands
+//! through [`execute`], exactly like `run_shell`.
 //!
 //! Every path goes through [`Workspace::resolve`], which refuses absolute paths, `..`
 //! escapes and symlinks that lead out of the step directory. A refusal, like every other
@@ -30,6 +34,7 @@ mod output;
 mod search;
 mod shell;
 mod targets;
+mod web_fetch;
 mod workspace;
 
 use std::sync::Arc;
@@ -40,10 +45,12 @@ use targets::Declared;
 
 pub use masked::Masked;
 pub use output::{MAX_OUTPUT_BYTES, truncate};
+pub use shell::{Ran, describe as describe_exit, execute};
+pub use web_fetch::{Fence, MAX_BODY_BYTES};
 pub use workspace::{PathError, Workspace, WorkspaceError};
 
 /// The names of every built-in tool, in the order they are documented.
-pub const BUILTIN: [&str; 7] = [
+pub const BUILTIN: [&str; 8] = [
     "read_file",
     "list_dir",
     "search_files",
@@ -51,6 +58,7 @@ pub const BUILTIN: [&str; 7] = [
     "edit_file",
     "run_shell",
     "ask_human",
+    "web_fetch",
 ];
 
 /// The tools an agent gets when its definition names none: the read-only ones.
@@ -109,6 +117,7 @@ fn build(name: &str, workspace: &Workspace) -> Result<Arc<dyn Tool>, UnknownTool
         "run_shell" => Arc::new(shell::run_shell(ws)),
         // The agent step sets who answers (`AgentStep::answerer`) and how long it waits.
         "ask_human" => Arc::new(treadle_session::AskHuman::new()),
+        "web_fetch" => Arc::new(web_fetch::web_fetch(ws.fence().clone())),
         other => {
             return Err(UnknownTool {
                 name: other.to_owned(),

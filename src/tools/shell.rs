@@ -58,10 +58,42 @@ async fn run(ws: &Workspace, args: &ShellArgs) -> Result<String, ToolError> {
         .timeout_secs
         .unwrap_or(DEFAULT_TIMEOUT_SECS)
         .clamp(1, MAX_TIMEOUT_SECS);
+    let ran = execute(ws, &args.command, Duration::from_secs(secs)).await?;
+    let Some(status) = ran.status else {
+        return Err(ToolError::new(truncate(
+            format!(
+                "command timed out after {secs}s and was stopped; pass a larger timeout_secs (at most {MAX_TIMEOUT_SECS}) or run less at once{}",
+                sections(&ran.stdout, &ran.stderr)
+            ),
+            MAX_OUTPUT_BYTES,
+            "",
+        )));
+    };
+    Ok(truncate(
+        format!("{}{}", describe(status), sections(&ran.stdout, &ran.stderr)),
+        MAX_OUTPUT_BYTES,
+        "redirect the output to a file and search it",
+    ))
+}
+
+/// What one command did.
+pub struct Ran {
+    /// How it exited; `None` when it timed out and was stopped.
+    pub status: Option<ExitStatus>,
+    /// What it printed on stdout.
+    pub stdout: String,
+    /// What it printed on stderr.
+    pub stderr: String,
+}
+
+/// Runs `sh -c SCRIPT` in the step directory the way `run_shell` does (its environment,
+/// its confinement, a process group of its own), stopping the group after `limit`. Custom
+/// tools run their commands through this too.
+pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ran, ToolError> {
     let mut command = Command::new("sh");
     command
         .arg("-c")
-        .arg(&args.command)
+        .arg(script)
         .current_dir(ws.root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -84,7 +116,7 @@ async fn run(ws: &Workspace, args: &ShellArgs) -> Result<String, ToolError> {
     let stdout = tokio::spawn(read_all(child.stdout.take()));
     let stderr = tokio::spawn(read_all(child.stderr.take()));
 
-    let status = match tokio::time::timeout(Duration::from_secs(secs), child.wait()).await {
+    let status = match tokio::time::timeout(limit, child.wait()).await {
         Ok(status) => Some(status.map_err(|e| ToolError::new(format!("cannot wait for sh: {e}")))?),
         Err(_) => {
             kill_group(child.id());
@@ -93,27 +125,15 @@ async fn run(ws: &Workspace, args: &ShellArgs) -> Result<String, ToolError> {
             None
         }
     };
-    let stdout = drain(stdout).await;
-    let stderr = drain(stderr).await;
-
-    let Some(status) = status else {
-        return Err(ToolError::new(truncate(
-            format!(
-                "command timed out after {secs}s and was stopped; pass a larger timeout_secs (at most {MAX_TIMEOUT_SECS}) or run less at once{}",
-                sections(&stdout, &stderr)
-            ),
-            MAX_OUTPUT_BYTES,
-            "",
-        )));
-    };
-    Ok(truncate(
-        format!("{}{}", describe(status), sections(&stdout, &stderr)),
-        MAX_OUTPUT_BYTES,
-        "redirect the output to a file and search it",
-    ))
+    Ok(Ran {
+        status,
+        stdout: drain(stdout).await,
+        stderr: drain(stderr).await,
+    })
 }
 
-fn describe(status: ExitStatus) -> String {
+/// How a command exited, in words: `exit code: N` or `killed by signal N`.
+pub fn describe(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit code: {code}"),
         (None, Some(signal)) => format!("killed by signal {signal}"),

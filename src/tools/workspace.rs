@@ -8,6 +8,8 @@
 //! the path that exists, so a path to a file not yet written (for `write_file`) is judged by
 //! the directory it would be written into.
 //!
+//! The workspace also carries the web fence of `web_fetch` (the hosts of its `allow:`).
+//!
 //! Confinement covers the file tools only: `run_shell` runs `sh -c` with the step directory
 //! as its working directory, and a shell can name any path. Grant it to agents you would
 //! trust with a shell.
@@ -76,6 +78,8 @@ struct Inner {
     pass_env: Vec<String>,
     /// Whether `run_shell` commands are confined to the root (see `crate::confine`).
     confined: bool,
+    /// The hosts `web_fetch` may reach (`allow:` of its grant).
+    fence: super::web_fetch::Fence,
 }
 
 impl Workspace {
@@ -101,6 +105,7 @@ impl Workspace {
                 hidden_env: Vec::new(),
                 pass_env: Vec::new(),
                 confined: true,
+                fence: super::web_fetch::Fence::default(),
             }),
         })
     }
@@ -145,7 +150,23 @@ impl Workspace {
             hidden_env: shared.hidden_env.clone(),
             pass_env: shared.pass_env.clone(),
             confined: shared.confined,
+            fence: shared.fence.clone(),
         })
+    }
+
+    /// Fences `web_fetch` to these hosts (its grant's `allow:`).
+    #[must_use]
+    pub fn with_fence(self, fence: super::web_fetch::Fence) -> Self {
+        let mut inner = self.into_inner();
+        inner.fence = fence;
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The hosts `web_fetch` may reach.
+    pub fn fence(&self) -> &super::web_fetch::Fence {
+        &self.inner.fence
     }
 
     /// The canonical root directory.

@@ -53,11 +53,15 @@ export function addAgentEvent(step, what, data) {
     const result = { content: data?.content ?? "", is_error: !!data?.is_error };
     if (call) call.result = result;
     else items.push({ type: "call", name: data?.name ?? "?", arguments: undefined, result });
+  } else if (what === "usage" && items !== step.convo) {
+    // A sub-agent's own usage is part of the step's, which its own `usage` event gives.
+    items.push({ type: "notice", text: `${data?.model ?? "model"}: ${tokens((data?.prompt_tokens ?? 0) + (data?.completion_tokens ?? 0))}` });
   } else if (what === "usage") {
     step.usage = data;
     step.live = "";
   } else {
-    items.push({ type: "notice", text: typeof data === "string" ? data : JSON.stringify(data) });
+    const text = typeof data === "string" ? data : typeof data?.text === "string" ? data.text : JSON.stringify(data);
+    items.push({ type: "notice", text });
   }
 }
 

@@ -1,0 +1,199 @@
+//! The tools of an agent's grant that are more than a name: custom tools (a command),
+//! `web_fetch`'s host fence, and sub-agents (another agent called as a tool). [`Granted`]
+//! reads them from the pipeline when the step is built, and keys them: editing a custom
+//! tool's command, a fence or a sub-agent (or its sub-agents) changes the step's key.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use treadle_session::Tool;
+
+use super::custom_tool::{CustomSpec, CustomTool, Tally};
+use super::delegate::{DelegateTool, Parent};
+use super::required::Required;
+use super::spec::{AgentStep, BuildError};
+use crate::pipeline::check_agent::MAX_DELEGATION_DEPTH;
+use crate::pipeline::tool_grant::{ToolKind, ToolObject};
+use crate::pipeline::{Agent, Loaded, Step};
+use crate::resource::template::TemplateError;
+use crate::tools::{Fence, Workspace};
+
+/// The share of what is left of its budget an agent gives a sub-agent when neither it nor
+/// `defaults:` says (`delegate_budget_percent:`).
+pub const DEFAULT_DELEGATE_PERCENT: u32 = 10;
+
+/// What a step's grant holds besides built-in and MCP tool names.
+#[derive(Debug, Clone, Default)]
+pub struct Granted {
+    /// The custom tools granted (after the step's narrowing).
+    pub custom: Vec<CustomSpec>,
+    /// The hosts `web_fetch` may reach (empty: any).
+    pub fence: Fence,
+    /// The sub-agents granted (after the step's narrowing).
+    pub delegates: Vec<Delegate>,
+}
+
+/// A sub-agent the step's model may call as a tool.
+#[derive(Debug, Clone)]
+pub struct Delegate {
+    /// The tool's name: the sub-agent's name.
+    pub name: String,
+    /// What the parent model is told (the grant's `description:`, else the agent's).
+    pub description: String,
+    /// The sub-agent's own step: model, persona, tools, limits; its prompt is the request.
+    pub step: Box<AgentStep>,
+    /// The share (percent) of the parent's remaining token budget each call may spend.
+    pub percent: u32,
+}
+
+impl Granted {
+    /// Reads the grant of `agent`, keeping only what `tools` (the step's tools after
+    /// narrowing) names. Sub-agents are built whole, recursively, `depth` levels down.
+    pub fn read(
+        loaded: &Loaded,
+        agent: &Agent,
+        tools: &[String],
+        depth: usize,
+    ) -> Result<Self, BuildError> {
+        let mut granted = Self::default();
+        for (o, _) in agent.tool_objects() {
+            match o.kind() {
+                Ok(ToolKind::Custom) => {
+                    if let Some(spec) = custom(o).filter(|s| tools.contains(&s.name)) {
+                        granted.custom.push(spec);
+                    }
+                }
+                Ok(ToolKind::Builtin)
+                    if o.builtin.as_ref().is_some_and(|b| b.value == "web_fetch") =>
+                {
+                    granted.fence = Fence::new(o.allow.iter().flatten().map(|h| h.value.clone()));
+                }
+                Ok(ToolKind::Agent) => {
+                    let Some(child) = o.agent.as_ref().filter(|c| tools.contains(&c.value)) else {
+                        continue;
+                    };
+                    granted
+                        .delegates
+                        .push(delegate(loaded, agent, o, &child.value, depth)?);
+                }
+                _ => {}
+            }
+        }
+        Ok(granted)
+    }
+
+    /// Whether `name` is one of these tools rather than a built-in.
+    pub fn owns(&self, name: &str) -> bool {
+        self.custom.iter().any(|c| c.name == name) || self.delegates.iter().any(|d| d.name == name)
+    }
+
+    /// What the step's key adds for these tools; `None` when there are none, so that the
+    /// keys of steps without any stay as they were.
+    pub fn key_view(&self) -> Option<Value> {
+        if self.custom.is_empty() && self.fence.hosts().is_empty() && self.delegates.is_empty() {
+            return None;
+        }
+        Some(json!({
+            "custom": self.custom.iter().map(CustomSpec::key_view).collect::<Vec<_>>(),
+            "web_fetch_allow": self.fence.hosts(),
+            "delegates": self.delegates.iter().map(|d| json!({
+                "name": d.name,
+                "description": d.description,
+                "agent": d.step.key_view(),
+            })).collect::<Vec<_>>(),
+        }))
+    }
+}
+
+fn custom(o: &ToolObject) -> Option<CustomSpec> {
+    let name = o.name.as_ref()?.value.clone();
+    let run = o.run.as_ref()?.value.clone();
+    Some(CustomSpec {
+        description: o
+            .description
+            .clone()
+            .unwrap_or_else(|| format!("Runs the pipeline's `{name}` command.")),
+        name,
+        run,
+        required: o.required.as_ref().is_some_and(|r| r.value),
+        max_calls: o.max_calls.as_ref().map(|m| m.value),
+        pinned: o.args.as_ref().map(|a| a.value.clone()).unwrap_or_default(),
+    })
+}
+
+/// The sub-agent `child` as `parent` grants it: its own step, built like a pipeline step of
+/// its own whose prompt is filled in at each call.
+fn delegate(
+    loaded: &Loaded,
+    parent: &Agent,
+    o: &ToolObject,
+    child: &str,
+    depth: usize,
+) -> Result<Delegate, BuildError> {
+    if depth >= MAX_DELEGATION_DEPTH {
+        return Err(BuildError::Unsupported(format!(
+            "agent `{}` delegates deeper than {MAX_DELEGATION_DEPTH} agents",
+            parent.name.value
+        )));
+    }
+    let agent = loaded
+        .agent(child)
+        .ok_or_else(|| BuildError::UnknownAgent(child.to_owned()))?;
+    let step = Step {
+        agent: Some(agent.name.clone()),
+        ..Step::default()
+    };
+    let built = AgentStep::build_nested(loaded, &step, depth + 1)?;
+    let percent = parent
+        .delegate_budget_percent
+        .as_ref()
+        .or(loaded
+            .pipeline
+            .defaults
+            .as_ref()
+            .and_then(|d| d.delegate_budget_percent.as_ref()))
+        .map_or(DEFAULT_DELEGATE_PERCENT, |p| p.value);
+    Ok(Delegate {
+        name: child.to_owned(),
+        description: o
+            .description
+            .clone()
+            .or_else(|| agent.description.clone())
+            .unwrap_or_else(|| {
+                format!("Ask the agent `{child}`; put the whole task in `request`.")
+            }),
+        step: Box::new(built),
+        percent,
+    })
+}
+
+/// The session tools a grant's extras become when the step runs, with what the step checks
+/// after its turns.
+pub(crate) struct Built {
+    /// Custom tools and sub-agent tools.
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    /// The custom tools with `required: true`.
+    pub(crate) required: Required,
+}
+
+impl Granted {
+    /// The custom tools, confined to `ws`, and the sub-agent tools, sharing `parent`.
+    pub(crate) fn build(&self, ws: &Workspace, parent: &Parent) -> Result<Built, TemplateError> {
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        let mut required = Required::default();
+        for spec in &self.custom {
+            let tally = Arc::new(Tally::default());
+            if spec.required {
+                required.push(spec.name.clone(), tally.clone());
+            }
+            tools.push(Arc::new(CustomTool::new(spec.clone(), ws.clone(), tally)?));
+        }
+        for delegate in &self.delegates {
+            tools.push(Arc::new(DelegateTool::new(
+                delegate.clone(),
+                parent.clone(),
+            )));
+        }
+        Ok(Built { tools, required })
+    }
+}
