@@ -94,7 +94,12 @@ pub(crate) struct DelegateTool {
 
 impl DelegateTool {
     pub(crate) fn new(delegate: Delegate, parent: Parent) -> Self {
-        let schema = serde_json::to_value(schemars::schema_for!(Request)).unwrap_or_default();
+        let mut schema = serde_json::to_value(schemars::schema_for!(Request)).unwrap_or_default();
+        // What the model needs is the object's shape; the document's own keys are noise.
+        if let Some(map) = schema.as_object_mut() {
+            map.remove("$schema");
+            map.remove("title");
+        }
         Self {
             delegate,
             parent,

@@ -35,6 +35,7 @@ class RunPage {
     this.actions = {
       toggle: (step) => this.toggle(step),
       decide: (step, decision, comment) => this.decide(step, decision, comment),
+      answer: (step, value) => this.answer(step, value),
     };
   }
 
@@ -230,6 +231,29 @@ class RunPage {
     this.schedule(step.seq);
   }
 
+  /** A question (an `input:` step, an agent's `ask_human`) is an approval with a schema,
+   * which the event does not carry: the pending approval gives it, and its form. */
+  async loadQuestion(step) {
+    try {
+      const open = await get("/approvals?state=pending");
+      const mine = open.find((a) => String(a.run) === String(this.runId) && a.seq === step.seq);
+      if (mine?.question && step.approval?.status === "pending") {
+        step.approval = { ...step.approval, question: mine.question };
+        this.schedule(step.seq);
+      }
+    } catch (error) {
+      append(this.notices, h("li", { class: "error" }, `question: ${error.message}`));
+    }
+  }
+
+  /** Answers a question; a refusal (the answer does not fit) is thrown to the form, which
+   * shows the server's reason while the question stays open. */
+  async answer(step, value) {
+    const answer = await post(`/runs/${this.runId}/approvals/${step.seq}`, { decision: "answer", value, by: "web" });
+    step.approval = { ...step.approval, status: answer?.status ?? "approved", by: answer?.by, value };
+    this.schedule(step.seq);
+  }
+
   async cancel() {
     try {
       await post(`/runs/${this.runId}/cancel`, {});
@@ -287,6 +311,7 @@ class RunPage {
       case "approval_waiting":
         step.approval = { status: "pending", message: e.message, deadline_ms: e.deadline_ms };
         d.status = "running";
+        this.loadQuestion(step);
         break;
       case "approval_answered":
         step.approval = { ...step.approval, status: e.status, by: e.by };

@@ -4,6 +4,7 @@
 import { h, append, replace, duration, cost, tokens } from "./dom.js";
 import { render as markdown } from "./markdown.js";
 import { payload } from "./json.js";
+import { questionForm } from "./form.js";
 
 const BLOCK_KINDS = new Set(["do", "in_parallel", "try", "across", "race", "ensemble"]);
 
@@ -208,6 +209,13 @@ function approvalBox(step, runId) {
   }
   const comment = h("input", { type: "text", class: "ap-comment", placeholder: "comment (optional)" });
   const decide = (decision) => step.view.actions.decide(step, decision, comment.value, runId);
+  if (a.question) {
+    // The same form as the approvals page's, generated from the question's schema.
+    return append(box,
+      questionForm(a.question, (value) => step.view.actions.answer(step, value)),
+      h("button", { class: "reject", onclick: () => decide("reject") }, "Decline"),
+      comment);
+  }
   return append(box,
     h("span", null, "waiting for approval "),
     h("button", { class: "approve", onclick: () => decide("approve") }, "Approve"),
