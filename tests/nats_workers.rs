@@ -15,10 +15,10 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Fixture;
-use common::nats::{Nats, Worker};
+use common::nats::{Nats, Worker, lines, wait_status};
 use common::server::{Server, get, post};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -45,14 +45,6 @@ fn wide(started: &Path, counter: &Path) -> String {
     format!(
         "agents:\n  - name: helper\njobs:\n  - name: wide\n    plan:\n      - in_parallel:\n{steps}"
     )
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 fn counts(path: &Path) -> BTreeMap<String, usize> {
@@ -98,18 +90,6 @@ async fn follow(base: String, run: u64) -> Vec<String> {
         }
     }
     panic!("the stream closed without `end`");
-}
-
-async fn wait_status(s: &Server, run: u64, limit: Duration) -> Value {
-    let started = Instant::now();
-    loop {
-        let (_, v) = get(s, &format!("/api/v1/runs/{run}")).await;
-        if v["status"] != "running" && !v["status"].is_null() {
-            return v;
-        }
-        assert!(started.elapsed() < limit, "run {run} never ended: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -73,6 +73,8 @@ pub struct SessionBuilder {
     secrets: Secrets,
     /// How each loop's history is kept within its budget.
     compaction: Compaction,
+    /// Admits each journal append (see [`crate::fence`]).
+    fence: Option<Arc<dyn crate::fence::WriteFence>>,
 }
 
 enum JournalChoice {
@@ -151,6 +153,17 @@ impl SessionBuilder {
     /// shares the same handle.
     pub fn journal(mut self, journal: Journal) -> Self {
         self.journal = Some(JournalChoice::Shared(journal));
+        self
+    }
+
+    /// Asks `fence` before every journal append of the session: once it refuses, the
+    /// session writes nothing more, so the turn stops before its next effect, and its
+    /// subscriptions end (a waiting [`Session::run`] returns [`RunError::Closed`]); see
+    /// [`crate::fence`]. Without one every append goes ahead.
+    ///
+    /// [`RunError::Closed`]: crate::RunError::Closed
+    pub fn fence(mut self, fence: Arc<dyn crate::fence::WriteFence>) -> Self {
+        self.fence = Some(fence);
         self
     }
 
@@ -339,6 +352,7 @@ impl SessionBuilder {
             batch: BatchConfig::default(),
             secrets: Secrets::default(),
             compaction: Compaction::default(),
+            fence: None,
         }
     }
 
@@ -438,6 +452,7 @@ impl SessionBuilder {
             },
             HookRunner::new(self.hooks.clone()),
             main_loop,
+            self.fence.clone(),
         )
     }
 

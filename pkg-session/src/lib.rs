@@ -52,6 +52,8 @@
 //!
 //! # Layout (public modules)
 //!
+//! * [`fence`]: [`WriteFence`], which an embedder uses to stop a session's journal appends
+//!   once it no longer holds the right to write the session (a lease held elsewhere).
 //! * [`hub`]: fan-out of a session's events to subscribers; [`Subscription`] and the
 //!   [`CatchUp`] stream of [`Session::subscribe_from`].
 //! * [`inference`]: the model endpoint's configuration ([`ModelConfig`], [`ApiKey`],
@@ -68,6 +70,7 @@
 //! Everything else ([`Session`], [`SessionBuilder`], [`TurnStream`], errors) is at the
 //! crate root.
 
+pub mod fence;
 pub mod hub;
 pub mod inference;
 pub mod journal;
@@ -144,6 +147,7 @@ pub use builder::SessionBuilder;
 pub use delegate::SubAgent;
 pub use effect::{Effect, EffectPolicy};
 pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
+pub use fence::WriteFence;
 pub use hub::{CatchUp, CatchUpItem, Subscription, SubscriptionLost};
 pub use human::{AskHuman, HumanQuestion};
 pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};

@@ -144,6 +144,9 @@ pub struct StepControls {
     /// Wraps the step's granted tools before the session gets them (a shadow run answers
     /// calls from a recording this way); `None`: the tools as granted.
     pub wrap_tools: Option<ToolWrapper>,
+    /// Admits each write of the step's session: a worker holds the step's session only
+    /// while it holds the step's lease (`crate::dist::lease`); `None`: always.
+    pub fence: Option<Arc<dyn treadle_session::WriteFence>>,
 }
 
 /// A function from the granted tools to the tools the session gets.
@@ -162,6 +165,7 @@ impl fmt::Debug for StepControls {
             .field("dollars", &self.dollars)
             .field("asker", &self.asker.is_some())
             .field("wrap_tools", &self.wrap_tools.is_some())
+            .field("fence", &self.fence)
             .finish()
     }
 }
@@ -262,5 +266,6 @@ pub fn from_pipeline(
         dollars,
         asker: None,
         wrap_tools: None,
+        fence: None,
     })
 }

@@ -283,6 +283,9 @@ fn session_builder(
         // model says.
         .secrets(secrets_of(step))
         .journal(journal.clone());
+    if let Some(fence) = &step.controls.fence {
+        builder = builder.fence(fence.clone());
+    }
     if let Some(var) = &step.model.api_key_env {
         // Read where `main` keeps it: the variable itself is gone from the environment.
         // The session scrubs its key (in plain and encoded forms) from what the model says.

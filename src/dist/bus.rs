@@ -8,6 +8,12 @@
 //! * `treadle-done` (key-value): each attempt's result by its step key, written once with
 //!   `create` (compare-and-set on "no value yet"): the first result wins, and a redelivered
 //!   step whose key has a result is not run again.
+//! * `treadle-leases` (key-value): which worker holds an agent step's session, by step key,
+//!   renewed with revision-checked updates ([`super::lease`]).
+//! * `treadle-cache` (key-value): step cache records by cache key, shared by every server
+//!   ([`super::shared_cache`]).
+//! * `treadle-asks` (key-value): an agent step's questions for a person, asked by its worker
+//!   under `<step key>.<n>` and answered there by the server ([`super::asks`]).
 //! * `treadle-artifacts` (object store): artifact directories packed ([`super::carry`]), named
 //!   by their blake3 digest.
 //! * `TREADLE_EVENTS` (subjects `treadle.events.<server>.<run>`): every run's enduring events,
@@ -29,6 +35,12 @@ pub const STEPS_SUBJECT: &str = "treadle.steps";
 pub const WORKERS: &str = "workers";
 /// The results bucket.
 pub const DONE_BUCKET: &str = "treadle-done";
+/// The leases bucket.
+pub const LEASES_BUCKET: &str = "treadle-leases";
+/// The shared step cache bucket.
+pub const CACHE_BUCKET: &str = "treadle-cache";
+/// The questions bucket.
+pub const ASKS_BUCKET: &str = "treadle-asks";
 /// The artifacts object store.
 pub const ARTIFACTS_BUCKET: &str = "treadle-artifacts";
 /// The events stream.
@@ -48,6 +60,12 @@ pub struct Bus {
     pub js: jetstream::Context,
     /// Results by step key.
     pub done: kv::Store,
+    /// Agent steps' session leases by step key ([`super::lease`]).
+    pub leases: kv::Store,
+    /// Cache records by cache key ([`super::shared_cache`]).
+    pub cache: kv::Store,
+    /// Agent steps' questions for a person and their answers ([`super::asks`]).
+    pub asks: kv::Store,
     /// Artifacts by digest.
     pub artifacts: object_store::ObjectStore,
 }
@@ -88,26 +106,10 @@ impl Bus {
         })
         .await
         .map_err(|e| setup("the events stream")(e.to_string()))?;
-        // The bucket's stream is made here, as the client's `create_key_value` makes it:
-        // that call first reads the account's info, whose shape differs in the NATS 2.9
-        // that Debian ships.
-        js.get_or_create_stream(stream::Config {
-            name: format!("KV_{DONE_BUCKET}"),
-            subjects: vec![format!("$KV.{DONE_BUCKET}.>")],
-            max_messages_per_subject: 1,
-            max_age: KEEP,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            discard: stream::DiscardPolicy::New,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| setup("the results bucket")(e.to_string()))?;
-        let done = js
-            .get_key_value(DONE_BUCKET)
-            .await
-            .map_err(|e| setup("the results bucket")(e.to_string()))?;
+        let done = bucket(&js, DONE_BUCKET, "the results bucket").await?;
+        let leases = bucket(&js, LEASES_BUCKET, "the leases bucket").await?;
+        let cache = bucket(&js, CACHE_BUCKET, "the shared cache bucket").await?;
+        let asks = bucket(&js, ASKS_BUCKET, "the questions bucket").await?;
         let artifacts = match js.get_object_store(ARTIFACTS_BUCKET).await {
             Ok(store) => store,
             Err(_) => js
@@ -123,6 +125,9 @@ impl Bus {
             client,
             js,
             done,
+            leases,
+            cache,
+            asks,
             artifacts,
         })
     }
@@ -147,6 +152,66 @@ impl Bus {
             )
             .await
             .map_err(|e| setup("the workers' consumer")(e.to_string()))
+    }
+}
+
+/// Opens the key-value bucket `name`, making it first when missing (one value per key,
+/// kept [`KEEP`]).
+async fn bucket(
+    js: &jetstream::Context,
+    name: &str,
+    what: &'static str,
+) -> Result<kv::Store, DistError> {
+    // The bucket's stream is made here, as the client's `create_key_value` makes it: that
+    // call first reads the account's info, whose shape differs in the NATS 2.9 that
+    // Debian ships.
+    js.get_or_create_stream(stream::Config {
+        name: format!("KV_{name}"),
+        subjects: vec![format!("$KV.{name}.>")],
+        max_messages_per_subject: 1,
+        max_age: KEEP,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| setup(what)(e.to_string()))?;
+    js.get_key_value(name)
+        .await
+        .map_err(|e| setup(what)(e.to_string()))
+}
+
+/// Waits for the first value under `key` in `store` that `parse` accepts, through NATS
+/// restarts.
+pub async fn wait_for<T>(store: &kv::Store, key: &str, parse: impl Fn(&[u8]) -> Option<T>) -> T {
+    use futures::StreamExt;
+    loop {
+        let mut watch = retrying("watching a key", || store.watch(key)).await;
+        // The watch gives the current value first, when there is one, then each change. A
+        // watch whose consumer was lost with a NATS restart may go quiet rather than fail,
+        // so the key is also read now and then.
+        loop {
+            tokio::select! {
+                entry = watch.next() => match entry {
+                    Some(Ok(entry)) => {
+                        if let Some(value) = parse(&entry.value) {
+                            return value;
+                        }
+                    }
+                    _ => break,
+                },
+                () = tokio::time::sleep(Duration::from_secs(2)) => {
+                    if let Ok(Some(bytes)) = store.get(key).await
+                        && let Some(value) = parse(&bytes)
+                    {
+                        return value;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

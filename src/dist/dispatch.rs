@@ -60,6 +60,11 @@ pub struct RemoteRun {
 }
 
 impl RemoteRun {
+    /// The connection to NATS (the shared cache uses it).
+    pub(crate) fn bus(&self) -> &Bus {
+        &self.dispatcher.bus
+    }
+
     /// Runs one attempt of a task or agent step on a worker: the walker's replacement for
     /// `Ctx::leaf`.
     pub(crate) async fn leaf(
@@ -101,6 +106,7 @@ impl RemoteRun {
             inputs,
             tokens_spent: ctx.tokens.load(Ordering::Relaxed),
             micro_usd_spent: ctx.micro_usd.load(Ordering::Relaxed),
+            agent: matches!(step.kind(), Ok(crate::pipeline::StepKind::Agent(_))),
         };
         let payload = match serde_json::to_vec(&job) {
             Ok(p) => bytes::Bytes::from(p),
@@ -122,6 +128,8 @@ impl RemoteRun {
         let result = tokio::select! {
             r = wait_result(bus, &key) => r,
             () = cancel.cancelled() => self.give_up(&key).await,
+            // Its questions for a person are asked here, where the run's approvals are.
+            () = super::asks::serve(bus, ctx, step, entry, &key, &cancel) => wait_result(bus, &key).await,
         };
         if let Some(t) = tokens {
             t.abort();
@@ -171,33 +179,7 @@ impl RemoteRun {
 
 /// Waits for the result under `key`, through NATS restarts.
 pub async fn wait_result(bus: &Bus, key: &str) -> StepResult {
-    let parse = |bytes: &[u8]| serde_json::from_slice::<StepResult>(bytes).ok();
-    loop {
-        let mut watch = retrying("watching for a step's result", || bus.done.watch(key)).await;
-        // The watch gives the current value first, when there is one, then each change. A
-        // watch whose consumer was lost with a NATS restart may go quiet rather than fail,
-        // so the key is also read now and then.
-        loop {
-            tokio::select! {
-                entry = watch.next() => match entry {
-                    Some(Ok(entry)) => {
-                        if let Some(result) = parse(&entry.value) {
-                            return result;
-                        }
-                    }
-                    _ => break,
-                },
-                () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {
-                    if let Ok(Some(value)) = bus.done.get(key).await
-                        && let Some(result) = parse(&value)
-                    {
-                        return result;
-                    }
-                }
-            }
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    super::bus::wait_for(&bus.done, key, |bytes| serde_json::from_slice(bytes).ok()).await
 }
 
 /// Takes a worker's result into the run: its events, its record, its tokens, its outputs.

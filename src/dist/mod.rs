@@ -18,12 +18,21 @@
 //! * `carry.rs`: artifact directories through the object store, by blake3 digest;
 //! * `dispatch.rs`: the server's side: a step to the queue, its result back into the run;
 //! * `worker.rs`: `treadle worker`;
+//! * `lease.rs`: one writer per agent session, through a revision-checked lease;
+//! * `parsed.rs`: a worker's parsed pipelines, by digest;
+//! * `shared_cache.rs`: the step cache shared through a key-value bucket;
+//! * `asks.rs`: an agent step's questions for a person, asked on a worker, answered on the
+//!   server;
 //! * `events.rs`: a run's events mirrored to a JetStream stream, and followed from it.
 
+pub mod asks;
 pub mod bus;
 pub mod carry;
 pub mod dispatch;
 pub mod events;
+pub mod lease;
+pub mod parsed;
+pub mod shared_cache;
 pub mod wire;
 pub mod worker;
 

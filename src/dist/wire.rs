@@ -44,6 +44,10 @@ pub struct StepJob {
     /// Millionths of a dollar the run spent so far (the job's dollar budget).
     #[serde(default)]
     pub micro_usd_spent: u64,
+    /// An agent step: its worker holds the step's session through a lease
+    /// ([`super::lease`]).
+    #[serde(default)]
+    pub agent: bool,
 }
 
 /// How a step attempt ended, as a worker reports it.

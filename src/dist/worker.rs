@@ -3,7 +3,8 @@
 //! result under the step's key, then acknowledges the message. While a step runs its
 //! delivery is extended every third of the ack wait; a worker that dies stops extending,
 //! and the step goes to another worker. A step whose key already has a result (it finished
-//! before a redelivery, or the server gave up on it) is acknowledged without running.
+//! before a redelivery, or the server gave up on it) is acknowledged without running. An
+//! agent step runs under its lease ([`super::lease`]): only its holder's result is stored.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -14,11 +15,12 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::bus::{ACK_WAIT, Bus, retrying};
+use super::lease::{self, Acquired, Lease};
+use super::parsed::Parsed;
 use super::wire::{Carried, StepJob, StepResult};
 use super::{DistError, carry};
-use crate::pipeline::check::CheckScope;
 use crate::run::artifacts::Artifacts;
-use crate::run::one_leaf::{OneLeaf, run_one};
+use crate::run::one_leaf::{OneLeaf, Questions, run_one};
 use crate::run::transcript::{EventSink, Style, Transcript};
 use crate::run::{AgentRunner, Store};
 
@@ -41,6 +43,8 @@ struct Worker {
     agents: Arc<dyn AgentRunner>,
     dir: PathBuf,
     name: String,
+    /// The pipelines parsed so far.
+    parsed: Parsed,
 }
 
 /// Works until `stop`.
@@ -59,6 +63,7 @@ pub async fn work(options: WorkerOptions) -> Result<(), DistError> {
         agents: crate::run::agents::default_agent_runner(),
         dir: options.dir.clone(),
         name,
+        parsed: Parsed::default(),
     });
     let slots = Arc::new(Semaphore::new(options.slots.max(1)));
     let mut consumer = None;
@@ -104,6 +109,16 @@ pub async fn work(options: WorkerOptions) -> Result<(), DistError> {
     Ok(())
 }
 
+/// How a step went on this worker.
+enum Leased {
+    /// It ran (or its holder's committed result was found): store and acknowledge.
+    Ran(Box<StepResult>),
+    /// Another worker holds its lease and renews it.
+    Busy,
+    /// This worker lost its lease while running it (why): nothing is committed.
+    Lost(String),
+}
+
 /// Collects a step's events, and passes its token deltas on live.
 struct Collect {
     events: Mutex<Vec<String>>,
@@ -141,34 +156,69 @@ impl Worker {
         if finished.is_none() {
             let extend = CancellationToken::new();
             let ticking = tokio::spawn(keep_alive(message.clone(), extend.clone()));
-            let result = self.run(&job).await;
+            let outcome = self.leased(&job).await;
             extend.cancel();
             let _ = ticking.await;
-            let value = bytes::Bytes::from(serde_json::to_vec(&result).unwrap_or_default());
-            // `create` stores it only if no result is there yet: the first one stands.
-            retrying("storing a step's result", || async {
-                match self.bus.done.create(&job.key, value.clone()).await {
-                    Ok(_) => Ok(()),
-                    Err(e)
-                        if e.kind()
-                            == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists =>
-                    {
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
+            match outcome {
+                Leased::Ran(result) => self.store_result(&job.key, &result).await,
+                Leased::Busy => {
+                    // Its holder is alive: the step comes back later, to whoever is free.
+                    let delay = Some(super::lease::LEASE_TIME);
+                    let _ = message
+                        .ack_with(async_nats::jetstream::AckKind::Nak(delay))
+                        .await;
+                    return;
                 }
-            })
-            .await;
+                // The delivery is the new holder's now: acknowledging it could end the
+                // step while that worker runs it.
+                Leased::Lost(why) => {
+                    tracing::warn!("step {} is not committed here: {why}", job.key);
+                    return;
+                }
+            }
         }
         // The result is stored: a lost acknowledgement only means a redelivery that is
         // recognised by the key.
         let _ = message.ack().await;
     }
 
+    /// Runs the step, an agent step under its lease (committed into the lease first).
+    async fn leased(&self, job: &StepJob) -> Leased {
+        if !job.agent {
+            return Leased::Ran(Box::new(self.run(job, None).await));
+        }
+        match lease::acquire(&self.bus, &job.key, &self.name).await {
+            Acquired::Finished(result) => Leased::Ran(result),
+            Acquired::Busy => Leased::Busy,
+            Acquired::Held(lease) => {
+                let result = self.run(job, Some(&lease)).await;
+                match lease.commit(&result).await {
+                    Ok(()) => Leased::Ran(Box::new(result)),
+                    Err(why) => Leased::Lost(why),
+                }
+            }
+        }
+    }
+
+    /// Stores `result` under `key` unless one is there: the first one stands.
+    async fn store_result(&self, key: &str, result: &StepResult) {
+        let value = bytes::Bytes::from(serde_json::to_vec(result).unwrap_or_default());
+        retrying("storing a step's result", || async {
+            match self.bus.done.create(key, value.clone()).await {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        })
+        .await;
+    }
+
     /// Runs the step; any failure to set it up is its result (errored).
-    async fn run(&self, job: &StepJob) -> StepResult {
+    async fn run(&self, job: &StepJob, lease: Option<&Lease>) -> StepResult {
         let place = self.dir.join("steps").join(&job.key);
-        let result = match self.run_in(job, &place).await {
+        let result = match self.run_in(job, &place, lease).await {
             Ok(r) => r,
             Err(e) => StepResult {
                 status: "errored".to_owned(),
@@ -187,16 +237,9 @@ impl Worker {
         &self,
         job: &StepJob,
         place: &std::path::Path,
+        lease: Option<&Lease>,
     ) -> Result<StepResult, DistError> {
-        let loaded = {
-            let scope = CheckScope {
-                job: Some(&job.job),
-                env: &crate::pipeline::model::process_env,
-                machine: false,
-            };
-            crate::pipeline::load_text(&job.file, &job.source, &scope)
-                .map_err(|e| DistError::Pipeline(e.to_string()))?
-        };
+        let loaded = self.parsed.load(&job.file, &job.job, &job.source)?;
         let job_def = loaded
             .job(Some(&job.job))
             .map_err(|e| DistError::Pipeline(e.to_string()))?;
@@ -217,7 +260,8 @@ impl Worker {
         });
         let secrets = crate::run::secrets_of(&loaded, Some(&job.job));
         let transcript = Arc::new(Transcript::new(Style::Quiet, secrets).with_sink(sink.clone()));
-        let cancel = CancellationToken::new();
+        // A leased step stops when its lease is lost.
+        let cancel = lease.map_or_else(CancellationToken::new, |l| l.lost().child_token());
         let listening = self.listen_for_cancel(&job.key, cancel.clone()).await;
         let outcome = run_one(OneLeaf {
             loaded: &loaded,
@@ -232,7 +276,15 @@ impl Worker {
             vars: job.vars.clone(),
             tokens_spent: job.tokens_spent,
             micro_usd_spent: job.micro_usd_spent,
-            cancel,
+            cancel: cancel.clone(),
+            fence: lease.map(Lease::fence),
+            questions: job.agent.then(|| {
+                let asks = super::asks::Remote::new(self.bus.clone(), &job.key, cancel.clone());
+                Questions {
+                    asker: asks.clone(),
+                    answerer: asks.answerer(),
+                }
+            }),
         })
         .await
         .map_err(|e| DistError::Pipeline(e.to_string()));

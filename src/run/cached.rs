@@ -1,7 +1,9 @@
 //! The cache around a leaf step, on the executor's side: before it runs, its key and the
 //! cache's answer (`crate::cache::StepCache::lookup`); on a hit, the recorded outcome is
 //! shown again, marked `cached` in the transcript and recorded as this run's; after the
-//! step succeeded, its outputs and record are stored.
+//! step succeeded, its outputs and record are stored. Under `treadle serve --nats` a miss
+//! here is looked for in the cache shared through NATS, and a stored record is shared
+//! there too (`crate::dist::shared_cache`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,9 +14,10 @@ use super::artifacts::ArtifactError;
 use super::exec::{Ctx, Done, now_ms};
 use super::state::{StateError, StepStatus};
 use super::transcript::Event;
+use crate::cache::digest::Digest;
 use crate::cache::key::{self, KeyParts};
 use crate::cache::records::Outcome;
-use crate::cache::{CacheError, Lookup, StepCache, is_leaf, produced, replayable};
+use crate::cache::{CacheError, Lookup, Miss, StepCache, is_leaf, produced, replayable};
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step, StepKind};
 
@@ -99,6 +102,13 @@ impl<'a> Ctx<'a> {
             }
             Ok(Lookup::Miss(why)) => {
                 tracing::debug!(step = %entry.name, ?why, "cache miss");
+                // Under `--nats`, another server (or run) may have shared it.
+                if why == Miss::NoEntry
+                    && let Some(outcome) = self.shared_hit(&cache, &key).await
+                {
+                    let from = outcome.run;
+                    return self.reuse(&cache, step, entry, outcome, from).await;
+                }
                 None
             }
             Err(e) => {
@@ -106,6 +116,13 @@ impl<'a> Ctx<'a> {
                 None
             }
         }
+    }
+
+    /// The record of `key` shared through NATS, its trees now in the local object store.
+    async fn shared_hit(&self, cache: &Arc<StepCache>, key: &Digest) -> Option<Outcome> {
+        let remote = self.remote.as_ref()?;
+        let scratch = self.artifacts.root().join("incoming");
+        crate::dist::shared_cache::fetch(remote.bus(), cache, key, scratch).await
     }
 
     /// Run `of`'s record of a step that succeeded in it, if any.
@@ -370,11 +387,12 @@ impl<'a> Ctx<'a> {
         entry: &Entry,
         parts: KeyParts,
     ) -> Result<(), CachedError> {
-        let mut outputs = Vec::new();
+        let (mut outputs, mut dirs) = (Vec::new(), Vec::new());
         for name in produced(step) {
             let Some(path) = self.artifacts.artifact(&name) else {
                 continue;
             };
+            dirs.push((name.clone(), path.clone()));
             let tree = cache.store_tree(name, path).await?;
             outputs.push(tree);
         }
@@ -405,7 +423,13 @@ impl<'a> Ctx<'a> {
             last_used_ms: now_ms(),
         };
         let replay = replayable(step);
+        let shared = (replay && self.remote.is_some()).then(|| outcome.clone());
         let (cache, path) = (cache.clone(), entry.path.clone());
-        blocking(move || Ok(cache.put_success(&path, &outcome, replay, true)?)).await
+        blocking(move || Ok(cache.put_success(&path, &outcome, replay, true)?)).await?;
+        // Under `--nats`, shared for every server, once it is in the state file.
+        if let (Some(remote), Some(outcome)) = (&self.remote, shared) {
+            crate::dist::shared_cache::share(remote.bus(), &outcome, dirs).await;
+        }
+        Ok(())
     }
 }

@@ -171,6 +171,12 @@ pub(crate) struct Ctx<'a> {
     pub versions: std::collections::BTreeMap<String, String>,
     /// Runs leaf steps on workers over NATS (`treadle serve --nats`); `None`: here.
     pub remote: Option<std::sync::Arc<crate::dist::RemoteRun>>,
+    /// Admits the writes of agent steps' sessions (a worker's lease on the step); `None`:
+    /// this process owns them.
+    pub fence: Option<std::sync::Arc<dyn treadle_session::WriteFence>>,
+    /// Where agent steps' questions for a person go instead of this process's mailbox (a
+    /// worker's go to its server).
+    pub questions: Option<super::one_leaf::Questions>,
 }
 
 /// One entry of the execution log: a leaf step (or a cell) that ran to its end.

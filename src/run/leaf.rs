@@ -229,7 +229,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Who an agent step's questions go to: the approval mailbox, under the step's number.
-    pub(super) fn asker(
+    pub(crate) fn asker(
         &self,
         step: &Step,
         entry: &Entry,
@@ -360,10 +360,21 @@ impl<'a> Ctx<'a> {
             Err(done) => return done,
         };
         agent_step = self.with_job_limits(agent_step);
-        agent_step.controls.asker = Some(self.asker(step, entry, &cancel));
-        if agent_step.tools.iter().any(|t| t == "ask_human") {
-            let deadline = step.timeout.as_ref().map(|t| t.value.0);
-            agent_step.answerer = Some(self.answerer(entry, deadline, &cancel));
+        agent_step.controls.fence = self.fence.clone();
+        let asks_people = agent_step.tools.iter().any(|t| t == "ask_human");
+        match &self.questions {
+            // On a worker: to the server whose run it is.
+            Some(q) => {
+                agent_step.controls.asker = Some(q.asker.clone());
+                agent_step.answerer = asks_people.then(|| q.answerer.clone());
+            }
+            None => {
+                agent_step.controls.asker = Some(self.asker(step, entry, &cancel));
+                if asks_people {
+                    let deadline = step.timeout.as_ref().map(|t| t.value.0);
+                    agent_step.answerer = Some(self.answerer(entry, deadline, &cancel));
+                }
+            }
         }
         let request = AgentStepRequest {
             step: agent_step,

@@ -303,6 +303,8 @@ pub async fn run_served(
         cell_vars: Mutex::default(),
         versions: options.versions.clone(),
         remote,
+        fence: None,
+        questions: None,
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
     let mut done = ctx.job().instrument(job_span).await;

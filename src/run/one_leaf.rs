@@ -45,6 +45,19 @@ pub struct OneLeaf<'a> {
     pub micro_usd_spent: u64,
     /// Cancelled when the server says so.
     pub cancel: CancellationToken,
+    /// Admits the writes of an agent step's session: the worker's lease on the step.
+    pub fence: Option<Arc<dyn treadle_session::WriteFence>>,
+    /// Where an agent step's questions for a person go (the server whose run it is).
+    pub questions: Option<Questions>,
+}
+
+/// Who an agent step's questions go to instead of this process's mailbox.
+#[derive(Clone)]
+pub struct Questions {
+    /// Yes-or-no questions: permissions, escalations.
+    pub asker: Arc<dyn crate::agent::Asker>,
+    /// `ask_human` questions.
+    pub answerer: crate::agent::Answerer,
 }
 
 /// How the step went.
@@ -134,6 +147,8 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         collect_at: Mutex::default(),
         cell_vars: Mutex::default(),
         remote: None,
+        fence: req.fence.clone(),
+        questions: req.questions.clone(),
     };
     let done = ctx
         .leaf(step, &entry, req.attempt, req.cancel.clone(), None)

@@ -99,9 +99,11 @@ impl Drop for Nats {
     }
 }
 
-/// A `treadle worker` process, killed when dropped.
+/// A `treadle worker` process, killed when dropped; its stderr goes to `worker.log` in its
+/// directory.
 pub struct Worker {
     pub child: Child,
+    log: PathBuf,
 }
 
 impl Worker {
@@ -119,22 +121,40 @@ impl Worker {
         .arg(dir)
         .current_dir(dir.parent().unwrap_or(dir))
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stdout(Stdio::null());
+        std::fs::create_dir_all(dir).expect("the worker's directory");
+        let log = dir.join("worker.log");
+        cmd.stderr(std::fs::File::create(&log).expect("the worker's log"));
         for var in ["OPENAI_API_KEY", "OPENROUTER_API_KEY", "TREADLE_LOCAL_URL"] {
             cmd.env_remove(var);
         }
         cmd.envs(env.iter().copied());
         Self {
             child: cmd.spawn().expect("spawn treadle worker"),
+            log,
         }
+    }
+
+    /// What the worker wrote to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the worker.
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "kill -{signal} {}", self.pid());
     }
 
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    /// SIGKILL: the worker dies mid-step without a word.
+    /// SIGKILL: the worker dies mid-step without a word (a stopped one too).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -144,5 +164,31 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// The lines of the file at `path` (none when it does not exist yet).
+pub fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits up to `limit` for run `run` of the server to end; its view then.
+pub async fn wait_status(
+    s: &super::server::Server,
+    run: u64,
+    limit: Duration,
+) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let (_, v) = super::server::get(s, &format!("/api/v1/runs/{run}")).await;
+        if v["status"] != "running" && !v["status"].is_null() {
+            return v;
+        }
+        assert!(started.elapsed() < limit, "run {run} never ended: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -125,6 +125,8 @@ struct Inner {
     hooks: HookRunner,
     /// The loop a session-wide event's append is reported in (hook calls name a loop).
     main_loop: LoopId,
+    /// Asked before every append; none for a hub made by hand or a session without one.
+    fence: Option<Arc<dyn crate::fence::WriteFence>>,
     capacity: usize,
     state: Mutex<State>,
 }
@@ -181,17 +183,19 @@ impl Hub {
             options,
             HookRunner::default(),
             LoopId::new(),
+            None,
         )
     }
 
-    /// A session's hub: `hooks` see every journal append it makes, and an append of an
-    /// event with no loop is reported in `main_loop`.
+    /// A session's hub: `hooks` see every journal append it makes, an append of an event
+    /// with no loop is reported in `main_loop`, and `fence` (when given) admits each append.
     pub(crate) fn with_hooks(
         session: SessionId,
         journal: Journal,
         options: HubOptions,
         hooks: HookRunner,
         main_loop: LoopId,
+        fence: Option<Arc<dyn crate::fence::WriteFence>>,
     ) -> Hub {
         let (last_seq, seed_unknown) = match journal.last_seq(session) {
             Ok(seq) => (seq, false),
@@ -206,6 +210,7 @@ impl Hub {
                 journal,
                 hooks,
                 main_loop,
+                fence,
                 capacity: options.queue_capacity.max(1),
                 state: Mutex::new(State {
                     subscribers: Vec::new(),
@@ -228,6 +233,14 @@ impl Hub {
     /// so every journal append passes the `JournalAppend` hooks here too.
     /// An acknowledgement without a seq is an error, never a made-up seq.
     pub(crate) async fn commit(&self, event: Event) -> Result<u64, AppendError> {
+        // A session that lost its right to write (its fence says so) writes nothing more,
+        // and its subscriptions end: no terminal event will ever reach them.
+        if let Some(fence) = &self.inner.fence
+            && let Err(why) = fence.admit().await
+        {
+            self.close();
+            return Err(AppendError::Fenced { why });
+        }
         let hook = self.begin_append(&event).await;
         let id = event.id();
         let events = std::slice::from_ref(&event);

@@ -116,6 +116,13 @@ pub enum AppendError {
     /// published in order (rule 2): a bug in the writer, reported rather than hidden.
     #[error("the journal acknowledged event {event} without a sequence number")]
     NoSeq { event: treadle_event::EventId },
+    /// The session's write fence refused the append: whatever gave this process the right
+    /// to write the session (a lease) is lost. Nothing was written.
+    #[error("the session may no longer write here: {why}")]
+    Fenced {
+        /// Why, as the fence says.
+        why: String,
+    },
 }
 
 /// Why the journal's write-ahead log (`<journal>.wal`) failed.

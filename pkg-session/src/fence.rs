@@ -1,0 +1,20 @@
+//! A write fence: lets an embedder that owns a session only while it holds some outside
+//! right (a lease held elsewhere, such as a worker's lease on a step) stop the session's
+//! journal appends the moment that right is lost.
+//!
+//! Every enduring event of a session is committed through its hub (rule 2), so a fence the
+//! hub asks before each append refuses every write of a session that lost its right: the
+//! event is not journaled, so nothing after it (a tool call's effect, a turn's end) happens.
+
+use std::fmt::Debug;
+
+/// Whether the session may still write. Set with [`SessionBuilder::fence`].
+///
+/// [`SessionBuilder::fence`]: crate::SessionBuilder::fence
+#[async_trait::async_trait]
+pub trait WriteFence: Send + Sync + Debug + 'static {
+    /// `Ok` when the next append may go ahead; waits while that is in doubt (the right is
+    /// being confirmed); `Err` with the reason once it is known lost. The append then
+    /// fails with [`AppendError::Fenced`](crate::journal::AppendError::Fenced).
+    async fn admit(&self) -> Result<(), String>;
+}

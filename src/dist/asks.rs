@@ -1,0 +1,213 @@
+//! An agent step's questions for a person, from the worker that runs it to the server whose
+//! run it is: a `permissions:` rule that says `ask`, a verdict below `min_confidence:`
+//! escalated to a person, and `ask_human` calls.
+//!
+//! The worker puts each question in the `treadle-asks` bucket under `<step key>.<n>` and
+//! waits for that key to hold an answer. The server, while it waits for the step's result,
+//! watches `<step key>.*` and asks each question exactly as a step running in its own
+//! process asks (`run::approval`): parked in its mailbox and recorded in its state file, so
+//! `treadle approvals`, `treadle approve`, `treadle answer`, the API and the web page list
+//! and answer it, with the step's `timeout:` as the deadline. The answer is written back to
+//! the same key. Both sides go through NATS outages (watches are made again, keys read).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use treadle_session::{GateAnswer, HumanQuestion};
+
+use super::bus::{Bus, retrying, wait_for};
+use crate::agent::{Answered, Answerer, Asker, Question, QuestionKind};
+use crate::pipeline::outline::Entry;
+use crate::pipeline::{At, Step};
+use crate::run::exec::Ctx;
+
+/// What a question's key holds: the question, then its answer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum Ask {
+    /// A yes-or-no question (a permission, an escalation).
+    Approval {
+        /// `permission` or `escalation`.
+        kind: String,
+        /// What the person reads.
+        message: String,
+    },
+    /// An `ask_human` question.
+    Human {
+        /// The question and the schema of its answer.
+        question: HumanQuestion,
+    },
+    /// A yes-or-no answer.
+    Decided {
+        /// Approved or not.
+        approved: bool,
+        /// Who or what answered.
+        by: String,
+        /// What they said.
+        comment: Option<String>,
+    },
+    /// A value (or a refusal, or the deadline) for an `ask_human` question.
+    Answered {
+        /// The gate's answer.
+        answer: GateAnswer,
+    },
+}
+
+/// The worker's side: the questions of the step under `key` go to the server.
+pub struct Remote {
+    bus: Bus,
+    key: String,
+    next: AtomicU32,
+    cancel: CancellationToken,
+}
+
+impl Remote {
+    /// For the step under `key`; waiting for an answer ends when `cancel` does.
+    pub fn new(bus: Bus, key: &str, cancel: CancellationToken) -> Arc<Self> {
+        Arc::new(Self {
+            bus,
+            key: key.to_owned(),
+            next: AtomicU32::new(0),
+            cancel,
+        })
+    }
+
+    /// Asks `ask` and waits for its answer; `None` when the step was cancelled first.
+    async fn put_and_wait(&self, ask: &Ask) -> Option<Ask> {
+        let key = format!("{}.{}", self.key, self.next.fetch_add(1, Ordering::Relaxed));
+        let value = bytes::Bytes::from(serde_json::to_vec(ask).ok()?);
+        retrying("asking the server", || {
+            self.bus.asks.put(&key, value.clone())
+        })
+        .await;
+        let answered = wait_for(
+            &self.bus.asks,
+            &key,
+            |bytes| match serde_json::from_slice::<Ask>(bytes).ok()? {
+                a @ (Ask::Decided { .. } | Ask::Answered { .. }) => Some(a),
+                _ => None,
+            },
+        );
+        tokio::select! {
+            a = answered => Some(a),
+            () = self.cancel.cancelled() => None,
+        }
+    }
+
+    /// The answerer of the step's `ask_human` calls.
+    pub fn answerer(self: &Arc<Self>) -> Answerer {
+        let me = self.clone();
+        Answerer {
+            ask: Arc::new(move |question| {
+                let me = me.clone();
+                Box::pin(async move {
+                    match me.put_and_wait(&Ask::Human { question }).await {
+                        Some(Ask::Answered { answer }) => answer,
+                        _ => GateAnswer::deny("the step was cancelled before an answer came"),
+                    }
+                })
+            }),
+            // The server keeps the deadline (the step's `timeout:`).
+            deadline: None,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Asker for Remote {
+    async fn ask(&self, question: Question) -> Answered {
+        let ask = Ask::Approval {
+            kind: question.kind.as_str().to_owned(),
+            message: question.message,
+        };
+        match self.put_and_wait(&ask).await {
+            Some(Ask::Decided {
+                approved,
+                by,
+                comment,
+            }) => Answered {
+                approved,
+                by,
+                comment,
+            },
+            _ => Answered::refused("treadle (the step was interrupted)"),
+        }
+    }
+}
+
+/// The server's side: asks the questions of the step under `key` (run by a worker) as the
+/// run's own, and writes each answer back. Runs until dropped.
+pub(crate) async fn serve(
+    bus: &Bus,
+    ctx: &Ctx<'_>,
+    step: &At<Step>,
+    entry: &Entry,
+    key: &str,
+    cancel: &CancellationToken,
+) {
+    let pattern = format!("{key}.*");
+    loop {
+        let mut watch = retrying("watching a step's questions", || bus.asks.watch(&pattern)).await;
+        loop {
+            // A watch lost with a NATS restart may go quiet rather than fail: it is made
+            // again now and then, which gives every key's value again (answered ones are
+            // passed over).
+            let next = tokio::time::timeout(std::time::Duration::from_secs(30), watch.next());
+            let entry_seen = match next.await {
+                Ok(Some(Ok(e))) => e,
+                _ => break,
+            };
+            let Ok(ask) = serde_json::from_slice::<Ask>(&entry_seen.value) else {
+                continue;
+            };
+            let Some(answer) = answer(ctx, step, entry, ask, cancel).await else {
+                continue;
+            };
+            let Ok(value) = serde_json::to_vec(&answer) else {
+                continue;
+            };
+            let value = bytes::Bytes::from(value);
+            retrying("answering a worker's question", || {
+                bus.asks.put(&entry_seen.key, value.clone())
+            })
+            .await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// Asks one question here; `None` for a key that holds an answer already.
+async fn answer(
+    ctx: &Ctx<'_>,
+    step: &At<Step>,
+    entry: &Entry,
+    ask: Ask,
+    cancel: &CancellationToken,
+) -> Option<Ask> {
+    match ask {
+        Ask::Approval { kind, message } => {
+            let kind = match kind.as_str() {
+                "escalation" => QuestionKind::Escalation,
+                _ => QuestionKind::Permission,
+            };
+            let asker = ctx.asker(step, entry, cancel);
+            let answered = asker.ask(Question { kind, message }).await;
+            Some(Ask::Decided {
+                approved: answered.approved,
+                by: answered.by,
+                comment: answered.comment,
+            })
+        }
+        Ask::Human { question } => {
+            let deadline = step.timeout.as_ref().map(|t| t.value.0);
+            let answerer = ctx.answerer(entry, deadline, cancel);
+            Some(Ask::Answered {
+                answer: (answerer.ask)(question).await,
+            })
+        }
+        Ask::Decided { .. } | Ask::Answered { .. } => None,
+    }
+}

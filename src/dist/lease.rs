@@ -1,0 +1,337 @@
+//! One writer per agent session: the worker that runs an agent step holds the step's
+//! session through a lease in the `treadle-leases` bucket, under the step key.
+//!
+//! * The first worker to take the step makes the lease with `create` (only when no value is
+//!   there); its holder renews it every [`RENEW_EVERY`] with `update` at the revision it
+//!   last wrote (compare-and-set), so a renewal fails once anyone else wrote the key.
+//! * A worker handed the same step again (its holder stopped extending the delivery) takes
+//!   the lease over only after seeing its revision unchanged for [`LEASE_TIME`] by its own
+//!   clock, and then only with `update` at that revision. No clocks are compared across
+//!   machines: only how long each side waits on its own.
+//! * The holder trusts its lease for [`TRUST_FOR`] after sending the renewal that last
+//!   succeeded, well under [`LEASE_TIME`], so it stops before anyone can take over. While the
+//!   lease is in doubt (that time passed, a renewal not yet answered) its session's appends
+//!   wait; once a renewal is refused (revision moved) they are refused
+//!   (`treadle_session::WriteFence`), the step is cancelled, and its result is not committed.
+//! * The step is committed by writing its result into the lease with `update` at the
+//!   holder's revision: a worker that lost the lease cannot commit. Whoever then finds a
+//!   result in the lease (the holder, or a worker the step is redelivered to after the
+//!   holder died before acknowledging) copies it to `treadle-done`, where the server reads it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::kv::{self, CreateErrorKind, UpdateErrorKind};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::bus::{ACK_WAIT, Bus, retrying};
+use super::wire::StepResult;
+
+/// How long a contender waits, seeing the same revision, before it takes a lease over.
+pub const LEASE_TIME: Duration = ACK_WAIT;
+/// How often the holder renews.
+pub const RENEW_EVERY: Duration = Duration::from_secs(1);
+/// How long the holder trusts its lease after sending the renewal that succeeded.
+pub const TRUST_FOR: Duration = Duration::from_secs(3);
+
+/// What the lease's key holds.
+#[derive(Serialize, Deserialize)]
+struct Value {
+    /// The worker holding it.
+    holder: String,
+    /// The step's result, once committed.
+    #[serde(default)]
+    result: Option<StepResult>,
+}
+
+fn encode(value: &Value) -> bytes::Bytes {
+    bytes::Bytes::from(serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// How taking a step's lease went.
+pub enum Acquired {
+    /// This worker holds it now.
+    Held(Box<Lease>),
+    /// Its holder committed a result: the step is over.
+    Finished(Box<StepResult>),
+    /// Another worker holds it and is renewing it: the step is not this worker's.
+    Busy,
+}
+
+/// Where the holder stands.
+#[derive(Debug, Clone)]
+enum Standing {
+    /// Trusted until then.
+    Until(Instant),
+    /// Lost, for this reason.
+    Lost(String),
+}
+
+#[derive(Debug, Clone)]
+struct State {
+    /// The revision the holder last wrote.
+    revision: u64,
+    standing: Standing,
+}
+
+/// A held lease, renewed until [`Lease::commit`] or drop.
+pub struct Lease {
+    store: kv::Store,
+    key: String,
+    holder: String,
+    state: watch::Receiver<State>,
+    /// Cancelled when the lease is lost.
+    lost: CancellationToken,
+    stop: CancellationToken,
+    renewing: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Takes the lease of step `key` for `holder` (see the module's doc).
+pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
+    let store = bus.leases.clone();
+    let mine = encode(&Value {
+        holder: holder.to_owned(),
+        result: None,
+    });
+    // The revision seen and when it was first seen; when this worker last wrote.
+    let mut seen: Option<(u64, Instant)> = None;
+    let mut sent = Instant::now();
+    loop {
+        let entry = retrying("reading a step's lease", || store.entry(key)).await;
+        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+            sent = Instant::now();
+            match store.create(key, mine.clone()).await {
+                Ok(revision) => {
+                    return Acquired::Held(Box::new(Lease::start(
+                        &store, key, holder, revision, sent,
+                    )));
+                }
+                // Someone made it first, or our create landed unanswered: read again.
+                Err(e) if e.kind() == CreateErrorKind::AlreadyExists => continue,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            }
+        };
+        if let Ok(value) = serde_json::from_slice::<Value>(&entry.value) {
+            if let Some(result) = value.result {
+                return Acquired::Finished(Box::new(result));
+            }
+            // Our own write whose answer was lost.
+            if value.holder == holder {
+                let lease = Lease::start(&store, key, holder, entry.revision, sent);
+                return Acquired::Held(Box::new(lease));
+            }
+        }
+        match seen {
+            Some((revision, since)) if revision == entry.revision => {
+                if since.elapsed() >= LEASE_TIME {
+                    sent = Instant::now();
+                    match store.update(key, mine.clone(), revision).await {
+                        Ok(new) => {
+                            let lease = Lease::start(&store, key, holder, new, sent);
+                            return Acquired::Held(Box::new(lease));
+                        }
+                        // Renewed, taken, or landed unanswered: reading again tells.
+                        Err(_) => continue,
+                    }
+                }
+            }
+            // Renewed since: its holder is alive.
+            Some(_) => return Acquired::Busy,
+            None => seen = Some((entry.revision, Instant::now())),
+        }
+        tokio::time::sleep(RENEW_EVERY / 2).await;
+    }
+}
+
+impl Lease {
+    fn start(store: &kv::Store, key: &str, holder: &str, revision: u64, sent: Instant) -> Self {
+        let (tx, state) = watch::channel(State {
+            revision,
+            standing: Standing::Until(sent + TRUST_FOR),
+        });
+        let (lost, stop) = (CancellationToken::new(), CancellationToken::new());
+        let renewer = Renewer {
+            store: store.clone(),
+            key: key.to_owned(),
+            holder: holder.to_owned(),
+            state: tx,
+            lost: lost.clone(),
+            stop: stop.clone(),
+        };
+        Self {
+            store: store.clone(),
+            key: key.to_owned(),
+            holder: holder.to_owned(),
+            state,
+            lost,
+            stop,
+            renewing: Some(tokio::spawn(renewer.run())),
+        }
+    }
+
+    /// Cancelled when the lease is lost: the step's cancellation hangs from it.
+    pub fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// The fence of the step's session: appends go ahead while the lease is trusted, wait
+    /// while it is in doubt, and are refused once it is lost.
+    pub fn fence(&self) -> Arc<dyn treadle_session::WriteFence> {
+        Arc::new(LeaseFence {
+            key: self.key.clone(),
+            state: self.state.clone(),
+        })
+    }
+
+    /// Commits the step: its result into the lease, at the holder's revision. `Err` (why)
+    /// when the lease was lost: the result must not be used.
+    pub async fn commit(mut self, result: &StepResult) -> Result<(), String> {
+        // The renewer finishes the renewal it may be sending, so its revision is known.
+        self.stop.cancel();
+        if let Some(task) = self.renewing.take() {
+            let _ = task.await;
+        }
+        let state = self.state.borrow().clone();
+        if let Standing::Lost(why) = state.standing {
+            return Err(why);
+        }
+        let value = encode(&Value {
+            holder: self.holder.clone(),
+            result: Some(result.clone()),
+        });
+        loop {
+            match self
+                .store
+                .update(&self.key, value.clone(), state.revision)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => {
+                    // Our own commit whose answer was lost, or another worker's lease.
+                    let now =
+                        retrying("reading a step's lease", || self.store.entry(&self.key)).await;
+                    let ours = now
+                        .and_then(|e| serde_json::from_slice::<Value>(&e.value).ok())
+                        .is_some_and(|v| v.holder == self.holder && v.result.is_some());
+                    return if ours { Ok(()) } else { Err(taken()) };
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "committing step {}: {e}; retrying until NATS answers",
+                        self.key
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn taken() -> String {
+    "another worker took over the step's lease".to_owned()
+}
+
+/// Renews a lease every [`RENEW_EVERY`] until stopped or lost.
+struct Renewer {
+    store: kv::Store,
+    key: String,
+    holder: String,
+    state: watch::Sender<State>,
+    lost: CancellationToken,
+    stop: CancellationToken,
+}
+
+impl Renewer {
+    async fn run(self) {
+        let mine = encode(&Value {
+            holder: self.holder.clone(),
+            result: None,
+        });
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(RENEW_EVERY) => {}
+                () = self.stop.cancelled() => return,
+            }
+            let revision = self.state.borrow().revision;
+            let sent = Instant::now();
+            match self.store.update(&self.key, mine.clone(), revision).await {
+                Ok(new) => {
+                    self.state.send_replace(State {
+                        revision: new,
+                        standing: Standing::Until(sent + TRUST_FOR),
+                    });
+                }
+                Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => {
+                    if let Some(revision) = self.still_mine().await {
+                        self.state.send_replace(State {
+                            revision,
+                            standing: Standing::Until(sent + TRUST_FOR),
+                        });
+                        continue;
+                    }
+                    tracing::warn!(
+                        "step {}: {}; its session's writes are refused and its result will not be committed",
+                        self.key,
+                        taken()
+                    );
+                    self.state
+                        .send_modify(|s| s.standing = Standing::Lost(taken()));
+                    self.lost.cancel();
+                    return;
+                }
+                // NATS is away: the lease is in doubt until a renewal is answered; waiters
+                // look at the clock again.
+                Err(_) => self.state.send_modify(|_| {}),
+            }
+        }
+    }
+
+    /// The revision of the key when this holder wrote it last (an update that landed
+    /// though its answer was lost).
+    async fn still_mine(&self) -> Option<u64> {
+        let entry = retrying("reading a step's lease", || self.store.entry(&self.key)).await?;
+        let value = serde_json::from_slice::<Value>(&entry.value).ok()?;
+        (value.holder == self.holder && value.result.is_none()).then_some(entry.revision)
+    }
+}
+
+/// The write fence of a leased step's session.
+struct LeaseFence {
+    key: String,
+    state: watch::Receiver<State>,
+}
+
+impl std::fmt::Debug for LeaseFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LeaseFence({})", self.key)
+    }
+}
+
+#[async_trait::async_trait]
+impl treadle_session::WriteFence for LeaseFence {
+    async fn admit(&self) -> Result<(), String> {
+        let mut state = self.state.clone();
+        loop {
+            match &state.borrow_and_update().standing {
+                Standing::Lost(why) => return Err(why.clone()),
+                Standing::Until(t) if Instant::now() < *t => return Ok(()),
+                Standing::Until(_) => {}
+            }
+            // In doubt: the renewer's next answer decides.
+            if let Ok(Err(_)) = tokio::time::timeout(RENEW_EVERY, state.changed()).await {
+                return Err("the step's lease is no longer renewed".to_owned());
+            }
+        }
+    }
+}

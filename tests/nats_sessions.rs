@@ -1,0 +1,106 @@
+//! Agent steps across machines over NATS JetStream, against the real binaries: one
+//! `treadle serve --nats`, `treadle worker` processes and a `nats-server -js` on loopback.
+//!
+//! * `a_paused_worker_loses_its_session_lease_and_writes_nothing`: one writer per agent
+//!   session. Worker A takes an agent step and is paused (SIGSTOP) while the model answers;
+//!   the step goes to worker B, which takes the session's lease over once A's is unrenewed
+//!   for the lease time. A is continued (SIGCONT) while B runs the step: A's session
+//!   appends are refused, so the tool call it was handed never runs; only B's tool call
+//!   writes (a file outside the workspace names the writer's pid), and the run succeeds.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::Fixture;
+use common::nats::{Nats, Worker, lines, wait_status};
+use common::server::{Server, post};
+use serde_json::json;
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+/// A model that asks for one `run_shell` call noting the caller's pid in `writes`, then
+/// says done; each streamed chunk after the first comes 400 ms late, so a worker can be
+/// paused while its answer is on the way.
+async fn noting_model(writes: &Path) -> ScriptedServer {
+    let command = format!("echo \"$PPID\" >> {}", writes.display());
+    ScriptedServer::builder()
+        .chunk_delay(Duration::from_millis(400))
+        .start(Script::from_fn(move |request| {
+            let answered = request["messages"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+            if answered {
+                Reply::text("done").usage(5, 2)
+            } else {
+                Reply::tool_call("run_shell", json!({ "command": command })).usage(5, 2)
+            }
+        }))
+        .await
+        .expect("scripted server")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_worker_loses_its_session_lease_and_writes_nothing() {
+    let Some(nats) = Nats::start("a_paused_worker_loses_its_session_lease_and_writes_nothing")
+    else {
+        return;
+    };
+    let outside = tempfile::tempdir().expect("temp dir");
+    let writes = outside.path().join("writes");
+    let model = noting_model(&writes).await;
+    let url = model.base_url().to_string();
+    let f = Fixture::new(
+        "agents:\n  - name: noter\n    tools: [run_shell]\njobs:\n  - name: main\n    plan:\n      - agent: noter\n        name: note\n        confined: false\n        prompt: Note your process.\n",
+    );
+    let env = [("TREADLE_LOCAL_URL", url.as_str())];
+    let server = Server::start(f.path(), &["treadle.yml", "--nats", &nats.url], &env);
+    let a = Worker::start(&nats.url, 1, &f.path().join("wa"), &env);
+    let (code, body) = post(&server, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
+    assert_eq!(code, 201, "{body}");
+    let run = body["id"].as_u64().expect("id");
+    // A asked the model; its answer (the tool call) is still streaming in.
+    assert!(
+        model.wait_requests(1, Duration::from_secs(60)).await,
+        "A never asked the model"
+    );
+    a.signal("STOP");
+    let paused = Instant::now();
+    let b = Worker::start(&nats.url, 1, &f.path().join("wb"), &env);
+    // B gets the step after A's delivery lapses, and asks the model once it took the lease.
+    assert!(
+        model.wait_requests(2, Duration::from_secs(90)).await,
+        "B never ran the step: {}",
+        b.log()
+    );
+    let took_over = paused.elapsed();
+    a.signal("CONT");
+    let done = wait_status(&server, run, Duration::from_secs(120)).await;
+    assert_eq!(done["status"], "succeeded", "{done}\nB: {}", b.log());
+    // A has had time to go on; its session must have written nothing since.
+    common::server::eventually("A notices it lost the lease", || {
+        a.log().contains("not committed here")
+    });
+    let writers = lines(&writes);
+    assert_eq!(
+        writers,
+        vec![b.pid().to_string()],
+        "only the lease holder's tool call ran (A is {})",
+        a.pid()
+    );
+    assert!(
+        a.log().contains("took over the step's lease"),
+        "A says why: {}",
+        a.log()
+    );
+    assert_eq!(
+        model.request_count(),
+        3,
+        "A's session never sent its tool result to the model"
+    );
+    // The lease was taken over only after it went unrenewed for the lease time (6 s) on
+    // top of the delivery's ack wait (6 s).
+    assert!(took_over >= Duration::from_secs(10), "{took_over:?}");
+    eprintln!("B took the session over {took_over:?} after A was paused");
+    drop(nats);
+}
