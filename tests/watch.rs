@@ -251,7 +251,7 @@ fn bad_watch_keys_are_load_errors_with_their_place() {
         (
             "passed on a job that never gets it",
             "jobs:\n- name: a\n  plan:\n  - task: t\n    run: 'true'\n- name: b\n  plan:\n  - get: repo\n    trigger: true\n    passed: [a]\nresources:\n- name: repo\n  type: git\n  source: { uri: ./r }\n",
-            "treadle.yml:10:14: `passed: [a]` on the get of `repo`: job `a` never gets `repo`",
+            "treadle.yml:10:14: `passed: [a]` on the get of `repo`: job `a` never gets or puts `repo`",
         ),
         (
             "a literal token",

@@ -41,7 +41,11 @@ pub fn name_problem(name: &str) -> Option<&'static str> {
 
 /// A located error for each artifact name of `step` that breaks the rule.
 pub fn check_step(file: &Path, step: &Step) -> Vec<Diagnostic> {
-    let named = step.inputs.iter().map(|n| ("input", n));
+    let named = step
+        .inputs
+        .iter()
+        .filter(|n| n.value != super::resource_type::ALL_INPUTS)
+        .map(|n| ("input", n));
     let named = named.chain(step.outputs.iter().map(|n| ("output", n)));
     let named = named.chain(step.get.iter().map(|n| ("get", n)));
     named

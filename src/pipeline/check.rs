@@ -415,6 +415,17 @@ impl<'a> Checker<'a> {
     /// Each input must be produced by an earlier step (`available`).
     fn inputs(&mut self, step: &Step, available: &BTreeSet<String>) {
         for input in &step.inputs {
+            if input.value == super::resource_type::ALL_INPUTS {
+                if !matches!(step.kind(), Ok(StepKind::Put(_))) {
+                    self.push(
+                        input.pos,
+                        Problem::InvalidValue,
+                        "`inputs: all` is valid only on a `put:` step".to_owned(),
+                        "list the artifacts this step reads: `inputs: [a, b]`",
+                    );
+                }
+                continue;
+            }
             if !available.contains(&input.value) {
                 let near = did_you_mean(&input.value, available.iter().map(String::as_str));
                 let hint = match near {

@@ -7,26 +7,27 @@ use super::check_flow::Finding;
 use super::{At, Pipeline, Problem, Step, StepKind, VersionSpec};
 
 /// The resource types treadle has without a `resource_types:` entry.
-pub const BUILT_IN: &[&str] = &["git", "time"];
+pub const BUILT_IN: &[&str] = &["git", "time", "slack-mentions", "slack-reply"];
 
-/// Which scripts a type has: (`check`, `in`, `out`); `None` when there is no such type.
+/// Which stages a type has: (`check`, `in`, `out`); `None` when there is no such type.
 fn scripts(pipeline: &Pipeline, kind: &str) -> Option<(bool, bool, bool)> {
-    if BUILT_IN.contains(&kind) {
-        return Some((true, true, true));
+    match kind {
+        "git" | "time" => return Some((true, true, true)),
+        // Get-only and put-only, as `steps` has them.
+        "slack-mentions" => return Some((true, true, false)),
+        "slack-reply" => return Some((false, false, true)),
+        _ => {}
     }
     pipeline
         .resource_types
         .iter()
         .find(|t| t.name.value == kind)
-        .map(|t| {
-            let c = &t.config;
-            (c.check.is_some(), c.in_.is_some(), c.out.is_some())
-        })
+        .map(|t| t.config.stages())
 }
 
 /// Every problem of the resource keys.
 pub fn check(pipeline: &Pipeline) -> Vec<Finding> {
-    let mut out = Vec::new();
+    let mut out = super::check_resource_type::check(pipeline);
     let mut seen = BTreeSet::new();
     for t in &pipeline.resource_types {
         let name = t.name.value.as_str();

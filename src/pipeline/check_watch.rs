@@ -37,7 +37,7 @@ pub fn check(pipeline: &Pipeline) -> Vec<Finding> {
 }
 
 /// Whether `name` reads as an environment variable's name (capitals, digits, `_`).
-fn is_var_name(name: &str) -> bool {
+pub(super) fn is_var_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
         .next()
@@ -128,17 +128,26 @@ fn one_passed(
             format!("jobs in this file: {}", names.join(", ")),
         ));
     };
-    if resources_got(upstream).iter().any(|r| r == resource) {
+    if resources_got(upstream).iter().any(|r| r == resource) || puts(upstream, resource) {
         return None;
     }
     finding(
         format!(
-            "`passed: [{}]` on the get of `{resource}`: job `{}` never gets `{resource}`, so no version could ever pass",
+            "`passed: [{}]` on the get of `{resource}`: job `{}` never gets or puts `{resource}`, so no version could ever pass",
             name.value, name.value
         ),
         format!(
-            "add a `get: {resource}` to job `{}`, or name a job that gets it",
+            "add a `get: {resource}` (or a `put:` of it) to job `{}`, or name a job that gets it",
             name.value
         ),
     )
+}
+
+/// Whether `job` has a `put:` of `resource` (the version it publishes passes with it).
+fn puts(job: &Job, resource: &str) -> bool {
+    let mut found = false;
+    visit_job(job, &mut |s| {
+        found |= matches!(s.kind(), Ok(StepKind::Put(r)) if r.value == resource);
+    });
+    found
 }

@@ -110,6 +110,9 @@ pub struct Resource {
     /// (its name, never the token itself; see docs/watch.md).
     #[serde(default)]
     pub webhook_token_env: Option<At<String>>,
+    /// Variables passed to this resource's scripts by name, besides its type's `env:`.
+    #[serde(default)]
+    pub env: Vec<At<String>>,
 }
 
 /// A job: a named plan.
@@ -351,8 +354,9 @@ pub struct Step {
     pub passed: Option<At<Vec<At<String>>>>,
 
     // ---- every step ----
-    /// Artifacts this step sees, each as a read-only directory of that name.
-    #[serde(default)]
+    /// Artifacts this step sees, each as a read-only directory of that name; on a put,
+    /// `all`: every artifact produced so far.
+    #[serde(default, deserialize_with = "super::resource_type::inputs_or_all")]
     pub inputs: Vec<At<String>>,
     /// Artifacts this step makes: an empty directory each, collected after it succeeds.
     #[serde(default)]

@@ -20,6 +20,8 @@
 //! * `check`: the checks before anything runs.
 //! * `container`: `image:` and its neighbours, `env:` in both spellings, `workspace:`.
 //! * `check_resource`: the checks of `resource_types:`, resource types and `version:`.
+//! * `check_resource_type`: the checks of a resource type's own keys (backend, container
+//!   keys, `env:`, `expr:`, `mcp:`) and a resource's `env:`.
 //! * `check_flow`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
 //! * `check_watch`: the checks of what `treadle watch` reads (`passed`, `webhook_token_env`,
 //!   job concurrency limits).
@@ -42,6 +44,7 @@ pub mod check;
 pub mod check_agent;
 pub mod check_flow;
 pub mod check_resource;
+pub mod check_resource_type;
 pub mod check_watch;
 pub mod container;
 pub mod controls;

@@ -1,7 +1,8 @@
 //! What loading fills in before the checks, so everything after it sees one spelling:
 //!
 //! * `*_file:` keys are read (relative to the pipeline file): a task's `run_file:`, an
-//!   agent's `system_file:`, an agent step's `prompt_file:` (the path form), and the
+//!   agent's `system_file:`, an agent step's `prompt_file:` (the path form), an `expr:`
+//!   resource type's `check_file:`/`in_file:`/`out_file:`, and the
 //!   whole-document `file:` of a `tasks:` or `agents:` entry (keys written beside it win);
 //! * a `task:` step without `run:` takes the `tasks:` entry of its name;
 //! * `defaults: model` fills in for an agent whose `source:` names no model;
@@ -39,6 +40,11 @@ pub fn resolve(file: &Path, pipeline: &mut Pipeline) -> Vec<Diagnostic> {
             if agent.source.model.is_none() && agent.source.endpoint.is_none() {
                 agent.source.model = Some(model.clone());
             }
+        }
+    }
+    for t in &mut pipeline.resource_types {
+        if let Some(e) = t.config.expr.as_mut() {
+            r.expr_files(&mut e.value);
         }
     }
     for server in &mut pipeline.mcp_servers {
@@ -133,6 +139,25 @@ impl Resolver<'_> {
                     "the path is relative to the pipeline file's directory",
                 );
                 None
+            }
+        }
+    }
+
+    /// An `expr:` type's `check_file:`, `in_file:`, `out_file:`, each read into its stage
+    /// (both set is reported by the type's checks).
+    fn expr_files(&mut self, e: &mut super::resource_type::ExprConfig) {
+        for (key, inline, file) in [
+            ("check_file", &mut e.check, &mut e.check_file),
+            ("in_file", &mut e.in_, &mut e.in_file),
+            ("out_file", &mut e.out, &mut e.out_file),
+        ] {
+            if inline.is_none()
+                && let Some(path) = file.take()
+            {
+                *inline = self.read(key, &path).map(|text| At {
+                    value: text,
+                    pos: path.pos,
+                });
             }
         }
     }

@@ -23,8 +23,9 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::pipeline::{Version, VersionSpec};
 
-const VERSIONS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("resource_versions.v1");
-const VERSION_IDS: TableDefinition<(&str, &str), u64> =
+pub(super) const VERSIONS: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("resource_versions.v1");
+pub(super) const VERSION_IDS: TableDefinition<(&str, &str), u64> =
     TableDefinition::new("resource_version_ids.v1");
 const FLOORS: TableDefinition<&str, u64> = TableDefinition::new("resource_floors.v1");
 const CURSORS: TableDefinition<(&str, &str), u64> = TableDefinition::new("every_cursors.v1");
@@ -118,24 +119,13 @@ impl History {
         {
             let mut versions = txn.open_table(VERSIONS)?;
             let mut ids = txn.open_table(VERSION_IDS)?;
-            let mut next = versions
-                .range((resource, 0)..=(resource, u64::MAX))?
-                .next_back()
-                .transpose()?
-                .map_or(0, |(k, _)| k.value().1 + 1);
-            let cold = cold_start && next == 0;
+            let cold = cold_start && next_number(&versions, resource)? == 0;
             for v in found {
-                let key = canonical(v);
-                if ids.get((resource, key.as_str()))?.is_some() {
-                    continue;
+                if add(&mut versions, &mut ids, resource, v)? {
+                    new.push(v.clone());
                 }
-                let mut bytes = vec![FORMAT_JSON_V1];
-                bytes.extend_from_slice(key.as_bytes());
-                versions.insert((resource, next), bytes.as_slice())?;
-                ids.insert((resource, key.as_str()), next)?;
-                new.push(v.clone());
-                next += 1;
             }
+            let next = next_number(&versions, resource)?;
             if cold && next > 0 {
                 txn.open_table(FLOORS)?.insert(resource, next - 1)?;
             }
@@ -145,6 +135,11 @@ impl History {
         }
         txn.commit()?;
         Ok(new)
+    }
+
+    /// The state file's database.
+    pub(super) fn db(&self) -> &Database {
+        &self.db
     }
 
     /// Whether any of `found` is not recorded for `resource` yet.
@@ -284,7 +279,39 @@ impl History {
     }
 }
 
-fn prune(
+/// The number the next version of `resource` gets.
+fn next_number(
+    versions: &redb::Table<'_, (&'static str, u64), &'static [u8]>,
+    resource: &str,
+) -> Result<u64, HistoryError> {
+    Ok(versions
+        .range((resource, 0)..=(resource, u64::MAX))?
+        .next_back()
+        .transpose()?
+        .map_or(0, |(k, _)| k.value().1 + 1))
+}
+
+/// Records `v` as the newest version of `resource` unless it is recorded already;
+/// whether it was added.
+pub(super) fn add(
+    versions: &mut redb::Table<'_, (&'static str, u64), &'static [u8]>,
+    ids: &mut redb::Table<'_, (&'static str, &'static str), u64>,
+    resource: &str,
+    v: &Version,
+) -> Result<bool, HistoryError> {
+    let key = canonical(v);
+    if ids.get((resource, key.as_str()))?.is_some() {
+        return Ok(false);
+    }
+    let next = next_number(versions, resource)?;
+    let mut bytes = vec![FORMAT_JSON_V1];
+    bytes.extend_from_slice(key.as_bytes());
+    versions.insert((resource, next), bytes.as_slice())?;
+    ids.insert((resource, key.as_str()), next)?;
+    Ok(true)
+}
+
+pub(super) fn prune(
     versions: &mut redb::Table<'_, (&'static str, u64), &'static [u8]>,
     ids: &mut redb::Table<'_, (&'static str, &'static str), u64>,
     resource: &str,
@@ -306,7 +333,7 @@ fn prune(
     Ok(())
 }
 
-fn decode(resource: &str, bytes: &[u8]) -> Result<Version, HistoryError> {
+pub(super) fn decode(resource: &str, bytes: &[u8]) -> Result<Version, HistoryError> {
     let err = |detail: String| HistoryError::Format {
         resource: resource.to_owned(),
         detail,

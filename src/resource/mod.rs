@@ -10,6 +10,7 @@
 //! * `script`: running one script, confined, with a timeout;
 //! * `scripted`: types written as `check`/`in`/`out` scripts (`resource_types:`);
 //! * `history`: the versions checks reported and the `every` cursors, in the state file;
+//! * `puts`: the versions `put:` steps published, recorded in the history and per run;
 //! * `check`: [`check::Checker`], checking a resource and recording its versions (the API
 //!   a watcher uses).
 
@@ -17,6 +18,7 @@ pub mod check;
 pub mod git;
 pub mod history;
 pub mod ops;
+pub mod puts;
 pub mod script;
 pub mod scripted;
 pub mod template;
@@ -47,6 +49,10 @@ impl<'a> Kind<'a> {
         match r.kind.value.as_str() {
             "git" => Ok(Kind::Git(GitSource::resolved(r, &loaded.dir)?)),
             "time" => Ok(Kind::Time(time::TimeSource::of(r)?)),
+            kind @ ("slack-mentions" | "slack-reply") => Err(ResourceError::Unavailable {
+                name: name.to_owned(),
+                kind: kind.to_owned(),
+            }),
             other => loaded
                 .pipeline
                 .resource_types
@@ -58,6 +64,15 @@ impl<'a> Kind<'a> {
                     kind: other.to_owned(),
                 }),
         }
+    }
+}
+
+/// `version` of `resource` written as a get holds it: a git resource's commit, any other
+/// type's version as canonical JSON.
+pub fn version_text(loaded: &Loaded, resource: &str, version: &crate::pipeline::Version) -> String {
+    match Kind::of(loaded, resource) {
+        Ok(Kind::Git(_)) => version.get("ref").cloned().unwrap_or_default(),
+        _ => history::canonical(version),
     }
 }
 
@@ -78,9 +93,19 @@ pub enum ResourceError {
     Unknown(String),
     /// The type is neither built in nor defined.
     #[error(
-        "resource `{name}` has type `{kind}`, which is neither built in (`git`, `time`) nor under `resource_types:`"
+        "resource `{name}` has type `{kind}`, which is neither built in (`git`, `time`, `slack-mentions`, `slack-reply`) nor under `resource_types:`"
     )]
     Type {
+        /// The resource.
+        name: String,
+        /// Its type.
+        kind: String,
+    },
+    /// A built-in type of `steps` that this treadle loads but cannot run.
+    #[error(
+        "resource `{name}` has type `{kind}`, a built-in type of `steps` that this treadle loads and checks but cannot run (it talks to Slack's HTTP API); write a `resource_types:` entry with `check:`/`in:`/`out:` scripts for it"
+    )]
+    Unavailable {
         /// The resource.
         name: String,
         /// Its type.

@@ -29,6 +29,8 @@ pub struct Script<'a> {
     pub timeout: Duration,
     /// Variables added to its environment.
     pub env: &'a [(String, String)],
+    /// Variables of treadle's environment it gets by name (a type's `env:`).
+    pub pass: &'a [String],
 }
 
 /// Why a script did not succeed.
@@ -69,7 +71,11 @@ fn stderr_note(stderr: &str) -> String {
 pub async fn run(script: &Script<'_>, cancel: &CancellationToken) -> Result<String, ScriptError> {
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(script.text).current_dir(script.cwd);
-    crate::environ::set_command_env(&mut cmd, &[], script.env.iter().map(|(k, v)| (k, v)));
+    crate::environ::set_command_env(
+        &mut cmd,
+        script.pass,
+        script.env.iter().map(|(k, v)| (k, v)),
+    );
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::script::{self, Script, ScriptError};
 use super::template::{self, TemplateError};
+use crate::pipeline::resource_type::Backend;
 use crate::pipeline::{Resource, ResourceType, Version};
 
 /// How long a script may run when its type sets no `timeout:`.
@@ -78,6 +79,18 @@ pub enum ScriptedError {
         /// What it wrote.
         path: String,
     },
+    /// The type is written in a backend treadle does not run.
+    #[error(
+        "resource `{resource}`: its type `{kind}` is written with `{backend}:`, which this treadle loads and checks but cannot run yet; write its stages as `check:`/`in:`/`out:` shell scripts to run it here"
+    )]
+    Backend {
+        /// The resource.
+        resource: String,
+        /// Its type.
+        kind: String,
+        /// `expr` or `mcp`.
+        backend: &'static str,
+    },
     /// The type runs in a container, which treadle cannot start.
     #[error("{0}")]
     Container(String),
@@ -126,6 +139,18 @@ impl Scripted<'_> {
                 crate::pipeline::container::no_runtime(&image.value)
             )));
         }
+        let backend = self.kind.config.backend();
+        if backend != Backend::Shell {
+            return Err(ScriptedError::Backend {
+                resource: self.name(),
+                kind: self.kind.name.value.clone(),
+                backend: if backend == Backend::Expr {
+                    "expr"
+                } else {
+                    "mcp"
+                },
+            });
+        }
         let text = match script {
             "check" => self.kind.config.check.as_ref(),
             "in" => self.kind.config.in_.as_ref(),
@@ -159,12 +184,20 @@ impl Scripted<'_> {
         cancel: &CancellationToken,
     ) -> Result<String, ScriptedError> {
         let env = [("TREADLE_RESOURCE".to_owned(), self.name())];
+        let pass: Vec<String> = self
+            .kind
+            .env
+            .iter()
+            .chain(&self.resource.env)
+            .map(|v| v.value.clone())
+            .collect();
         let s = Script {
             text,
             cwd,
             confine_to,
             timeout: self.timeout(),
             env: &env,
+            pass: &pass,
         };
         script::run(&s, cancel)
             .await

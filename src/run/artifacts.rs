@@ -115,6 +115,26 @@ impl Artifacts {
         self.artifacts.lock().ok()?.get(name).cloned()
     }
 
+    /// The names of every artifact produced so far, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .artifacts
+            .lock()
+            .map(|a| a.keys().cloned().collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// A step's `inputs:` by name, `all` (a put's) read as every artifact produced so far.
+    pub fn inputs_of(&self, step: &crate::pipeline::Step) -> Vec<String> {
+        let all = crate::pipeline::resource_type::ALL_INPUTS;
+        if step.inputs.iter().any(|i| i.value == all) {
+            return self.names();
+        }
+        step.inputs.iter().map(|i| i.value.clone()).collect()
+    }
+
     /// Makes a fresh directory for one attempt of a step, with its inputs and empty
     /// outputs.
     pub fn prepare(

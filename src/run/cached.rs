@@ -153,7 +153,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<Option<KeyParts>, Done> {
         let mut inputs = BTreeMap::new();
         let mut before = std::collections::HashMap::new();
-        for name in step.inputs.iter().map(|i| i.value.clone()) {
+        for name in self.artifacts.inputs_of(step) {
             let Some(path) = self.artifacts.artifact(&name) else {
                 return Ok(None);
             };

@@ -185,10 +185,14 @@ impl<'a> Ctx<'a> {
             entry.seq,
             entry.path.replace('/', "_")
         ));
-        let inputs: Vec<(String, Option<PathBuf>)> = step
-            .inputs
-            .iter()
-            .map(|i| (i.value.clone(), self.artifacts.artifact(&i.value)))
+        let inputs: Vec<(String, Option<PathBuf>)> = self
+            .artifacts
+            .inputs_of(step)
+            .into_iter()
+            .map(|i| {
+                let path = self.artifacts.artifact(&i);
+                (i, path)
+            })
             .collect();
         let prepared = {
             let dir = dir.clone();

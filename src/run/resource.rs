@@ -19,7 +19,6 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
 use crate::pipeline::{Version, VersionSpec};
 use crate::resource::check::Checker;
-use crate::resource::history::canonical;
 use crate::resource::{GitSource, Kind, ResourceError, git, ops};
 use tokio_util::sync::CancellationToken;
 
@@ -101,9 +100,17 @@ impl<'a> Ctx<'a> {
             .await
             .map_err(|e| Done::errored(e.to_string()))?;
         let job = &self.job.name.value;
-        let picked = checker
-            .next_version(job, resource, &mode)
-            .map_err(|e| Done::errored(e.to_string()))?;
+        // `latest` in a run is what the check reported, not what this run's puts published.
+        let picked = match mode {
+            VersionSpec::Latest => checker
+                .history()
+                .latest_in_run(resource, self.run)
+                .map_err(|e| e.to_string()),
+            _ => checker
+                .next_version(job, resource, &mode)
+                .map_err(|e| e.to_string()),
+        }
+        .map_err(Done::errored)?;
         let Some(version) = picked else {
             return Err(Done::failed(match mode {
                 VersionSpec::Every => format!(
@@ -117,10 +124,7 @@ impl<'a> Ctx<'a> {
 
     /// How a get step holds a version: a git resource's commit, else canonical JSON.
     pub(crate) fn version_text(&self, resource: &str, version: &Version) -> String {
-        match Kind::of(self.loaded, resource) {
-            Ok(Kind::Git(_)) => version.get("ref").cloned().unwrap_or_default(),
-            _ => canonical(version),
-        }
+        crate::resource::version_text(self.loaded, resource, version)
     }
 
     fn say(&self, entry: &Entry, line: String) {
@@ -248,6 +252,10 @@ impl<'a> Ctx<'a> {
         .await;
         match pushed {
             Ok((commit, src)) => {
+                let version = Version::from([("ref".to_owned(), commit.clone())]);
+                if let Err(e) = self.record_put(entry, resource, version).await {
+                    return Done::errored(e);
+                }
                 let line = format!("pushed {commit} to {} {}", src.uri, src.branch);
                 self.say(entry, line.clone());
                 self.update(entry.seq, |r| r.stdout_tail = format!("{line}\n"))

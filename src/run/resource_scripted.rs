@@ -8,7 +8,8 @@ use tokio_util::sync::CancellationToken;
 use super::exec::{Ctx, Done};
 use super::transcript::Event;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{Step, Version};
+use crate::pipeline::{Defaults, Step, Version};
+use crate::resource::history::History;
 use crate::resource::{Kind, time};
 
 fn params_of(step: &Step) -> Option<Value> {
@@ -93,6 +94,29 @@ impl<'a> Ctx<'a> {
         Done::ok()
     }
 
+    /// Records the version a put published in the resource's version history, noted with
+    /// this run and step ([`crate::resource::puts`]).
+    pub(crate) async fn record_put(
+        &self,
+        entry: &Entry,
+        resource: &str,
+        version: Version,
+    ) -> Result<(), String> {
+        let cap = Defaults::version_history(self.loaded.pipeline.defaults.as_ref());
+        let (db, run, seq, name) = (
+            self.store.database(),
+            self.run,
+            u64::from(entry.seq),
+            resource.to_owned(),
+        );
+        tokio::task::spawn_blocking(move || {
+            History::open(db)?.record_put(run, seq, &name, &version, cap)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("put `{resource}`: cannot record the version it published: {e}"))
+    }
+
     /// `put:` to a scripted or `time` resource: its `out` script runs in a directory of
     /// the step's inputs; the version it printed is shown.
     pub(crate) async fn put_versioned(
@@ -103,7 +127,7 @@ impl<'a> Ctx<'a> {
         resource: &'a str,
         cancel: &CancellationToken,
     ) -> Done {
-        let inputs: Vec<String> = step.inputs.iter().map(|i| i.value.clone()).collect();
+        let inputs = self.artifacts.inputs_of(step);
         if let Some(missing) = inputs.iter().find(|i| self.artifacts.artifact(i).is_none()) {
             return Done::failed(format!(
                 "input `{missing}` was not produced by any step that ran"
@@ -126,10 +150,15 @@ impl<'a> Ctx<'a> {
         };
         self.artifacts.discard(&dir);
         let line = match published {
-            Ok(Some(v)) => format!(
-                "put {resource}: version {}",
-                crate::resource::history::canonical(&v)
-            ),
+            Ok(Some(v)) => {
+                if let Err(e) = self.record_put(entry, resource, v.clone()).await {
+                    return Done::errored(e);
+                }
+                format!(
+                    "put {resource}: version {}",
+                    crate::resource::history::canonical(&v)
+                )
+            }
             Ok(None) => format!("put {resource}: done (no version printed)"),
             Err(e) => return Done::failed(e),
         };

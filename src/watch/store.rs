@@ -44,10 +44,10 @@ pub struct Queued {
     pub run: Option<u64>,
 }
 
-/// A finished build: what it fetched and whether it was green.
+/// A finished build: what it fetched and published, and whether it was green.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Build {
-    /// The versions it fetched.
+    /// The versions it fetched and published.
     pub versions: Versions,
     /// Whether the whole job succeeded.
     pub green: bool,
@@ -206,13 +206,16 @@ pub enum Outcome {
 }
 
 /// Ends row `q` as build `run`, in one transaction; the job's standing after it.
-/// `max_failures`: pause the job once it failed this many times in a row.
+/// `max_failures`: pause the job once it failed this many times in a row. `published`:
+/// the versions its puts published, recorded with what it fetched (a put's version wins
+/// over a get's of the same resource), so that `passed:` can take them.
 pub fn finish(
     db: &Database,
     q: &Queued,
     run: u64,
     outcome: Outcome,
     max_failures: Option<u32>,
+    published: &Versions,
 ) -> Result<JobStanding, StateError> {
     let key = (q.pipeline.as_str(), q.job.as_str());
     let txn = db.begin_write().map_err(db_err)?;
@@ -235,8 +238,10 @@ pub fn finish(
         jobs.insert(key, encode(&standing)?.as_slice())
             .map_err(db_err)?;
         if outcome != Outcome::Cancelled {
+            let mut versions = q.versions.clone();
+            versions.extend(published.iter().map(|(r, v)| (r.clone(), v.clone())));
             let build = Build {
-                versions: q.versions.clone(),
+                versions,
                 green: outcome == Outcome::Green,
             };
             txn.open_table(BUILDS)

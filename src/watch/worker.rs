@@ -19,6 +19,8 @@ use super::poll::show_versions;
 use super::store::{self, Outcome, Queued};
 use crate::cache::Start;
 use crate::console::tell;
+use crate::resource::history::History;
+use crate::resource::version_text;
 use crate::run::{RunOptions, RunStatus, Served, Status};
 
 /// The builds running now, for the limits.
@@ -282,6 +284,29 @@ impl Watcher {
         Some((report.run, outcome))
     }
 
+    /// The versions run `run`'s puts published, written as a get fetches them.
+    async fn published(&self, row: &Queued, run: u64) -> store::Versions {
+        let Some(w) = self.pipelines.iter().find(|w| w.name == row.pipeline) else {
+            return store::Versions::new();
+        };
+        let db = self.store.database();
+        let puts = tokio::task::spawn_blocking(move || History::open(db)?.puts_of(run)).await;
+        let puts = match puts {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                tell!("treadle watch: cannot read what run {run} published: {e}");
+                return store::Versions::new();
+            }
+            Err(_) => return store::Versions::new(),
+        };
+        puts.into_iter()
+            .map(|p| {
+                let text = version_text(&w.loaded, &p.resource, &p.version);
+                (p.resource, text)
+            })
+            .collect()
+    }
+
     async fn earlier(&self, run: u64) -> Option<RunStatus> {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || store.run(run).ok().map(|r| r.status))
@@ -292,9 +317,12 @@ impl Watcher {
 
     /// Records the build's end, counts a failure, pauses the job at its ceiling.
     async fn finish(&self, row: &Queued, job: &JobPlan, run: u64, outcome: Outcome) {
+        let published = self.published(row, run).await;
         let (db, row2, max) = (self.store.database(), row.clone(), job.max_failures);
-        let standing =
-            tokio::task::spawn_blocking(move || store::finish(&db, &row2, run, outcome, max)).await;
+        let standing = tokio::task::spawn_blocking(move || {
+            store::finish(&db, &row2, run, outcome, max, &published)
+        })
+        .await;
         let standing = match standing {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
