@@ -25,7 +25,8 @@ fn refused(yaml: &str, at: &str, what: &str) -> String {
 
 fn loads(yaml: &str) {
     let f = Fixture::new(yaml);
-    let r = f.treadle(&["validate"]);
+    // An agent's key must be set for the file to validate; it is never used here.
+    let r = f.treadle_env(&["validate"], &[("OPENAI_API_KEY", "unused")]);
     assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
 }
 
@@ -94,9 +95,7 @@ fn env_names_variables_and_a_value_is_refused_unechoed() {
     );
     assert!(!err.contains("hunter2"), "{err}");
     refused(
-        &format!(
-            "mcp_servers:\n  - {{ name: s, command: x }}\nresource_types:\n  - name: t\n    config:\n      mcp:\n        server: s\n        check: {{ tool: list }}\nresources:\n  - {{ name: r, type: t, env: [TOKEN], source: {{}} }}\njobs:\n  - name: j\n    plan:\n      - get: r\n"
-        ),
+        "mcp_servers:\n  - { name: s, command: x }\nresource_types:\n  - name: t\n    config:\n      mcp:\n        server: s\n        check: { tool: list }\nresources:\n  - { name: r, type: t, env: [TOKEN], source: {} }\njobs:\n  - name: j\n    plan:\n      - get: r\n",
         "10:31",
         "its type `t` is MCP-backed",
     );
@@ -150,7 +149,7 @@ fn expr_mcp_and_slack_types_load_and_say_at_run_time_that_they_cannot_run() {
     refused(
         &slack.replace("      - put: reply\n", "      - put: mentions\n"),
         "9:14",
-        "needs its type `slack-mentions` to have an `out:`",
+        "needs its type `slack-mentions` to have a `out:` stage",
     );
     let r = Fixture::new(slack).treadle(&["run"]);
     assert_ne!(r.code(), 0);
@@ -172,5 +171,52 @@ fn inputs_all_belongs_on_a_put() {
         "jobs:\n  - name: j\n    plan:\n      - task: b\n        inputs: some\n        run: ls\n",
         "5:9",
         "`all` (on a put)",
+    );
+}
+
+#[test]
+fn a_type_of_the_file_may_take_a_slack_types_name() {
+    let yaml = "resource_types:\n  - name: slack-reply\n    config:\n      out: |\n        printf '{\"ts\": \"1\"}'\nresources:\n  - { name: reply, type: slack-reply, source: {} }\njobs:\n  - name: j\n    plan:\n      - put: reply\n";
+    let r = Fixture::new(yaml).treadle(&["run"]);
+    assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
+    assert!(
+        r.stdout().contains(r#"put reply: version {"ts":"1"}"#),
+        "{}",
+        r.stdout()
+    );
+}
+
+#[test]
+fn an_agents_container_keys_need_an_image_and_its_env_is_names() {
+    let agent = |keys: &str| {
+        format!(
+            "agents:\n  - name: builder\n    source: {{ model: openai/gpt-4o-mini, api_key_env: OPENAI_API_KEY }}\n{keys}    tools: [run_shell]\njobs:\n  - name: j\n    plan:\n      - agent: builder\n        prompt: hi\n"
+        )
+    };
+    refused(
+        &agent("    privileged: true\n"),
+        "4:17",
+        "`privileged` of agent `builder` needs `image:`",
+    );
+    refused(
+        &agent("    env: [A=b]\n"),
+        "4:11",
+        "an `env:` entry of agent `builder` is not a variable name",
+    );
+    loads(&agent(
+        "    image: docker:27-dind\n    privileged: true\n    user: root\n    env: [DOCKER_HOST]\n    container_limits: { cpu: 1024, memory: 4294967296 }\n",
+    ));
+}
+
+#[test]
+fn a_type_without_in_gets_its_version_as_version_json_and_one_without_check_cannot_get() {
+    let yaml = "resource_types:\n  - name: t\n    config:\n      check: |\n        printf '[{\"ts\": \"1\"}, {\"ts\": \"2\"}]'\nresources:\n  - { name: r, type: t, source: {} }\njobs:\n  - name: j\n    plan:\n      - get: r\n      - task: show\n        inputs: [r]\n        run: cat r/version.json\n";
+    let r = Fixture::new(yaml).treadle(&["run"]);
+    assert_eq!(r.code(), 0, "{}{}", r.stdout(), r.stderr());
+    assert!(r.stdout().contains(r#""ts": "2""#), "{}", r.stdout());
+    refused(
+        &yaml.replace("      check: |\n", "      out: |\n"),
+        "11:14",
+        "needs its type `t` to have a `check:` stage",
     );
 }

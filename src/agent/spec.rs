@@ -275,7 +275,12 @@ impl AgentStep {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            pass_env: step.pass_env.clone(),
+            // A step naming its own variables replaces the agent's list.
+            pass_env: if step.pass_env.is_empty() {
+                agent.env.iter().map(|v| v.value.clone()).collect()
+            } else {
+                step.pass_env.clone()
+            },
             confined: step.confined.unwrap_or(true),
             answerer: None,
             unfinished_effects: Default::default(),

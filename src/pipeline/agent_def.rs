@@ -104,6 +104,16 @@ pub struct Agent {
     /// With `image:`, the user the tools run as.
     #[serde(default)]
     pub user: Option<At<String>>,
+    /// With `image:`, run the container privileged.
+    #[serde(default)]
+    pub privileged: Option<At<bool>>,
+    /// With `image:`, the container's CPU and memory caps.
+    #[serde(default)]
+    pub container_limits: Option<At<super::container::ContainerLimits>>,
+    /// Variables of treadle's environment its `run_shell` commands get, by name (a step
+    /// that names its own `env:` list replaces these).
+    #[serde(default)]
+    pub env: Vec<At<String>>,
 }
 
 impl Agent {

@@ -176,6 +176,13 @@ impl<'a> Checker<'a> {
             for finding in mcp::check_servers(a) {
                 self.push_finding(finding);
             }
+            for finding in super::container::agent(a) {
+                self.push_finding(finding);
+            }
+            let owner = format!("agent `{}`", a.name.value);
+            for finding in super::check_resource_type::env_names(&a.env, &owner) {
+                self.push_finding(finding);
+            }
             for finding in super::conversation::check(a) {
                 self.push_finding(finding);
             }

@@ -11,18 +11,21 @@ pub const BUILT_IN: &[&str] = &["git", "time", "slack-mentions", "slack-reply"];
 
 /// Which stages a type has: (`check`, `in`, `out`); `None` when there is no such type.
 fn scripts(pipeline: &Pipeline, kind: &str) -> Option<(bool, bool, bool)> {
-    match kind {
-        "git" | "time" => return Some((true, true, true)),
-        // Get-only and put-only, as `steps` has them.
-        "slack-mentions" => return Some((true, true, false)),
-        "slack-reply" => return Some((false, false, true)),
-        _ => {}
+    if kind == "git" || kind == "time" {
+        return Some((true, true, true));
     }
-    pipeline
+    // A type of the file may take a Slack type's name (it then replaces it).
+    let own = pipeline
         .resource_types
         .iter()
         .find(|t| t.name.value == kind)
-        .map(|t| t.config.stages())
+        .map(|t| t.config.stages());
+    own.or(match kind {
+        // Get-only and put-only, as `steps` has them.
+        "slack-mentions" => Some((true, true, false)),
+        "slack-reply" => Some((false, false, true)),
+        _ => None,
+    })
 }
 
 /// Every problem of the resource keys.
@@ -31,7 +34,7 @@ pub fn check(pipeline: &Pipeline) -> Vec<Finding> {
     let mut seen = BTreeSet::new();
     for t in &pipeline.resource_types {
         let name = t.name.value.as_str();
-        if BUILT_IN.contains(&name) {
+        if name == "git" || name == "time" {
             out.push((
                 t.name.pos,
                 Problem::Duplicate,
@@ -121,10 +124,12 @@ fn step<'p>(
     else {
         return;
     };
-    let Some((_, has_in, has_out)) = scripts(pipeline, &resource.kind.value) else {
+    let Some((has_check, has_in, has_out)) = scripts(pipeline, &resource.kind.value) else {
         return;
     };
-    let (script, missing) = if is_get {
+    let (script, missing) = if is_get && !has_check {
+        ("check", true)
+    } else if is_get {
         ("in", !has_in)
     } else {
         ("out", !has_out)
@@ -134,7 +139,7 @@ fn step<'p>(
             res.pos,
             Problem::BadStep,
             format!(
-                "a {} of `{}` needs its type `{}` to have an `{script}:` script, and it has none",
+                "a {} of `{}` needs its type `{}` to have a `{script}:` stage, and it has none",
                 if is_get { "get" } else { "put" },
                 res.value,
                 resource.kind.value

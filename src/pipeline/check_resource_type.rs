@@ -109,7 +109,8 @@ fn containers(t: &ResourceType) -> Vec<Finding> {
     out
 }
 
-fn env_names(env: &[At<String>], owner: &str) -> Vec<Finding> {
+/// A finding for each `env:` entry that is not a variable name (`owner`: whose list).
+pub fn env_names(env: &[At<String>], owner: &str) -> Vec<Finding> {
     env.iter()
         .filter(|v| !is_var_name(&v.value))
         .map(|v| {

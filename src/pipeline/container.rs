@@ -170,6 +170,33 @@ pub fn workspace(w: &WorkspaceConfig) -> Vec<Finding> {
     }
 }
 
+/// Checks the container keys of an `agents:` entry: each beside `image:`.
+pub fn agent(a: &super::agent_def::Agent) -> Vec<Finding> {
+    let keys = [
+        ("network", a.network.as_ref().map(|n| n.pos)),
+        ("privileged", a.privileged.as_ref().map(|p| p.pos)),
+        ("user", a.user.as_ref().map(|u| u.pos)),
+        (
+            "container_limits",
+            a.container_limits.as_ref().map(|c| c.pos),
+        ),
+    ];
+    if a.image.is_some() {
+        return Vec::new();
+    }
+    keys.into_iter()
+        .filter_map(|(key, pos)| Some((key, pos?)))
+        .map(|(key, pos)| {
+            (
+                pos,
+                Problem::BadStep,
+                format!("`{key}` of agent `{}` needs `image:`", a.name.value),
+                format!("its tools run on this machine, with no container to set {key} on; add `image:` or remove `{key}`"),
+            )
+        })
+        .collect()
+}
+
 /// Checks the container keys of a step.
 pub fn step(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();

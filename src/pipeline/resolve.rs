@@ -400,6 +400,9 @@ fn fill_agent(a: &mut Agent, d: Agent) {
     fill(&mut a.image, &d.image);
     fill(&mut a.network, &d.network);
     fill(&mut a.user, &d.user);
+    fill(&mut a.privileged, &d.privileged);
+    fill(&mut a.container_limits, &d.container_limits);
+    fill_vec(&mut a.env, &d.env);
     fill_vec(&mut a.mcp_servers, &d.mcp_servers);
     fill_vec(&mut a.fallback, &d.fallback);
 }

@@ -165,8 +165,8 @@ impl ResourceTypeConfig {
         }
     }
 
-    /// Which stages the type has: (`check`, `in`, `out`). An expr or MCP type without
-    /// `in` still gets (it writes `version.json`).
+    /// Which stages the type has: (`check`, `in`, `out`). A type without `in` still
+    /// gets (the get writes `version.json`), so `in` always counts as there.
     pub fn stages(&self) -> (bool, bool, bool) {
         match (&self.expr, &self.mcp) {
             (_, Some(m)) => (m.value.check.is_some(), true, m.value.out.is_some()),
@@ -175,7 +175,7 @@ impl ResourceTypeConfig {
                 true,
                 e.value.out.is_some() || e.value.out_file.is_some(),
             ),
-            (None, None) => (self.check.is_some(), self.in_.is_some(), self.out.is_some()),
+            (None, None) => (self.check.is_some(), true, self.out.is_some()),
         }
     }
 }

@@ -49,19 +49,21 @@ impl<'a> Kind<'a> {
         match r.kind.value.as_str() {
             "git" => Ok(Kind::Git(GitSource::resolved(r, &loaded.dir)?)),
             "time" => Ok(Kind::Time(time::TimeSource::of(r)?)),
-            kind @ ("slack-mentions" | "slack-reply") => Err(ResourceError::Unavailable {
-                name: name.to_owned(),
-                kind: kind.to_owned(),
-            }),
             other => loaded
                 .pipeline
                 .resource_types
                 .iter()
                 .find(|t| t.name.value == other)
                 .map(|kind| Kind::Scripted(scripted::Scripted { resource: r, kind }))
-                .ok_or_else(|| ResourceError::Type {
-                    name: name.to_owned(),
-                    kind: other.to_owned(),
+                .ok_or_else(|| match other {
+                    "slack-mentions" | "slack-reply" => ResourceError::Unavailable {
+                        name: name.to_owned(),
+                        kind: other.to_owned(),
+                    },
+                    _ => ResourceError::Type {
+                        name: name.to_owned(),
+                        kind: other.to_owned(),
+                    },
                 }),
         }
     }

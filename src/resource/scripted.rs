@@ -6,7 +6,8 @@
 //!   maps; numbers and booleans are read as their text), oldest first;
 //! * `in` runs in the artifact directory, confined to the step directory around it: a
 //!   file it leaves beside the artifact, or a link in the artifact leading out of it, is
-//!   an error (and where the kernel has Landlock, writing anywhere else is refused);
+//!   an error (and where the kernel has Landlock, writing anywhere else is refused); a
+//!   type without `in` writes the version to `version.json` there instead;
 //! * `out` runs in the put's directory (its inputs) and may print the new version as a
 //!   JSON object, last in its output.
 
@@ -20,6 +21,9 @@ use super::script::{self, Script, ScriptError};
 use super::template::{self, TemplateError};
 use crate::pipeline::resource_type::Backend;
 use crate::pipeline::{Resource, ResourceType, Version};
+
+/// The file a get of a type without `in` writes: the version, as JSON.
+pub const VERSION_FILE: &str = "version.json";
 
 /// How long a script may run when its type sets no `timeout:`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -234,13 +238,19 @@ impl Scripted<'_> {
         artifact: &str,
         cancel: &CancellationToken,
     ) -> Result<(), ScriptedError> {
-        let text = self.render("in", Some(version), params)?;
         let dest = step_dir.join(artifact);
         let io = |path: &Path, source| ScriptedError::Io {
             resource: self.name(),
             path: path.to_path_buf(),
             source,
         };
+        // A type that only detects change has no `in`: the get holds the version itself.
+        if self.kind.config.in_.is_none() && self.kind.config.backend() == Backend::Shell {
+            let file = dest.join(VERSION_FILE);
+            let text = serde_json::to_string_pretty(version).unwrap_or_default();
+            return std::fs::write(&file, text + "\n").map_err(|e| io(&file, e));
+        }
+        let text = self.render("in", Some(version), params)?;
         let before = listing(step_dir).map_err(|e| io(step_dir, e))?;
         self.run("in", &text, &dest, step_dir, cancel).await?;
         let after = listing(step_dir).map_err(|e| io(step_dir, e))?;
