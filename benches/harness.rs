@@ -453,6 +453,7 @@ async fn restore_large() {
             model: "scripted".into(),
             endpoint: server.base_url().into(),
             system: None,
+            parent: None,
         };
         journal
             .append(vec![Event::new(Header::in_loop(id, main), started)])

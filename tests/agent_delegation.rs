@@ -148,6 +148,41 @@ async fn a_parent_delegates_to_a_sub_agent_that_runs_its_own_session() {
     let total = usage["data"]["prompt_tokens"].as_u64().unwrap_or(0)
         + usage["data"]["completion_tokens"].as_u64().unwrap_or(0);
     assert_eq!(total, 100 + 10 + 50 + 5 + 60 + 8 + 120 + 6, "{usage}");
+    // In the journal, the child is a session of its own whose start names the parent
+    // session and the tool it answered.
+    let journal =
+        treadle_session::Journal::open(f.path().join(".treadle/state.redb")).expect("journal");
+    let mut links = Vec::new();
+    let sessions = journal.sessions().expect("sessions");
+    for session in &sessions {
+        let first = journal.read(*session, 0, Some(1)).expect("read");
+        if let Some((_, event)) = first.first()
+            && let treadle_session::event::EventKind::SessionStarted { parent, .. } = &event.kind
+        {
+            links.push((*session, parent.clone()));
+        }
+    }
+    assert_eq!(links.len(), 2, "{links:?}");
+    let (child, link) = links
+        .iter()
+        .find(|(_, p)| p.is_some())
+        .cloned()
+        .expect("a child session");
+    let link = link.expect("link");
+    assert_eq!(link.tool, "summarizer");
+    assert!(
+        links
+            .iter()
+            .any(|(s, p)| *s == link.session && p.is_none() && *s != child),
+        "{links:?}"
+    );
+    assert!(
+        nested.iter().any(|e| e["what"] == "notice"
+            && e["data"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(&child.to_string()))),
+        "the transcript names the child session: {nested:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -68,6 +68,7 @@ impl Fixture {
             answerer: None,
             unfinished_effects: Default::default(),
             granted: Default::default(),
+            parent: None,
         }
     }
 

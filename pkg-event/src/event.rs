@@ -115,6 +115,17 @@ impl GateAnswer {
     }
 }
 
+/// Where a delegated session comes from: the session whose tool call started it, and that
+/// tool's name. Journaled with the child's `SessionStarted`, so a reader of the journal can
+/// nest the child's stream under the call that asked for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentLink {
+    /// The calling session.
+    pub session: SessionId,
+    /// The tool through which it called (the sub-agent's name).
+    pub tool: String,
+}
+
 /// What happened. The `type` tag of the JSON encoding is the variant name in snake case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -151,6 +162,10 @@ pub enum EventKind {
         endpoint: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         system: Option<String>,
+        /// The session (and its tool) that started this one to answer a call: a sub-agent
+        /// run as a session of its own. `None` for a session nobody delegated to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<ParentLink>,
     },
     /// A turn began. Its input message joins the committed history with this event.
     TurnStarted {

@@ -46,7 +46,7 @@ pub mod ids;
 
 pub use content::{Block, Message, Role, ToolUse, Usage};
 pub use event::{
-    Cause, Class, DeltaKind, Event, EventKind, FailureCause, GateAnswer, Header, Scope,
+    Cause, Class, DeltaKind, Event, EventKind, FailureCause, GateAnswer, Header, ParentLink, Scope,
     TerminalKind,
 };
 pub use filter::{Delivery, EventFilter, LoopScope};

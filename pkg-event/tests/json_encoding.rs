@@ -54,6 +54,7 @@ fn every_kind() -> Vec<EventKind> {
             model: "m".into(),
             endpoint: "http://x/v1".into(),
             system: Some("be brief".into()),
+            parent: None,
         },
         EventKind::TurnStarted {
             input,

@@ -75,6 +75,8 @@ pub struct SessionBuilder {
     compaction: Compaction,
     /// Admits each journal append (see [`crate::fence`]).
     fence: Option<Arc<dyn crate::fence::WriteFence>>,
+    /// The session that delegated to this one, journaled with `SessionStarted`.
+    parent: Option<treadle_event::ParentLink>,
 }
 
 enum JournalChoice {
@@ -210,6 +212,13 @@ impl SessionBuilder {
     /// an error naming the limit.
     pub fn max_response_bytes(mut self, bytes: u64) -> Self {
         self.max_response_bytes = bytes;
+        self
+    }
+
+    /// Records that this session answers a call of `parent`'s tool (a sub-agent run as a
+    /// session of its own): its `SessionStarted` carries the link.
+    pub fn parent(mut self, parent: treadle_event::ParentLink) -> Self {
+        self.parent = Some(parent);
         self
     }
 
@@ -353,6 +362,7 @@ impl SessionBuilder {
             secrets: Secrets::default(),
             compaction: Compaction::default(),
             fence: None,
+            parent: None,
         }
     }
 
@@ -371,6 +381,7 @@ impl SessionBuilder {
                 model: client.model().to_owned(),
                 endpoint: client.endpoint().to_owned(),
                 system: self.system.clone(),
+                parent: self.parent.clone(),
             },
         );
         hub.commit(started).await?;

@@ -27,6 +27,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
+use treadle_event::{ParentLink, SessionId};
 use treadle_session::{Effect, Tool, ToolError};
 
 use super::budget::{BudgetGuard, BudgetScope, Delegated, TokenBudget};
@@ -68,12 +69,15 @@ pub(crate) struct Parent {
     pub(crate) delegated: Arc<Delegated>,
     /// The budget guard of the parent's running session (set when it starts).
     pub(crate) guard: Arc<Mutex<Weak<BudgetGuard>>>,
+    /// The parent's running session (set when it starts), for the child's parent link.
+    pub(crate) session: Arc<Mutex<Option<SessionId>>>,
 }
 
 impl Parent {
-    /// The parent session's guard is now `guard`.
-    pub(crate) fn attach(&self, guard: &Arc<BudgetGuard>) {
+    /// The parent's running session is `session`, guarded by `guard`.
+    pub(crate) fn attach(&self, session: SessionId, guard: &Arc<BudgetGuard>) {
         *self.guard.lock().unwrap_or_else(PoisonError::into_inner) = Arc::downgrade(guard);
+        *self.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(session);
     }
 
     fn remaining(&self) -> Option<u64> {
@@ -118,6 +122,15 @@ impl DelegateTool {
         child.pass_env = parent.pass_env.clone();
         child.confined = parent.confined;
         child.prices = parent.prices.clone();
+        child.parent = (*self
+            .parent
+            .session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner))
+        .map(|session| ParentLink {
+            session,
+            tool: self.delegate.name.clone(),
+        });
         if let Some(left) = self.parent.remaining() {
             let share = left * u64::from(self.delegate.percent) / 100;
             if share == 0 {

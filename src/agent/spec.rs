@@ -72,6 +72,9 @@ pub struct AgentStep {
     pub unfinished_effects: treadle_session::EffectPolicy,
     /// Custom tools, `web_fetch`'s fence and sub-agents of the grant.
     pub granted: Granted,
+    /// For a sub-agent's call: the session and tool that asked (journaled with its
+    /// session's start).
+    pub parent: Option<treadle_event::ParentLink>,
 }
 
 /// Answers an agent step's `ask_human` questions: the pipeline parks each one for a
@@ -297,6 +300,7 @@ impl AgentStep {
             conversation,
             controls: StepControls::default(),
             granted: Granted::default(),
+            parent: None,
         }
     }
 

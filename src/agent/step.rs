@@ -147,6 +147,7 @@ async fn run_step(
         cancel: cancel.clone(),
         delegated: Arc::default(),
         guard: Arc::default(),
+        session: Arc::default(),
     };
     let own = step.granted.build(&workspace, &parent)?;
     tools.extend(own.tools);
@@ -332,6 +333,9 @@ fn session_builder(
     if let Some(system) = &step.system {
         builder = builder.system_prompt(system.clone());
     }
+    if let Some(link) = &step.parent {
+        builder = builder.parent(link.clone());
+    }
     if let Some(temperature) = step.temperature {
         builder = builder.temperature(temperature);
     }
@@ -377,11 +381,19 @@ async fn run_session(
             .with_dollars(step.controls.dollars.clone(), step.price(&step.model.model))
             .with_delegated(links.parent.delegated.clone()),
     );
-    links.parent.attach(&guard);
 
     let session = session_builder(step, journal, tools, guard.clone())
         .start()
         .await?;
+    links.parent.attach(session.id(), &guard);
+    if let Some(link) = &step.parent {
+        observer.on_event(AgentEvent::Notice(format!(
+            "session {} answers the `{}` call of session {}",
+            session.id(),
+            link.tool,
+            link.session
+        )));
+    }
 
     guard.attach(session.subscribe(EventFilter {
         ephemeral: LoopScope::None,
