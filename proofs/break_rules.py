@@ -48,7 +48,7 @@ for name, path, old, new, test in breaks:
     assert old in src, (name, 'pattern not found')
     open(R+path,'w').write(src.replace(old, new, 1))
     try:
-        out = subprocess.run(['cargo','test','-q','-p','treadle-proofs','--test',test], cwd=R, capture_output=True, text=True, timeout=900)
+        out = subprocess.run(['cargo','test','-q','-p','treadle-proofs','--test','proofs',test+'::'], cwd=R, capture_output=True, text=True, timeout=900)
         text = out.stdout + out.stderr
         failed = [l for l in text.splitlines() if l.startswith('test ') and 'FAILED' in l] 
         compile_err = 'error[' in text or 'error:' in text and 'could not compile' in text

@@ -2,7 +2,7 @@
 //! an agent reader gets the decision fenced before its instruction, a task reader gets
 //! `upstream/STEP`, and a sender that has not run yet delivers nothing.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! asks (answered from another `treadle` process), `output_schema:` with its one retry, and
 //! dollar budgets.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! own with its own persona and tools, its answer is the parent's tool result, its events
 //! are shown nested under the parent step, and its tokens come out of the parent's budget.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use serde_json::{Value, json};

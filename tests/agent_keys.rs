@@ -2,7 +2,7 @@
 //! `context_paths:` (files in the first message), a step's own `max_turns:`, the run-time
 //! `prompt_file: { artifact, path }`, and the refusal of tools treadle cannot run yet.
 
-mod common;
+use crate::common;
 
 use common::{Fixture, Run};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Agent steps inside pipelines, against the scripted OpenAI-compatible server: the
 //! quickstart and review examples, verdict routing, asserts and secrets.
 
-mod common;
+use crate::common;
 
 use common::{Fixture, example};
 use serde_json::json;

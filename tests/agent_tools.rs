@@ -3,7 +3,7 @@
 //! built-in `web_fetch` against a loopback web server (its host fence, redirects, size and
 //! type limits).
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use serde_json::{Value, json};

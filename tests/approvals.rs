@@ -1,6 +1,6 @@
 //! Approval steps, answered from a second `treadle` process while the run waits.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

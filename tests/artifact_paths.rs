@@ -1,7 +1,7 @@
 //! A run never moves anything outside a step's directory: an output a task replaced with
 //! a symlink is refused, not followed into the artifacts or the cache.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

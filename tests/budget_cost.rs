@@ -1,7 +1,7 @@
 //! Token budgets on a job and on an agent, end to end against the scripted server, and
 //! `treadle runs --cost`.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use treadle_scripted::{Reply, Script, ScriptedServer};

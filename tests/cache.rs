@@ -2,7 +2,7 @@
 //! downstream steps re-running after a change, `plan`, a corrupt entry, resume after
 //! SIGKILL, replay from a step, and the bad inputs of resume.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,6 +1,6 @@
 //! `treadle init`, `docs`, `completions` and `man`, run as a user would.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

@@ -2,7 +2,7 @@
 //! (`treadle schema | head`), and escape sequences in task output do not reach the
 //! terminal raw.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 

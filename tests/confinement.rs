@@ -3,7 +3,7 @@
 //! Landlock (made so here with a seccomp filter on the real binary), the run says so once
 //! and its tasks run unconfined.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! `max_context_bytes:` cuts a long tool result, `compact_after_tokens:` summarises the
 //! older turns of a long step, and impossible values are located load errors.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -13,7 +13,7 @@
 //! step, between steps, and in the start and end of the run. Four runs go at once to keep
 //! the proof near 30 s.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

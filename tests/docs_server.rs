@@ -4,7 +4,7 @@
 //! success is retried for a while, since some wait for the run to get somewhere (an
 //! approval to be asked); one expecting an error must answer it at once.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! obedient agent, and a git resource at `./repo` finds a repository there with one
 //! commit, so the docs themselves stay free of test setup.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

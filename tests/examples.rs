@@ -1,7 +1,7 @@
 //! The task-only example pipelines run as shipped (the agent examples are run against the
 //! scripted server in agent_pipelines.rs).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

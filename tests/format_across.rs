@@ -1,7 +1,7 @@
 //! `across:` over agent cells against the scripted server: a `budget:` on the block stops
 //! admitting cells once spent, and the plan carries on.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use treadle_scripted::{Reply, Script, ScriptedServer};

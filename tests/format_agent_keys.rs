@@ -2,7 +2,7 @@
 //! name with `input_mapping:`/`output_mapping:`, `run_file:`/`file:` includes, `defaults:`,
 //! the new agent keys loading, and each bad value refused at FILE:LINE:COL naming the key.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

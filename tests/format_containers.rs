@@ -2,7 +2,7 @@
 //! and are checked; `validate` warns that treadle has no container runtime, and such a step
 //! errors saying so. Also `env:` as a list of names, and the `workspace:` block.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

@@ -3,7 +3,7 @@
 //! hooks and their classes, `try:`, `to:` and `verdicts:` routes with `max_visits`,
 //! `race:`, job `timeout:`, and what `assert: execution` lists.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

@@ -3,7 +3,7 @@
 //! `serial` is refused), and the file's own `assert: execution` naming the jobs
 //! `treadle test` ran.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

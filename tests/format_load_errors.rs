@@ -2,7 +2,7 @@
 //! refused with exit code 2, `treadle.yml:LINE:COL`, the key, and a hint saying what is
 //! expected.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

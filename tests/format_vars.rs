@@ -2,7 +2,7 @@
 //! parsed, and from a `load_var:` step at run time; `across:` cells from a file a step
 //! wrote, with their outputs collected.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

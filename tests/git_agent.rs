@@ -2,7 +2,7 @@
 //! without `commit:` it is wiped and only declared outputs survive; with `commit:` it is
 //! committed and pushed to the input's branch.
 
-mod common;
+use crate::common;
 
 use common::{Fixture, git};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! The built-in git resource through the `treadle` binary, against real repositories made
 //! with git in a temp dir: get (cached by commit), put, and the bad inputs.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

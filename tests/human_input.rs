@@ -3,7 +3,7 @@
 //! fit the question's schema is refused (exit 2, the reason, the question still open); a
 //! valid one continues the run and reaches the next step, or the model.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

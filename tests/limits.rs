@@ -1,7 +1,7 @@
 //! The limits a run enforces, each with a default, configurable, and each ending the step
 //! with an error that names the limit.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

@@ -1,6 +1,6 @@
 //! Every bad pipeline is refused with exit code 2, one located message and a hint.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

@@ -2,7 +2,7 @@
 //! tool call) reach stderr as JSON lines with their GenAI fields; the API key never does;
 //! without a filter only warnings are shown; a bad filter is a clear configuration error.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use serde_json::{Value, json};

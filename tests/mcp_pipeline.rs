@@ -2,7 +2,7 @@
 //! (against the scripted model server), `validate` finds a missing server command, and
 //! the load checks refuse a grant naming an undeclared server.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use common::mcp::fixture_server;

@@ -3,7 +3,7 @@
 //! naming the step and the first difference; and a real-model session of the quickstart,
 //! recorded once in tests/tapes/, replays and passes its asserts.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -10,7 +10,7 @@
 //!   step is not run again (a counter outside the workspace), and the step after it reads
 //!   the output tree the first server's run made.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

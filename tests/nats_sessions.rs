@@ -8,7 +8,7 @@
 //!   appends are refused, so the tool call it was handed never runs; only B's tool call
 //!   writes (a file outside the workspace names the writer's pid), and the run succeeds.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

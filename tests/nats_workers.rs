@@ -11,7 +11,7 @@
 //! * `the_run_pauses_while_nats_is_away_and_completes`: NATS is killed mid-run and started
 //!   again on the same port and store; the run completes, each step once.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! A run checks at start that the programs it needs are on PATH (`sh` for shell commands,
 //! `git` for git resources) and says clearly which one is missing, before anything runs.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

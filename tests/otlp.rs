@@ -3,7 +3,7 @@
 //! with the OpenTelemetry project's own types). The spans arrive with their names, their
 //! parents and the GenAI attributes, and the API key is in none of the bytes received.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

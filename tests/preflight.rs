@@ -2,7 +2,7 @@
 //! (against the scripted model server and the real fixture MCP server), and a dead
 //! endpoint, a refused key or a missing MCP tool fails it with a clear line.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use common::mcp::fixture_server;

@@ -5,7 +5,7 @@
 //! as ignored rather than passing it silently; `scripts/test` (the README's test command,
 //! and CI) starts the model and runs it with `--include-ignored`, where it is mandatory.
 
-mod common;
+use crate::common;
 
 use common::{Fixture, example};
 

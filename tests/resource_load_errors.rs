@@ -1,7 +1,7 @@
 //! Wrong values in the resource keys (`resource_types:`, `version:`, `defaults:`, a
 //! resource's `type:`) are refused at load with `FILE:LINE:COL`, a message and a hint.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

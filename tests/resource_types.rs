@@ -2,7 +2,7 @@
 //! templating, `version:` (latest, pinned, every across runs), `put`, the built-in `time`
 //! type, and each bad input giving an error that names the resource.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

@@ -2,7 +2,7 @@
 //! rule `plan` uses): an edited step, a step downstream of it, and the steps of a different
 //! pipeline file run again.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

@@ -1,7 +1,7 @@
 //! Running task pipelines: exit codes, state, containers, hooks, attempts, timeouts,
 //! artifacts and the JSON transcript.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

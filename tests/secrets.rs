@@ -3,7 +3,7 @@
 //! environment and treadle's own `/proc/PID/environ`. Checked on the raw bytes of every
 //! file under `.treadle/` and of the `--record` tape, not through treadle.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! `treadle serve` and its HTTP API, against the real binary: pipelines, starting a run,
 //! listing and showing runs, cancelling, and the clear 4xx answers to bad input.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use common::server::{Server, eventually, get, post};

@@ -2,7 +2,7 @@
 //! the API wakes the waiting run at once, a second answer is refused with nothing changed,
 //! `treadle approvals` and `treadle reject` go through the server, and a step's receipt says what its key is made of.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! process, `treadle runs` while it runs), the same transcript as without a server, Ctrl-C
 //! cancelling the run in the server, and `plan` answered by the server.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! the run's journal: every event once, in order, ids 1..=N with no gap. Token deltas of an
 //! agent step arrive live.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use common::server::Server;

@@ -2,7 +2,7 @@
 //! Prometheus text counts the run, its steps by kind and outcome, the agent's tokens by
 //! model, and no run in progress.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use common::server::Server;

@@ -2,7 +2,7 @@
 //! it is refused (401) and changes nothing, and a cross-site request that would change
 //! state is refused (403) even with the token.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 use common::server::Server;

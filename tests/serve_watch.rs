@@ -3,7 +3,7 @@
 //! `POST /hooks/check/{resource}` on the server's listener checks at once, with the
 //! resource's token and without the server's own.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

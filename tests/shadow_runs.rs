@@ -2,7 +2,7 @@
 //! the scripted server; the changed tool call reported at the step where it changed, and
 //! nothing outside the scratch directories touched.
 
-mod common;
+use crate::common;
 
 use common::{Fixture, Run};
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! killed (their whole process group), the run is recorded as aborted, not left
 //! `running`, it can be resumed, and treadle exits 128 + the signal number.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! One treadle process uses a state file at a time: of two first runs started together in
 //! a fresh directory one runs, and the other is told which process holds the state file.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 

@@ -1,6 +1,6 @@
 //! `treadle test`: every job runs, every assert is checked, and a summary line counts them.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 

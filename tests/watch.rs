@@ -13,7 +13,7 @@
 //!   resume` (handed to the running watcher) builds it again;
 //! * SIGTERM: an `interruptible:` build is stopped at once, its process group killed.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

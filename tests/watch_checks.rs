@@ -4,7 +4,7 @@
 //! of them with the resource's name and what went wrong; the next poll checks them again;
 //! a good resource beside them is built as usual.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! fetched, dangerous links lose their target), JSON is highlighted, and the event-stream
 //! parser reads SSE however the bytes are split. Also the headers every asset carries.
 
-mod browser;
+use crate::browser;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

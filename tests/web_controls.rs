@@ -2,10 +2,7 @@
 //! answer approvals (run page and approvals page), cancel a run, the runs list with its
 //! charts, and the token the page was opened with.
 
-mod browser;
-mod common;
-#[path = "browser/served.rs"]
-mod served;
+use crate::served;
 
 use std::time::Duration;
 
@@ -15,12 +12,7 @@ use served::{Page, WAIT};
 #[test]
 fn a_block_folds_and_says_what_is_inside() {
     let yaml = "jobs:\n  - name: main\n    plan:\n      - in_parallel:\n          - task: lint\n            run: echo linting\n          - task: unit\n            run: echo testing\n          - task: flaky\n            run: exit 3\n      - task: after\n        run: echo never\n";
-    let Some(p) = Page::start(
-        "a_block_folds_and_says_what_is_inside",
-        yaml,
-        vec![],
-        Duration::ZERO,
-    ) else {
+    let Some(p) = Page::tasks("a_block_folds_and_says_what_is_inside", yaml) else {
         return;
     };
     let id = p.start_run();
@@ -83,11 +75,9 @@ fn a_block_folds_and_says_what_is_inside() {
 #[test]
 fn approvals_are_answered_from_the_page_and_the_run_goes_on() {
     let yaml = "jobs:\n  - name: main\n    plan:\n      - task: build\n        run: echo built\n      - approval: ship\n        message: Ship the build?\n      - task: publish\n        run: echo published\n      - approval: announce\n        message: Announce it?\n      - task: tell\n        run: echo told\n";
-    let Some(p) = Page::start(
+    let Some(p) = Page::tasks(
         "approvals_are_answered_from_the_page_and_the_run_goes_on",
         yaml,
-        vec![],
-        Duration::ZERO,
     ) else {
         return;
     };
@@ -163,11 +153,9 @@ fn approvals_are_answered_from_the_page_and_the_run_goes_on() {
 #[test]
 fn a_run_is_cancelled_from_the_page_and_the_list_charts_the_runs() {
     let yaml = "jobs:\n  - name: quick\n    plan:\n      - task: hello\n        run: echo hello\n  - name: slow\n    plan:\n      - task: wait\n        run: sleep 30\n";
-    let Some(p) = Page::start(
+    let Some(p) = Page::tasks(
         "a_run_is_cancelled_from_the_page_and_the_list_charts_the_runs",
         yaml,
-        vec![],
-        Duration::ZERO,
     ) else {
         return;
     };

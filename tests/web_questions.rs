@@ -3,12 +3,7 @@
 //! an answer that does not fit is refused with the server's reason and the question stays
 //! open, and a valid one continues the run, which reads the answer.
 
-mod browser;
-mod common;
-#[path = "browser/served.rs"]
-mod served;
-
-use std::time::Duration;
+use crate::served;
 
 use serde_json::json;
 use served::{Page, WAIT};
@@ -16,11 +11,9 @@ use served::{Page, WAIT};
 #[test]
 fn a_question_is_answered_from_a_form_built_from_its_schema() {
     let yaml = "jobs:\n  - name: main\n    plan:\n      - input: replicas\n        question: How many replicas?\n        schema: { type: integer, minimum: 1, maximum: 9 }\n        outputs: [answer]\n      - task: scale\n        inputs: [answer]\n        run: echo \"scaling to $(cat answer/answer.json)\"\n";
-    let Some(p) = Page::start(
+    let Some(p) = Page::tasks(
         "a_question_is_answered_from_a_form_built_from_its_schema",
         yaml,
-        vec![],
-        Duration::ZERO,
     ) else {
         return;
     };

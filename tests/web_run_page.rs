@@ -2,10 +2,8 @@
 //! page and see its tokens arrive, reload mid-run without losing or doubling anything, a
 //! hostile model answer rendered inert, and the README's screenshot.
 
-mod browser;
-mod common;
-#[path = "browser/served.rs"]
-mod served;
+use crate::common;
+use crate::served;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -12,12 +12,12 @@ use ractor::rpc::CallResult;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 use treadle_event::{GateAnswer, GateId};
-use treadle_hook::{APPROVAL_REQUIRED, HookCall, Outcome, Payload};
+use treadle_hook::{APPROVAL_REQUIRED, Outcome, Payload};
 
-use crate::batch::{BatchScope, Call};
+use crate::batch_scope::{BatchScope, Call, hook_call};
 use crate::gate;
-use crate::human::HumanQuestion;
 use crate::protocol::{GateOpen, LoopMsg};
+use crate::question::HumanQuestion;
 use crate::resume::{self, PriorGate};
 use crate::subject::{GateCall, GateKind, GateRequest, GateSubject};
 
@@ -103,12 +103,6 @@ pub(crate) async fn ask(
         Some(answer) => Asked::Answered(answer),
         None => Asked::Canceled,
     }
-}
-
-fn hook_call(scope: &BatchScope<'_>, payload: Payload) -> HookCall {
-    HookCall::new(scope.ctx.session, scope.ctx.loop_id, payload)
-        .with_turn(scope.coords.turn)
-        .with_step(scope.step)
 }
 
 /// Asks the actor to open a new gate for the call, unless nobody could answer it. Returns

@@ -27,28 +27,20 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use futures::FutureExt;
-use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use treadle_event::{Block, EventKind, GateAnswer, Message, Role, StepId};
-use treadle_hook::{Active, Authorization, HookCall, Outcome, Payload};
+use treadle_event::{Block, EventKind, GateAnswer, Message, Role};
+use treadle_hook::{Active, Authorization, Outcome, Payload};
 
 use crate::ask::{self, Ask, Asked};
+use crate::batch_scope::{BatchScope, Call, hook_call};
 use crate::context::LoopContext;
 use crate::effect::Effect;
-use crate::human::HumanQuestion;
-use crate::protocol::{LoopMsg, TurnCoords};
+use crate::protocol::LoopMsg;
+use crate::question::HumanQuestion;
 use crate::resume::{Prior, PriorGate};
-use crate::subject::{GateKind, StagedStep};
-
-/// A tool call as the model wrote it.
-pub(crate) struct Call {
-    pub id: String,
-    pub name: String,
-    pub arguments: String,
-}
+use crate::subject::GateKind;
 
 /// What happened to a batch.
 pub(crate) enum BatchOutcome {
@@ -57,18 +49,6 @@ pub(crate) enum BatchOutcome {
     Canceled,
     /// An unfinished effect's gate said to fail the turn (or nobody answered it).
     Failed(String),
-}
-
-/// Where the turn's batch runs: the loop it belongs to and how to reach its actor.
-pub(crate) struct BatchScope<'a> {
-    pub ctx: &'a LoopContext,
-    pub actor: &'a ActorRef<LoopMsg>,
-    pub coords: TurnCoords,
-    pub step: StepId,
-    /// The step's assistant message and its coordinates, journaled with every gate so a
-    /// restore can resume the batch.
-    pub staged: &'a StagedStep,
-    pub cancel: &'a CancellationToken,
 }
 
 enum Prepared {
@@ -199,12 +179,6 @@ fn plan(ctx: &LoopContext, calls: &[Call], prepared: Vec<Prepared>) -> Vec<Vec<L
         phases.push(lanes);
     }
     phases
-}
-
-fn hook_call(scope: &BatchScope<'_>, payload: Payload) -> HookCall {
-    HookCall::new(scope.ctx.session, scope.ctx.loop_id, payload)
-        .with_turn(scope.coords.turn)
-        .with_step(scope.step)
 }
 
 /// Parses, checks and authorizes one call. The guards run again even for a resumed call

@@ -40,8 +40,8 @@ use treadle_event::{Event, EventKind, GateAnswer, GateId, Header, StepId, TurnId
 
 use crate::context::LoopContext;
 use crate::error::GateError;
-use crate::human::HumanQuestion;
 use crate::protocol::{GateOpen, TurnCoords};
+use crate::question::HumanQuestion;
 use crate::subject::GateKind;
 
 /// An open gate the loop actor takes over at restore, under its original id.

@@ -91,10 +91,13 @@ pub mod tls;
 // * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
 //   JSON schema, authorized by the guards in call order, then run in parallel (at most
 //   `max_parallel_tools`), sequential tools alone, same write targets in call order.
+// * `batch_scope`: a tool call as the model wrote it and the scope its batch runs in,
+//   shared by `batch` and `ask` (below both).
 // * `subject`: the typed `GateSubject` of a tool-call gate (its `GateKind`), as journaled.
 // * `ask`: a batch asking through a gate (permission, a person's question, an unfinished
 //   effect) and waiting for the answer.
-// * `human`: `AskHuman`, the built-in `ask_human` tool, and the `HumanQuestion` it asks.
+// * `question`: `HumanQuestion`, what a person is asked and the check of an answer.
+// * `human`: `AskHuman`, the built-in `ask_human` tool that asks a `HumanQuestion`.
 // * `effect`: `Effect` (pure, idempotent, effectful) and the `EffectPolicy` restore applies
 //   to an effectful call a crash interrupted (rule 11, exactly-once-effects).
 // * `repair`: malformed tool-call arguments (fences, single quotes, unquoted keys,
@@ -116,6 +119,7 @@ mod actor;
 mod approvals;
 mod ask;
 mod batch;
+mod batch_scope;
 mod builder;
 mod compact;
 mod compaction;
@@ -126,6 +130,7 @@ mod error;
 pub mod gate;
 mod human;
 mod protocol;
+mod question;
 mod redact;
 mod repair;
 mod repeats;
@@ -149,9 +154,10 @@ pub use effect::{Effect, EffectPolicy};
 pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
 pub use fence::WriteFence;
 pub use hub::{CatchUp, CatchUpItem, Subscription, SubscriptionLost};
-pub use human::{AskHuman, HumanQuestion};
+pub use human::AskHuman;
 pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
 pub use journal::{Journal, JournalOptions};
+pub use question::HumanQuestion;
 pub use redact::Secrets;
 pub use repair::repair_arguments;
 pub use restore::RestoreError;

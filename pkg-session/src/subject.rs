@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use treadle_event::{Event, EventKind, GateAnswer, GateId, Message, StepId, Usage};
 
-use crate::human::HumanQuestion;
+use crate::question::HumanQuestion;
 
 /// The step a gate parked: what the turn needs to run its batch and commit it, without
 /// asking the model again. Journaled as `resume` of every tool-call gate's subject.

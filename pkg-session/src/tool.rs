@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 pub use crate::effect::Effect;
-use crate::human::HumanQuestion;
 use crate::inference::ToolSpec;
+use crate::question::HumanQuestion;
 
 /// Why a tool call did not produce a result. The model reads the message as the call's
 /// result, so write it for the model: say what was wrong and what would work.

@@ -19,7 +19,8 @@ use tracing::Instrument;
 use treadle_event::{Block, EventKind, FailureCause, Message, Role, StepId, Usage};
 use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
 
-use crate::batch::{self, BatchOutcome, Call};
+use crate::batch::{self, BatchOutcome};
+use crate::batch_scope::{BatchScope, Call};
 use crate::context::LoopContext;
 use crate::error::CommitError;
 use crate::inference::{Completion, InferenceRequest, PreparedRequest, ToolChoice};
@@ -399,7 +400,7 @@ impl Turn {
             .collect();
         let mut results = None;
         if !calls.is_empty() {
-            let scope = batch::BatchScope {
+            let scope = BatchScope {
                 ctx: &ctx,
                 actor: &self.actor,
                 coords: self.coords,

@@ -2,7 +2,7 @@
 //! the question's schema is refused and the gate stays open; a valid one continues the turn
 //! and is what the model reads. Deadlines give the default answer, or fail the call.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Tool batches end to end: bad arguments, a panicking tool, a gate deadline, parallel and
 //! sequential execution, write targets, call order, and the per-turn call limit.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

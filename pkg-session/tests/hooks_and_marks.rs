@@ -1,7 +1,7 @@
 //! Hooks that can measure and see every journal append; the journaled restore mark; the
 //! catch-up mark of `subscribe_from`. All against the scripted server on loopback.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

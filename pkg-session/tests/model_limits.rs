@@ -2,7 +2,7 @@
 //! and never answers, one that sends two chunks and stalls, and a 50 MB reply, each over
 //! real loopback HTTP.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Restoring from a damaged journal: a clear error, and nothing intact is lost or changed.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The session API end to end against the scripted server: a tool turn, queued inputs,
 //! the bounded queue, shutdown, and bad endpoints that fail a turn but not the session.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Sub-agents (delegation to another loop of the session) and typed output (`ask::<T>`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

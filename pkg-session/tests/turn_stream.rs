@@ -1,7 +1,7 @@
 //! `Session::stream`: one turn's events, then its report; a failed turn is an error, not an
 //! answer.
 
-mod common;
+use crate::common;
 
 use serde_json::json;
 use treadle_event::{DeltaKind, EventKind, FailureCause};

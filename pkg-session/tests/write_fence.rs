@@ -2,7 +2,7 @@
 //! session is journaled, so a tool call the model asked for after that never runs, and the
 //! turn's waiter is told the session is closed instead of waiting forever.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

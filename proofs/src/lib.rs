@@ -158,6 +158,35 @@ pub fn history_from_journal(journal: &Journal, session: SessionId) -> Vec<Messag
         .collect()
 }
 
+/// Every event the journal holds for `session`, in order.
+pub fn journaled(journal: &Journal, session: SessionId) -> Vec<Event> {
+    journal
+        .read(session, 0, None)
+        .expect("read journal")
+        .into_iter()
+        .map(|(_, event)| event)
+        .collect()
+}
+
+/// The tool results the model read in the server's last request, in order (a result that
+/// is not a plain string, as its JSON text).
+pub fn results_read_by_model(server: &ScriptedServer) -> Vec<String> {
+    let requests = server.requests();
+    let Some(last) = requests.last() else {
+        return Vec::new();
+    };
+    last.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| match &m["content"] {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
 /// The messages an enduring event adds to the history.
 pub fn committed_messages(event: &Event) -> Vec<Message> {
     match &event.kind {

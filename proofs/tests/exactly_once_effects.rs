@@ -57,32 +57,8 @@ fn script() -> Script {
     })
 }
 
-fn events(journal: &Journal, session: SessionId) -> Vec<Event> {
-    journal
-        .read(session, 0, None)
-        .expect("read journal")
-        .into_iter()
-        .map(|(_, event)| event)
-        .collect()
-}
-
 fn count(events: &[Event], name: &str) -> usize {
     events.iter().filter(|e| e.kind.name() == name).count()
-}
-
-/// The tool results the model read in the server's last request, in order.
-fn results_read_by_model(server: &ScriptedServer) -> Vec<String> {
-    let requests = server.requests();
-    let Some(last) = requests.last() else {
-        return Vec::new();
-    };
-    last.body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,7 +100,7 @@ async fn an_effect_interrupted_by_a_crash_runs_again_only_when_the_answer_says_s
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
 
-        let before = events(&Journal::open(&journal_path).expect("reopen"), session);
+        let before = journaled(&Journal::open(&journal_path).expect("reopen"), session);
         let ran_before = lines_in(&log);
         assert!(
             ran_before <= 1,
@@ -162,7 +138,7 @@ async fn an_effect_interrupted_by_a_crash_runs_again_only_when_the_answer_says_s
             .subscribe_from(0, EventFilter::enduring_only())
             .expect("subscribe")
             .into_subscription();
-        let opened: Vec<GateRequest> = events(restored.journal(), session)
+        let opened: Vec<GateRequest> = journaled(restored.journal(), session)
             .iter()
             .filter_map(GateRequest::from_event)
             .collect();
@@ -214,7 +190,7 @@ async fn an_effect_interrupted_by_a_crash_runs_again_only_when_the_answer_says_s
                 assert_eq!(server.requests().len(), 2, "run {runs}: inference skipped");
             }
         }
-        let after = events(restored.journal(), session);
+        let after = journaled(restored.journal(), session);
         assert_eq!(count(&after, "gate_opened"), 1, "run {runs}: asked once");
         assert_eq!(
             count(&after, "gate_resolved"),
@@ -290,7 +266,7 @@ async fn an_effect_gate_refuses_approve_always_and_stays_open() {
     child.wait().expect("reap");
 
     let restored = restore(&server, &journal_path, &log, EffectPolicy::Ask, session).await;
-    let gate = events(restored.journal(), session)
+    let gate = journaled(restored.journal(), session)
         .iter()
         .find_map(GateRequest::from_event)
         .expect("an effect gate")

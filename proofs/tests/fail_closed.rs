@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde_json::{Value, json};
+use serde_json::json;
 use treadle_event::{Event, EventFilter, EventKind, GateAnswer, GateId};
 use treadle_hook::{Action, Policy, Recorder};
 use treadle_proofs::*;
-use treadle_scripted::{Reply, Script, ScriptedServer};
+use treadle_scripted::{Reply, Script};
 use treadle_session::{FnTool, Session, SessionBuilder, ToolError};
 
 /// Arguments of the counted `write` tool.
@@ -68,24 +68,6 @@ async fn case(
         session,
         runs,
     }
-}
-
-/// The tool results the model was sent in its last request, in order.
-fn results_read_by_model(server: &ScriptedServer) -> Vec<String> {
-    let requests = server.requests();
-    let Some(last) = requests.last() else {
-        return Vec::new();
-    };
-    last.body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| match &m["content"] {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        })
-        .collect()
 }
 
 fn journal(session: &Session) -> Vec<Event> {

@@ -62,33 +62,6 @@ fn script(writes: usize) -> Script {
     })
 }
 
-/// The tool results the model read in the server's last request, in order.
-fn results_read_by_model(server: &ScriptedServer) -> Vec<String> {
-    let requests = server.requests();
-    let Some(last) = requests.last() else {
-        return Vec::new();
-    };
-    last.body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| match &m["content"] {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        })
-        .collect()
-}
-
-fn events(journal: &Journal, session: SessionId) -> Vec<Event> {
-    journal
-        .read(session, 0, None)
-        .expect("read journal")
-        .into_iter()
-        .map(|(_, event)| event)
-        .collect()
-}
-
 fn resolutions(events: &[Event], gate: GateId) -> Vec<GateAnswer> {
     events
         .iter()
@@ -161,7 +134,7 @@ async fn a_gate_open_at_a_crash_is_answered_after_restore_and_the_call_runs_once
             0,
             "run {run}: nothing ran before the answer"
         );
-        let before = events(&Journal::open(&journal_path).expect("reopen"), session);
+        let before = journaled(&Journal::open(&journal_path).expect("reopen"), session);
         let opened = before
             .iter()
             .find(|e| matches!(&e.kind, EventKind::GateOpened { gate: g, .. } if *g == gate))
@@ -260,7 +233,7 @@ async fn a_gate_open_at_a_crash_is_answered_after_restore_and_the_call_runs_once
         // one (the final answer) after.
         assert_eq!(server.requests().len(), 2, "run {run}: inference skipped");
 
-        let after = events(restored.journal(), session);
+        let after = journaled(restored.journal(), session);
         let terminals: Vec<_> = after
             .iter()
             .filter(|e| e.kind.terminal().is_some())
@@ -354,7 +327,7 @@ async fn approve_always_survives_a_restore() {
     let report = restored.run("second").await.expect("run");
     assert!(report.is_done(), "{report:?}");
     assert_eq!(lines_in(&log), 2);
-    let opened = events(restored.journal(), id)
+    let opened = journaled(restored.journal(), id)
         .iter()
         .filter(|e| matches!(e.kind, EventKind::GateOpened { .. }))
         .count();

@@ -3,6 +3,7 @@
 //! walker waits for the step's result under its key and goes on as if it had run the step
 //! itself (record, events, outputs, tokens).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -14,7 +15,10 @@ use super::wire::{CANCELLED, Carried, StepJob, StepResult};
 use super::{DistError, carry};
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
-use crate::run::exec::{Ctx, Done};
+use crate::cache::StepCache;
+use crate::cache::digest::Digest;
+use crate::cache::records::Outcome;
+use crate::run::exec::{Ctx, Done, RemoteSteps};
 
 /// One server's connection to its workers.
 pub struct Dispatcher {
@@ -59,15 +63,22 @@ pub struct RemoteRun {
     source: String,
 }
 
-impl RemoteRun {
-    /// The connection to NATS (the shared cache uses it).
-    pub(crate) fn bus(&self) -> &Bus {
-        &self.dispatcher.bus
+#[async_trait::async_trait]
+impl RemoteSteps for RemoteRun {
+    async fn shared_hit(
+        &self,
+        cache: &Arc<StepCache>,
+        key: &Digest,
+        scratch: PathBuf,
+    ) -> Option<Outcome> {
+        super::shared_cache::fetch(&self.dispatcher.bus, cache, key, scratch).await
     }
 
-    /// Runs one attempt of a task or agent step on a worker: the walker's replacement for
-    /// `Ctx::leaf`.
-    pub(crate) async fn leaf(
+    async fn share(&self, outcome: &Outcome, dirs: Vec<(String, PathBuf)>) {
+        super::shared_cache::share(&self.dispatcher.bus, outcome, dirs).await;
+    }
+
+    async fn leaf(
         &self,
         ctx: &Ctx<'_>,
         step: &At<Step>,
@@ -139,7 +150,9 @@ impl RemoteRun {
         }
         apply(bus, ctx, entry, &result).await
     }
+}
 
+impl RemoteRun {
     /// Token deltas of the step, passed on to the run's live followers while it runs.
     async fn forward_tokens(
         &self,

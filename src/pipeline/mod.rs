@@ -215,19 +215,7 @@ fn checked(
         return Err(LoadError(unresolved));
     }
     for job in &mut pipeline.jobs {
-        env_names_to_pass_env(&mut job.plan);
-        for hook in [
-            &mut job.on_success,
-            &mut job.on_failure,
-            &mut job.on_error,
-            &mut job.on_abort,
-            &mut job.ensure,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            env_names_to_pass_env(std::slice::from_mut(hook.as_mut()));
-        }
+        resolve::walk_job(job, &mut env_names_to_pass_env);
     }
     let problems = check::check(file, &pipeline, scope);
     if !problems.is_empty() {
@@ -242,38 +230,11 @@ fn checked(
 
 /// Moves the names of an `env: [NAME]` list (how `steps` spells it) into `pass_env`, so
 /// everything after loading sees one spelling.
-fn env_names_to_pass_env(steps: &mut [At<Step>]) {
-    for step in steps {
-        if let container::Env::Names(names) = &step.env {
-            let names = names.clone();
-            step.value.pass_env.extend(names);
-            step.value.env = container::Env::default();
-        }
-        let s = &mut step.value;
-        if let Some(d) = &mut s.do_ {
-            env_names_to_pass_env(d);
-        }
-        match &mut s.in_parallel {
-            Some(InParallel::Steps(v)) => env_names_to_pass_env(v),
-            Some(InParallel::Config(c)) => env_names_to_pass_env(&mut c.steps),
-            None => {}
-        }
-        if let Some(r) = &mut s.race {
-            env_names_to_pass_env(&mut r.steps);
-        }
-        for hook in [
-            &mut s.try_,
-            &mut s.on_success,
-            &mut s.on_failure,
-            &mut s.on_error,
-            &mut s.on_abort,
-            &mut s.ensure,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            env_names_to_pass_env(std::slice::from_mut(hook.as_mut()));
-        }
+fn env_names_to_pass_env(step: &mut At<Step>) {
+    if let container::Env::Names(names) = &step.env {
+        let names = names.clone();
+        step.value.pass_env.extend(names);
+        step.value.env = container::Env::default();
     }
 }
 

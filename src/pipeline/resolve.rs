@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use super::agent_def::{Agent, McpServerSpec};
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem};
-use super::format::{InParallel, Pipeline, RunSpec, Step};
+use super::format::{InParallel, Job, Pipeline, RunSpec, Step};
 use super::step_keys::{Approval, PromptFile};
 
 /// Fills in `pipeline`; the problems found (unreadable files, keys set twice).
@@ -55,22 +55,27 @@ pub fn resolve(file: &Path, pipeline: &mut Pipeline) -> Vec<Diagnostic> {
     }
     let (tasks, agents) = (&pipeline.tasks, &pipeline.agents);
     for job in &mut pipeline.jobs {
-        let mut each = |s: &mut At<Step>| r.step(s, tasks, agents);
-        walk(&mut job.plan, &mut each);
-        for hook in [
-            &mut job.on_success,
-            &mut job.on_failure,
-            &mut job.on_error,
-            &mut job.on_abort,
-            &mut job.ensure,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            walk(std::slice::from_mut(hook.as_mut()), &mut each);
-        }
+        walk_job(job, &mut |s: &mut At<Step>| r.step(s, tasks, agents));
     }
     r.out
+}
+
+/// Calls `f` on every step of `job`, its plan and then its hooks, nested steps included,
+/// parents first.
+pub fn walk_job(job: &mut Job, f: &mut dyn FnMut(&mut At<Step>)) {
+    walk(&mut job.plan, f);
+    for hook in [
+        &mut job.on_success,
+        &mut job.on_failure,
+        &mut job.on_error,
+        &mut job.on_abort,
+        &mut job.ensure,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        walk(std::slice::from_mut(hook.as_mut()), f);
+    }
 }
 
 /// Calls `f` on every step of `steps`, nested ones and hooks included, parents first.

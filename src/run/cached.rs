@@ -3,7 +3,7 @@
 //! shown again, marked `cached` in the transcript and recorded as this run's; after the
 //! step succeeded, its outputs and record are stored. Under `treadle serve --nats` a miss
 //! here is looked for in the cache shared through NATS, and a stored record is shared
-//! there too (`crate::dist::shared_cache`).
+//! there too (through `RemoteSteps`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -122,7 +122,7 @@ impl<'a> Ctx<'a> {
     async fn shared_hit(&self, cache: &Arc<StepCache>, key: &Digest) -> Option<Outcome> {
         let remote = self.remote.as_ref()?;
         let scratch = self.artifacts.root().join("incoming");
-        crate::dist::shared_cache::fetch(remote.bus(), cache, key, scratch).await
+        remote.shared_hit(cache, key, scratch).await
     }
 
     /// Run `of`'s record of a step that succeeded in it, if any.
@@ -428,7 +428,7 @@ impl<'a> Ctx<'a> {
         blocking(move || Ok(cache.put_success(&path, &outcome, replay, true)?)).await?;
         // Under `--nats`, shared for every server, once it is in the state file.
         if let (Some(remote), Some(outcome)) = (&self.remote, shared) {
-            crate::dist::shared_cache::share(remote.bus(), &outcome, dirs).await;
+            remote.share(&outcome, dirs).await;
         }
         Ok(())
     }

@@ -17,7 +17,8 @@
 //! * `try` succeeds whatever its step does, except an abort; the real outcome stays
 //!   visible to routes.
 
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,9 @@ use super::ports::AgentRunner;
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
 use crate::assert::AssertFailure;
+use crate::cache::StepCache;
+use crate::cache::digest::Digest;
+use crate::cache::records::Outcome;
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::{Entry, Outline};
 use crate::pipeline::{At, InParallel, Job, Kind, Loaded, Step, StepKind};
@@ -128,6 +132,36 @@ impl Done {
     }
 }
 
+/// Runs task and agent steps somewhere other than this process, and shares the step cache
+/// with the other processes that do: the NATS dispatcher of `treadle serve --nats`
+/// implements it. The trait lives here, where the walker calls it, so that `run` does not
+/// depend on `dist`, which is built on `run`.
+#[async_trait::async_trait]
+pub(crate) trait RemoteSteps: Send + Sync {
+    /// Runs one attempt of `step` elsewhere: the walker's replacement for `Ctx::leaf`.
+    async fn leaf(
+        &self,
+        ctx: &Ctx<'_>,
+        step: &At<Step>,
+        entry: &Entry,
+        attempt: u32,
+        cancel: CancellationToken,
+    ) -> Done;
+
+    /// The record of `key` another process shared, its trees fetched (through `scratch`)
+    /// into `cache`'s object store; `None` when nobody shared it.
+    async fn shared_hit(
+        &self,
+        cache: &Arc<StepCache>,
+        key: &Digest,
+        scratch: PathBuf,
+    ) -> Option<Outcome>;
+
+    /// Shares a step's record and its output trees (`dirs`, by output name) with the
+    /// other processes.
+    async fn share(&self, outcome: &Outcome, dirs: Vec<(String, PathBuf)>);
+}
+
 /// Everything a run shares.
 pub(crate) struct Ctx<'a> {
     pub loaded: &'a Loaded,
@@ -170,7 +204,7 @@ pub(crate) struct Ctx<'a> {
     /// inputs); others fetch their latest.
     pub versions: std::collections::BTreeMap<String, String>,
     /// Runs leaf steps on workers over NATS (`treadle serve --nats`); `None`: here.
-    pub remote: Option<std::sync::Arc<crate::dist::RemoteRun>>,
+    pub remote: Option<std::sync::Arc<dyn RemoteSteps>>,
     /// Admits the writes of agent steps' sessions (a worker's lease on the step); `None`:
     /// this process owns them.
     pub fence: Option<std::sync::Arc<dyn treadle_session::WriteFence>>,

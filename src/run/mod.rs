@@ -200,11 +200,11 @@ pub async fn run_from(
 }
 
 /// What a run started by `treadle serve` needs besides an ordinary one.
-pub struct Served {
+pub(crate) struct Served {
     /// Called with the run's id and journal once it has them, before its first event.
     pub on_begin: Box<dyn FnOnce(u64, Arc<journal::RunJournal>) + Send>,
     /// Runs its task and agent steps on workers over NATS (`treadle serve --nats`).
-    pub remote: Option<Arc<crate::dist::RemoteRun>>,
+    pub remote: Option<Arc<dyn exec::RemoteSteps>>,
 }
 
 /// Gives the run its id and its event journal.
@@ -231,7 +231,7 @@ async fn begin(
 
 /// Runs one job like [`run_from`]; `served`: it runs in `treadle serve`, which follows it
 /// live and answers its approvals.
-pub async fn run_served(
+pub(crate) async fn run_served(
     loaded: &Loaded,
     options: RunOptions,
     store: Arc<Store>,

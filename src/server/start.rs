@@ -57,7 +57,7 @@ pub async fn start(
     let served = app
         .file(&req.pipeline)
         .ok_or_else(|| not_served(&app, &req.pipeline))?;
-    let remote = match &app.dispatcher {
+    let remote: Option<Arc<dyn crate::run::exec::RemoteSteps>> = match &app.dispatcher {
         Some(d) => Some(d.for_run(source_of(&served.file, &vars)?)),
         None => None,
     };

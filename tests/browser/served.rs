@@ -31,6 +31,11 @@ impl Page {
         Self::start_with_token(test, yaml, replies, delay, None)
     }
 
+    /// `treadle serve` on a pipeline without agents, and a browser.
+    pub fn tasks(test: &str, yaml: &str) -> Option<Self> {
+        Self::start(test, yaml, Vec::new(), Duration::ZERO)
+    }
+
     /// The same, the server requiring `token` (`--token-env`) when one is given.
     pub fn start_with_token(
         test: &str,

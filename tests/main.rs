@@ -1,0 +1,81 @@
+//! The integration tests of the `treadle` crate, as one test binary.
+//!
+//! Every file beside this one is a module here rather than a test binary of its own: each
+//! binary links all of treadle and its dependencies, and 60 of them filled CI's disk (and
+//! cost a minute of linking each). Shared helpers are `crate::common` (and
+//! `crate::browser` for the page's tests). Run one file's tests with
+//! `cargo test --test integration FILE::`.
+
+mod agent_context;
+mod agent_controls;
+mod agent_delegation;
+mod agent_keys;
+mod agent_pipelines;
+mod agent_step;
+mod agent_tools;
+mod approvals;
+mod artifact_paths;
+mod browser;
+mod budget_cost;
+mod cache;
+mod cli_extras;
+mod cli_output;
+mod common;
+mod confinement;
+mod conversation;
+mod crash_resume;
+mod docs_server;
+mod docs_yaml;
+mod examples;
+mod format_across;
+mod format_agent_keys;
+mod format_containers;
+mod format_control_flow;
+mod format_jobs;
+mod format_load_errors;
+mod format_vars;
+mod fuzz_loader;
+mod git_agent;
+mod git_resource;
+mod human_input;
+mod installable;
+mod library_examples;
+mod limits;
+mod load_errors;
+mod logging;
+mod mcp_pipeline;
+mod model_tape;
+mod nats_across;
+mod nats_sessions;
+mod nats_workers;
+mod needs;
+mod otlp;
+mod preflight;
+mod real_model_pipeline;
+mod resource_load_errors;
+mod resource_types;
+mod resume_keys;
+mod run_steps;
+mod secrets;
+mod serve_api;
+mod serve_approvals;
+mod serve_cli;
+mod serve_events;
+mod serve_metrics;
+mod serve_security;
+mod serve_watch;
+// The served pipeline of the page's browser tests; beside `browser` because
+// benches/web_paint.rs includes that module alone.
+#[path = "browser/served.rs"]
+mod served;
+mod shadow_runs;
+mod signals;
+mod state_lock;
+mod test_command;
+mod watch;
+mod watch_checks;
+mod web_assets;
+mod web_controls;
+mod web_delegation;
+mod web_questions;
+mod web_run_page;
