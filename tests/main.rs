@@ -53,6 +53,8 @@ mod otlp;
 mod preflight;
 mod real_model_pipeline;
 mod resource_load_errors;
+mod resource_puts;
+mod resource_type_keys;
 mod resource_types;
 mod resume_keys;
 mod run_steps;

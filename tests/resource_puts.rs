@@ -4,7 +4,7 @@
 //! triggered on the resource builds it, and a `passed: [job]` get takes the version that
 //! job put.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! put's `inputs: all`. Wrong ones are load errors at `FILE:LINE:COL` with a hint; right
 //! ones load, and what this treadle cannot run fails at run time saying so.
 
-mod common;
+use crate::common;
 
 use common::Fixture;
 
