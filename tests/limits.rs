@@ -10,7 +10,6 @@ fn a_task_printing_more_than_the_output_limit_is_stopped_with_an_error_naming_it
     let f = Fixture::new(
         "limits: { step_output: 100KB }\nplan:\n  - task: flood\n    run: yes 0123456789\n  - task: after\n    run: echo after\n",
     );
-    let started = std::time::Instant::now();
     let r = f.treadle(&["run"]);
     r.expect_code(1);
     let out = r.stdout();
@@ -21,9 +20,10 @@ fn a_task_printing_more_than_the_output_limit_is_stopped_with_an_error_naming_it
         "{}",
         &out[out.len().saturating_sub(2000)..]
     );
-    // What was printed stays near the limit, and `yes` did not run on.
+    // What was printed stays near the limit, so `yes` was stopped there (it writes
+    // gigabytes a minute). No wall-clock bound: it failed at load 19, and says nothing
+    // the size does not.
     assert!(out.len() < 300_000, "{} bytes printed", out.len());
-    assert!(started.elapsed() < std::time::Duration::from_secs(20));
     assert!(!out.contains("after\n"), "the run went on");
 }
 

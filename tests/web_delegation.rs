@@ -3,8 +3,6 @@
 //! nested under the parent step (issue 11), and a question waiting in a run is answered
 //! from a form on the run page itself, generated from its schema (issue 13).
 
-use crate::browser;
-use crate::common;
 use crate::served;
 
 use std::time::Duration;

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use treadle_event::{EventKind, SessionId};
-use treadle_proofs::{pick, rng};
+use treadle_proofs::{PATIENCE, pick, rng};
 use treadle_session::Journal;
 
 const RUNS: u64 = 30;
@@ -45,19 +45,41 @@ fn a_journal_killed_at_random_points_keeps_every_acknowledged_append() {
             .spawn()
             .expect("spawn child");
         let stdout = child.stdout.take().expect("stdout");
+        // The child's lines, read as they come: a kill meant for the appends waits for the
+        // child to have opened its journal, so a loaded machine's slow start cannot turn it
+        // into a kill before the start.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut lines = Vec::new();
         // Mostly while appending; sometimes during the open and its replay.
         let wait = if seed % 5 == 0 {
             pick(&mut rng, 0..15)
         } else {
+            while !lines
+                .last()
+                .is_some_and(|l: &String| l.starts_with("session "))
+            {
+                match rx.recv_timeout(PATIENCE) {
+                    Ok(line) => lines.push(line),
+                    Err(e) => panic!("seed {seed}: the child did not start: {e}"),
+                }
+            }
             pick(&mut rng, 20..200)
         };
         std::thread::sleep(Duration::from_millis(wait));
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
+        reader.join().expect("reader thread");
+        lines.extend(rx.try_iter());
 
         let mut session = None;
-        for line in BufReader::new(stdout).lines() {
-            let line = line.expect("read child output");
+        for line in lines {
             let words: Vec<&str> = line.split(' ').collect();
             match words.as_slice() {
                 ["session", id] => session = Some(id.parse::<SessionId>().expect("session id")),

@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 use super::bus::{Bus, STEPS_SUBJECT, retrying};
 use super::wire::{CANCELLED, Carried, StepJob, StepResult};
 use super::{DistError, carry};
-use crate::pipeline::outline::Entry;
-use crate::pipeline::{At, Step};
 use crate::cache::StepCache;
 use crate::cache::digest::Digest;
 use crate::cache::records::Outcome;
+use crate::pipeline::outline::Entry;
+use crate::pipeline::{At, Step};
 use crate::run::exec::{Ctx, Done, RemoteSteps};
 
 /// One server's connection to its workers.
