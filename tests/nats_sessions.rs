@@ -5,8 +5,10 @@
 //!   session. Worker A takes an agent step and is paused (SIGSTOP) while the model answers;
 //!   the step goes to worker B, which takes the session's lease over once A's is unrenewed
 //!   for the lease time. A is continued (SIGCONT) while B runs the step: A's session
-//!   appends are refused, so the tool call it was handed never runs; only B's tool call
-//!   writes (a file outside the workspace names the writer's pid), and the run succeeds.
+//!   appends are refused and its step is cancelled, so the tool call it was handed never
+//!   runs; only B's tool call writes (a file outside the workspace names the writer's pid),
+//!   and the run succeeds. Either defence alone passes this test (checked by switching
+//!   each off in turn); with both off, A's call runs and the test fails.
 
 use crate::common;
 
