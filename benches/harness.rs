@@ -6,7 +6,8 @@
 //! * `turn_growth`: the same three ways at 100 and at 1,000 steps: whether treadle's own
 //!   cost per step (treadle minus the raw loop) grows with the conversation.
 //! * `concurrent_sessions`: 100 sessions × 20 steps at once, and 100 raw loops at once, in
-//!   one run: wall time, and peak memory of treadle's part.
+//!   one run: wall time, and peak memory of treadle's part: the resident set, and the live
+//!   heap (counted by `support/heap.rs`), with what an idle session holds between turns.
 //! * `fanout`: TokenDelta events published to 10 subscribers, each receiving all.
 //! * `batch_parallel`: one batch of 8 tool calls that each sleep 50 ms, from the first
 //!   `ToolCallStarted` to the last `ToolCallCompleted` as a subscriber sees them (target:
@@ -17,6 +18,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+
+#[path = "support/heap.rs"]
+mod heap;
+
+#[global_allocator]
+static ALLOC: heap::Counting = heap::Counting;
 
 use futures::StreamExt;
 use schemars::JsonSchema;
@@ -293,6 +300,8 @@ async fn concurrent_sessions() {
     let server = server(steps).await;
     let url = server.base_url().to_owned();
     let base_rss = reset_peak_rss();
+    let base_heap = heap::live_bytes();
+    heap::reset_peak();
     let journal = Journal::open(dir.path().join("many.redb")).expect("journal");
     let mut all = Vec::new();
     for _ in 0..sessions {
@@ -308,10 +317,12 @@ async fn concurrent_sessions() {
                 .expect("session"),
         );
     }
+    let started_heap = heap::live_bytes();
     let t = Instant::now();
     let reports = futures::future::join_all(all.iter().map(|s| s.run("go"))).await;
     let wall = t.elapsed();
     let idle_rss = rss_mb();
+    let peak_heap = heap::peak_bytes();
     for report in reports {
         let report = report.expect("run");
         assert!(
@@ -321,10 +332,16 @@ async fn concurrent_sessions() {
     }
     let peak = peak_rss_mb();
     let stats = journal.stats();
+    // What the sessions hold between turns: the live heap with them idle, less the live heap
+    // once they are gone (the journal, the shared client's pooled connections and the
+    // server's stay in both).
+    let idle_heap = heap::live_bytes();
     for session in &all {
         session.shutdown().await;
     }
     drop(all);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let gone_heap = heap::live_bytes();
     drop(journal);
 
     let t = Instant::now();
@@ -337,6 +354,7 @@ async fn concurrent_sessions() {
     );
     let per_step =
         |wall: std::time::Duration| wall.as_secs_f64() * 1e6 / (sessions * (steps + 1)) as f64;
+    let per_session_kb = |bytes: usize| bytes as f64 / 1024.0 / sessions as f64;
     println!(
         "{}",
         json!({
@@ -350,6 +368,11 @@ async fn concurrent_sessions() {
             // Target (issue 14): under 25 MB.
             "peak_rss_mb": peak,
             "rss_after_turns_mb": idle_rss,
+            "heap_before_mb": heap::mb(base_heap),
+            "heap_peak_mb": heap::mb(peak_heap),
+            "heap_per_started_session_kb": per_session_kb(started_heap.saturating_sub(base_heap)),
+            "heap_per_idle_session_kb": per_session_kb(idle_heap.saturating_sub(gone_heap)),
+            "heap_after_sessions_gone_mb": heap::mb(gone_heap),
             "loadavg": loadavg(),
         })
     );

@@ -104,6 +104,7 @@ pub mod tls;
 //   trailing commas, truncation) rewritten into the object meant, before anything reads them.
 // * `text_calls`: a text answer made only of tool calls (bare JSON, fenced, or in
 //   `<tool_call>` tags) taken as those calls.
+// * `validators`: tool-argument validators compiled once per process, shared by schema.
 // * `repeats`: loop detection, the same tool call with the same result again and again.
 // * `approvals`: the remembered `Approvals` (`ApproveAlways`).
 // * `restore`: what restore reads from the journal (history, turns, open gates).
@@ -144,6 +145,7 @@ pub mod tool;
 mod trace;
 mod turn;
 mod typed;
+mod validators;
 
 pub use approvals::Approvals;
 /// Re-exported for implementing [`Tool`] and hooks by hand: `#[treadle_session::async_trait]`.

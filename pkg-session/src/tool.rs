@@ -301,27 +301,25 @@ struct Entry {
 
 impl ToolSet {
     pub(crate) fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
-        let specs = tools
-            .iter()
-            .map(|t| ToolSpec {
-                name: t.name().to_owned(),
-                description: t.description().to_owned(),
-                parameters: t.parameters(),
-            })
-            .collect();
-        let by_name = tools
-            .into_iter()
-            .map(|tool| {
-                let validator = match jsonschema::validator_for(&tool.parameters()) {
-                    Ok(validator) => Some(Arc::new(validator)),
-                    Err(error) => {
-                        tracing::warn!(tool = tool.name(), %error, "the tool's parameter schema does not compile; its arguments are not checked");
-                        None
-                    }
-                };
-                (tool.name().to_owned(), Entry { tool, validator })
-            })
-            .collect();
+        let mut specs = Vec::with_capacity(tools.len());
+        let mut by_name = HashMap::with_capacity(tools.len());
+        for tool in tools {
+            let parameters = tool.parameters();
+            // Shared with every other loop of the process whose tool has this schema.
+            let validator = match crate::validators::shared(&parameters) {
+                Ok(validator) => Some(validator),
+                Err(error) => {
+                    tracing::warn!(tool = tool.name(), %error, "the tool's parameter schema does not compile; its arguments are not checked");
+                    None
+                }
+            };
+            specs.push(ToolSpec {
+                name: tool.name().to_owned(),
+                description: tool.description().to_owned(),
+                parameters,
+            });
+            by_name.insert(tool.name().to_owned(), Entry { tool, validator });
+        }
         Self {
             by_name,
             specs: Arc::new(specs),

@@ -1,0 +1,79 @@
+//! Tool-argument validators compiled once per process and shared by every loop whose tool
+//! has the same parameter schema.
+//!
+//! A compiled JSON Schema is a tree of keyword nodes, a few KB even for a one-field schema.
+//! Compiled per loop, that was a tenth of what an idle session held (docs/benchmarks.md,
+//! `concurrent_sessions`), and a pipeline starts many sessions with the same tools. Entries
+//! are weak: a validator no loop uses any more is freed, and its entry goes at the next miss.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+
+use jsonschema::{ValidationError, Validator};
+use serde_json::Value;
+
+type Cache = Mutex<HashMap<String, Weak<Validator>>>;
+
+static CACHE: OnceLock<Cache> = OnceLock::new();
+
+/// The validator of `schema`, compiled now or shared with a loop that compiled it before.
+pub(crate) fn shared(schema: &Value) -> Result<Arc<Validator>, ValidationError<'static>> {
+    // The schema's text is its identity: equal values print equally.
+    let key = schema.to_string();
+    let cache = CACHE.get_or_init(Cache::default);
+    // Nothing panics while the map is held, and a half-done insert is still a valid map.
+    if let Some(found) = lock(cache).get(&key).and_then(Weak::upgrade) {
+        return Ok(found);
+    }
+    // Compiled outside the lock: two loops racing on a new schema may both compile it, and
+    // the second insert wins; both validators are correct.
+    let compiled = Arc::new(jsonschema::validator_for(schema)?);
+    let mut map = lock(cache);
+    map.retain(|_, entry| entry.strong_count() > 0);
+    map.insert(key, Arc::downgrade(&compiled));
+    Ok(compiled)
+}
+
+fn lock(cache: &Cache) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Validator>>> {
+    cache.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn equal_schemas_share_one_validator_while_it_is_used() {
+        let schema = json!({"type": "object", "properties": {"shared_probe": {"type": "integer"}}});
+        let a = shared(&schema).unwrap();
+        let b = shared(&schema.clone()).unwrap();
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "the second loop reuses the first's validator"
+        );
+        assert!(b.is_valid(&json!({"shared_probe": 1})));
+        assert!(!b.is_valid(&json!({"shared_probe": "one"})));
+        let other = shared(&json!({"type": "object", "required": ["shared_probe"]})).unwrap();
+        assert!(!Arc::ptr_eq(&a, &other), "a different schema gets its own");
+    }
+
+    #[test]
+    fn a_validator_nobody_uses_is_freed() {
+        let schema = json!({"type": "object", "properties": {"freed_probe": {"type": "string"}}});
+        let weak = Arc::downgrade(&shared(&schema).unwrap());
+        assert!(
+            weak.upgrade().is_none(),
+            "the cache holds no strong reference"
+        );
+        let again = shared(&schema).unwrap();
+        assert!(again.is_valid(&json!({"freed_probe": "x"})));
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_is_an_error_each_time() {
+        let bad = json!({"type": "no-such-type"});
+        assert!(shared(&bad).is_err());
+        assert!(shared(&bad).is_err());
+    }
+}
