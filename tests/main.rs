@@ -31,6 +31,7 @@ mod format_across;
 mod format_agent_keys;
 mod format_containers;
 mod format_control_flow;
+mod format_ensemble;
 mod format_jobs;
 mod format_load_errors;
 mod format_vars;

@@ -61,6 +61,9 @@ pub struct SessionBuilder {
     max_steps: u32,
     queue_capacity: usize,
     temperature: Option<f32>,
+    top_p: Option<f32>,
+    max_tokens: Option<u32>,
+    reasoning_effort: Option<String>,
     retry: Option<RetryPolicy>,
     idle_timeout: Duration,
     max_response_bytes: u64,
@@ -191,6 +194,24 @@ impl SessionBuilder {
 
     pub fn temperature(mut self, temperature: f32) -> Self {
         self.temperature = Some(temperature);
+        self
+    }
+
+    /// Nucleus sampling (`top_p`) sent with every request.
+    pub fn top_p(mut self, top_p: f32) -> Self {
+        self.top_p = Some(top_p);
+        self
+    }
+
+    /// The most tokens one model response may have (`max_tokens`).
+    pub fn max_tokens(mut self, tokens: u32) -> Self {
+        self.max_tokens = Some(tokens);
+        self
+    }
+
+    /// `reasoning_effort` (`low`, `medium`, `high`) for models that take one.
+    pub fn reasoning_effort(mut self, effort: impl Into<String>) -> Self {
+        self.reasoning_effort = Some(effort.into());
         self
     }
 
@@ -352,6 +373,9 @@ impl SessionBuilder {
             max_steps: 50,
             queue_capacity: 16,
             temperature: None,
+            top_p: None,
+            max_tokens: None,
+            reasoning_effort: None,
             retry: None,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
@@ -439,6 +463,9 @@ impl SessionBuilder {
         let mut config = ModelConfig::new(endpoint, model);
         config.api_key = api_key;
         config.temperature = self.temperature;
+        config.top_p = self.top_p;
+        config.max_tokens = self.max_tokens;
+        config.reasoning_effort = self.reasoning_effort.clone();
         config.idle_timeout = self.idle_timeout;
         config.max_response_bytes = self.max_response_bytes;
         if let Some(retry) = self.retry {

@@ -176,7 +176,11 @@ impl BudgetGuard {
 
     /// Gives the guard the session's events; until then it counts nothing.
     pub(crate) fn attach(&self, events: Subscription) {
-        self.lock().events = Some(events);
+        let mut state = self.lock();
+        // What the previous session (a source `fallback:` left) spent still counts.
+        let drained = drain_usage(state.events.as_mut());
+        state.spent += drained;
+        state.events = Some(events);
     }
 
     /// The budget that refused a call, if one did.

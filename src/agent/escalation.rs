@@ -117,6 +117,7 @@ mod tests {
             confidence,
             escalations: Vec::new(),
             typed_output: None,
+            fallback_model: None,
         }
     }
 

@@ -21,6 +21,7 @@
 //!   budgets) and the [`Asker`] that takes a question to a person.
 //! * `typed_output`: `output_schema:` (prompt, check, retry message, the output file).
 //! * `escalation`: when a verdict's confidence escalates and what that records.
+//! * `failover`: `fallback:` mid-step, the next source continuing the conversation.
 //! * `cost`: [`ModelPrice`], [`Cost`].
 //! * [`preflight`]: probing every model and MCP server a job uses, before it runs.
 //! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
@@ -71,6 +72,7 @@ mod cost;
 mod custom_tool;
 mod delegate;
 mod escalation;
+mod failover;
 mod granted;
 mod mcp;
 mod observe;
@@ -91,6 +93,6 @@ pub use granted::{DEFAULT_DELEGATE_PERCENT, Delegate, Granted};
 pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
 pub use record::{AgentOutcome, AgentStatus, EscalationRecord, RecordedCall};
-pub use spec::{AgentStep, Answerer, BuildError, Conversation, DEFAULT_MAX_TURNS};
+pub use spec::{AgentStep, Answerer, BuildError, Conversation, DEFAULT_MAX_TURNS, Dials};
 pub use step::{AgentError, run_agent_step};
 pub use verdict::{Chosen, VERDICT_TOOL};

@@ -163,6 +163,9 @@ pub struct AgentOutcome {
     /// The typed answer (`output_schema:`), once it validated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typed_output: Option<serde_json::Value>,
+    /// The `fallback:` model that took the conversation over when its source failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_model: Option<String>,
 }
 
 /// One escalation of a low-confidence verdict, as recorded with the step.

@@ -30,6 +30,9 @@ pub struct AgentStep {
     pub name: String,
     /// The model and where it is served.
     pub model: ResolvedModel,
+    /// The agent's `fallback:` sources, in order: each continues the conversation when
+    /// the one before fails with an outage.
+    pub fallbacks: Vec<ResolvedModel>,
     /// The system prompt.
     pub system: Option<String>,
     /// The tools granted, after the step's narrowing; the verdict tool is added on top.
@@ -55,6 +58,9 @@ pub struct AgentStep {
     pub confined: bool,
     /// Sampling temperature; the endpoint's default when `None`.
     pub temperature: Option<f32>,
+    /// The other dials sent with every model request (`top_p`, `max_tokens`,
+    /// `reasoning_effort`).
+    pub dials: Dials,
     /// Longest silence from the model endpoint; the session's default when `None`.
     pub model_idle: Option<std::time::Duration>,
     /// Most bytes of one model response; the session's default when `None`.
@@ -97,6 +103,18 @@ impl std::fmt::Debug for Answerer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Answerer(deadline {:?})", self.deadline)
     }
+}
+
+/// The agent's model dials besides its temperature; each is the endpoint's default when
+/// `None`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dials {
+    /// Nucleus sampling.
+    pub top_p: Option<f32>,
+    /// The most tokens one response may have.
+    pub max_tokens: Option<u32>,
+    /// `low`, `medium` or `high`.
+    pub reasoning_effort: Option<String>,
 }
 
 /// How an agent step's conversation is kept within its model's context.
@@ -155,9 +173,19 @@ impl AgentStep {
             return Err(BuildError::Unsupported(why));
         }
         let controls = super::controls::from_pipeline(loaded, agent, step)?;
+        let mut fallbacks = Vec::new();
+        for fb in &agent.fallback {
+            let m = model::resolve(&fb.source, fb.pos, &process_env)?;
+            // A CLI-backed source has its own resume, outside this cascade: it ends here.
+            if m.provider == model::CLI_PROVIDER {
+                break;
+            }
+            fallbacks.push(m);
+        }
         let mut built = Self::from_pipeline(agent, step, model, PathBuf::new())
             .with_prices(&loaded.pipeline.prices);
         built.controls = controls;
+        built.fallbacks = fallbacks;
         built.unfinished_effects = loaded.pipeline.on_unfinished_effect.unwrap_or_default();
         built.granted = Granted::read(loaded, agent, &built.tools, depth)?;
         Ok(built)
@@ -265,6 +293,7 @@ impl AgentStep {
         Self {
             name,
             model,
+            fallbacks: Vec::new(),
             system: agent.system.clone(),
             tools,
             prompt: parts.join("\n\n"),
@@ -288,6 +317,11 @@ impl AgentStep {
             answerer: None,
             unfinished_effects: Default::default(),
             temperature: agent.temperature,
+            dials: Dials {
+                top_p: agent.top_p.as_ref().map(|p| p.value),
+                max_tokens: agent.max_tokens.as_ref().map(|m| m.value),
+                reasoning_effort: agent.reasoning_effort.as_ref().map(|r| r.value.clone()),
+            },
             model_idle: agent
                 .limits
                 .as_ref()

@@ -16,6 +16,7 @@ use super::controls::{ConfidenceFloor, Escalation, Question, QuestionKind};
 use super::cost::{Cost, cost};
 use super::delegate::{Parent, Runner};
 use super::escalation;
+use super::failover;
 use super::mcp::{McpToolsError, StepServers};
 use super::observe::{AgentEvent, AgentObserver, forward};
 use super::record::{AgentOutcome, AgentStatus, calls_from_history};
@@ -54,6 +55,9 @@ pub enum AgentError {
     /// A custom tool's `run:` is not a template treadle reads.
     #[error("a custom tool's `run:` cannot be read: {0}")]
     CustomTool(#[from] TemplateError),
+    /// The conversation could not be restored on a `fallback:` source.
+    #[error("cannot continue the conversation on the fallback model: {0}")]
+    Restore(#[from] treadle_session::RestoreError),
 }
 
 /// Runs one agent step: starts a session on `journal` with the step's tools confined to its
@@ -258,7 +262,7 @@ fn secrets_of(step: &AgentStep) -> Vec<String> {
 }
 
 /// The session of the step: its endpoint, model, key, tools, budget guard and limits.
-fn session_builder(
+pub(super) fn session_builder(
     step: &AgentStep,
     journal: &Journal,
     tools: Vec<Arc<dyn Tool>>,
@@ -339,6 +343,15 @@ fn session_builder(
     if let Some(temperature) = step.temperature {
         builder = builder.temperature(temperature);
     }
+    if let Some(top_p) = step.dials.top_p {
+        builder = builder.top_p(top_p);
+    }
+    if let Some(tokens) = step.dials.max_tokens {
+        builder = builder.max_tokens(tokens);
+    }
+    if let Some(effort) = &step.dials.reasoning_effort {
+        builder = builder.reasoning_effort(effort.clone());
+    }
     if let Some(idle) = step.model_idle {
         builder = builder.idle_timeout(idle);
     }
@@ -382,7 +395,7 @@ async fn run_session(
             .with_delegated(links.parent.delegated.clone()),
     );
 
-    let session = session_builder(step, journal, tools, guard.clone())
+    let session = session_builder(step, journal, tools.clone(), guard.clone())
         .start()
         .await?;
     links.parent.attach(session.id(), &guard);
@@ -395,17 +408,18 @@ async fn run_session(
         )));
     }
 
-    guard.attach(session.subscribe(EventFilter {
-        ephemeral: LoopScope::None,
-        enduring: LoopScope::Only(vec![session.main_loop()]),
-    }));
-    let events = session.subscribe(EventFilter::all());
-    // The forwarder ends when `drive` shuts the session down, which ends the subscription.
-    let (turns, served) = tokio::join!(
-        drive(&session, step, &slot, &links.required, observer, cancel),
-        forward(events, observer)
-    );
-    let turns = turns?;
+    let sources = failover::Sources {
+        step,
+        journal,
+        tools: &tools,
+        guard: &guard,
+        slot: &slot,
+        required: &links.required,
+        observer,
+        cancel,
+    };
+    let (turns, served) = converse(&session, &sources).await?;
+    let (turns, served, fallback_model) = sources.cascade(session.id(), turns, served).await?;
 
     let verdict = slot.get();
     let status = match &turns.last.outcome {
@@ -456,6 +470,7 @@ async fn run_session(
         cost: shown.1,
     });
     Ok(AgentOutcome {
+        fallback_model,
         text: turns.text,
         verdict: verdict.as_ref().map(|v| v.verdict.clone()),
         confidence: verdict.as_ref().and_then(|v| v.confidence),
@@ -471,15 +486,42 @@ async fn run_session(
     })
 }
 
+/// Runs the step's turns (as `sources` gives it) on `session` with the guard counting its
+/// usage and the observer shown its events; what they added up to and the model that
+/// served.
+pub(super) async fn converse(
+    session: &Session,
+    sources: &failover::Sources<'_>,
+) -> Result<(Turns, Option<String>), RunError> {
+    sources.guard.attach(session.subscribe(EventFilter {
+        ephemeral: LoopScope::None,
+        enduring: LoopScope::Only(vec![session.main_loop()]),
+    }));
+    let events = session.subscribe(EventFilter::all());
+    // The forwarder ends when `drive` shuts the session down, which ends the subscription.
+    let (turns, served) = tokio::join!(
+        drive(
+            session,
+            sources.step,
+            sources.slot,
+            sources.required,
+            sources.observer,
+            sources.cancel
+        ),
+        forward(events, sources.observer)
+    );
+    Ok((turns?, served))
+}
+
 /// What the turns of a step added up to.
-struct Turns {
-    last: TurnReport,
-    text: String,
-    usage: Usage,
-    steps: u32,
-    calls: Vec<super::RecordedCall>,
+pub(super) struct Turns {
+    pub last: TurnReport,
+    pub text: String,
+    pub usage: Usage,
+    pub steps: u32,
+    pub calls: Vec<super::RecordedCall>,
     /// The typed answer (`output_schema:`), or why there is none.
-    typed: Option<Result<serde_json::Value, String>>,
+    pub typed: Option<Result<serde_json::Value, String>>,
 }
 
 impl Turns {

@@ -90,15 +90,22 @@ impl Chain {
                     }
                     self.composite.insert(seq, Composite::All(seqs(p.steps())));
                 }
-                Ok(StepKind::Race(r)) => {
-                    for (i, child) in r.steps.iter().enumerate() {
+                // An ensemble's members (and its judge, never replayed) are branches
+                // like a race's.
+                Ok(StepKind::Race(_) | StepKind::Ensemble(_)) => {
+                    let children = s.children();
+                    for (i, child) in children.iter().enumerate() {
                         let branch = Link {
                             pred: link.pred,
                             branch: Some(u32::try_from(i).unwrap_or(u32::MAX)),
                         };
-                        self.walk(std::slice::from_ref(child), branch, outline);
+                        self.walk(std::slice::from_ref(*child), branch, outline);
                     }
-                    self.composite.insert(seq, Composite::All(seqs(&r.steps)));
+                    let all = children
+                        .iter()
+                        .filter_map(|c| outline.entry(c).map(|e| e.seq))
+                        .collect();
+                    self.composite.insert(seq, Composite::All(all));
                 }
                 Ok(StepKind::Try(inner)) => {
                     self.walk(std::slice::from_ref(inner), link, outline);

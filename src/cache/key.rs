@@ -160,9 +160,11 @@ pub fn config(
         StepKind::LoadVar(name) => {
             json!({ "load_var": name.value, "file": step.file.as_ref().map(|f| &f.value) })
         }
-        StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_) | StepKind::Race(_) => {
-            Value::Null
-        }
+        StepKind::Do(_)
+        | StepKind::InParallel(_)
+        | StepKind::Try(_)
+        | StepKind::Race(_)
+        | StepKind::Ensemble(_) => Value::Null,
     };
     Ok(json!({ "kind": kind.key(), "common": common, "step": specific }))
 }

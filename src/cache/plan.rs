@@ -90,7 +90,11 @@ impl Walk<'_> {
         };
         let verdict = match s.kind() {
             Ok(
-                StepKind::Do(_) | StepKind::InParallel(_) | StepKind::Try(_) | StepKind::Race(_),
+                StepKind::Do(_)
+                | StepKind::InParallel(_)
+                | StepKind::Try(_)
+                | StepKind::Race(_)
+                | StepKind::Ensemble(_),
             ) => Planned::Container,
             _ if hook => Planned::Hook,
             _ => self.leaf(s, entry.seq, &entry.path),
@@ -101,12 +105,8 @@ impl Walk<'_> {
             kind: entry.kind,
             verdict,
         });
-        match s.kind() {
-            Ok(StepKind::Do(children)) => self.steps(children, hook),
-            Ok(StepKind::InParallel(p)) => self.steps(p.steps(), hook),
-            Ok(StepKind::Race(r)) => self.steps(&r.steps, hook),
-            Ok(StepKind::Try(inner)) => self.steps(std::slice::from_ref(inner), hook),
-            _ => {}
+        for child in s.children() {
+            self.step(child, hook);
         }
         for (_, h) in s.hooks() {
             self.step(h, true);

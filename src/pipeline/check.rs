@@ -125,12 +125,8 @@ pub fn visit_job(job: &Job, f: &mut dyn FnMut(&Step)) {
 
 pub(crate) fn visit_step(step: &Step, f: &mut dyn FnMut(&Step)) {
     f(step);
-    match step.kind() {
-        Ok(StepKind::Do(steps)) => steps.iter().for_each(|s| visit_step(s, f)),
-        Ok(StepKind::InParallel(p)) => p.steps().iter().for_each(|s| visit_step(s, f)),
-        Ok(StepKind::Race(r)) => r.steps.iter().for_each(|s| visit_step(s, f)),
-        Ok(StepKind::Try(s)) => visit_step(s, f),
-        _ => {}
+    for s in step.children() {
+        visit_step(s, f);
     }
     for (_, hook) in step.hooks() {
         visit_step(hook, f);
@@ -294,7 +290,7 @@ impl<'a> Checker<'a> {
         let kind = match step.kind() {
             Ok(k) => k,
             Err(e) => {
-                self.push(step.pos, Problem::BadStep, e.to_string(), "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `input: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`");
+                self.push(step.pos, Problem::BadStep, e.to_string(), "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `input: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`, `race: [...]`, `ensemble: {...}`, `load_var: NAME`");
                 return;
             }
         };
@@ -408,9 +404,22 @@ impl<'a> Checker<'a> {
                 }
             }
             StepKind::Try(inner) => self.step(inner, available),
-            StepKind::Race(r) => {
+            StepKind::Race(_) | StepKind::Ensemble(_) => {
+                let mut children = step.children();
+                if let StepKind::Ensemble(e) = kind {
+                    let names: Vec<&str> = self.agents.keys().copied().collect();
+                    for finding in super::ensemble::check(e, step.pos, &names) {
+                        self.push_finding(finding);
+                    }
+                    // A judge that is no agent was reported just now, as the rule it is not.
+                    children.retain(|c| {
+                        c.agent
+                            .as_ref()
+                            .is_none_or(|a| self.agents.contains_key(a.value.as_str()))
+                    });
+                }
                 let before = available.clone();
-                for s in &r.steps {
+                for s in children {
                     let mut mine = before.clone();
                     self.step(s, &mut mine);
                     available.extend(mine);

@@ -160,6 +160,23 @@ fn dials(agent: &Agent, out: &mut Vec<Finding>) {
             ),
             "write `settings: project` (the repository's own CLI settings) or remove it",
         ));
+    } else if let Some(s) = agent.settings.as_ref().filter(|_| {
+        // Configuration scopes are a CLI's: a hosted model has nothing to load them into.
+        agent
+            .source
+            .model
+            .as_ref()
+            .is_none_or(|m| !m.value.starts_with('@'))
+    }) {
+        out.push(finding(
+            s.pos,
+            Problem::InvalidValue,
+            format!(
+                "`settings` of agent `{}` applies to a CLI-backed model only",
+                agent.name.value
+            ),
+            "give the agent a CLI-backed model (`model: \"@claude/sonnet\"`), or remove `settings:`",
+        ));
     }
     for fb in &agent.fallback {
         if let Err(e) = super::model::resolve(&fb.value.source, fb.pos, &|_| None) {
@@ -464,28 +481,12 @@ fn step(
     }
 }
 
-/// What `validate` warns about: keys that load but that treadle does not act on (yet).
+/// What `validate` warns about: keys that load but that treadle cannot act on here.
 pub fn warnings(pipeline: &Pipeline) -> Vec<(Pos, String)> {
-    let mut out = Vec::new();
-    for a in &pipeline.agents {
-        let name = &a.name.value;
-        let mut no_effect = |pos: Option<Pos>, key: &str| {
-            if let Some(pos) = pos {
-                out.push((pos, format!("`{key}` of agent `{name}` is not sent to the model by treadle yet; it has no effect")));
-            }
-        };
-        no_effect(a.top_p.as_ref().map(|p| p.pos), "top_p");
-        no_effect(a.max_tokens.as_ref().map(|p| p.pos), "max_tokens");
-        no_effect(
-            a.reasoning_effort.as_ref().map(|p| p.pos),
-            "reasoning_effort",
-        );
-        if let Some(fb) = a.fallback.first() {
-            out.push((fb.pos, format!("`fallback` of agent `{name}`: treadle does not switch models yet; only the first source is used")));
-        }
-        if let Some(i) = &a.image {
-            out.push((i.pos, super::container::no_runtime(&i.value)));
-        }
-    }
-    out
+    pipeline
+        .agents
+        .iter()
+        .filter_map(|a| a.image.as_ref())
+        .map(|i| (i.pos, super::container::no_runtime(&i.value)))
+        .collect()
 }

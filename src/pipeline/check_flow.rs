@@ -122,14 +122,7 @@ pub fn job(job: &super::format::Job) -> Vec<Finding> {
 
 fn walk(s: &At<Step>, top: bool, out: &mut Vec<Finding>) {
     out.extend(step(s, top));
-    let children: Vec<&At<Step>> = match s.kind() {
-        Ok(StepKind::Do(c)) => c.iter().collect(),
-        Ok(StepKind::InParallel(p)) => p.steps().iter().collect(),
-        Ok(StepKind::Race(r)) => r.steps.iter().collect(),
-        Ok(StepKind::Try(t)) => vec![t],
-        _ => Vec::new(),
-    };
-    for c in children {
+    for c in s.children() {
         walk(c, false, out);
     }
     for (_, h) in s.hooks() {

@@ -90,14 +90,7 @@ fn walk<'p>(
     out: &mut Vec<Finding>,
 ) {
     step(pipeline, s, top, every, out);
-    let children: Vec<&At<Step>> = match s.kind() {
-        Ok(StepKind::Do(c)) => c.iter().collect(),
-        Ok(StepKind::InParallel(p)) => p.steps().iter().collect(),
-        Ok(StepKind::Race(r)) => r.steps.iter().collect(),
-        Ok(StepKind::Try(t)) => vec![t],
-        _ => Vec::new(),
-    };
-    for c in children {
+    for c in s.children() {
         walk(pipeline, c, false, every, out);
     }
     for (_, h) in s.hooks() {

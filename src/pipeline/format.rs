@@ -172,7 +172,7 @@ pub struct Job {
 }
 
 /// One step of a plan. Exactly one of the kind keys (`task`, `agent`, `approval`, `get`,
-/// `put`, `do`, `in_parallel`, `try`) must be set.
+/// `put`, `do`, `in_parallel`, `try`, `race`, `ensemble`, `load_var`) must be set.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -209,6 +209,10 @@ pub struct Step {
     /// Runs the nested steps at once; the first to succeed wins, the others are cancelled.
     #[serde(default)]
     pub race: Option<Race>,
+    /// Several agents answer in one vocabulary; a rule decides, and the block routes on
+    /// the decision (see docs/agents.md).
+    #[serde(default)]
+    pub ensemble: Option<At<super::ensemble::Ensemble>>,
     /// Reads a file of the step's inputs into the var of this name, for `((name))` in the
     /// steps after it.
     #[serde(default)]

@@ -28,6 +28,8 @@ pub enum StepKind<'a> {
     Try(&'a At<Step>),
     /// `race:`.
     Race(&'a Race),
+    /// `ensemble:`.
+    Ensemble(&'a super::ensemble::Ensemble),
     /// `load_var:` naming the var.
     LoadVar(&'a At<String>),
 }
@@ -51,6 +53,7 @@ impl StepKind<'_> {
             Self::InParallel(_) => Kind::InParallel,
             Self::Try(_) => Kind::Try,
             Self::Race(_) => Kind::Race,
+            Self::Ensemble(_) => Kind::Ensemble,
             Self::LoadVar(_) => Kind::LoadVar,
         }
     }
@@ -81,6 +84,8 @@ pub enum Kind {
     Try,
     /// `race:`.
     Race,
+    /// `ensemble:`.
+    Ensemble,
     /// `load_var:`.
     LoadVar,
     /// A step with no single kind, which the checks refuse; it never runs.
@@ -107,6 +112,7 @@ impl Kind {
             Self::InParallel => "in_parallel",
             Self::Try => "try",
             Self::Race => "race",
+            Self::Ensemble => "ensemble",
             Self::LoadVar => "load_var",
             Self::Invalid => "step",
         }
@@ -147,7 +153,7 @@ impl std::fmt::Display for Kind {
 pub enum KindError {
     /// None of the kind keys is present.
     #[error(
-        "this step has no kind: it needs one of task, agent, approval, input, get, put, do, in_parallel, try, race, load_var"
+        "this step has no kind: it needs one of task, agent, approval, input, get, put, do, in_parallel, try, race, ensemble, load_var"
     )]
     None,
     /// More than one is.
@@ -172,6 +178,7 @@ impl Step {
             ("in_parallel", self.in_parallel.is_some()),
             ("try", self.try_.is_some()),
             ("race", self.race.is_some()),
+            ("ensemble", self.ensemble.is_some()),
             ("load_var", self.load_var.is_some()),
         ]
         .into_iter()
@@ -217,6 +224,9 @@ impl Step {
         }
         if let Some(r) = &self.race {
             return Ok(StepKind::Race(r));
+        }
+        if let Some(e) = &self.ensemble {
+            return Ok(StepKind::Ensemble(e));
         }
         if let Some(v) = &self.load_var {
             return Ok(StepKind::LoadVar(v));
@@ -377,12 +387,31 @@ impl Step {
         Some(question)
     }
 
-    /// The routes of this step's verdicts that name a target: `(verdict, target)` pairs,
-    /// `next` and the reserved `failure` included; a bare verdict has none.
-    pub fn routes(&self) -> Vec<(&str, &At<String>)> {
+    /// The nested steps of a container (not its hooks), in the order they are written:
+    /// an ensemble's members, then its judge.
+    pub fn children(&self) -> Vec<&At<Step>> {
+        match self.kind() {
+            Ok(StepKind::Do(steps)) => steps.iter().collect(),
+            Ok(StepKind::InParallel(p)) => p.steps().iter().collect(),
+            Ok(StepKind::Race(r)) => r.steps.iter().collect(),
+            Ok(StepKind::Try(inner)) => vec![inner],
+            Ok(StepKind::Ensemble(e)) => e.steps().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The step's `verdicts:` entries: its own, or an ensemble's (which route the block).
+    fn verdict_entries(&self) -> impl Iterator<Item = &super::flow::VerdictEntry> {
         self.verdicts
             .iter()
             .flatten()
+            .chain(self.ensemble.iter().flat_map(|e| e.verdicts.iter()))
+    }
+
+    /// The routes of this step's verdicts that name a target: `(verdict, target)` pairs,
+    /// `next` and the reserved `failure` included; a bare verdict has none.
+    pub fn routes(&self) -> Vec<(&str, &At<String>)> {
+        self.verdict_entries()
             .flat_map(|entry| entry.value.pairs())
             .filter_map(|(name, target)| target.map(|t| (name, t)))
             .collect()
@@ -391,9 +420,7 @@ impl Step {
     /// The verdicts the model may pick, in the order written (`failure` is not one: the
     /// runtime arrives at it).
     pub fn verdict_choices(&self) -> Vec<String> {
-        self.verdicts
-            .iter()
-            .flatten()
+        self.verdict_entries()
             .flat_map(|entry| entry.value.pairs())
             .map(|(name, _)| name)
             .filter(|name| *name != FAILURE_VERDICT)

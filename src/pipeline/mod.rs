@@ -12,6 +12,7 @@
 //! * `resolve`: before the checks, `tasks:` entries, `*_file:` includes and `defaults:` filled in.
 //! * `check_agent`: the checks of the agent keys and of `tasks:`.
 //! * `flow`: the control-flow keys (`when`, `to`, `verdicts`, `race`, `across`).
+//! * `ensemble`: `ensemble:` (members, vocabulary, decision rules, the judge's step).
 //! * `settings`: `prices:`, `cache:` and the size parser.
 //! * `duration`: durations (`90s`, `1h30m`).
 //! * `kind`: a step's kind, worked out from its keys.
@@ -52,6 +53,7 @@ pub mod conversation;
 pub mod defaults;
 pub mod diagnostic;
 pub mod duration;
+pub mod ensemble;
 pub mod flow;
 pub mod format;
 pub mod kind;

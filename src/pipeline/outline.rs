@@ -62,23 +62,20 @@ impl Outline {
             agent: step.agent.as_ref().map(|a| a.value.clone()),
         });
         match step.kind() {
-            Ok(StepKind::Do(steps)) => {
-                for (i, s) in steps.iter().enumerate() {
-                    self.add(s, format!("{path}/{i}"), depth + 1);
-                }
-            }
-            Ok(StepKind::InParallel(p)) => {
-                for (i, s) in p.steps().iter().enumerate() {
-                    self.add(s, format!("{path}/{i}"), depth + 1);
-                }
-            }
-            Ok(StepKind::Race(r)) => {
-                for (i, s) in r.steps.iter().enumerate() {
-                    self.add(s, format!("{path}/{i}"), depth + 1);
-                }
-            }
             Ok(StepKind::Try(s)) => self.add(s, format!("{path}/try"), depth + 1),
-            _ => {}
+            Ok(StepKind::Ensemble(e)) => {
+                for (i, s) in e.agents.iter().enumerate() {
+                    self.add(s, format!("{path}/{i}"), depth + 1);
+                }
+                if let Some(judge) = &e.judge {
+                    self.add(judge, format!("{path}/judge"), depth + 1);
+                }
+            }
+            _ => {
+                for (i, s) in step.children().into_iter().enumerate() {
+                    self.add(s, format!("{path}/{i}"), depth + 1);
+                }
+            }
         }
         for (name, hook) in step.hooks() {
             self.add(hook, format!("{path}/{name}"), depth + 1);

@@ -7,6 +7,7 @@
 //! * a `task:` step without `run:` takes the `tasks:` entry of its name;
 //! * `defaults: model` fills in for an agent whose `source:` names no model;
 //! * an agent's `timeout:` and `attempts:` fill in for its steps;
+//! * an `ensemble:`'s members get its vocabulary of verdicts, and its judge a step;
 //! * top-level `mcp_servers:` an agent is granted (`{ mcp: NAME }`) join its own, and
 //!   `auth: { type: bearer, api_key_env }` becomes `bearer_env:`.
 //!
@@ -93,6 +94,12 @@ pub fn walk(steps: &mut [At<Step>], f: &mut dyn FnMut(&mut At<Step>)) {
         }
         if let Some(race) = &mut s.race {
             walk(&mut race.steps, f);
+        }
+        if let Some(e) = &mut s.ensemble {
+            walk(&mut e.value.agents, f);
+            if let Some(judge) = &mut e.value.judge {
+                walk(std::slice::from_mut(judge.as_mut()), f);
+            }
         }
         for nested in [
             &mut s.try_,
@@ -257,6 +264,11 @@ impl Resolver<'_> {
 
     fn step(&mut self, step: &mut At<Step>, tasks: &[At<Step>], agents: &[Agent]) {
         self.run_file(step);
+        // Before its members are walked: they get the block's vocabulary, and the judge's
+        // step is made so that it is walked (and filled in) like theirs.
+        if let Some(e) = &mut step.value.ensemble {
+            e.value.expand();
+        }
         if let Some(At {
             value: PromptFile::Path(path),
             pos,

@@ -90,6 +90,7 @@ impl AgentRunner for SessionAgents {
             "cost": outcome.cost,
             "model_calls": outcome.steps,
             "confidence": outcome.confidence,
+            "fallback_model": outcome.fallback_model,
         });
         let failure = match &outcome.status {
             // The endpoint or the journal failing is not the step's doing: exit code 2. A

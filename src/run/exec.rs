@@ -1,7 +1,7 @@
 //! The walker: runs one step with its guard, attempts, timeout and hooks, and the
 //! containers (`do`, `in_parallel`, `try`), recording every transition in the state file
 //! and the transcript. The job's own walk (routes, job hooks, job asserts) is `job.rs`;
-//! `race` and `across` are `flow.rs`.
+//! `race` and `across` are `flow.rs`, `ensemble` is `ensemble.rs`.
 //!
 //! Semantics follow Concourse and `steps`:
 //! * `attempts: N` re-runs a failed step (in a fresh directory) up to N times in all;
@@ -196,6 +196,9 @@ pub(crate) struct Ctx<'a> {
     pub deadline: Option<Instant>,
     /// The variables of each `across:` cell that ran, by the cell's outline path.
     pub cell_vars: Mutex<std::collections::HashMap<String, crate::pipeline::vars::Vars>>,
+    /// Text handed to an agent step's prompt when it runs, by its outline path (the votes
+    /// an ensemble's judge decides from).
+    pub handed: Mutex<std::collections::HashMap<String, String>>,
     /// Where the outputs of `across:` cells are collected, by the cell's outline path.
     pub collect_at: Mutex<std::collections::HashMap<String, Vec<String>>>,
     /// The versions the `every` gets take in the input set running now, by outline seq.
@@ -384,6 +387,13 @@ impl<'a> Ctx<'a> {
         .boxed()
     }
 
+    /// Whether the step at `entry` is handed text at run time (see `handed`).
+    fn is_handed(&self, entry: &Entry) -> bool {
+        self.handed
+            .lock()
+            .is_ok_and(|h| h.contains_key(&entry.path))
+    }
+
     /// Runs a step's attempts until one succeeds, is aborted or times out, or none is left;
     /// `before` is the cache's answer when the step's key could not be worked out.
     async fn attempts(
@@ -539,13 +549,17 @@ impl<'a> Ctx<'a> {
             match step.kind() {
                 Err(e) => Done::errored(e.to_string()),
                 Ok(StepKind::Task(_) | StepKind::Agent(_)) => match (&self.remote, cell) {
-                    // A cell keeps its values here, so only whole steps go to workers.
-                    (Some(remote), None) => remote.leaf(self, step, entry, attempt, cancel).await,
+                    // A cell keeps its values here, and so does a step handed text, so
+                    // only whole steps go to workers.
+                    (Some(remote), None) if !self.is_handed(entry) => {
+                        remote.leaf(self, step, entry, attempt, cancel).await
+                    }
                     _ => self.leaf(step, entry, attempt, cancel, cell).await,
                 },
                 Ok(StepKind::Do(steps)) => self.sequence(steps, &cancel).await,
                 Ok(StepKind::InParallel(p)) => self.parallel(entry, p, &cancel).await,
                 Ok(StepKind::Race(r)) => self.race(entry, r, &cancel).await,
+                Ok(StepKind::Ensemble(e)) => self.ensemble(entry, e, &cancel).await,
                 Ok(StepKind::Try(inner)) => {
                     let d = self.exec(inner, cancel).await;
                     if d.status == Status::Aborted {

@@ -315,6 +315,14 @@ impl<'a> Ctx<'a> {
         if let Some(vars) = &vars {
             agent_step.prompt = crate::pipeline::flow::render(&agent_step.prompt, vars);
         }
+        if let Some(text) = self
+            .handed
+            .lock()
+            .ok()
+            .and_then(|h| h.get(&entry.path).cloned())
+        {
+            agent_step.prompt = format!("{text}{}", agent_step.prompt);
+        }
         let limit = agent_step
             .conversation
             .max_context_bytes

@@ -8,6 +8,7 @@
 //! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
 //! * `upstream.rs`: `context: { from }`, the decisions of earlier steps handed to a step;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
+//! * `ensemble.rs`: `ensemble:`, its members at once, the decision among their votes;
 //! * `approval/`: approval steps, parked until `treadle approve` answers, and questions
 //!   (`approval/question.rs`), parked until `treadle answer` gives a value that fits;
 //! * `input.rs`: `input:` steps and an agent step's `ask_human` answerer;
@@ -34,6 +35,7 @@ pub mod agents;
 pub mod approval;
 pub mod artifacts;
 mod cached;
+mod ensemble;
 mod every;
 pub mod exec;
 mod fix;
@@ -301,6 +303,7 @@ pub(crate) async fn run_served(
         collect_at: Mutex::default(),
         every_versions: Mutex::default(),
         cell_vars: Mutex::default(),
+        handed: Mutex::default(),
         versions: options.versions.clone(),
         remote,
         fence: None,

@@ -15,7 +15,7 @@ use super::state::{StepRecord, Store};
 use super::transcript::Transcript;
 use crate::pipeline::outline::Outline;
 use crate::pipeline::vars::Vars;
-use crate::pipeline::{At, Job, Loaded, Step, StepKind};
+use crate::pipeline::{At, Job, Loaded, Step};
 
 /// Which step to run, and with what.
 pub struct OneLeaf<'a> {
@@ -96,13 +96,7 @@ fn find<'j>(job: &'j Job, outline: &Outline, seq: u32) -> Option<&'j At<Step>> {
         if outline.entry(s).is_some_and(|e| e.seq == seq) {
             return Some(s);
         }
-        match s.kind() {
-            Ok(StepKind::Do(steps)) => stack.extend(steps.iter()),
-            Ok(StepKind::InParallel(p)) => stack.extend(p.steps().iter()),
-            Ok(StepKind::Race(r)) => stack.extend(r.steps.iter()),
-            Ok(StepKind::Try(inner)) => stack.push(inner),
-            _ => {}
-        }
+        stack.extend(s.children());
         stack.extend(s.hooks().map(|(_, h)| h));
     }
     None
@@ -146,6 +140,7 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         deadline: None,
         collect_at: Mutex::default(),
         cell_vars: Mutex::default(),
+        handed: Mutex::default(),
         remote: None,
         fence: req.fence.clone(),
         questions: req.questions.clone(),

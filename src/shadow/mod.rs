@@ -37,7 +37,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentStep, Quiet, RecordedCall, run_agent_step};
-use crate::pipeline::{Agent, AgentSource, At, Job, Loaded, Step, StepKind};
+use crate::pipeline::{Agent, AgentSource, At, Job, Loaded, Step};
 use crate::run::state::{RunRecord, StepRecord, StepStatus, Store};
 pub use report::{ShadowReport, StepReport};
 
@@ -311,12 +311,8 @@ fn find_step<'j>(job: &'j Job, name: &str) -> Option<&'j Step> {
 fn job_steps(job: &Job) -> Vec<&Step> {
     fn walk<'s>(step: &'s At<Step>, out: &mut Vec<&'s Step>) {
         out.push(&step.value);
-        match step.kind() {
-            Ok(StepKind::Do(steps)) => steps.iter().for_each(|s| walk(s, out)),
-            Ok(StepKind::InParallel(p)) => p.steps().iter().for_each(|s| walk(s, out)),
-            Ok(StepKind::Race(r)) => r.steps.iter().for_each(|s| walk(s, out)),
-            Ok(StepKind::Try(s)) => walk(s, out),
-            _ => {}
+        for s in step.children() {
+            walk(s, out);
         }
         for (_, hook) in step.hooks() {
             walk(hook, out);

@@ -32,7 +32,7 @@ struct Inner {
     endpoint: String,
     model: String,
     api_key: Option<ApiKey>,
-    temperature: Option<f32>,
+    sampling: super::request::Sampling,
     idle_timeout: std::time::Duration,
     max_response_bytes: u64,
 }
@@ -89,7 +89,12 @@ impl ModelClient {
                 endpoint,
                 model: config.model,
                 api_key: config.api_key,
-                temperature: config.temperature,
+                sampling: super::request::Sampling {
+                    temperature: config.temperature,
+                    top_p: config.top_p,
+                    max_tokens: config.max_tokens,
+                    reasoning_effort: config.reasoning_effort,
+                },
                 idle_timeout: config.idle_timeout,
                 max_response_bytes: config.max_response_bytes,
             }),
@@ -109,7 +114,7 @@ impl ModelClient {
     /// The exact JSON body [`ModelClient::complete`] sends for `request`, as a tree (for
     /// hooks, which see it as JSON; the request itself is sent without building one).
     pub fn body(&self, request: &PreparedRequest) -> Value {
-        let body = request.body(&self.inner.model, self.inner.temperature);
+        let body = request.body(&self.inner.model, &self.inner.sampling);
         serde_json::to_value(&body).unwrap_or(Value::Null)
     }
 
@@ -130,7 +135,7 @@ impl ModelClient {
     where
         F: FnMut(DeltaKind, Option<u32>, &str) + Send,
     {
-        let body = request.body(&self.inner.model, self.inner.temperature);
+        let body = request.body(&self.inner.model, &self.inner.sampling);
         let span = crate::trace::chat(&self.inner.model);
         let guard = SizeGuard::new(self.inner.max_response_bytes);
         let result = GUARD

@@ -113,6 +113,13 @@ pub struct ModelConfig {
     pub retry: RetryPolicy,
     /// Sampling temperature; the server's default when `None`.
     pub temperature: Option<f32>,
+    /// Nucleus sampling (`top_p`); the server's default when `None`.
+    pub top_p: Option<f32>,
+    /// The most tokens one response may have (`max_tokens`); the server's when `None`.
+    pub max_tokens: Option<u32>,
+    /// `reasoning_effort` (`low`, `medium`, `high`) for models that take one; not sent
+    /// when `None`.
+    pub reasoning_effort: Option<String>,
     /// How long to wait for a TCP (and TLS) connection.
     pub connect_timeout: Duration,
     /// The longest the endpoint may stay silent: before the response head (retries
@@ -135,6 +142,9 @@ impl ModelConfig {
             api_key: None,
             retry: RetryPolicy::default(),
             temperature: None,
+            top_p: None,
+            max_tokens: None,
+            reasoning_effort: None,
             connect_timeout: Duration::from_secs(10),
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,

@@ -181,6 +181,42 @@ impl InferenceError {
     }
 }
 
+impl InferenceError {
+    /// Whether the endpoint itself failed (an outage) rather than answered: unreachable,
+    /// HTTP 408, 429 or 5xx after the retries, the stream cut off or silent, a transport
+    /// error. A 4xx refusal, a malformed or oversized answer and an error the model
+    /// reported in its stream are answers: another model would not be a fix for them.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            Self::Connect { .. }
+            | Self::StreamCut { .. }
+            | Self::Idle { .. }
+            | Self::Transport { .. } => true,
+            Self::Status { status, .. } => is_retryable_status(*status),
+            Self::Malformed { .. } | Self::TooLarge { .. } | Self::Remote { .. } => false,
+        }
+    }
+}
+
+/// [`InferenceError::is_outage`] of the message a failed turn reports (a `TurnFailed`
+/// with cause `Model` carries the error's text, not its value). Read from the fixed parts
+/// of each message, which the tests below keep in step with the `Display` forms.
+pub fn is_outage_message(message: &str) -> bool {
+    if message.starts_with("cannot reach ")
+        || message.starts_with("transport error talking to ")
+        || (message.starts_with("the stream from ")
+            && message.contains(" ended before the answer finished"))
+        || message.contains(" sent nothing for ")
+    {
+        return true;
+    }
+    message
+        .split_once(" answered HTTP ")
+        .and_then(|(_, rest)| rest.get(..3))
+        .and_then(|code| code.parse::<u16>().ok())
+        .is_some_and(is_retryable_status)
+}
+
 /// HTTP statuses worth another attempt: request timeout, rate limit, server errors.
 pub(crate) fn is_retryable_status(status: u16) -> bool {
     status == 408 || status == 429 || (500..600).contains(&status)
@@ -252,6 +288,55 @@ mod tests {
             body: String::new(),
         };
         assert_eq!(e.to_string(), "http://x/v1 answered HTTP 599");
+    }
+
+    #[test]
+    fn outages_are_read_back_from_their_messages() {
+        let at = || "http://x/v1".to_owned();
+        let status = |status| InferenceError::Status {
+            endpoint: at(),
+            status,
+            body: "b".into(),
+        };
+        let all = [
+            InferenceError::Connect {
+                endpoint: at(),
+                detail: "connection refused".into(),
+            },
+            status(503),
+            status(429),
+            status(400),
+            status(401),
+            InferenceError::Malformed {
+                endpoint: at(),
+                detail: "x".into(),
+            },
+            InferenceError::StreamCut {
+                endpoint: at(),
+                detail: "eof".into(),
+            },
+            InferenceError::Remote {
+                endpoint: at(),
+                detail: "refused".into(),
+            },
+            InferenceError::Idle {
+                endpoint: at(),
+                limit: std::time::Duration::from_secs(3),
+                waiting: "waiting for the response head",
+            },
+            InferenceError::TooLarge {
+                endpoint: at(),
+                limit: 10,
+            },
+            InferenceError::Transport {
+                endpoint: at(),
+                detail: "tls".into(),
+            },
+        ];
+        for e in &all {
+            assert_eq!(is_outage_message(&e.to_string()), e.is_outage(), "{e}");
+        }
+        assert!(status(502).is_outage() && !status(400).is_outage());
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub use config::{
     ApiKey, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, ModelConfig, RetryPolicy,
     StructuredOutput,
 };
-pub use error::{ClientError, InferenceError, MissingApiKey};
+pub use error::{ClientError, InferenceError, MissingApiKey, is_outage_message};
 pub(crate) use request::PreparedRequest;
 pub use request::{InferenceRequest, ToolChoice, ToolSpec};
 pub use stitch::Completion;

@@ -123,7 +123,7 @@ impl PreparedRequest {
     }
 
     /// The streaming chat-completions body for `model`, borrowing the encoded parts.
-    pub(crate) fn body<'a>(&'a self, model: &'a str, temperature: Option<f32>) -> Body<'a> {
+    pub(crate) fn body<'a>(&'a self, model: &'a str, sampling: &'a Sampling) -> Body<'a> {
         Body {
             model,
             messages: &self.messages,
@@ -134,9 +134,21 @@ impl PreparedRequest {
             tools: self.tools.as_deref(),
             tool_choice: self.tool_choice.as_deref(),
             response_format: self.response_format.as_deref(),
-            temperature: temperature.and_then(temperature_number),
+            temperature: sampling.temperature.and_then(temperature_number),
+            top_p: sampling.top_p.and_then(temperature_number),
+            max_tokens: sampling.max_tokens,
+            reasoning_effort: sampling.reasoning_effort.as_deref(),
         }
     }
+}
+
+/// The sampling dials a client sends with every request; each left out when `None`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Sampling {
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub max_tokens: Option<u32>,
+    pub reasoning_effort: Option<String>,
 }
 
 /// The body of one streaming chat-completions call: fixed fields around wire parts encoded
@@ -155,6 +167,12 @@ pub(crate) struct Body<'a> {
     response_format: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<serde_json::Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<serde_json::Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -163,7 +181,8 @@ struct StreamOptions {
 }
 
 /// `0.7f32` widened to f64 is `0.699999988079071`; going through the shortest decimal
-/// form sends `0.7`, which is what the user wrote. Non-finite values are not sent.
+/// form sends `0.7`, which is what the user wrote. Non-finite values are not sent. (The
+/// same for `top_p`.)
 fn temperature_number(t: f32) -> Option<serde_json::Number> {
     let wide = t.to_string().parse::<f64>().unwrap_or(f64::from(t));
     serde_json::Number::from_f64(wide)
@@ -387,7 +406,27 @@ mod tests {
     /// The body as JSON, through the same serialization the client sends.
     fn body_of(request: InferenceRequest, temperature: Option<f32>) -> Value {
         let prepared = PreparedRequest::new(request);
-        serde_json::to_value(prepared.body("m", temperature)).unwrap_or(Value::Null)
+        let sampling = Sampling {
+            temperature,
+            ..Sampling::default()
+        };
+        serde_json::to_value(prepared.body("m", &sampling)).unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn the_other_dials_are_sent_when_set() {
+        let prepared = PreparedRequest::new(sample());
+        let sampling = Sampling {
+            temperature: None,
+            top_p: Some(0.9),
+            max_tokens: Some(256),
+            reasoning_effort: Some("low".into()),
+        };
+        let body = serde_json::to_value(prepared.body("m", &sampling)).unwrap_or(Value::Null);
+        assert_eq!(body["top_p"], json!(0.9));
+        assert_eq!(body["max_tokens"], json!(256));
+        assert_eq!(body["reasoning_effort"], json!("low"));
+        assert!(body.get("temperature").is_none());
     }
 
     #[test]
@@ -456,7 +495,8 @@ mod tests {
             grown.extend([message.clone()]);
         }
         let fresh = PreparedRequest::new(whole.clone());
-        let json = |p: &PreparedRequest| serde_json::to_string(&p.body("m", None)).ok();
+        let json =
+            |p: &PreparedRequest| serde_json::to_string(&p.body("m", &Sampling::default())).ok();
         assert_eq!(json(&grown), json(&fresh));
         assert_eq!(grown.messages(), whole.messages.as_slice());
 

@@ -1,0 +1,120 @@
+//! `fallback:` in the middle of a step: when the model serving the conversation fails
+//! with an outage (unreachable, 5xx, a cut or silent stream, after the session's own
+//! retries), the next source of the agent continues the same conversation, restored from
+//! the journal, rather than starting the task over.
+//!
+//! Only the source changes: the tools, persona, limits and the verdict slot stay. The turn
+//! budget (`max_turns`) is the step's, so a resumed source gets what is left of it. A
+//! refusal (a 4xx), a budget, a denial or an interrupt never switches sources.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use treadle_session::event::{FailureCause, SessionId};
+use treadle_session::inference::is_outage_message;
+use treadle_session::{Journal, Tool, TurnOutcome, TurnReport};
+
+use super::budget::BudgetGuard;
+use super::observe::{AgentEvent, AgentObserver};
+use super::required::Required;
+use super::spec::AgentStep;
+use super::step::{AgentError, Turns, converse, session_builder};
+use super::verdict::VerdictSlot;
+use crate::pipeline::ResolvedModel;
+
+/// What every source's session is built and driven with: the same step, tools, guard and
+/// verdict slot, whichever model serves.
+pub(super) struct Sources<'a> {
+    pub(super) step: &'a AgentStep,
+    pub(super) journal: &'a Journal,
+    pub(super) tools: &'a [Arc<dyn Tool>],
+    pub(super) guard: &'a Arc<BudgetGuard>,
+    pub(super) slot: &'a VerdictSlot,
+    pub(super) required: &'a Required,
+    pub(super) observer: &'a dyn AgentObserver,
+    pub(super) cancel: &'a CancellationToken,
+}
+
+impl Sources<'_> {
+    /// While the conversation of session `id` ended in an outage, hands it to the next
+    /// source; the turns of all of them, the model that served last, and the fallback
+    /// that took over (if one did).
+    pub(super) async fn cascade(
+        &self,
+        id: SessionId,
+        mut turns: Turns,
+        mut served: Option<String>,
+    ) -> Result<(Turns, Option<String>, Option<String>), AgentError> {
+        let step = self.step;
+        let mut fallback_model = None;
+        let mut next_sources = step.fallbacks.iter();
+        while let Some(error) = outage(&turns.last).map(str::to_owned) {
+            let Some(next) = next_sources.next() else {
+                break;
+            };
+            let from = served.clone().unwrap_or_else(|| step.model.model.clone());
+            if let Err(e) = next.check_key(&crate::pipeline::model::process_env) {
+                self.observer.on_event(AgentEvent::Notice(format!(
+                    "agent.failover: `{}` skipped: {e}",
+                    next.model
+                )));
+                continue;
+            }
+            self.observer.on_event(AgentEvent::Notice(format!(
+                "agent.failover: `{from}` failed ({error}); `{}` continues the conversation",
+                next.model
+            )));
+            let resumed = resumed_on(step, next, turns.steps);
+            let session = session_builder(
+                &resumed,
+                self.journal,
+                self.tools.to_vec(),
+                self.guard.clone(),
+            )
+            .restore(id)
+            .await?;
+            let on_next = Sources {
+                step: &resumed,
+                ..*self
+            };
+            let (more, now) = converse(&session, &on_next).await?;
+            let (mut usage, steps) = (turns.usage, turns.steps + more.steps);
+            usage += more.usage;
+            turns = Turns {
+                usage,
+                steps,
+                ..more
+            };
+            served = now.or_else(|| Some(next.model.clone()));
+            fallback_model = Some(next.model.clone());
+        }
+        Ok((turns, served, fallback_model))
+    }
+}
+
+/// What the resumed source is told: the conversation so far is in its history.
+const CONTINUE: &str = "The model that was serving this conversation became unavailable, and you are taking over. Everything above happened already. Continue the task from where it stopped.";
+
+/// The error of a turn that ended in an outage of its model, if it did.
+fn outage(report: &TurnReport) -> Option<&str> {
+    match &report.outcome {
+        TurnOutcome::Failed {
+            error,
+            cause: FailureCause::Model,
+        } if is_outage_message(error) => Some(error),
+        _ => None,
+    }
+}
+
+/// The step as the next source runs it: that model, the continuation as its input, and
+/// the model calls left of the step's limit after `used`.
+fn resumed_on(step: &AgentStep, model: &ResolvedModel, used: u32) -> AgentStep {
+    let mut next = step.clone();
+    next.model = model.clone();
+    next.prompt = CONTINUE.to_owned();
+    let limit = step.model_call_limit();
+    if limit != u32::MAX {
+        next.max_turns = Some(limit.saturating_sub(used).max(1));
+    }
+    next
+}
