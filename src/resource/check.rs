@@ -130,15 +130,16 @@ impl Checker {
                 } else {
                     None
                 };
-                let dir = self.scratch.join(format!(
-                    "check-{}-{}",
-                    std::process::id(),
-                    blake3::hash(format!("{resource}{:?}", std::time::Instant::now()).as_bytes())
-                        .to_hex()
-                        .as_str()
-                        .get(..12)
-                        .unwrap_or_default()
-                ));
+                // One directory per resource and process, emptied after each check rather
+                // than made and removed: a watcher checks every resource every poll, and
+                // making and removing 1,000 directories a round was a large part of its
+                // time in the kernel (ext4's mkdir after many removals).
+                // A second check of the same resource at once (a run's get beside the
+                // watcher) takes a directory of its own, removed after.
+                let (dir, shared) = match Busy::take(&self.scratch, resource) {
+                    Some(busy) => (busy.0.clone(), Some(busy)),
+                    None => (self.scratch.join(unique_name(resource)), None),
+                };
                 std::fs::create_dir_all(&dir).map_err(|source| CheckError::Scratch {
                     resource: resource.to_owned(),
                     path: dir.clone(),
@@ -146,7 +147,12 @@ impl Checker {
                 })?;
                 let found = s.check(last.as_ref(), &dir, cancel).await;
                 // Best effort: scratch left behind only costs disk.
-                let _ = std::fs::remove_dir_all(&dir);
+                if shared.is_some() {
+                    empty(&dir);
+                } else {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                drop(shared);
                 found?
             }
         };
@@ -167,5 +173,62 @@ impl Checker {
         mode: &VersionSpec,
     ) -> Result<Option<Version>, CheckError> {
         Ok(self.history.next_version(job, resource, mode)?)
+    }
+}
+
+/// Removes what a check left in its directory (and in its `.tmp`), keeping both: a check
+/// keeps nothing between polls.
+fn empty(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && e.file_name() == crate::confine::TMP {
+            empty(&path);
+        } else if is_dir {
+            let _ = std::fs::remove_dir_all(&path);
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+fn short_hash(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex().as_str()[..12].to_owned()
+}
+
+fn unique_name(resource: &str) -> String {
+    let salt = format!("{resource}{:?}", std::time::Instant::now());
+    format!("check-{}-{}", std::process::id(), short_hash(&salt))
+}
+
+/// The reusable check directory of one resource, held by one check at a time.
+struct Busy(PathBuf);
+
+static IN_USE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+impl Busy {
+    fn take(scratch: &std::path::Path, resource: &str) -> Option<Self> {
+        let dir = scratch.join(format!(
+            "check-{}-{}",
+            std::process::id(),
+            short_hash(resource)
+        ));
+        let mut used = IN_USE.lock().ok()?;
+        if used.contains(&dir) {
+            return None;
+        }
+        used.push(dir.clone());
+        Some(Self(dir))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Ok(mut used) = IN_USE.lock() {
+            used.retain(|d| d != &self.0);
+        }
     }
 }
