@@ -265,3 +265,69 @@ pub fn lines_in(log: &std::path::Path) -> usize {
         .map(|text| text.lines().count())
         .unwrap_or(0)
 }
+
+/// A session in a child process (one of this crate's `treadle-*-child` binaries) that a
+/// proof kills: started on `server` with its journal and the log of what its tool did in a
+/// directory the proof owns, after it printed its session id.
+pub struct ChildSession {
+    pub child: std::process::Child,
+    pub session: SessionId,
+    pub journal: std::path::PathBuf,
+    /// Outside the workspace the session could touch: only the child's tool writes it.
+    pub log: std::path::PathBuf,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl ChildSession {
+    /// Starts `bin SERVER JOURNAL LOG EXTRA...` with `journal.redb` and `log` in `dir`, and
+    /// reads its first line, `session ID`.
+    pub fn spawn(
+        bin: &str,
+        server: &ScriptedServer,
+        dir: &std::path::Path,
+        log: &str,
+        extra: &[&str],
+    ) -> ChildSession {
+        use std::io::BufRead;
+        let journal = dir.join("journal.redb");
+        let log = dir.join(log);
+        let mut child = std::process::Command::new(bin)
+            .args([
+                server.base_url(),
+                journal.to_str().expect("utf-8 path"),
+                log.to_str().expect("utf-8 path"),
+            ])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn child");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let session = lines
+            .next()
+            .expect("a line")
+            .expect("read")
+            .strip_prefix("session ")
+            .expect("session line")
+            .parse()
+            .expect("session id");
+        ChildSession {
+            child,
+            session,
+            journal,
+            log,
+            lines,
+        }
+    }
+
+    /// The child's next line of output.
+    pub fn next_line(&mut self) -> String {
+        self.lines.next().expect("a line").expect("read")
+    }
+
+    /// SIGKILLs the child and reaps it.
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+    }
+}

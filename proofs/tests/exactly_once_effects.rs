@@ -12,8 +12,6 @@
 //! result, run again, fail the turn, or left to the session's `skip` policy. The log then
 //! holds exactly the runs the answer allowed.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -75,30 +73,13 @@ async fn an_effect_interrupted_by_a_crash_runs_again_only_when_the_answer_says_s
             .await
             .expect("server");
         let dir = tempfile::tempdir().expect("dir");
-        let journal_path = dir.path().join("journal.redb");
-        // Outside the workspace the session could touch: only the tool writes it.
-        let log = dir.path().join("charges.log");
-        let mut child = Command::new(child_bin)
-            .args([
-                server.base_url(),
-                journal_path.to_str().expect("utf-8 path"),
-                log.to_str().expect("utf-8 path"),
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn child");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut next_line = || lines.next().expect("a line").expect("read");
-        let session: SessionId = next_line()
-            .strip_prefix("session ")
-            .expect("session line")
-            .parse()
-            .expect("session id");
-        assert_eq!(next_line(), "intent");
+        let mut child = ChildSession::spawn(child_bin, &server, dir.path(), "charges.log", &[]);
+        let (journal_path, log, session) =
+            (child.journal.clone(), child.log.clone(), child.session);
+        assert_eq!(child.next_line(), "intent");
         let delay = pick(&mut rng, 0..60);
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reap");
+        child.kill();
 
         let before = journaled(&Journal::open(&journal_path).expect("reopen"), session);
         let ran_before = lines_in(&log);
@@ -246,24 +227,10 @@ async fn an_effect_gate_refuses_approve_always_and_stays_open() {
         .await
         .expect("server");
     let dir = tempfile::tempdir().expect("dir");
-    let journal_path = dir.path().join("journal.redb");
-    let log = dir.path().join("charges.log");
-    let mut child = Command::new(child_bin)
-        .args([
-            server.base_url(),
-            journal_path.to_str().expect("utf-8 path"),
-            log.to_str().expect("utf-8 path"),
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn child");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let session: SessionId = lines.next().expect("line").expect("read")["session ".len()..]
-        .parse()
-        .expect("session id");
-    assert_eq!(lines.next().expect("line").expect("read"), "intent");
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reap");
+    let mut child = ChildSession::spawn(child_bin, &server, dir.path(), "charges.log", &[]);
+    let (journal_path, log, session) = (child.journal.clone(), child.log.clone(), child.session);
+    assert_eq!(child.next_line(), "intent");
+    child.kill();
 
     let restored = restore(&server, &journal_path, &log, EffectPolicy::Ask, session).await;
     let gate = journaled(restored.journal(), session)

@@ -11,12 +11,10 @@
 //! policy and tools. The parked turn resumes at its batch without asking the model again:
 //! the server sees exactly one more request, the final one.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use treadle_event::{Event, EventFilter, EventKind, GateAnswer, GateId, SessionId};
+use treadle_event::{Event, EventFilter, EventKind, GateAnswer, GateId};
 use treadle_hook::Policy;
 use treadle_proofs::*;
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
@@ -93,39 +91,29 @@ async fn a_gate_open_at_a_crash_is_answered_after_restore_and_the_call_runs_once
             .await
             .expect("server");
         let dir = tempfile::tempdir().expect("dir");
-        let journal_path = dir.path().join("journal.redb");
-        let log = dir.path().join("writes.log");
-
-        let mut child = Command::new(child_bin)
-            .args([
-                server.base_url(),
-                journal_path.to_str().expect("utf-8 path"),
-                log.to_str().expect("utf-8 path"),
-                &deadline_ms.to_string(),
-                if variant == Variant::ApprovedBefore {
-                    "1"
-                } else {
-                    "0"
-                },
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn child");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut next_line = || lines.next().expect("a line").expect("read");
-        let session: SessionId = next_line()
-            .strip_prefix("session ")
-            .expect("session line")
-            .parse()
-            .expect("session id");
-        let gate: GateId = next_line()
+        let deadline = deadline_ms.to_string();
+        let approved_before = if variant == Variant::ApprovedBefore {
+            "1"
+        } else {
+            "0"
+        };
+        let mut child = ChildSession::spawn(
+            child_bin,
+            &server,
+            dir.path(),
+            "writes.log",
+            &[&deadline, approved_before],
+        );
+        let (journal_path, log, session) =
+            (child.journal.clone(), child.log.clone(), child.session);
+        let gate: GateId = child
+            .next_line()
             .strip_prefix("gate ")
             .expect("gate line")
             .parse()
             .expect("gate id");
         let gate_seen = Instant::now();
-        child.kill().expect("SIGKILL");
-        child.wait().expect("reap");
+        child.kill();
 
         // Before restore: the gate is open in the journal and no write ran (every guard of a
         // batch resolves before any call of it executes).
