@@ -9,6 +9,9 @@
 //!   state file of its own, runs the same pipeline against the same NATS: the producing
 //!   step is not run again (a counter outside the workspace), and the step after it reads
 //!   the output tree the first server's run made.
+//! * `a_cache_record_larger_than_a_nats_message_is_shared`: the same with an output of
+//!   12,000 files, whose record is over a NATS message's 1 MB: shared through the object
+//!   store.
 
 use crate::common;
 
@@ -142,26 +145,27 @@ async fn questions_on_a_worker_are_answered_through_the_server() {
     drop(nats);
 }
 
-/// A producer noting each run of it in `counter`, and a volatile step after it noting
-/// what it read in `seen`.
-fn producing(counter: &Path, seen: &Path) -> String {
+/// A producer noting each run of it in `counter` (and making `extra` empty files beside
+/// its output), and a volatile step after it noting what it read in `seen`.
+fn producing(counter: &Path, seen: &Path, extra: usize) -> String {
     format!(
-        "jobs:\n  - name: j\n    plan:\n      - task: build\n        outputs: [out]\n        confined: false\n        run: echo built >> {c}; echo hello > out/file\n      - task: read\n        inputs: [out]\n        volatile: true\n        confined: false\n        run: cat out/file >> {s}\n",
+        "jobs:\n  - name: j\n    plan:\n      - task: build\n        outputs: [out]\n        confined: false\n        run: echo built >> {c}; echo hello > out/file; for i in $(seq {extra}); do true > out/f$i; done\n      - task: read\n        inputs: [out]\n        volatile: true\n        confined: false\n        run: cat out/file >> {s}; ls out | wc -l >> {s}\n",
         c = counter.display(),
         s = seen.display()
     )
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_step_cached_by_one_server_is_found_by_another() {
-    let Some(nats) = Nats::start("a_step_cached_by_one_server_is_found_by_another") else {
+/// Runs the producing pipeline (with `extra` files) on two servers with state files of
+/// their own, one worker, one NATS: the second server must find the step cached.
+async fn cached_across_servers(test: &str, extra: usize) {
+    let Some(nats) = Nats::start(test) else {
         return;
     };
     let outside = tempfile::tempdir().expect("temp dir");
     let (counter, seen) = (outside.path().join("counter"), outside.path().join("seen"));
     let (first, second) = (
-        Fixture::new(&producing(&counter, &seen)),
-        Fixture::new(&producing(&counter, &seen)),
+        Fixture::new(&producing(&counter, &seen, extra)),
+        Fixture::new(&producing(&counter, &seen, extra)),
     );
     let _worker = Worker::start(&nats.url, 2, &first.path().join("w"), &[]);
     for (n, f) in [&first, &second].into_iter().enumerate() {
@@ -169,7 +173,7 @@ async fn a_step_cached_by_one_server_is_found_by_another() {
         let (code, body) = post(&server, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
         assert_eq!(code, 201, "{body}");
         let run = body["id"].as_u64().expect("id");
-        let done = wait_status(&server, run, Duration::from_secs(120)).await;
+        let done = wait_status(&server, run, Duration::from_secs(180)).await;
         assert_eq!(done["status"], "succeeded", "server {n}: {done}");
         drop(server);
     }
@@ -178,10 +182,27 @@ async fn a_step_cached_by_one_server_is_found_by_another() {
         vec!["built"],
         "the second server found it cached"
     );
+    let files = (extra + 1).to_string();
     assert_eq!(
         lines(&seen),
-        vec!["hello", "hello"],
+        vec!["hello", &files, "hello", &files],
         "the step after it read the tree the first run made"
     );
     drop(nats);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_cached_by_one_server_is_found_by_another() {
+    cached_across_servers("a_step_cached_by_one_server_is_found_by_another", 0).await;
+}
+
+/// An output of 12,000 files: its record (the manifest) is larger than a NATS message
+/// (1 MB), so it is shared through the object store.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cache_record_larger_than_a_nats_message_is_shared() {
+    cached_across_servers(
+        "a_cache_record_larger_than_a_nats_message_is_shared",
+        12_000,
+    )
+    .await;
 }

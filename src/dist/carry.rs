@@ -132,23 +132,28 @@ pub async fn send(bus: &Bus, dir: &Path) -> Result<String, DistError> {
     let packed = tokio::task::spawn_blocking(move || pack(&owned))
         .await
         .map_err(|e| DistError::Artifact(e.to_string()))??;
-    let digest = blake3::hash(&packed).to_hex().to_string();
+    Ok(put(bus, &packed).await)
+}
+
+/// Stores `bytes` in the object store under their blake3 digest (unless there already);
+/// returns the digest.
+pub async fn put(bus: &Bus, bytes: &[u8]) -> String {
+    let digest = blake3::hash(bytes).to_hex().to_string();
     let present = bus.artifacts.info(&digest).await.is_ok();
     if !present {
         retrying("storing an artifact", || async {
-            let mut reader = packed.as_slice();
+            let mut reader = bytes;
             bus.artifacts.put(digest.as_str(), &mut reader).await
         })
         .await;
     }
-    Ok(digest)
+    digest
 }
 
-/// Fetches the object `digest` and unpacks it into the new directory `dest`, checking it
-/// against its digest.
-pub async fn receive(bus: &Bus, digest: &str, dest: &Path) -> Result<(), DistError> {
+/// The object `digest`, checked against its digest.
+pub async fn get(bus: &Bus, digest: &str) -> Result<Vec<u8>, DistError> {
     use tokio::io::AsyncReadExt;
-    let packed = retrying("fetching an artifact", || async {
+    let bytes = retrying("fetching an artifact", || async {
         let mut object = bus.artifacts.get(digest).await.map_err(|e| e.to_string())?;
         let mut buf = Vec::new();
         object
@@ -158,11 +163,18 @@ pub async fn receive(bus: &Bus, digest: &str, dest: &Path) -> Result<(), DistErr
         Ok::<_, String>(buf)
     })
     .await;
-    if blake3::hash(&packed).to_hex().as_str() != digest {
+    if blake3::hash(&bytes).to_hex().as_str() != digest {
         return Err(DistError::Artifact(format!(
-            "artifact {digest} does not match its digest"
+            "object {digest} does not match its digest"
         )));
     }
+    Ok(bytes)
+}
+
+/// Fetches the object `digest` and unpacks it into the new directory `dest`, checking it
+/// against its digest.
+pub async fn receive(bus: &Bus, digest: &str, dest: &Path) -> Result<(), DistError> {
+    let packed = get(bus, digest).await?;
     let dest = dest.to_path_buf();
     tokio::task::spawn_blocking(move || unpack(&packed, &dest))
         .await

@@ -3,6 +3,10 @@
 //! state file's cache uses), its output trees in the object store, so a step cached by
 //! one server (or one run) is found by any other server sharing the NATS.
 //!
+//! A record larger than [`INLINE_MAX`] (a NATS message is 1 MB by default; a large output
+//! manifest) goes to the object store too, named by its blake3 digest, and the bucket holds
+//! that name.
+//!
 //! The state file's cache stays the first place looked in, and the only one without
 //! `--nats`. A hit here brings the trees into the local object store, after which it is
 //! replayed exactly like a local hit (every object checked against its digest).
@@ -19,7 +23,21 @@ use crate::cache::StepCache;
 use crate::cache::digest::Digest;
 use crate::cache::records::Outcome;
 
-/// What the bucket holds under a step key.
+/// The largest record kept in the bucket itself.
+pub const INLINE_MAX: usize = 256 * 1024;
+
+/// What the bucket holds under a step key: the record, or the object holding it.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Stored {
+    Inline(Box<Shared>),
+    Object {
+        /// The object's name: the blake3 digest of the record's JSON.
+        record_object: String,
+    },
+}
+
+/// A shared record.
 #[derive(Serialize, Deserialize)]
 struct Shared {
     /// The record.
@@ -38,7 +56,16 @@ pub async fn fetch(
     scratch: PathBuf,
 ) -> Option<Outcome> {
     let value = bus.cache.get(key.hex()).await.ok()??;
-    let shared: Shared = serde_json::from_slice(&value).ok()?;
+    let shared = match serde_json::from_slice(&value).ok()? {
+        Stored::Inline(shared) => *shared,
+        Stored::Object { record_object } => match carry::get(bus, &record_object).await {
+            Ok(bytes) => serde_json::from_slice(&bytes).ok()?,
+            Err(e) => {
+                tracing::warn!("cannot fetch a shared cache record: {e}");
+                return None;
+            }
+        },
+    };
     if shared.outcome.key != *key {
         return None;
     }
@@ -89,9 +116,16 @@ pub async fn share(bus: &Bus, outcome: &Outcome, dirs: Vec<(String, PathBuf)>) {
         outcome: outcome.clone(),
         trees,
     };
-    let Ok(value) = serde_json::to_vec(&shared) else {
+    let Ok(mut value) = serde_json::to_vec(&shared) else {
         return;
     };
+    if value.len() > INLINE_MAX {
+        let record_object = carry::put(bus, &value).await;
+        let Ok(pointer) = serde_json::to_vec(&Stored::Object { record_object }) else {
+            return;
+        };
+        value = pointer;
+    }
     if let Err(e) = bus.cache.put(outcome.key.hex(), value.into()).await {
         tracing::warn!("step not shared through NATS: {e}");
     }
