@@ -9,10 +9,22 @@
 //! `/proc/PID/environ` is not stopped by every kernel's Landlock; the keys are wiped from
 //! it instead, see [`crate::environ`].)
 //!
-//! The rules are built in the parent (paths are opened there) and applied in the child
-//! between fork and exec (`pre_exec`), so treadle itself stays unconfined. Where the
-//! kernel has no Landlock the command runs unconfined: [`unavailable`] says why, and the
-//! run says so once.
+//! The rules are built in the parent (paths are opened there) and applied one of two ways,
+//! treadle itself staying unconfined either way:
+//!
+//! * [`spawn`]: in a short-lived thread of its own, which restricts itself and then starts
+//!   the command, which inherits the thread's Landlock domain; the thread then ends. The
+//!   command is started with `posix_spawn` (a `vfork`-like clone sharing treadle's memory),
+//!   because nothing runs in the child between fork and exec. A `fork` copies the page
+//!   tables of treadle's whole address space for every command and takes a copy-on-write
+//!   fault for each page written afterwards; for a watcher starting a thousand checks a
+//!   round that was most of its time (docs/benchmarks.md, "The watcher's poll round").
+//! * [`confine`]: in the child between fork and exec (`pre_exec`), for commands that need
+//!   other `pre_exec` work anyway (a task's parent-death signal, which is tied to the
+//!   thread that started the command, so it cannot come from a thread that ends).
+//!
+//! Where the kernel has no Landlock the command runs unconfined: [`unavailable`] says why,
+//! and the run says so once.
 //!
 //! The `landlock` crate is the Landlock project's own Rust binding (rust-landlock),
 //! used by its kernel developers' tests; it degrades to "not enforced" on old kernels.
@@ -57,6 +69,17 @@ pub enum ConfineError {
         /// Why.
         source: std::io::Error,
     },
+    /// The thread that starts it could not confine itself.
+    #[error("cannot confine the command to {dir}: Landlock: {source}")]
+    Restrict {
+        /// The step directory.
+        dir: PathBuf,
+        /// What Landlock said.
+        source: RulesetError,
+    },
+    /// The command could not be started (or its starting thread could not be).
+    #[error("cannot start the command: {0}")]
+    Start(std::io::Error),
 }
 
 /// Why this machine has no Landlock to confine commands with.
@@ -116,11 +139,56 @@ pub fn unavailable() -> Option<&'static Unavailable> {
     probe().as_ref().err()
 }
 
-/// Makes `cmd` confined to `dir` when it starts. Without Landlock it does nothing (the
-/// run has said so already).
-pub fn confine(cmd: &mut tokio::process::Command, dir: &Path) -> Result<(), ConfineError> {
+/// Starts `cmd` confined to `dir` (unconfined without Landlock: the run has said so
+/// already). `cmd` must have no `pre_exec` work and, when its environment sets `PATH`, an
+/// absolute program path, or the standard library falls back to `fork` (still correct,
+/// only slower). Must be called within a tokio runtime.
+pub async fn spawn(
+    mut cmd: tokio::process::Command,
+    dir: &Path,
+) -> Result<tokio::process::Child, ConfineError> {
+    let Some(ruleset) = prepare(&mut cmd, dir)? else {
+        return cmd.spawn().map_err(ConfineError::Start);
+    };
+    let runtime = tokio::runtime::Handle::current();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let dir = dir.to_path_buf();
+    std::thread::Builder::new()
+        .name("treadle-confine".to_owned())
+        .stack_size(SPAWNER_STACK)
+        .spawn(move || {
+            // The child's exit is watched by the runtime, so it is started inside it.
+            let _inside = runtime.enter();
+            let started = match ruleset.restrict_self() {
+                Ok(_) => cmd.spawn().map_err(ConfineError::Start),
+                Err(source) => Err(ConfineError::Restrict { dir, source }),
+            };
+            // The receiver is gone only when the caller was dropped; the child then goes
+            // with this result (`kill_on_drop`).
+            let _ = tx.send(started);
+            // The thread ends here, and its Landlock domain with it.
+        })
+        .map_err(ConfineError::Start)?;
+    rx.await.unwrap_or_else(|_| {
+        Err(ConfineError::Start(std::io::Error::other(
+            "the thread starting the command ended without a word",
+        )))
+    })
+}
+
+/// Stack of the short-lived thread [`spawn`] starts a command from: it only builds the
+/// argument and environment arrays (on the heap) and calls `posix_spawn`, whose child runs
+/// on a stack of its own.
+const SPAWNER_STACK: usize = 256 << 10;
+
+/// Sets `cmd`'s temporary directory inside `dir` and builds its ruleset; `None` without
+/// Landlock.
+fn prepare(
+    cmd: &mut tokio::process::Command,
+    dir: &Path,
+) -> Result<Option<RulesetCreated>, ConfineError> {
     if abi().is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let tmp = dir.join(TMP);
     std::fs::create_dir_all(&tmp).map_err(|source| ConfineError::Tmp {
@@ -128,10 +196,21 @@ pub fn confine(cmd: &mut tokio::process::Command, dir: &Path) -> Result<(), Conf
         source,
     })?;
     cmd.env("TMPDIR", &tmp);
-    let ruleset = rules(dir, cmd.as_std().get_envs()).map_err(|source| ConfineError::Rules {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
+    rules(dir, cmd.as_std().get_envs())
+        .map(Some)
+        .map_err(|source| ConfineError::Rules {
+            dir: dir.to_path_buf(),
+            source,
+        })
+}
+
+/// Makes `cmd` confined to `dir` when it starts, applied between fork and exec (see the
+/// module's documentation for when to use [`spawn`] instead). Without Landlock it does
+/// nothing (the run has said so already).
+pub fn confine(cmd: &mut tokio::process::Command, dir: &Path) -> Result<(), ConfineError> {
+    let Some(ruleset) = prepare(cmd, dir)? else {
+        return Ok(());
+    };
     let slot = Mutex::new(Some(ruleset));
     // SAFETY: the closure runs in the child between fork and exec. It takes the ruleset
     // built above (its file descriptor is inherited) and makes two syscalls, prctl and
@@ -181,13 +260,21 @@ fn rules<'a>(
 mod tests {
     use super::*;
 
-    /// Runs `script` with `sh -c`, confined to `dir`; returns (exit code, stdout+stderr).
-    async fn confined(dir: &Path, script: &str) -> (i32, String) {
-        let mut cmd = tokio::process::Command::new("sh");
+    /// Runs `script` with `sh -c`, confined to `dir` between fork and exec ([`confine`])
+    /// or by a confined thread ([`spawn`]); returns (exit code, stdout+stderr).
+    async fn confined(dir: &Path, script: &str, by_thread: bool) -> (i32, String) {
+        let mut cmd = tokio::process::Command::new(crate::environ::sh());
         cmd.arg("-c").arg(script).current_dir(dir);
         crate::environ::set_command_env(&mut cmd, &[], std::iter::empty());
-        confine(&mut cmd, dir).unwrap();
-        let out = cmd.output().await.unwrap();
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let child = if by_thread {
+            spawn(cmd, dir).await.unwrap()
+        } else {
+            confine(&mut cmd, dir).unwrap();
+            cmd.spawn().unwrap()
+        };
+        let out = child.wait_with_output().await.unwrap();
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -198,6 +285,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_confined_command_stays_in_its_directory() {
+        stays_in_its_directory(false).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_command_started_by_a_confined_thread_stays_in_its_directory() {
+        stays_in_its_directory(true).await;
+        // The domain was the starting thread's alone: the caller (and every other thread
+        // of treadle) still reaches outside the step directory.
+        let outside = tempfile::tempdir().unwrap();
+        let file = outside.path().join("still.txt");
+        std::fs::write(&file, "unconfined").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "unconfined");
+    }
+
+    async fn stays_in_its_directory(by_thread: bool) {
         let Some(version) = abi() else {
             let why = unavailable().map_or("no Landlock".to_owned(), ToString::to_string);
             crate::console::tell!("SKIP: {why}");
@@ -215,6 +317,7 @@ mod tests {
         let (code, text) = confined(
             &dir,
             "cat in.txt && echo out > out.txt && ls /usr/bin >/dev/null && echo ok",
+            by_thread,
         )
         .await;
         assert_eq!((code, text.trim()), (0, "mine\nok"), "{text}");
@@ -230,7 +333,7 @@ mod tests {
             "echo x > /tmp/treadle-escaped-$$.txt",
             "ls /proc/$PPID/cwd/",
         ] {
-            let (code, text) = confined(&dir, escape).await;
+            let (code, text) = confined(&dir, escape, by_thread).await;
             assert!(
                 !text.contains("data.txt") || text.contains("Permission denied"),
                 "{escape}: {text}"

@@ -112,6 +112,23 @@ pub fn command_env(pass: &[String]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Where `sh` is: the first on treadle's `PATH` (the `PATH` commands get), else
+/// `/bin/sh`. Looked up once. A command whose environment sets `PATH` is started with
+/// `posix_spawn` only when its program is a path (the standard library otherwise forks to
+/// search the new `PATH`), so shells are started by this path, not by the name `sh`.
+pub fn sh() -> &'static std::path::Path {
+    static SH: OnceLock<std::path::PathBuf> = OnceLock::new();
+    SH.get_or_init(|| {
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join("sh"))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| "/bin/sh".into())
+    })
+}
+
 /// Gives `cmd` the allowed environment, the `pass` variables and `extra` (later values
 /// win), and nothing else.
 pub fn set_command_env<'a>(

@@ -68,7 +68,7 @@ pub struct Checker {
 impl Checker {
     /// A checker of `loaded`'s resources recording into `db` (the state file's database,
     /// [`crate::run::state::Store::database`]); checks run in directories made under
-    /// `scratch` and removed after.
+    /// `scratch` (one per check running at once, emptied after each check).
     pub fn new(loaded: &Loaded, db: Arc<Database>, scratch: PathBuf) -> Result<Self, CheckError> {
         Ok(Self {
             cap: Defaults::version_history(loaded.pipeline.defaults.as_ref()),
@@ -107,7 +107,55 @@ impl Checker {
         cursor: bool,
         cancel: &CancellationToken,
     ) -> Result<Vec<Version>, CheckError> {
-        let found = match Kind::of(&self.loaded, resource)? {
+        let found = self.find_with(resource, cursor, cancel).await?;
+        let history = self.history.clone();
+        let (name, cap) = (resource.to_owned(), self.cap);
+        tokio::task::spawn_blocking(move || history.record(&name, &found, cap, cursor))
+            .await
+            .map_err(|e| HistoryError::Db(e.to_string()))?
+            .map_err(CheckError::from)
+    }
+
+    /// Runs the check of `resource` with its cursor and returns what it reported, oldest
+    /// first, recording nothing: a watcher checks many resources at once and records the
+    /// round's findings together ([`Checker::record_round`]).
+    pub async fn find(
+        &self,
+        resource: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Version>, CheckError> {
+        self.find_with(resource, true, cancel).await
+    }
+
+    /// Records what the checks of a round found ([`Checker::find`]), as
+    /// [`Checker::check`] would have one by one, in one write transaction; then the newest
+    /// recorded version of each, in the order given.
+    pub async fn record_round(
+        &self,
+        found: Vec<(String, Vec<Version>)>,
+    ) -> Result<Vec<Option<Version>>, CheckError> {
+        let (history, cap) = (self.history.clone(), self.cap);
+        tokio::task::spawn_blocking(move || {
+            let checks: Vec<(&str, &[Version])> = found
+                .iter()
+                .map(|(r, v)| (r.as_str(), v.as_slice()))
+                .collect();
+            history.record_all(&checks, cap, true)?;
+            let names: Vec<&str> = checks.iter().map(|(r, _)| *r).collect();
+            history.latest_of(&names)
+        })
+        .await
+        .map_err(|e| HistoryError::Db(e.to_string()))?
+        .map_err(CheckError::from)
+    }
+
+    async fn find_with(
+        &self,
+        resource: &str,
+        cursor: bool,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Version>, CheckError> {
+        Ok(match Kind::of(&self.loaded, resource)? {
             Kind::Git(src) => {
                 let commit =
                     tokio::task::spawn_blocking(move || git::resolve(&src.uri, &src.branch))
@@ -130,38 +178,24 @@ impl Checker {
                 } else {
                     None
                 };
-                // One directory per resource and process, emptied after each check rather
-                // than made and removed: a watcher checks every resource every poll, and
-                // making and removing 1,000 directories a round was a large part of its
-                // time in the kernel (ext4's mkdir after many removals).
-                // A second check of the same resource at once (a run's get beside the
-                // watcher) takes a directory of its own, removed after.
-                let (dir, shared) = match Busy::take(&self.scratch, resource) {
-                    Some(busy) => (busy.0.clone(), Some(busy)),
-                    None => (self.scratch.join(unique_name(resource)), None),
-                };
-                std::fs::create_dir_all(&dir).map_err(|source| CheckError::Scratch {
+                // A few directories per process, each lent to one check at a time and
+                // emptied after it rather than made and removed: a watcher checks every
+                // resource every poll, and making (and removing) a directory per check
+                // was a large part of its time in the kernel (ext4's inode allocation
+                // after many removals). A check keeps nothing between polls.
+                let slot = Slot::take(&self.scratch);
+                std::fs::create_dir_all(&slot.0).map_err(|source| CheckError::Scratch {
                     resource: resource.to_owned(),
-                    path: dir.clone(),
+                    path: slot.0.clone(),
                     source,
                 })?;
-                let found = s.check(last.as_ref(), &dir, cancel).await;
+                let found = s.check(last.as_ref(), &slot.0, cancel).await;
                 // Best effort: scratch left behind only costs disk.
-                if shared.is_some() {
-                    empty(&dir);
-                } else {
-                    let _ = std::fs::remove_dir_all(&dir);
-                }
-                drop(shared);
+                empty(&slot.0);
+                drop(slot);
                 found?
             }
-        };
-        let history = self.history.clone();
-        let (name, cap) = (resource.to_owned(), self.cap);
-        tokio::task::spawn_blocking(move || history.record(&name, &found, cap, cursor))
-            .await
-            .map_err(|e| HistoryError::Db(e.to_string()))?
-            .map_err(CheckError::from)
+        })
     }
 
     /// The version a get of `resource` in `job` fetches under `mode` (see
@@ -195,40 +229,33 @@ fn empty(dir: &std::path::Path) {
     }
 }
 
-fn short_hash(text: &str) -> String {
-    blake3::hash(text.as_bytes()).to_hex().as_str()[..12].to_owned()
-}
-
-fn unique_name(resource: &str) -> String {
-    let salt = format!("{resource}{:?}", std::time::Instant::now());
-    format!("check-{}-{}", std::process::id(), short_hash(&salt))
-}
-
-/// The reusable check directory of one resource, held by one check at a time.
-struct Busy(PathBuf);
+/// A check directory under a scratch directory, lent to one check at a time: as many
+/// exist as checks ever ran at once.
+struct Slot(PathBuf);
 
 static IN_USE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
-impl Busy {
-    fn take(scratch: &std::path::Path, resource: &str) -> Option<Self> {
-        let dir = scratch.join(format!(
-            "check-{}-{}",
-            std::process::id(),
-            short_hash(resource)
-        ));
-        let mut used = IN_USE.lock().ok()?;
-        if used.contains(&dir) {
-            return None;
-        }
+impl Slot {
+    fn take(scratch: &std::path::Path) -> Self {
+        let mut used = IN_USE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let dir = (0..=used.len())
+            .map(|n| scratch.join(format!("check-{}-{n}", std::process::id())))
+            .find(|d| !used.contains(d))
+            .unwrap_or_else(|| scratch.join(format!("check-{}", std::process::id())));
         used.push(dir.clone());
-        Some(Self(dir))
+        Self(dir)
     }
 }
 
-impl Drop for Busy {
+impl Drop for Slot {
     fn drop(&mut self) {
-        if let Ok(mut used) = IN_USE.lock() {
-            used.retain(|d| d != &self.0);
+        let mut used = IN_USE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = used.iter().position(|d| d == &self.0) {
+            used.swap_remove(i);
         }
     }
 }

@@ -109,28 +109,46 @@ impl History {
         cap: u32,
         cold_start: bool,
     ) -> Result<Vec<Version>, HistoryError> {
+        let mut new = self.record_all(&[(resource, found)], cap, cold_start)?;
+        Ok(new.pop().unwrap_or_default())
+    }
+
+    /// [`History::record`] for the checks of many resources at once (a watcher's poll
+    /// round), in one write transaction: one sync to disk for the round, not one per
+    /// resource. The new versions of each, in the order given.
+    pub fn record_all(
+        &self,
+        checks: &[(&str, &[Version])],
+        cap: u32,
+        cold_start: bool,
+    ) -> Result<Vec<Vec<Version>>, HistoryError> {
         // A watcher checks every resource on every poll and mostly hears what it knows:
         // that costs a read, not a write transaction (and its sync to disk).
-        if !found.is_empty() && !self.any_new(resource, found)? {
-            return Ok(Vec::new());
+        let moved = self.any_new(checks)?;
+        let mut new = vec![Vec::new(); checks.len()];
+        if !moved.iter().any(|m| *m) {
+            return Ok(new);
         }
         let txn = self.db.begin_write()?;
-        let mut new = Vec::new();
         {
             let mut versions = txn.open_table(VERSIONS)?;
             let mut ids = txn.open_table(VERSION_IDS)?;
-            let cold = cold_start && next_number(&versions, resource)? == 0;
-            for v in found {
-                if add(&mut versions, &mut ids, resource, v)? {
-                    new.push(v.clone());
+            let mut floors = txn.open_table(FLOORS)?;
+            let todo = checks.iter().zip(&mut new).zip(&moved).filter(|(_, m)| **m);
+            for (((resource, found), new), _) in todo {
+                let cold = cold_start && next_number(&versions, resource)? == 0;
+                for v in *found {
+                    if add(&mut versions, &mut ids, resource, v)? {
+                        new.push(v.clone());
+                    }
                 }
-            }
-            let next = next_number(&versions, resource)?;
-            if cold && next > 0 {
-                txn.open_table(FLOORS)?.insert(resource, next - 1)?;
-            }
-            if cap > 0 {
-                prune(&mut versions, &mut ids, resource, u64::from(cap))?;
+                let next = next_number(&versions, resource)?;
+                if cold && next > 0 {
+                    floors.insert(*resource, next - 1)?;
+                }
+                if cap > 0 {
+                    prune(&mut versions, &mut ids, resource, u64::from(cap))?;
+                }
             }
         }
         txn.commit()?;
@@ -142,16 +160,23 @@ impl History {
         &self.db
     }
 
-    /// Whether any of `found` is not recorded for `resource` yet.
-    fn any_new(&self, resource: &str, found: &[Version]) -> Result<bool, HistoryError> {
+    /// For each check, whether it reported a version not recorded yet (only those are
+    /// written).
+    fn any_new(&self, checks: &[(&str, &[Version])]) -> Result<Vec<bool>, HistoryError> {
         let txn = self.db.begin_read()?;
         let ids = txn.open_table(VERSION_IDS)?;
-        for v in found {
-            if ids.get((resource, canonical(v).as_str()))?.is_none() {
-                return Ok(true);
+        let mut out = Vec::with_capacity(checks.len());
+        for (resource, found) in checks {
+            let mut new = false;
+            for v in *found {
+                if ids.get((*resource, canonical(v).as_str()))?.is_none() {
+                    new = true;
+                    break;
+                }
             }
+            out.push(new);
         }
-        Ok(false)
+        Ok(out)
     }
 
     /// Every recorded version of `resource`, oldest first, with its number.
@@ -168,13 +193,23 @@ impl History {
 
     /// The newest recorded version of `resource`: the cursor its check is given.
     pub fn latest(&self, resource: &str) -> Result<Option<Version>, HistoryError> {
+        let mut all = self.latest_of(&[resource])?;
+        Ok(all.pop().flatten())
+    }
+
+    /// [`History::latest`] of each of `resources`, read in one transaction.
+    pub fn latest_of(&self, resources: &[&str]) -> Result<Vec<Option<Version>>, HistoryError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(VERSIONS)?;
-        let last = t
-            .range((resource, 0)..=(resource, u64::MAX))?
-            .next_back()
-            .transpose()?;
-        last.map(|(_, v)| decode(resource, v.value())).transpose()
+        let mut out = Vec::with_capacity(resources.len());
+        for resource in resources {
+            let last = t
+                .range((*resource, 0)..=(*resource, u64::MAX))?
+                .next_back()
+                .transpose()?;
+            out.push(last.map(|(_, v)| decode(resource, v.value())).transpose()?);
+        }
+        Ok(out)
     }
 
     /// The version a get of `resource` in `job` fetches under `mode`; `None` when there is
@@ -430,6 +465,37 @@ mod tests {
             h.next_version("b", "r", &VersionSpec::Every).unwrap(),
             Some(v("2"))
         );
+    }
+
+    #[test]
+    fn a_round_of_checks_is_recorded_together_as_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = open(dir.path());
+        h.record("known", &[v("1")], 0, true).unwrap();
+        let (a, known, none) = (
+            [v("1"), v("2"), v("3")],
+            [v("1"), v("2")],
+            Vec::<Version>::new(),
+        );
+        let new = h
+            .record_all(&[("a", &a), ("known", &known), ("none", &none)], 2, true)
+            .unwrap();
+        assert_eq!(new, [a.to_vec(), vec![v("2")], vec![]]);
+        // Each resource got its own cold start (only "a" was fresh), and the cap held.
+        assert_eq!(
+            h.next_version("j", "a", &VersionSpec::Every).unwrap(),
+            Some(v("3"))
+        );
+        assert_eq!(h.untaken("j", "known").unwrap(), 2);
+        let kept: Vec<Version> = h.versions("a").unwrap().into_iter().map(|x| x.1).collect();
+        assert_eq!(kept, [v("2"), v("3")]);
+        assert_eq!(
+            h.latest_of(&["a", "known", "none"]).unwrap(),
+            [Some(v("3")), Some(v("2")), None]
+        );
+        // Nothing new: nothing written, nothing reported.
+        let again = h.record_all(&[("a", &a[1..]), ("known", &known)], 2, true);
+        assert_eq!(again.unwrap(), [Vec::<Version>::new(), vec![]]);
     }
 
     #[test]

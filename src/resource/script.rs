@@ -1,6 +1,6 @@
 //! Running one script of a resource type: `sh -c` in its own process group, with the
 //! allow-listed environment (`crate::environ`), confined with Landlock to a directory
-//! (`crate::confine`), bounded by a timeout. Its whole stdout is kept (a check's JSON,
+//! (`crate::confine::spawn`, so without a `fork`), bounded by a timeout. Its whole stdout is kept (a check's JSON,
 //! an out's version) and the tail of its stderr (for the error when it fails). Whatever
 //! ends it, the process group is killed, so nothing it started outlives it.
 
@@ -69,7 +69,7 @@ fn stderr_note(stderr: &str) -> String {
 
 /// Runs `script`; its stdout when it exits 0.
 pub async fn run(script: &Script<'_>, cancel: &CancellationToken) -> Result<String, ScriptError> {
-    let mut cmd = Command::new("sh");
+    let mut cmd = Command::new(crate::environ::sh());
     cmd.arg("-c").arg(script.text).current_dir(script.cwd);
     crate::environ::set_command_env(
         &mut cmd,
@@ -81,8 +81,12 @@ pub async fn run(script: &Script<'_>, cancel: &CancellationToken) -> Result<Stri
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    crate::confine::confine(&mut cmd, script.confine_to)?;
-    let mut child = cmd.spawn().map_err(ScriptError::Spawn)?;
+    let mut child = crate::confine::spawn(cmd, script.confine_to)
+        .await
+        .map_err(|e| match e {
+            crate::confine::ConfineError::Start(e) => ScriptError::Spawn(e),
+            other => ScriptError::Confine(other),
+        })?;
     // Taken now: once waited for, the child no longer reports its id.
     let pid = child.id();
     let stdout = child.stdout.take().map(|o| {

@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::Watcher;
@@ -19,6 +18,7 @@ use super::check;
 use super::plan::{self, Waiting};
 use super::store::{self, Versions};
 use crate::console::tell;
+use crate::pipeline::Version;
 
 /// Checks run at once in one poll round.
 const CHECKS_AT_ONCE: usize = 8;
@@ -31,6 +31,10 @@ pub struct CheckNow {
     /// The resource.
     pub resource: String,
 }
+
+/// One resource checked in a round: (pipeline index, resource, its newest version as a
+/// build is pinned to, or why the check failed).
+type Checked = (usize, String, Result<Option<String>, String>);
 
 /// What one poll round did.
 #[derive(Debug, Clone, Copy, Default)]
@@ -89,33 +93,20 @@ impl Watcher {
                 }
             }
         }
-        let checks = futures::stream::iter(targets)
-            .map(|(i, resource)| {
-                let (w, checker) = (&self.pipelines[i], &self.checkers[i]);
-                async move {
-                    let got = check::latest(checker, &w.loaded, &resource).await;
-                    (i, resource, got)
-                }
-            })
-            .buffer_unordered(CHECKS_AT_ONCE)
-            .collect::<Vec<_>>()
-            .await;
         let mut round = Round::default();
-        if let Ok(mut latest) = self.latest.lock() {
-            for (i, resource, got) in checks {
-                match got {
-                    Ok(version) => {
-                        round.checked += 1;
-                        if let Some(v) = version {
-                            latest.insert((i, resource), v);
-                        }
+        for (i, resource, got) in self.check_all(targets).await {
+            match got {
+                Ok(version) => {
+                    round.checked += 1;
+                    if let (Some(v), Ok(mut latest)) = (version, self.latest.lock()) {
+                        latest.insert((i, resource), v);
                     }
-                    Err(e) => {
-                        round.failed += 1;
-                        tell!(
-                            "treadle watch: check of `{resource}` failed: {e} (checked again at the next poll)"
-                        );
-                    }
+                }
+                Err(e) => {
+                    round.failed += 1;
+                    tell!(
+                        "treadle watch: check of `{resource}` failed: {e} (checked again at the next poll)"
+                    );
                 }
             }
         }
@@ -128,6 +119,60 @@ impl Watcher {
             self.wake.notify_one();
         }
         round
+    }
+
+    /// Checks each of `targets` (pipeline index, resource), [`CHECKS_AT_ONCE`] at a time,
+    /// each check a task of its own so that they spread over the runtime's threads; then
+    /// records what each pipeline's checks found in one transaction. Each resource's
+    /// newest version as a build is pinned to, or why its check failed.
+    async fn check_all(self: &Arc<Self>, targets: Vec<(usize, String)>) -> Vec<Checked> {
+        // A JoinSet aborts its tasks (and so kills their commands) when dropped: a round
+        // dropped at a shutdown leaves no check running.
+        let mut running = tokio::task::JoinSet::new();
+        let mut found = Vec::with_capacity(targets.len());
+        let mut targets = targets.into_iter();
+        let mut ids = std::collections::HashMap::new();
+        loop {
+            while running.len() < CHECKS_AT_ONCE
+                && let Some((i, resource)) = targets.next()
+            {
+                let me = self.clone();
+                let name = resource.clone();
+                let task = running.spawn(async move {
+                    me.checkers[i].find(&name, &CancellationToken::new()).await
+                });
+                ids.insert(task.id(), (i, resource));
+            }
+            let Some(done) = running.join_next_with_id().await else {
+                break;
+            };
+            let (id, got) = match done {
+                Ok((id, got)) => (id, got.map_err(|e| e.to_string())),
+                Err(e) => (e.id(), Err(format!("its task failed: {e}"))),
+            };
+            if let Some((i, resource)) = ids.remove(&id) {
+                found.push((i, resource, got));
+            }
+        }
+        let mut out = Vec::with_capacity(found.len());
+        let mut by_pipeline: BTreeMap<usize, Vec<(String, Vec<Version>)>> = BTreeMap::new();
+        for (i, resource, got) in found {
+            match got {
+                Ok(versions) => by_pipeline.entry(i).or_default().push((resource, versions)),
+                Err(e) => out.push((i, resource, Err(e))),
+            }
+        }
+        for (i, found) in by_pipeline {
+            let names: Vec<String> = found.iter().map(|(r, _)| r.clone()).collect();
+            match check::record(&self.checkers[i], &self.pipelines[i].loaded, found).await {
+                Ok(each) => out.extend(
+                    each.into_iter()
+                        .map(|(r, got)| (i, r, got.map_err(|e| e.to_string()))),
+                ),
+                Err(e) => out.extend(names.into_iter().map(|r| (i, r, Err(e.to_string())))),
+            }
+        }
+        out
     }
 
     /// Queues each job whose trigger inputs moved since it was last queued; how many.
