@@ -139,6 +139,14 @@ pub fn set_command_env<'a>(
     cmd.env_clear().envs(command_env(pass)).envs(extra);
 }
 
+/// Looks a program up on PATH (what a command named without a `/` would run).
+pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

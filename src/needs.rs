@@ -2,8 +2,9 @@
 //! tool, `git` for git resources), checked before the run starts: a missing one is one
 //! clear message and exit code 2, not a step failing halfway with "No such file".
 
-use crate::pipeline::check::{find_program, visit_job};
+use crate::environ::find_program;
 use crate::pipeline::format::RunSpec;
+use crate::pipeline::walk::visit_job;
 use crate::pipeline::{Pipeline, StepKind};
 
 /// A program the pipeline needs that is not on PATH.

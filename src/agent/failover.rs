@@ -17,8 +17,10 @@ use treadle_session::{Journal, Tool, TurnOutcome, TurnReport};
 use super::budget::BudgetGuard;
 use super::observe::{AgentEvent, AgentObserver};
 use super::required::Required;
+use super::session_builder::session_builder;
 use super::spec::AgentStep;
-use super::step::{AgentError, Turns, converse, session_builder};
+use super::step::AgentError;
+use super::turns::{Turns, converse};
 use super::verdict::VerdictSlot;
 use crate::pipeline::ResolvedModel;
 

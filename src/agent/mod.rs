@@ -14,6 +14,10 @@
 //!
 //! * `spec`: [`AgentStep`], the step's inputs.
 //! * `step`: [`run_agent_step`] and [`AgentError`].
+//! * `session_builder`: a step's settings made into its session (endpoint, key, tools,
+//!   hooks, limits, who answers its gates), and the secret values it must never show.
+//! * `turns`: the turns of a step on its session (prompt, reminders, the typed-output
+//!   retry) and interrupting them when the step is cancelled.
 //! * `mcp`: starting and stopping the MCP servers a step's grant names.
 //! * `verdict`: the `verdict` tool and the reminder when it was not called.
 //! * `budget`: [`TokenBudget`], dollar budgets, and the guard hook that enforces them.
@@ -80,8 +84,10 @@ pub mod preflight;
 mod record;
 mod refuse;
 mod required;
+mod session_builder;
 mod spec;
 mod step;
+mod turns;
 mod typed_output;
 mod verdict;
 

@@ -1,15 +1,10 @@
 //! [`run_agent_step`]: one agent step as one session turn (two when a verdict is missing).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use treadle_event::{EventFilter, LoopScope, Usage};
-use treadle_hook::Hook;
-use treadle_session::{
-    ApiKey, GateAnswer, Journal, RunError, Session, SessionBuilder, StartError, Tool, TurnOutcome,
-    TurnReport,
-};
+use treadle_event::Usage;
+use treadle_session::{Journal, RunError, StartError, Tool, TurnOutcome};
 
 use super::budget::{BudgetGuard, add_costs};
 use super::controls::{ConfidenceFloor, Escalation, Question, QuestionKind};
@@ -18,19 +13,16 @@ use super::delegate::{Parent, Runner};
 use super::escalation;
 use super::failover;
 use super::mcp::{McpToolsError, StepServers};
-use super::observe::{AgentEvent, AgentObserver, forward};
-use super::record::{AgentOutcome, AgentStatus, calls_from_history};
-use super::required::{self, Required};
+use super::observe::{AgentEvent, AgentObserver};
+use super::record::{AgentOutcome, AgentStatus};
+use super::required::Required;
+use super::session_builder::{secrets_of, session_builder};
 use super::spec::AgentStep;
-use super::typed_output;
-use super::verdict::{VerdictSlot, VerdictTool, reminder};
+use super::turns::converse;
+use super::verdict::{VerdictSlot, VerdictTool};
 use crate::pipeline::mcp::server_of;
 use crate::resource::template::TemplateError;
 use crate::tools::{UnknownTool, Workspace, WorkspaceError, grant};
-
-/// How often an interrupt is repeated while a cancelled turn has not ended: an input that
-/// was still queued when the first interrupt came starts a turn the first one missed.
-const INTERRUPT_RETRY: Duration = Duration::from_millis(100);
 
 /// Why an agent step could not run at all. These are configuration or infrastructure
 /// errors (exit code 2); a step that ran and failed is an [`AgentOutcome`] whose status says
@@ -242,135 +234,6 @@ async fn escalate(
     Ok(outcome)
 }
 
-/// The secret values of a step: its model's API key and its MCP servers' bearer tokens.
-fn secrets_of(step: &AgentStep) -> Vec<String> {
-    let bearers = step
-        .mcp
-        .iter()
-        .filter_map(|server| match &server.transport {
-            treadle_session::mcp::McpTransport::Http { bearer, .. } => {
-                bearer.as_ref().map(|b| b.expose().to_owned())
-            }
-            treadle_session::mcp::McpTransport::Stdio { .. } => None,
-        });
-    step.model
-        .api_key_env
-        .iter()
-        .filter_map(|var| crate::environ::var(var))
-        .chain(bearers)
-        .collect()
-}
-
-/// The session of the step: its endpoint, model, key, tools, budget guard and limits.
-pub(super) fn session_builder(
-    step: &AgentStep,
-    journal: &Journal,
-    tools: Vec<Arc<dyn Tool>>,
-    guard: Arc<BudgetGuard>,
-) -> SessionBuilder {
-    let mut hooks: Vec<Arc<dyn Hook>> = vec![guard];
-    if let Some(policy) = step.controls.policy() {
-        hooks.push(Arc::new(policy));
-    }
-    let mut builder = Session::builder()
-        .endpoint(step.model.base_url.clone())
-        .model(step.model.model.clone())
-        .tools(tools)
-        .hooks(hooks)
-        .max_steps(step.model_call_limit())
-        // Nobody watches a pipeline's agent step: a guard's question is denied
-        // (approval_required), never left waiting, unless `permissions:` may ask, and
-        // then the step's asker takes the question to a person. Questions (`ask_human`)
-        // go to the step's answerer either way (a handler answers them headless too).
-        .headless(!step.controls.may_ask())
-        .unfinished_effects(step.unfinished_effects)
-        // The bearer tokens (the session adds its own key) are scrubbed from what the
-        // model says.
-        .secrets(secrets_of(step))
-        .journal(journal.clone());
-    if let Some(fence) = &step.controls.fence {
-        builder = builder.fence(fence.clone());
-    }
-    if let Some(var) = &step.model.api_key_env {
-        // Read where `main` keeps it: the variable itself is gone from the environment.
-        // The session scrubs its key (in plain and encoded forms) from what the model says.
-        builder = match crate::environ::var(var) {
-            Some(key) => builder.api_key(ApiKey::new(key.trim().to_owned())),
-            None => builder.api_key_env(var.clone()),
-        };
-    }
-    if step.controls.may_ask() || step.answerer.is_some() {
-        let controls = step.controls.clone();
-        let answerer = step.answerer.clone();
-        builder = builder.on_gate(move |request| {
-            let (controls, answerer) = (controls.clone(), answerer.clone());
-            async move {
-                if let Some(question) = request.human {
-                    return match answerer {
-                        Some(answerer) => (answerer.ask)(question).await,
-                        None => GateAnswer::deny("nobody answers questions in this step"),
-                    };
-                }
-                if !controls.may_ask() {
-                    return GateAnswer::deny("nobody answers permissions in this step");
-                }
-                let answer = controls
-                    .ask(Question {
-                        kind: QuestionKind::Permission,
-                        message: request.reason,
-                    })
-                    .await;
-                if answer.approved {
-                    GateAnswer::Approve
-                } else {
-                    let comment = answer
-                        .comment
-                        .map_or_else(String::new, |c| format!(": {c}"));
-                    GateAnswer::deny(format!("refused by {}{comment}", answer.by))
-                }
-            }
-        });
-        if let Some(deadline) = step.answerer.as_ref().and_then(|a| a.deadline) {
-            builder = builder.gate_deadline(deadline);
-        }
-    }
-    if let Some(system) = &step.system {
-        builder = builder.system_prompt(system.clone());
-    }
-    if let Some(link) = &step.parent {
-        builder = builder.parent(link.clone());
-    }
-    if let Some(temperature) = step.temperature {
-        builder = builder.temperature(temperature);
-    }
-    if let Some(top_p) = step.dials.top_p {
-        builder = builder.top_p(top_p);
-    }
-    if let Some(tokens) = step.dials.max_tokens {
-        builder = builder.max_tokens(tokens);
-    }
-    if let Some(effort) = &step.dials.reasoning_effort {
-        builder = builder.reasoning_effort(effort.clone());
-    }
-    if let Some(idle) = step.model_idle {
-        builder = builder.idle_timeout(idle);
-    }
-    if let Some(bytes) = step.model_response {
-        builder = builder.max_response_bytes(bytes);
-    }
-    let conversation = &step.conversation;
-    if let Some(window) = conversation.context_window {
-        builder = builder.context_window(window);
-    }
-    if let Some(tokens) = conversation.compact_after_tokens {
-        builder = builder.compact_after_tokens(tokens);
-    }
-    if let Some(bytes) = conversation.max_context_bytes.filter(|b| *b > 0) {
-        builder = builder.max_tool_result_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
-    }
-    builder
-}
-
 /// Runs the session of the step with its tools (the verdict tool is added here).
 async fn run_session(
     step: &AgentStep,
@@ -484,207 +347,4 @@ async fn run_session(
         steps: turns.steps,
         status,
     })
-}
-
-/// Runs the step's turns (as `sources` gives it) on `session` with the guard counting its
-/// usage and the observer shown its events; what they added up to and the model that
-/// served.
-pub(super) async fn converse(
-    session: &Session,
-    sources: &failover::Sources<'_>,
-) -> Result<(Turns, Option<String>), RunError> {
-    sources.guard.attach(session.subscribe(EventFilter {
-        ephemeral: LoopScope::None,
-        enduring: LoopScope::Only(vec![session.main_loop()]),
-    }));
-    let events = session.subscribe(EventFilter::all());
-    // The forwarder ends when `drive` shuts the session down, which ends the subscription.
-    let (turns, served) = tokio::join!(
-        drive(
-            session,
-            sources.step,
-            sources.slot,
-            sources.required,
-            sources.observer,
-            sources.cancel
-        ),
-        forward(events, sources.observer)
-    );
-    Ok((turns?, served))
-}
-
-/// What the turns of a step added up to.
-pub(super) struct Turns {
-    pub last: TurnReport,
-    pub text: String,
-    pub usage: Usage,
-    pub steps: u32,
-    pub calls: Vec<super::RecordedCall>,
-    /// The typed answer (`output_schema:`), or why there is none.
-    pub typed: Option<Result<serde_json::Value, String>>,
-}
-
-impl Turns {
-    /// Adds one more turn; its answer becomes the step's unless it said nothing (an answer
-    /// to a reminder is often a tool call alone).
-    fn absorb(&mut self, again: TurnReport) {
-        self.usage += again.usage;
-        self.steps += again.steps;
-        if !again.is_done() || again.text().is_some_and(|text| !text.trim().is_empty()) {
-            self.text = outcome_text(&again);
-        }
-        self.last = again;
-    }
-}
-
-/// Runs the turn (and the verdict reminder), reads the history, and shuts the session down
-/// whatever happened.
-async fn drive(
-    session: &Session,
-    step: &AgentStep,
-    slot: &VerdictSlot,
-    required: &Required,
-    observer: &dyn AgentObserver,
-    cancel: &CancellationToken,
-) -> Result<Turns, RunError> {
-    let result = turns(session, step, slot, required, observer, cancel).await;
-    let calls = match &result {
-        Ok(_) => session
-            .history()
-            .await
-            .map(|history| calls_from_history(&history))
-            .unwrap_or_default(),
-        Err(_) => Vec::new(),
-    };
-    session.shutdown().await;
-    result.map(|mut turns| {
-        turns.calls = calls;
-        turns
-    })
-}
-
-async fn turns(
-    session: &Session,
-    step: &AgentStep,
-    slot: &VerdictSlot,
-    required: &Required,
-    observer: &dyn AgentObserver,
-    cancel: &CancellationToken,
-) -> Result<Turns, RunError> {
-    let prompt = match &step.controls.output {
-        Some(typed) => typed_output::prompt(&step.prompt, typed),
-        None => step.prompt.clone(),
-    };
-    let first = run_turn(session, &prompt, cancel).await?;
-    let mut turns = Turns {
-        text: outcome_text(&first),
-        usage: first.usage,
-        steps: first.steps,
-        last: first,
-        calls: Vec::new(),
-        typed: None,
-    };
-    let mut reminded = 0;
-    while turns.last.is_done() && reminded < required::REMINDERS {
-        let missing = required.missing();
-        if missing.is_empty() {
-            break;
-        }
-        reminded += 1;
-        let ask = required::reminder(&missing);
-        observer.on_event(AgentEvent::Notice(format!(
-            "required tool(s) {} have not succeeded; asking again",
-            required::list(&missing)
-        )));
-        let again = run_turn(session, &ask, cancel).await?;
-        turns.absorb(again);
-    }
-    if !step.verdicts.is_empty() && turns.last.is_done() && slot.get().is_none() {
-        let ask = reminder(&step.verdicts);
-        observer.on_event(AgentEvent::Notice(format!(
-            "no verdict was given; asking once more: {ask}"
-        )));
-        let again = run_turn(session, &ask, cancel).await?;
-        turns.usage += again.usage;
-        turns.steps += again.steps;
-        // The answer to the reminder is often only the verdict call; the first turn's text
-        // stays the step's answer unless the second one says something.
-        if !again.is_done() || again.text().is_some_and(|text| !text.trim().is_empty()) {
-            turns.text = outcome_text(&again);
-        }
-        turns.last = again;
-    }
-    if let Some(typed) = &step.controls.output
-        && turns.last.is_done()
-    {
-        turns.typed = Some(typed_turns(session, step, typed, &mut turns, observer, cancel).await?);
-    }
-    Ok(turns)
-}
-
-/// Checks the answer against `output_schema:`, asks once more with the reason when it does
-/// not fit, and writes the valid answer to its output.
-async fn typed_turns(
-    session: &Session,
-    step: &AgentStep,
-    typed: &super::controls::TypedOutput,
-    turns: &mut Turns,
-    observer: &dyn AgentObserver,
-    cancel: &CancellationToken,
-) -> Result<Result<serde_json::Value, String>, RunError> {
-    let checked = match typed_output::check(&turns.text, typed) {
-        Ok(value) => Ok(value),
-        Err(reason) => {
-            observer.on_event(AgentEvent::Notice(format!(
-                "the answer does not match output_schema; asking once more: {reason}"
-            )));
-            let again = run_turn(session, &typed_output::retry(&reason), cancel).await?;
-            turns.usage += again.usage;
-            turns.steps += again.steps;
-            turns.text = outcome_text(&again);
-            let done = again.is_done();
-            turns.last = again;
-            if done {
-                typed_output::check(&turns.text, typed)
-            } else {
-                // The retry's own failure (budget, interrupt) is the step's status.
-                Err(reason)
-            }
-        }
-    };
-    Ok(checked.and_then(|value| {
-        typed_output::write(&step.dir, typed, &value)?;
-        Ok(value)
-    }))
-}
-
-/// The answer of a turn, or the reason it has none (for the step's record).
-fn outcome_text(report: &TurnReport) -> String {
-    match report.answer() {
-        Ok(text) => text.to_owned(),
-        Err(why) => why.to_string(),
-    }
-}
-
-/// Runs one turn, interrupting it when `cancel` fires.
-async fn run_turn(
-    session: &Session,
-    input: &str,
-    cancel: &CancellationToken,
-) -> Result<TurnReport, RunError> {
-    let run = session.run(input);
-    tokio::pin!(run);
-    tokio::select! {
-        report = &mut run => return report,
-        () = cancel.cancelled() => {}
-    }
-    loop {
-        // Interrupting a session that is already shut down only fails; the turn's report
-        // (or its error) still comes from `run`.
-        let _ = session.interrupt().await;
-        tokio::select! {
-            report = &mut run => return report,
-            () = tokio::time::sleep(INTERRUPT_RETRY) => {}
-        }
-    }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::{Cli, Command};
-use crate::pipeline::check::used_agents;
+use crate::pipeline::walk::used_agents;
 use crate::pipeline::{load, model};
 
 /// The providers' own key variables, taken whatever the pipeline says.

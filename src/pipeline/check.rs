@@ -1,24 +1,23 @@
 //! Checks a parsed pipeline before anything runs: every step has one kind and only its
 //! kind's keys, every input is produced by an earlier step, agents and resources exist,
-//! tools are built in or come from a declared MCP server, verdict routes land on steps (a backward one bounded by
-//! `max_visits`), models resolve and their API key variables are set.
+//! tools are built in or come from a declared MCP server, verdict routes land on steps (a
+//! backward one bounded by `max_visits`), models resolve and their API key variables are set.
 //!
-//! `validate` adds checks of this machine ([`CheckScope::machine`]): the programs tasks
-//! and stdio MCP servers name exist and the local model server answers. The checks of
-//! `mcp_servers:` live in [`super::mcp`].
+//! `validate` adds checks of this machine ([`CheckScope::machine`], in
+//! [`super::check_machine`]): the programs tasks and stdio MCP servers name exist and the
+//! local model server answers. The checks of `mcp_servers:` live in [`super::mcp`].
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
-use std::time::Duration;
 
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem, did_you_mean};
 use super::format::{Agent, Job, Pipeline, RunSpec, Step};
 use super::kind::StepKind;
 use super::mcp;
-use super::model::{self, ResolvedModel};
+use super::model;
 use super::tool_grant::{ToolGrant, ToolKind};
+use super::walk::used_agents;
 use crate::tools::{BUILTIN, DEFAULT_GRANT};
 
 /// What to check.
@@ -85,52 +84,11 @@ pub fn check(file: &Path, pipeline: &Pipeline, scope: &CheckScope<'_>) -> Vec<Di
     }
     c.models(scope);
     if scope.machine {
-        c.machine(scope);
+        for finding in super::check_machine::check(pipeline, scope.job, scope.env) {
+            c.push_finding(finding);
+        }
     }
     c.out
-}
-
-/// The agents the given job (or every job) uses, with their resolved models.
-pub fn used_agents<'p>(
-    pipeline: &'p Pipeline,
-    job: Option<&str>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Vec<(&'p Agent, Result<ResolvedModel, model::ModelError>)> {
-    let mut names = BTreeSet::new();
-    for j in pipeline
-        .jobs
-        .iter()
-        .filter(|j| job.is_none_or(|n| j.name.value == n))
-    {
-        visit_job(j, &mut |s| {
-            if let Ok(StepKind::Agent(a)) = s.kind() {
-                names.insert(a.value.clone());
-            }
-        });
-    }
-    pipeline
-        .agents
-        .iter()
-        .filter(|a| names.contains(&a.name.value))
-        .map(|a| (a, model::resolve(&a.source, a.name.pos, env)))
-        .collect()
-}
-
-/// Calls `f` on every step of a job, nested steps and hooks included, in file order.
-pub fn visit_job(job: &Job, f: &mut dyn FnMut(&Step)) {
-    for s in job.plan.iter().chain(job.hooks().map(|(_, h)| h)) {
-        visit_step(s, f);
-    }
-}
-
-pub(crate) fn visit_step(step: &Step, f: &mut dyn FnMut(&Step)) {
-    f(step);
-    for s in step.children() {
-        visit_step(s, f);
-    }
-    for (_, hook) in step.hooks() {
-        visit_step(hook, f);
-    }
 }
 
 impl<'a> Checker<'a> {
@@ -622,70 +580,4 @@ impl<'a> Checker<'a> {
             }
         }
     }
-
-    fn machine(&mut self, scope: &CheckScope<'_>) {
-        if find_program("sh").is_none() {
-            self.push(
-                Pos::default(),
-                Problem::Machine,
-                "`sh` is not on PATH; string `run:` commands need it",
-                "install a POSIX shell or use `run: { path, args }`",
-            );
-        }
-        let mut missing = Vec::new();
-        for job in &self.pipeline.jobs {
-            visit_job(job, &mut |s| {
-                if let Ok(StepKind::Task(run)) = s.kind()
-                    && let RunSpec::Exec(cfg) = &run.value
-                    && !cfg.path.contains('/')
-                    && find_program(&cfg.path).is_none()
-                {
-                    missing.push((run.pos, cfg.path.clone()));
-                }
-            });
-        }
-        for (pos, prog) in missing {
-            self.push(
-                pos,
-                Problem::Machine,
-                format!("program `{prog}` is not on PATH"),
-                format!("install `{prog}`, or give its full path in `run.path`"),
-            );
-        }
-        for (agent, _) in used_agents(self.pipeline, scope.job, scope.env) {
-            for finding in mcp::check_machine(agent, scope.env) {
-                self.push_finding(finding);
-            }
-        }
-        let mut probed = BTreeSet::new();
-        for (agent, resolved) in used_agents(self.pipeline, scope.job, scope.env) {
-            let Ok(m) = resolved else { continue };
-            if m.provider == "local" && probed.insert(m.base_url.clone()) && !answers(&m.base_url) {
-                self.push(agent.name.pos, Problem::Machine, format!("agent `{}` uses the local model server at {}, which is not answering", agent.name.value, m.base_url), "start it with `scripts/local-model start` (or set TREADLE_LOCAL_URL to where it runs)");
-            }
-        }
-    }
-}
-
-/// Looks a program up on PATH.
-pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// Whether something accepts TCP connections at the URL's host and port.
-fn answers(base_url: &str) -> bool {
-    let (scheme, rest) = base_url.split_once("://").unwrap_or(("http", base_url));
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let addr = if authority.contains(':') {
-        authority.to_owned()
-    } else {
-        format!("{authority}:{}", if scheme == "https" { 443 } else { 80 })
-    };
-    addr.to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_millis(700)).is_ok())
 }

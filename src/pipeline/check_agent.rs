@@ -89,13 +89,13 @@ pub fn check(pipeline: &Pipeline) -> Vec<Finding> {
     for job in &pipeline.jobs {
         let mut deciders = BTreeSet::new();
         let mut all = BTreeSet::new();
-        super::check::visit_job(job, &mut |s| {
+        super::walk::visit_job(job, &mut |s| {
             all.insert(s.display_name());
             if s.verdicts.is_some() {
                 deciders.insert(s.display_name());
             }
         });
-        super::check::visit_job(job, &mut |s| {
+        super::walk::visit_job(job, &mut |s| {
             step(s, &agents, &all, &deciders, &mut out);
         });
     }

@@ -32,7 +32,7 @@ pub fn routes(job: &super::format::Job) -> Vec<Finding> {
     let names: Vec<String> = job.plan.iter().map(|s| s.display_name()).collect();
     for (index, top) in job.plan.iter().enumerate() {
         let mut routes = Vec::new();
-        super::check::visit_step(top, &mut |s| {
+        super::walk::visit_step(top, &mut |s| {
             routes.extend(
                 s.all_routes()
                     .into_iter()

@@ -4,11 +4,11 @@
 //! nothing).
 
 use super::at::At;
-use super::check::visit_job;
 use super::check_flow::Finding;
 use super::diagnostic::Problem;
 use super::format::{Job, Pipeline, Resource};
 use super::kind::StepKind;
+use super::walk::visit_job;
 
 /// The resources a job's `get` steps fetch (after `resource:`), anywhere in the job.
 pub fn resources_got(job: &Job) -> Vec<String> {

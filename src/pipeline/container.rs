@@ -148,7 +148,7 @@ pub fn warnings(pipeline: &super::format::Pipeline) -> Vec<(Pos, String)> {
         }
     }
     for job in &pipeline.jobs {
-        super::check::visit_job(job, &mut |s| {
+        super::walk::visit_job(job, &mut |s| {
             if let Some(image) = &s.image {
                 out.push((image.pos, no_runtime(&image.value)));
             }

@@ -131,7 +131,7 @@ pub fn job_findings(job: &Job, agents: &HashMap<&str, &Agent>, prices: &Prices) 
         return out;
     }
     let mut seen = std::collections::BTreeSet::new();
-    super::check::visit_job(job, &mut |step| {
+    super::walk::visit_job(job, &mut |step| {
         if let Some(name) = &step.agent
             && seen.insert(name.value.clone())
             && let Some(agent) = agents.get(name.value.as_str())

@@ -12,10 +12,10 @@ use std::path::Path;
 use treadle_session::mcp::{DEFAULT_CALL_TIMEOUT, McpServerConfig, McpTransport};
 
 use super::at::Pos;
-use super::check::find_program;
 use super::check_flow::Finding;
 use super::diagnostic::Problem;
 use super::format::{Agent, McpServerSpec};
+use crate::environ::find_program;
 
 /// What separates the server from the tool in an MCP tool's name.
 pub const SEPARATOR: &str = "__";

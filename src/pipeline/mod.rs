@@ -19,6 +19,9 @@
 //! * `load`: reading and parsing with located errors.
 //! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean.
 //! * `check`: the checks before anything runs.
+//! * `check_machine`: the checks of this machine `validate` adds (programs on PATH, the
+//!   local model server answering).
+//! * `walk`: every step of a job, nested and hooks included, and the agents a job uses.
 //! * `container`: `image:` and its neighbours, `env:` in both spellings, `workspace:`.
 //! * `check_resource`: the checks of `resource_types:`, resource types and `version:`.
 //! * `check_resource_type`: the checks of a resource type's own keys (backend, container
@@ -44,6 +47,7 @@ pub mod at;
 pub mod check;
 pub mod check_agent;
 pub mod check_flow;
+pub mod check_machine;
 pub mod check_resource;
 pub mod check_resource_type;
 pub mod check_watch;
@@ -67,6 +71,7 @@ pub mod settings;
 pub mod step_keys;
 pub mod tool_grant;
 pub mod vars;
+pub mod walk;
 
 use std::path::{Path, PathBuf};
 
@@ -153,7 +158,7 @@ pub fn load_with_vars(
         .iter()
         .flat_map(|j| {
             let mut names = Vec::new();
-            check::visit_job(j, &mut |s| {
+            walk::visit_job(j, &mut |s| {
                 names.extend(s.load_var.as_ref().map(|v| v.value.clone()))
             });
             names

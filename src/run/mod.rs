@@ -73,8 +73,8 @@ pub use ports::{
 pub use state::{RunStatus, StateError, StepStatus, Store};
 pub use transcript::{Event, Redactor, Style, Transcript};
 
-use crate::pipeline::check::used_agents;
 use crate::pipeline::model::process_env;
+use crate::pipeline::walk::used_agents;
 use crate::pipeline::{Diagnostic, Loaded};
 
 /// The state file of the pipeline `file`: `given` (`--state`) when there is one, else

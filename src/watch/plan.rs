@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::store::Versions;
-use crate::pipeline::check::visit_job;
+use crate::pipeline::walk::visit_job;
 use crate::pipeline::{Job, Loaded, StepKind};
 
 /// One `get` of a job, as the watcher sees it.

@@ -1,0 +1,140 @@
+//! How an agent step's settings become a session: endpoint, key, tools, hooks, limits and
+//! the gate answerer ([`session_builder`]), and the secret values a step must never show.
+
+use std::sync::Arc;
+
+use treadle_hook::Hook;
+use treadle_session::{ApiKey, GateAnswer, Journal, Session, SessionBuilder, Tool};
+
+use super::budget::BudgetGuard;
+use super::controls::{Question, QuestionKind};
+use super::spec::AgentStep;
+
+/// The secret values of a step: its model's API key and its MCP servers' bearer tokens.
+pub(super) fn secrets_of(step: &AgentStep) -> Vec<String> {
+    let bearers = step
+        .mcp
+        .iter()
+        .filter_map(|server| match &server.transport {
+            treadle_session::mcp::McpTransport::Http { bearer, .. } => {
+                bearer.as_ref().map(|b| b.expose().to_owned())
+            }
+            treadle_session::mcp::McpTransport::Stdio { .. } => None,
+        });
+    step.model
+        .api_key_env
+        .iter()
+        .filter_map(|var| crate::environ::var(var))
+        .chain(bearers)
+        .collect()
+}
+
+/// The session of the step: its endpoint, model, key, tools, budget guard and limits.
+pub(super) fn session_builder(
+    step: &AgentStep,
+    journal: &Journal,
+    tools: Vec<Arc<dyn Tool>>,
+    guard: Arc<BudgetGuard>,
+) -> SessionBuilder {
+    let mut hooks: Vec<Arc<dyn Hook>> = vec![guard];
+    if let Some(policy) = step.controls.policy() {
+        hooks.push(Arc::new(policy));
+    }
+    let mut builder = Session::builder()
+        .endpoint(step.model.base_url.clone())
+        .model(step.model.model.clone())
+        .tools(tools)
+        .hooks(hooks)
+        .max_steps(step.model_call_limit())
+        // Nobody watches a pipeline's agent step: a guard's question is denied
+        // (approval_required), never left waiting, unless `permissions:` may ask, and
+        // then the step's asker takes the question to a person. Questions (`ask_human`)
+        // go to the step's answerer either way (a handler answers them headless too).
+        .headless(!step.controls.may_ask())
+        .unfinished_effects(step.unfinished_effects)
+        // The bearer tokens (the session adds its own key) are scrubbed from what the
+        // model says.
+        .secrets(secrets_of(step))
+        .journal(journal.clone());
+    if let Some(fence) = &step.controls.fence {
+        builder = builder.fence(fence.clone());
+    }
+    if let Some(var) = &step.model.api_key_env {
+        // Read where `main` keeps it: the variable itself is gone from the environment.
+        // The session scrubs its key (in plain and encoded forms) from what the model says.
+        builder = match crate::environ::var(var) {
+            Some(key) => builder.api_key(ApiKey::new(key.trim().to_owned())),
+            None => builder.api_key_env(var.clone()),
+        };
+    }
+    if step.controls.may_ask() || step.answerer.is_some() {
+        let controls = step.controls.clone();
+        let answerer = step.answerer.clone();
+        builder = builder.on_gate(move |request| {
+            let (controls, answerer) = (controls.clone(), answerer.clone());
+            async move {
+                if let Some(question) = request.human {
+                    return match answerer {
+                        Some(answerer) => (answerer.ask)(question).await,
+                        None => GateAnswer::deny("nobody answers questions in this step"),
+                    };
+                }
+                if !controls.may_ask() {
+                    return GateAnswer::deny("nobody answers permissions in this step");
+                }
+                let answer = controls
+                    .ask(Question {
+                        kind: QuestionKind::Permission,
+                        message: request.reason,
+                    })
+                    .await;
+                if answer.approved {
+                    GateAnswer::Approve
+                } else {
+                    let comment = answer
+                        .comment
+                        .map_or_else(String::new, |c| format!(": {c}"));
+                    GateAnswer::deny(format!("refused by {}{comment}", answer.by))
+                }
+            }
+        });
+        if let Some(deadline) = step.answerer.as_ref().and_then(|a| a.deadline) {
+            builder = builder.gate_deadline(deadline);
+        }
+    }
+    if let Some(system) = &step.system {
+        builder = builder.system_prompt(system.clone());
+    }
+    if let Some(link) = &step.parent {
+        builder = builder.parent(link.clone());
+    }
+    if let Some(temperature) = step.temperature {
+        builder = builder.temperature(temperature);
+    }
+    if let Some(top_p) = step.dials.top_p {
+        builder = builder.top_p(top_p);
+    }
+    if let Some(tokens) = step.dials.max_tokens {
+        builder = builder.max_tokens(tokens);
+    }
+    if let Some(effort) = &step.dials.reasoning_effort {
+        builder = builder.reasoning_effort(effort.clone());
+    }
+    if let Some(idle) = step.model_idle {
+        builder = builder.idle_timeout(idle);
+    }
+    if let Some(bytes) = step.model_response {
+        builder = builder.max_response_bytes(bytes);
+    }
+    let conversation = &step.conversation;
+    if let Some(window) = conversation.context_window {
+        builder = builder.context_window(window);
+    }
+    if let Some(tokens) = conversation.compact_after_tokens {
+        builder = builder.compact_after_tokens(tokens);
+    }
+    if let Some(bytes) = conversation.max_context_bytes.filter(|b| *b > 0) {
+        builder = builder.max_tool_result_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
+    }
+    builder
+}

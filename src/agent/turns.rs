@@ -1,0 +1,202 @@
+//! The turns of one agent step on its session: the prompt, the required-tool and verdict
+//! reminders, the `output_schema:` retry, and interrupting a turn when the step is cancelled.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use treadle_event::{EventFilter, LoopScope, Usage};
+use treadle_session::{RunError, Session, TurnReport};
+
+use super::failover;
+use super::observe::{AgentEvent, AgentObserver, forward};
+use super::record::calls_from_history;
+use super::required;
+use super::spec::AgentStep;
+use super::typed_output;
+use super::verdict::reminder;
+
+/// How often an interrupt is repeated while a cancelled turn has not ended: an input that
+/// was still queued when the first interrupt came starts a turn the first one missed.
+const INTERRUPT_RETRY: Duration = Duration::from_millis(100);
+
+/// Runs the step's turns (as `sources` gives it) on `session` with the guard counting its
+/// usage and the observer shown its events; what they added up to and the model that
+/// served.
+pub(super) async fn converse(
+    session: &Session,
+    sources: &failover::Sources<'_>,
+) -> Result<(Turns, Option<String>), RunError> {
+    sources.guard.attach(session.subscribe(EventFilter {
+        ephemeral: LoopScope::None,
+        enduring: LoopScope::Only(vec![session.main_loop()]),
+    }));
+    let events = session.subscribe(EventFilter::all());
+    // The forwarder ends when `drive` shuts the session down, which ends the subscription.
+    let (turns, served) = tokio::join!(drive(session, sources), forward(events, sources.observer));
+    Ok((turns?, served))
+}
+
+/// What the turns of a step added up to.
+pub(super) struct Turns {
+    pub last: TurnReport,
+    pub text: String,
+    pub usage: Usage,
+    pub steps: u32,
+    pub calls: Vec<super::RecordedCall>,
+    /// The typed answer (`output_schema:`), or why there is none.
+    pub typed: Option<Result<serde_json::Value, String>>,
+}
+
+impl Turns {
+    /// Adds one more turn; its answer becomes the step's unless it said nothing (an answer
+    /// to a reminder is often a tool call alone).
+    fn absorb(&mut self, again: TurnReport) {
+        self.usage += again.usage;
+        self.steps += again.steps;
+        if !again.is_done() || again.text().is_some_and(|text| !text.trim().is_empty()) {
+            self.text = outcome_text(&again);
+        }
+        self.last = again;
+    }
+}
+
+/// Runs the turn (and the verdict reminder), reads the history, and shuts the session down
+/// whatever happened.
+async fn drive(session: &Session, sources: &failover::Sources<'_>) -> Result<Turns, RunError> {
+    let result = turns(session, sources).await;
+    let calls = match &result {
+        Ok(_) => session
+            .history()
+            .await
+            .map(|history| calls_from_history(&history))
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    session.shutdown().await;
+    result.map(|mut turns| {
+        turns.calls = calls;
+        turns
+    })
+}
+
+async fn turns(session: &Session, sources: &failover::Sources<'_>) -> Result<Turns, RunError> {
+    let failover::Sources {
+        step,
+        slot,
+        required,
+        observer,
+        cancel,
+        ..
+    } = *sources;
+    let prompt = match &step.controls.output {
+        Some(typed) => typed_output::prompt(&step.prompt, typed),
+        None => step.prompt.clone(),
+    };
+    let first = run_turn(session, &prompt, cancel).await?;
+    let mut turns = Turns {
+        text: outcome_text(&first),
+        usage: first.usage,
+        steps: first.steps,
+        last: first,
+        calls: Vec::new(),
+        typed: None,
+    };
+    let mut reminded = 0;
+    while turns.last.is_done() && reminded < required::REMINDERS {
+        let missing = required.missing();
+        if missing.is_empty() {
+            break;
+        }
+        reminded += 1;
+        let ask = required::reminder(&missing);
+        observer.on_event(AgentEvent::Notice(format!(
+            "required tool(s) {} have not succeeded; asking again",
+            required::list(&missing)
+        )));
+        let again = run_turn(session, &ask, cancel).await?;
+        turns.absorb(again);
+    }
+    if !step.verdicts.is_empty() && turns.last.is_done() && slot.get().is_none() {
+        let ask = reminder(&step.verdicts);
+        observer.on_event(AgentEvent::Notice(format!(
+            "no verdict was given; asking once more: {ask}"
+        )));
+        // The answer to the reminder is often only the verdict call; the first turn's text
+        // stays the step's answer unless the second one says something.
+        let again = run_turn(session, &ask, cancel).await?;
+        turns.absorb(again);
+    }
+    if let Some(typed) = &step.controls.output
+        && turns.last.is_done()
+    {
+        turns.typed = Some(typed_turns(session, step, typed, &mut turns, observer, cancel).await?);
+    }
+    Ok(turns)
+}
+
+/// Checks the answer against `output_schema:`, asks once more with the reason when it does
+/// not fit, and writes the valid answer to its output.
+async fn typed_turns(
+    session: &Session,
+    step: &AgentStep,
+    typed: &super::controls::TypedOutput,
+    turns: &mut Turns,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+) -> Result<Result<serde_json::Value, String>, RunError> {
+    let checked = match typed_output::check(&turns.text, typed) {
+        Ok(value) => Ok(value),
+        Err(reason) => {
+            observer.on_event(AgentEvent::Notice(format!(
+                "the answer does not match output_schema; asking once more: {reason}"
+            )));
+            let again = run_turn(session, &typed_output::retry(&reason), cancel).await?;
+            turns.usage += again.usage;
+            turns.steps += again.steps;
+            turns.text = outcome_text(&again);
+            let done = again.is_done();
+            turns.last = again;
+            if done {
+                typed_output::check(&turns.text, typed)
+            } else {
+                // The retry's own failure (budget, interrupt) is the step's status.
+                Err(reason)
+            }
+        }
+    };
+    Ok(checked.and_then(|value| {
+        typed_output::write(&step.dir, typed, &value)?;
+        Ok(value)
+    }))
+}
+
+/// The answer of a turn, or the reason it has none (for the step's record).
+fn outcome_text(report: &TurnReport) -> String {
+    match report.answer() {
+        Ok(text) => text.to_owned(),
+        Err(why) => why.to_string(),
+    }
+}
+
+/// Runs one turn, interrupting it when `cancel` fires.
+async fn run_turn(
+    session: &Session,
+    input: &str,
+    cancel: &CancellationToken,
+) -> Result<TurnReport, RunError> {
+    let run = session.run(input);
+    tokio::pin!(run);
+    tokio::select! {
+        report = &mut run => return report,
+        () = cancel.cancelled() => {}
+    }
+    loop {
+        // Interrupting a session that is already shut down only fails; the turn's report
+        // (or its error) still comes from `run`.
+        let _ = session.interrupt().await;
+        tokio::select! {
+            report = &mut run => return report,
+            () = tokio::time::sleep(INTERRUPT_RETRY) => {}
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The checks of this machine that `validate` adds: the shell and the programs tasks name
+//! are on PATH, stdio MCP servers' commands exist, and the local model server answers.
+
+use std::collections::BTreeSet;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use super::at::Pos;
+use super::check_flow::Finding;
+use super::diagnostic::Problem;
+use super::format::{Pipeline, RunSpec};
+use super::kind::StepKind;
+use super::mcp;
+use super::walk::{used_agents, visit_job};
+use crate::environ::find_program;
+
+/// Every problem of this machine for running `job` (or every job) of `pipeline`.
+pub fn check(
+    pipeline: &Pipeline,
+    job: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    if find_program("sh").is_none() {
+        out.push((
+            Pos::default(),
+            Problem::Machine,
+            "`sh` is not on PATH; string `run:` commands need it".to_owned(),
+            "install a POSIX shell or use `run: { path, args }`".to_owned(),
+        ));
+    }
+    for j in &pipeline.jobs {
+        visit_job(j, &mut |s| {
+            if let Ok(StepKind::Task(run)) = s.kind()
+                && let RunSpec::Exec(cfg) = &run.value
+                && !cfg.path.contains('/')
+                && find_program(&cfg.path).is_none()
+            {
+                let prog = &cfg.path;
+                out.push((
+                    run.pos,
+                    Problem::Machine,
+                    format!("program `{prog}` is not on PATH"),
+                    format!("install `{prog}`, or give its full path in `run.path`"),
+                ));
+            }
+        });
+    }
+    let agents = used_agents(pipeline, job, env);
+    for (agent, _) in &agents {
+        out.extend(mcp::check_machine(agent, env));
+    }
+    let mut probed = BTreeSet::new();
+    for (agent, resolved) in &agents {
+        let Ok(m) = resolved else { continue };
+        if m.provider == "local" && probed.insert(m.base_url.clone()) && !answers(&m.base_url) {
+            out.push((
+                agent.name.pos,
+                Problem::Machine,
+                format!(
+                    "agent `{}` uses the local model server at {}, which is not answering",
+                    agent.name.value, m.base_url
+                ),
+                "start it with `scripts/local-model start` (or set TREADLE_LOCAL_URL to where it runs)"
+                    .to_owned(),
+            ));
+        }
+    }
+    out
+}
+
+/// Whether something accepts TCP connections at the URL's host and port.
+fn answers(base_url: &str) -> bool {
+    let (scheme, rest) = base_url.split_once("://").unwrap_or(("http", base_url));
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let addr = if authority.contains(':') {
+        authority.to_owned()
+    } else {
+        format!("{authority}:{}", if scheme == "https" { 443 } else { 80 })
+    };
+    addr.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_millis(700)).is_ok())
+}
