@@ -1,8 +1,9 @@
 //! Harness benchmarks, printed as JSON lines (`cargo bench --bench harness`).
 //!
-//! * `turn_overhead`: one 200-step tool turn against the scripted server, three ways in one
+//! * `turn_overhead`: one 200-step tool turn against the scripted server, four ways in one
 //!   run: a raw async-openai loop with no harness (the floor), treadle with a journal that
-//!   does not fsync, and treadle with the durable journal. Also one measured fsync.
+//!   does not fsync, treadle with the durable journal, and the same with the echo tool left
+//!   effectful. Also the log sync the journal does, probed after each durable round.
 //! * `turn_growth`: the same three ways at 100 and at 1,000 steps: whether treadle's own
 //!   cost per step (treadle minus the raw loop) grows with the conversation.
 //! * `concurrent_sessions`: 100 sessions × 20 steps at once, and 100 raw loops at once, in
@@ -32,7 +33,8 @@ use serde_json::{Value, json};
 use treadle_scripted::{Script, ScriptedServer};
 use treadle_session::event::{DeltaKind, Event, EventFilter, EventKind, Header, LoopId, SessionId};
 use treadle_session::hub::{Hub, HubOptions};
-use treadle_session::{FnTool, Journal, JournalOptions, Session, ToolError};
+use treadle_session::journal::JournalStats;
+use treadle_session::{Effect, FnTool, Journal, JournalOptions, Session, ToolError};
 
 fn turn_steps() -> usize {
     size(200)
@@ -43,7 +45,18 @@ struct Echo {
     i: Value,
 }
 
+/// The echo tool, declared pure (it reads nothing and changes nothing), as a program would
+/// declare it: its calls journal no effect intent or result.
 fn echo() -> FnTool<
+    Echo,
+    impl Fn(Echo) -> std::future::Ready<Result<String, ToolError>> + Send + Sync + 'static,
+> {
+    echo_effectful().effect(Effect::Pure)
+}
+
+/// The same tool left at the default effect, effectful: each call journals its intent
+/// before it runs (one more log sync per step, rule 11) and its result after.
+fn echo_effectful() -> FnTool<
     Echo,
     impl Fn(Echo) -> std::future::Ready<Result<String, ToolError>> + Send + Sync + 'static,
 > {
@@ -135,23 +148,36 @@ async fn raw_loop(client: &RawClient) -> usize {
     }
 }
 
-async fn treadle_turn(endpoint: &str, journal: Journal, steps: usize) -> u32 {
-    let session = Session::builder()
+/// One turn of `steps` echo steps; returns the steps and what the journal did. The journal
+/// is closed (checkpointed) before this returns, inside the caller's timing.
+async fn treadle_turn(
+    endpoint: &str,
+    journal: Journal,
+    steps: usize,
+    effectful: bool,
+) -> (u32, JournalStats) {
+    let builder = Session::builder()
         .endpoint(endpoint)
         .model("scripted")
-        .journal(journal)
+        .journal(journal.clone())
         .max_steps(steps as u32 + 2)
-        .max_tool_calls_per_turn(steps as u32 + 2)
-        .tool(echo())
-        .start()
-        .await
-        .expect("session");
+        .max_tool_calls_per_turn(steps as u32 + 2);
+    let builder = if effectful {
+        builder.tool(echo_effectful())
+    } else {
+        builder.tool(echo())
+    };
+    let session = builder.start().await.expect("session");
     let report = session.run("go").await.expect("run");
     assert!(report.is_done(), "{report:?}");
     session.shutdown().await;
-    report.steps
+    let stats = journal.stats();
+    drop(session);
+    drop(journal);
+    (report.steps, stats)
 }
 
+/// Median latency of a 512-byte append and its `sync_data`.
 fn one_fsync_us(dir: &std::path::Path) -> f64 {
     use std::io::Write;
     let path = dir.join("fsync-probe");
@@ -167,23 +193,28 @@ fn one_fsync_us(dir: &std::path::Path) -> f64 {
     samples[samples.len() / 2]
 }
 
-/// Median latency of what the durable journal's write-ahead log does per batch: a 512-byte
-/// write in place into a file pre-extended with written zeros, then `sync_data`.
-fn one_wal_append_us(dir: &std::path::Path) -> f64 {
+/// Latencies of what the durable journal's write-ahead log does per batch: a 512-byte write
+/// in place into a file pre-extended with written zeros, then `sync_data`; `n` samples.
+fn wal_appends_us(dir: &std::path::Path, n: u64) -> Vec<f64> {
     use std::io::{Seek, SeekFrom, Write};
     let mut file = std::fs::File::create(dir.join("wal-probe")).expect("probe file");
-    file.write_all(&vec![0u8; 1 << 20]).expect("zeros");
+    file.write_all(&vec![0u8; (n as usize + 1) * 512])
+        .expect("zeros");
     file.sync_data().expect("fsync");
     let mut samples = Vec::new();
-    for i in 0..200u64 {
+    for i in 0..n {
         let t = Instant::now();
         file.seek(SeekFrom::Start(i * 512)).expect("seek");
         file.write_all(&[7u8; 512]).expect("write");
         file.sync_data().expect("fsync");
         samples.push(t.elapsed().as_secs_f64() * 1e6);
     }
+    samples
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    samples.get(samples.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Median latency of one durable redb commit holding one small insert: the floor of what a
@@ -206,15 +237,35 @@ fn redb_commit_us(dir: &std::path::Path) -> f64 {
     samples[samples.len() / 2]
 }
 
-/// Best per-step µs of the raw loop, treadle without fsync and treadle durable, over three
-/// rounds of one `steps`-step turn each, against one server.
-async fn three_ways(steps: usize, dir: &std::path::Path) -> [f64; 3] {
+/// One `three_ways` measurement.
+struct Ways {
+    /// Best per-step µs of the raw loop, treadle without fsync, treadle durable, and
+    /// treadle durable with the effectful echo, over three rounds.
+    best: [f64; 4],
+    /// The median of the log-sync probes taken right after each durable round, so that
+    /// they meet the disk in the state the rounds met it (its latency moves by 10x and more
+    /// within minutes on a shared VM).
+    fsync_us: f64,
+    /// Journal batches (log syncs) per step of the last durable round, pure and effectful.
+    syncs_per_step: [f64; 2],
+    /// The mean time of one log append (write and `fdatasync`) in the journal itself, over
+    /// the durable rounds, pure and effectful.
+    journal_sync_us: [f64; 2],
+}
+
+/// The raw loop, treadle without fsync, treadle durable and treadle durable with an
+/// effectful tool, three rounds each against one server, with a log-sync probe after each
+/// durable round.
+async fn three_ways(steps: usize, dir: &std::path::Path) -> Ways {
     let server = server(steps).await;
     let url = server.base_url().to_owned();
     let client = raw_client(&url);
     // Warm up connections and code paths once.
     raw_loop(&client).await;
-    let mut best = [f64::MAX; 3];
+    let mut best = [f64::MAX; 4];
+    let mut syncs_per_step = [0.0; 2];
+    let mut sync_time = [(0u64, 0u64); 2];
+    let mut probes = Vec::new();
     for round in 0..3 {
         let t = Instant::now();
         let done = raw_loop(&client).await;
@@ -229,36 +280,58 @@ async fn three_ways(steps: usize, dir: &std::path::Path) -> [f64; 3] {
         )
         .expect("journal");
         let t = Instant::now();
-        let done = treadle_turn(&url, fast, steps).await;
+        let (done, _) = treadle_turn(&url, fast, steps, false).await;
         best[1] = best[1].min(t.elapsed().as_secs_f64() * 1e6 / f64::from(done));
 
-        let durable =
-            Journal::open(dir.join(format!("durable{steps}-{round}.redb"))).expect("journal");
-        let t = Instant::now();
-        let done = treadle_turn(&url, durable, steps).await;
-        best[2] = best[2].min(t.elapsed().as_secs_f64() * 1e6 / f64::from(done));
+        for (way, effectful) in [(2, false), (3, true)] {
+            let name = format!("durable{steps}-{round}-{way}.redb");
+            let durable = Journal::open(dir.join(name)).expect("journal");
+            let t = Instant::now();
+            let (done, stats) = treadle_turn(&url, durable, steps, effectful).await;
+            best[way] = best[way].min(t.elapsed().as_secs_f64() * 1e6 / f64::from(done));
+            syncs_per_step[way - 2] = stats.batches as f64 / f64::from(done);
+            sync_time[way - 2].0 += stats.log_append_micros;
+            sync_time[way - 2].1 += stats.batches;
+            probes.extend(wal_appends_us(dir, 20));
+        }
     }
-    best
+    Ways {
+        best,
+        fsync_us: median(probes),
+        syncs_per_step,
+        journal_sync_us: sync_time.map(|(micros, batches)| micros as f64 / batches.max(1) as f64),
+    }
 }
 
 async fn turn_overhead() {
     let dir = tempfile::tempdir().expect("dir");
-    let best = three_ways(turn_steps(), dir.path()).await;
-    let fsync = one_fsync_us(dir.path());
+    let ways = three_ways(turn_steps(), dir.path()).await;
+    let best = ways.best;
+    let fsync = ways.fsync_us;
     let redb_commit = redb_commit_us(dir.path());
-    let wal_append = one_wal_append_us(dir.path());
     println!(
         "{}",
         json!({
             "bench": "turn_overhead", "steps": turn_steps(),
             "floor_per_step_us": best[0], "treadle_nofsync_per_step_us": best[1], "treadle_durable_per_step_us": best[2],
+            "treadle_durable_effectful_per_step_us": best[3],
             "nofsync_over_floor": best[1] / best[0],
             "one_fsync_us": fsync,
+            "one_fsync_at_end_us": median(wal_appends_us(dir.path(), 200)),
+            // The probe this bench used before: an append (which also changes the file's
+            // size) and its fdatasync, at the end of the run.
+            "one_append_fsync_at_end_us": one_fsync_us(dir.path()),
             "one_redb_durable_commit_us": redb_commit,
-            "one_wal_append_us": wal_append,
+            "log_syncs_per_step": ways.syncs_per_step[0],
+            "log_syncs_per_step_effectful": ways.syncs_per_step[1],
+            // The same unit measured inside the journal, during the rounds themselves.
+            "journal_log_sync_us": ways.journal_sync_us[0],
+            "journal_log_sync_effectful_us": ways.journal_sync_us[1],
+            "durable_over_floor_in_journal_syncs": (best[2] - best[0]) / ways.journal_sync_us[0],
             "durable_extra_per_step_in_fsyncs": (best[2] - best[1]) / fsync,
             // Target (issue 14): at most 1.5.
             "durable_over_floor_in_fsyncs": (best[2] - best[0]) / fsync,
+            "durable_effectful_over_floor_in_fsyncs": (best[3] - best[0]) / fsync,
             "loadavg": loadavg(),
         })
     );
@@ -271,9 +344,9 @@ async fn turn_overhead() {
 async fn turn_growth() {
     let dir = tempfile::tempdir().expect("dir");
     let (short, long) = (size(100), size(1000));
-    let a = three_ways(short, dir.path()).await;
-    let b = three_ways(long, dir.path()).await;
-    let own = |w: [f64; 3], i: usize| w[i] - w[0];
+    let a = three_ways(short, dir.path()).await.best;
+    let b = three_ways(long, dir.path()).await.best;
+    let own = |w: [f64; 4], i: usize| w[i] - w[0];
     println!(
         "{}",
         json!({

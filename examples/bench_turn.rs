@@ -15,7 +15,7 @@ use std::time::Instant;
 use clap::Parser;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use treadle_session::{FnTool, Journal, JournalOptions, Session, ToolError};
+use treadle_session::{Effect, FnTool, Journal, JournalOptions, Session, ToolError};
 
 #[derive(Parser)]
 struct Args {
@@ -31,6 +31,11 @@ struct Args {
     /// Skip the fsync of each journal batch (durability off).
     #[arg(long)]
     no_fsync: bool,
+    /// Leave the echo tool at the default effect, effectful: each call then journals its
+    /// intent before it runs and its result after (rule 11), one more log sync per step.
+    /// Without this the tool is declared pure, which is what an echo is.
+    #[arg(long)]
+    effectful: bool,
     #[arg(long, default_value = "scripted")]
     model: String,
 }
@@ -61,11 +66,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .max_steps(args.steps + 2)
             // Long runs (`--steps 1000`) must not meet the default per-turn call limit.
             .max_tool_calls_per_turn(args.steps + 2)
-            .tool(FnTool::new(
-                "echo",
-                "Returns its argument.",
-                |a: Echo| async move { Ok::<_, ToolError>(a.i.to_string()) },
-            ))
+            .tool(
+                FnTool::new("echo", "Returns its argument.", |a: Echo| async move {
+                    Ok::<_, ToolError>(a.i.to_string())
+                })
+                .effect(if args.effectful {
+                    Effect::Effectful
+                } else {
+                    Effect::Pure
+                }),
+            )
             .start()
             .await?;
         sessions.push(session);
@@ -95,6 +105,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "framework": "treadle",
             "steps": args.steps,
             "sessions": args.sessions,
+            "effectful": args.effectful,
             "wall_s": wall.as_secs_f64(),
             "per_step_us": wall.as_secs_f64() * 1e6 / total_steps,
             "peak_rss_mb": peak_rss_mb(),

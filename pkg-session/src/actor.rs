@@ -298,23 +298,28 @@ impl LoopState {
         if self.running.as_ref().map(|r| r.coords.turn) != Some(coords.turn) {
             return Err(CommitError::NotRunning);
         }
-        let header = self.ctx.turn_header(coords, Some(commit.step));
-        let event = Event::new(
-            header,
+        // The step's last effect result goes in the same append, before the StepDone: one
+        // log sync for both (see `batch_scope::Deferred`). Each event gets a header of its
+        // own: a header carries the event's id, and the journal keeps one event per id.
+        let header = || self.ctx.turn_header(coords, Some(commit.step));
+        let mut events: Vec<Event> = commit
+            .effects
+            .into_iter()
+            .map(|kind| Event::new(header(), kind))
+            .collect();
+        let messages = commit.messages.clone();
+        events.push(Event::new(
+            header(),
             EventKind::StepDone {
                 index: commit.index,
                 messages: commit.messages,
                 usage: commit.usage,
                 model: commit.model,
             },
-        );
-        let messages = match &event.kind {
-            EventKind::StepDone { messages, .. } => messages.clone(),
-            _ => Vec::new(),
-        };
+        ));
         // Journaled and acknowledged before anyone sees it (rule 2); the messages join the
         // history only after that acknowledgement.
-        self.ctx.hub.commit(event).await?;
+        self.ctx.hub.commit_group(events).await?;
         self.history.extend(messages);
         Ok(())
     }

@@ -93,6 +93,11 @@ pub(crate) async fn run_batch(
         Prepared::FailTurn(reason) => Some(reason.clone()),
         _ => None,
     });
+    let ready = prepared
+        .iter()
+        .filter(|p| matches!(p, Prepared::Ready { .. }))
+        .count();
+    scope.deferred.expect(ready);
 
     let permits = Semaphore::new(scope.ctx.batch.max_parallel.max(1));
     let mut results: Vec<Option<Output>> = (0..calls.len()).map(|_| None).collect();
@@ -110,6 +115,12 @@ pub(crate) async fn run_batch(
         }
     }
 
+    if scope.cancel.is_cancelled() || failed.is_some() {
+        // No commit follows: a kept result is journaled on its own, as it would have been.
+        for result in scope.deferred.take() {
+            journal_result(scope, result).await;
+        }
+    }
     if scope.cancel.is_cancelled() {
         return BatchOutcome::Canceled;
     }
@@ -537,6 +548,7 @@ async fn execute(
             Err(panic) => (format!("tool {} panicked: {}", call.name, crate::tool::panic_message(&panic)), true, false),
         },
     };
+    let last = scope.deferred.returned();
     if canceled {
         crate::trace::record_error(&span, "canceled");
     } else if is_error {
@@ -554,12 +566,25 @@ async fn execute(
             content: content.clone(),
             is_error,
         };
-        if let Err(error) = journal(scope, result).await {
-            // The call ran; a restore will ask about it rather than repeat it.
-            tracing::error!(%error, call = %call.id, "could not journal an effect's result");
+        if last {
+            scope.deferred.keep(result);
+        } else {
+            journal_result(scope, result).await;
         }
     }
     (content, is_error, canceled)
+}
+
+/// Journals an effect's result on its own.
+async fn journal_result(scope: &BatchScope<'_>, result: EventKind) {
+    let call = match &result {
+        EventKind::EffectResult { call_id, .. } => call_id.clone(),
+        _ => String::new(),
+    };
+    if let Err(error) = journal(scope, result).await {
+        // The call ran; a restore will ask about it rather than repeat it.
+        tracing::error!(%error, %call, "could not journal an effect's result");
+    }
 }
 
 /// Journals an effect's intent or result through the loop actor (the loop's journal writer).

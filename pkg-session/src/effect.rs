@@ -4,7 +4,8 @@
 //! # Rule 11, exactly-once-effects
 //!
 //! Before an effectful call runs, the batch journals `EffectIntent` (with the step's staged
-//! assistant message); after it, `EffectResult`. Pure and idempotent calls journal nothing.
+//! assistant message); after it, `EffectResult` (the batch's last result in the step's own
+//! commit, see `batch_scope::Deferred`). Pure and idempotent calls journal nothing.
 //! A restore that finds an in-flight turn with an intent of its uncommitted step resumes that
 //! step's batch without asking the model again (see `resume.rs`):
 //!

@@ -92,7 +92,8 @@ pub mod tls;
 //   JSON schema, authorized by the guards in call order, then run in parallel (at most
 //   `max_parallel_tools`), sequential tools alone, same write targets in call order.
 // * `batch_scope`: a tool call as the model wrote it and the scope its batch runs in,
-//   shared by `batch` and `ask` (below both).
+//   shared by `batch` and `ask` (below both), with the effect result a step's commit
+//   journals (`Deferred`).
 // * `subject`: the typed `GateSubject` of a tool-call gate (its `GateKind`), as journaled.
 // * `ask`: a batch asking through a gate (permission, a person's question, an unfinished
 //   effect) and waiting for the answer.

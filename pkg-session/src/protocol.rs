@@ -21,6 +21,9 @@ pub(crate) struct StepCommit {
     pub messages: Vec<Message>,
     pub usage: Usage,
     pub model: String,
+    /// Effect results journaled in the same append, before the `StepDone` (see
+    /// `batch_scope::Deferred`).
+    pub effects: Vec<EventKind>,
 }
 
 /// Coordinates of the turn in flight, used to stamp the events it emits.

@@ -20,7 +20,7 @@ use treadle_event::{Block, EventKind, FailureCause, Message, Role, StepId, Usage
 use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
 
 use crate::batch::{self, BatchOutcome};
-use crate::batch_scope::{BatchScope, Call};
+use crate::batch_scope::{BatchScope, Call, Deferred};
 use crate::context::LoopContext;
 use crate::error::CommitError;
 use crate::inference::{Completion, InferenceRequest, PreparedRequest, ToolChoice};
@@ -67,6 +67,8 @@ struct Turn {
     repeats: RepeatWatch,
     /// A turn-ending tool succeeded: the next step is the turn's last.
     closing: bool,
+    /// The step's effect results that its commit journals (see `batch_scope::Deferred`).
+    effects: Vec<EventKind>,
 }
 
 /// Everything a turn task starts from.
@@ -128,6 +130,7 @@ pub(crate) async fn run(start: TurnStart) {
         resume,
         repeats: RepeatWatch::new(ctx_repeat_limit),
         closing: false,
+        effects: Vec::new(),
     };
     let end = turn.drive(index, input).instrument(span.clone()).await;
     let (usage, steps) = (turn.usage, turn.steps);
@@ -399,6 +402,7 @@ impl Turn {
             .map(|c| (c.name.clone(), c.arguments.clone()))
             .collect();
         let mut results = None;
+        let deferred = Deferred::default();
         if !calls.is_empty() {
             let scope = BatchScope {
                 ctx: &ctx,
@@ -407,8 +411,11 @@ impl Turn {
                 step: staged.step,
                 staged: &staged,
                 cancel: &self.cancel,
+                deferred: &deferred,
             };
-            match batch::run_batch(&scope, calls, prior).await {
+            let outcome = batch::run_batch(&scope, calls, prior).await;
+            self.effects = deferred.take();
+            match outcome {
                 BatchOutcome::Done(message) => results = Some(message),
                 BatchOutcome::Failed(reason) => {
                     return StepEnd::Discarded(End::Failed(FailureCause::Other, reason));
@@ -515,6 +522,7 @@ impl Turn {
             messages: messages.clone(),
             usage,
             model,
+            effects: std::mem::take(&mut self.effects),
         };
         if let Err(error) = self.commit(commit).await {
             return StepEnd::Discarded(End::Failed(FailureCause::Journal, error.to_string()));

@@ -6,6 +6,7 @@ mod ask_human;
 mod batches;
 mod common;
 mod compaction;
+mod effect_commit;
 mod hooks_and_marks;
 mod model_limits;
 mod real_model;

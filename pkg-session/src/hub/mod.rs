@@ -229,10 +229,22 @@ impl Hub {
 
     /// Rule 2, commit-before-publish, in one function: journals the enduring `event`, waits
     /// for the journal to acknowledge its durable append, and only then publishes it with
-    /// its seq. Every enduring event of a session goes through here (see docs/rules.md),
-    /// so every journal append passes the `JournalAppend` hooks here too.
+    /// its seq. Every enduring event of a session goes through here or through
+    /// [`Hub::commit_group`] (see docs/rules.md), so every journal append passes the
+    /// `JournalAppend` hooks here too.
     /// An acknowledgement without a seq is an error, never a made-up seq.
     pub(crate) async fn commit(&self, event: Event) -> Result<u64, AppendError> {
+        let id = event.id();
+        let seqs = self.commit_group(vec![event]).await?;
+        seqs.first()
+            .copied()
+            .ok_or(AppendError::NoSeq { event: id })
+    }
+
+    /// [`Hub::commit`] of several enduring events as one atomic append: one journal batch
+    /// (one sync) for all of them, then each is published with its seq, in order. A step
+    /// commits its last effect's result with its `StepDone` this way.
+    pub(crate) async fn commit_group(&self, events: Vec<Event>) -> Result<Vec<u64>, AppendError> {
         // A session that lost its right to write (its fence says so) writes nothing more,
         // and its subscriptions end: no terminal event will ever reach them.
         if let Some(fence) = &self.inner.fence
@@ -241,13 +253,14 @@ impl Hub {
             self.close();
             return Err(AppendError::Fenced { why });
         }
-        let hook = self.begin_append(&event).await;
-        let id = event.id();
-        let events = std::slice::from_ref(&event);
-        let appended = self.inner.journal.append_all(events).await;
-        let result = appended.and_then(|seqs| {
-            let seq = seqs.first().copied();
-            seq.ok_or(AppendError::NoSeq { event: id })
+        let hook = self.begin_append(&events).await;
+        let appended = self.inner.journal.append_all(&events).await;
+        let result = appended.and_then(|seqs| match events.get(seqs.len()) {
+            // One seq per event, or the acknowledgement is not believed.
+            Some(missing) => Err(AppendError::NoSeq {
+                event: missing.id(),
+            }),
+            None => Ok(seqs),
         });
         if let Some(active) = hook {
             let outcome = match &result {
@@ -256,19 +269,22 @@ impl Hub {
             };
             active.finish(outcome, None).await;
         }
-        let seq = result?;
-        self.publish(Arc::new(event), Some(seq));
-        Ok(seq)
+        let seqs = result?;
+        for (event, &seq) in events.into_iter().zip(&seqs) {
+            self.publish(Arc::new(event), Some(seq));
+        }
+        Ok(seqs)
     }
 
-    /// Begins the `JournalAppend` operation of `event`'s append, in the event's coordinates.
-    async fn begin_append(&self, event: &Event) -> Option<treadle_hook::Active> {
+    /// Begins the `JournalAppend` operation of an append of `events`, in the coordinates of
+    /// the last of them (a group is one step's).
+    async fn begin_append(&self, events: &[Event]) -> Option<treadle_hook::Active> {
         if self.inner.hooks.is_empty() {
             return None;
         }
-        let header = &event.header;
+        let header = &events.last()?.header;
         let payload = Payload::JournalAppend {
-            events: vec![event.kind.name().into()],
+            events: events.iter().map(|e| e.kind.name().into()).collect(),
         };
         let mut call = HookCall::new(
             self.inner.session,

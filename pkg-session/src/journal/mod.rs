@@ -128,6 +128,10 @@ pub struct JournalStats {
     /// Events found in the write-ahead log at open that redb did not have yet, and that
     /// were restored from it.
     pub replayed: u64,
+    /// Time the writer spent appending batches to the write-ahead log, its `fdatasync`
+    /// included, in µs (durable mode; 0 otherwise): what durability costs, measured where
+    /// it is paid.
+    pub log_append_micros: u64,
 }
 
 /// A handle to one journal file. Cheap to clone; every clone shares the file and the
@@ -518,6 +522,7 @@ impl Journal {
             failed_batches: c.failed_batches.load(Ordering::Relaxed),
             checkpoints: c.checkpoints.load(Ordering::Relaxed),
             replayed: c.replayed.load(Ordering::Relaxed),
+            log_append_micros: c.log_append_micros.load(Ordering::Relaxed),
         }
     }
 }

@@ -46,6 +46,7 @@ pub(crate) struct Counters {
     pub(crate) failed_batches: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) replayed: AtomicU64,
+    pub(crate) log_append_micros: AtomicU64,
 }
 
 pub(crate) struct Writer {
@@ -188,7 +189,13 @@ impl Writer {
             // Logged and synced before the commit, so that no reader of redb ever sees an
             // event a crash could still take back. A batch of duplicates only has nothing
             // to log: what it answers with was logged (or checkpointed) before.
-            if let Err(error) = wal.append(&entries) {
+            let started = std::time::Instant::now();
+            let appended = wal.append(&entries);
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.counters
+                .log_append_micros
+                .fetch_add(micros, Ordering::Relaxed);
+            if let Err(error) = appended {
                 drop(entries);
                 if let Err(abort) = txn.abort() {
                     tracing::warn!(error = %abort, "aborting a failed journal batch failed");
