@@ -9,7 +9,8 @@ use common::Fixture;
 use serde_json::{Value, json};
 use treadle_scripted::{Reply, Script, ScriptedServer};
 
-const DIGEST: &str = r#"
+/// A lead agent that delegates to a summarizer (also the run page test's pipeline).
+pub(crate) const DIGEST: &str = r#"
 agents:
   - name: summarizer
     description: Condenses a file to a paragraph.

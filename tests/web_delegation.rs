@@ -11,27 +11,7 @@ use serde_json::json;
 use served::{Page, WAIT};
 use treadle_scripted::Reply;
 
-const DIGEST: &str = r#"
-agents:
-  - name: summarizer
-    system: You summarize files.
-    tools: [read_file]
-  - name: lead
-    system: You lead.
-    tools:
-      - read_file
-      - agent: summarizer
-        description: Summarize a file; pass the path in `request`.
-jobs:
-  - name: digest
-    plan:
-      - task: fetch
-        outputs: [notes]
-        run: echo 'a very long account of the outage' > notes/log.txt
-      - agent: lead
-        inputs: [notes]
-        prompt: Have your summarizer condense notes/log.txt, then report.
-"#;
+use crate::agent_delegation::DIGEST;
 
 #[test]
 fn a_sub_agent_is_shown_nested_under_its_parent_step() {
@@ -108,10 +88,9 @@ fn a_sub_agent_is_shown_nested_under_its_parent_step() {
 
 #[test]
 fn a_question_in_a_run_is_answered_from_the_run_page() {
-    let yaml = "jobs:\n  - name: main\n    plan:\n      - input: replicas\n        question: How many replicas?\n        schema: { type: integer, minimum: 1, maximum: 9 }\n        outputs: [answer]\n      - task: scale\n        inputs: [answer]\n        run: echo \"scaling to $(cat answer/answer.json)\"\n";
     let Some(p) = Page::start(
         "a_question_in_a_run_is_answered_from_the_run_page",
-        yaml,
+        served::REPLICAS,
         vec![],
         Duration::ZERO,
     ) else {
@@ -119,54 +98,8 @@ fn a_question_in_a_run_is_answered_from_the_run_page() {
     };
     let id = p.start_run();
     p.open(&format!("/runs/{id}"));
-    p.b.wait_for(
-        "the question's form in the run's approval box",
-        "document.querySelector('#tree .approval form.question-form input[type=number][max=\"9\"]')",
-        WAIT,
-    );
-    let text = p.b.eval(
-        "return document.querySelector('#tree .question-form .q-text').textContent",
-        json!([]),
-    );
-    assert_eq!(text, json!("How many replicas?"));
-
-    // Out of range: the server's refusal is shown and the question stays open.
-    p.b.type_into("#tree .question-form input[type=number]", "12");
-    p.b.click("#tree .question-form button.answer");
-    let refused = p.b.wait_for(
-        "the refusal",
-        "document.querySelector('#tree .question-form .q-status')?.textContent || null",
-        WAIT,
-    );
-    assert!(
-        refused.as_str().unwrap_or_default().contains("maximum"),
-        "{refused}"
-    );
-    let pending = p.get("/api/v1/approvals?state=pending");
-    assert_eq!(pending.as_array().map(Vec::len), Some(1), "{pending}");
-
-    p.b.eval(
-        "document.querySelector('#tree .question-form input[type=number]').value = ''",
-        json!([]),
-    );
-    p.b.type_into("#tree .question-form input[type=number]", "3");
-    p.b.click("#tree .question-form button.answer");
-    let run = p.wait_run(id);
-    assert_eq!(run["status"], json!("succeeded"), "{run}");
-    // The answer reached the next step, and the page shows the question answered.
-    let scale = run["steps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|s| s["name"] == "scale")
-        .cloned()
-        .unwrap_or_default();
-    assert!(
-        scale["output_tail"]
-            .as_str()
-            .is_some_and(|t| t.contains("scaling to 3")),
-        "{scale}"
-    );
+    p.answer_replicas(id, "#tree .approval");
+    // The page shows the question answered.
     p.b.wait_for(
         "the approval box to say answered",
         "document.querySelector('#tree .approval:not(.ap-pending)') !== null || null",

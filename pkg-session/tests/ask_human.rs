@@ -53,13 +53,18 @@ async fn next_question(sub: &mut treadle_session::Subscription) -> GateRequest {
     }
 }
 
-#[tokio::test]
-async fn an_invalid_answer_is_refused_and_a_valid_one_continues_the_turn() {
-    let server = asking(json!({
-        "question": "How many replicas?",
-        "schema": { "type": "integer", "minimum": 1, "maximum": 9 }
-    }))
-    .await;
+/// A session with `ask_human` whose model asks with `arguments`, its turn running, and the
+/// question it opened.
+struct Asked {
+    server: treadle_scripted::ScriptedServer,
+    session: Session,
+    turn: tokio::task::JoinHandle<Result<treadle_session::TurnReport, treadle_session::RunError>>,
+    request: GateRequest,
+    _dir: tempfile::TempDir,
+}
+
+async fn asked(arguments: Value) -> Asked {
+    let server = asking(arguments).await;
     let dir = tempfile::tempdir().expect("dir");
     let session = common::session(server.base_url(), &dir)
         .tool(AskHuman::new())
@@ -69,45 +74,64 @@ async fn an_invalid_answer_is_refused_and_a_valid_one_continues_the_turn() {
     let mut sub = session.subscribe(EventFilter::enduring_only());
     let turn = {
         let session = session.clone();
-        tokio::spawn(async move { session.run("scale it").await })
+        tokio::spawn(async move { session.run("go on").await })
     };
     let request = next_question(&mut sub).await;
-    assert_eq!(request.kind, GateKind::HumanInput);
-    let question = request.human.clone().expect("the question");
+    Asked {
+        server,
+        session,
+        turn,
+        request,
+        _dir: dir,
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_answer_is_refused_and_a_valid_one_continues_the_turn() {
+    let a = asked(json!({
+        "question": "How many replicas?",
+        "schema": { "type": "integer", "minimum": 1, "maximum": 9 }
+    }))
+    .await;
+    assert_eq!(a.request.kind, GateKind::HumanInput);
+    let question = a.request.human.clone().expect("the question");
     assert_eq!(question.question, "How many replicas?");
 
     for bad in [json!("lots"), json!(0), json!(12)] {
-        let refused = session
-            .respond_gate(request.gate, GateAnswer::Answer { value: bad.clone() })
+        let refused = a
+            .session
+            .respond_gate(a.request.gate, GateAnswer::Answer { value: bad.clone() })
             .await;
         match refused {
             Err(GateError::Refused { gate, reason }) => {
-                assert_eq!(gate, request.gate);
+                assert_eq!(gate, a.request.gate);
                 assert!(reason.contains("does not fit"), "{bad}: {reason}");
             }
             other => panic!("{bad} was not refused: {other:?}"),
         }
     }
-    let approve = session
-        .respond_gate(request.gate, GateAnswer::Approve)
+    let approve = a
+        .session
+        .respond_gate(a.request.gate, GateAnswer::Approve)
         .await;
     assert!(
         matches!(approve, Err(GateError::Refused { .. })),
         "{approve:?}"
     );
 
-    session
-        .respond_gate(request.gate, GateAnswer::Answer { value: json!(3) })
+    a.session
+        .respond_gate(a.request.gate, GateAnswer::Answer { value: json!(3) })
         .await
         .expect("a valid answer is taken");
-    let report = turn.await.expect("join").expect("run");
+    let report = a.turn.await.expect("join").expect("run");
     assert_eq!(report.answer().expect("done"), "thanks");
-    assert_eq!(read_by_model(&server), ("3".to_owned(), false));
+    assert_eq!(read_by_model(&a.server), ("3".to_owned(), false));
 
     // Only the accepted answer is journaled.
-    let resolved: Vec<GateAnswer> = session
+    let resolved: Vec<GateAnswer> = a
+        .session
         .journal()
-        .read(session.id(), 0, None)
+        .read(a.session.id(), 0, None)
         .expect("read")
         .into_iter()
         .filter_map(|(_, e)| match e.kind {
@@ -116,27 +140,16 @@ async fn an_invalid_answer_is_refused_and_a_valid_one_continues_the_turn() {
         })
         .collect();
     assert_eq!(resolved, vec![GateAnswer::Answer { value: json!(3) }]);
-    session.shutdown().await;
+    a.session.shutdown().await;
 }
 
 #[tokio::test]
 async fn choices_limit_the_answers() {
-    let server = asking(json!({ "question": "Ship?", "choices": ["yes", "no"] })).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let session = common::session(server.base_url(), &dir)
-        .tool(AskHuman::new())
-        .start()
-        .await
-        .expect("start");
-    let mut sub = session.subscribe(EventFilter::enduring_only());
-    let turn = {
-        let session = session.clone();
-        tokio::spawn(async move { session.run("ship it?").await })
-    };
-    let request = next_question(&mut sub).await;
-    let refused = session
+    let a = asked(json!({ "question": "Ship?", "choices": ["yes", "no"] })).await;
+    let refused = a
+        .session
         .respond_gate(
-            request.gate,
+            a.request.gate,
             GateAnswer::Answer {
                 value: json!("maybe"),
             },
@@ -146,12 +159,12 @@ async fn choices_limit_the_answers() {
         matches!(refused, Err(GateError::Refused { .. })),
         "{refused:?}"
     );
-    session
-        .respond_gate(request.gate, GateAnswer::Answer { value: json!("no") })
+    a.session
+        .respond_gate(a.request.gate, GateAnswer::Answer { value: json!("no") })
         .await
         .expect("a choice");
-    assert!(turn.await.expect("join").expect("run").is_done());
-    assert_eq!(read_by_model(&server), ("no".to_owned(), false));
+    assert!(a.turn.await.expect("join").expect("run").is_done());
+    assert_eq!(read_by_model(&a.server), ("no".to_owned(), false));
 }
 
 async fn unanswered(tool: AskHuman) -> (String, bool) {

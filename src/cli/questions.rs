@@ -48,6 +48,31 @@ fn value(
     })
 }
 
+/// The answer to the question waiting at the step (`question`: its text and schema), or
+/// the exit code after saying why there is none.
+fn waited_answer(
+    at: &AnswerArgs,
+    question: Option<(&str, &serde_json::Value)>,
+    json: Option<String>,
+) -> Result<serde_json::Value, u8> {
+    let Some((question, schema)) = question else {
+        return Err(no_question(at));
+    };
+    value(json, question, schema).map_err(|e| {
+        tell!("{e}");
+        EXIT_CONFIG
+    })
+}
+
+fn no_question(at: &AnswerArgs) -> u8 {
+    tell!(
+        "run {} has no question waiting at step `{}`\n{HINT}",
+        at.run,
+        at.step
+    );
+    EXIT_CONFIG
+}
+
 pub(super) async fn answer(at: AnswerArgs, json: Option<String>) -> u8 {
     match super::remote::server_for(&at.file, at.state.clone()).await {
         Some(client) => remote(client, at, json).await,
@@ -57,7 +82,7 @@ pub(super) async fn answer(at: AnswerArgs, json: Option<String>) -> u8 {
 
 /// Through the control directory beside the state file.
 fn direct(at: AnswerArgs, json: Option<String>) -> u8 {
-    let mailbox = Mailbox::of_state(&crate::run::state_path(&at.file, at.state));
+    let mailbox = Mailbox::of_state(&crate::run::state_path(&at.file, at.state.clone()));
     let waiting: Option<Pending> = match mailbox.pending() {
         Ok(p) => p
             .into_iter()
@@ -67,20 +92,14 @@ fn direct(at: AnswerArgs, json: Option<String>) -> u8 {
             return EXIT_CONFIG;
         }
     };
-    let Some(question) = waiting.as_ref().and_then(|p| p.question.clone()) else {
-        tell!(
-            "run {} has no question waiting at step `{}`\n{HINT}",
-            at.run,
-            at.step
-        );
-        return EXIT_CONFIG;
-    };
-    let value = match value(json, &question.question, &question.schema) {
+    let question = waiting.as_ref().and_then(|p| p.question.as_ref());
+    let value = match waited_answer(
+        &at,
+        question.map(|q| (q.question.as_str(), &q.schema)),
+        json,
+    ) {
         Ok(v) => v,
-        Err(e) => {
-            tell!("{e}");
-            return EXIT_CONFIG;
-        }
+        Err(code) => return code,
     };
     let reply = Reply {
         answer: Answer::Approve,
@@ -114,19 +133,11 @@ async fn remote(client: Client, at: AnswerArgs, json: Option<String>) -> u8 {
         .into_iter()
         .find(|a| a.run == at.run && (a.seq.to_string() == at.step || a.step == at.step));
     let Some((seq, question)) = waiting.and_then(|a| Some((a.seq, a.question?))) else {
-        tell!(
-            "run {} has no question waiting at step `{}`\n{HINT}",
-            at.run,
-            at.step
-        );
-        return EXIT_CONFIG;
+        return no_question(&at);
     };
-    let value = match value(json, &question.question, &question.schema) {
+    let value = match waited_answer(&at, Some((&question.question, &question.schema)), json) {
         Ok(v) => v,
-        Err(e) => {
-            tell!("{e}");
-            return EXIT_CONFIG;
-        }
+        Err(code) => return code,
     };
     let body = serde_json::json!({ "decision": "answer", "value": value, "by": by() });
     let path = format!("/api/v1/runs/{}/approvals/{seq}", at.run);

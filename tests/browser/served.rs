@@ -145,6 +145,70 @@ impl Page {
     }
 }
 
+/// A pipeline whose first step asks a question (how many replicas, an integer from 1 to 9)
+/// and whose second, `scale`, prints the answer it reads.
+pub const REPLICAS: &str = "jobs:\n  - name: main\n    plan:\n      - input: replicas\n        question: How many replicas?\n        schema: { type: integer, minimum: 1, maximum: 9 }\n        outputs: [answer]\n      - task: scale\n        inputs: [answer]\n        run: echo \"scaling to $(cat answer/answer.json)\"\n";
+
+impl Page {
+    /// Answers the [`REPLICAS`] question of run `id` from its form inside `scope` (a CSS
+    /// selector of the page the form is on): the form shows the question; 12 is refused with
+    /// the server's reason and the question stays open; 3 is accepted. Waits for the run to
+    /// end and checks that it succeeded with the answer read by `scale`; answers the run.
+    pub fn answer_replicas(&self, id: u64, scope: &str) -> Value {
+        let form = format!("{scope} form.question-form");
+        self.b.wait_for(
+            "the question's form",
+            &format!("document.querySelector('{form} input[type=number][max=\"9\"]')"),
+            WAIT,
+        );
+        let text = self.b.eval(
+            &format!("return document.querySelector('{form} .q-text').textContent"),
+            json!([]),
+        );
+        assert_eq!(text, json!("How many replicas?"));
+
+        // Out of the schema's range: refused, with the server's reason, and still open.
+        self.b
+            .type_into(&format!("{form} input[type=number]"), "12");
+        self.b.click(&format!("{form} button.answer"));
+        let refused = self.b.wait_for(
+            "the refusal",
+            &format!("document.querySelector('{form} .q-status')?.textContent || null"),
+            WAIT,
+        );
+        assert!(
+            refused.as_str().unwrap_or_default().contains("maximum"),
+            "{refused}"
+        );
+        let pending = self.get("/api/v1/approvals?state=pending");
+        assert_eq!(pending.as_array().map(Vec::len), Some(1), "{pending}");
+        assert_eq!(pending[0]["question"]["schema"]["maximum"], json!(9));
+
+        self.b.eval(
+            &format!("document.querySelector('{form} input[type=number]').value = ''"),
+            json!([]),
+        );
+        self.b.type_into(&format!("{form} input[type=number]"), "3");
+        self.b.click(&format!("{form} button.answer"));
+        let run = self.wait_run(id);
+        assert_eq!(run["status"], json!("succeeded"), "{run}");
+        let scale = run["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["name"] == "scale")
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            scale["output_tail"]
+                .as_str()
+                .is_some_and(|t| t.contains("scaling to 3")),
+            "{scale}"
+        );
+        run
+    }
+}
+
 /// The run's journal as the API streams it after the run ended: `(kind, data)` in order.
 pub fn journal(p: &Page, id: u64) -> Vec<(String, Value)> {
     let url = p.server.url(&format!("/api/v1/runs/{id}/events"));
