@@ -1,10 +1,138 @@
-//! `across:` over agent cells against the scripted server: a `budget:` on the block stops
-//! admitting cells once spent, and the plan carries on.
+//! `across:`: each cell cached on its own (a changed value re-runs only its cells, a
+//! failed cell is not cached, a collecting cell never is), and, over agent cells against
+//! the scripted server, a `budget:` on the block that stops admitting cells once spent
+//! (the plan carries on) and whose `reserve_per_cell:` holds cells back while running
+//! ones have not reported.
+
+use std::path::Path;
+use std::time::Duration;
 
 use crate::common;
 
-use common::Fixture;
+use common::{Fixture, Run};
 use treadle_scripted::{Reply, Script, ScriptedServer};
+
+/// A matrix over `VALUES` whose cells and the step after it note in `$COUNT` that they ran.
+const MATRIX: &str = r#"
+jobs:
+- name: matrix
+  plan:
+  - across:
+    - var: v
+      values: VALUES
+    task: cell
+    # Test bookkeeping in a file outside the step directory: not confined.
+    pass_env: [COUNT, FLAG]
+    confined: false
+    run: echo {{ .vars.v }} >> "$COUNT"; test {{ .vars.v }} != bad || test -f "$FLAG"
+  - task: after
+    pass_env: [COUNT]
+    confined: false
+    run: echo after >> "$COUNT"
+"#;
+
+/// Runs `treadle run` on the matrix over `values`; the lines it added to `$COUNT`.
+fn run_matrix(f: &Fixture, values: &str) -> (Run, Vec<String>) {
+    std::fs::write(f.file(), MATRIX.replace("VALUES", values)).expect("write the pipeline");
+    let count = f.path().join("count.txt");
+    let before = lines(&count).len();
+    let flag = f.path().join("flag");
+    let run = f.treadle_env(
+        &["run"],
+        &[
+            ("COUNT", count.to_str().expect("utf-8 path")),
+            ("FLAG", flag.to_str().expect("utf-8 path")),
+        ],
+    );
+    let added = lines(&count).split_off(before);
+    (run, added)
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_changed_value_reruns_only_its_cell_and_the_steps_after_the_block() {
+    let f = Fixture::new("");
+    let (first, ran) = run_matrix(&f, "[a, b, c]");
+    first.expect_code(0);
+    assert_eq!(ran, ["a", "b", "c", "after"], "{}", first.stdout());
+    let (second, ran) = run_matrix(&f, "[a, b, c]");
+    second.expect_code(0);
+    assert!(
+        ran.is_empty(),
+        "an unchanged cell ran again: {ran:?}\n{}",
+        second.stdout()
+    );
+    let out = second.stdout();
+    for cell in ["cell [v=a]", "cell [v=b]", "cell [v=c]"] {
+        assert!(
+            out.contains(&format!("↺ {cell}")),
+            "{cell} not shown cached:\n{out}"
+        );
+    }
+    // One value changed: its cell runs, and so does the step chained to the block.
+    let (third, ran) = run_matrix(&f, "[a, b, d]");
+    third.expect_code(0);
+    assert_eq!(ran, ["d", "after"], "{}", third.stdout());
+}
+
+#[test]
+fn a_failed_cell_is_not_cached_and_runs_again_next_time() {
+    let f = Fixture::new("");
+    let (first, ran) = run_matrix(&f, "[a, bad]");
+    assert_ne!(
+        first.code(),
+        0,
+        "the bad cell must fail: {}",
+        first.stdout()
+    );
+    assert_eq!(ran, ["a", "bad"], "{}", first.stdout());
+    std::fs::write(f.path().join("flag"), "").expect("flag");
+    let (second, ran) = run_matrix(&f, "[a, bad]");
+    second.expect_code(0);
+    assert_eq!(ran, ["bad", "after"], "{}", second.stdout());
+}
+
+#[test]
+fn a_cell_that_collects_outputs_is_never_taken_from_the_cache() {
+    let yaml = r#"
+jobs:
+- name: review-matrix
+  plan:
+  - across:
+    - var: dim
+      values: [api, errors]
+    outputs: [findings]
+    task: review
+    pass_env: [COUNT]
+    confined: false
+    run: echo {{ .vars.dim }} >> "$COUNT"; echo {{ .vars.dim }} fine > findings/report.txt
+  - task: merge
+    inputs: [findings]
+    run: cat findings/api/report.txt findings/errors/report.txt
+"#;
+    let f = Fixture::new(yaml);
+    let count = f.path().join("count.txt");
+    let env = [("COUNT", count.to_str().expect("utf-8 path"))];
+    f.treadle_env(&["run"], &env).expect_code(0);
+    let second = f.treadle_env(&["run"], &env);
+    second.expect_code(0);
+    assert_eq!(
+        lines(&count),
+        ["api", "errors", "api", "errors"],
+        "{}",
+        second.stdout()
+    );
+    let out = second.stdout();
+    assert!(
+        out.contains("api fine") && out.contains("errors fine"),
+        "{out}"
+    );
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_spent_across_budget_admits_no_more_cells_and_the_plan_goes_on() {
@@ -48,4 +176,99 @@ jobs:
         "{out}"
     );
     assert_eq!(server.requests().len(), 1, "a second cell called the model");
+}
+
+/// Three agent cells, each answering after a delay, at most three at once, under a
+/// `budget:` of 1000 tokens with `RESERVE`.
+const PACED: &str = r#"
+agents:
+- name: reviewer
+jobs:
+- name: paced
+  plan:
+  - across:
+    - var: dim
+      values: [api, errors, concurrency]
+    max_in_flight: 3
+    budget: { tokens: 1000 RESERVE }
+    agent: reviewer
+    prompt: "Review the {{ .vars.dim }} dimension."
+"#;
+
+/// Runs the paced matrix; its output, and whether any cell started before an earlier one
+/// finished.
+async fn run_paced(reserve: &str) -> (Run, bool) {
+    let replies = (0..3).map(|i| Reply::text(format!("looked at {i}")).usage(60, 40));
+    let server = ScriptedServer::builder()
+        .chunk_delay(Duration::from_millis(150))
+        .start(Script::new(replies))
+        .await
+        .expect("server");
+    let f = Fixture::new(&PACED.replace("RESERVE", reserve));
+    let (_f, run) = f.run_at(server.base_url()).await;
+    let out = run.stdout();
+    let mut running = 0;
+    let mut overlapped = false;
+    for line in out.lines().map(str::trim_start) {
+        if line.starts_with("▶ reviewer [dim=") {
+            running += 1;
+            overlapped |= running > 1;
+        } else if line.starts_with("✓ reviewer [dim=") || line.starts_with("✗ reviewer [dim=") {
+            running -= 1;
+        }
+    }
+    (run, overlapped)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reservation_holds_cells_back_until_running_ones_report() {
+    // Without a reservation, the three cells start together (and the run says the ceiling
+    // cannot hold any back)...
+    let (blind, overlapped) = run_paced("").await;
+    blind.expect_code(0);
+    assert!(overlapped, "the cells did not overlap:\n{}", blind.stdout());
+    assert!(
+        blind.stdout().contains("nothing reserved per cell"),
+        "{}",
+        blind.stdout()
+    );
+    // ...with 600 reserved per cell, a second reservation would pass 1000, so each cell
+    // waits for the one before it to report; all three still run (each spends 100).
+    let (reserved, overlapped) = run_paced(", reserve_per_cell: 600").await;
+    reserved.expect_code(0);
+    assert!(!overlapped, "cells ran at once:\n{}", reserved.stdout());
+    assert_eq!(
+        reserved.stdout().matches("looked at").count(),
+        3,
+        "{}",
+        reserved.stdout()
+    );
+}
+
+#[test]
+fn reserve_per_cell_outside_an_across_block_and_usd_on_one_are_refused() {
+    let yaml = r#"
+agents:
+- name: reviewer
+  budget: { tokens: 100, reserve_per_cell: 10 }
+jobs:
+- name: j
+  plan:
+  - across:
+    - var: dim
+      values: [api]
+    budget: { usd: 1.5 }
+    agent: reviewer
+    prompt: "Review {{ .vars.dim }}."
+"#;
+    let run = Fixture::new(yaml).treadle(&["validate"]);
+    run.expect_code(2);
+    let err = run.stderr();
+    assert!(
+        err.contains(
+            "treadle.yml:4:44: `budget.reserve_per_cell` of agent `reviewer` paces nothing"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("`budget.usd` on the `across:` step"), "{err}");
 }

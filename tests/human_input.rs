@@ -5,46 +5,11 @@
 
 use crate::common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use common::{Fixture, Run};
+use common::{Fixture, Run, spawn_run, wait_until_asked};
 use serde_json::{Value, json};
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
 
 const INPUT: &str = "jobs:\n  - name: deploy\n    plan:\n      - input: replicas\n        question: How many replicas?\n        schema: { type: integer, minimum: 1, maximum: 9 }\n        timeout: 60s\n        outputs: [answer]\n      - task: scale\n        inputs: [answer]\n        run: echo \"scaling to $(cat answer/answer.json)\"\n";
-
-/// Starts `treadle run` in the background: stdin is not a terminal, a headless run.
-fn spawn_run(f: &Fixture, env: &[(&str, &str)]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_treadle"))
-        .arg("run")
-        .current_dir(f.path())
-        .env_remove("TREADLE_LOCAL_URL")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn treadle run")
-}
-
-/// Waits until `treadle approvals` lists a waiting step named `name`.
-fn wait_until_asked(f: &Fixture, name: &str) {
-    let start = Instant::now();
-    loop {
-        let list = f.treadle(&["approvals"]);
-        if list.stdout().contains(name) {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "never asked: {}{}",
-            list.stdout(),
-            list.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn an_invalid_answer_is_refused_and_a_valid_one_continues_the_run() {

@@ -158,6 +158,34 @@ impl BudgetGuard {
             .min()
     }
 
+    /// The fewest dollars left under any of the step's dollar budgets (its own and its
+    /// sub-agents' spending counted); `None` when it has none, or when what was spent
+    /// cannot be priced (a sub-agent then gets no share: see `delegate.rs`).
+    pub(crate) fn remaining_usd(&self) -> Option<f64> {
+        if self.dollars.is_empty() {
+            return None;
+        }
+        let spent = {
+            let mut state = self.lock();
+            let drained = drain_usage(state.events.as_mut());
+            state.spent += drained;
+            self.usd_spent(&state)?
+        };
+        self.dollars
+            .iter()
+            .map(|b| (b.limit - b.spent_before - spent).max(0.0))
+            .min_by(f64::total_cmp)
+    }
+
+    /// Dollars this step and its sub-agents spent; `None` when any of it has no price.
+    fn usd_spent(&self, state: &State) -> Option<f64> {
+        let own = cost(&state.spent, self.price.as_ref()).usd()?;
+        match self.delegated.spent() {
+            Some((_, theirs)) => Some(own + theirs.usd()?),
+            None => Some(own),
+        }
+    }
+
     /// Adds dollar budgets, counted at `price`.
     pub(crate) fn with_dollars(
         mut self,
@@ -212,7 +240,9 @@ impl BudgetGuard {
                 ));
             }
         }
-        let usd = cost(&state.spent, self.price.as_ref()).usd();
+        // What the sub-agents spent counts against the dollar ceilings as their tokens
+        // count against the token ones.
+        let usd = self.usd_spent(&state);
         for budget in &self.dollars {
             let spent = usd.map(|usd| budget.spent_before + usd);
             if spent.is_none_or(|spent| spent >= budget.limit) {

@@ -19,6 +19,13 @@
 //! * The sub-agent runs on a task of its own, cancelled when the parent step is cancelled
 //!   or when the call is dropped (the parent's turn interrupted), so its session is always
 //!   interrupted and shut down by its own runner.
+//! * Dollars: a call likewise takes `percent` of what is left of the parent's tightest
+//!   dollar budget (or its own, when smaller), and what it spent counts against the
+//!   parent's. A sub-agent whose model has no price then cannot count its share and is
+//!   refused its first model call (fail closed).
+//! * A sub-agent granted `ask_human` asks through the parent step's answerer: its
+//!   questions park under the parent step and are answered like the parent's, marked with
+//!   the sub-agent's name.
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
@@ -31,11 +38,15 @@ use treadle_event::{ParentLink, SessionId};
 use treadle_session::{Effect, Tool, ToolError};
 
 use super::budget::{BudgetGuard, BudgetScope, Delegated, TokenBudget};
+use super::controls::DollarBudget;
 use super::granted::Delegate;
 use super::observe::{AgentEvent, AgentObserver};
 use super::record::AgentOutcome;
 use super::spec::AgentStep;
 use crate::tools::{MAX_OUTPUT_BYTES, truncate};
+
+/// The built-in tool through which a model asks a person.
+const ASK_HUMAN: &str = "ask_human";
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -81,11 +92,18 @@ impl Parent {
     }
 
     fn remaining(&self) -> Option<u64> {
+        self.running_guard().and_then(|g| g.remaining())
+    }
+
+    fn remaining_usd(&self) -> Option<f64> {
+        self.running_guard().and_then(|g| g.remaining_usd())
+    }
+
+    fn running_guard(&self) -> Option<Arc<BudgetGuard>> {
         self.guard
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .upgrade()
-            .and_then(|g| g.remaining())
     }
 }
 
@@ -131,6 +149,15 @@ impl DelegateTool {
             session,
             tool: self.delegate.name.clone(),
         });
+        // A sub-agent that may ask a person asks through the parent step's question path
+        // (parked under the parent step, answered like any of its questions).
+        if child.tools.iter().any(|t| t == ASK_HUMAN) {
+            child.answerer = parent
+                .answerer
+                .clone()
+                .map(|a| a.on_behalf_of(&self.delegate.name));
+        }
+        self.share_dollars(&mut child)?;
         if let Some(left) = self.parent.remaining() {
             let share = left * u64::from(self.delegate.percent) / 100;
             if share == 0 {
@@ -147,6 +174,35 @@ impl DelegateTool {
             }];
         }
         Ok(child)
+    }
+}
+
+impl DelegateTool {
+    /// Gives the sub-agent `percent` of the dollars left of the parent's tightest dollar
+    /// budget (or its own, when smaller); with none left the call is refused.
+    fn share_dollars(&self, child: &mut AgentStep) -> Result<(), ToolError> {
+        let Some(left) = self.parent.remaining_usd() else {
+            return Ok(());
+        };
+        let share = left * f64::from(self.delegate.percent) / 100.0;
+        if share <= 0.0 {
+            return Err(ToolError::new(format!(
+                "cannot delegate to `{}`: ${left:.4} is left of this step's dollar budget, and a sub-agent takes {}% of that; finish without it",
+                self.delegate.name, self.delegate.percent
+            )));
+        }
+        let own = child
+            .controls
+            .dollars
+            .iter()
+            .map(|b| b.limit)
+            .min_by(f64::total_cmp);
+        child.controls.dollars = vec![DollarBudget {
+            scope: BudgetScope::Step,
+            limit: own.map_or(share, |own| own.min(share)),
+            spent_before: 0.0,
+        }];
+        Ok(())
     }
 }
 

@@ -82,6 +82,14 @@ impl Granted {
         Ok(granted)
     }
 
+    /// Whether a sub-agent of the grant (or one of theirs) may ask a person (`ask_human`):
+    /// the step then needs an answerer even when it does not ask itself.
+    pub fn asks_people(&self) -> bool {
+        self.delegates
+            .iter()
+            .any(|d| d.step.tools.iter().any(|t| t == "ask_human") || d.step.granted.asks_people())
+    }
+
     /// Whether `name` is one of these tools rather than a built-in.
     pub fn owns(&self, name: &str) -> bool {
         self.custom.iter().any(|c| c.name == name) || self.delegates.iter().any(|d| d.name == name)

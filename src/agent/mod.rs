@@ -28,6 +28,8 @@
 //! * `failover`: `fallback:` mid-step, the next source continuing the conversation.
 //! * `cost`: [`ModelPrice`], [`Cost`].
 //! * [`preflight`]: probing every model and MCP server a job uses, before it runs.
+//! * [`source_pick`]: the source an agent with `fallback:` starts a run on, when its
+//!   primary cannot be reached before the first step.
 //! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
 //! * `record`: [`AgentOutcome`], [`RecordedCall`], [`AgentStatus`].
 //! * [`context_files`]: `context_paths:` and `prompt_file: { artifact, path }`, read when
@@ -85,6 +87,7 @@ mod record;
 mod refuse;
 mod required;
 mod session_builder;
+pub mod source_pick;
 mod spec;
 mod step;
 mod turns;

@@ -164,7 +164,7 @@ async fn probe_servers(agent: &crate::pipeline::Agent) -> Vec<Probe> {
 }
 
 /// An error and its sources, which say what really went wrong (refused, DNS, TLS).
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -99,6 +99,21 @@ pub struct Answerer {
     pub deadline: Option<std::time::Duration>,
 }
 
+impl Answerer {
+    /// The same answerer for the questions of sub-agent `name`, which the person sees
+    /// marked as the sub-agent's.
+    pub fn on_behalf_of(&self, name: &str) -> Self {
+        let (ask, who) = (self.ask.clone(), format!("[sub-agent {name}] "));
+        Self {
+            ask: std::sync::Arc::new(move |mut question: treadle_session::HumanQuestion| {
+                question.question = format!("{who}{}", question.question);
+                ask(question)
+            }),
+            deadline: self.deadline,
+        }
+    }
+}
+
 impl std::fmt::Debug for Answerer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Answerer(deadline {:?})", self.deadline)
@@ -450,7 +465,7 @@ mod tests {
             max_turns: Some(7),
             budget: budget.map(|tokens| Budget {
                 tokens: Some(tokens),
-                dollars: None,
+                ..Budget::default()
             }),
             ..Agent::default()
         }
@@ -476,7 +491,7 @@ mod tests {
             ]),
             budget: Some(Budget {
                 tokens: Some(500),
-                dollars: None,
+                ..Budget::default()
             }),
             ..Step::default()
         };

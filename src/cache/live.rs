@@ -67,12 +67,17 @@ pub(crate) enum Mode {
 pub(super) struct RunKeys {
     /// Keys of leaf steps, by outline seq.
     pub keys: HashMap<u32, Digest>,
-    /// Parts of the keys of steps that will run (for storing their outcome).
-    pub parts: HashMap<u32, KeyParts>,
+    /// Keys of the cells of `across:` steps, by the cell's outline path (`3#1`): a cell
+    /// shares its step's seq, so its key is kept apart and folded into the step's.
+    pub cell_keys: HashMap<String, Digest>,
+    /// Parts of the keys of steps (and cells) that will run, by outline path (for storing
+    /// their outcome).
+    pub parts: HashMap<String, KeyParts>,
     /// Digests (and manifests) of artifact trees, by path.
     pub trees: HashMap<PathBuf, (Digest, Arc<Manifest>)>,
-    /// Steps visited (a route back to a step runs it again rather than replaying).
-    pub visited: HashSet<u32>,
+    /// Steps and cells visited, by outline path (a route back to a step runs it again
+    /// rather than replaying).
+    pub visited: HashSet<String>,
     /// Entries replayed, to mark as recently used.
     pub touched: Vec<Digest>,
     /// Whether anything new went into the store.
@@ -83,6 +88,35 @@ pub(super) struct RunKeys {
     pub inputs_before: HashMap<u32, HashMap<String, PathBuf>>,
     /// Artifacts that came from a git resource: name → (resource, commit).
     pub git_inputs: HashMap<String, (String, String)>,
+}
+
+/// Where a key belongs: a step, by its outline seq, or one cell of an `across:` step, by
+/// the cell's outline path (its cells share the step's seq).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Slot<'a> {
+    /// A step: its seq and outline path.
+    Step(u32, &'a str),
+    /// A cell: its outline path (`3#1`).
+    Cell(&'a str),
+}
+
+impl Slot<'_> {
+    fn path(&self) -> &str {
+        match self {
+            Self::Step(_, p) | Self::Cell(p) => p,
+        }
+    }
+
+    fn keep(&self, l: &mut RunKeys, key: Digest) {
+        match self {
+            Self::Step(seq, _) => {
+                l.keys.insert(*seq, key);
+            }
+            Self::Cell(path) => {
+                l.cell_keys.insert((*path).to_owned(), key);
+            }
+        }
+    }
 }
 
 /// The cache as one run uses it.
@@ -194,17 +228,18 @@ impl StepCache {
         self.live.lock().ok().map(|mut l| f(&mut l))
     }
 
-    /// Notes a visit of step `seq`; `true` the first time (a route back to a step runs it
-    /// again rather than taking it from the cache).
-    pub(crate) fn first_visit(&self, seq: u32) -> bool {
-        self.with(|l| l.visited.insert(seq)).unwrap_or(false)
+    /// Notes a visit of the step (or cell) at outline `path`; `true` the first time (a
+    /// route back to a step runs it again rather than taking it from the cache).
+    pub(crate) fn first_visit(&self, path: &str) -> bool {
+        self.with(|l| l.visited.insert(path.to_owned()))
+            .unwrap_or(false)
     }
 
-    /// Step `seq`'s key, and the parts to store its outcome under once it ran.
-    pub(crate) fn set_key(&self, seq: u32, parts: KeyParts) {
+    /// The key of `at`, and the parts to store its outcome under once it ran.
+    pub(crate) fn set_key(&self, at: Slot<'_>, parts: KeyParts) {
         self.with(|l| {
-            l.keys.insert(seq, parts.key());
-            l.parts.insert(seq, parts);
+            at.keep(l, parts.key());
+            l.parts.insert(at.path().to_owned(), parts);
         });
     }
 
@@ -214,18 +249,36 @@ impl StepCache {
             .unwrap_or(Digest::ZERO)
     }
 
-    /// The key parts of step `seq`, taken to store its outcome (once).
-    pub(crate) fn take_parts(&self, seq: u32) -> Option<KeyParts> {
-        self.with(|l| l.parts.remove(&seq)).flatten()
+    /// The key parts of the step (or cell) at `path`, taken to store its outcome (once).
+    pub(crate) fn take_parts(&self, path: &str) -> Option<KeyParts> {
+        self.with(|l| l.parts.remove(path)).flatten()
     }
 
-    /// A step taken from a recorded outcome under `key`; `touched`: mark the entry used.
-    pub(crate) fn reused(&self, seq: u32, key: Digest, touched: bool) {
+    /// `at` was taken from a recorded outcome under `key`; `touched`: mark the entry used.
+    pub(crate) fn reused(&self, at: Slot<'_>, key: Digest, touched: bool) {
         self.with(|l| {
-            l.keys.insert(seq, key);
+            at.keep(l, key);
             if touched {
                 l.touched.push(key);
             }
+        });
+    }
+
+    /// Gives the `across:` step `seq` its key once its cells ran: their keys in order
+    /// (`cells`: their outline paths), so a step after the block chains to every cell
+    /// and a changed cell changes it. A cell that never got a key (not admitted) counts
+    /// as absent.
+    pub(crate) fn fold_cells(&self, seq: u32, cells: &[String]) {
+        self.with(|l| {
+            let mut h = blake3::Hasher::new();
+            h.update(b"across\0");
+            for path in cells {
+                match l.cell_keys.get(path) {
+                    Some(k) => h.update(&k.0),
+                    None => h.update(&Digest::ZERO.0),
+                };
+            }
+            l.keys.insert(seq, h.finalize().into());
         });
     }
 

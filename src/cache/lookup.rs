@@ -81,11 +81,21 @@ pub(crate) fn is_leaf(step: &Step) -> bool {
 
 /// Whether the cache may ever replay this step outside a resume or replay. A guarded
 /// step is not (its guard decides at run time whether it runs), nor is an `across:` step
-/// (its cells share its record).
+/// as a whole (its cells are looked up one by one: [`cell_replayable`]).
 pub(crate) fn replayable(step: &Step) -> bool {
+    step.across.is_none() && replayable_kind(step)
+}
+
+/// Whether the cache may replay one cell of an `across:` step: as it would the step
+/// without its `across:`, unless the block collects outputs. A replayed cell captures
+/// nothing, so the collection would have a hole where that cell's files belong.
+pub(crate) fn cell_replayable(step: &Step) -> bool {
+    step.outputs.is_empty() && replayable_kind(step)
+}
+
+fn replayable_kind(step: &Step) -> bool {
     !step.volatile
         && step.when.is_none()
-        && step.across.is_none()
         && !uses_captured_var(step)
         && matches!(
             step.kind(),

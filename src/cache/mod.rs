@@ -22,8 +22,9 @@ pub mod records;
 
 pub use digest::{Digest, Manifest, manifest};
 pub use key::KeyParts;
+pub(crate) use live::Slot;
 pub use live::{Start, StartError, StepCache};
 pub use lookup::CacheError;
-pub(crate) use lookup::{Lookup, Miss, is_leaf, produced, replayable};
+pub(crate) use lookup::{Lookup, Miss, cell_replayable, is_leaf, produced, replayable};
 // The settings are read with the pipeline file; the cache only applies them.
 pub use crate::pipeline::settings::{CacheConfig, DEFAULT_MAX_SIZE, SizeSpec};

@@ -233,4 +233,8 @@ pub struct Budget {
     /// (`usd:`, the spelling of `steps`, is read as this).
     #[serde(default, alias = "usd")]
     pub dollars: Option<f64>,
+    /// On an `across:` block only: the tokens admission charges a cell that has not
+    /// reported what it spent yet, so the ceiling binds however many cells run at once.
+    #[serde(default, skip_serializing)]
+    pub reserve_per_cell: Option<At<u64>>,
 }

@@ -150,6 +150,10 @@ fn dials(agent: &Agent, out: &mut Vec<Finding>) {
         ));
     }
     percent(agent.delegate_budget_percent.as_ref(), out);
+    out.extend(super::check_flow::reserve_outside_across(
+        agent.budget.as_ref(),
+        &format!("agent `{}`", agent.name.value),
+    ));
     if let Some(s) = agent.settings.as_ref().filter(|s| s.value != "project") {
         out.push(finding(
             s.pos,

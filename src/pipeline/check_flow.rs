@@ -1,12 +1,13 @@
 //! The checks of the control-flow keys: routes (`to:`, `verdicts:`) and their bounds, `when:`,
 //! `race:`, `across:` (its axes, `from_file:` paths, `{{ .vars.NAME }}` uses,
-//! `max_in_flight:`), `max_visits:`, and which of them may sit where.
+//! `max_in_flight:`, `budget:`), `max_visits:`, and which of them may sit where.
 //!
 //! Each check returns findings `(position, problem, message, hint)`; [`super::check`]
 //! turns them into located diagnostics.
 
 use std::collections::BTreeSet;
 
+use super::agent_def::Budget;
 use super::at::{At, Pos};
 use super::diagnostic::{Problem, did_you_mean};
 use super::flow::{FAILURE_VERDICT, Race, Verdict};
@@ -254,9 +255,60 @@ fn race(step: &At<Step>, race: &Race) -> Vec<Finding> {
     out
 }
 
+/// `reserve_per_cell:` outside an `across:` block (an agent's, a job's or a plain step's
+/// `budget:`), where nothing admits cells for it to pace.
+pub fn reserve_outside_across(budget: Option<&Budget>, whose: &str) -> Vec<Finding> {
+    budget
+        .and_then(|b| b.reserve_per_cell.as_ref())
+        .map(|r| {
+            finding(
+                r.pos,
+                Problem::BadStep,
+                format!("`budget.reserve_per_cell` of {whose} paces nothing"),
+                "it only works in the `budget:` of an `across:` step; remove it here",
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+/// An `across:` block's `budget:`: tokens only, and a reservation needs a ceiling.
+fn across_budget(step: &At<Step>) -> Vec<Finding> {
+    let Some(b) = &step.budget else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if b.dollars.is_some() {
+        out.push(finding(
+            step.pos,
+            Problem::InvalidValue,
+            format!(
+                "`budget.usd` on the `across:` step `{}` cannot be shared by its cells",
+                step.display_name()
+            ),
+            "cap the block in `tokens:`; a dollar limit belongs on the agent or the job",
+        ));
+    }
+    if let Some(r) = &b.reserve_per_cell
+        && b.tokens.is_none()
+    {
+        out.push(finding(
+            r.pos,
+            Problem::MissingKey,
+            "`budget.reserve_per_cell` without `budget.tokens` reserves against nothing",
+            "add `tokens:` (the block's ceiling) beside it, or remove it",
+        ));
+    }
+    out
+}
+
 fn across(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
     let Some(axes) = &step.across else {
+        out.extend(reserve_outside_across(
+            step.budget.as_ref(),
+            &format!("step `{}`", step.display_name()),
+        ));
         for (key, pos) in [
             ("max_in_flight", step.max_in_flight.as_ref().map(|m| m.pos)),
             ("fail_fast", step.fail_fast.map(|_| step.pos)),
@@ -272,6 +324,7 @@ fn across(step: &At<Step>) -> Vec<Finding> {
         }
         return out;
     };
+    out.extend(across_budget(step));
     if axes.value.is_empty() {
         out.push(finding(
             axes.pos,

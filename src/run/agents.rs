@@ -5,7 +5,8 @@
 //! journal at `state.redb` and hands it to each step in [`AgentStepRequest::journal`].
 //!
 //! With a [`ModelTape`] (`--record`, `--replay-model`), each agent step's session talks to
-//! the tape's loopback server for that step instead of the model's endpoint.
+//! the tape's loopback server for that step instead of the model's endpoint, and each of
+//! its sub-agents to one of its own (`STEP.SUB`).
 
 use std::sync::Arc;
 use treadle_session::event::FailureCause;
@@ -14,7 +15,7 @@ use async_trait::async_trait;
 
 use super::ports::{AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, StepReporter};
 use crate::agent::{AgentEvent, AgentObserver, AgentStatus, run_agent_step};
-use crate::model_tape::ModelTape;
+use crate::model_tape::{ModelTape, StepTape, TapeError};
 
 /// The agent runner `treadle run` uses: real sessions, journaled in the state file.
 pub fn default_agent_runner() -> Arc<dyn AgentRunner> {
@@ -51,10 +52,20 @@ impl AgentRunner for SessionAgents {
         if let Some(tape) = &tape {
             step.model.base_url = tape.base_url().to_owned();
         }
+        // The sub-agents' calls go through tapes of their own, as the step's do.
+        let sub_tapes = match &self.tape {
+            Some(t) => {
+                let name = step.name.clone();
+                taped_delegates(t, &name, &mut step.granted)
+                    .await
+                    .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?
+            }
+            None => Vec::new(),
+        };
         let observer = Shown(request.reporter.clone());
         let result = run_agent_step(&step, journal, &observer, &request.cancel).await;
         // A replay mismatch explains whatever error the refused request caused, so it wins.
-        if let Some(tape) = tape {
+        for tape in tape.into_iter().chain(sub_tapes) {
             tape.finish()
                 .await
                 .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?;
@@ -129,6 +140,32 @@ impl AgentObserver for Shown {
     fn on_token(&self, text: &str) {
         self.0.token(text);
     }
+}
+
+/// Points every sub-agent of `granted` (and theirs) at a tape of its own, named
+/// `STEP.SUB` (`STEP.SUB.SUBSUB` further down): in a recording, its calls are written
+/// beside the step's; in a replay, they are answered from there and no endpoint is
+/// called. A sub-agent runs inside one tool call of its parent, so its calls keep their
+/// order from run to run.
+fn taped_delegates<'a>(
+    tape: &'a ModelTape,
+    prefix: &'a str,
+    granted: &'a mut crate::agent::Granted,
+) -> futures::future::BoxFuture<'a, Result<Vec<StepTape>, TapeError>> {
+    Box::pin(async move {
+        let mut tapes = Vec::new();
+        for d in &mut granted.delegates {
+            let name = format!("{prefix}.{}", d.name);
+            let model = &mut d.step.model;
+            let opened = tape
+                .open_step(&name, &model.base_url, Arc::new(secrets_of(model)))
+                .await?;
+            model.base_url = opened.base_url().to_owned();
+            tapes.push(opened);
+            tapes.extend(taped_delegates(tape, &name, &mut d.step.granted).await?);
+        }
+        Ok(tapes)
+    })
 }
 
 /// The key of the step's model, masked in what its tape records.

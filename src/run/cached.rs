@@ -12,12 +12,15 @@ use serde_json::Value;
 
 use super::artifacts::ArtifactError;
 use super::exec::{Ctx, Done, now_ms};
+use super::flow::{Cell, is_cell};
 use super::state::{StateError, StepStatus};
 use super::transcript::Event;
 use crate::cache::digest::Digest;
 use crate::cache::key::{self, KeyParts};
 use crate::cache::records::Outcome;
-use crate::cache::{CacheError, Lookup, Miss, StepCache, is_leaf, produced, replayable};
+use crate::cache::{
+    CacheError, Lookup, Miss, Slot, StepCache, cell_replayable, is_leaf, produced, replayable,
+};
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step, StepKind};
 
@@ -55,17 +58,27 @@ impl<'a> Ctx<'a> {
         self.cache.clone()
     }
 
-    /// Works out a leaf step's key and replays it when a record allows; `None` means run it.
-    pub(crate) async fn cache_before(&self, step: &At<Step>, entry: &Entry) -> Option<Done> {
+    /// Works out a leaf step's key (or one `across:` cell's) and replays it when a record
+    /// allows; `None` means run it.
+    pub(crate) async fn cache_before(
+        &self,
+        step: &At<Step>,
+        entry: &Entry,
+        cell: Option<&Cell>,
+    ) -> Option<Done> {
         let cache = self.step_cache()?;
         if !is_leaf(step) {
             return None;
         }
         let seq = entry.seq;
-        let first_visit = cache.first_visit(seq);
+        let first_visit = cache.first_visit(&entry.path);
+        // A run's record is kept per step, which a block's cells share: a resumed or
+        // replayed run finds its cells by key in the cache instead.
+        let from_record = cell.is_none();
         // `--replay` brings the steps before STEP back on their recorded inputs, whatever
         // they are now; `--resume` only a step whose key is unchanged (below).
         if first_visit
+            && from_record
             && !cache.resuming()
             && let Some(of) = cache.recorded_from(seq)
             && let Some(outcome) = self.recorded(&cache, of, entry)
@@ -73,14 +86,15 @@ impl<'a> Ctx<'a> {
         {
             return Some(done);
         }
-        let parts = match self.key_parts(&cache, step, entry).await {
+        let parts = match self.key_parts(&cache, step, entry, cell).await {
             Ok(Some(p)) => p,
             Ok(None) => return None,
             Err(done) => return Some(done),
         };
         let key = parts.key();
-        cache.set_key(seq, parts);
+        cache.set_key(slot(entry, cell.is_some()), parts);
         if first_visit
+            && from_record
             && cache.resuming()
             && let Some(of) = cache.recorded_from(seq)
             && let Some(outcome) = self.recorded(&cache, of, entry)
@@ -95,7 +109,11 @@ impl<'a> Ctx<'a> {
                 self.say_changed(entry, of);
             }
         }
-        match cache.lookup(seq, &key, first_visit, replayable(step)) {
+        let replayable = match cell {
+            Some(_) => cell_replayable(step),
+            None => replayable(step),
+        };
+        match cache.lookup(seq, &key, first_visit, replayable) {
             Ok(Lookup::Hit(outcome)) => {
                 let from = outcome.run;
                 self.reuse(&cache, step, entry, *outcome, from).await
@@ -150,6 +168,7 @@ impl<'a> Ctx<'a> {
         cache: &Arc<StepCache>,
         step: &At<Step>,
         entry: &Entry,
+        cell: Option<&Cell>,
     ) -> Result<Option<KeyParts>, Done> {
         let mut inputs = BTreeMap::new();
         let mut before = std::collections::HashMap::new();
@@ -182,6 +201,11 @@ impl<'a> Ctx<'a> {
             &mut config,
         ) {
             map.insert("context".to_owned(), context);
+        }
+        // A cell is its step with these values: they are what sets it apart from its
+        // siblings, which chain to the same step before the block.
+        if let (Some(cell), Value::Object(map)) = (cell, &mut config) {
+            map.insert("cell".to_owned(), serde_json::json!(cell.vars()));
         }
         let prev = cache.prev_key(entry.seq);
         Ok(Some(KeyParts {
@@ -242,7 +266,7 @@ impl<'a> Ctx<'a> {
         // A cache hit is written without an fsync of its own (the run's end persists it; a
         // crash before only means it is replayed again); a step brought back from a resumed
         // run's record is durable, since only that record could bring it back again.
-        let durable = cache.recorded_from(entry.seq).is_some();
+        let durable = cache.recorded_from(entry.seq).is_some() && !is_cell(entry);
         let written = blocking(move || {
             if let Some(r) = record {
                 store.put_step_lazy(run, &r)?;
@@ -290,7 +314,7 @@ impl<'a> Ctx<'a> {
             cache.set_git_input(artifact, res.value.clone(), v.clone());
         }
         let touched = outcome.run == from_run && cache.recorded_from(entry.seq).is_none();
-        cache.reused(entry.seq, outcome.key, touched);
+        cache.reused(slot(entry, is_cell(entry)), outcome.key, touched);
     }
 
     /// Restores a recorded outcome's outputs as this run's artifacts.
@@ -368,7 +392,7 @@ impl<'a> Ctx<'a> {
         let Some(cache) = self.step_cache() else {
             return;
         };
-        let Some(parts) = cache.take_parts(entry.seq) else {
+        let Some(parts) = cache.take_parts(&entry.path) else {
             return;
         };
         if let Err(e) = self.git_work(&cache, step, entry).await {
@@ -396,14 +420,25 @@ impl<'a> Ctx<'a> {
             let tree = cache.store_tree(name, path).await?;
             outputs.push(tree);
         }
-        let record = self
-            .records
-            .lock()
-            .ok()
-            .and_then(|r| r.get(entry.seq as usize).cloned());
-        let events = {
+        // A cell's own view of the record its siblings share; its agent events are kept
+        // under the step with theirs, so a replayed cell shows its text, not its calls.
+        let (record, events) = if is_cell(entry) {
+            let record = self
+                .cell_records
+                .lock()
+                .ok()
+                .and_then(|c| c.get(&entry.path).cloned());
+            (record, Vec::new())
+        } else {
+            let record = self
+                .records
+                .lock()
+                .ok()
+                .and_then(|r| r.get(entry.seq as usize).cloned());
             let (store, run, seq) = (self.store.clone(), self.run, entry.seq);
-            blocking(move || Ok(store.agent_events(run, seq).unwrap_or_default())).await?
+            let events =
+                blocking(move || Ok(store.agent_events(run, seq).unwrap_or_default())).await?;
+            (record, events)
         };
         let outcome = Outcome {
             key: parts.key(),
@@ -422,7 +457,11 @@ impl<'a> Ctx<'a> {
             version: cache.version(entry.seq),
             last_used_ms: now_ms(),
         };
-        let replay = replayable(step);
+        let replay = if is_cell(entry) {
+            cell_replayable(step)
+        } else {
+            replayable(step)
+        };
         let shared = (replay && self.remote.is_some()).then(|| outcome.clone());
         let (cache, path) = (cache.clone(), entry.path.clone());
         blocking(move || Ok(cache.put_success(&path, &outcome, replay, true)?)).await?;
@@ -431,5 +470,14 @@ impl<'a> Ctx<'a> {
             remote.share(&outcome, dirs).await;
         }
         Ok(())
+    }
+}
+
+/// Where the key of `entry` belongs in the run's cache.
+fn slot(entry: &Entry, cell: bool) -> Slot<'_> {
+    if cell {
+        Slot::Cell(&entry.path)
+    } else {
+        Slot::Step(entry.seq, &entry.path)
     }
 }

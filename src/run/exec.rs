@@ -199,6 +199,12 @@ pub(crate) struct Ctx<'a> {
     /// Text handed to an agent step's prompt when it runs, by its outline path (the votes
     /// an ensemble's judge decides from).
     pub handed: Mutex<std::collections::HashMap<String, String>>,
+    /// Each `across:` cell's view of its step's record (the cells share it) as the cell
+    /// last changed it, by the cell's outline path: what its cache entry stores.
+    pub cell_records: Mutex<std::collections::HashMap<String, StepRecord>>,
+    /// The agents that start this run on a `fallback:` entry (its index) because the
+    /// pre-run probe found their primary down.
+    pub picked: Mutex<std::collections::HashMap<String, usize>>,
     /// Where the outputs of `across:` cells are collected, by the cell's outline path.
     pub collect_at: Mutex<std::collections::HashMap<String, Vec<String>>>,
     /// The versions the `every` gets take in the input set running now, by outline seq.
@@ -232,21 +238,9 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl<'a> Ctx<'a> {
-    /// Changes a step's record and writes it.
+    /// Changes a step's record and writes it (`update_at` for a leaf that may be a cell).
     pub(crate) async fn update(&self, seq: u32, change: impl FnOnce(&mut StepRecord)) {
-        let record = {
-            let Ok(mut records) = self.records.lock() else {
-                return;
-            };
-            let Some(r) = records.get_mut(seq as usize) else {
-                return;
-            };
-            change(r);
-            r.clone()
-        };
-        let run = self.run;
-        self.write_state(move |store| store.put_step(run, &record))
-            .await;
+        self.update_in(seq, None, change).await;
     }
 
     /// Writes to the state file off the async threads. A failure does not stop the step
@@ -350,12 +344,8 @@ impl<'a> Ctx<'a> {
                 }
             }
             let started = Instant::now();
-            // A replayed step has been shown and recorded; only its hooks remain. A cell
-            // shares its step's record, so cells are never replayed.
-            let before = match cell {
-                Some(_) => None,
-                None => self.cache_before(step, entry).await,
-            };
+            // A replayed step (or cell) has been shown and recorded; only its hooks remain.
+            let before = self.cache_before(step, entry, cell).await;
             if let Some(d) = before.as_ref().filter(|d| d.is_ok()) {
                 self.log_leaf(step, entry);
                 return self.hooks(step, d.clone(), &cancel).await;
@@ -373,7 +363,7 @@ impl<'a> Ctx<'a> {
             // The outcome is stored (durably) before the step is marked succeeded: a run
             // killed between the two is resumed from the stored outcome, so a step its
             // record calls succeeded never runs again.
-            if done.is_ok() && cell.is_none() {
+            if done.is_ok() {
                 self.cache_after(step, entry).await;
             }
             self.record_end(entry, &done, started).await;

@@ -20,8 +20,10 @@ use std::sync::atomic::Ordering;
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use super::admit::{Admission, Admit};
 use super::artifacts::copy_tree;
 use super::exec::{Ctx, Done, Status, worst};
+use super::state::StepRecord;
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
 use crate::pipeline::flow::{Race, When, render, vars_used};
@@ -32,6 +34,15 @@ use crate::pipeline::{At, RunSpec, Step};
 pub const MAX_FILE_ITEMS: usize = 1000;
 /// The largest file a `from_file:` axis reads (bytes).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// What separates a cell's index from its step's outline path (`3#1`); no other outline
+/// path holds it.
+const CELL_SEP: char = '#';
+
+/// Whether an outline entry is one cell of an `across:` step.
+pub(crate) fn is_cell(entry: &Entry) -> bool {
+    entry.path.contains(CELL_SEP)
+}
 
 /// One cell of an `across:` step: its position, its name and its variables.
 #[derive(Debug, Clone)]
@@ -46,9 +57,14 @@ impl Cell {
     pub(crate) fn entry(&self, step: &Entry) -> Entry {
         Entry {
             name: self.name.clone(),
-            path: format!("{}#{}", step.path, self.index),
+            path: format!("{}{CELL_SEP}{}", step.path, self.index),
             ..step.clone()
         }
+    }
+
+    /// The cell's values, by variable.
+    pub(crate) fn vars(&self) -> &BTreeMap<String, String> {
+        &self.vars
     }
 
     /// The command with `{{ .vars.NAME }}` replaced by this cell's values.
@@ -99,6 +115,40 @@ fn cells(step: &Step, axes: &[(String, Vec<String>)]) -> Vec<Cell> {
 }
 
 impl<'a> Ctx<'a> {
+    /// [`Self::update`] for a leaf that may be an `across:` cell: a cell also keeps the
+    /// record as its own change left it, since a sibling may change the shared one
+    /// before the cell's outcome is stored.
+    pub(crate) async fn update_at(&self, entry: &Entry, change: impl FnOnce(&mut StepRecord)) {
+        let cell = is_cell(entry).then_some(entry.path.as_str());
+        self.update_in(entry.seq, cell, change).await;
+    }
+
+    pub(super) async fn update_in(
+        &self,
+        seq: u32,
+        cell: Option<&str>,
+        change: impl FnOnce(&mut StepRecord),
+    ) {
+        let record = {
+            let Ok(mut records) = self.records.lock() else {
+                return;
+            };
+            let Some(r) = records.get_mut(seq as usize) else {
+                return;
+            };
+            change(r);
+            r.clone()
+        };
+        if let Some(path) = cell
+            && let Ok(mut cells) = self.cell_records.lock()
+        {
+            cells.insert(path.to_owned(), record.clone());
+        }
+        let run = self.run;
+        self.write_state(move |store| store.put_step(run, &record))
+            .await;
+    }
+
     /// How long the execution log is now, to reorder what a group adds after it.
     pub(crate) fn log_mark(&self) -> usize {
         self.log.lock().map(|l| l.len()).unwrap_or(0)
@@ -270,7 +320,7 @@ impl<'a> Ctx<'a> {
         if won { Done::ok() } else { worst(&failures) }
     }
 
-    /// Runs an `across:` step: every cell, then the worst outcome among them.
+    /// Runs an `across:` step: every cell admitted, then the worst outcome among them.
     pub(crate) async fn across(
         &'a self,
         step: &'a At<Step>,
@@ -294,46 +344,51 @@ impl<'a> Ctx<'a> {
             return Done::errored(e.to_string());
         }
         let in_flight = step.max_in_flight.as_ref().map_or(1, |m| m.value.max(1)) as usize;
-        let budget = step.budget.as_ref().and_then(|b| b.tokens);
+        let admission = self.admission(step, cells.len(), in_flight);
         let spent_before = self.tokens.load(Ordering::Relaxed);
-        let stop = CancellationToken::new();
+        let spent = || {
+            self.tokens
+                .load(Ordering::Relaxed)
+                .saturating_sub(spent_before)
+        };
         let mark = self.log_mark();
         let total = cells.len();
-        let (axes, collect) = (&axes, &collect);
-        let cells = &cells;
+        let (axes, collect, cells, admission) = (&axes, &collect, &cells, &admission);
+        let spent = &spent;
         let results: Vec<Option<Done>> = futures::stream::iter(0..total)
             .map(|i| {
-                let stop = stop.clone();
                 let cell = &cells[i];
                 async move {
-                    if stop.is_cancelled() || cancel.is_cancelled() {
+                    if cancel.is_cancelled() {
                         return None;
                     }
-                    if let Some(done) = self.past_deadline() {
-                        stop.cancel();
-                        return Some(done);
-                    }
-                    if let Some(limit) = budget {
-                        let spent = self.tokens.load(Ordering::Relaxed) - spent_before;
-                        if spent >= limit {
+                    match admission.admit(i, spent).await {
+                        Admit::Go => {}
+                        Admit::Closed => return None,
+                        Admit::Spent { spent, limit } => {
                             self.emit(Event::Notice {
                                 run: self.run,
                                 text: format!(
                                     "budget: across stopped before cell {} of {total} (spent {spent} of {limit} tokens)",
-                                    cell.index + 1
+                                    i + 1
                                 ),
                             });
-                            stop.cancel();
                             return None;
                         }
+                    }
+                    if let Some(done) = self.past_deadline() {
+                        admission.close();
+                        admission.release();
+                        return Some(done);
                     }
                     self.set_collection(entry, cell, axes, collect);
                     if let Ok(mut map) = self.cell_vars.lock() {
                         map.insert(cell.entry(entry).path, cell.vars.clone());
                     }
                     let d = self.exec_in(step, cancel.clone(), Some(cell)).await;
+                    admission.release();
                     if !d.is_ok() && step.fail_fast == Some(true) {
-                        stop.cancel();
+                        admission.close();
                     }
                     Some(d)
                 }
@@ -342,7 +397,12 @@ impl<'a> Ctx<'a> {
             .buffered(in_flight)
             .collect()
             .await;
-        self.order_log(mark, &entry.path, '#');
+        self.order_log(mark, &entry.path, CELL_SEP);
+        // Steps after the block chain to every cell that ran.
+        if let Some(cache) = &self.cache {
+            let paths: Vec<String> = cells.iter().map(|c| c.entry(entry).path).collect();
+            cache.fold_cells(entry.seq, &paths);
+        }
         if self.root.is_cancelled() {
             return Done::aborted();
         }
@@ -360,6 +420,37 @@ impl<'a> Ctx<'a> {
             return d;
         }
         worst(&done)
+    }
+
+    /// How the block admits its `total` cells: under its `budget: { tokens }`, charging
+    /// each running cell its reservation (the block's `reserve_per_cell:`, else the cell
+    /// agent's own `budget.tokens`). Warns when the ceiling can hold nothing back.
+    fn admission(&self, step: &Step, total: usize, in_flight: usize) -> Admission {
+        let budget = step.budget.as_ref();
+        let limit = budget.and_then(|b| b.tokens);
+        let reserve = budget
+            .and_then(|b| b.reserve_per_cell.as_ref().map(|r| r.value))
+            .or_else(|| {
+                let name = &step.agent.as_ref()?.value;
+                let agent = self
+                    .loaded
+                    .pipeline
+                    .agents
+                    .iter()
+                    .find(|a| a.name.value == *name)?;
+                agent.budget.as_ref()?.tokens
+            })
+            .unwrap_or(0);
+        if limit.is_some() && reserve == 0 && in_flight > 1 && in_flight >= total {
+            self.emit(Event::Notice {
+                run: self.run,
+                text: format!(
+                    "budget: `{}` starts all {total} cells at once with nothing reserved per cell, so its token ceiling cannot hold any back (set `reserve_per_cell:`)",
+                    step.display_name()
+                ),
+            });
+        }
+        Admission::new(limit, reserve)
     }
 
     /// Each axis's variable and values; a `from_file:` axis reads its artifact now.

@@ -24,6 +24,9 @@ impl<'a> Ctx<'a> {
         {
             self.skip(plan);
             Done::errored(why)
+        } else if let Err(e) = self.pick_sources().await {
+            self.skip(plan);
+            Done::errored(e.to_string())
         } else {
             match super::every::first_every(plan) {
                 Some(start) => self.walk_every(start).await,
@@ -91,6 +94,22 @@ impl<'a> Ctx<'a> {
             }
         }
         result
+    }
+
+    /// Probes the sources of the agents with `fallback:` before the first step, and notes
+    /// those that start on a fallback (`crate::agent::source_pick`).
+    async fn pick_sources(&self) -> Result<(), crate::agent::source_pick::NoSource> {
+        let picked = crate::agent::source_pick::pick(self.loaded, self.job).await?;
+        for p in picked {
+            self.emit(super::transcript::Event::Notice {
+                run: self.run,
+                text: p.note.clone(),
+            });
+            if let Ok(mut map) = self.picked.lock() {
+                map.insert(p.agent, p.fallback);
+            }
+        }
+        Ok(())
     }
 
     /// A failure when the job's `timeout:` has passed (checked before a step starts).

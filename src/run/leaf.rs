@@ -184,7 +184,7 @@ impl<'a> Ctx<'a> {
             _ => None,
         };
         let tail = self.transcript.redactor().mask(&result.tail);
-        self.update(seq, |r| {
+        self.update_at(entry, |r| {
             r.exit_code = code;
             r.stdout_tail = tail;
         })
@@ -349,6 +349,15 @@ impl<'a> Ctx<'a> {
             Ok(a) => a,
             Err(done) => return done,
         };
+        // Which source serves is availability, not content: the key is the primary's.
+        let picked = step
+            .agent
+            .as_ref()
+            .and_then(|a| self.picked.lock().ok()?.get(&a.value).copied());
+        let built = match picked {
+            Some(i) => Arc::new((*built).clone().starting_on(i)),
+            None => built,
+        };
         // The session reads the key itself; a variable that is not set stops the step here,
         // with the hint, before a directory is made.
         if let Err(e) = built.model.check_key(&process_env) {
@@ -369,7 +378,8 @@ impl<'a> Ctx<'a> {
         };
         agent_step = self.with_job_limits(agent_step);
         agent_step.controls.fence = self.fence.clone();
-        let asks_people = agent_step.tools.iter().any(|t| t == "ask_human");
+        let asks_people =
+            agent_step.tools.iter().any(|t| t == "ask_human") || agent_step.granted.asks_people();
         match &self.questions {
             // On a worker: to the server whose run it is.
             Some(q) => {
@@ -415,7 +425,7 @@ impl<'a> Ctx<'a> {
             .note
             .as_ref()
             .map(|n| self.transcript.redactor().mask(n));
-        self.update(entry.seq, |r| {
+        self.update_at(entry, |r| {
             r.verdict = verdict;
             r.note = note;
             r.usage = usage;

@@ -8,6 +8,8 @@
 //! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
 //! * `upstream.rs`: `context: { from }`, the decisions of earlier steps handed to a step;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
+//! * `admit.rs`: which `across:` cells start, under the block's token ceiling and the
+//!   reservations of its running cells;
 //! * `ensemble.rs`: `ensemble:`, its members at once, the decision among their votes;
 //! * `approval/`: approval steps, parked until `treadle approve` answers, and questions
 //!   (`approval/question.rs`), parked until `treadle answer` gives a value that fits;
@@ -31,6 +33,7 @@
 //! * `terminal.rs`: control characters in printed text shown, not sent;
 //! * `ports.rs`: the interfaces to the agent step and to asserts.
 
+mod admit;
 pub mod agents;
 pub mod approval;
 pub mod artifacts;
@@ -303,6 +306,8 @@ pub(crate) async fn run_served(
         collect_at: Mutex::default(),
         every_versions: Mutex::default(),
         cell_vars: Mutex::default(),
+        cell_records: Mutex::default(),
+        picked: Mutex::default(),
         handed: Mutex::default(),
         versions: options.versions.clone(),
         remote,

@@ -140,6 +140,8 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         deadline: None,
         collect_at: Mutex::default(),
         cell_vars: Mutex::default(),
+        cell_records: Mutex::default(),
+        picked: Mutex::default(),
         handed: Mutex::default(),
         remote: None,
         fence: req.fence.clone(),

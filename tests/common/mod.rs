@@ -8,7 +8,8 @@ pub mod server;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// An HTTP client for the tests. reqwest has no TLS provider of its own in this workspace
 /// (see pkg-session/src/tls.rs), so the provider is installed before the client is built.
@@ -66,6 +67,38 @@ impl Fixture {
         })
         .await
         .expect("the treadle run's thread")
+    }
+}
+
+/// Starts `treadle run` in the background: stdin is not a terminal, a headless run.
+pub fn spawn_run(f: &Fixture, env: &[(&str, &str)]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_treadle"))
+        .arg("run")
+        .current_dir(f.path())
+        .env_remove("TREADLE_LOCAL_URL")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn treadle run")
+}
+
+/// Waits until `treadle approvals` lists a waiting step named `name`.
+pub fn wait_until_asked(f: &Fixture, name: &str) {
+    let start = Instant::now();
+    loop {
+        let list = f.treadle(&["approvals"]);
+        if list.stdout().contains(name) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never asked: {}{}",
+            list.stdout(),
+            list.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -1,0 +1,152 @@
+//! `fallback:` before a run's first step: the source each agent with a `fallback:` chain
+//! starts on. Its primary is probed; when it cannot be reached, its fallbacks are probed
+//! in order and the first that answers serves every step of that agent in the run. When
+//! none answers, the run fails before anything is spent, naming each source and why.
+//!
+//! The probe asks only whether the endpoint answers at all (`GET {base}/models`): any
+//! HTTP answer below 500 counts, since a refusal (a bad key, an unknown model) is an
+//! answer that switching would hide, the rule the mid-step cascade follows as well
+//! (`failover.rs`). Only an endpoint that cannot be reached, does not answer in time or
+//! answers 5xx is down. It spends no tokens, so no model is asked anything.
+//!
+//! Agents without `fallback:` are not probed here (there is nothing to pick from;
+//! `treadle validate --preflight` probes every model), nor are those with
+//! `preflight: false`.
+
+use std::time::Duration;
+
+use crate::pipeline::model::{self, CLI_PROVIDER, ResolvedModel, process_env};
+use crate::pipeline::outline::Outline;
+use crate::pipeline::{Agent, Job, Loaded};
+
+use super::spec::AgentStep;
+
+/// How long one probe may take when `defaults: preflight: timeout:` does not say.
+pub const PICK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The source an agent starts on, when it is not its primary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Picked {
+    /// The agent.
+    pub agent: String,
+    /// Which `fallback:` entry serves (0: the first).
+    pub fallback: usize,
+    /// What to tell the run: which sources were down and which one serves.
+    pub note: String,
+}
+
+/// Why a run cannot start: an agent none of whose sources answers.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("preflight: no source of agent `{agent}` answers, so no step was run: {}", .down.join("; "))]
+pub struct NoSource {
+    /// The agent.
+    pub agent: String,
+    /// Each source and why it is down.
+    pub down: Vec<String>,
+}
+
+/// Probes the sources of every agent with a `fallback:` chain that `job` reaches; the
+/// agents that start on a fallback.
+pub async fn pick(loaded: &Loaded, job: &Job) -> Result<Vec<Picked>, NoSource> {
+    let timeout = loaded
+        .pipeline
+        .defaults
+        .as_ref()
+        .and_then(|d| d.preflight.as_ref())
+        .and_then(|p| p.timeout.as_ref())
+        .map_or(PICK_TIMEOUT, |t| t.value.0);
+    let mut seen: Vec<String> = Vec::new();
+    let mut picked = Vec::new();
+    for entry in Outline::of(job).entries {
+        let Some(name) = entry.agent else { continue };
+        if seen.contains(&name) {
+            continue;
+        }
+        seen.push(name.clone());
+        let Some(agent) = loaded.agent(&name) else {
+            continue;
+        };
+        if agent.fallback.is_empty() || agent.preflight == Some(false) {
+            continue;
+        }
+        if let Some(p) = pick_one(agent, timeout).await? {
+            picked.push(p);
+        }
+    }
+    Ok(picked)
+}
+
+/// The first source of `agent` that answers; `None` when it is the primary.
+async fn pick_one(agent: &Agent, timeout: Duration) -> Result<Option<Picked>, NoSource> {
+    let name = agent.name.value.clone();
+    let mut sources = vec![&agent.source];
+    sources.extend(agent.fallback.iter().map(|f| &f.source));
+    let mut down = Vec::new();
+    for (index, source) in sources.into_iter().enumerate() {
+        // A source that does not resolve is down (the load checks said why already).
+        let resolved = match model::resolve(source, agent.name.pos, &process_env) {
+            Ok(m) => m,
+            Err(e) => {
+                down.push(format!("source {}: {e}", index + 1));
+                continue;
+            }
+        };
+        // A CLI-backed source is a command, not an endpoint: it is taken as it is.
+        let answer = if resolved.provider == CLI_PROVIDER {
+            Ok(())
+        } else {
+            reachable(&resolved, timeout).await
+        };
+        match answer {
+            Ok(()) if index == 0 => return Ok(None),
+            Ok(()) => {
+                let note = format!(
+                    "agent.failover: preflight: {}; `{}` serves agent `{name}` in this run",
+                    down.join("; "),
+                    resolved.model
+                );
+                return Ok(Some(Picked {
+                    agent: name,
+                    fallback: index - 1,
+                    note,
+                }));
+            }
+            Err(why) => down.push(format!(
+                "`{}` at {}: {why}",
+                resolved.model, resolved.base_url
+            )),
+        }
+    }
+    Err(NoSource { agent: name, down })
+}
+
+/// Whether the endpoint of `model` answers: `Err` says why not.
+async fn reachable(model: &ResolvedModel, timeout: Duration) -> Result<(), String> {
+    treadle_session::tls::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+    let url = format!("{}/models", model.base_url.trim_end_matches('/'));
+    match client.get(&url).send().await {
+        Ok(r) if r.status().is_server_error() => Err(format!("answered HTTP {}", r.status())),
+        Ok(_) => Ok(()),
+        Err(e) if e.is_timeout() => Err(format!("no answer within {}s", timeout.as_secs())),
+        Err(e) => Err(format!(
+            "unreachable ({})",
+            super::preflight::error_chain(&e)
+        )),
+    }
+}
+
+impl AgentStep {
+    /// The step as it starts on its `fallback:` entry `index` (a pre-run pick): that
+    /// source serves, and the entries after it remain for the mid-step cascade.
+    pub fn starting_on(mut self, index: usize) -> Self {
+        if let Some(model) = self.fallbacks.get(index).cloned() {
+            self.model = model;
+            self.fallbacks = self.fallbacks.split_off(index + 1);
+        }
+        self
+    }
+}

@@ -1,0 +1,105 @@
+//! `fallback:` before the first step: when an agent's primary cannot be reached, the run
+//! probes its fallbacks in order and the first that answers serves the agent's steps (and
+//! the run says so); when none answers, the run fails before any step, naming each source.
+
+use crate::common;
+
+use common::{Fixture, Run};
+use serde_json::json;
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+const WRITER: &str = r#"
+agents:
+- name: writer
+  source: { endpoint: "{PRIMARY}", model: primary-model }
+  fallback:
+  - source: { endpoint: "{SECOND}", model: second-model }
+  - source: { endpoint: "{THIRD}", model: third-model }
+jobs:
+- name: publish
+  plan:
+  - agent: writer
+    prompt: "Write the announcement."
+"#;
+
+/// A base URL on a loopback port nothing listens on.
+fn closed_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+async fn run(yaml: String) -> Run {
+    tokio::task::spawn_blocking(move || Fixture::new(&yaml).treadle(&["run"]))
+        .await
+        .expect("the treadle run's thread")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_primary_hands_the_step_to_the_first_fallback_that_answers() {
+    let live = ScriptedServer::start(Script::new([Reply::text("Announcement written")]))
+        .await
+        .expect("server");
+    let yaml = WRITER
+        .replace("{PRIMARY}", &closed_port())
+        .replace("{SECOND}", live.base_url())
+        .replace("{THIRD}", &closed_port());
+    let run = run(yaml).await;
+    run.expect_code(0);
+    let out = run.stdout();
+    assert!(
+        out.contains("agent.failover: preflight: `primary-model` at "),
+        "{out}"
+    );
+    assert!(
+        out.contains("`second-model` serves agent `writer` in this run"),
+        "{out}"
+    );
+    assert!(out.contains("Announcement written"), "{out}");
+    // The live source served the step: one model call, for its model; the probe asked it
+    // nothing.
+    let bodies: Vec<serde_json::Value> = live.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    assert_eq!(bodies[0]["model"], json!("second-model"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chain_with_every_source_down_fails_before_any_step_naming_each() {
+    let yaml = WRITER
+        .replace("{PRIMARY}", &closed_port())
+        .replace("{SECOND}", &closed_port())
+        .replace("{THIRD}", &closed_port());
+    let run = run(yaml).await;
+    assert_ne!(run.code(), 0, "{}", run.stdout());
+    let all = format!("{}{}", run.stdout(), run.stderr());
+    assert!(
+        all.contains("preflight: no source of agent `writer` answers, so no step was run"),
+        "{all}"
+    );
+    for model in ["primary-model", "second-model", "third-model"] {
+        assert!(
+            all.contains(&format!("`{model}` at http://127.0.0.1:")),
+            "{model}: {all}"
+        );
+    }
+    assert!(all.contains("unreachable"), "{all}");
+    assert!(!all.contains("▶ writer"), "a step ran: {all}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_primary_serves_and_nothing_is_said() {
+    let live = ScriptedServer::start(Script::new([Reply::text("Announcement written")]))
+        .await
+        .expect("server");
+    let yaml = WRITER
+        .replace("{PRIMARY}", live.base_url())
+        .replace("{SECOND}", &closed_port())
+        .replace("{THIRD}", &closed_port());
+    let run = run(yaml).await;
+    run.expect_code(0);
+    assert!(!run.stdout().contains("agent.failover"), "{}", run.stdout());
+    let bodies: Vec<serde_json::Value> = live.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    assert_eq!(bodies[0]["model"], json!("primary-model"));
+}
