@@ -73,19 +73,7 @@ async fn agent_work_is_wiped_without_commit_and_pushed_with_it() {
     .await
     .expect("server");
     let f = Fixture::new("plan: []\n");
-    let bare = f.path().join("remote.git");
-    let work = f.path().join("work");
-    std::fs::create_dir_all(&bare).unwrap();
-    git(
-        &bare,
-        &["init", "--quiet", "--bare", "--initial-branch=main"],
-    );
-    std::fs::create_dir_all(&work).unwrap();
-    git(&work, &["init", "--quiet", "--initial-branch=main"]);
-    std::fs::write(work.join("words.txt"), "alpha\n").unwrap();
-    git(&work, &["add", "."]);
-    git(&work, &["commit", "--quiet", "-m", "first"]);
-    git(&work, &["push", "--quiet", bare.to_str().unwrap(), "main"]);
+    let (bare, _) = common::git_remote(f.path());
     std::fs::write(f.file(), pipeline(bare.to_str().unwrap())).unwrap();
 
     let (f, run) = f.run_at(server.base_url()).await;

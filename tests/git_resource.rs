@@ -3,27 +3,7 @@
 
 use crate::common;
 
-use std::path::Path;
-
-use common::{Fixture, git};
-
-/// A bare repository (the remote) with one commit on `main`, and a work clone of it.
-fn remote(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let bare = root.join("remote.git");
-    let work = root.join("work");
-    std::fs::create_dir_all(&bare).unwrap();
-    git(
-        &bare,
-        &["init", "--quiet", "--bare", "--initial-branch=main"],
-    );
-    std::fs::create_dir_all(&work).unwrap();
-    git(&work, &["init", "--quiet", "--initial-branch=main"]);
-    std::fs::write(work.join("words.txt"), "alpha\n").unwrap();
-    git(&work, &["add", "."]);
-    git(&work, &["commit", "--quiet", "-m", "first"]);
-    git(&work, &["push", "--quiet", bare.to_str().unwrap(), "main"]);
-    (bare, work)
-}
+use common::{Fixture, git, git_remote};
 
 fn pipeline(uri: &str, branch: &str) -> String {
     format!(
@@ -55,7 +35,7 @@ jobs:
 #[test]
 fn get_is_cached_by_commit_and_put_pushes_a_commit() {
     let f = Fixture::new("plan: []\n");
-    let (bare, work) = remote(f.path());
+    let (bare, work) = git_remote(f.path());
     let uri = format!("file://{}", bare.display());
     std::fs::write(f.file(), pipeline(&uri, "published")).unwrap();
     // `put` targets its own branch so that `get` of main sees the same commit.
@@ -117,7 +97,7 @@ fn an_unreachable_uri_is_a_clear_error() {
 #[test]
 fn a_missing_branch_is_a_clear_error() {
     let f = Fixture::new("plan: []\n");
-    let (bare, _) = remote(f.path());
+    let (bare, _) = git_remote(f.path());
     std::fs::write(f.file(), pipeline(bare.to_str().unwrap(), "nope")).unwrap();
     let r = f.treadle(&["run"]);
     r.expect_code(2);
@@ -130,7 +110,7 @@ fn a_relative_uri_is_taken_from_the_pipeline_directory() {
     let f = Fixture::new("plan: []\n");
     let sub = f.path().join("sub");
     std::fs::create_dir(&sub).unwrap();
-    remote(&sub);
+    git_remote(&sub);
     let yaml = r#"
 resources:
   - name: repo

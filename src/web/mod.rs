@@ -48,6 +48,17 @@ struct Asset {
 
 const JS: &str = "text/javascript; charset=utf-8";
 
+/// A JavaScript module of the page, embedded under its file name.
+macro_rules! script {
+    ($name:literal) => {
+        Asset {
+            name: $name,
+            media_type: JS,
+            body: include_str!(concat!("assets/", $name)),
+        }
+    };
+}
+
 /// Every asset the page loads, by name.
 const ASSETS: &[Asset] = &[
     Asset {
@@ -55,56 +66,16 @@ const ASSETS: &[Asset] = &[
         media_type: "text/css; charset=utf-8",
         body: include_str!("assets/style.css"),
     },
-    Asset {
-        name: "app.js",
-        media_type: JS,
-        body: include_str!("assets/app.js"),
-    },
-    Asset {
-        name: "api.js",
-        media_type: JS,
-        body: include_str!("assets/api.js"),
-    },
-    Asset {
-        name: "dom.js",
-        media_type: JS,
-        body: include_str!("assets/dom.js"),
-    },
-    Asset {
-        name: "markdown.js",
-        media_type: JS,
-        body: include_str!("assets/markdown.js"),
-    },
-    Asset {
-        name: "json.js",
-        media_type: JS,
-        body: include_str!("assets/json.js"),
-    },
-    Asset {
-        name: "runs.js",
-        media_type: JS,
-        body: include_str!("assets/runs.js"),
-    },
-    Asset {
-        name: "run.js",
-        media_type: JS,
-        body: include_str!("assets/run.js"),
-    },
-    Asset {
-        name: "steps.js",
-        media_type: JS,
-        body: include_str!("assets/steps.js"),
-    },
-    Asset {
-        name: "approvals.js",
-        media_type: JS,
-        body: include_str!("assets/approvals.js"),
-    },
-    Asset {
-        name: "form.js",
-        media_type: JS,
-        body: include_str!("assets/form.js"),
-    },
+    script!("app.js"),
+    script!("api.js"),
+    script!("dom.js"),
+    script!("markdown.js"),
+    script!("json.js"),
+    script!("runs.js"),
+    script!("run.js"),
+    script!("steps.js"),
+    script!("approvals.js"),
+    script!("form.js"),
 ];
 
 const INDEX: &str = include_str!("assets/index.html");

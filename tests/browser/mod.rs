@@ -205,35 +205,30 @@ impl Browser {
         }
     }
 
-    /// Clicks the first element matching `css` as a user would (it must be visible).
-    pub fn click(&self, css: &str) {
+    /// The WebDriver id of the first element matching `css`; fails the test without one.
+    fn element(&self, css: &str) -> String {
         let found = self.session_call(
             "POST",
             "/element",
             Some(json!({"using": "css selector", "value": css})),
         );
-        let id = found
+        found
             .as_object()
             .and_then(|o| o.values().next())
             .and_then(|v| v.as_str())
             .unwrap_or_else(|| panic!("no element {css}"))
-            .to_owned();
+            .to_owned()
+    }
+
+    /// Clicks the first element matching `css` as a user would (it must be visible).
+    pub fn click(&self, css: &str) {
+        let id = self.element(css);
         self.session_call("POST", &format!("/element/{id}/click"), Some(json!({})));
     }
 
     /// Types into the first element matching `css`.
     pub fn type_into(&self, css: &str, text: &str) {
-        let found = self.session_call(
-            "POST",
-            "/element",
-            Some(json!({"using": "css selector", "value": css})),
-        );
-        let id = found
-            .as_object()
-            .and_then(|o| o.values().next())
-            .and_then(|v| v.as_str())
-            .unwrap_or_else(|| panic!("no element {css}"))
-            .to_owned();
+        let id = self.element(css);
         self.session_call(
             "POST",
             &format!("/element/{id}/value"),

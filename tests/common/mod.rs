@@ -157,3 +157,21 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// A bare repository (the remote) with one commit on `main`, and a work clone of it.
+pub fn git_remote(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let bare = root.join("remote.git");
+    let work = root.join("work");
+    std::fs::create_dir_all(&bare).unwrap();
+    git(
+        &bare,
+        &["init", "--quiet", "--bare", "--initial-branch=main"],
+    );
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(work.join("words.txt"), "alpha\n").unwrap();
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "--quiet", "-m", "first"]);
+    git(&work, &["push", "--quiet", bare.to_str().unwrap(), "main"]);
+    (bare, work)
+}
