@@ -1,5 +1,5 @@
-//! `across:`: each cell cached on its own (a changed value re-runs only its cells, a
-//! failed cell is not cached, a collecting cell never is), and, over agent cells against
+//! `across:`: each cell cached on its own (a changed value re-runs only its cells, and
+//! `plan` says so; a failed cell is not cached, a collecting cell never is), and, over agent cells against
 //! the scripted server, a `budget:` on the block that stops admitting cells once spent
 //! (the plan carries on) and whose `reserve_per_cell:` holds cells back while running
 //! ones have not reported.
@@ -74,7 +74,18 @@ fn a_changed_value_reruns_only_its_cell_and_the_steps_after_the_block() {
             "{cell} not shown cached:\n{out}"
         );
     }
-    // One value changed: its cell runs, and so does the step chained to the block.
+    // One value changed: `plan` says which cells would run...
+    std::fs::write(f.file(), MATRIX.replace("VALUES", "[a, b, d]")).expect("write");
+    let plan = f.treadle(&["plan"]);
+    plan.expect_code(0);
+    let plan = plan.stdout();
+    assert!(
+        plan.contains("cell [v=a] [task] cached (from run 1)"),
+        "{plan}"
+    );
+    assert!(plan.contains("cell [v=d] [task] would run"), "{plan}");
+    assert!(plan.contains("after [task] would run"), "{plan}");
+    // ...and running it runs that cell, and the step chained to the block.
     let (third, ran) = run_matrix(&f, "[a, b, d]");
     third.expect_code(0);
     assert_eq!(ran, ["d", "after"], "{}", third.stdout());
@@ -253,6 +264,7 @@ agents:
   budget: { tokens: 100, reserve_per_cell: 10 }
 jobs:
 - name: j
+  budget: { tokens: 100, reserve_per_cell: 10 }
   plan:
   - across:
     - var: dim
@@ -268,6 +280,10 @@ jobs:
         err.contains(
             "treadle.yml:4:44: `budget.reserve_per_cell` of agent `reviewer` paces nothing"
         ),
+        "{err}"
+    );
+    assert!(
+        err.contains("treadle.yml:7:44: `budget.reserve_per_cell` of job `j` paces nothing"),
         "{err}"
     );
     assert!(err.contains("`budget.usd` on the `across:` step"), "{err}");

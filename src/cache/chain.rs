@@ -162,3 +162,14 @@ impl Chain {
         }
     }
 }
+
+/// The key of an `across:` step: its cells' keys in order (`None`: a cell that got no
+/// key, never admitted), so a step after the block chains to every cell.
+pub fn fold_cells(keys: impl IntoIterator<Item = Option<Digest>>) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(b"across\0");
+    for k in keys {
+        h.update(&k.unwrap_or(Digest::ZERO).0);
+    }
+    h.finalize().into()
+}

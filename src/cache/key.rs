@@ -185,6 +185,15 @@ fn agent_config(step: &Step, agent: &AgentStep) -> Value {
     config
 }
 
+/// The configuration of one `across:` cell: its step's with the cell's values, which set
+/// it apart from its siblings (they chain to the same step before the block).
+pub fn with_cell(mut config: Value, cell: Option<&BTreeMap<String, String>>) -> Value {
+    if let (Some(vars), Value::Object(map)) = (cell, &mut config) {
+        map.insert("cell".to_owned(), json!(vars));
+    }
+    config
+}
+
 /// The digest of a configuration.
 pub fn config_digest(config: &Value) -> Digest {
     blake3::hash(config.to_string().as_bytes()).into()

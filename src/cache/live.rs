@@ -270,15 +270,8 @@ impl StepCache {
     /// as absent.
     pub(crate) fn fold_cells(&self, seq: u32, cells: &[String]) {
         self.with(|l| {
-            let mut h = blake3::Hasher::new();
-            h.update(b"across\0");
-            for path in cells {
-                match l.cell_keys.get(path) {
-                    Some(k) => h.update(&k.0),
-                    None => h.update(&Digest::ZERO.0),
-                };
-            }
-            l.keys.insert(seq, h.finalize().into());
+            let key = super::chain::fold_cells(cells.iter().map(|p| l.cell_keys.get(p).copied()));
+            l.keys.insert(seq, key);
         });
     }
 

@@ -7,14 +7,18 @@
 //! unknown when those steps would run; a `get` asks its remote for the branch's commit.
 //! Verdict routes are not followed: every step is listed in plan order.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+/// An `across:` cell's values, by variable.
+type Vars = BTreeMap<String, String>;
 
 use super::chain::Chain;
 use super::digest::Digest;
 use super::key::{self, KeyParts};
 use super::records::Records;
 use crate::agent::AgentStep;
-use crate::pipeline::outline::Outline;
+use crate::pipeline::flow;
+use crate::pipeline::outline::{Entry, Outline};
 use crate::pipeline::{At, Job, Kind, Loaded, Step, StepKind};
 use crate::resource::{ResourceError, ops};
 
@@ -97,7 +101,8 @@ impl Walk<'_> {
                 | StepKind::Ensemble(_),
             ) => Planned::Container,
             _ if hook => Planned::Hook,
-            _ => self.leaf(s, entry.seq, &entry.path),
+            _ if s.across.is_some() => return self.across(s, &entry),
+            _ => self.leaf(s, entry.seq, &entry.path, None),
         };
         self.lines.push(Line {
             depth: entry.depth,
@@ -113,9 +118,47 @@ impl Walk<'_> {
         }
     }
 
-    fn leaf(&mut self, s: &At<Step>, seq: u32, path: &str) -> Planned {
+    /// An `across:` step: one line per cell of a matrix written in the file, each judged
+    /// on its own key; a `from_file:` matrix is one line (its width is known only when it
+    /// runs).
+    fn across(&mut self, s: &At<Step>, entry: &Entry) {
+        let Some(axes) = flow::static_axes(s) else {
+            let why = "its cells come from a file an earlier step writes".to_owned();
+            self.lines.push(Line {
+                depth: entry.depth,
+                name: entry.name.clone(),
+                kind: entry.kind,
+                verdict: Planned::Run(vec![why]),
+            });
+            // What follows chains to cells nobody can know yet.
+            let unknown = blake3::hash(format!("unknown {}", entry.seq).as_bytes()).into();
+            self.keys.insert(entry.seq, unknown);
+            return;
+        };
+        let mut keys = Vec::new();
+        for (i, (name, vars)) in flow::cells(s, &axes).into_iter().enumerate() {
+            let path = format!("{}#{i}", entry.path);
+            let (verdict, key) = self.judge(s, entry.seq, &path, Some(&vars));
+            keys.push(key);
+            self.lines.push(Line {
+                depth: entry.depth,
+                name,
+                kind: entry.kind,
+                verdict,
+            });
+        }
+        for o in super::lookup::produced(s) {
+            self.artifacts.insert(o, None);
+        }
+        self.keys.insert(entry.seq, super::chain::fold_cells(keys));
+        for (_, h) in s.hooks() {
+            self.step(h, true);
+        }
+    }
+
+    fn leaf(&mut self, s: &At<Step>, seq: u32, path: &str, cell: Option<&Vars>) -> Planned {
         let outputs = super::lookup::produced(s);
-        let (verdict, key) = self.judge(s, seq, path);
+        let (verdict, key) = self.judge(s, seq, path, cell);
         // A key that cannot be known stands for "different from anything recorded".
         let key = key.unwrap_or_else(|| blake3::hash(format!("unknown {seq}").as_bytes()).into());
         self.keys.insert(seq, key);
@@ -136,7 +179,13 @@ impl Walk<'_> {
         verdict
     }
 
-    fn judge(&self, s: &At<Step>, seq: u32, path: &str) -> (Planned, Option<Digest>) {
+    fn judge(
+        &self,
+        s: &At<Step>,
+        seq: u32,
+        path: &str,
+        cell: Option<&Vars>,
+    ) -> (Planned, Option<Digest>) {
         let mut inputs = std::collections::BTreeMap::new();
         let mut unknown = Vec::new();
         for i in &s.inputs {
@@ -162,7 +211,7 @@ impl Walk<'_> {
             _ => None,
         };
         let config = match key::config(self.loaded, s, version.as_deref(), agent.as_ref()) {
-            Ok(c) => key::config_digest(&c),
+            Ok(c) => key::config_digest(&key::with_cell(c, cell)),
             Err(e) => return (Planned::Run(vec![e.to_string()]), None),
         };
         let parts = KeyParts {
@@ -178,7 +227,10 @@ impl Walk<'_> {
         let Some(records) = self.records else {
             return (Planned::Run(vec!["never ran".to_owned()]), Some(key));
         };
-        let replayable = crate::cache::lookup::replayable(s);
+        let replayable = match cell {
+            Some(_) => crate::cache::lookup::cell_replayable(s),
+            None => crate::cache::lookup::replayable(s),
+        };
         if replayable && let Ok(Some(o)) = records.entry(&key) {
             return (Planned::Cached(o.run), Some(key));
         }
@@ -190,7 +242,9 @@ impl Walk<'_> {
             why.push(match s.kind() {
                 _ if s.volatile => "volatile: never replayed".to_owned(),
                 _ if s.when.is_some() => "a guarded step is never replayed".to_owned(),
-                _ if s.across.is_some() => "an across step is never replayed".to_owned(),
+                _ if s.across.is_some() && !s.outputs.is_empty() => {
+                    "a cell of a collecting matrix is never replayed".to_owned()
+                }
                 Ok(StepKind::Put(_)) => "a put is never replayed".to_owned(),
                 Ok(StepKind::Approval) => "an approval is never replayed".to_owned(),
                 Ok(StepKind::Input) => "a question is never replayed".to_owned(),

@@ -112,6 +112,10 @@ pub fn job(job: &super::format::Job) -> Vec<Finding> {
             "give the job time, e.g. `timeout: 30m`, or leave it out",
         ));
     }
+    out.extend(reserve_outside_across(
+        job.budget.as_ref(),
+        &format!("job `{}`", job.name.value),
+    ));
     for s in &job.plan {
         walk(s, true, &mut out);
     }

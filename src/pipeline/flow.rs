@@ -204,6 +204,58 @@ impl<'de> Deserialize<'de> for Scalar {
     }
 }
 
+/// The values of each axis of an `across:` step when all are written in the file (`None`
+/// when one comes `from_file:`, known only when the step runs).
+pub fn static_axes(step: &Step) -> Option<Vec<(String, Vec<String>)>> {
+    step.across
+        .iter()
+        .flat_map(|a| a.value.iter())
+        .map(|axis| {
+            let values = axis.values.as_ref()?;
+            Some((
+                axis.var.value.clone(),
+                values.iter().map(|v| v.value.0.clone()).collect(),
+            ))
+        })
+        .collect()
+}
+
+/// The cells of an `across:` step given each axis's values in order: the product, the
+/// last axis varying fastest, each with its name (`STEP [var=value ...]`, or the step's
+/// name with the values put in when it uses them) and its values.
+pub fn cells(
+    step: &Step,
+    axes: &[(String, Vec<String>)],
+) -> Vec<(String, BTreeMap<String, String>)> {
+    let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for (var, values) in axes {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.push((var.clone(), v.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    let base = step.display_name();
+    combos
+        .into_iter()
+        .map(|combo| {
+            let vars: BTreeMap<String, String> = combo.iter().cloned().collect();
+            let name = if vars_used(&base).is_empty() {
+                let coords: Vec<String> = combo.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("{base} [{}]", coords.join(" "))
+            } else {
+                render(&base, &vars)
+            };
+            (name, vars)
+        })
+        .collect()
+}
+
 /// Replaces each `{{ .vars.NAME }}` (spaces inside the braces optional) with its value;
 /// any other `{{ ... }}` is left as written.
 pub fn render(text: &str, vars: &BTreeMap<String, String>) -> String {

@@ -202,11 +202,7 @@ impl<'a> Ctx<'a> {
         ) {
             map.insert("context".to_owned(), context);
         }
-        // A cell is its step with these values: they are what sets it apart from its
-        // siblings, which chain to the same step before the block.
-        if let (Some(cell), Value::Object(map)) = (cell, &mut config) {
-            map.insert("cell".to_owned(), serde_json::json!(cell.vars()));
-        }
+        let config = key::with_cell(config, cell.map(Cell::vars));
         let prev = cache.prev_key(entry.seq);
         Ok(Some(KeyParts {
             kind: entry.kind.to_string(),

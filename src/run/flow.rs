@@ -26,7 +26,7 @@ use super::exec::{Ctx, Done, Status, worst};
 use super::state::StepRecord;
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
-use crate::pipeline::flow::{Race, When, render, vars_used};
+use crate::pipeline::flow::{Race, When, render};
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, RunSpec, Step};
 
@@ -84,33 +84,10 @@ impl Cell {
 
 /// The cells of an `across:` step, given each axis's values in order.
 fn cells(step: &Step, axes: &[(String, Vec<String>)]) -> Vec<Cell> {
-    let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
-    for (var, values) in axes {
-        combos = combos
-            .into_iter()
-            .flat_map(|c| {
-                values.iter().map(move |v| {
-                    let mut c = c.clone();
-                    c.push((var.clone(), v.clone()));
-                    c
-                })
-            })
-            .collect();
-    }
-    let base = step.display_name();
-    combos
+    crate::pipeline::flow::cells(step, axes)
         .into_iter()
         .enumerate()
-        .map(|(index, combo)| {
-            let vars: BTreeMap<String, String> = combo.iter().cloned().collect();
-            let name = if vars_used(&base).is_empty() {
-                let coords: Vec<String> = combo.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                format!("{base} [{}]", coords.join(" "))
-            } else {
-                render(&base, &vars)
-            };
-            Cell { index, name, vars }
-        })
+        .map(|(index, (name, vars))| Cell { index, name, vars })
         .collect()
 }
 
