@@ -50,6 +50,7 @@ mod mcp_pipeline;
 mod model_tape;
 mod nats_across;
 mod nats_sessions;
+mod nats_takeover;
 mod nats_workers;
 mod needs;
 mod otlp;

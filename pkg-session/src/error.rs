@@ -63,6 +63,8 @@ pub enum RunError {
     Lost(#[from] SubscriptionLost),
     #[error("the session shut down before the turn ended")]
     Closed,
+    #[error("cannot read the session's turns from its journal: {0}")]
+    Read(#[from] crate::journal::ReadError),
 }
 
 /// Why a gate answer was not taken.

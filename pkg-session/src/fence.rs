@@ -5,6 +5,11 @@
 //! Every enduring event of a session is committed through its hub (rule 2), so a fence the
 //! hub asks before each append refuses every write of a session that lost its right: the
 //! event is not journaled, so nothing after it (a tool call's effect, a turn's end) happens.
+//!
+//! The fence also sees each event once it is journaled ([`WriteFence::committed`]), before
+//! anyone is told of it: an embedder that copies a session's events elsewhere (a worker
+//! mirroring them so that another machine can restore the session) has each one there before
+//! the session acts on it, so an effectful call's intent is copied before the call runs.
 
 use std::fmt::Debug;
 
@@ -17,4 +22,13 @@ pub trait WriteFence: Send + Sync + Debug + 'static {
     /// being confirmed); `Err` with the reason once it is known lost. The append then
     /// fails with [`AppendError::Fenced`](crate::journal::AppendError::Fenced).
     async fn admit(&self) -> Result<(), String>;
+
+    /// Called with each event after its durable append and before it is published (so
+    /// before the session acts on it). `Err` with the reason stops the session's writes as
+    /// a refused [`admit`](Self::admit) does: the append reports
+    /// [`AppendError::Fenced`](crate::journal::AppendError::Fenced). Does nothing by default.
+    async fn committed(&self, event: &treadle_event::Event) -> Result<(), String> {
+        let _ = event;
+        Ok(())
+    }
 }

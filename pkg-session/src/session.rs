@@ -11,7 +11,7 @@ use treadle_event::{
 };
 
 use crate::error::{GateError, RunError, SessionClosed, SubmitError};
-use crate::hub::{CatchUp, Hub, Subscription};
+use crate::hub::{CatchUp, CatchUpItem, Hub, Subscription};
 use crate::inference::StructuredOutput;
 use crate::journal::{Journal, ReadError, SessionClaim};
 use crate::protocol::{LoopMsg, TurnOptions};
@@ -319,6 +319,37 @@ impl Session {
         while let Some(delivery) = events.next().await {
             let event = delivery?.event;
             if let Some(report) = TurnReport::from_event(input, &event) {
+                return Ok(report);
+            }
+        }
+        Err(RunError::Closed)
+    }
+
+    /// The report of the main loop's last turn: at once when it has ended, or when it ends
+    /// if it is still running (a turn that [`SessionBuilder::restore`] resumed, waiting on
+    /// an effect or permission gate). `None` when the loop has had no turn.
+    ///
+    /// [`SessionBuilder::restore`]: crate::SessionBuilder::restore
+    pub async fn last_turn(&self) -> Result<Option<TurnReport>, RunError> {
+        let filter = EventFilter {
+            ephemeral: LoopScope::None,
+            enduring: LoopScope::Only(vec![self.inner.main_loop]),
+        };
+        let mut events = self.subscribe_from(0, filter)?;
+        let (mut last, mut report) = (None, None);
+        while let Some(item) = events.next().await {
+            if let CatchUpItem::Delivery(delivery) = item? {
+                let event = &delivery.event;
+                if let EventKind::TurnStarted { input, .. } = &event.kind {
+                    (last, report) = (Some(*input), None);
+                } else if let Some(input) = last
+                    && report.is_none()
+                {
+                    report = TurnReport::from_event(input, event);
+                }
+            }
+            // Past the journal: the last turn has ended, or there was none.
+            if events.is_caught_up() && (last.is_none() || report.is_some()) {
                 return Ok(report);
             }
         }

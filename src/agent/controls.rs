@@ -25,6 +25,9 @@ pub enum QuestionKind {
     Permission,
     /// A verdict given with less confidence than `min_confidence:`.
     Escalation,
+    /// An effectful tool call that was running when the worker holding its session
+    /// stopped: run it again (approve) or fail the step (refuse)?
+    Effect,
 }
 
 impl QuestionKind {
@@ -33,6 +36,7 @@ impl QuestionKind {
         match self {
             Self::Permission => "permission",
             Self::Escalation => "escalation",
+            Self::Effect => "effect",
         }
     }
 }
@@ -147,6 +151,9 @@ pub struct StepControls {
     /// Admits each write of the step's session: a worker holds the step's session only
     /// while it holds the step's lease (`crate::dist::lease`); `None`: always.
     pub fence: Option<Arc<dyn treadle_session::WriteFence>>,
+    /// The session to restore instead of starting one: a step a worker took over from one
+    /// that stopped (`crate::dist::takeover`); `None`: a fresh session.
+    pub resume: Option<treadle_session::event::SessionId>,
 }
 
 /// A function from the granted tools to the tools the session gets.
@@ -166,6 +173,7 @@ impl fmt::Debug for StepControls {
             .field("asker", &self.asker.is_some())
             .field("wrap_tools", &self.wrap_tools.is_some())
             .field("fence", &self.fence)
+            .field("resume", &self.resume)
             .finish()
     }
 }
@@ -267,5 +275,6 @@ pub fn from_pipeline(
         asker: None,
         wrap_tools: None,
         fence: None,
+        resume: None,
     })
 }

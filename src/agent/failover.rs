@@ -113,6 +113,8 @@ fn outage(report: &TurnReport) -> Option<&str> {
 fn resumed_on(step: &AgentStep, model: &ResolvedModel, used: u32) -> AgentStep {
     let mut next = step.clone();
     next.model = model.clone();
+    // The session is already restored; the next source begins with a turn of its own.
+    next.controls.resume = None;
     next.prompt = CONTINUE.to_owned();
     let limit = step.model_call_limit();
     if limit != u32::MAX {

@@ -26,6 +26,8 @@
 //! * `typed_output`: `output_schema:` (prompt, check, retry message, the output file).
 //! * `escalation`: when a verdict's confidence escalates and what that records.
 //! * `failover`: `fallback:` mid-step, the next source continuing the conversation.
+//! * `resumed`: a step whose session is restored (a worker took it over): its open gates
+//!   asked, its first turn the one the restore resumed.
 //! * `cost`: [`ModelPrice`], [`Cost`].
 //! * [`preflight`]: probing every model and MCP server a job uses, before it runs.
 //! * [`source_pick`]: the source an agent with `fallback:` starts a run on, when its
@@ -86,6 +88,7 @@ pub mod preflight;
 mod record;
 mod refuse;
 mod required;
+mod resumed;
 mod session_builder;
 pub mod source_pick;
 mod spec;

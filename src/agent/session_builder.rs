@@ -4,10 +4,9 @@
 use std::sync::Arc;
 
 use treadle_hook::Hook;
-use treadle_session::{ApiKey, GateAnswer, Journal, Session, SessionBuilder, Tool};
+use treadle_session::{ApiKey, Journal, Session, SessionBuilder, Tool};
 
 use super::budget::BudgetGuard;
-use super::controls::{Question, QuestionKind};
 use super::spec::AgentStep;
 
 /// The secret values of a step: its model's API key and its MCP servers' bearer tokens.
@@ -50,7 +49,8 @@ pub(super) fn session_builder(
         // (approval_required), never left waiting, unless `permissions:` may ask, and
         // then the step's asker takes the question to a person. Questions (`ask_human`)
         // go to the step's answerer either way (a handler answers them headless too).
-        .headless(!step.controls.may_ask())
+        // A restored step asks about the gates its restore opens (an effect a stop caught).
+        .headless(!step.controls.may_ask() && step.controls.resume.is_none())
         .unfinished_effects(step.unfinished_effects)
         // The bearer tokens (the session adds its own key) are scrubbed from what the
         // model says.
@@ -67,36 +67,12 @@ pub(super) fn session_builder(
             None => builder.api_key_env(var.clone()),
         };
     }
-    if step.controls.may_ask() || step.answerer.is_some() {
+    if step.controls.may_ask() || step.answerer.is_some() || step.controls.resume.is_some() {
         let controls = step.controls.clone();
         let answerer = step.answerer.clone();
         builder = builder.on_gate(move |request| {
             let (controls, answerer) = (controls.clone(), answerer.clone());
-            async move {
-                if let Some(question) = request.human {
-                    return match answerer {
-                        Some(answerer) => (answerer.ask)(question).await,
-                        None => GateAnswer::deny("nobody answers questions in this step"),
-                    };
-                }
-                if !controls.may_ask() {
-                    return GateAnswer::deny("nobody answers permissions in this step");
-                }
-                let answer = controls
-                    .ask(Question {
-                        kind: QuestionKind::Permission,
-                        message: request.reason,
-                    })
-                    .await;
-                if answer.approved {
-                    GateAnswer::Approve
-                } else {
-                    let comment = answer
-                        .comment
-                        .map_or_else(String::new, |c| format!(": {c}"));
-                    GateAnswer::deny(format!("refused by {}{comment}", answer.by))
-                }
-            }
+            async move { super::resumed::answer_gate(&controls, answerer.as_ref(), request).await }
         });
         if let Some(deadline) = step.answerer.as_ref().and_then(|a| a.deadline) {
             builder = builder.gate_deadline(deadline);

@@ -205,6 +205,8 @@ async fn escalate(
             low.verdict, low.confidence, low.min_confidence
         )));
         let mut stronger = step.clone();
+        // It decides again in a session of its own.
+        stronger.controls.resume = None;
         stronger.model = (**model).clone();
         stronger.controls.confidence = Some(ConfidenceFloor {
             min: floor.min,
@@ -258,9 +260,16 @@ async fn run_session(
             .with_delegated(links.parent.delegated.clone()),
     );
 
-    let session = session_builder(step, journal, tools.clone(), guard.clone())
-        .start()
-        .await?;
+    let builder = session_builder(step, journal, tools.clone(), guard.clone());
+    // A step taken over from a worker that stopped goes on from its session.
+    let (session, asking) = match step.controls.resume {
+        Some(id) => {
+            let session = builder.restore(id).await?;
+            let asking = super::resumed::answer_open_gates(&session, step)?;
+            (session, asking)
+        }
+        None => (builder.start().await?, super::resumed::OpenGates::none()),
+    };
     links.parent.attach(session.id(), &guard);
     if let Some(link) = &step.parent {
         observer.on_event(AgentEvent::Notice(format!(
@@ -283,6 +292,7 @@ async fn run_session(
     };
     let (turns, served) = converse(&session, &sources).await?;
     let (turns, served, fallback_model) = sources.cascade(session.id(), turns, served).await?;
+    drop(asking);
 
     let verdict = slot.get();
     let status = match &turns.last.outcome {

@@ -92,7 +92,10 @@ async fn turns(session: &Session, sources: &failover::Sources<'_>) -> Result<Tur
         Some(typed) => typed_output::prompt(&step.prompt, typed),
         None => step.prompt.clone(),
     };
-    let first = run_turn(session, &prompt, cancel).await?;
+    let first = match step.controls.resume {
+        Some(_) => super::resumed::first_turn(session, &prompt, cancel).await?,
+        None => run_turn(session, &prompt, cancel).await?,
+    };
     let mut turns = Turns {
         text: outcome_text(&first),
         usage: first.usage,
@@ -179,7 +182,7 @@ fn outcome_text(report: &TurnReport) -> String {
 }
 
 /// Runs one turn, interrupting it when `cancel` fires.
-async fn run_turn(
+pub(super) async fn run_turn(
     session: &Session,
     input: &str,
     cancel: &CancellationToken,

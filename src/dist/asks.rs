@@ -191,6 +191,7 @@ async fn answer(
         Ask::Approval { kind, message } => {
             let kind = match kind.as_str() {
                 "escalation" => QuestionKind::Escalation,
+                "effect" => QuestionKind::Effect,
                 _ => QuestionKind::Permission,
             };
             let asker = ctx.asker(step, entry, cancel);

@@ -17,6 +17,9 @@
 //!   holder's revision: a worker that lost the lease cannot commit. Whoever then finds a
 //!   result in the lease (the holder, or a worker the step is redelivered to after the
 //!   holder died before acknowledging) copies it to `treadle-done`, where the server reads it.
+//! * The fence also mirrors each event the session journals ([`super::takeover`]), so that
+//!   a worker taking the step over restores the session; an event that cannot be mirrored
+//!   is retried until it is, or until the lease is lost.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,6 +82,8 @@ struct State {
 /// A held lease, renewed until [`Lease::commit`] or drop.
 pub struct Lease {
     store: kv::Store,
+    /// Where the session's events are mirrored.
+    js: async_nats::jetstream::Context,
     key: String,
     holder: String,
     state: watch::Receiver<State>,
@@ -91,6 +96,7 @@ pub struct Lease {
 /// Takes the lease of step `key` for `holder` (see the module's doc).
 pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
     let store = bus.leases.clone();
+    let start = |revision, sent| Lease::start(&store, &bus.js, key, holder, revision, sent);
     let mine = encode(&Value {
         holder: holder.to_owned(),
         result: None,
@@ -104,9 +110,7 @@ pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
             sent = Instant::now();
             match store.create(key, mine.clone()).await {
                 Ok(revision) => {
-                    return Acquired::Held(Box::new(Lease::start(
-                        &store, key, holder, revision, sent,
-                    )));
+                    return Acquired::Held(Box::new(start(revision, sent)));
                 }
                 // Someone made it first, or our create landed unanswered: read again.
                 Err(e) if e.kind() == CreateErrorKind::AlreadyExists => continue,
@@ -122,8 +126,7 @@ pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
             }
             // Our own write whose answer was lost.
             if value.holder == holder {
-                let lease = Lease::start(&store, key, holder, entry.revision, sent);
-                return Acquired::Held(Box::new(lease));
+                return Acquired::Held(Box::new(start(entry.revision, sent)));
             }
         }
         match seen {
@@ -132,8 +135,7 @@ pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
                     sent = Instant::now();
                     match store.update(key, mine.clone(), revision).await {
                         Ok(new) => {
-                            let lease = Lease::start(&store, key, holder, new, sent);
-                            return Acquired::Held(Box::new(lease));
+                            return Acquired::Held(Box::new(start(new, sent)));
                         }
                         // Renewed, taken, or landed unanswered: reading again tells.
                         Err(_) => continue,
@@ -149,7 +151,14 @@ pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
 }
 
 impl Lease {
-    fn start(store: &kv::Store, key: &str, holder: &str, revision: u64, sent: Instant) -> Self {
+    fn start(
+        store: &kv::Store,
+        js: &async_nats::jetstream::Context,
+        key: &str,
+        holder: &str,
+        revision: u64,
+        sent: Instant,
+    ) -> Self {
         let (tx, state) = watch::channel(State {
             revision,
             standing: Standing::Until(sent + TRUST_FOR),
@@ -165,6 +174,7 @@ impl Lease {
         };
         Self {
             store: store.clone(),
+            js: js.clone(),
             key: key.to_owned(),
             holder: holder.to_owned(),
             state,
@@ -185,6 +195,7 @@ impl Lease {
         Arc::new(LeaseFence {
             key: self.key.clone(),
             state: self.state.clone(),
+            js: self.js.clone(),
         })
     }
 
@@ -310,6 +321,7 @@ impl Renewer {
 struct LeaseFence {
     key: String,
     state: watch::Receiver<State>,
+    js: async_nats::jetstream::Context,
 }
 
 impl std::fmt::Debug for LeaseFence {
@@ -331,6 +343,30 @@ impl treadle_session::WriteFence for LeaseFence {
             // In doubt: the renewer's next answer decides.
             if let Ok(Err(_)) = tokio::time::timeout(RENEW_EVERY, state.changed()).await {
                 return Err("the step's lease is no longer renewed".to_owned());
+            }
+        }
+    }
+
+    /// Mirrors the event before the session acts on it; through NATS outages, until the
+    /// lease is lost.
+    async fn committed(&self, event: &treadle_session::event::Event) -> Result<(), String> {
+        let mut said = false;
+        loop {
+            if let Standing::Lost(why) = &self.state.borrow().standing {
+                return Err(why.clone());
+            }
+            match super::takeover::publish(&self.js, &self.key, event).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    if !said {
+                        tracing::warn!(
+                            "step {}: mirroring a session event: {e}; retrying until NATS answers",
+                            self.key
+                        );
+                        said = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
             }
         }
     }

@@ -23,7 +23,9 @@
 //! * `shared_cache.rs`: the step cache shared through a key-value bucket;
 //! * `asks.rs`: an agent step's questions for a person, asked on a worker, answered on the
 //!   server;
-//! * `events.rs`: a run's events mirrored to a JetStream stream, and followed from it.
+//! * `events.rs`: a run's events mirrored to a JetStream stream, and followed from it;
+//! * `takeover.rs`: an agent step's session events mirrored by its worker, and its session
+//!   restored from them by a worker that takes the step over.
 
 pub mod asks;
 pub mod bus;
@@ -33,6 +35,7 @@ pub mod events;
 pub mod lease;
 pub mod parsed;
 pub mod shared_cache;
+pub mod takeover;
 pub mod wire;
 pub mod worker;
 
@@ -61,6 +64,9 @@ pub enum DistError {
     /// An artifact cannot be packed, stored, fetched or unpacked.
     #[error("artifact: {0}")]
     Artifact(String),
+    /// The session of a step taken over cannot be rebuilt from its mirrored events.
+    #[error("taking the step over: {0}")]
+    Takeover(String),
     /// The pipeline the server sent does not load here.
     #[error("the step's pipeline does not load on this worker: {0}")]
     Pipeline(String),

@@ -18,11 +18,12 @@ use super::bus::{ACK_WAIT, Bus, retrying};
 use super::lease::{self, Acquired, Lease};
 use super::parsed::Parsed;
 use super::wire::{Carried, StepJob, StepResult};
-use super::{DistError, carry};
+use super::{DistError, carry, takeover};
 use crate::run::artifacts::Artifacts;
 use crate::run::one_leaf::{OneLeaf, Questions, run_one};
 use crate::run::transcript::{EventSink, Style, Transcript};
 use crate::run::{AgentRunner, Store};
+use treadle_session::event::SessionId;
 
 /// How to work.
 pub struct WorkerOptions {
@@ -258,6 +259,12 @@ impl Worker {
             client: self.bus.client.clone(),
             key: job.key.clone(),
         });
+        // A leased step whose session events were mirrored by an earlier holder goes on
+        // from that session.
+        let resume = match lease {
+            Some(_) => self.adopt(&job.key).await?,
+            None => None,
+        };
         let secrets = crate::run::secrets_of(&loaded, Some(&job.job));
         let transcript = Arc::new(Transcript::new(Style::Quiet, secrets).with_sink(sink.clone()));
         // A leased step stops when its lease is lost.
@@ -278,6 +285,7 @@ impl Worker {
             micro_usd_spent: job.micro_usd_spent,
             cancel: cancel.clone(),
             fence: lease.map(Lease::fence),
+            resume,
             questions: job.agent.then(|| {
                 let asks = super::asks::Remote::new(self.bus.clone(), &job.key, cancel.clone());
                 Questions {
@@ -313,6 +321,23 @@ impl Worker {
             micro_usd: outcome.micro_usd,
             worker: String::new(),
         })
+    }
+
+    /// Rebuilds, in this worker's journal, the session an earlier holder of step `key`
+    /// mirrored; the session to restore, if there is one.
+    async fn adopt(&self, key: &str) -> Result<Option<SessionId>, DistError> {
+        let events = takeover::mirrored(&self.bus, key).await?;
+        if events.is_empty() {
+            return Ok(None);
+        }
+        let count = events.len();
+        let session = takeover::adopt(self.store.journal(), events).await?;
+        if let Some(session) = session {
+            tracing::warn!(
+                "step {key}: taken over; restoring session {session} from {count} mirrored events"
+            );
+        }
+        Ok(session)
     }
 
     /// Cancels `cancel` when the server says to stop the step.

@@ -217,6 +217,9 @@ pub(crate) struct Ctx<'a> {
     /// Admits the writes of agent steps' sessions (a worker's lease on the step); `None`:
     /// this process owns them.
     pub fence: Option<std::sync::Arc<dyn treadle_session::WriteFence>>,
+    /// The session an agent step restores instead of starting one (a worker took the step
+    /// over); `None`: a fresh session.
+    pub resume: Option<treadle_session::event::SessionId>,
     /// Where agent steps' questions for a person go instead of this process's mailbox (a
     /// worker's go to its server).
     pub questions: Option<super::one_leaf::Questions>,

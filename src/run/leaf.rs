@@ -378,6 +378,7 @@ impl<'a> Ctx<'a> {
         };
         agent_step = self.with_job_limits(agent_step);
         agent_step.controls.fence = self.fence.clone();
+        agent_step.controls.resume = self.resume;
         let asks_people =
             agent_step.tools.iter().any(|t| t == "ask_human") || agent_step.granted.asks_people();
         match &self.questions {

@@ -312,6 +312,7 @@ pub(crate) async fn run_served(
         versions: options.versions.clone(),
         remote,
         fence: None,
+        resume: None,
         questions: None,
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);

@@ -47,6 +47,8 @@ pub struct OneLeaf<'a> {
     pub cancel: CancellationToken,
     /// Admits the writes of an agent step's session: the worker's lease on the step.
     pub fence: Option<Arc<dyn treadle_session::WriteFence>>,
+    /// The session an agent step restores (the step was taken over); `None`: a fresh one.
+    pub resume: Option<treadle_session::event::SessionId>,
     /// Where an agent step's questions for a person go (the server whose run it is).
     pub questions: Option<Questions>,
 }
@@ -145,6 +147,7 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         handed: Mutex::default(),
         remote: None,
         fence: req.fence.clone(),
+        resume: req.resume,
         questions: req.questions.clone(),
     };
     let done = ctx

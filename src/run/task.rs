@@ -122,15 +122,7 @@ fn command(spec: &TaskSpec<'_>) -> (Command, String) {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    // A treadle killed outright (SIGKILL, the OOM killer) cannot kill the group itself:
-    // the command then dies with it instead of finishing a step that a resume runs again.
-    // SAFETY: between fork and exec only the async-signal-safe prctl(2) runs.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)
-        });
-    }
+    crate::confine::die_with_parent(&mut cmd);
     (cmd, program)
 }
 

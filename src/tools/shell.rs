@@ -100,6 +100,9 @@ pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ra
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // A tool call caught by a crash is asked about when its session is restored; it must
+    // not go on behind that question.
+    crate::confine::die_with_parent(&mut command);
     crate::environ::set_command_env(&mut command, ws.pass_env(), std::iter::empty());
     for name in ws.hidden_env() {
         command.env_remove(name);

@@ -270,6 +270,14 @@ impl Hub {
             active.finish(outcome, None).await;
         }
         let seqs = result?;
+        if let Some(fence) = &self.inner.fence {
+            for event in &events {
+                if let Err(why) = fence.committed(event).await {
+                    self.close();
+                    return Err(AppendError::Fenced { why });
+                }
+            }
+        }
         for (event, &seq) in events.into_iter().zip(&seqs) {
             self.publish(Arc::new(event), Some(seq));
         }

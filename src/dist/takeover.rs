@@ -1,0 +1,111 @@
+//! An agent step's session moves with its step: the worker holding the step's lease mirrors
+//! each event its session journals to the run's events stream, and a worker that takes the
+//! step over rebuilds its own journal from them and restores the session (the library's one
+//! restore path) instead of starting afresh.
+//!
+//! * The holder's lease fence ([`super::lease`]) publishes each event once it is journaled
+//!   and before the session acts on it, to `treadle.events.<step key>.session` with
+//!   `Nats-Msg-Id: <step key>.<event id>` (a publish retried after an outage is stored once),
+//!   and waits for JetStream's acknowledgement: an effectful call's intent is in the stream
+//!   before the call runs.
+//! * A worker that takes the step reads those events back in stream order, appends to its
+//!   state file's journal the ones it lacks (by event id), and names the session to restore:
+//!   the last one the step started itself (a sub-agent's session names its parent). Restore
+//!   then keeps the committed history, asks no model again for committed steps, and opens an
+//!   `effect` gate over a call that has an intent and no result.
+
+use async_nats::jetstream::context::Context;
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::RawMessageErrorKind;
+use treadle_session::Journal;
+use treadle_session::event::{Event, EventKind, SessionId};
+
+use super::DistError;
+use super::bus::{Bus, EVENTS_STREAM, retrying};
+
+/// The subject a step's session events are mirrored to (inside the run's events stream,
+/// outside the subject its followers read).
+pub fn subject(key: &str) -> String {
+    format!("treadle.events.{key}.session")
+}
+
+/// Publishes one session event of step `key` and waits for the stream to store it.
+pub(crate) async fn publish(js: &Context, key: &str, event: &Event) -> Result<(), String> {
+    let body = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+    let id = format!("{key}.{}", event.id());
+    let message = PublishMessage::build()
+        .payload(bytes::Bytes::from(body))
+        .message_id(&id);
+    js.send_publish(subject(key), message)
+        .await
+        .map_err(|e| e.to_string())?
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The session events mirrored for step `key`, in the order they were stored.
+pub(crate) async fn mirrored(bus: &Bus, key: &str) -> Result<Vec<Event>, DistError> {
+    let subject = subject(key);
+    let stream = retrying("opening the events stream", || {
+        bus.js.get_stream(EVENTS_STREAM)
+    })
+    .await;
+    let mut events = Vec::new();
+    let mut from = 1;
+    loop {
+        let next = stream
+            .raw_message_builder()
+            .sequence(from)
+            .next_by_subject(subject.clone())
+            .send()
+            .await;
+        let message = match next {
+            Ok(m) => m,
+            Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => return Ok(events),
+            Err(e) => {
+                return Err(DistError::Takeover(format!(
+                    "cannot read the step's session events: {e}"
+                )));
+            }
+        };
+        let event = serde_json::from_slice::<Event>(&message.payload).map_err(|e| {
+            DistError::Takeover(format!(
+                "a session event of the step (stream seq {}) does not parse: {e}",
+                message.sequence
+            ))
+        })?;
+        events.push(event);
+        from = message.sequence + 1;
+    }
+}
+
+/// Appends to `journal` the `events` it lacks (by event id, in their order), and names the
+/// session to restore: the last session the step started itself. `None` when no session
+/// was started (nothing to restore).
+pub(crate) async fn adopt(
+    journal: &Journal,
+    events: Vec<Event>,
+) -> Result<Option<SessionId>, DistError> {
+    let why = |e: String| DistError::Takeover(format!("cannot rebuild the step's journal: {e}"));
+    let mut session = None;
+    let mut missing = Vec::new();
+    for event in events {
+        if let EventKind::SessionStarted { parent: None, .. } = &event.kind {
+            session = Some(event.header.session);
+        }
+        // A worker restarted on the same state file already has what it wrote itself.
+        if journal
+            .seq_of(event.id())
+            .map_err(|e| why(e.to_string()))?
+            .is_none()
+        {
+            missing.push(event);
+        }
+    }
+    journal
+        .append(missing)
+        .await
+        .map_err(|e| why(e.to_string()))?;
+    Ok(session)
+}
