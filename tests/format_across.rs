@@ -33,12 +33,18 @@ jobs:
 
 /// Runs `treadle run` on the matrix over `values`; the lines it added to `$COUNT`.
 fn run_matrix(f: &Fixture, values: &str) -> (Run, Vec<String>) {
+    run_matrix_with(f, values, &[])
+}
+
+/// [`run_matrix`] with more arguments to `treadle run`.
+fn run_matrix_with(f: &Fixture, values: &str, more: &[&str]) -> (Run, Vec<String>) {
     std::fs::write(f.file(), MATRIX.replace("VALUES", values)).expect("write the pipeline");
     let count = f.path().join("count.txt");
     let before = lines(&count).len();
     let flag = f.path().join("flag");
+    let args = [&["run"], more].concat();
     let run = f.treadle_env(
-        &["run"],
+        &args,
         &[
             ("COUNT", count.to_str().expect("utf-8 path")),
             ("FLAG", flag.to_str().expect("utf-8 path")),
@@ -106,6 +112,23 @@ fn a_failed_cell_is_not_cached_and_runs_again_next_time() {
     let (second, ran) = run_matrix(&f, "[a, bad]");
     second.expect_code(0);
     assert_eq!(ran, ["bad", "after"], "{}", second.stdout());
+}
+
+#[test]
+fn a_resumed_run_takes_the_cells_that_succeeded_and_runs_the_failed_one() {
+    let f = Fixture::new("");
+    let (first, ran) = run_matrix(&f, "[a, bad, c]");
+    assert_ne!(
+        first.code(),
+        0,
+        "the bad cell must fail: {}",
+        first.stdout()
+    );
+    assert_eq!(ran, ["a", "bad", "c"], "{}", first.stdout());
+    std::fs::write(f.path().join("flag"), "").expect("flag");
+    let (resumed, ran) = run_matrix_with(&f, "[a, bad, c]", &["--resume", "1"]);
+    resumed.expect_code(0);
+    assert_eq!(ran, ["bad", "after"], "{}", resumed.stdout());
 }
 
 #[test]

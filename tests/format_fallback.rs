@@ -103,3 +103,52 @@ async fn a_live_primary_serves_and_nothing_is_said() {
     assert_eq!(bodies.len(), 1, "{bodies:?}");
     assert_eq!(bodies[0]["model"], json!("primary-model"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sub_agent_runs_on_the_fallback_the_probe_picked_for_it() {
+    let live = ScriptedServer::start(Script::new([
+        Reply::tool_call("helper", json!({ "request": "Say hi." })),
+        Reply::text("hi from the helper"),
+        Reply::text("The helper said hi."),
+    ]))
+    .await
+    .expect("server");
+    let yaml = r#"
+agents:
+- name: helper
+  source: { endpoint: "{DOWN}", model: helper-primary }
+  fallback:
+  - source: { endpoint: "{LIVE}", model: helper-backup }
+- name: lead
+  source: { endpoint: "{LIVE}", model: lead-model }
+  tools:
+  - agent: helper
+jobs:
+- name: j
+  plan:
+  - agent: lead
+    prompt: Ask the helper.
+"#
+    .replace("{DOWN}", &closed_port())
+    .replace("{LIVE}", live.base_url());
+    let run = run(yaml).await;
+    run.expect_code(0);
+    let out = run.stdout();
+    assert!(
+        out.contains("`helper-backup` serves agent `helper` in this run"),
+        "{out}"
+    );
+    let models: Vec<serde_json::Value> = live
+        .requests()
+        .into_iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(
+        models,
+        [
+            json!("lead-model"),
+            json!("helper-backup"),
+            json!("lead-model")
+        ]
+    );
+}

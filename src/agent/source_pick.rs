@@ -9,10 +9,12 @@
 //! (`failover.rs`). Only an endpoint that cannot be reached, does not answer in time or
 //! answers 5xx is down. It spends no tokens, so no model is asked anything.
 //!
+//! Sub-agents are picked for the same way (they have no mid-step cascade of their own).
 //! Agents without `fallback:` are not probed here (there is nothing to pick from;
 //! `treadle validate --preflight` probes every model), nor are those with
 //! `preflight: false`.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::pipeline::model::{self, CLI_PROVIDER, ResolvedModel, process_env};
@@ -55,14 +57,8 @@ pub async fn pick(loaded: &Loaded, job: &Job) -> Result<Vec<Picked>, NoSource> {
         .and_then(|d| d.preflight.as_ref())
         .and_then(|p| p.timeout.as_ref())
         .map_or(PICK_TIMEOUT, |t| t.value.0);
-    let mut seen: Vec<String> = Vec::new();
     let mut picked = Vec::new();
-    for entry in Outline::of(job).entries {
-        let Some(name) = entry.agent else { continue };
-        if seen.contains(&name) {
-            continue;
-        }
-        seen.push(name.clone());
+    for name in reached(loaded, job) {
         let Some(agent) = loaded.agent(&name) else {
             continue;
         };
@@ -74,6 +70,47 @@ pub async fn pick(loaded: &Loaded, job: &Job) -> Result<Vec<Picked>, NoSource> {
         }
     }
     Ok(picked)
+}
+
+/// The agents `job` reaches, in the order it first does: those of its agent steps, then
+/// (breadth first) the sub-agents they may call, which run on the source picked here
+/// too but have no mid-step cascade of their own.
+fn reached(loaded: &Loaded, job: &Job) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for entry in Outline::of(job).entries {
+        if let Some(name) = entry.agent
+            && !names.contains(&name)
+        {
+            names.push(name);
+        }
+    }
+    let mut i = 0;
+    while i < names.len() {
+        let subs = loaded.agent(&names[i]).into_iter().flat_map(|a| {
+            a.tool_objects()
+                .filter_map(|(o, _)| o.agent.as_ref().map(|n| n.value.clone()))
+                .collect::<Vec<_>>()
+        });
+        for sub in subs {
+            if !names.contains(&sub) {
+                names.push(sub);
+            }
+        }
+        i += 1;
+    }
+    names
+}
+
+/// The step of `agent` (and its sub-agents, at any depth) on the sources `picked` says:
+/// the `fallback:` entry each starts on, by agent.
+pub fn on_picked(mut step: AgentStep, agent: &str, picked: &HashMap<String, usize>) -> AgentStep {
+    if let Some(&i) = picked.get(agent) {
+        step = step.starting_on(i);
+    }
+    for d in &mut step.granted.delegates {
+        *d.step = on_picked((*d.step).clone(), &d.name, picked);
+    }
+    step
 }
 
 /// The first source of `agent` that answers; `None` when it is the primary.

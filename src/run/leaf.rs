@@ -350,13 +350,11 @@ impl<'a> Ctx<'a> {
             Err(done) => return done,
         };
         // Which source serves is availability, not content: the key is the primary's.
-        let picked = step
-            .agent
-            .as_ref()
-            .and_then(|a| self.picked.lock().ok()?.get(&a.value).copied());
-        let built = match picked {
-            Some(i) => Arc::new((*built).clone().starting_on(i)),
-            None => built,
+        let built = match (&step.agent, self.picked.lock()) {
+            (Some(name), Ok(picked)) if !picked.is_empty() => Arc::new(
+                crate::agent::source_pick::on_picked((*built).clone(), &name.value, &picked),
+            ),
+            _ => built,
         };
         // The session reads the key itself; a variable that is not set stops the step here,
         // with the hint, before a directory is made.
