@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{Fixture, Run};
+use common::{Fixture, Run, dead_url};
 use serde_json::json;
 use treadle_scripted::{Reply, Script, ScriptedServer};
 
@@ -22,14 +22,6 @@ jobs:
     prompt: "Write the announcement."
 "#;
 
-/// A base URL on a loopback port nothing listens on.
-fn closed_port() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    drop(listener);
-    format!("http://127.0.0.1:{port}/v1")
-}
-
 async fn run(yaml: String) -> Run {
     tokio::task::spawn_blocking(move || Fixture::new(&yaml).treadle(&["run"]))
         .await
@@ -42,9 +34,9 @@ async fn an_unreachable_primary_hands_the_step_to_the_first_fallback_that_answer
         .await
         .expect("server");
     let yaml = WRITER
-        .replace("{PRIMARY}", &closed_port())
+        .replace("{PRIMARY}", &dead_url())
         .replace("{SECOND}", live.base_url())
-        .replace("{THIRD}", &closed_port());
+        .replace("{THIRD}", &dead_url());
     let run = run(yaml).await;
     run.expect_code(0);
     let out = run.stdout();
@@ -67,9 +59,9 @@ async fn an_unreachable_primary_hands_the_step_to_the_first_fallback_that_answer
 #[tokio::test(flavor = "multi_thread")]
 async fn a_chain_with_every_source_down_fails_before_any_step_naming_each() {
     let yaml = WRITER
-        .replace("{PRIMARY}", &closed_port())
-        .replace("{SECOND}", &closed_port())
-        .replace("{THIRD}", &closed_port());
+        .replace("{PRIMARY}", &dead_url())
+        .replace("{SECOND}", &dead_url())
+        .replace("{THIRD}", &dead_url());
     let run = run(yaml).await;
     assert_ne!(run.code(), 0, "{}", run.stdout());
     let all = format!("{}{}", run.stdout(), run.stderr());
@@ -94,8 +86,8 @@ async fn a_live_primary_serves_and_nothing_is_said() {
         .expect("server");
     let yaml = WRITER
         .replace("{PRIMARY}", live.base_url())
-        .replace("{SECOND}", &closed_port())
-        .replace("{THIRD}", &closed_port());
+        .replace("{SECOND}", &dead_url())
+        .replace("{THIRD}", &dead_url());
     let run = run(yaml).await;
     run.expect_code(0);
     assert!(!run.stdout().contains("agent.failover"), "{}", run.stdout());
@@ -129,7 +121,7 @@ jobs:
   - agent: lead
     prompt: Ask the helper.
 "#
-    .replace("{DOWN}", &closed_port())
+    .replace("{DOWN}", &dead_url())
     .replace("{LIVE}", live.base_url());
     let run = run(yaml).await;
     run.expect_code(0);

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{Fixture, Run, spawn_run, wait_until_asked};
+use common::{Fixture, Run, dead_url, spawn_run, wait_until_asked};
 use serde_json::{Value, json};
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
 
@@ -160,14 +160,6 @@ jobs:
         assert:
           stdout: "Report: there was an outage."
 "#;
-
-/// A base URL where nothing listens.
-fn dead_url() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    drop(listener);
-    format!("http://127.0.0.1:{port}/v1")
-}
 
 async fn treadle(args: Vec<String>, url: String) -> Run {
     tokio::task::spawn_blocking(move || {

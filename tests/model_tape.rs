@@ -7,17 +7,9 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{Fixture, Run, example};
+use common::{Fixture, Run, dead_url, example};
 use serde_json::{Value, json};
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
-
-/// A base URL where nothing listens: replay must not need a model server.
-fn dead_url() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    drop(listener);
-    format!("http://127.0.0.1:{port}/v1")
-}
 
 /// The `--json` lines of a run without what differs between runs: the run id and
 /// durations.

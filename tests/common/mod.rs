@@ -102,6 +102,14 @@ pub fn wait_until_asked(f: &Fixture, name: &str) {
     }
 }
 
+/// A model base URL on a loopback port nothing listens on.
+pub fn dead_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/v1")
+}
+
 /// The text of `examples/NAME`.
 pub fn example(name: &str) -> String {
     std::fs::read_to_string(
