@@ -27,6 +27,7 @@ mod crash_resume;
 mod docs_server;
 mod docs_yaml;
 mod examples;
+mod expr_resources;
 mod format_across;
 mod format_agent_keys;
 mod format_containers;

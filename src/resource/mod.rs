@@ -9,12 +9,14 @@
 //! * `template`: `{{ }}` templates (the Go-template subset) of type scripts;
 //! * `script`: running one script, confined, with a timeout;
 //! * `scripted`: types written as `check`/`in`/`out` scripts (`resource_types:`);
+//! * `expr`: types whose stages are expressions (`config.expr:`), evaluated in-process;
 //! * `history`: the versions checks reported and the `every` cursors, in the state file;
 //! * `puts`: the versions `put:` steps published, recorded in the history and per run;
 //! * `check`: [`check::Checker`], checking a resource and recording its versions (the API
 //!   a watcher uses).
 
 pub mod check;
+pub mod expr;
 pub mod git;
 pub mod history;
 pub mod ops;

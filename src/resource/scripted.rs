@@ -95,6 +95,17 @@ pub enum ScriptedError {
         /// `expr` or `mcp`.
         backend: &'static str,
     },
+    /// An `expr:` stage failed (does not parse, failed while it ran, or returned the wrong
+    /// shape).
+    #[error("resource `{resource}`: the `{script}` expression: {detail}")]
+    Expr {
+        /// The resource.
+        resource: String,
+        /// `check`, `in` or `out`.
+        script: &'static str,
+        /// Why.
+        detail: String,
+    },
     /// The type runs in a container, which treadle cannot start.
     #[error("{0}")]
     Container(String),
@@ -143,16 +154,11 @@ impl Scripted<'_> {
                 crate::pipeline::container::no_runtime(&image.value)
             )));
         }
-        let backend = self.kind.config.backend();
-        if backend != Backend::Shell {
+        if self.kind.config.backend() == Backend::Mcp {
             return Err(ScriptedError::Backend {
                 resource: self.name(),
                 kind: self.kind.name.value.clone(),
-                backend: if backend == Backend::Expr {
-                    "expr"
-                } else {
-                    "mcp"
-                },
+                backend: "mcp",
             });
         }
         let text = match script {
@@ -179,6 +185,62 @@ impl Scripted<'_> {
         })
     }
 
+    /// The names a stage may read from treadle's environment: the type's and the
+    /// resource's `env:`.
+    fn pass(&self) -> Vec<String> {
+        self.kind
+            .env
+            .iter()
+            .chain(&self.resource.env)
+            .map(|v| v.value.clone())
+            .collect()
+    }
+
+    /// Evaluates the `expr:` stage `script` when the type is written with `expr:`; `None`
+    /// for a shell type.
+    async fn expr(
+        &self,
+        script: &'static str,
+        version: Option<&Version>,
+        params: Option<&Value>,
+        files: Option<&Path>,
+    ) -> Result<Option<Value>, ScriptedError> {
+        let Some(config) = &self.kind.config.expr else {
+            return Ok(None);
+        };
+        if self.kind.config.backend() != Backend::Expr {
+            return Ok(None);
+        }
+        let text = match script {
+            "check" => config.value.check.as_ref(),
+            "in" => config.value.in_.as_ref(),
+            _ => config.value.out.as_ref(),
+        };
+        let Some(text) = text else {
+            return Err(ScriptedError::Missing {
+                resource: self.name(),
+                kind: self.kind.name.value.clone(),
+                script,
+            });
+        };
+        let stage = crate::resource::expr::Stage {
+            name: script,
+            text: &text.value,
+            vars: crate::resource::expr::vars(&json!(self.resource.source), version, params),
+            env: self.pass(),
+            files: files.map(Path::to_path_buf),
+            timeout: self.timeout(),
+        };
+        crate::resource::expr::run(stage)
+            .await
+            .map(Some)
+            .map_err(|e| ScriptedError::Expr {
+                resource: self.name(),
+                script,
+                detail: e.to_string(),
+            })
+    }
+
     async fn run(
         &self,
         script: &'static str,
@@ -188,13 +250,7 @@ impl Scripted<'_> {
         cancel: &CancellationToken,
     ) -> Result<String, ScriptedError> {
         let env = [("TREADLE_RESOURCE".to_owned(), self.name())];
-        let pass: Vec<String> = self
-            .kind
-            .env
-            .iter()
-            .chain(&self.resource.env)
-            .map(|v| v.value.clone())
-            .collect();
+        let pass = self.pass();
         let s = Script {
             text,
             cwd,
@@ -220,6 +276,15 @@ impl Scripted<'_> {
         scratch: &Path,
         cancel: &CancellationToken,
     ) -> Result<Vec<Version>, ScriptedError> {
+        if let Some(expr) = self.expr("check", cursor, None, None).await? {
+            return parse_versions(&expr.to_string()).map_err(|detail| ScriptedError::Expr {
+                resource: self.name(),
+                script: "check",
+                detail: format!(
+                    "it must return a list of versions like [{{ref: \"abc\"}}], oldest first; {detail}"
+                ),
+            });
+        }
         let text = self.render("check", cursor, None)?;
         let out = self.run("check", &text, scratch, scratch, cancel).await?;
         parse_versions(&out).map_err(|detail| ScriptedError::NotVersions {
@@ -245,10 +310,24 @@ impl Scripted<'_> {
             source,
         };
         // A type that only detects change has no `in`: the get holds the version itself.
-        if self.kind.config.in_.is_none() && self.kind.config.backend() == Backend::Shell {
+        let has_in = match (&self.kind.config.expr, self.kind.config.backend()) {
+            (Some(e), Backend::Expr) => e.value.in_.is_some(),
+            (_, Backend::Shell) => self.kind.config.in_.is_some(),
+            _ => true,
+        };
+        if !has_in {
             let file = dest.join(VERSION_FILE);
             let text = serde_json::to_string_pretty(version).unwrap_or_default();
             return std::fs::write(&file, text + "\n").map_err(|e| io(&file, e));
+        }
+        if let Some(files) = self.expr("in", Some(version), params, None).await? {
+            return crate::resource::expr::write_files(&files, &dest).map_err(|detail| {
+                ScriptedError::Expr {
+                    resource: self.name(),
+                    script: "in",
+                    detail,
+                }
+            });
         }
         let text = self.render("in", Some(version), params)?;
         let before = listing(step_dir).map_err(|e| io(step_dir, e))?;
@@ -274,6 +353,20 @@ impl Scripted<'_> {
         dir: &Path,
         cancel: &CancellationToken,
     ) -> Result<Option<Version>, ScriptedError> {
+        if let Some(v) = self.expr("out", None, params, Some(dir)).await? {
+            if v.is_null() {
+                return Ok(None);
+            }
+            return version_of(v)
+                .map(Some)
+                .map_err(|detail| ScriptedError::Expr {
+                    resource: self.name(),
+                    script: "out",
+                    detail: format!(
+                        "it must return the version it published (a map) or nil; {detail}"
+                    ),
+                });
+        }
         let text = self.render("out", None, params)?;
         let out = self.run("out", &text, dir, dir, cancel).await?;
         Ok(last_object(&out))
