@@ -232,11 +232,7 @@ async fn an_out_reads_its_inputs_posts_json_and_a_refusal_fails_the_put() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_expressions_and_failed_requests_name_the_resource() {
     let (url, _seen) = server().await;
-    // A port nothing listens on: bound, then let go.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", l.local_addr().unwrap())
-    };
+    let closed = common::dead_url();
     let cases: Vec<(String, String)> = vec![
         (
             r#"env("HOME")"#.to_owned(),
