@@ -5,6 +5,10 @@
 //!   whose `permissions:` rule asks, and one that calls `ask_human`, each wait for a person;
 //!   both are listed by the server's approvals API, answered there, and the worker goes on
 //!   (the approved write lands, the answer reaches the model).
+//! * `a_question_left_by_a_killed_server_is_asked_again_when_it_restarts`: the server is
+//!   killed (SIGKILL) while a worker's agent step waits on a permission question; started
+//!   again on the same state file and NATS, it lists the question, and the approval
+//!   reaches the worker: the approved tool call runs.
 //! * `a_step_cached_by_one_server_is_found_by_another`: a second server process, with a
 //!   state file of its own, runs the same pipeline against the same NATS: the producing
 //!   step is not run again (a counter outside the workspace), and the step after it reads
@@ -142,6 +146,49 @@ async fn questions_on_a_worker_are_answered_through_the_server() {
         .map(|l| l.iter().map(|a| a["by"].to_string()).collect())
         .unwrap_or_default();
     assert!(by.iter().any(|b| b.contains("ops")), "{all}");
+    drop(nats);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_left_by_a_killed_server_is_asked_again_when_it_restarts() {
+    let Some(nats) =
+        Nats::start("a_question_left_by_a_killed_server_is_asked_again_when_it_restarts")
+    else {
+        return;
+    };
+    let model = common::nats::calling("note", "Noted.").await;
+    let url = model.base_url().to_string();
+    let outside = tempfile::tempdir().expect("temp dir");
+    let noted = outside.path().join("noted");
+    let f = Fixture::new(&format!(
+        "agents:\n  - name: noter\n    tools:\n      - name: note\n        description: Notes.\n        run: echo noted >> {}\n    permissions:\n      rules:\n        - {{ tool: note, action: ask }}\njobs:\n  - name: j\n    plan:\n      - agent: noter\n        name: note\n        confined: false\n        timeout: 120s\n        prompt: Note it.\n",
+        noted.display()
+    ));
+    let env = [("TREADLE_LOCAL_URL", url.as_str())];
+    let args = ["treadle.yml", "--nats", &nats.url];
+    let mut first = Server::start(f.path(), &args, &env);
+    let worker = Worker::start(&nats.url, 1, &f.path().join("w"), &env);
+    let (code, body) = post(&first, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
+    assert_eq!(code, 201, "{body}");
+    pending(&first, "permission").await;
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    drop(first);
+    let again = Server::start(f.path(), &args, &env);
+    let asked = pending(&again, "permission").await;
+    let path = format!("/api/v1/runs/{}/approvals/{}", asked["run"], asked["seq"]);
+    let (code, decided) = post(&again, &path, json!({"decision": "approve", "by": "ops"})).await;
+    assert_eq!(code, 200, "{decided}");
+    let started = Instant::now();
+    while lines(&noted).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the approval never reached the worker: {}",
+            worker.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(lines(&noted), vec!["noted"], "the approved call ran once");
     drop(nats);
 }
 

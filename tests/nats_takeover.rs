@@ -21,7 +21,6 @@ use common::Fixture;
 use common::nats::{Nats, Worker, lines, wait_status};
 use common::server::{Server, post};
 use serde_json::json;
-use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
 
 /// A payer whose `charge` tool notes its start in `starts`, waits for `go`, then notes
 /// the charge in `counter`.
@@ -50,16 +49,7 @@ async fn a_step_taken_over_restores_its_session_and_asks_before_repeating_an_eff
     else {
         return;
     };
-    let model = ScriptedServer::start(Script::from_fn(|body| {
-        let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        if messages.iter().any(|m| m["role"] == "tool") {
-            Reply::text("paid")
-        } else {
-            Reply::tool_calls([ToolCall::new("charge", json!({}))])
-        }
-    }))
-    .await
-    .expect("scripted server");
+    let model = common::nats::calling("charge", "paid").await;
     let url = model.base_url().to_string();
     let outside = tempfile::tempdir().expect("temp dir");
     let (starts, go, counter) = (

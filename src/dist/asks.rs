@@ -9,6 +9,11 @@
 //! `treadle approvals`, `treadle approve`, `treadle answer`, the API and the web page list
 //! and answer it, with the step's `timeout:` as the deadline. The answer is written back to
 //! the same key. Both sides go through NATS outages (watches are made again, keys read).
+//!
+//! A server that starts against a NATS where yes-or-no questions of its own steps wait
+//! unanswered (it died while a worker's step waited on one; its step keys begin with its
+//! id, the same across restarts) asks each again in its state file ([`adopt`]), so it is
+//! listed and answered as before and the worker's step goes on.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -210,5 +215,108 @@ async fn answer(
             })
         }
         Ask::Decided { .. } | Ask::Answered { .. } => None,
+    }
+}
+
+/// Asks again, in `store`, the yes-or-no questions of this server's (`server`) steps that
+/// wait unanswered in the bucket when it starts, and writes each answer back; until
+/// `stop`. An `ask_human` question is left waiting (its run's answerer is gone).
+pub(crate) async fn adopt(
+    bus: Bus,
+    server: String,
+    store: std::sync::Arc<crate::run::Store>,
+    stop: CancellationToken,
+) {
+    let prefix = format!("{server}.");
+    let keys: Vec<String> = match bus.asks.keys().await {
+        Ok(keys) => {
+            keys.filter_map(|k| async move { k.ok() })
+                .filter(|k| std::future::ready(k.starts_with(&prefix)))
+                .collect()
+                .await
+        }
+        Err(e) => {
+            tracing::warn!("cannot list the questions left in NATS: {e}");
+            return;
+        }
+    };
+    for key in keys {
+        let Ok(Some(value)) = bus.asks.get(&key).await else {
+            continue;
+        };
+        let Ok(Ask::Approval { kind, message }) = serde_json::from_slice::<Ask>(&value) else {
+            continue;
+        };
+        // `<server>.<run>.<seq>.<attempt>.<n>`
+        let mut parts = key[prefix.len()..].split('.');
+        let (Some(Ok(run)), Some(Ok(seq))) = (
+            parts.next().map(str::parse::<u64>),
+            parts.next().map(str::parse::<u32>),
+        ) else {
+            continue;
+        };
+        // A run that ended (its record says so) has nobody waiting for the step.
+        let running = store
+            .run(run)
+            .is_ok_and(|r| r.status == crate::run::state::RunStatus::Running);
+        if !running {
+            continue;
+        }
+        let (bus, store, stop) = (bus.clone(), store.clone(), stop.clone());
+        tokio::spawn(async move {
+            let asker = orphan_asker(store, run, seq, stop);
+            let kind = match kind.as_str() {
+                "escalation" => QuestionKind::Escalation,
+                "effect" => QuestionKind::Effect,
+                _ => QuestionKind::Permission,
+            };
+            let answered = asker.ask(Question { kind, message }).await;
+            let decided = Ask::Decided {
+                approved: answered.approved,
+                by: answered.by,
+                comment: answered.comment,
+            };
+            let Ok(value) = serde_json::to_vec(&decided) else {
+                return;
+            };
+            let value = bytes::Bytes::from(value);
+            retrying("answering a worker's question", || {
+                bus.asks.put(&key, value.clone())
+            })
+            .await;
+        });
+    }
+}
+
+/// The asker of step `seq` of run `run`, whose walk is gone: the question is recorded and
+/// parked in the state file as the run's own, with no deadline.
+fn orphan_asker(
+    store: std::sync::Arc<crate::run::Store>,
+    run: u64,
+    seq: u32,
+    cancel: CancellationToken,
+) -> crate::run::approval::ask::MailboxAsker {
+    let job = store.run(run).map(|r| r.job).unwrap_or_default();
+    let name = store
+        .steps(run)
+        .ok()
+        .and_then(|steps| steps.into_iter().find(|s| s.seq == seq))
+        .map_or_else(|| format!("step {seq}"), |s| s.name);
+    let quiet = crate::run::transcript::Transcript::new(
+        crate::run::transcript::Style::Quiet,
+        crate::run::transcript::Redactor::default(),
+    );
+    crate::run::approval::ask::MailboxAsker {
+        store,
+        transcript: std::sync::Arc::new(quiet),
+        run,
+        seq,
+        name,
+        job,
+        answer_args: String::new(),
+        deadline: None,
+        answerable: true,
+        cancel,
+        turn: tokio::sync::Mutex::new(()),
     }
 }

@@ -270,6 +270,13 @@ pub async fn serve(
         shutdown: stop.child_token(),
         dispatcher,
     });
+    if let Some(d) = &app.dispatcher {
+        // Questions its steps left waiting on workers when it last stopped.
+        let (bus, server) = (d.bus().clone(), d.server().to_owned());
+        let adopting =
+            crate::dist::asks::adopt(bus, server, app.store.clone(), app.shutdown.clone());
+        tokio::spawn(adopting);
+    }
     discovery::write(
         &state,
         &Discovery {

@@ -192,3 +192,19 @@ pub async fn wait_status(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A scripted model that calls `tool` (no arguments), then says `done` once it has read
+/// the result.
+pub async fn calling(tool: &'static str, done: &'static str) -> treadle_scripted::ScriptedServer {
+    use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
+    ScriptedServer::start(Script::from_fn(move |body| {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        if messages.iter().any(|m| m["role"] == "tool") {
+            Reply::text(done)
+        } else {
+            Reply::tool_calls([ToolCall::new(tool, serde_json::json!({}))])
+        }
+    }))
+    .await
+    .expect("scripted server")
+}
