@@ -212,6 +212,38 @@ jobs:
     assert_eq!(server.requests().len(), 1, "a second cell called the model");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_started_cell_runs_to_its_end_past_the_blocks_budget() {
+    let server = ScriptedServer::start(Script::new([
+        Reply::tool_call("list_dir", serde_json::json!({"path": "."})).usage(900, 300),
+        Reply::text("api looks fine"),
+    ]))
+    .await
+    .expect("server");
+    let yaml = r#"
+agents:
+- name: reviewer
+  tools: [list_dir]
+jobs:
+- name: bounded
+  plan:
+  - across:
+    - var: dim
+      values: [api]
+    budget: { tokens: 1000 }
+    agent: reviewer
+    prompt: "Review the {{ .vars.dim }} dimension."
+"#;
+    let (_f, run) = Fixture::new(yaml).run_at(server.base_url()).await;
+    run.expect_code(0);
+    assert!(run.stdout().contains("api looks fine"), "{}", run.stdout());
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "the cell was cut off mid-flight"
+    );
+}
+
 /// Three agent cells, each answering after a delay, at most three at once, under a
 /// `budget:` of 1000 tokens with `RESERVE`.
 const PACED: &str = r#"

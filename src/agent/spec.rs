@@ -254,8 +254,9 @@ impl AgentStep {
     ///   until the step starts their servers;
     /// * prompt: `prompt:`, then each of `messages:`, separated by blank lines;
     /// * verdicts: the keys of `verdicts:`, in order;
-    /// * budget: the smaller of the agent's and the step's `budget: { tokens }`. A job
-    ///   budget is the executor's to add with [`AgentStep::with_job_budget`].
+    /// * budget: the smaller of the agent's and the step's `budget: { tokens }` (an
+    ///   `across:` step's is its block's, not each cell's). A job budget is the executor's
+    ///   to add with [`AgentStep::with_job_budget`].
     pub fn from_pipeline(agent: &Agent, step: &Step, model: ResolvedModel, dir: PathBuf) -> Self {
         let granted: Vec<String> = match agent.grant() {
             Some(tools) => tools.into_iter().map(|t| t.value).collect(),
@@ -278,9 +279,12 @@ impl AgentStep {
 
         let verdicts = step.verdict_choices();
 
-        let limit = [&agent.budget, &step.budget]
+        // On an `across:` step, `budget:` is the block's, shared by its cells and checked
+        // before each starts (`crate::run::admit`); a started cell is never cut off by it.
+        let own = step.budget.as_ref().filter(|_| step.across.is_none());
+        let limit = [agent.budget.as_ref(), own]
             .into_iter()
-            .filter_map(|b| b.as_ref().and_then(|b| b.tokens))
+            .filter_map(|b| b.and_then(|b| b.tokens))
             .min();
         let budgets = limit
             .map(|limit| TokenBudget {
