@@ -8,13 +8,15 @@
 //!   cost per step (treadle minus the raw loop) grows with the conversation.
 //! * `concurrent_sessions`: 100 sessions × 20 steps at once, and 100 raw loops at once, in
 //!   one run: wall time, and peak memory of treadle's part: the resident set, and the live
-//!   heap (counted by `support/heap.rs`), with what an idle session holds between turns.
+//!   heap (counted by `support/heap.rs` with `--count-heap` only, so that timing figures
+//!   carry no cost per allocation), with what an idle session holds between turns.
 //! * `fanout`: TokenDelta events published to 10 subscribers, each receiving all.
 //! * `batch_parallel`: one batch of 8 tool calls that each sleep 50 ms, from the first
 //!   `ToolCallStarted` to the last `ToolCallCompleted` as a subscriber sees them (target:
 //!   under 70 ms), without hooks and behind a `Policy` guard.
 //!
-//! Pass a name to run one: `cargo bench --bench harness -- fanout`.
+//! Pass a name to run one: `cargo bench --bench harness -- fanout`. Add `--count-heap` for
+//! `concurrent_sessions`' live-heap figures (they print as null without it).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -441,11 +443,11 @@ async fn concurrent_sessions() {
             // Target (issue 14): under 25 MB.
             "peak_rss_mb": peak,
             "rss_after_turns_mb": idle_rss,
-            "heap_before_mb": heap::mb(base_heap),
-            "heap_peak_mb": heap::mb(peak_heap),
-            "heap_per_started_session_kb": per_session_kb(started_heap.saturating_sub(base_heap)),
-            "heap_per_idle_session_kb": per_session_kb(idle_heap.saturating_sub(gone_heap)),
-            "heap_after_sessions_gone_mb": heap::mb(gone_heap),
+            "heap_before_mb": heap::counting().then(|| heap::mb(base_heap)),
+            "heap_peak_mb": heap::counting().then(|| heap::mb(peak_heap)),
+            "heap_per_started_session_kb": heap::counting().then(|| per_session_kb(started_heap.saturating_sub(base_heap))),
+            "heap_per_idle_session_kb": heap::counting().then(|| per_session_kb(idle_heap.saturating_sub(gone_heap))),
+            "heap_after_sessions_gone_mb": heap::counting().then(|| heap::mb(gone_heap)),
             "loadavg": loadavg(),
         })
     );
@@ -768,6 +770,9 @@ fn size(n: usize) -> usize {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--count-heap") {
+        heap::count();
+    }
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))

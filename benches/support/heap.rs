@@ -2,25 +2,46 @@
 //!
 //! The process's resident set (VmRSS/VmHWM) also holds thread stacks, code and memory the
 //! allocator keeps after a free, so it cannot say what sessions hold between turns. This
-//! counts what is allocated and not yet freed, exactly, at the cost of two relaxed atomic
-//! operations per allocation (the same for every part of a bench, the raw loop included).
+//! counts what is allocated and not yet freed, exactly, at the cost of two atomic operations
+//! per allocation. Counting is off unless [`count`] switches it on (the harness bench's
+//! `--count-heap`), so timing figures never carry that cost: one bench loop allocates far
+//! more per step than another (the raw loop rebuilds its conversation as a `Value` tree each
+//! step), and a cost per allocation would tilt their comparison.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 
 /// The system allocator with a count of live bytes and their high-water mark.
 pub struct Counting;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+static ON: AtomicBool = AtomicBool::new(false);
+// Signed: a block allocated before counting began may be freed after it.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
 
 fn added(size: usize) {
-    let now = LIVE.fetch_add(size, Ordering::Relaxed) + size;
-    PEAK.fetch_max(now, Ordering::Relaxed);
+    if ON.load(Ordering::Relaxed) {
+        let size = size as isize;
+        let now = LIVE.fetch_add(size, Ordering::Relaxed) + size;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+    }
 }
 
 fn removed(size: usize) {
-    LIVE.fetch_sub(size, Ordering::Relaxed);
+    if ON.load(Ordering::Relaxed) {
+        LIVE.fetch_sub(size as isize, Ordering::Relaxed);
+    }
+}
+
+/// Starts counting: call it first thing in `main`, before any thread, so that almost
+/// every live block is counted.
+pub fn count() {
+    ON.store(true, Ordering::Relaxed);
+}
+
+/// Whether allocations are counted in this run.
+pub fn counting() -> bool {
+    ON.load(Ordering::Relaxed)
 }
 
 // SAFETY: every call is passed to `System` unchanged; only the counters are added.
@@ -62,12 +83,12 @@ unsafe impl GlobalAlloc for Counting {
 
 /// Live heap bytes now.
 pub fn live_bytes() -> usize {
-    LIVE.load(Ordering::Relaxed)
+    usize::try_from(LIVE.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
 /// The most live heap bytes since start or the last [`reset_peak`].
 pub fn peak_bytes() -> usize {
-    PEAK.load(Ordering::Relaxed)
+    usize::try_from(PEAK.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
 /// Starts a new high-water mark from the live bytes now.
