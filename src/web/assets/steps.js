@@ -122,6 +122,9 @@ function hasBody(step) {
 /** Whether a step starts folded when the reader has not chosen. */
 function foldedByDefault(step) {
   if (step.data.cached) return true;
+  // A person's decision is what a reader of the run looks for: a step that asked stays open
+  // (and its box is repainted when the answer comes, even after the step has ended).
+  if (step.approval) return false;
   if (step.data.status === "failed" || step.data.status === "running") return false;
   if (isBlock(step)) return false;
   return step.data.kind !== "agent";
