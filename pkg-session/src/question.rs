@@ -37,18 +37,7 @@ impl HumanQuestion {
         const SHOWN: usize = 3;
         let validator = jsonschema::validator_for(&self.schema)
             .map_err(|e| format!("the question's answer schema does not compile: {e}"))?;
-        let problems: Vec<String> = validator
-            .iter_errors(value)
-            .take(SHOWN)
-            .map(|error| {
-                let at = error.instance_path().to_string();
-                if at.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("at {at}: {error}")
-                }
-            })
-            .collect();
+        let problems = crate::validators::problems(&validator, value, SHOWN);
         if !problems.is_empty() {
             return Err(format!(
                 "the answer does not fit the question's schema {}: {}",

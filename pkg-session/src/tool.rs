@@ -341,18 +341,7 @@ impl ToolSet {
         let Some(validator) = self.by_name.get(name).and_then(|e| e.validator.as_ref()) else {
             return Ok(());
         };
-        let problems: Vec<String> = validator
-            .iter_errors(arguments)
-            .take(SHOWN + 1)
-            .map(|error| {
-                let at = error.instance_path().to_string();
-                if at.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("at {at}: {error}")
-                }
-            })
-            .collect();
+        let problems = crate::validators::problems(validator, arguments, SHOWN + 1);
         if problems.is_empty() {
             return Ok(());
         }

@@ -5,6 +5,7 @@
 //! Compiled per loop, that was a tenth of what an idle session held (docs/benchmarks.md,
 //! `concurrent_sessions`), and a pipeline starts many sessions with the same tools. Entries
 //! are weak: a validator no loop uses any more is freed, and its entry goes at the next miss.
+//! [`problems`] words what a validator found, for tool arguments and human answers alike.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -36,6 +37,22 @@ pub(crate) fn shared(schema: &Value) -> Result<Arc<Validator>, ValidationError<'
 
 fn lock(cache: &Cache) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Validator>>> {
     cache.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Up to `n` of what `validator` finds wrong with `value`, each with where it is.
+pub(crate) fn problems(validator: &Validator, value: &Value, n: usize) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(n)
+        .map(|error| {
+            let at = error.instance_path().to_string();
+            if at.is_empty() {
+                error.to_string()
+            } else {
+                format!("at {at}: {error}")
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -95,17 +95,11 @@ fn containers(t: &ResourceType) -> Vec<Finding> {
             ));
         }
     }
-    if let Some(limits) = &t.container_limits
-        && limits.value.cpu.is_none()
-        && limits.value.memory.is_none()
-    {
-        out.push((
-            limits.pos,
-            Problem::MissingKey,
-            "`container_limits` sets no limit".to_owned(),
-            "give `cpu:` (a share weight, 1024 = default) and/or `memory:` (bytes)".to_owned(),
-        ));
-    }
+    out.extend(
+        t.container_limits
+            .as_ref()
+            .and_then(super::container::empty_limits),
+    );
     out
 }
 

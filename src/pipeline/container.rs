@@ -197,6 +197,18 @@ pub fn agent(a: &super::agent_def::Agent) -> Vec<Finding> {
         .collect()
 }
 
+/// The finding for `container_limits:` that sets no limit (on a step or a resource type).
+pub fn empty_limits(limits: &At<ContainerLimits>) -> Option<Finding> {
+    (limits.value.cpu.is_none() && limits.value.memory.is_none()).then(|| {
+        (
+            limits.pos,
+            Problem::MissingKey,
+            "`container_limits` sets no limit".to_owned(),
+            "give `cpu:` (a share weight, 1024 = default) and/or `memory:` (bytes)".to_owned(),
+        )
+    })
+}
+
 /// Checks the container keys of a step.
 pub fn step(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -255,16 +267,6 @@ pub fn step(step: &At<Step>) -> Vec<Finding> {
             "name an image, e.g. `image: alpine:3.20`, or remove the key".to_owned(),
         ));
     }
-    if let Some(limits) = &step.container_limits
-        && limits.value.cpu.is_none()
-        && limits.value.memory.is_none()
-    {
-        out.push((
-            limits.pos,
-            Problem::MissingKey,
-            "`container_limits` sets no limit".to_owned(),
-            "give `cpu:` (a share weight, 1024 = default) and/or `memory:` (bytes)".to_owned(),
-        ));
-    }
+    out.extend(step.container_limits.as_ref().and_then(empty_limits));
     out
 }
