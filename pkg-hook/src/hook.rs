@@ -20,6 +20,10 @@ pub enum Decision {
     /// denied, never allowed (rule 7, fail-closed). Ignored with a warning on operations
     /// that are not guards.
     Ask { question: String },
+    /// Let a tool call run with these arguments instead of the model's (a JSON object):
+    /// the hooks after this one see them, and the runtime checks them against the tool's
+    /// schema again before the call runs. Ignored, with a warning, on other operations.
+    Rewrite { arguments: serde_json::Value },
 }
 
 impl Decision {
@@ -34,6 +38,11 @@ impl Decision {
         Decision::Ask {
             question: question.into(),
         }
+    }
+
+    /// A [`Decision::Rewrite`] to `arguments`.
+    pub fn rewrite(arguments: serde_json::Value) -> Self {
+        Decision::Rewrite { arguments }
     }
 
     pub fn is_allow(&self) -> bool {

@@ -20,6 +20,15 @@
 //! * `policy`: [`Policy`], the rule-based tool-call guard users start from: ordered
 //!   [`Rule`]s (tool-name glob, argument subset, argument regexes) with an [`Action`]
 //!   (allow, deny, ask); first match wins; undecided calls are denied.
+//! * `command`: [`CommandHook`], a hook that is a command speaking Claude Code's hook
+//!   protocol (the same type `treadle`'s pipeline `hooks:` use), and the [`HookReport`]
+//!   of each run.
+//! * `command_spec`: what one command hook is: [`CommandSpec`] with its [`HookEvent`],
+//!   [`Matcher`], timeout and [`OnHookError`].
+//! * `command_protocol`: the envelope a hook reads on stdin and how its exit code and
+//!   stdout are read ([`HookContext`] is the envelope's names and directories).
+//! * `command_process`: running one command with its timeout and killing its process
+//!   group, and the [`Launcher`] seam an embedder confines hooks through.
 //!
 //! # Ordering
 //!
@@ -128,10 +137,19 @@
 //! * `tracing`: the warning when a hook denies an operation that cannot be denied.
 //! * `regex`: argument patterns in [`Policy`] rules (linear-time matching, so a policy
 //!   from a pipeline file cannot make a guard hang).
+//! * `tokio` (process, time, io): command hooks are child processes with a timeout, on
+//!   the runtime the session already runs on.
+//! * `rustix` (process): a hook that overruns its timeout is killed with its whole process
+//!   group (`kill(-pgid)`), so a `sleep` it started does not hold its pipes open; the same
+//!   crate `treadle` kills its tasks' groups with.
 //! * `globset`: tool-name globs in [`Policy`] rules (ripgrep's glob matcher: well kept and
 //!   widely used), instead of a hand-written matcher.
 
 mod call;
+mod command;
+mod command_process;
+mod command_protocol;
+mod command_spec;
 mod deny;
 mod hook;
 mod policy;
@@ -141,6 +159,12 @@ mod runner;
 pub use async_trait::async_trait;
 
 pub use call::{HookCall, Operation, OperationId, Outcome, Payload};
+pub use command::{CommandHook, HookEffect, HookReport, Reporter};
+pub use command_process::{Launched, Launcher, OUTPUT_LIMIT, PlainLauncher};
+pub use command_protocol::HookContext;
+pub use command_spec::{
+    BadMatcher, CommandSpec, DEFAULT_TIMEOUT, HookEvent, Matcher, OnHookError, UnknownEvent,
+};
 pub use deny::DenyTools;
 pub use hook::{Decision, Hook};
 pub use policy::{Action, ArgPattern, Policy, PolicyError, Rule};

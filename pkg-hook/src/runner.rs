@@ -117,7 +117,7 @@ impl HookRunner {
     /// ask, their questions are joined, one per line, and the first asker is named. The
     /// caller must finish the returned [`Active`] in every case, with
     /// [`Outcome::Denied`] if the question is refused or never answered.
-    pub async fn authorize(&self, call: HookCall) -> Result<Authorization, Denied> {
+    pub async fn authorize(&self, mut call: HookCall) -> Result<Authorization, Denied> {
         let Some(hooks) = &self.hooks else {
             return Ok(Authorization::Allowed(Active::new(call, None)));
         };
@@ -127,6 +127,10 @@ impl HookRunner {
                 Decision::Allow => continue,
                 Decision::Deny { reason } => (reason, false),
                 Decision::Ask { question } => (question, true),
+                Decision::Rewrite { arguments } => {
+                    rewrite(&mut call, hook.name(), arguments);
+                    continue;
+                }
             };
             if !call.op.is_guard() {
                 tracing::warn!(
@@ -189,6 +193,19 @@ impl HookRunner {
         for hook in hooks.iter().rev() {
             hook.finish(&call, &outcome, output.as_ref()).await;
         }
+    }
+}
+
+/// Puts a hook's [`Decision::Rewrite`] into a tool call's payload, where the later hooks
+/// and the caller ([`Active::call`]) read it; on any other operation it is ignored.
+fn rewrite(call: &mut HookCall, hook: &str, new: serde_json::Value) {
+    match &mut call.payload {
+        crate::call::Payload::ToolCall { arguments, .. } => *arguments = new,
+        _ => tracing::warn!(
+            hook,
+            op = call.op.name(),
+            "hook rewrote the arguments of an operation that is not a tool call; ignored"
+        ),
     }
 }
 

@@ -272,12 +272,7 @@ async fn authorize(
         arguments: arguments.clone(),
     };
     let (active, hook, question) = match ctx.hooks.authorize(hook_call(scope, payload)).await {
-        Ok(Authorization::Allowed(active)) => {
-            return Prepared::Ready {
-                arguments,
-                guard: Some(Box::new(active)),
-            };
-        }
+        Ok(Authorization::Allowed(active)) => return ready(scope, call, arguments, active).await,
         Ok(Authorization::Ask {
             active,
             hook,
@@ -291,10 +286,7 @@ async fn authorize(
     };
     let prior = prior.gates.remove(&(call.id.clone(), GateKind::Permission));
     match permission(scope, call, &arguments, (&hook, &question), prior).await {
-        Permission::Granted => Prepared::Ready {
-            arguments,
-            guard: Some(Box::new(active)),
-        },
+        Permission::Granted => ready(scope, call, arguments, active).await,
         Permission::Refused(reason) => {
             active.finish(Outcome::denied(reason.clone()), None).await;
             Prepared::Refused(format!("denied: {reason}"))
@@ -303,6 +295,40 @@ async fn authorize(
             active.finish(Outcome::Canceled, None).await;
             Prepared::Canceled
         }
+    }
+}
+
+/// An authorized call, with the arguments its guards left in the call: a hook may have
+/// rewritten them ([`treadle_hook::Decision::Rewrite`]), and rewritten arguments must fit
+/// the tool's schema like the model's, or the call is refused.
+async fn ready(
+    scope: &BatchScope<'_>,
+    call: &Call,
+    arguments: serde_json::Value,
+    active: Active,
+) -> Prepared {
+    let arguments = match &active.call().payload {
+        Payload::ToolCall {
+            arguments: left, ..
+        } if *left != arguments => left.clone(),
+        _ => {
+            return Prepared::Ready {
+                arguments,
+                guard: Some(Box::new(active)),
+            };
+        }
+    };
+    if let Err(problems) = scope.ctx.tools.check(&call.name, &arguments) {
+        let reason = format!(
+            "denied: a hook rewrote the arguments of {} and they do not fit its schema: {problems}",
+            call.name
+        );
+        active.finish(Outcome::denied(reason.clone()), None).await;
+        return Prepared::Refused(reason);
+    }
+    Prepared::Ready {
+        arguments,
+        guard: Some(Box::new(active)),
     }
 }
 
