@@ -68,6 +68,7 @@ mod serve_api;
 mod serve_approvals;
 mod serve_cli;
 mod serve_events;
+mod serve_hosts;
 mod serve_metrics;
 mod serve_security;
 mod serve_watch;

@@ -220,6 +220,10 @@ pub enum Command {
         /// (JetStream on), e.g. nats://127.0.0.1:4222 (see docs/scale-out.md).
         #[arg(long, value_name = "URL")]
         nats: Option<String>,
+        /// A name this server answers to besides localhost and IP addresses (repeatable):
+        /// requests whose Host is any other name are refused (421), against DNS rebinding.
+        #[arg(long = "allowed-host", value_name = "NAME")]
+        allowed_hosts: Vec<crate::server::hosts::HostName>,
     },
     /// Run steps that `treadle serve --nats` queues (see docs/scale-out.md).
     Worker {
@@ -459,6 +463,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             state,
             interval,
             nats,
+            allowed_hosts,
         } => {
             let options = crate::server::ServeOptions {
                 paths,
@@ -467,6 +472,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
                 state,
                 interval,
                 nats,
+                allowed_hosts,
             };
             serve::serve(options).await
         }

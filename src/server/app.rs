@@ -77,6 +77,8 @@ pub struct ServeOptions {
     pub interval: std::time::Duration,
     /// The NATS server whose workers run the steps (`--nats`); `None`: they run here.
     pub nats: Option<String>,
+    /// Names besides `localhost` and IP literals the server answers to (`--allowed-host`).
+    pub allowed_hosts: Vec<super::hosts::HostName>,
 }
 
 /// Why the server cannot start.
@@ -292,7 +294,14 @@ pub async fn serve(
         // After the guard: a webhook carries its resource's own token, not the server's.
         routes = routes.merge(crate::watch::hooks::router(watcher));
     }
-    let served = axum::serve(listener, routes)
+    // Before routing: a request to a name that is not this server's reaches no route.
+    let allowed = Arc::new(super::hosts::AllowedHosts::new(
+        options.allowed_hosts.clone(),
+    ));
+    let hosts = axum::middleware::from_fn_with_state(allowed, super::hosts::check);
+    // A router with nothing but a fallback: every request passes the layer, matched or not.
+    let guarded = Router::new().fallback_service(routes).layer(hosts);
+    let served = axum::serve(listener, guarded)
         .with_graceful_shutdown(async move {
             stop.cancelled().await;
             // Aborts the runs and ends the event streams, which graceful shutdown waits for.

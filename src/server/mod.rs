@@ -6,6 +6,7 @@
 //!
 //! * `app.rs`: what is served, the shared [`app::App`], the router, start-up and shutdown;
 //! * `discovery.rs`: `.treadle/server.json`, where the other commands find the server;
+//! * `hosts.rs`: the names the server answers to (`--allowed-host`), checked before routing;
 //! * `guard.rs`: the token and the cross-site check in front of every route;
 //! * `api.rs`: health, pipelines, plans, runs (list, show, cancel);
 //! * `start.rs`: starting a run in the server;
@@ -26,6 +27,7 @@ pub mod client;
 pub mod discovery;
 pub mod error;
 mod guard;
+pub mod hosts;
 pub mod metrics;
 mod receipt;
 pub mod sse;
