@@ -504,7 +504,7 @@ async fn restore_large() {
             parent: None,
         };
         journal
-            .append(vec![Event::new(Header::in_loop(id, main), started)])
+            .import(vec![Event::new(Header::in_loop(id, main), started)])
             .await
             .expect("append");
         let turn = treadle_session::event::TurnId::new();
@@ -549,7 +549,7 @@ async fn restore_large() {
             ));
             if batch.len() == 1000 {
                 journal
-                    .append(std::mem::take(&mut batch))
+                    .import(std::mem::take(&mut batch))
                     .await
                     .expect("append");
             }
@@ -562,7 +562,7 @@ async fn restore_large() {
                 usage: Default::default(),
             },
         ));
-        journal.append(batch).await.expect("append");
+        journal.import(batch).await.expect("append");
         id
     };
     let t = Instant::now();

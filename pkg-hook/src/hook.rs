@@ -1,5 +1,6 @@
 //! The `Hook` trait a plugin implements, and the `Decision` a guard returns.
 
+use crate::Json;
 use crate::call::{HookCall, Outcome};
 
 /// A hook's answer to the beginning of an operation.
@@ -27,6 +28,8 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// A [`Decision::Deny`] with `reason`; for a tool call the model reads it as the
+    /// call's result (rule 6), so word it for the model.
     pub fn deny(reason: impl Into<String>) -> Self {
         Decision::Deny {
             reason: reason.into(),
@@ -62,8 +65,12 @@ impl Decision {
 /// panic: a panic unwinds through the turn that called it.
 #[async_trait::async_trait]
 pub trait Hook: Send + Sync + 'static {
-    /// A short name, used in [`Denied`](crate::Denied) and in logs.
-    fn name(&self) -> &str;
+    /// A short name, used in [`Denied`](crate::Denied) and in logs. The default is the
+    /// implementing type's name without its module path or generic arguments
+    /// (`my_app::AuditLog<W>` gives `AuditLog`); override it when two hooks share a type.
+    fn name(&self) -> &str {
+        short_type_name(std::any::type_name::<Self>())
+    }
 
     /// Called when an operation begins. For a guard operation, [`Decision::Deny`] stops it.
     async fn begin(&self, call: &HookCall) -> Decision {
@@ -74,8 +81,27 @@ pub trait Hook: Send + Sync + 'static {
     /// Called when an operation ends, including when it was denied, failed or canceled.
     ///
     /// `output` is the operation's result where one exists: the inference response (the
-    /// assistant message JSON), the tool result, the gate answer.
-    async fn finish(&self, call: &HookCall, outcome: &Outcome, output: Option<&serde_json::Value>) {
+    /// assistant message JSON), the tool result, the gate answer. [`Json`] is
+    /// `serde_json::Value`, re-exported so a hook needs no `serde_json` dependency.
+    async fn finish(&self, call: &HookCall, outcome: &Outcome, output: Option<&Json>) {
         let _ = (call, outcome, output);
+    }
+}
+
+/// `type_name`'s last path segment, generic arguments dropped: `a::b::Log<c::D>` → `Log`.
+fn short_type_name(full: &'static str) -> &'static str {
+    let base = full.split('<').next().unwrap_or(full);
+    base.rsplit("::").next().unwrap_or(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_type_name;
+
+    #[test]
+    fn the_default_name_is_the_bare_type_name() {
+        assert_eq!(short_type_name("my_app::audit::AuditLog"), "AuditLog");
+        assert_eq!(short_type_name("my_app::Log<alloc::string::String>"), "Log");
+        assert_eq!(short_type_name("Local"), "Local");
     }
 }

@@ -54,7 +54,7 @@
 //!
 //! use treadle_event::{LoopId, SessionId};
 //! use treadle_hook::{
-//!     async_trait, Decision, Hook, HookCall, HookRunner, Operation, Outcome, Payload,
+//!     async_trait, Decision, Hook, HookCall, HookRunner, Json, Operation, Outcome, Payload,
 //! };
 //!
 //! #[derive(Default)]
@@ -62,12 +62,9 @@
 //!     completed: AtomicUsize,
 //! }
 //!
+//! // `name()` defaults to the type's name, "ToolMeter".
 //! #[async_trait]
 //! impl Hook for ToolMeter {
-//!     fn name(&self) -> &str {
-//!         "tool_meter"
-//!     }
-//!
 //!     async fn begin(&self, call: &HookCall) -> Decision {
 //!         match &call.payload {
 //!             Payload::ToolCall { name, .. } if name == "shell" => {
@@ -77,7 +74,7 @@
 //!         }
 //!     }
 //!
-//!     async fn finish(&self, call: &HookCall, outcome: &Outcome, _output: Option<&serde_json::Value>) {
+//!     async fn finish(&self, call: &HookCall, outcome: &Outcome, _output: Option<&Json>) {
 //!         if call.op == Operation::ToolExecution && outcome.is_completed() {
 //!             self.completed.fetch_add(1, Ordering::Relaxed);
 //!         }
@@ -97,7 +94,7 @@
 //!     arguments: serde_json::json!({ "cmd": "ls" }),
 //! };
 //! let denied = runner.begin(HookCall::new(session, loop_id, shell)).await.unwrap_err();
-//! assert_eq!(denied.to_string(), "denied by hook tool_meter: shell is not available here");
+//! assert_eq!(denied.to_string(), "denied by hook ToolMeter: shell is not available here");
 //!
 //! // ...and brackets each execution with begin and finish.
 //! let read = Payload::ToolExecution {
@@ -131,8 +128,10 @@
 //! * `treadle-event`: the ids ([`SessionId`](treadle_event::SessionId), ...) in a call.
 //! * `serde` / `serde_json`: calls, outcomes and records encode for audit logs, and
 //!   inference requests and tool arguments are JSON values.
-//! * `async-trait`: hooks are stored as `Arc<dyn Hook>`, which native `async fn` in traits
-//!   does not allow yet; re-exported as [`macro@async_trait`] so plugins need not depend on it.
+//! * `async-trait`: hooks are stored as `Arc<dyn Hook>`, and a trait with native `async fn`
+//!   is not dyn-compatible (Rust 1.95 still cannot make `dyn Hook` of one), so the trait
+//!   stays `#[async_trait]`; re-exported as [`macro@async_trait`] so plugins need not depend
+//!   on it. A plugin writes `#[async_trait]` above its `impl` and nothing else.
 //! * `thiserror`: the typed [`Denied`] error.
 //! * `tracing`: the warning when a hook denies an operation that cannot be denied.
 //! * `regex`: argument patterns in [`Policy`] rules (linear-time matching, so a policy
@@ -157,6 +156,11 @@ mod recorder;
 mod runner;
 
 pub use async_trait::async_trait;
+/// Re-exported for building [`Payload`] arguments and reading outputs (`serde_json::json!`).
+pub use serde_json;
+/// The JSON an operation ends with ([`Hook::finish`]'s `output`) and a call's arguments:
+/// `serde_json::Value`, re-exported so that a hook needs no `serde_json` dependency.
+pub use serde_json::Value as Json;
 
 pub use call::{HookCall, Operation, OperationId, Outcome, Payload};
 pub use command::{CommandHook, HookEffect, HookReport, Reporter};

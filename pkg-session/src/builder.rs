@@ -604,13 +604,16 @@ async fn spawn_loop(
 }
 
 /// Claims session `id` for a restore. A session whose last handle was dropped (or that was
-/// shut down) is still finishing its turn: wait for it, up to 30 s. A live one is refused.
+/// shut down) is still finishing its turn, and an import is writing its events: wait for
+/// either, up to 30 s. A live one is refused.
 async fn claim_for_restore(journal: &Journal, id: SessionId) -> Result<SessionClaim, RestoreError> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         match journal.claim(id) {
             Ok(claim) => return Ok(claim),
-            Err(Claimed::Stopping) if tokio::time::Instant::now() < deadline => {
+            Err(Claimed::Stopping | Claimed::Importing)
+                if tokio::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
             Err(_) => return Err(RestoreError::Live { session: id }),

@@ -159,7 +159,7 @@ pub use fence::WriteFence;
 pub use hub::{CatchUp, CatchUpItem, Subscription, SubscriptionLost};
 pub use human::AskHuman;
 pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
-pub use journal::{Journal, JournalOptions};
+pub use journal::{ImportError, Journal, JournalOptions, JournalView};
 pub use question::HumanQuestion;
 pub use redact::Secrets;
 pub use repair::repair_arguments;

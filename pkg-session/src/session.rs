@@ -13,7 +13,7 @@ use treadle_event::{
 use crate::error::{GateError, RunError, SessionClosed, SubmitError};
 use crate::hub::{CatchUp, CatchUpItem, Hub, Subscription};
 use crate::inference::StructuredOutput;
-use crate::journal::{Journal, ReadError, SessionClaim};
+use crate::journal::{Journal, JournalView, ReadError, SessionClaim};
 use crate::protocol::{LoopMsg, TurnOptions};
 
 /// A running conversation. Cheap to clone; every clone drives the same session.
@@ -191,7 +191,10 @@ impl Session {
         self.inner.main_loop
     }
 
-    pub fn journal(&self) -> &Journal {
+    /// The session's journal, read-only: its reads ([`JournalView::read`], ...), never a
+    /// write. Only the session's loop actor writes its history (rule 1); for live events
+    /// use [`Session::subscribe`] or [`Session::subscribe_from`].
+    pub fn journal(&self) -> &JournalView {
         &self.inner.journal
     }
 

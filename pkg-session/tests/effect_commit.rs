@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use treadle_scripted::{Reply, ToolCall};
-use treadle_session::{Effect, FnTool, Journal, ToolError};
+use treadle_session::{Effect, FnTool, Journal, JournalView, ToolError};
 
 #[derive(Deserialize, JsonSchema)]
 struct Nap {
@@ -37,7 +37,7 @@ fn charge() -> FnTool<
 }
 
 /// The names of the session's journaled events, with their seqs, in journal order.
-fn journaled(journal: &Journal, session: treadle_event::SessionId) -> Vec<(u64, String)> {
+fn journaled(journal: &JournalView, session: treadle_event::SessionId) -> Vec<(u64, String)> {
     journal
         .read(session, 0, None)
         .expect("read")

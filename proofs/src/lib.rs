@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use tempfile::TempDir;
 use treadle_event::{Delivery, Event, EventKind, Message, SessionId};
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
-use treadle_session::{FnTool, Journal, Session, SessionBuilder, Subscription, ToolError};
+use treadle_session::{FnTool, JournalView, Session, SessionBuilder, Subscription, ToolError};
 
 /// How many schedules each proof runs.
 pub const SCHEDULES: u64 = 50;
@@ -149,7 +149,7 @@ pub async fn until_terminal(sub: &mut Subscription) -> Vec<Delivery> {
 
 /// The committed history as the journal records it: each turn's input message, then each
 /// step's messages, in journal order.
-pub fn history_from_journal(journal: &Journal, session: SessionId) -> Vec<Message> {
+pub fn history_from_journal(journal: &JournalView, session: SessionId) -> Vec<Message> {
     journal
         .read(session, 0, None)
         .expect("read journal")
@@ -159,7 +159,7 @@ pub fn history_from_journal(journal: &Journal, session: SessionId) -> Vec<Messag
 }
 
 /// Every event the journal holds for `session`, in order.
-pub fn journaled(journal: &Journal, session: SessionId) -> Vec<Event> {
+pub fn journaled(journal: &JournalView, session: SessionId) -> Vec<Event> {
     journal
         .read(session, 0, None)
         .expect("read journal")

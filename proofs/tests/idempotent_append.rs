@@ -1,5 +1,7 @@
 //! Rule 10, idempotent-append: appending an event whose id is already in the journal
 //! changes nothing — alone, inside a group with new events, or raced by concurrent writers.
+//! The journal's one public write, `Journal::import`, goes through the same append as a
+//! session's commits, so it is what these tests drive.
 
 use std::time::Duration;
 
@@ -26,15 +28,15 @@ async fn a_duplicate_id_changes_nothing() {
     let journal = Journal::open(dir.path().join("j.redb")).expect("open");
     let (session, loop_id) = (SessionId::new(), LoopId::new());
     let first: Vec<Event> = (0..3).map(|i| step_done(session, loop_id, i)).collect();
-    let seqs = journal.append(first.clone()).await.expect("append");
+    let seqs = journal.import(first.clone()).await.expect("append");
     let before = journal.read(session, 0, None).expect("read");
 
     // The same events again: same seqs back, nothing new stored.
-    assert_eq!(journal.append(first.clone()).await.expect("again"), seqs);
+    assert_eq!(journal.import(first.clone()).await.expect("again"), seqs);
     // A group mixing an old id with a new one stores only the new one.
     let fresh = step_done(session, loop_id, 9);
     let mixed = journal
-        .append(vec![first[1].clone(), fresh.clone()])
+        .import(vec![first[1].clone(), fresh.clone()])
         .await
         .expect("mixed");
     assert_eq!(mixed[0], seqs[1]);
@@ -42,7 +44,7 @@ async fn a_duplicate_id_changes_nothing() {
     // A duplicate inside one group is stored once.
     let twice = step_done(session, loop_id, 10);
     let inner = journal
-        .append(vec![twice.clone(), twice.clone()])
+        .import(vec![twice.clone(), twice.clone()])
         .await
         .expect("inner dup");
     assert_eq!(inner[0], inner[1]);
@@ -55,7 +57,7 @@ async fn a_duplicate_id_changes_nothing() {
     altered.kind = EventKind::SessionStopped {
         reason: "rewritten".into(),
     };
-    journal.append(vec![altered]).await.expect("altered");
+    journal.import(vec![altered]).await.expect("altered");
     assert_eq!(
         journal.read(session, 0, Some(1)).expect("read")[0].1,
         first[0]
@@ -81,7 +83,7 @@ async fn concurrent_duplicate_appends_store_each_id_once() {
                         tokio::time::sleep(Duration::from_micros(rng.random_range(0..300))).await;
                     }
                     let id = event.id();
-                    let seq = journal.append(vec![event]).await.expect("append")[0];
+                    let seq = journal.import(vec![event]).await.expect("append")[0];
                     seqs.push((id, seq));
                 }
                 seqs

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use treadle_event::{EventKind, SessionId};
 use treadle_proofs::{PATIENCE, pick, rng};
-use treadle_session::Journal;
+use treadle_session::{Journal, JournalView};
 
 const RUNS: u64 = 30;
 
@@ -138,7 +138,7 @@ fn a_journal_killed_at_random_points_keeps_every_acknowledged_append() {
 
 /// Every acknowledged group holds its events at its seqs, every journaled group is whole,
 /// and the seqs of the file are exactly 1..=last.
-fn check(journal: &Journal, acked: &Acked, seed: u64) {
+fn check(journal: &JournalView, acked: &Acked, seed: u64) {
     // Each group → its events as (seq, index, size).
     let mut journaled: BTreeMap<GroupKey, Vec<(u64, usize, usize)>> = BTreeMap::new();
     let mut all_seqs = BTreeSet::new();

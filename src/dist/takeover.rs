@@ -80,7 +80,8 @@ pub(crate) async fn mirrored(bus: &Bus, key: &str) -> Result<Vec<Event>, DistErr
     }
 }
 
-/// Appends to `journal` the `events` it lacks (by event id, in their order), and names the
+/// Imports into `journal` the `events` it lacks (by event id, in their order; the session is
+/// not live here yet, so the import is allowed), and names the
 /// session to restore: the last session the step started itself. `None` when no session
 /// was started (nothing to restore).
 pub(crate) async fn adopt(
@@ -104,7 +105,7 @@ pub(crate) async fn adopt(
         }
     }
     journal
-        .append(missing)
+        .import(missing)
         .await
         .map_err(|e| why(e.to_string()))?;
     Ok(session)

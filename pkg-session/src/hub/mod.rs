@@ -91,7 +91,7 @@ impl Default for HubOptions {
 ///     Header::session(session),
 ///     EventKind::SessionStopped { reason: "done".into() },
 /// );
-/// journal.append(vec![stopped.clone()]).await?;
+/// journal.import(vec![stopped.clone()]).await?;
 /// let hub = Hub::new(session, journal.clone());
 ///
 /// let mut live = hub.subscribe(EventFilter::all());

@@ -83,7 +83,8 @@ pub enum JournalOpenError {
     },
 }
 
-/// Why [`super::Journal::append`] failed.
+/// Why the journal could not append a group of events (a session's commit, or
+/// [`super::Journal::import`] as [`ImportError::Append`]).
 ///
 /// Nothing of the group was written, except perhaps on [`AppendError::Storage`] from a
 /// commit, which redb says "may already have become durable". Appending the same events
@@ -123,6 +124,25 @@ pub enum AppendError {
         /// Why, as the fence says.
         why: String,
     },
+}
+
+/// Why [`super::Journal::import`] failed. Nothing was written on [`ImportError::Live`].
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// A session the events belong to is live in this process (a handle to it is open, or
+    /// its loops are still stopping): only its loop actor writes its history (rule 1).
+    #[error(
+        "session {session} is live in this process and only its own loop may write it; \
+         import its events before starting or restoring it, or after its last handle is gone"
+    )]
+    Live {
+        /// The live session.
+        session: treadle_event::SessionId,
+    },
+    /// The journal could not append the group.
+    #[error(transparent)]
+    Append(#[from] AppendError),
 }
 
 /// Why the journal's write-ahead log (`<journal>.wal`) failed.

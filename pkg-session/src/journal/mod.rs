@@ -47,6 +47,7 @@ mod file;
 mod recover;
 mod registry;
 mod tables;
+mod view;
 mod wal;
 mod writer;
 
@@ -58,20 +59,20 @@ mod tests;
 mod wal_tests;
 
 use std::fmt;
-use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
-use redb::{Database, ReadableDatabase};
+use redb::Database;
 use tokio::sync::oneshot;
 use treadle_event::{Event, SessionId};
 
-pub use error::{AppendError, JournalOpenError, ReadError, WalError};
+pub use error::{AppendError, ImportError, JournalOpenError, ReadError, WalError};
+pub use view::{JournalStats, JournalView};
 
+use claims::ImportClaim;
 pub(crate) use claims::{Claimed, SessionClaim};
-use tables::{BY_SESSION, EVENTS, IDS};
 
 use claims::Claims;
 pub use file::open_database;
@@ -110,30 +111,6 @@ impl Default for JournalOptions {
     }
 }
 
-/// What the writer has done since the journal was opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct JournalStats {
-    /// Committed write transactions.
-    pub batches: u64,
-    /// Acknowledged [`Journal::append`] calls.
-    pub appends: u64,
-    /// Events newly written (duplicates excluded).
-    pub events: u64,
-    /// Events whose id was already journaled, answered with the existing seq.
-    pub duplicates: u64,
-    /// Batches whose write or commit failed.
-    pub failed_batches: u64,
-    /// Checkpoints of the write-ahead log into redb (durable mode).
-    pub checkpoints: u64,
-    /// Events found in the write-ahead log at open that redb did not have yet, and that
-    /// were restored from it.
-    pub replayed: u64,
-    /// Time the writer spent appending batches to the write-ahead log, its `fdatasync`
-    /// included, in µs (durable mode; 0 otherwise): what durability costs, measured where
-    /// it is paid.
-    pub log_append_micros: u64,
-}
-
 /// A handle to one journal file. Cheap to clone; every clone shares the file and the
 /// writer thread.
 ///
@@ -151,11 +128,11 @@ pub struct JournalStats {
 ///     Header::session(session),
 ///     EventKind::SessionStopped { reason: "done".into() },
 /// );
-/// let seqs = journal.append(vec![stopped.clone()]).await?;
+/// let seqs = journal.import(vec![stopped.clone()]).await?;
 /// assert_eq!(seqs, vec![1]);
 ///
-/// // Appending the same event again changes nothing.
-/// assert_eq!(journal.append(vec![stopped.clone()]).await?, vec![1]);
+/// // Importing the same event again changes nothing.
+/// assert_eq!(journal.import(vec![stopped.clone()]).await?, vec![1]);
 ///
 /// assert_eq!(journal.read(session, 1, None)?, vec![(1, stopped)]);
 /// assert_eq!(journal.last_seq(session)?, Some(1));
@@ -164,7 +141,16 @@ pub struct JournalStats {
 /// ```
 #[derive(Clone)]
 pub struct Journal {
-    inner: Arc<Inner>,
+    view: JournalView,
+}
+
+/// A journal is also its view: every read of [`JournalView`] works on a [`Journal`].
+impl std::ops::Deref for Journal {
+    type Target = JournalView;
+
+    fn deref(&self) -> &JournalView {
+        &self.view
+    }
 }
 
 struct Inner {
@@ -197,7 +183,7 @@ impl Drop for Inner {
 impl fmt::Debug for Journal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Journal")
-            .field("path", &self.inner.path)
+            .field("path", &self.view.inner.path)
             .finish_non_exhaustive()
     }
 }
@@ -242,7 +228,9 @@ impl Journal {
         for _ in 0..2000 {
             let mut registry = Registry::lock();
             if let Some(inner) = registry.find(&key) {
-                return Ok(Journal { inner });
+                return Ok(Journal {
+                    view: JournalView { inner },
+                });
             }
             if registry.closing(&key) {
                 drop(registry);
@@ -250,7 +238,7 @@ impl Journal {
                 continue;
             }
             let journal = Self::open_file(path, options, temporary, key.clone())?;
-            registry.insert(key, &journal.inner);
+            registry.insert(key, &journal.view.inner);
             return Ok(journal);
         }
         Err(JournalOpenError::AlreadyOpen {
@@ -291,7 +279,7 @@ impl Journal {
             });
         }
         let journal = Self::start(path, db, options, false, key.clone())?;
-        registry.insert(key, &journal.inner);
+        registry.insert(key, &journal.view.inner);
         Ok(journal)
     }
 
@@ -341,33 +329,88 @@ impl Journal {
 
         let temporary = temporary.then(|| RemoveOnDrop(path.clone()));
         Ok(Journal {
-            inner: Arc::new(Inner {
-                path,
-                db,
-                counters,
-                requests: Some(requests),
-                writer: Some(writer),
-                claims: Arc::default(),
-                _temporary: temporary,
-                _registered: Registered(key),
-            }),
+            view: JournalView {
+                inner: Arc::new(Inner {
+                    path,
+                    db,
+                    counters,
+                    requests: Some(requests),
+                    writer: Some(writer),
+                    claims: Arc::default(),
+                    _temporary: temporary,
+                    _registered: Registered(key),
+                }),
+            },
         })
     }
 
+    /// Writes events that were journaled elsewhere into this file: a journal rebuilt from a
+    /// copy of its events (a mirror, a backup, another machine's file) before
+    /// [`SessionBuilder::restore`](crate::SessionBuilder::restore) reads it. Returns the
+    /// seq of each event, in order, once the group is committed (durably, by default).
+    ///
+    /// This is the only write a caller outside the runtime has, and it cannot write the
+    /// history of a live session: every session the events belong to is claimed for the
+    /// length of the import, so an import into a session with a live handle in this
+    /// process (or one still stopping) fails with [`ImportError::Live`], and a restore of
+    /// that session waits until the import is written (rule 1). Imports of one session
+    /// may run at the same time: they all write events that already exist elsewhere.
+    ///
+    /// Atomic (one write transaction) and idempotent by event id: an event whose id is
+    /// already journaled, or that appears earlier in the group, is not written again; its
+    /// existing seq is returned. Cancel-safety: dropping the future does not withdraw the
+    /// import once it was sent.
+    ///
+    /// ```
+    /// use treadle_session::event::{Event, EventKind, Header, SessionId};
+    /// use treadle_session::Journal;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let journal = Journal::open(dir.path().join("journal.redb"))?;
+    /// let session = SessionId::new();
+    /// let stopped = Event::new(
+    ///     Header::session(session),
+    ///     EventKind::SessionStopped { reason: "done".into() },
+    /// );
+    /// assert_eq!(journal.import(vec![stopped.clone()]).await?, vec![1]);
+    /// // Importing the same event again changes nothing.
+    /// assert_eq!(journal.import(vec![stopped.clone()]).await?, vec![1]);
+    /// assert_eq!(journal.read(session, 1, None)?, vec![(1, stopped)]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn import(&self, events: Vec<Event>) -> Result<Vec<u64>, ImportError> {
+        let mut claims = Vec::new();
+        for event in &events {
+            let session = event.header.session;
+            if claims.iter().any(|c: &ImportClaim| c.session() == session) {
+                continue;
+            }
+            let claim = (self.inner.claims)
+                .claim_import(session)
+                .map_err(|_| ImportError::Live { session })?;
+            claims.push(claim);
+        }
+        let seqs = self.append_all(&events).await?;
+        // The claims go only now: nobody started the sessions while their events went in.
+        drop(claims);
+        Ok(seqs)
+    }
+
     /// Appends one group of events atomically (in one write transaction) and returns the
-    /// journal seq of each event, in order, once the group is committed (durably, by
-    /// default).
-    ///
-    /// Idempotent by event id: an event whose id is already journaled, or that appears
-    /// earlier in the same batch, is not written again; its existing seq is returned.
-    ///
-    /// Cancel-safety: dropping the future does not withdraw the append once it was sent.
-    pub async fn append(&self, events: Vec<Event>) -> Result<Vec<u64>, AppendError> {
+    /// journal seq of each event, in order, once the group is committed. Only the runtime
+    /// appends (the hub, for its session's loop actor); callers outside it have
+    /// [`Journal::import`]. Idempotent by event id, like `import`.
+    #[cfg(test)]
+    pub(crate) async fn append(&self, events: Vec<Event>) -> Result<Vec<u64>, AppendError> {
         self.append_all(&events).await
     }
 
-    /// [`Journal::append`] of borrowed events: the session's commits journal the event
-    /// they then publish, without a copy of it.
+    /// Appends borrowed events: the session's commits journal the event they then publish,
+    /// without a copy of it. Cancel-safety: dropping the future does not withdraw the
+    /// append once it was sent.
     pub(crate) async fn append_all(&self, events: &[Event]) -> Result<Vec<u64>, AppendError> {
         if events.is_empty() {
             return Ok(Vec::new());
@@ -397,147 +440,9 @@ impl Journal {
         acked.await.map_err(|_| AppendError::Closed)?
     }
 
-    /// This session's events with seq ≥ `from_seq`, ascending, at most `limit` of them.
-    pub fn read(
-        &self,
-        session: SessionId,
-        from_seq: u64,
-        limit: Option<usize>,
-    ) -> Result<Vec<(u64, Event)>, ReadError> {
-        self.read_range(session, from_seq.., limit)
-    }
-
-    /// This session's events whose seq is in `seqs`, ascending, at most `limit` of them.
-    pub fn read_range(
-        &self,
-        session: SessionId,
-        seqs: impl RangeBounds<u64>,
-        limit: Option<usize>,
-    ) -> Result<Vec<(u64, Event)>, ReadError> {
-        let Some((low, high)) = inclusive(&seqs) else {
-            return Ok(Vec::new());
-        };
-        let limit = limit.unwrap_or(usize::MAX);
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let txn = self.inner.db.begin_read().map_err(ReadError::storage)?;
-        let index = txn.open_table(BY_SESSION).map_err(ReadError::storage)?;
-        let events = txn.open_table(EVENTS).map_err(ReadError::storage)?;
-        let key = tables::session_key(session);
-        let mut out = Vec::new();
-        for entry in index
-            .range((key, low)..=(key, high))
-            .map_err(ReadError::storage)?
-        {
-            let (_, seq) = entry.map_err(ReadError::storage)?.0.value();
-            let stored = events
-                .get(seq)
-                .map_err(ReadError::storage)?
-                .ok_or_else(|| ReadError::Corrupt {
-                    seq,
-                    detail: format!(
-                        "the index of session {session} names it, but no event is stored"
-                    ),
-                })?;
-            let event = codec::decode(stored.value()).map_err(|error| ReadError::Corrupt {
-                seq,
-                detail: error.to_string(),
-            })?;
-            out.push((seq, event));
-            if out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
-    /// The seq of this session's last journaled event, if it has any.
-    pub fn last_seq(&self, session: SessionId) -> Result<Option<u64>, ReadError> {
-        let txn = self.inner.db.begin_read().map_err(ReadError::storage)?;
-        let index = txn.open_table(BY_SESSION).map_err(ReadError::storage)?;
-        let key = tables::session_key(session);
-        let last = index
-            .range((key, 0)..=(key, u64::MAX))
-            .map_err(ReadError::storage)?
-            .next_back()
-            .transpose()
-            .map_err(ReadError::storage)?;
-        Ok(last.map(|(k, _)| k.value().1))
-    }
-
-    /// Every session with at least one journaled event, in id (creation time) order.
-    pub fn sessions(&self) -> Result<Vec<SessionId>, ReadError> {
-        let txn = self.inner.db.begin_read().map_err(ReadError::storage)?;
-        let index = txn.open_table(BY_SESSION).map_err(ReadError::storage)?;
-        let mut out = Vec::new();
-        let mut from = 0u128;
-        // Seek past each session's entries instead of scanning them: cost grows with the
-        // number of sessions, not events.
-        loop {
-            let next = index
-                .range((from, 0)..)
-                .map_err(ReadError::storage)?
-                .next()
-                .transpose()
-                .map_err(ReadError::storage)?;
-            let Some((k, _)) = next else { break };
-            let session = k.value().0;
-            out.push(tables::session_from_key(session));
-            match session.checked_add(1) {
-                Some(after) => from = after,
-                None => break,
-            }
-        }
-        Ok(out)
-    }
-
-    /// The seq the event with this id was journaled at, if it was.
-    pub fn seq_of(&self, id: treadle_event::EventId) -> Result<Option<u64>, ReadError> {
-        let txn = self.inner.db.begin_read().map_err(ReadError::storage)?;
-        let ids = txn.open_table(IDS).map_err(ReadError::storage)?;
-        let seq = ids.get(tables::event_key(id)).map_err(ReadError::storage)?;
-        Ok(seq.map(|s| s.value()))
-    }
-
     /// Claims `session` for a starting or restored session of this process: refused while
     /// another session handle has it (the single-writer rule, rule 1).
     pub(crate) fn claim(&self, session: SessionId) -> Result<SessionClaim, Claimed> {
         self.inner.claims.claim(session)
     }
-
-    /// The file this journal writes.
-    pub fn path(&self) -> &Path {
-        &self.inner.path
-    }
-
-    /// What the writer has done since this journal was opened.
-    pub fn stats(&self) -> JournalStats {
-        let c = &self.inner.counters;
-        JournalStats {
-            batches: c.batches.load(Ordering::Relaxed),
-            appends: c.appends.load(Ordering::Relaxed),
-            events: c.events.load(Ordering::Relaxed),
-            duplicates: c.duplicates.load(Ordering::Relaxed),
-            failed_batches: c.failed_batches.load(Ordering::Relaxed),
-            checkpoints: c.checkpoints.load(Ordering::Relaxed),
-            replayed: c.replayed.load(Ordering::Relaxed),
-            log_append_micros: c.log_append_micros.load(Ordering::Relaxed),
-        }
-    }
-}
-
-/// `seqs` as an inclusive pair, or `None` when it holds no seq.
-fn inclusive(seqs: &impl RangeBounds<u64>) -> Option<(u64, u64)> {
-    let low = match seqs.start_bound() {
-        Bound::Included(&s) => s,
-        Bound::Excluded(&s) => s.checked_add(1)?,
-        Bound::Unbounded => 0,
-    };
-    let high = match seqs.end_bound() {
-        Bound::Included(&s) => s,
-        Bound::Excluded(&s) => s.checked_sub(1)?,
-        Bound::Unbounded => u64::MAX,
-    };
-    (low <= high).then_some((low, high))
 }

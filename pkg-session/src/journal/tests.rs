@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use treadle_event::{Event, EventKind, Header, LoopId, SessionId};
 
 use super::*;
+use tables::EVENTS;
 
 fn stopped(session: SessionId, reason: &str) -> Event {
     Event::new(
@@ -268,4 +269,37 @@ async fn journal_temporary_files_go_with_the_last_handle() {
     drop(journal);
     assert!(!path.exists(), "{} left behind", path.display());
     assert!(!crate::journal::wal::path_for(&path).exists());
+}
+
+#[tokio::test]
+async fn journal_import_is_refused_while_its_session_is_live_and_a_restore_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open_with(dir.path().join("j.redb"), fast()).unwrap();
+    let (live, other) = (SessionId::new(), SessionId::new());
+    // What a starting or restored session holds while any handle of it lives.
+    let claim = journal.claim(live).unwrap();
+    let refused = journal
+        .import(vec![stopped(other, "a"), stopped(live, "b")])
+        .await;
+    assert!(
+        matches!(refused, Err(ImportError::Live { session }) if session == live),
+        "{refused:?}"
+    );
+    // Nothing of the group went in, not even the other session's event.
+    assert_eq!(journal.last_seq(other).unwrap(), None);
+    assert_eq!(journal.last_seq(live).unwrap(), None);
+    drop(claim);
+    assert_eq!(
+        journal.import(vec![stopped(live, "b")]).await.unwrap(),
+        vec![1]
+    );
+
+    // While an import holds its share, the session cannot be claimed (restore waits).
+    let share = journal.inner.claims.claim_import(other).unwrap();
+    let second = journal.inner.claims.claim_import(other).unwrap();
+    assert!(matches!(journal.claim(other), Err(Claimed::Importing)));
+    drop(share);
+    assert!(matches!(journal.claim(other), Err(Claimed::Importing)));
+    drop(second);
+    assert!(journal.claim(other).is_ok());
 }

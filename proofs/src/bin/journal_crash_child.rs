@@ -56,7 +56,7 @@ fn main() -> Result<(), Error> {
                             )
                         })
                         .collect();
-                    let seqs = journal.append(events).await?;
+                    let seqs = journal.import(events).await?;
                     let seqs: Vec<String> = seqs.iter().map(u64::to_string).collect();
                     say(&format!("ack {writer} {group} {} end", seqs.join(",")))?;
                     group += 1;
