@@ -154,7 +154,15 @@ pub struct StepControls {
     /// The session to restore instead of starting one: a step a worker took over from one
     /// that stopped (`crate::dist::takeover`); `None`: a fresh session.
     pub resume: Option<treadle_session::event::SessionId>,
+    /// Told the id of the step's session once it is started (or restored), before its
+    /// first model call, off the async threads: the executor keeps it in the state file
+    /// so that a resume restores that session. Sub-agents' and an escalation's sessions
+    /// are not told. `None`: nobody keeps it.
+    pub on_session: Option<SessionNoted>,
 }
+
+/// Called with the id of an agent step's session (see [`StepControls::on_session`]).
+pub type SessionNoted = Arc<dyn Fn(treadle_session::event::SessionId) + Send + Sync>;
 
 /// A function from the granted tools to the tools the session gets.
 pub type ToolWrapper = Arc<
@@ -174,6 +182,7 @@ impl fmt::Debug for StepControls {
             .field("wrap_tools", &self.wrap_tools.is_some())
             .field("fence", &self.fence)
             .field("resume", &self.resume)
+            .field("on_session", &self.on_session.is_some())
             .finish()
     }
 }
@@ -276,5 +285,6 @@ pub fn from_pipeline(
         wrap_tools: None,
         fence: None,
         resume: None,
+        on_session: None,
     })
 }

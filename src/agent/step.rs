@@ -167,6 +167,16 @@ async fn run_step(
     result.map(|outcome| with_delegated(outcome, &links))
 }
 
+/// Tells the step's `on_session` (a sub-agent's session is its parent's call, not the
+/// step's) the id of its session, off the async threads: it writes to the state file.
+async fn noted(step: &AgentStep, id: treadle_session::event::SessionId) {
+    if let (Some(note), None) = (step.controls.on_session.clone(), &step.parent)
+        && let Err(e) = tokio::task::spawn_blocking(move || note(id)).await
+    {
+        tracing::warn!("keeping the id of session {id}: {e}");
+    }
+}
+
 /// The outcome with the tokens and cost of the step's sub-agents added.
 fn with_delegated(mut outcome: AgentOutcome, links: &Links) -> AgentOutcome {
     (outcome.usage, outcome.cost) = with_delegated_usage(outcome.usage, outcome.cost, links);
@@ -205,8 +215,9 @@ async fn escalate(
             low.verdict, low.confidence, low.min_confidence
         )));
         let mut stronger = step.clone();
-        // It decides again in a session of its own.
+        // It decides again in a session of its own, which a resume does not restore.
         stronger.controls.resume = None;
+        stronger.controls.on_session = None;
         stronger.model = (**model).clone();
         stronger.controls.confidence = Some(ConfidenceFloor {
             min: floor.min,
@@ -270,6 +281,7 @@ async fn run_session(
         }
         None => (builder.start().await?, super::resumed::OpenGates::none()),
     };
+    noted(step, session.id()).await;
     links.parent.attach(session.id(), &guard);
     if let Some(link) = &step.parent {
         observer.on_event(AgentEvent::Notice(format!(

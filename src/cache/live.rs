@@ -243,6 +243,12 @@ impl StepCache {
         });
     }
 
+    /// The key `at` was given this run (by outline path), once it has one.
+    pub(crate) fn key_at(&self, path: &str) -> Option<Digest> {
+        self.with(|l| l.parts.get(path).map(KeyParts::key))
+            .flatten()
+    }
+
     /// The key of the step chained before `seq` (zero for the first).
     pub(crate) fn prev_key(&self, seq: u32) -> Digest {
         self.with(|l| self.chain.prev_key(seq, &l.keys))

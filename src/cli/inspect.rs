@@ -67,7 +67,8 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
         Err(code) => return code,
     };
     let shown = Store::open(&path).and_then(|store| match steps {
-        None => store.runs().map(|runs| print_runs(&runs)),
+        // This process holds the state file's lock: a run marked running has no process.
+        None => store.runs().map(|runs| print_runs(&runs, &|_| true)),
         Some(run) => store
             .run(run)
             .and_then(|_| store.steps(run))
@@ -89,8 +90,22 @@ fn ms(d: Option<u64>) -> String {
     )
 }
 
-/// The runs table of `treadle runs` (also printed from a server's answer).
-pub(super) fn print_runs(runs: &[RunRecord]) {
+/// What the status column says of a run: a run marked running whose process is gone
+/// (`stopped`) is "interrupted — resumable" (`treadle run --resume`, or a server started on
+/// the state file adopts it).
+fn shown_status(r: &RunRecord, stopped: &dyn Fn(u64) -> bool) -> &'static str {
+    match r.status {
+        crate::run::RunStatus::Running if stopped(r.id) => INTERRUPTED,
+        other => other.as_str(),
+    }
+}
+
+/// How `treadle runs` and the run page show a run a stopped process left running.
+pub(crate) const INTERRUPTED: &str = "interrupted — resumable";
+
+/// The runs table of `treadle runs` (also printed from a server's answer); `stopped`: a
+/// running run's process is gone.
+pub(super) fn print_runs(runs: &[RunRecord], stopped: &dyn Fn(u64) -> bool) {
     say!(
         "{:>5}  {:<10} {:<16} {:>9}  error",
         "run",
@@ -102,7 +117,7 @@ pub(super) fn print_runs(runs: &[RunRecord]) {
         say!(
             "{:>5}  {:<10} {:<16} {:>9}  {}",
             r.id,
-            r.status.as_str(),
+            shown_status(r, stopped),
             r.job,
             ms(r.duration_ms),
             r.error.clone().unwrap_or_default()

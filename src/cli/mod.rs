@@ -224,6 +224,10 @@ pub enum Command {
         /// requests whose Host is any other name are refused (421), against DNS rebinding.
         #[arg(long = "allowed-host", value_name = "NAME")]
         allowed_hosts: Vec<crate::server::hosts::HostName>,
+        /// Do not go on with the runs a stopped server left running: they stay
+        /// interrupted, resumable with `treadle run --resume` (see docs/durability.md).
+        #[arg(long)]
+        no_adopt: bool,
     },
     /// Run steps that `treadle serve --nats` queues (see docs/scale-out.md).
     Worker {
@@ -464,6 +468,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             interval,
             nats,
             allowed_hosts,
+            no_adopt,
         } => {
             let options = crate::server::ServeOptions {
                 paths,
@@ -473,6 +478,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
                 interval,
                 nats,
                 allowed_hosts,
+                no_adopt,
             };
             serve::serve(options).await
         }

@@ -173,7 +173,8 @@ pub(super) async fn runs(client: Client, steps: Option<u64>, cost: bool) -> u8 {
     let shown = match (steps, cost) {
         (None, false) => all_runs(&client, false).await.map(|runs| {
             let records: Vec<_> = runs.iter().map(RunView::record).collect();
-            super::inspect::print_runs(&records);
+            let stopped = |id: u64| runs.iter().any(|r| r.id == id && r.interrupted);
+            super::inspect::print_runs(&records, &stopped);
         }),
         (None, true) => all_runs(&client, true).await.map(|runs| {
             let all: Vec<_> = runs.iter().map(|r| (r.record(), steps_of(r))).collect();

@@ -233,6 +233,14 @@ impl<'a> Ctx<'a> {
             return None;
         }
         self.note_reused(cache, step, entry, &outcome, from_run);
+        if from_run == self.run {
+            // A run going on under its own id (adopted after its process stopped): the step
+            // finished in it, its events are in its transcript and its record says so.
+            return Some(Done {
+                route: self.route_of(step, &outcome),
+                ..Done::ok()
+            });
+        }
         self.show_reused(entry, &outcome, from_run);
         let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let o = outcome.clone();
@@ -273,16 +281,20 @@ impl<'a> Ctx<'a> {
         if let Err(e) = written {
             self.keep_state_error(e.to_string());
         }
-        let route = outcome.verdict.as_ref().and_then(|v| {
+        Some(Done {
+            route: self.route_of(step, &outcome),
+            ..Done::ok()
+        })
+    }
+
+    /// Where a reused outcome's verdict sends the run (`None`: on in order).
+    fn route_of(&self, step: &At<Step>, outcome: &Outcome) -> Option<String> {
+        outcome.verdict.as_ref().and_then(|v| {
             step.routes()
                 .into_iter()
                 .find(|(name, _)| name == v)
                 .map(|(_, t)| t.value.clone())
                 .filter(|t| t != "next")
-        });
-        Some(Done {
-            route,
-            ..Done::ok()
         })
     }
 

@@ -118,6 +118,9 @@ impl<'a> Ctx<'a> {
         run: &'a RunSpec,
         cancel: CancellationToken,
     ) -> Done {
+        if attempt == 1 {
+            self.say_restarted(entry).await;
+        }
         let dir = match self.prepare(step, entry, attempt).await {
             Ok(d) => d,
             Err(done) => return done,
@@ -366,17 +369,37 @@ impl<'a> Ctx<'a> {
             .into_iter()
             .map(|(v, t)| (v.to_owned(), t.value.clone()))
             .collect();
+        // A run this one resumes left the step mid-way: it goes on where it was.
+        let left = match attempt {
+            1 => self.unfinished_agent(entry).await,
+            _ => None,
+        };
         let dir = match self.prepare(step, entry, attempt).await {
             Ok(d) => d,
             Err(done) => return done,
         };
+        if let Some(left) = &left {
+            if let Err(why) = self.take_dir(left, &dir).await {
+                return Done::errored(why);
+            }
+            self.emit(super::transcript::Event::Notice {
+                run: self.run,
+                text: format!(
+                    "`{}` interrupted (run {} stopped while it ran): its session {} goes on, with what it committed and the files it wrote",
+                    entry.name, left.of, left.session
+                ),
+            });
+        } else if attempt == 1 {
+            self.say_restarted(entry).await;
+        }
         let mut agent_step = match self.shaped(&built, step, entry, &dir) {
             Ok(a) => a,
             Err(done) => return done,
         };
         agent_step = self.with_job_limits(agent_step);
         agent_step.controls.fence = self.fence.clone();
-        agent_step.controls.resume = self.resume;
+        agent_step.controls.resume = self.resume.or(left.as_ref().map(|l| l.session));
+        agent_step.controls.on_session = Some(self.session_noter(entry, &dir));
         let asks_people =
             agent_step.tools.iter().any(|t| t == "ask_human") || agent_step.granted.asks_people();
         match &self.questions {

@@ -25,6 +25,9 @@
 //! * `output_limit.rs`: the most output one task step may print;
 //! * `artifacts.rs`: step directories and artifacts ([`artifacts::Artifacts`]);
 //! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
+//! * `continued.rs`: what a resumed run continues of the run it resumes: an agent step
+//!   left mid-way goes on in its session and directory, a task left mid-way starts again;
+//! * `step_sessions.rs`: the session each agent step is on, kept for a resume;
 //! * `state.rs`: the redb state file;
 //! * `state_lock.rs`: one process per state file, and who holds it;
 //! * `journal.rs`: the run event journal (numbered events in the state file) and its live
@@ -38,6 +41,7 @@ pub mod agents;
 pub mod approval;
 pub mod artifacts;
 mod cached;
+mod continued;
 mod ensemble;
 mod every;
 pub mod exec;
@@ -56,6 +60,7 @@ mod resource_scripted;
 pub mod start;
 pub mod state;
 pub mod state_lock;
+pub mod step_sessions;
 pub mod task;
 pub mod terminal;
 pub mod transcript;
@@ -249,12 +254,58 @@ pub(crate) async fn run_served(
         .job(options.job.as_deref().or(earlier.as_deref()))
         .map_err(RunError::Job)?;
     let cache = start::open(&store, loaded, job, start).await?;
-    let state_path = store.path().to_path_buf();
     let outline = crate::pipeline::outline::Outline::of(job);
     let records = pending_records(&outline);
     let pipeline_name = loaded.file.display().to_string();
+    let (run, journal) = begin(&store, &records, &pipeline_name, &job.name.value).await?;
+    let begun = Begun {
+        run,
+        journal,
+        records,
+        cache,
+        adopted: false,
+    };
+    go_on(loaded, job, options, store, agents, begun, start, served).await
+}
+
+/// A run with its id, journal and records, about to walk its job.
+pub(crate) struct Begun {
+    /// Its id.
+    pub run: u64,
+    /// Its event journal.
+    pub journal: Arc<journal::RunJournal>,
+    /// Its steps' records, in outline order.
+    pub records: Vec<state::StepRecord>,
+    /// Its view of the step cache.
+    pub cache: Arc<crate::cache::StepCache>,
+    /// It goes on under the id a stopped process left it at (see `adopt`): its start is
+    /// already in its transcript, and it resumes no other run.
+    pub adopted: bool,
+}
+
+/// Walks the job of a begun run and records how it ended.
+#[allow(clippy::too_many_arguments)]
+async fn go_on(
+    loaded: &Loaded,
+    job: &crate::pipeline::Job,
+    options: RunOptions,
+    store: Arc<Store>,
+    agents: Arc<dyn AgentRunner>,
+    begun: Begun,
+    start: &crate::cache::Start,
+    served: Option<Served>,
+) -> Result<RunReport, RunError> {
+    let Begun {
+        run: run_id,
+        journal,
+        records,
+        cache,
+        adopted,
+    } = begun;
+    let state_path = store.path().to_path_buf();
+    let outline = crate::pipeline::outline::Outline::of(job);
+    let pipeline_name = loaded.file.display().to_string();
     let job_name = job.name.value.clone();
-    let (run_id, journal) = begin(&store, &records, &pipeline_name, &job_name).await?;
     let answerable = served.is_some();
     let mut remote = None;
     if let Some(served) = served {
@@ -265,16 +316,28 @@ pub(crate) async fn run_served(
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let artifacts = Arc::new(artifacts::Artifacts::create(&state_dir, run_id)?);
-    start::link(&store, &cache, start, run_id).await;
+    if !adopted {
+        start::link(&store, &cache, start, run_id).await;
+    }
     let run_span = crate::telemetry::spans::run(run_id, &job_name, &pipeline_name);
     let transcript = Arc::new(
         Transcript::new(options.style, secrets_of(loaded, Some(&job_name))).with_journal(journal),
     );
-    transcript.emit(&Event::RunStarted {
-        run: run_id,
-        job: job_name,
-        pipeline: pipeline_name,
-    });
+    if adopted {
+        transcript.emit(&Event::Notice {
+            run: run_id,
+            text: format!(
+                "the process running this run stopped; process {} goes on with it from its last committed step",
+                std::process::id()
+            ),
+        });
+    } else {
+        transcript.emit(&Event::RunStarted {
+            run: run_id,
+            job: job_name.clone(),
+            pipeline: pipeline_name.clone(),
+        });
+    }
     if let Some(why) = crate::confine::unavailable() {
         // Said once per run, not per step: the commands still run, only unconfined.
         transcript.emit(&Event::Notice {
@@ -329,6 +392,48 @@ pub(crate) async fn run_served(
     end_run(&store, &transcript, run_id, started, done)
         .instrument(run_span)
         .await
+}
+
+/// Goes on with run `id`, which a process that stopped left running (`treadle serve` and
+/// `treadle watch` at start-up, holding the state file's lock, so that process is gone):
+/// the same id, its transcript continuing, its finished steps kept as they are, a step it
+/// left unfinished continued (an agent step in its session, a task from its start).
+pub(crate) async fn adopt_served(
+    loaded: &Loaded,
+    options: RunOptions,
+    store: Arc<Store>,
+    agents: Arc<dyn AgentRunner>,
+    id: u64,
+    served: Option<Served>,
+) -> Result<RunReport, RunError> {
+    let start = crate::cache::Start::Resume(id);
+    let earlier = start::earlier_job(&store, &start).await?;
+    let job = loaded.job(earlier.as_deref()).map_err(RunError::Job)?;
+    let cache = start::open(&store, loaded, job, &start).await?;
+    let outline = crate::pipeline::outline::Outline::of(job);
+    let pending = pending_records(&outline);
+    let (db, kept) = (store.database(), store.clone());
+    let (records, journal) = tokio::task::spawn_blocking(move || {
+        let stored = kept.steps(id)?;
+        let journal = journal::RunJournal::open(db, id)?;
+        Ok::<_, StateError>((stored, journal))
+    })
+    .await
+    .map_err(|e| StateError::Db(e.to_string()))??;
+    // The stored records, unless the job's outline changed under them.
+    let same = records.len() == pending.len()
+        && records
+            .iter()
+            .zip(&pending)
+            .all(|(a, b)| a.seq == b.seq && a.path == b.path);
+    let begun = Begun {
+        run: id,
+        journal: Arc::new(journal),
+        records: if same { records } else { pending },
+        cache,
+        adopted: true,
+    };
+    go_on(loaded, job, options, store, agents, begun, &start, served).await
 }
 
 /// Every step of the outline, pending, as the run's first record of it.

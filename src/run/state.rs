@@ -240,13 +240,13 @@ pub struct Store {
     _lock: super::state_lock::Held,
 }
 
-fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StateError> {
+pub(super) fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StateError> {
     let mut out = vec![FORMAT_JSON_V1];
     serde_json::to_writer(&mut out, v).map_err(|e| StateError::Format(e.to_string()))?;
     Ok(out)
 }
 
-fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
+pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
     match bytes.split_first() {
         Some((&FORMAT_JSON_V1, json)) => {
             serde_json::from_slice(json).map_err(|e| StateError::Format(e.to_string()))

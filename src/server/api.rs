@@ -124,7 +124,15 @@ async fn runs(
         Ok(out)
     })
     .await?;
-    Ok(Json(list))
+    Ok(Json(list.into_iter().map(|v| stood(&app, v)).collect()))
+}
+
+/// The view with `interrupted` set: running by its record, but not in this process (which
+/// holds the state file, so no other process runs it).
+fn stood(app: &App, mut view: RunView) -> RunView {
+    view.interrupted =
+        view.status == crate::run::RunStatus::Running && app.live_run(view.id).is_none();
+    view
 }
 
 /// Who started run `id`: what the server recorded, else `cli` (a run of `treadle run`
@@ -156,7 +164,7 @@ async fn run(
         Ok(view)
     })
     .await?;
-    Ok(Json(view))
+    Ok(Json(stood(&app, view)))
 }
 
 async fn cancel(

@@ -79,6 +79,9 @@ pub struct ServeOptions {
     pub nats: Option<String>,
     /// Names besides `localhost` and IP literals the server answers to (`--allowed-host`).
     pub allowed_hosts: Vec<super::hosts::HostName>,
+    /// Leave the runs a stopped process left running as they are (`--no-adopt`): they
+    /// show as interrupted and resumable instead of going on here.
+    pub no_adopt: bool,
 }
 
 /// Why the server cannot start.
@@ -288,6 +291,11 @@ pub async fn serve(
         },
     )?;
     ready(addr, &state);
+    if !options.no_adopt {
+        // This process holds the state file's lock: a run still marked running was left by
+        // a process that is gone.
+        super::start::adopt_all(&app).await;
+    }
     let ending = app.shutdown.clone();
     let mut routes = router(app.clone());
     if let Some(watcher) = super::watching::start(&app, &app.files, options.interval) {

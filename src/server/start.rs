@@ -1,6 +1,13 @@
 //! Starting a run in the server (`POST /api/v1/runs`): it runs in this process, on the same
 //! executor as `treadle run`, journaled and followed live; the answer waits only until the
 //! run has its id.
+//!
+//! At start-up the server also adopts the runs a stopped process left running
+//! ([`adopt_all`]): it holds the state file's lock, so a run still marked running has no
+//! live process. Each goes on under its own id, its transcript continuing from the last
+//! journaled event, so a follower reconnecting with `Last-Event-ID` picks up where it was.
+//! A run of the trigger queue is left to the watcher, which resumes it before its next
+//! build; one whose pipeline is no longer served, or no longer loads, stays interrupted.
 
 use std::sync::{Arc, Mutex};
 
@@ -67,9 +74,36 @@ pub async fn start(
         .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
     let (tx, rx) = oneshot::channel();
     let begun: Begun = Arc::new(Mutex::new(Some(tx)));
-    let cancel = app.shutdown.child_token();
+    let options = RunOptions {
+        job: req.job,
+        style: Style::Quiet,
+        state: None,
+        cancel: app.shutdown.child_token(),
+        versions: Default::default(),
+    };
+    launch(&app, loaded, options, remote, None, begun);
+    let id = rx
+        .await
+        .map_err(|_| ApiError::Internal("the run ended before it began".to_owned()))??;
+    blocking(&app, move |store| {
+        Ok(triggers::set(&store.database(), id, &trigger)?)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))))
+}
+
+/// Runs `loaded` in this process, fresh or going on with run `adopt`; `begun` is told its id.
+fn launch(
+    app: &Arc<App>,
+    loaded: crate::pipeline::Loaded,
+    options: RunOptions,
+    remote: Option<Arc<dyn crate::run::exec::RemoteSteps>>,
+    adopt: Option<u64>,
+    begun: Begun,
+) {
+    let cancel = options.cancel.clone();
     let on_begin = {
-        let (app, begun, cancel) = (app.clone(), begun.clone(), cancel.clone());
+        let (app, begun) = (app.clone(), begun.clone());
         Box::new(
             move |id: u64, journal: Arc<crate::run::journal::RunJournal>| {
                 if let Some(d) = &app.dispatcher {
@@ -87,19 +121,17 @@ pub async fn start(
             },
         )
     };
-    let options = RunOptions {
-        job: req.job,
-        style: Style::Quiet,
-        state: None,
-        cancel,
-        versions: Default::default(),
-    };
     let task_app = app.clone();
     tokio::spawn(async move {
         let (store, agents) = (task_app.store.clone(), task_app.agents.clone());
-        let fresh = crate::cache::Start::Fresh;
         let served = Some(Served { on_begin, remote });
-        let report = crate::run::run_served(&loaded, options, store, agents, &fresh, served).await;
+        let report = match adopt {
+            None => {
+                let fresh = crate::cache::Start::Fresh;
+                crate::run::run_served(&loaded, options, store, agents, &fresh, served).await
+            }
+            Some(id) => crate::run::adopt_served(&loaded, options, store, agents, id, served).await,
+        };
         match report {
             Ok(r) => {
                 if let Ok(mut live) = task_app.live.lock() {
@@ -109,14 +141,80 @@ pub async fn start(
             Err(e) => tell(&begun, Err(ApiError::Unprocessable(e.to_string()))),
         }
     });
-    let id = rx
-        .await
-        .map_err(|_| ApiError::Internal("the run ended before it began".to_owned()))??;
-    blocking(&app, move |store| {
-        Ok(triggers::set(&store.database(), id, &trigger)?)
+}
+
+/// Adopts every run a stopped process left running (see the module's docs), each going on
+/// in this process; those it cannot are said and left as they are.
+pub async fn adopt_all(app: &Arc<App>) {
+    let orphans = blocking(app, |store| {
+        let queued: std::collections::HashSet<u64> = crate::watch::store::queue(&store.database())?
+            .into_iter()
+            .filter_map(|q| q.run)
+            .collect();
+        Ok(store
+            .runs()?
+            .into_iter()
+            .filter(|r| r.status == crate::run::RunStatus::Running && !queued.contains(&r.id))
+            .collect::<Vec<_>>())
     })
-    .await?;
-    Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))))
+    .await;
+    let orphans = match orphans {
+        Ok(o) => o,
+        Err(e) => {
+            crate::console::tell!("treadle serve: cannot look for interrupted runs: {e}");
+            return;
+        }
+    };
+    for run in orphans {
+        match adopt(app, &run).await {
+            Ok(()) => crate::console::tell!(
+                "treadle serve: run {} (`{}`) was left running by a process that stopped; it goes on here",
+                run.id,
+                run.job
+            ),
+            Err(e) => crate::console::tell!(
+                "treadle serve: run {} stays interrupted (resume it with `treadle run --resume {}`): {e}",
+                run.id,
+                run.id
+            ),
+        }
+    }
+}
+
+/// Goes on with `run` here, once its pipeline loads.
+async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(), ApiError> {
+    let served = app
+        .files
+        .iter()
+        .find(|f| f.file.display().to_string() == run.pipeline)
+        .ok_or_else(|| {
+            ApiError::Unprocessable(format!("its pipeline {} is not served", run.pipeline))
+        })?;
+    let vars = crate::pipeline::vars::Vars::default();
+    let remote: Option<Arc<dyn crate::run::exec::RemoteSteps>> = match &app.dispatcher {
+        Some(d) => Some(d.for_run(source_of(&served.file, &vars)?)),
+        None => None,
+    };
+    let loaded = load(served.file.clone(), Some(run.job.clone()), vars).await?;
+    let (tx, rx) = oneshot::channel();
+    let options = RunOptions {
+        job: Some(run.job.clone()),
+        style: Style::Quiet,
+        state: None,
+        cancel: app.shutdown.child_token(),
+        versions: Default::default(),
+    };
+    launch(
+        app,
+        loaded,
+        options,
+        remote,
+        Some(run.id),
+        Arc::new(Mutex::new(Some(tx))),
+    );
+    rx.await
+        .map_err(|_| ApiError::Internal("the run ended before it went on".to_owned()))?
+        .map(|_| ())
 }
 
 /// The pipeline's text with `vars` filled in, as its workers load it (`--nats`).

@@ -48,6 +48,10 @@ pub struct RunView {
     /// Its steps as a tree (only in `GET /api/v1/runs/{id}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<StepNode>>,
+    /// Marked running, but no process runs it (the one that did stopped, and this server
+    /// did not adopt it, `--no-adopt`): interrupted, resumable with `treadle run --resume`.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 /// A step of a run, with the steps inside it.
@@ -135,6 +139,7 @@ impl RunView {
             cost_usd: if agents > 0 { cost } else { None },
             error: run.error.clone(),
             steps: None,
+            interrupted: false,
         }
     }
 

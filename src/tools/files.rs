@@ -3,6 +3,11 @@
 //! Each is a [`FnTool`] over typed arguments, so the schema the model sees comes from the
 //! argument struct and its doc comments. The work itself is a plain blocking function,
 //! tested without a runtime.
+//!
+//! `write_file` and `edit_file` write atomically: the new content goes to a temporary file
+//! beside the target, is synced, and is renamed over it, so a process killed mid-write (or
+//! a power loss) leaves the old file or the new one, never part of one. A step resumed
+//! after a crash then finds whole files. An existing file keeps its permission bits.
 
 use std::fs;
 use std::io;
@@ -214,8 +219,26 @@ fn write(ws: &Workspace, path: &str, content: &str) -> Result<String, ToolError>
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent).map_err(|e| io_error("create the directory for", &shown, &e))?;
     }
-    fs::write(&target, content).map_err(|e| io_error("write", &shown, &e))?;
+    replace(&target, content.as_bytes()).map_err(|e| io_error("write", &shown, &e))?;
     Ok(format!("wrote {} bytes to {shown}", content.len()))
+}
+
+/// Writes `content` to `target` atomically: a synced temporary file in the same directory,
+/// renamed over the target (which keeps its permission bits; a new file gets 0644).
+fn replace(target: &std::path::Path, content: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = target.parent().unwrap_or_else(|| std::path::Path::new("."));
+    let mode = fs::metadata(target).map_or(0o644, |m| m.permissions().mode());
+    let mut file = tempfile::Builder::new()
+        .prefix(".treadle-write-")
+        .tempfile_in(dir)?;
+    file.write_all(content)?;
+    file.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode))?;
+    file.as_file().sync_data()?;
+    file.persist(target).map_err(|e| e.error)?;
+    Ok(())
 }
 
 fn edit(ws: &Workspace, args: &EditArgs) -> Result<String, ToolError> {
@@ -233,7 +256,7 @@ fn edit(ws: &Workspace, args: &EditArgs) -> Result<String, ToolError> {
         ))),
         1 => {
             let edited = text.replacen(&args.old_string, &args.new_string, 1);
-            fs::write(&path, &edited).map_err(|e| io_error("write", &shown, &e))?;
+            replace(&path, edited.as_bytes()).map_err(|e| io_error("write", &shown, &e))?;
             Ok(format!("replaced 1 occurrence in {shown}"))
         }
         n => Err(ToolError::new(format!(
@@ -414,6 +437,36 @@ mod tests {
             fs::read_to_string(ws.root().join("f.txt")).unwrap(),
             "ALPHA\nbeta\ngamma\nbeta\n"
         );
+    }
+
+    #[test]
+    fn a_write_replaces_the_file_whole_keeping_its_mode_and_leaving_no_temporary() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_dir, ws) = setup();
+        let (file, link) = (ws.root().join("f.txt"), ws.root().join("g.txt"));
+        fs::write(&file, "old").unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o750)).unwrap();
+        fs::hard_link(&file, &link).unwrap();
+        write(&ws, "f.txt", "new content").unwrap();
+        assert_eq!(fs::read_to_string(&file).unwrap(), "new content");
+        // A rename gives the path a new inode: the other name still holds the old bytes.
+        assert_eq!(fs::read_to_string(&link).unwrap(), "old");
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o750
+        );
+        edit(&ws, &edit_args("content", "text")).unwrap();
+        assert_eq!(fs::read_to_string(&file).unwrap(), "new text");
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o750
+        );
+        let mut names: Vec<String> = fs::read_dir(ws.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["f.txt", "g.txt"], "no temporary file is left");
     }
 
     #[test]

@@ -119,16 +119,18 @@ class RunPage {
   paintHeader() {
     const r = this.run;
     // Rebuilt only when it changed, so the Cancel button is not replaced under the pointer.
-    const key = JSON.stringify([r.status, r.duration_ms, r.tokens, r.cost_usd, r.trigger]);
+    const key = JSON.stringify([r.status, r.duration_ms, r.tokens, r.cost_usd, r.trigger, r.interrupted]);
     if (key === this.headerKey) return;
     this.headerKey = key;
     const controls = [];
-    if (r.status === "running") {
+    // Marked running, but its process stopped and this server did not adopt it.
+    const stood = r.interrupted ? h("span", { class: "badge st-aborted interrupted" }, "interrupted — resumable") : badge(r.status);
+    if (r.status === "running" && !r.interrupted) {
       controls.push(h("button", { class: "cancel", onclick: () => this.cancel() }, "Cancel run"));
     }
     replace(this.header,
       h("div", { class: "crumbs" }, h("a", { href: `/p/${encodeURIComponent(r.pipeline)}` }, r.pipeline), " / ", r.job),
-      h("h1", null, `Run #${r.id} `, badge(r.status)),
+      h("h1", null, `Run #${r.id} `, stood),
       h("div", { class: "facts" },
         h("span", null, r.duration_ms !== null && r.duration_ms !== undefined ? duration(r.duration_ms) : "running"),
         h("span", null, tokens(r.tokens) || "no tokens"),
