@@ -13,7 +13,9 @@
 //! * `code`: a task's exit code.
 //! * `verdict`: the verdict an agent picked.
 //! * `tool_calls`: the calls appear in this order, other calls may come between, and each
-//!   expected `args` object is a subset of the call's arguments (see [`json_subset`]).
+//!   expected `args` object is a subset of the call's arguments (see [`json_subset`]). An
+//!   entry with `ok: true` matches only a call that ran and succeeded (not refused, not an
+//!   error); when the only matching calls failed, the failure names the call and its error.
 //!
 //! Job asserts: `execution` (the names of the steps that ran, in order, exactly) and
 //! `outcome` (`success` or `failure`).
@@ -137,6 +139,20 @@ pub enum AssertFailure {
         after: String,
         /// The calls made, as `name {args}`, in order.
         made: String,
+    },
+    /// An expected call (`ok: true`) was made, but it failed or was refused.
+    #[error(
+        "assert tool_calls: expected call #{position} {expected} to succeed, but {call} failed: {reason}"
+    )]
+    ToolCallFailed {
+        /// 1-based position in the expected list.
+        position: usize,
+        /// The expected call, as `name {args}`.
+        expected: String,
+        /// The failed call, as `name {args}`.
+        call: String,
+        /// What the call answered (its error, cut to a line).
+        reason: String,
     },
     /// The steps that ran differ.
     #[error("assert execution: expected the steps [{}] to run, but [{}] ran", expected.join(", "), actual.join(", "))]
@@ -274,37 +290,58 @@ fn check_tool_calls(expected: &[ToolCallAssert], made: &[RecordedCall]) -> Vec<A
     // match for each expectation leaves the most calls for the ones after it.
     let mut next = 0;
     for (i, want) in expected.iter().enumerate() {
-        let found = made[next..].iter().position(|call| {
+        let fits = |call: &RecordedCall| {
             call.name == want.name
                 && want
                     .args
                     .as_ref()
                     .is_none_or(|args| json_subset(args, &call.arguments))
-        });
-        match found {
+        };
+        let succeeded = |call: &RecordedCall| want.ok != Some(true) || !call.is_error;
+        match made[next..].iter().position(|c| fits(c) && succeeded(c)) {
             Some(offset) => next += offset + 1,
-            None => {
-                return vec![AssertFailure::ToolCall {
-                    position: i + 1,
-                    expected: describe_call(&want.name, want.args.as_ref()),
-                    after: if next == 0 {
-                        String::new()
-                    } else {
-                        format!(" after call #{next}")
-                    },
-                    made: if made.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        made.iter()
-                            .map(|c| describe_call(&c.name, Some(&c.arguments)))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    },
-                }];
-            }
+            None => return vec![missed(i + 1, want, next, made, fits)],
         }
     }
     Vec::new()
+}
+
+/// Why expectation `position` found no call after call #`next`: a fitting call that failed
+/// (named with its error), or no fitting call at all.
+fn missed(
+    position: usize,
+    want: &ToolCallAssert,
+    next: usize,
+    made: &[RecordedCall],
+    fits: impl Fn(&RecordedCall) -> bool,
+) -> AssertFailure {
+    let expected = describe_call(&want.name, want.args.as_ref());
+    if let Some(failed) = made[next..].iter().find(|c| fits(c)) {
+        let reason = failed.result.lines().next().unwrap_or_default();
+        return AssertFailure::ToolCallFailed {
+            position,
+            expected,
+            call: describe_call(&failed.name, Some(&failed.arguments)),
+            reason: crate::tools::truncate(reason.to_owned(), 300, "cut"),
+        };
+    }
+    AssertFailure::ToolCall {
+        position,
+        expected,
+        after: if next == 0 {
+            String::new()
+        } else {
+            format!(" after call #{next}")
+        },
+        made: if made.is_empty() {
+            "none".to_owned()
+        } else {
+            made.iter()
+                .map(|c| describe_call(&c.name, Some(&c.arguments)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    }
 }
 
 fn describe_call(name: &str, args: Option<&serde_json::Value>) -> String {
@@ -371,6 +408,7 @@ mod tests {
         ToolCallAssert {
             name: name.into(),
             args,
+            ok: None,
         }
     }
 
@@ -445,6 +483,44 @@ mod tests {
                 "assert code: expected exit code 2, got none (the step has no exit code)",
                 r#"assert verdict: expected "reject", got no verdict"#,
             ]
+        );
+    }
+
+    #[test]
+    fn ok_true_takes_only_a_call_that_succeeded_and_names_the_failed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut failed = call("edit_file", json!({"path": "calc.py"}));
+        failed.is_error = true;
+        failed.result = "old_string was not found in \"calc.py\"\nmore".into();
+        let calls = [failed.clone()];
+        let mut want = expect("edit_file", None);
+        assert!(
+            check_step(
+                &StepAssert {
+                    tool_calls: vec![want.clone()],
+                    ..Default::default()
+                },
+                &facts(dir.path(), &calls)
+            )
+            .is_empty(),
+            "without ok: a failed call still counts as made"
+        );
+        want.ok = Some(true);
+        let spec = StepAssert {
+            tool_calls: vec![want],
+            ..Default::default()
+        };
+        let failures = check_step(&spec, &facts(dir.path(), &calls));
+        assert_eq!(
+            failures.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                r#"assert tool_calls: expected call #1 edit_file to succeed, but edit_file {"path":"calc.py"} failed: old_string was not found in "calc.py""#
+            ]
+        );
+        let calls = [failed, call("edit_file", json!({"path": "calc.py"}))];
+        assert!(
+            check_step(&spec, &facts(dir.path(), &calls)).is_empty(),
+            "a later success counts"
         );
     }
 

@@ -64,6 +64,7 @@ impl Fixture {
             dials: Default::default(),
             model_idle: None,
             model_response: None,
+            attempts: None,
             mcp: Vec::new(),
             conversation: Default::default(),
             controls: Default::default(),
@@ -201,7 +202,7 @@ async fn a_verdict_is_recorded_from_the_verdict_tool() -> TestResult {
         .cloned()
         .unwrap_or_default();
     assert_eq!(
-        verdict_tool["function"]["parameters"]["properties"]["verdict"]["enum"],
+        verdict_tool["function"]["parameters"]["properties"]["choice"]["enum"],
         json!(["approve", "reject"])
     );
     Ok(())

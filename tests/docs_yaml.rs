@@ -77,7 +77,7 @@ fn obedient_agent(body: &Value) -> Reply {
         }
     }
     if let Some(verdict) = tools.iter().find(|t| t["function"]["name"] == "verdict") {
-        let first = verdict["function"]["parameters"]["properties"]["verdict"]["enum"][0].clone();
+        let first = verdict["function"]["parameters"]["properties"]["choice"]["enum"][0].clone();
         let mut arguments = json!({"verdict": first, "reason": "scripted"});
         // `min_confidence:` asks for a confidence; a sure agent escalates nothing.
         if verdict["function"]["parameters"]["properties"]["confidence"].is_object() {

@@ -141,7 +141,7 @@ async fn a_majority_decides_and_the_block_routes_on_the_decision() {
             .and_then(|t| t.iter().find(|t| t["function"]["name"] == "verdict"))
             .expect("a verdict tool");
         assert_eq!(
-            verdict["function"]["parameters"]["properties"]["verdict"]["enum"],
+            verdict["function"]["parameters"]["properties"]["choice"]["enum"],
             json!(["reject", "approve"])
         );
     }

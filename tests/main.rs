@@ -8,6 +8,7 @@
 
 mod agent_context;
 mod agent_controls;
+mod agent_decisions;
 mod agent_delegation;
 mod agent_keys;
 mod agent_pipelines;
@@ -16,6 +17,7 @@ mod agent_step;
 mod agent_tools;
 mod approvals;
 mod artifact_paths;
+mod batch_order;
 mod browser;
 mod budget_cost;
 mod cache;

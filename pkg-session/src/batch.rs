@@ -7,10 +7,12 @@
 //! that tool. Every call is authorized before any runs, so a denial never races an
 //! execution.
 //!
-//! Then the authorized calls run: a call of a [sequential](crate::Tool::sequential) tool runs
-//! alone, after every call before it and before every call after it; between such calls the
-//! rest run in parallel, at most `max_parallel` at once, except that calls declaring the same
-//! [write target](crate::Tool::write_target) run one after another in call order.
+//! Then the authorized calls run as a dependency graph: each call's
+//! [footprint](crate::Tool::touches) says what it reads and writes, and a call starts only
+//! once every earlier call it conflicts with has ended (a read after a write of the same
+//! path, two writes of it, anything after a call that may touch everything). Calls that
+//! conflict with nothing run in parallel, at most `max_parallel` at once. So the results
+//! are those of the calls run one by one in the model's order.
 //!
 //! Every call gets exactly one `ToolCallStarted` and one `ToolCallCompleted` (rule 6), and
 //! the results come back in call order whatever order the calls finish in. A call that is
@@ -22,13 +24,12 @@
 //! about its gate: an answer given before the crash is taken as is, and an open gate is
 //! waited on under its original id instead of a new one being opened.
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use futures::FutureExt;
 use ractor::rpc::CallResult;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tracing::Instrument;
 use treadle_event::{Block, EventKind, GateAnswer, Message, Role};
 use treadle_hook::{Active, Authorization, Outcome, Payload};
@@ -37,6 +38,7 @@ use crate::ask::{self, Ask, Asked};
 use crate::batch_scope::{BatchScope, Call, hook_call};
 use crate::context::LoopContext;
 use crate::effect::Effect;
+use crate::footprint::{self, Footprint};
 use crate::protocol::LoopMsg;
 use crate::question::HumanQuestion;
 use crate::resume::{Prior, PriorGate};
@@ -81,12 +83,13 @@ pub(crate) async fn run_batch(
     calls: Vec<Call>,
     mut prior: Prior,
 ) -> BatchOutcome {
+    let early = premature(scope.ctx, &calls);
     let mut prepared = Vec::with_capacity(calls.len());
     for call in &calls {
         prepared.push(if scope.cancel.is_cancelled() {
             Prepared::Canceled
         } else {
-            prepare(scope, call, &mut prior).await
+            prepare(scope, call, &mut prior, early.as_deref()).await
         });
     }
     let failed = prepared.iter().find_map(|p| match p {
@@ -100,20 +103,22 @@ pub(crate) async fn run_batch(
     scope.deferred.expect(ready);
 
     let permits = Semaphore::new(scope.ctx.batch.max_parallel.max(1));
-    let mut results: Vec<Option<Output>> = (0..calls.len()).map(|_| None).collect();
-    for phase in plan(scope.ctx, &calls, prepared) {
-        let lanes = phase.into_iter().map(|lane| async {
-            let mut done = Vec::with_capacity(lane.len());
-            for (index, prepared) in lane {
-                let output = run_one(scope, &calls[index], prepared, &permits).await;
-                done.push((index, output));
+    let waits = footprint::dependencies(&footprints(scope.ctx, &calls, &prepared));
+    // One latch per call, set when it has ended; a call waits on its dependencies' latches.
+    let ended: Vec<watch::Sender<bool>> = calls.iter().map(|_| watch::Sender::new(false)).collect();
+    let runs = prepared.into_iter().enumerate().map(|(index, prepared)| {
+        let (ended, waits, permits, call) = (&ended, &waits[index], &permits, &calls[index]);
+        async move {
+            for &earlier in waits {
+                // The sender lives as long as the batch, so this only returns once it is set.
+                let _ = ended[earlier].subscribe().wait_for(|done| *done).await;
             }
-            done
-        });
-        for (index, output) in futures::future::join_all(lanes).await.into_iter().flatten() {
-            results[index] = Some(output);
+            let output = run_one(scope, call, prepared, permits).await;
+            ended[index].send_replace(true);
+            output
         }
-    }
+    });
+    let results: Vec<Output> = futures::future::join_all(runs).await;
 
     if scope.cancel.is_cancelled() || failed.is_some() {
         // No commit follows: a kept result is journaled on its own, as it would have been.
@@ -130,15 +135,10 @@ pub(crate) async fn run_batch(
     let content = results
         .into_iter()
         .zip(&calls)
-        .map(|(output, call)| {
-            // Every index is filled by `plan`, which places each call exactly once.
-            let (content, is_error) =
-                output.unwrap_or_else(|| ("the call was not scheduled".to_owned(), true));
-            Block::ToolResult {
-                call_id: call.id.clone(),
-                content,
-                is_error,
-            }
+        .map(|((content, is_error), call)| Block::ToolResult {
+            call_id: call.id.clone(),
+            content,
+            is_error,
         })
         .collect();
     BatchOutcome::Done(Message {
@@ -147,49 +147,41 @@ pub(crate) async fn run_batch(
     })
 }
 
-/// Calls that run one after another, in call order.
-type Lane = Vec<(usize, Prepared)>;
+/// The result of a decision sent too early: when the batch holds a call that ends the turn
+/// (a verdict) and calls that do not, the model decided before it saw their results, so the
+/// decision is not taken and the model is told to decide again once it has read them. The
+/// step's next model call decides. `None` when no call would be affected.
+fn premature(ctx: &LoopContext, calls: &[Call]) -> Option<String> {
+    let ends = |call: &Call| ctx.tools.get(&call.name).is_some_and(|t| t.ends_turn());
+    let mut evidence: Vec<&str> = calls
+        .iter()
+        .filter(|c| !ends(c))
+        .map(|c| c.name.as_str())
+        .collect();
+    if evidence.is_empty() || !calls.iter().any(ends) {
+        return None;
+    }
+    evidence.dedup();
+    Some(format!(
+        "not taken: this decision came in the same batch as {}, whose results you had not \
+         seen yet. Read those results, then make the call again to decide.",
+        evidence.join(", ")
+    ))
+}
 
-/// Orders the calls into phases that run one after another; the lanes of a phase run in
-/// parallel. A sequential tool's call is a phase of its own; calls declaring one write
-/// target share a lane. Every call is placed exactly once.
-fn plan(ctx: &LoopContext, calls: &[Call], prepared: Vec<Prepared>) -> Vec<Vec<Lane>> {
-    let mut phases: Vec<Vec<Lane>> = Vec::new();
-    let mut lanes: Vec<Lane> = Vec::new();
-    let mut by_target: HashMap<String, usize> = HashMap::new();
-    for (index, (call, prepared)) in calls.iter().zip(prepared).enumerate() {
-        let Prepared::Ready { arguments, .. } = &prepared else {
-            // Refused and canceled calls do not run; they only report.
-            lanes.push(vec![(index, prepared)]);
-            continue;
-        };
-        let Some(tool) = ctx.tools.get(&call.name) else {
-            lanes.push(vec![(index, prepared)]);
-            continue;
-        };
-        if tool.sequential() {
-            if !lanes.is_empty() {
-                phases.push(std::mem::take(&mut lanes));
-                by_target.clear();
+/// What each call that will run touches; `None` for one that only reports (refused,
+/// settled, canceled), which waits for nothing.
+fn footprints(ctx: &LoopContext, calls: &[Call], prepared: &[Prepared]) -> Vec<Option<Footprint>> {
+    calls
+        .iter()
+        .zip(prepared)
+        .map(|(call, prepared)| match prepared {
+            Prepared::Ready { arguments, .. } => {
+                ctx.tools.get(&call.name).map(|t| t.touches(arguments))
             }
-            phases.push(vec![vec![(index, prepared)]]);
-            continue;
-        }
-        match tool.write_target(arguments) {
-            Some(target) => match by_target.get(&target) {
-                Some(&lane) => lanes[lane].push((index, prepared)),
-                None => {
-                    by_target.insert(target, lanes.len());
-                    lanes.push(vec![(index, prepared)]);
-                }
-            },
-            None => lanes.push(vec![(index, prepared)]),
-        }
-    }
-    if !lanes.is_empty() {
-        phases.push(lanes);
-    }
-    phases
+            _ => None,
+        })
+        .collect()
 }
 
 /// Parses, checks and authorizes one call. The guards run again even for a resumed call
@@ -197,7 +189,12 @@ fn plan(ctx: &LoopContext, calls: &[Call], prepared: Vec<Prepared>) -> Vec<Vec<L
 /// guard no longer asks stays open until it is answered or its turn ends. A call with a
 /// journaled result is not run again, and one a crash interrupted runs again only if its
 /// effect gate says so (rule 11). A person answers an `ask_human` call once it is allowed.
-async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: &mut Prior) -> Prepared {
+async fn prepare(
+    scope: &BatchScope<'_>,
+    call: &Call,
+    prior: &mut Prior,
+    early: Option<&str>,
+) -> Prepared {
     let ctx = scope.ctx;
     if let Some((content, is_error)) = prior.results.remove(&call.id) {
         return Prepared::Settled { content, is_error };
@@ -209,6 +206,11 @@ async fn prepare(scope: &BatchScope<'_>, call: &Call, prior: &mut Prior) -> Prep
             ctx.tools.names().join(", ")
         ));
     };
+    if let Some(early) = early
+        && tool.ends_turn()
+    {
+        return Prepared::Refused(early.to_owned());
+    }
     let raw = if call.arguments.trim().is_empty() {
         "{}"
     } else {

@@ -115,6 +115,11 @@ impl Tool for AskHuman {
         ))
     }
 
+    fn touches(&self, _arguments: &Value) -> crate::Footprint {
+        // A person answers; no file or other call's state is involved.
+        crate::Footprint::nothing()
+    }
+
     fn effect(&self) -> Effect {
         // Asking again after a crash is harmless: the journaled answer is reused anyway.
         Effect::Pure

@@ -62,7 +62,8 @@
 //! * [`gate`]: gates for guards that answer `Ask`, for `ask_human` questions
 //!   ([`AskHuman`]) and for effectful calls a crash interrupted ([`Effect`],
 //!   [`EffectPolicy`]), answered with [`Session::respond_gate`] or an `on_gate` handler.
-//! * [`tool`]: the [`Tool`] trait and [`FnTool`], tools from plain functions.
+//! * [`tool`]: the [`Tool`] trait and [`FnTool`], tools from plain functions, and the
+//!   [`Footprint`] of a call (what it reads and writes), which orders a batch's calls.
 //! * [`mcp`]: tools served by MCP servers.
 //! * [`tls`]: the rustls crypto provider (*ring*) installed before any HTTPS client is built.
 //! * [`event`] and [`hook`]: the `treadle-event` and `treadle-hook` crates, re-exported.
@@ -90,7 +91,9 @@ pub mod tls;
 // * `turn`: the task that runs one turn, step by step, outside the actor.
 // * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
 //   JSON schema, authorized by the guards in call order, then run in parallel (at most
-//   `max_parallel_tools`), sequential tools alone, same write targets in call order.
+//   `max_parallel_tools`), except that a call waits for the earlier calls it conflicts with.
+// * `footprint`: `Footprint` and `Place`, what a call reads and writes, and the batch's
+//   dependency graph (which earlier calls each call waits for).
 // * `batch_scope`: a tool call as the model wrote it and the scope its batch runs in,
 //   shared by `batch` and `ask` (below both), with the effect result a step's commit
 //   journals (`Deferred`).
@@ -129,6 +132,7 @@ mod context;
 mod delegate;
 mod effect;
 mod error;
+mod footprint;
 pub mod gate;
 mod human;
 mod protocol;
@@ -170,7 +174,7 @@ pub use schemars;
 pub use session::{Session, TurnError, TurnOutcome, TurnReport};
 pub use stream::{TurnItem, TurnStream};
 pub use subject::{GateCall, GateKind, GateRequest, GateScope, GateSubject};
-pub use tool::{FnTool, Tool, ToolError, ToolResult};
+pub use tool::{FnTool, Footprint, Place, Tool, ToolError, ToolResult};
 pub use treadle_event as event;
 
 /// The README's library snippet, compiled as a doc test so it stays true.

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 pub use crate::effect::Effect;
+pub use crate::footprint::{Footprint, Place};
 use crate::inference::ToolSpec;
 use crate::question::HumanQuestion;
 
@@ -39,19 +40,14 @@ pub trait Tool: Send + Sync + 'static {
     /// checked against [`Tool::parameters`].
     async fn call(&self, arguments: serde_json::Value) -> Result<String, ToolError>;
 
-    /// Whether calls of this tool must run alone: a batch runs a sequential call only after
-    /// every call before it has finished, and starts the calls after it only once it has
-    /// finished. Default: `false` (the call may run in parallel with others).
-    fn sequential(&self) -> bool {
-        false
-    }
-
-    /// What this call writes to, if anything (a path, a table, a URL). Calls of one batch
-    /// that declare the same target run one after another, in call order, while the rest
-    /// still run in parallel. Default: `None` (no declared target).
-    fn write_target(&self, arguments: &serde_json::Value) -> Option<String> {
+    /// What this call reads and writes. Of two calls of one batch that conflict (one writes
+    /// what the other reads or writes, see [`Footprint::conflicts`]), the later starts only
+    /// once the earlier has ended; the rest run in parallel. Default:
+    /// [`Footprint::Everything`], the safe assumption about a tool that says nothing: its
+    /// calls run after every call before them and before every call after them.
+    fn touches(&self, arguments: &serde_json::Value) -> Footprint {
         let _ = arguments;
-        None
+        Footprint::Everything
     }
 
     /// Whether a successful call of this tool is the turn's last piece of work (a verdict,
@@ -106,10 +102,8 @@ pub struct FnTool<A, F> {
     description: String,
     parameters: serde_json::Value,
     function: F,
-    sequential: bool,
     effect: Effect,
-    /// The argument whose value is the call's write target, if any.
-    write_target_arg: Option<String>,
+    touches: Touches,
     _args: PhantomData<fn(A)>,
 }
 
@@ -179,18 +173,10 @@ where
             description: description.into(),
             parameters,
             function,
-            sequential: false,
             effect: Effect::Effectful,
-            write_target_arg: None,
+            touches: Touches::Everything,
             _args: PhantomData,
         }
-    }
-
-    /// Marks the tool sequential: its calls run alone (see [`Tool::sequential`]).
-    #[must_use]
-    pub fn sequential(mut self, sequential: bool) -> Self {
-        self.sequential = sequential;
-        self
     }
 
     /// Declares what a call does to the world (default [`Effect::Effectful`]).
@@ -200,12 +186,58 @@ where
         self
     }
 
-    /// Declares the argument `name` (a top-level key) as the call's write target, so calls
-    /// of one batch naming the same value run one after another (see [`Tool::write_target`]).
+    /// Declares that calls touch nothing another call could see, so they run in parallel
+    /// with any (see [`Tool::touches`]; the default is that they touch everything).
     #[must_use]
-    pub fn write_target_arg(mut self, name: impl Into<String>) -> Self {
-        self.write_target_arg = Some(name.into());
+    pub fn touches_nothing(mut self) -> Self {
+        self.touches = Touches::Only(Vec::new(), Vec::new());
         self
+    }
+
+    /// Declares that a call reads the place its argument `name` (a top-level key) names, and
+    /// touches nothing else.
+    #[must_use]
+    pub fn reads_arg(mut self, name: impl Into<String>) -> Self {
+        self.touches = Touches::Only(vec![name.into()], Vec::new());
+        self
+    }
+
+    /// Declares that a call writes the place its argument `name` (a top-level key) names,
+    /// and touches nothing else: calls of one batch naming the same value run one after
+    /// another, in call order.
+    #[must_use]
+    pub fn writes_arg(mut self, name: impl Into<String>) -> Self {
+        self.touches = Touches::Only(Vec::new(), vec![name.into()]);
+        self
+    }
+}
+
+/// What an [`FnTool`]'s calls touch, as its builder declared.
+enum Touches {
+    Everything,
+    /// The arguments naming what a call reads, and what it writes.
+    Only(Vec<String>, Vec<String>),
+}
+
+impl Touches {
+    fn footprint(&self, arguments: &serde_json::Value) -> Footprint {
+        let Touches::Only(reads, writes) = self else {
+            return Footprint::Everything;
+        };
+        let places = |names: &[String]| -> Vec<Place> {
+            names
+                .iter()
+                .filter_map(|name| arguments.get(name))
+                .map(|value| match value {
+                    serde_json::Value::String(text) => Place::new(text.clone()),
+                    other => Place::new(other.to_string()),
+                })
+                .collect()
+        };
+        Footprint::Only {
+            reads: places(reads),
+            writes: places(writes),
+        }
     }
 }
 
@@ -239,20 +271,12 @@ where
         (self.function)(args).await.into_tool_result()
     }
 
-    fn sequential(&self) -> bool {
-        self.sequential
-    }
-
     fn effect(&self) -> Effect {
         self.effect
     }
 
-    fn write_target(&self, arguments: &serde_json::Value) -> Option<String> {
-        let value = arguments.get(self.write_target_arg.as_deref()?)?;
-        Some(match value {
-            serde_json::Value::String(text) => text.clone(),
-            other => other.to_string(),
-        })
+    fn touches(&self, arguments: &serde_json::Value) -> Footprint {
+        self.touches.footprint(arguments)
     }
 }
 

@@ -30,7 +30,7 @@ use crate::resume::{Prior, Resume};
 use crate::subject::StagedStep;
 
 /// The result of a call made after the turn's work was done.
-const TURN_OVER: &str = "not run: the turn is over (its final tool call already succeeded)";
+const TURN_OVER: &str = "not run: the turn was over (its final tool call already succeeded)";
 
 /// How a turn ends, before it becomes a terminal event.
 enum End {
@@ -484,6 +484,28 @@ impl Turn {
         model: String,
     ) -> StepEnd {
         let text = assistant.text_content();
+        // Each call not run still gets its one start and one end (rule 6), so a live view,
+        // and a transcript replayed from it, show it answered as not run.
+        for call in assistant.tool_uses() {
+            let header = || self.ctx.turn_header(self.coords, Some(step));
+            self.ctx.emit(
+                header(),
+                EventKind::ToolCallStarted {
+                    call_id: call.id.to_owned(),
+                    name: call.name.to_owned(),
+                    arguments: call.arguments.to_owned(),
+                },
+            );
+            self.ctx.emit(
+                header(),
+                EventKind::ToolCallCompleted {
+                    call_id: call.id.to_owned(),
+                    name: call.name.to_owned(),
+                    content: TURN_OVER.to_owned(),
+                    is_error: true,
+                },
+            );
+        }
         let results = Message {
             role: Role::Tool,
             content: assistant

@@ -1,5 +1,5 @@
 //! Tool batches end to end: bad arguments, a panicking tool, a gate deadline, parallel and
-//! sequential execution, write targets, call order, and the per-turn call limit.
+//! ordered execution (what calls touch), call order, and the per-turn call limit.
 
 use crate::common;
 
@@ -62,8 +62,23 @@ impl Probe {
         self.peak.load(Ordering::SeqCst)
     }
 
-    /// A tool `name` that sleeps `ms` and reports `label`, watched by this probe.
+    /// A tool `name` that sleeps `ms` and reports `label`, watched by this probe, declaring
+    /// that it touches nothing (so its calls run in parallel with any).
     fn tool(
+        &self,
+        name: &str,
+    ) -> FnTool<
+        SleepArgs,
+        impl Fn(SleepArgs) -> futures::future::BoxFuture<'static, Result<String, ToolError>>
+        + Send
+        + Sync
+        + 'static,
+    > {
+        self.undeclared(name).touches_nothing()
+    }
+
+    /// The same tool declaring nothing about what it touches: it may touch anything.
+    fn undeclared(
         &self,
         name: &str,
     ) -> FnTool<
@@ -284,7 +299,7 @@ async fn calls_run_in_parallel_up_to_the_limit_and_results_keep_call_order() {
 }
 
 #[tokio::test]
-async fn sequential_tools_run_alone_and_same_write_targets_run_in_call_order() {
+async fn a_tool_touching_everything_runs_alone_and_same_writes_run_in_call_order() {
     let probe = Probe::default();
     let server = common::server(vec![
         Reply::tool_calls([
@@ -301,8 +316,8 @@ async fn sequential_tools_run_alone_and_same_write_targets_run_in_call_order() {
     let dir = tempfile::tempdir().expect("dir");
     let session = builder(&server, &dir)
         .tool(probe.tool("sleep"))
-        .tool(probe.tool("seq").sequential(true))
-        .tool(probe.tool("write").write_target_arg("path"))
+        .tool(probe.undeclared("seq"))
+        .tool(probe.undeclared("write").writes_arg("path"))
         .start()
         .await
         .expect("start");
@@ -369,5 +384,49 @@ async fn the_per_turn_call_limit_ends_the_turn_with_a_clear_failure() {
             text: "next".into()
         }
     );
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_read_and_a_write_of_one_place_run_in_call_order_and_reads_share() {
+    let probe = Probe::default();
+    let at = |ms: u64, label: &str, path: &str| json!({ "ms": ms, "label": label, "path": path });
+    let server = common::server(vec![
+        Reply::tool_calls([
+            ToolCall::new("read", at(30, "r1", "a.md")),
+            ToolCall::new("read", at(1, "r2", "a.md")),
+            ToolCall::new("write", at(20, "w", "a.md")),
+            ToolCall::new("read", at(1, "r3", "a.md")),
+            ToolCall::new("read", at(1, "other", "b.md")),
+        ]),
+        Reply::text("done"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().expect("dir");
+    let session = builder(&server, &dir)
+        .tool(probe.undeclared("read").reads_arg("path"))
+        .tool(probe.undeclared("write").writes_arg("path"))
+        .start()
+        .await
+        .expect("start");
+    assert!(session.run("go").await.expect("run").is_done());
+    let log = probe.log();
+    let at = |line: &str| {
+        log.iter()
+            .position(|l| l == line)
+            .unwrap_or_else(|| panic!("{line} missing from {log:?}"))
+    };
+    // Two reads of a.md overlap; the write waits for both, though it came after them, and
+    // the read after the write waits for it. b.md is not waited for.
+    assert!(at("start r2") < at("end r1"), "{log:?}");
+    assert!(at("start w") > at("end r1").max(at("end r2")), "{log:?}");
+    assert!(at("start r3") > at("end w"), "{log:?}");
+    assert!(at("start other") < at("end r1"), "{log:?}");
+    let labels: Vec<String> = first_results(&session)
+        .await
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect();
+    assert_eq!(labels, ["r1", "r2", "w", "r3", "other"]);
     session.shutdown().await;
 }

@@ -225,7 +225,7 @@ async fn a_turn_ending_tool_allows_one_more_model_call() {
     assert_eq!(last.role, Role::Tool);
     assert!(matches!(
         &last.content[0],
-        Block::ToolResult { content, is_error: true, .. } if content.contains("turn is over")
+        Block::ToolResult { content, is_error: true, .. } if content.contains("turn was over")
     ));
     // The session goes on: a next turn runs normally (and may decide again).
     session.shutdown().await;

@@ -339,6 +339,7 @@ async fn http_bearer_token_comes_from_the_named_variable() {
         },
         call_timeout: Duration::from_secs(10),
         effects: Default::default(),
+        touches: Default::default(),
     };
     let server = within(McpServer::connect(config.clone()))
         .await
@@ -378,6 +379,7 @@ async fn http_bearer_variable_must_be_set() {
         },
         call_timeout: Duration::from_secs(1),
         effects: Default::default(),
+        touches: Default::default(),
     };
     let err = McpServer::connect(config).await.unwrap_err();
     assert!(matches!(err, McpError::MissingBearer { .. }), "{err:?}");

@@ -8,6 +8,9 @@
 //!   model's argument are text, never code.
 //! * `args:` pins values: a pinned name is left out of the schema the model sees, and the
 //!   pinned value is put over whatever the model sent before the command is rendered.
+//! * `touches:` lists the paths its command reads or writes, so its calls are ordered only
+//!   with calls touching those paths; without it a call may touch anything and is ordered
+//!   with every other call of its batch.
 //! * `max_calls:` refuses a call past the budget before anything runs; a refused call does
 //!   not count toward `required:`.
 //! * The command runs like `run_shell` (step directory, environment, confinement, process
@@ -21,10 +24,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use treadle_session::{Effect, Tool, ToolError};
+use treadle_session::{Effect, Footprint, Tool, ToolError};
 
 use crate::resource::template::{TemplateError, fields_under, render_for_shell};
-use crate::tools::{MAX_OUTPUT_BYTES, Ran, Workspace, describe_exit, execute, truncate};
+use crate::tools::{MAX_OUTPUT_BYTES, Ran, Workspace, describe_exit, execute, place_of, truncate};
 
 /// How long a custom tool's command may run.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -46,6 +49,9 @@ pub struct CustomSpec {
     pub max_calls: Option<u32>,
     /// Arguments the pipeline sets; the model neither sees nor overrides them.
     pub pinned: BTreeMap<String, Value>,
+    /// The paths, relative to the step directory, its command touches (`touches:`);
+    /// `None`: it may touch anything.
+    pub touches: Option<Vec<String>>,
 }
 
 impl CustomSpec {
@@ -83,6 +89,8 @@ impl CustomSpec {
             "max_calls": self.max_calls,
             "args": self.pinned,
         })
+        // `touches:` only orders a batch's calls; it changes no call's result, so it is
+        // left out of the key.
     }
 }
 
@@ -166,9 +174,17 @@ impl Tool for CustomTool {
         self.schema.clone()
     }
 
-    fn sequential(&self) -> bool {
-        // Its command may write anything in the step directory, like `run_shell`.
-        true
+    fn touches(&self, _arguments: &Value) -> Footprint {
+        // Undeclared, its command may read and write anything, so its calls are ordered
+        // with every other call of the batch. Declared paths are written (and read).
+        let Some(paths) = &self.spec.touches else {
+            return Footprint::Everything;
+        };
+        let writes = paths.iter().map(|path| place_of(&self.ws, path)).collect();
+        Footprint::Only {
+            reads: Vec::new(),
+            writes,
+        }
     }
 
     fn effect(&self) -> Effect {
@@ -230,6 +246,7 @@ mod tests {
             required: false,
             max_calls: None,
             pinned: BTreeMap::new(),
+            touches: None,
         }
     }
 

@@ -243,10 +243,8 @@ impl Tool for DelegateTool {
         self.schema.clone()
     }
 
-    fn sequential(&self) -> bool {
-        // A sub-agent works in the caller's directory and may write there.
-        true
-    }
+    // `touches` is the default, everything: a sub-agent works in the caller's directory
+    // and may write there.
 
     fn effect(&self) -> Effect {
         // Whatever its tools do, it may do once only.

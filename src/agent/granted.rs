@@ -126,6 +126,10 @@ fn custom(o: &ToolObject) -> Option<CustomSpec> {
         required: o.required.as_ref().is_some_and(|r| r.value),
         max_calls: o.max_calls.as_ref().map(|m| m.value),
         pinned: o.args.as_ref().map(|a| a.value.clone()).unwrap_or_default(),
+        touches: o
+            .touches
+            .as_ref()
+            .map(|paths| paths.iter().map(|p| p.value.clone()).collect()),
     })
 }
 

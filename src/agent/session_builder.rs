@@ -102,6 +102,14 @@ pub(super) fn session_builder(
     if let Some(bytes) = step.model_response {
         builder = builder.max_response_bytes(bytes);
     }
+    if let Some(attempts) = step.attempts {
+        // steps' meaning: `attempts:` counts requests to the provider, the client's own
+        // retries included, so the executor does not run the step again on top of it.
+        builder = builder.retry(treadle_session::RetryPolicy {
+            max_retries: attempts.saturating_sub(1),
+            ..Default::default()
+        });
+    }
     let conversation = &step.conversation;
     if let Some(window) = conversation.context_window {
         builder = builder.context_window(window);

@@ -50,11 +50,18 @@ pub struct NoSource {
 /// Probes the sources of every agent with a `fallback:` chain that `job` reaches; the
 /// agents that start on a fallback.
 pub async fn pick(loaded: &Loaded, job: &Job) -> Result<Vec<Picked>, NoSource> {
-    let timeout = loaded
+    let preflight = loaded
         .pipeline
         .defaults
         .as_ref()
-        .and_then(|d| d.preflight.as_ref())
+        .and_then(|d| d.preflight.as_ref());
+    if preflight
+        .and_then(|p| p.disabled.as_ref())
+        .is_some_and(|d| d.value)
+    {
+        return Ok(Vec::new());
+    }
+    let timeout = preflight
         .and_then(|p| p.timeout.as_ref())
         .map_or(PICK_TIMEOUT, |t| t.value.0);
     let mut picked = Vec::new();

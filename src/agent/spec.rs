@@ -65,6 +65,9 @@ pub struct AgentStep {
     pub model_idle: Option<std::time::Duration>,
     /// Most bytes of one model response; the session's default when `None`.
     pub model_response: Option<u64>,
+    /// `attempts:`: the most requests one model call may make, the client's own retries
+    /// included (so `1` is one request); the session's retry policy when `None`.
+    pub attempts: Option<u32>,
     /// The agent's MCP servers; `tools` names which of their tools the step gets.
     pub mcp: Vec<McpServerConfig>,
     /// How the conversation is kept bounded; the session's defaults where `None`.
@@ -345,6 +348,8 @@ impl AgentStep {
                 .limits
                 .as_ref()
                 .and_then(|l| l.model_idle.map(|d| d.0)),
+            // The step's `attempts:` (its agent's filled in at load).
+            attempts: step.attempts.as_ref().map(|a| a.value.max(1)),
             model_response: agent
                 .limits
                 .as_ref()

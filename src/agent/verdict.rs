@@ -3,6 +3,11 @@
 //! The tool's argument schema lists the allowed verdicts as an enum, so a model that honours
 //! schemas can only pick one of them; a model that does not is told which ones exist and can
 //! call again. The last valid call wins, so a model may change its mind within the turn.
+//!
+//! The arguments are steps' `choice` and `note`. The older `verdict` and `reason` are
+//! accepted too, so replies recorded against either spelling replay; that is why the schema
+//! requires no key (a required `choice` would refuse `{"verdict": ..}` before the call runs)
+//! and the call itself refuses a call without a choice, naming the allowed ones.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -11,6 +16,16 @@ use treadle_session::{Tool, ToolError};
 
 /// The name the verdict tool is offered under.
 pub const VERDICT_TOOL: &str = "verdict";
+/// The argument holding the decision (steps' name; `verdict` is accepted too).
+const CHOICE: &str = "choice";
+/// The argument holding the reason (steps' name; `reason` is accepted too).
+const NOTE: &str = "note";
+
+/// The first of `keys` that `arguments` holds as a string.
+fn text<'a>(arguments: &'a Value, keys: [&str; 2]) -> Option<&'a str> {
+    keys.iter()
+        .find_map(|key| arguments.get(key).and_then(Value::as_str))
+}
 
 /// A verdict the agent gave.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +67,7 @@ pub(crate) struct VerdictTool {
 impl VerdictTool {
     pub(crate) fn new(allowed: Vec<String>, slot: VerdictSlot) -> Self {
         let description = format!(
-            "Record your decision. You must call this exactly once before you finish, with one of: {}.",
+            "Record your decision. You must call this exactly once before you finish, with choice set to one of: {} and a short note on why.",
             allowed.join(", ")
         );
         Self {
@@ -67,18 +82,16 @@ impl VerdictTool {
         json!({
             "type": "object",
             "properties": {
-                "verdict": {
+                CHOICE: {
                     "type": "string",
                     "enum": self.allowed,
                     "description": "Your decision."
                 },
-                "reason": {
+                NOTE: {
                     "type": "string",
                     "description": "One or two sentences on why."
                 }
-            },
-            "required": ["verdict", "reason"],
-            "additionalProperties": false
+            }
         })
     }
 
@@ -109,6 +122,11 @@ impl Tool for VerdictTool {
         &self.description
     }
 
+    fn touches(&self, _arguments: &Value) -> treadle_session::Footprint {
+        // It records the decision in the step's own slot, which no other tool reads.
+        treadle_session::Footprint::nothing()
+    }
+
     fn effect(&self) -> treadle_session::Effect {
         // It records the decision in the step's slot: the same call again records the same.
         treadle_session::Effect::Idempotent
@@ -123,7 +141,7 @@ impl Tool for VerdictTool {
                 "maximum": 1,
                 "description": "How sure you are of the decision, from 0 to 1."
             });
-            schema["required"] = json!(["verdict", "reason", "confidence"]);
+            schema["required"] = json!(["confidence"]);
         }
         schema
     }
@@ -136,12 +154,9 @@ impl Tool for VerdictTool {
 
     async fn call(&self, arguments: Value) -> Result<String, ToolError> {
         let allowed = self.allowed.join(", ");
-        let verdict = arguments
-            .get(VERDICT_TOOL)
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ToolError::new(format!("give \"verdict\" as a string, one of: {allowed}"))
-            })?;
+        let verdict = text(&arguments, [CHOICE, VERDICT_TOOL]).ok_or_else(|| {
+            ToolError::new(format!("give \"choice\" as a string, one of: {allowed}"))
+        })?;
         if !self.allowed.iter().any(|a| a == verdict) {
             return Err(ToolError::new(format!(
                 "{verdict:?} is not an allowed verdict; use one of: {allowed}"
@@ -149,10 +164,7 @@ impl Tool for VerdictTool {
         }
         // A missing reason is accepted: the choice is what routes the plan, and refusing it
         // over a missing explanation would only cost another model call.
-        let reason = arguments
-            .get("reason")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let reason = text(&arguments, [NOTE, "reason"]).unwrap_or_default();
         let confidence = arguments.get("confidence").and_then(Value::as_f64);
         // Asked for and missing (or out of range): refused, so the model gives it; a step
         // that asks for a confidence cannot decide without one.
@@ -185,10 +197,10 @@ mod tests {
         let (tool, _) = tool();
         let schema = tool.parameters();
         assert_eq!(
-            schema["properties"]["verdict"]["enum"],
+            schema["properties"]["choice"]["enum"],
             json!(["approve", "reject"])
         );
-        assert_eq!(schema["properties"]["reason"]["type"], "string");
+        assert_eq!(schema["properties"]["note"]["type"], "string");
         assert!(tool.description().contains("approve, reject"));
     }
 
@@ -217,6 +229,30 @@ mod tests {
                 reason: String::new(),
                 confidence: None,
             })
+        );
+    }
+
+    #[tokio::test]
+    async fn steps_argument_names_and_the_old_ones_both_record() {
+        let (tool, slot) = tool();
+        tool.call(json!({"choice": "reject", "note": "risky"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            slot.get().map(|c| (c.verdict, c.reason)),
+            Some(("reject".into(), "risky".into()))
+        );
+        tool.call(json!({"verdict": "approve", "reason": "fine"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            slot.get().map(|c| (c.verdict, c.reason)),
+            Some(("approve".into(), "fine".into()))
+        );
+        let err = tool.call(json!({"note": "no choice"})).await.unwrap_err();
+        assert_eq!(
+            err.0,
+            "give \"choice\" as a string, one of: approve, reject"
         );
     }
 

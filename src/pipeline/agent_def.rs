@@ -177,6 +177,11 @@ pub struct McpServerSpec {
     /// `effectful`); a tool not listed is effectful (see docs/effects.md).
     #[serde(default)]
     pub effects: BTreeMap<String, treadle_session::Effect>,
+    /// What the server's tools touch, by tool name: the names of the things a tool reads or
+    /// writes (a table, a file), `[]` for nothing. Calls naming the same thing run in call
+    /// order; a tool not listed may touch anything, and its calls run apart from the rest.
+    #[serde(default)]
+    pub touches: BTreeMap<String, Vec<String>>,
     /// With `command:`, its working directory, relative to the step directory.
     #[serde(default)]
     pub cwd: Option<At<String>>,

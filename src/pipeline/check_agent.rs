@@ -236,6 +236,11 @@ fn tool(
     );
     only(!custom && o.args.is_some(), "args", "custom (`run:`) tools");
     only(
+        !custom && o.touches.is_some(),
+        "touches",
+        "custom (`run:`) tools",
+    );
+    only(
         !custom && kind != ToolKind::Mcp && o.max_calls.is_some(),
         "max_calls",
         "custom and MCP tools",

@@ -49,6 +49,10 @@ impl Defaults {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PreflightDefaults {
+    /// `true` skips the pre-run probe entirely (steps' key): every agent starts on its
+    /// primary source, as if each said `preflight: false`.
+    #[serde(default)]
+    pub disabled: Option<At<bool>>,
     /// How long one probe may take.
     #[serde(default)]
     pub timeout: Option<At<DurationSpec>>,

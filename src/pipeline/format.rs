@@ -581,6 +581,9 @@ pub struct ToolCallAssert {
     /// Arguments that must appear in the call (a subset match).
     #[serde(default)]
     pub args: Option<serde_json::Value>,
+    /// `true`: the call must have run and succeeded (not refused, not an error).
+    #[serde(default)]
+    pub ok: Option<bool>,
 }
 
 /// `assert:` on a job: checked when it ends.

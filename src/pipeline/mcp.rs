@@ -73,6 +73,19 @@ fn config(spec: &McpServerSpec) -> Option<McpServerConfig> {
         transport,
         call_timeout: DEFAULT_CALL_TIMEOUT,
         effects: spec.effects.clone(),
+        // An MCP tool's places are names of the pipeline's choosing, kept apart from the
+        // file places of the built-in tools.
+        touches: spec
+            .touches
+            .iter()
+            .map(|(tool, places)| {
+                let places = places
+                    .iter()
+                    .map(|p| treadle_session::Place::new(format!("mcp:{p}")))
+                    .collect();
+                (tool.clone(), places)
+            })
+            .collect(),
     })
 }
 

@@ -68,6 +68,11 @@ pub struct ToolObject {
     /// Arguments of a custom tool the pipeline pins (the model does not see them).
     #[serde(default)]
     pub args: Option<At<BTreeMap<String, serde_json::Value>>>,
+    /// The paths (relative to the step directory) a custom tool's command reads or
+    /// writes; `[]` for none. Omitted, it may touch anything, and its calls run apart from
+    /// every other call of a batch.
+    #[serde(default)]
+    pub touches: Option<Vec<At<String>>>,
     /// Another agent, called as a tool taking one `request` string.
     #[serde(default)]
     pub agent: Option<At<String>>,

@@ -379,10 +379,7 @@ impl<'a> Ctx<'a> {
             }
             let data = e.get("data").cloned().unwrap_or_default();
             let summary = match what {
-                "tool_call" => format!(
-                    "→ {}",
-                    data.get("name").and_then(|n| n.as_str()).unwrap_or("tool")
-                ),
+                "tool_call" => replayed_call(&data),
                 other => other.to_owned(),
             };
             self.emit(Event::Agent {
@@ -487,5 +484,21 @@ fn slot(entry: &Entry, cell: bool) -> Slot<'_> {
         Slot::Cell(&entry.path)
     } else {
         Slot::Step(entry.seq, &entry.path)
+    }
+}
+
+/// A recorded tool call as a replayed transcript shows it: `→ NAME`, and for a call that
+/// was not run (a call after the turn's decision), the mark the live view showed.
+fn replayed_call(data: &serde_json::Value) -> String {
+    let name = data.get("name").and_then(|n| n.as_str()).unwrap_or("tool");
+    let result = data
+        .get("result")
+        .and_then(|r| r.as_str())
+        .unwrap_or_default();
+    let not_run = data.get("is_error").and_then(serde_json::Value::as_bool) == Some(true)
+        && result.starts_with("not run:");
+    match result.lines().next() {
+        Some(first) if not_run => format!("→ {name}\n✗ {name}: {first}"),
+        _ => format!("→ {name}"),
     }
 }

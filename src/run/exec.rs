@@ -397,7 +397,12 @@ impl<'a> Ctx<'a> {
         cancel: &CancellationToken,
         cell: Option<&'a Cell>,
     ) -> Done {
-        let attempts = step.attempts.as_ref().map_or(1, |a| a.value.max(1));
+        // An agent step's `attempts:` bounds its requests to the provider (the session's
+        // retry policy, see `agent::session_builder`), not how often the step runs.
+        let attempts = match step.kind() {
+            Ok(StepKind::Agent(_)) => 1,
+            _ => step.attempts.as_ref().map_or(1, |a| a.value.max(1)),
+        };
         let mut done = Done::aborted();
         for attempt in 1..=attempts {
             if let Some(d) = before {
@@ -512,7 +517,9 @@ impl<'a> Ctx<'a> {
             .timeout
             .as_ref()
             .filter(|_| step.approval.is_none() && step.input.is_none());
-        let Some(limit) = limit.map(|t| t.value.0) else {
+        // Zero means no limit (steps' convention for every dial of an agent step): `timeout:
+        // "0"` is no deadline, not one that has already passed.
+        let Some(limit) = limit.map(|t| t.value.0).filter(|d| !d.is_zero()) else {
             return (work.await, false);
         };
         tokio::pin!(work);

@@ -94,12 +94,8 @@ impl Tool for Replayed {
         self.inner.ends_turn()
     }
 
-    fn sequential(&self) -> bool {
-        self.inner.sequential()
-    }
-
-    fn write_target(&self, arguments: &Value) -> Option<String> {
-        self.inner.write_target(arguments)
+    fn touches(&self, arguments: &Value) -> treadle_session::Footprint {
+        self.inner.touches(arguments)
     }
 
     async fn call(&self, arguments: Value) -> Result<String, ToolError> {
@@ -107,7 +103,7 @@ impl Tool for Replayed {
             self.recording.count(true);
             // A file write is also made in the scratch directory (its own result unused),
             // so that the step's `assert: { files }` sees what the recorded call wrote.
-            if self.inner.write_target(&arguments).is_some() {
+            if self.inner.name() == "write_file" || self.inner.name() == "edit_file" {
                 let _ = self.inner.call(arguments).await;
             }
             return if recorded.is_error {

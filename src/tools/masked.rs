@@ -56,11 +56,8 @@ impl Tool for Masked {
             Err(e) => Err(ToolError::new(self.mask(e.to_string()))),
         }
     }
-    fn sequential(&self) -> bool {
-        self.inner.sequential()
-    }
-    fn write_target(&self, arguments: &serde_json::Value) -> Option<String> {
-        self.inner.write_target(arguments)
+    fn touches(&self, arguments: &serde_json::Value) -> treadle_session::Footprint {
+        self.inner.touches(arguments)
     }
     fn effect(&self) -> treadle_session::Effect {
         self.inner.effect()

@@ -25,8 +25,10 @@
 //! * File work runs on tokio's blocking pool; a search over a large input tree would
 //!   otherwise stall the runtime's worker threads.
 //! * The default grant is read-only: an agent changes files only when its pipeline says so.
-//! * Each tool declares what its calls write (`targets.rs`), so two writes of one file in
-//!   one batch run in order, and `run_shell`, which may write anything, runs alone.
+//! * Each tool declares what its calls read and write (`targets.rs`), so calls of one batch
+//!   that touch the same file run in the model's order (a read sent after an edit reads the
+//!   edited text), `run_shell` is ordered with every file call (it may touch any file of
+//!   the step directory), and the rest run in parallel.
 
 mod files;
 mod masked;
@@ -41,11 +43,12 @@ use std::sync::Arc;
 
 use treadle_session::Tool;
 
-use targets::Declared;
+use targets::{Access, Declared};
 
 pub use masked::Masked;
 pub use output::{MAX_OUTPUT_BYTES, truncate};
 pub use shell::{Ran, describe as describe_exit, execute};
+pub(crate) use targets::place_of;
 pub use web_fetch::{Fence, MAX_BODY_BYTES};
 pub use workspace::{PathError, Workspace, WorkspaceError};
 
@@ -109,12 +112,36 @@ pub fn is_builtin(name: &str) -> bool {
 fn build(name: &str, workspace: &Workspace) -> Result<Arc<dyn Tool>, UnknownTool> {
     let ws = workspace.clone();
     Ok(match name {
-        "read_file" => Arc::new(files::read_file(ws)),
-        "list_dir" => Arc::new(files::list_dir(ws)),
-        "search_files" => Arc::new(search::search_files(ws)),
-        "write_file" => Arc::new(Declared::new(files::write_file(ws.clone()), ws)),
-        "edit_file" => Arc::new(Declared::new(files::edit_file(ws.clone()), ws)),
-        "run_shell" => Arc::new(shell::run_shell(ws)),
+        "read_file" => Arc::new(Declared::new(
+            files::read_file(ws.clone()),
+            ws,
+            Access::ReadsPath,
+        )),
+        "list_dir" => Arc::new(Declared::new(
+            files::list_dir(ws.clone()),
+            ws,
+            Access::ReadsPath,
+        )),
+        "search_files" => Arc::new(Declared::new(
+            search::search_files(ws.clone()),
+            ws,
+            Access::ReadsPath,
+        )),
+        "write_file" => Arc::new(Declared::new(
+            files::write_file(ws.clone()),
+            ws,
+            Access::WritesPath,
+        )),
+        "edit_file" => Arc::new(Declared::new(
+            files::edit_file(ws.clone()),
+            ws,
+            Access::WritesPath,
+        )),
+        "run_shell" => Arc::new(Declared::new(
+            shell::run_shell(ws.clone()),
+            ws,
+            Access::WritesAll,
+        )),
         // The agent step sets who answers (`AgentStep::answerer`) and how long it waits.
         "ask_human" => Arc::new(treadle_session::AskHuman::new()),
         "web_fetch" => Arc::new(web_fetch::web_fetch(ws.fence().clone())),

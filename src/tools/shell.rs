@@ -46,9 +46,7 @@ pub(super) fn run_shell(ws: Workspace) -> impl Tool {
             async move { run(&ws, &args).await }
         },
     )
-    // It may write any file of the step directory, which no single target can say: it
-    // runs alone, after the calls before it and before the calls after it.
-    .sequential(true)
+    // What it touches (the whole step directory) is declared by `targets::Declared`.
     // A command may do anything once (send, deploy, append): never repeated unasked.
     .effect(Effect::Effectful)
 }

@@ -108,6 +108,8 @@ pub(super) fn web_fetch(fence: Fence) -> impl Tool {
         let fence = fence.clone();
         async move { fetch(&fence, &args.url).await }
     })
+    // It reads the network only: nothing a file call of the step could see or change.
+    .touches_nothing()
     .effect(Effect::Idempotent)
 }
 

@@ -96,6 +96,10 @@ pub struct McpServerConfig {
     /// What its tools do to the world, by the server's tool name; a tool not listed is
     /// [`Effect::Effectful`](crate::Effect::Effectful) (MCP says nothing reliable about it).
     pub effects: std::collections::BTreeMap<String, crate::Effect>,
+    /// What its tools touch, by the server's tool name: a listed tool writes (and may read)
+    /// those places only, so its calls run in parallel with calls touching other places;
+    /// a tool not listed may touch anything (see [`crate::Tool::touches`]).
+    pub touches: std::collections::BTreeMap<String, Vec<crate::Place>>,
 }
 
 impl McpServerConfig {
@@ -116,6 +120,7 @@ impl McpServerConfig {
             },
             call_timeout: DEFAULT_CALL_TIMEOUT,
             effects: Default::default(),
+            touches: Default::default(),
         }
     }
 
@@ -131,12 +136,25 @@ impl McpServerConfig {
             },
             call_timeout: DEFAULT_CALL_TIMEOUT,
             effects: Default::default(),
+            touches: Default::default(),
         }
     }
 
     /// The same config, declaring what the server's tool `tool` does to the world.
     pub fn with_effect(mut self, tool: impl Into<String>, effect: crate::Effect) -> Self {
         self.effects.insert(tool.into(), effect);
+        self
+    }
+
+    /// The same config, declaring that the server's tool `tool` touches only `places` (an
+    /// empty list: nothing another call could see).
+    pub fn with_touches(
+        mut self,
+        tool: impl Into<String>,
+        places: impl IntoIterator<Item = crate::Place>,
+    ) -> Self {
+        self.touches
+            .insert(tool.into(), places.into_iter().collect());
         self
     }
 

@@ -68,6 +68,18 @@ impl Tool for McpTool {
         declared.unwrap_or(crate::Effect::Effectful)
     }
 
+    fn touches(&self, _arguments: &Value) -> crate::Footprint {
+        // A declared tool writes (and may read) the places listed; an undeclared one may
+        // touch anything, since MCP says nothing reliable about what a tool touches.
+        match self.server.config().touches.get(&self.remote) {
+            Some(places) => crate::Footprint::Only {
+                reads: Vec::new(),
+                writes: places.clone(),
+            },
+            None => crate::Footprint::Everything,
+        }
+    }
+
     async fn call(&self, arguments: Value) -> Result<String, ToolError> {
         let arguments: Option<JsonObject> = match arguments {
             Value::Object(object) => Some(object),
