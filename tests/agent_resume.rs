@@ -138,3 +138,94 @@ async fn an_agent_step_killed_mid_way_goes_on_in_its_session_with_resume() {
 async fn an_agent_step_stopped_cleanly_goes_on_in_its_session_with_resume() {
     stopped_and_resumed("-TERM").await;
 }
+
+/// Figures for docs/benchmarks.md (`cargo test --test integration -- --ignored
+/// agent_resume::figures --nocapture`): an agent step with 1,000 committed model steps (a
+/// `write_file` call each) is killed while the model answers the 1,001st; the time from
+/// starting `treadle run --resume` to the model being asked again (restart to running), and
+/// the cost of the one synced write a step's session adds (its `step_sessions` row).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: prints figures"]
+async fn figures_restart_to_running_after_1000_committed_steps() {
+    const STEPS: usize = 1000;
+    let mut blocked = false;
+    let script = Script::from_fn(move |body| match results(body) {
+        // Each call its own arguments: the session stops a model repeating one call.
+        n if n < STEPS => Reply::tool_call(
+            "write_file",
+            json!({"path": format!("f{n}"), "content": "x"}),
+        ),
+        _ if !blocked => {
+            blocked = true;
+            Reply::text("done").block_after(1)
+        }
+        _ => Reply::text("done"),
+    });
+    let server = ScriptedServer::start(script).await.expect("server");
+    let url = server.base_url().to_owned();
+    let f = Fixture::new(&format!(
+        "agents:\n  - name: lister\n    tools: [write_file]\n    max_turns: {}\njobs:\n  - name: main\n    plan:\n      - agent: lister\n        name: list\n        prompt: List the directory {STEPS} times.\n",
+        STEPS + 10
+    ));
+    let first = std::time::Instant::now();
+    let mut child = spawn(&f, &url);
+    while server.request_count() < STEPS + 1 {
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "the run ended after {} requests",
+            server.request_count()
+        );
+        assert!(first.elapsed() < Duration::from_secs(900), "too slow");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ran = first.elapsed();
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let t0 = std::time::Instant::now();
+    let mut resumed = Command::new(env!("CARGO_BIN_EXE_treadle"))
+        .args(["run", "--resume", "1"])
+        .current_dir(f.path())
+        .env_remove("OPENAI_API_KEY")
+        .env("TREADLE_LOCAL_URL", &url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the resume");
+    assert!(
+        server
+            .wait_requests(STEPS + 2, Duration::from_secs(120))
+            .await
+    );
+    let restart = t0.elapsed();
+    let status = resumed.wait().expect("wait");
+    assert!(status.success());
+    assert_eq!(
+        server.request_count(),
+        STEPS + 2,
+        "no committed step asked again"
+    );
+    // One step_sessions row, synced, as each agent step writes it.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = treadle::run::Store::open(&dir.path().join("state.redb")).expect("store");
+    let rounds = 200;
+    let t1 = std::time::Instant::now();
+    for i in 0..rounds {
+        let row = treadle::run::step_sessions::StepSession {
+            session: treadle_session::event::SessionId::new(),
+            key: None,
+            dir: dir.path().to_path_buf(),
+        };
+        treadle::run::step_sessions::note(&store.database(), i, "0", &row).expect("note");
+    }
+    let note = t1.elapsed() / rounds as u32;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "{{\"committed_steps\": {STEPS}, \"first_run_to_step_ms\": {}, \"per_step_ms\": {:.2}, \"restart_to_running_ms\": {}, \"step_session_row_us\": {}, \"loadavg\": \"{}\"}}",
+        ran.as_millis(),
+        ran.as_secs_f64() * 1000.0 / STEPS as f64,
+        restart.as_millis(),
+        note.as_micros(),
+        load.trim()
+    );
+}

@@ -86,6 +86,7 @@ mod state_lock;
 mod test_command;
 mod watch;
 mod watch_checks;
+mod watch_resume;
 mod web_assets;
 mod web_controls;
 mod web_delegation;
