@@ -72,6 +72,7 @@ impl Fixture {
             unfinished_effects: Default::default(),
             granted: Default::default(),
             parent: None,
+            cli: Default::default(),
         }
     }
 

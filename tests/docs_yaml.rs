@@ -33,7 +33,11 @@ fn yaml_blocks() -> Vec<(PathBuf, usize, String)> {
         let mut current: Option<(usize, String)> = None;
         for (n, line) in text.lines().enumerate() {
             match &mut current {
-                None if line.trim_start().starts_with("```yaml") => {
+                // ```yaml cli: a CLI-backed agent's example, run with the real CLI by
+                // tests/cli_agents.rs.
+                None if line.trim_start().starts_with("```yaml")
+                    && line.trim() != "```yaml cli" =>
+                {
                     current = Some((n + 1, String::new()))
                 }
                 Some((start, body)) if line.trim_start().starts_with("```") => {

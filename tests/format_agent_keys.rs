@@ -293,12 +293,13 @@ jobs:
 }
 
 #[test]
-fn a_cli_backed_agent_loads_with_its_dollar_budget_and_is_refused_when_it_runs() {
+fn a_codex_backed_agent_loads_with_its_dollar_budget_and_is_refused_when_it_runs() {
+    // `@claude/...` runs (tests/cli_agents.rs); a CLI treadle does not drive is refused.
     let f = Fixture::new(
         r#"
 agents:
 - name: reviewer
-  source: { model: "@claude/sonnet" }
+  source: { model: "@codex/gpt-5" }
   settings: project
   budget: { usd: 0.50 }
 jobs:

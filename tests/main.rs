@@ -21,6 +21,7 @@ mod batch_order;
 mod browser;
 mod budget_cost;
 mod cache;
+mod cli_agents;
 mod cli_extras;
 mod cli_output;
 mod common;

@@ -1,5 +1,6 @@
 //! treadle-scripted: a scripted OpenAI-compatible chat-completions server over real HTTP
-//! and SSE on loopback, for tests, doc tests and benchmarks.
+//! and SSE on loopback, for tests, doc tests and benchmarks. It speaks the Anthropic
+//! Messages API too (`POST /v1/messages`), so a coding-agent CLI can be driven by a script.
 //!
 //! The server answers `POST /v1/chat/completions` (and `/chat/completions`) from a
 //! [`Script`] of [`Reply`]s: streamed text, reasoning, single and parallel tool calls,
@@ -43,12 +44,23 @@
 //! * An exhausted script answers HTTP 500 `scripted server: script exhausted after N
 //!   requests`; a body that is not JSON answers 400. Neither consumes a reply.
 //!
+//! * `POST /v1/messages` (base URL [`ScriptedServer::messages_base_url`]) answers from the
+//!   same script in the Messages API's shape: `message_start`, one content block per
+//!   reasoning / text / tool call (`thinking`, `text`, `tool_use`, their deltas in pieces
+//!   of at most 8 characters), `message_delta` with the stop reason and output tokens,
+//!   `message_stop`; or one `message` object without `"stream": true`. Tool use ids
+//!   default to `toolu_<request>_<block>`. `POST /v1/messages/count_tokens` answers a size
+//!   estimate without taking a reply.
+//!
 //! # Layout
 //!
 //! * `reply.rs`: [`Reply`], [`ToolCall`], [`Usage`]: what one answer is.
 //! * `script.rs`: [`Script`]: the queue, `from_fn`, the echo workload, JSON script files.
 //! * `render.rs`: reply → wire bytes (SSE frames or one JSON object) in one buffer.
-//! * `server.rs`: [`ScriptedServer`], [`ServerBuilder`], the axum handler.
+//! * `server.rs`: [`ScriptedServer`], [`ServerBuilder`], the axum handlers (chat
+//!   completions, Anthropic Messages).
+//! * `request.rs`: what the server reads of a request.
+//! * `messages_render.rs`: reply → Messages wire bytes (SSE events or one `message`).
 //! * `pace.rs`: seeded delays and the paced / cut / blocking body stream.
 //! * `main.rs`: the `treadle-scripted` binary, to benchmark other frameworks against the
 //!   same server.
@@ -66,9 +78,11 @@
 //!
 //! Jitter uses an inline splitmix64 generator rather than `rand`.
 
+mod messages_render;
 mod pace;
 mod render;
 mod reply;
+mod request;
 mod script;
 mod server;
 

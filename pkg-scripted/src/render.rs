@@ -487,7 +487,7 @@ pub(crate) fn render(reply: &Reply, ctx: &Ctx<'_>) -> serde_json::Result<Rendere
     })
 }
 
-fn single(body: Bytes) -> Frames {
+pub(crate) fn single(body: Bytes) -> Frames {
     let len = body.len();
     Frames {
         buf: body,
@@ -496,7 +496,7 @@ fn single(body: Bytes) -> Frames {
 }
 
 /// Keeps the first `n` frames, never including the final `[DONE]`.
-fn truncate(mut frames: Frames, n: usize) -> Frames {
+pub(crate) fn truncate(mut frames: Frames, n: usize) -> Frames {
     let keep = n.min(frames.len().saturating_sub(1));
     frames.ends.truncate(keep);
     let end = frames.ends.last().copied().unwrap_or(0);

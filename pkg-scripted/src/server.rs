@@ -1,4 +1,5 @@
-//! The HTTP side: [`ScriptedServer`], its [`ServerBuilder`], and the request handler.
+//! The HTTP side: [`ScriptedServer`], its [`ServerBuilder`], and the request handlers
+//! (chat completions, Anthropic Messages).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -15,13 +16,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::serve::ListenerExt;
 use bytes::Bytes;
-use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::pace::{Delays, paced_body};
 use crate::render::{self, Ctx, Rendered};
 use crate::reply::{Ending, Reply};
+use crate::request::{LightRequest, RequestInfo};
 use crate::script::Script;
 
 /// Why the server could not start.
@@ -163,6 +164,8 @@ impl ServerBuilder {
         let router = Router::new()
             .route("/v1/chat/completions", post(completions))
             .route("/chat/completions", post(completions))
+            .route("/v1/messages", post(messages))
+            .route("/v1/messages/count_tokens", post(count_tokens))
             .layer(DefaultBodyLimit::disable())
             .with_state(Arc::clone(&inner));
         let listener = listener.tap_io(|tcp| {
@@ -244,6 +247,12 @@ impl ScriptedServer {
         &self.base_url
     }
 
+    /// `http://127.0.0.1:PORT`, the base URL to give an Anthropic Messages client (it adds
+    /// `/v1/messages` itself; Claude Code reads it from `ANTHROPIC_BASE_URL`).
+    pub fn messages_base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -306,14 +315,14 @@ async fn wait_count(counter: &watch::Sender<usize>, n: usize, timeout: Duration)
     )
 }
 
-struct ScriptState {
+pub(crate) struct ScriptState {
     script: Script,
     /// Requests that got an answer from the script.
     served: usize,
     log: Vec<RecordedRequest>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     state: Mutex<ScriptState>,
     needs_body: bool,
     requests: watch::Sender<usize>,
@@ -323,79 +332,13 @@ struct Inner {
 }
 
 impl Inner {
-    fn lock(&self) -> MutexGuard<'_, ScriptState> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ScriptState> {
         // A panic in a user script function must not wedge every later request.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// The request fields the server acts on.
-struct RequestInfo<'a> {
-    stream: bool,
-    include_usage: bool,
-    model: Cow<'a, str>,
-    tool_messages: usize,
-}
-
-impl<'a> RequestInfo<'a> {
-    fn from_value(v: &'a Value) -> Self {
-        Self {
-            stream: v["stream"].as_bool().unwrap_or(false),
-            include_usage: v["stream_options"]["include_usage"]
-                .as_bool()
-                .unwrap_or(false),
-            model: Cow::Borrowed(v["model"].as_str().unwrap_or("scripted")),
-            tool_messages: v["messages"]
-                .as_array()
-                .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count()),
-        }
-    }
-}
-
-/// Parses only what [`RequestInfo`] needs, skipping the rest without building values.
-#[derive(Deserialize)]
-struct LightRequest<'a> {
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    stream_options: Option<LightStreamOptions>,
-    #[serde(default, borrow)]
-    model: Option<Cow<'a, str>>,
-    #[serde(default)]
-    messages: Option<Vec<LightMessage<'a>>>,
-}
-
-#[derive(Deserialize)]
-struct LightStreamOptions {
-    #[serde(default)]
-    include_usage: Option<bool>,
-}
-
-#[derive(Deserialize)]
-struct LightMessage<'a> {
-    #[serde(default, borrow)]
-    role: Option<Cow<'a, str>>,
-}
-
-impl<'a> From<LightRequest<'a>> for RequestInfo<'a> {
-    fn from(r: LightRequest<'a>) -> Self {
-        Self {
-            stream: r.stream.unwrap_or(false),
-            include_usage: r
-                .stream_options
-                .and_then(|o| o.include_usage)
-                .unwrap_or(false),
-            model: r.model.unwrap_or(Cow::Borrowed("scripted")),
-            tool_messages: r.messages.map_or(0, |m| {
-                m.iter()
-                    .filter(|m| m.role.as_deref() == Some("tool"))
-                    .count()
-            }),
-        }
-    }
-}
-
-fn plain(status: StatusCode, msg: String) -> Response {
+pub(crate) fn plain(status: StatusCode, msg: String) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -450,7 +393,7 @@ async fn completions(
 /// Records the request (when recording) and picks the next scripted reply, under one lock,
 /// so the log order is the order in which script replies were handed out. `Err` holds how
 /// many replies were served before the script ran out (0 for a request that is not JSON).
-fn record_and_pick(
+pub(crate) fn record_and_pick(
     inner: &Inner,
     uri: &axum::http::Uri,
     headers: &HeaderMap,
@@ -490,6 +433,20 @@ fn record_and_pick(
 
 /// Renders one scripted reply and sends it: a status error, a whole body, or a paced stream.
 async fn answer(inner: &Inner, info: &RequestInfo<'_>, index: usize, reply: &Reply) -> Response {
+    answer_with(inner, info, index, reply, render::render).await
+}
+
+/// A renderer of one wire format (chat completions, Anthropic Messages).
+pub(crate) type Renderer = fn(&Reply, &Ctx<'_>) -> serde_json::Result<Rendered>;
+
+/// Renders one scripted reply with `render` and sends it.
+pub(crate) async fn answer_with(
+    inner: &Inner,
+    info: &RequestInfo<'_>,
+    index: usize,
+    reply: &Reply,
+    render: Renderer,
+) -> Response {
     let ctx = Ctx {
         request_index: index,
         model: reply.served_model.as_deref().unwrap_or(&info.model),
@@ -500,7 +457,7 @@ async fn answer(inner: &Inner, info: &RequestInfo<'_>, index: usize, reply: &Rep
         include_usage: info.include_usage,
         quirks: inner.opts.quirks,
     };
-    let rendered = match render::render(reply, &ctx) {
+    let rendered = match render(reply, &ctx) {
         Ok(r) => r,
         Err(e) => {
             return plain(
@@ -556,4 +513,67 @@ async fn answer(inner: &Inner, info: &RequestInfo<'_>, index: usize, reply: &Rep
             resp
         }
     }
+}
+
+// The Anthropic Messages side: `POST /v1/messages` answered from the same script (the echo
+// workload counting `tool_result` blocks), and token counting, which takes no reply so that
+// a client counting before it sends does not shift the script.
+
+/// How many `tool_result` blocks the conversation of a Messages request holds.
+fn tool_results(body: &Value) -> usize {
+    body["messages"].as_array().map_or(0, |messages| {
+        messages
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|block| block["type"] == "tool_result")
+            .count()
+    })
+}
+
+/// `POST /v1/messages`.
+pub(crate) async fn messages(
+    State(inner): State<Arc<Inner>>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let value = serde_json::from_slice::<Value>(&body);
+    let info = value.as_ref().ok().map(|v| RequestInfo {
+        stream: v["stream"].as_bool().unwrap_or(false),
+        include_usage: true,
+        model: Cow::Borrowed(v["model"].as_str().unwrap_or("scripted")),
+        tool_messages: tool_results(v),
+    });
+    let picked = record_and_pick(
+        &inner,
+        &uri,
+        &headers,
+        &body,
+        value.as_ref().ok(),
+        info.as_ref(),
+    );
+    let Some(info) = info else {
+        let why = value.err().map_or_else(String::new, |e| e.to_string());
+        return plain(
+            StatusCode::BAD_REQUEST,
+            format!("scripted server: request body is not valid JSON: {why}"),
+        );
+    };
+    match picked {
+        Ok((index, reply)) => {
+            answer_with(&inner, &info, index, &reply, crate::messages_render::render).await
+        }
+        Err(served) => {
+            tracing::warn!("scripted server: script exhausted after {served} requests");
+            let error = json!({"type": "error", "error": {"type": "api_error",
+                "message": format!("scripted server: script exhausted after {served} requests")}});
+            (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(error)).into_response()
+        }
+    }
+}
+
+/// `POST /v1/messages/count_tokens`: about one token per four bytes of the request.
+pub(crate) async fn count_tokens(body: Bytes) -> Response {
+    axum::Json(json!({"input_tokens": body.len().div_ceil(4)})).into_response()
 }

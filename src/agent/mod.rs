@@ -13,6 +13,8 @@
 //! # Layout
 //!
 //! * `spec`: [`AgentStep`], the step's inputs.
+//! * [`cli`]: a CLI-backed agent (`@claude/MODEL`): the CLI runs the conversation,
+//!   treadle the step around it.
 //! * `step`: [`run_agent_step`] and [`AgentError`].
 //! * `session_builder`: a step's settings made into its session (endpoint, key, tools,
 //!   hooks, limits, who answers its gates), and the secret values it must never show.
@@ -44,8 +46,8 @@
 //!   succeeded.
 //! * `delegate`: the tool through which a step's model calls a sub-agent, which runs as a
 //!   session of its own, nested under the step, on a share of the step's budget.
-//! * `refuse`: what a step may be written with but treadle cannot run (a CLI-backed model,
-//!   OAuth MCP servers), refused when it is built.
+//! * `refuse`: what a step may be written with but treadle cannot run (a CLI other than
+//!   claude, OAuth MCP servers), refused when it is built.
 //!
 //! # Decisions made here
 //!
@@ -74,6 +76,7 @@
 //!   `| shellquote` in the template: a value is never run as code.
 
 mod budget;
+pub mod cli;
 pub mod context_files;
 pub mod controls;
 mod cost;

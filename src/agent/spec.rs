@@ -84,6 +84,8 @@ pub struct AgentStep {
     /// For a sub-agent's call: the session and tool that asked (journaled with its
     /// session's start).
     pub parent: Option<treadle_event::ParentLink>,
+    /// What a CLI-backed agent (`@claude/MODEL`) needs besides.
+    pub cli: super::cli::CliStep,
 }
 
 /// Answers an agent step's `ask_human` questions: the pipeline parks each one for a
@@ -246,6 +248,10 @@ impl AgentStep {
         if let (Some(granted), Value::Object(map)) = (self.granted.key_view(), &mut view) {
             map.insert("granted".to_owned(), granted);
         }
+        // Only when opted in, so that other keys stay as they were.
+        if let (true, Value::Object(map)) = (self.cli.settings_project, &mut view) {
+            map.insert("settings".to_owned(), Value::String("project".to_owned()));
+        }
         view
     }
 
@@ -359,6 +365,22 @@ impl AgentStep {
             controls: StepControls::default(),
             granted: Granted::default(),
             parent: None,
+            cli: super::cli::CliStep {
+                settings_project: agent
+                    .settings
+                    .as_ref()
+                    .is_some_and(|s| s.value == "project"),
+                required_files: step
+                    .assert
+                    .as_ref()
+                    .map(|a| a.value.files.clone())
+                    .unwrap_or_default(),
+                attempts: step
+                    .attempts
+                    .as_ref()
+                    .or(agent.attempts.as_ref())
+                    .map_or(1, |a| a.value),
+            },
         }
     }
 

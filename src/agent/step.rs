@@ -50,6 +50,9 @@ pub enum AgentError {
     /// The conversation could not be restored on a `fallback:` source.
     #[error("cannot continue the conversation on the fallback model: {0}")]
     Restore(#[from] treadle_session::RestoreError),
+    /// A CLI-backed agent's CLI could not be run.
+    #[error(transparent)]
+    Cli(#[from] super::cli::CliError),
 }
 
 /// Runs one agent step: starts a session on `journal` with the step's tools confined to its
@@ -75,6 +78,9 @@ pub async fn run_agent_step(
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
 ) -> Result<AgentOutcome, AgentError> {
+    if step.model.provider == crate::pipeline::model::CLI_PROVIDER {
+        return super::cli::run_cli_step(step, observer, cancel).await;
+    }
     // Sub-agents report through a channel (their tools outlive this borrow of `observer`);
     // it is drained here while the step runs, and once more after.
     let (events, mut nested) = tokio::sync::mpsc::unbounded_channel();

@@ -1,0 +1,425 @@
+//! [`run_cli_step`]: one agent step as one conversation of the claude CLI, rejoined with
+//! `--resume` when a run ends without what the step demands (a file of `assert: files:`,
+//! the verdict) or dies without reporting a result.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio_util::sync::CancellationToken;
+use treadle_event::FailureCause;
+use treadle_session::Tool;
+
+use super::bridge::Bridge;
+use super::command::{CliError, Join, Run, claude_model, claude_program};
+use super::stream::Transcript;
+use super::tools::native;
+use crate::agent::cost::Cost;
+use crate::agent::delegate::Parent;
+use crate::agent::mcp::StepServers;
+use crate::agent::observe::{AgentEvent, AgentObserver};
+use crate::agent::record::{AgentOutcome, AgentStatus};
+use crate::agent::session_builder::secrets_of;
+use crate::agent::spec::AgentStep;
+use crate::agent::step::AgentError;
+use crate::agent::verdict::{VerdictSlot, VerdictTool};
+use crate::pipeline::mcp::server_of;
+use crate::tools::{Workspace, grant};
+
+/// The scratch `HOME` of a step's CLI, inside the step directory's temporary directory
+/// (so a confined CLI may write it), removed when the step ends, with the CLI's session
+/// transcript in it.
+const HOME: &str = "treadle-cli-home";
+
+/// Runs `step` with the claude CLI in its directory. Its events go to `observer` as they
+/// are read; `cancel` (Ctrl-C, the step's timeout) kills the CLI.
+pub async fn run_cli_step(
+    step: &AgentStep,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+) -> Result<AgentOutcome, AgentError> {
+    let program = claude_program(&step.name)?;
+    claude_model(step)?;
+    let workspace = Workspace::new(&step.dir)?
+        .with_env(step.env.iter().cloned())
+        .hide_env(step.model.api_key_env.iter().cloned())
+        .with_access(step.pass_env.iter().cloned(), step.confined)
+        .with_fence(step.granted.fence.clone());
+    let slot = VerdictSlot::default();
+    let (servers, tools) = bridged_tools(step, &workspace, &slot, cancel).await?;
+    // Absolute: the CLI runs in the step directory, so a relative path would be read
+    // from inside it.
+    let dir = std::path::absolute(&step.dir).unwrap_or_else(|_| step.dir.clone());
+    let home = dir.join(crate::confine::TMP).join(HOME);
+    let result = converse(step, &program, &home, tools, &slot, observer, cancel).await;
+    servers.shutdown().await;
+    // The CLI's session (its whole transcript) goes with the step, as a hosted agent's
+    // conversation stays in treadle's journal only.
+    let _ = tokio::fs::remove_dir_all(&home).await;
+    result
+}
+
+/// The tools the CLI reaches through the bridge: granted built-ins it has no tool of its
+/// own for, custom tools, MCP grants and the verdict, each masking the step's secrets.
+async fn bridged_tools(
+    step: &AgentStep,
+    workspace: &Workspace,
+    slot: &VerdictSlot,
+    cancel: &CancellationToken,
+) -> Result<(StepServers, Vec<Arc<dyn Tool>>), AgentError> {
+    let (remote, builtin): (Vec<&str>, Vec<&str>) = step
+        .tools
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !step.granted.owns(t) && native(t).is_none())
+        .partition(|t| server_of(t).is_some());
+    let mut tools = grant(&builtin, workspace)?;
+    let (events, _dropped) = tokio::sync::mpsc::unbounded_channel();
+    let parent = Parent {
+        step: step.clone(),
+        run: Arc::new(|_, _, _| {
+            Box::pin(async { Err("a CLI agent cannot delegate to a sub-agent".to_owned()) })
+        }),
+        events,
+        cancel: cancel.clone(),
+        delegated: Arc::default(),
+        guard: Arc::default(),
+        session: Arc::default(),
+    };
+    tools.extend(step.granted.build(workspace, &parent)?.tools);
+    let (servers, remote_tools) = StepServers::start(&step.mcp, &remote).await?;
+    tools.extend(remote_tools);
+    if !step.verdicts.is_empty() {
+        let tool = VerdictTool::new(step.verdicts.clone(), slot.clone());
+        tools.push(Arc::new(if step.controls.confidence.is_some() {
+            tool.with_confidence()
+        } else {
+            tool
+        }));
+    }
+    Ok((
+        servers,
+        crate::tools::Masked::wrap_all(tools, &secrets_of(step)),
+    ))
+}
+
+/// How one run of the CLI ended.
+enum Exit {
+    /// It reported a result (in the transcript).
+    Reported,
+    /// It ended without one: the reason, for the retry prompt and the failure.
+    Died(String),
+    /// The step was cancelled.
+    Cancelled,
+    /// It made more model calls than the step allows.
+    TooManyCalls(u32),
+}
+
+async fn converse(
+    step: &AgentStep,
+    program: &Path,
+    home: &Path,
+    tools: Vec<Arc<dyn Tool>>,
+    slot: &VerdictSlot,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+) -> Result<AgentOutcome, AgentError> {
+    let bridged = !tools.is_empty();
+    let bridge = Bridge::start(tools).await.map_err(CliError::from)?;
+    let mcp_config = write_home(home, &bridge.config())?;
+    let usd_left = step
+        .controls
+        .dollars
+        .iter()
+        .map(|b| b.limit - b.spent_before)
+        .reduce(f64::min);
+    let session = uuid::Uuid::now_v7().to_string();
+    let mut transcript = Transcript::default();
+    // The nudges and the retries after a death share one budget of runs (steps' rule):
+    // otherwise the two limits would multiply.
+    let runs = step.cli.attempts.max(1) + 5;
+    let mut prompt = step.prompt.clone();
+    let mut status = None;
+    for run in 1..=runs {
+        let join = if transcript.session.is_some() {
+            Join::Resume(&session)
+        } else {
+            Join::Start(&session)
+        };
+        let cmd = Run {
+            step,
+            program,
+            home,
+            mcp_config: &mcp_config,
+            bridged,
+            usd_left,
+            join,
+        }
+        .command()?;
+        transcript.ended = None;
+        let exit = one_run(step, cmd, &prompt, &mut transcript, observer, cancel).await?;
+        let last = run == runs;
+        let next = match exit {
+            Exit::Cancelled => Err(AgentStatus::Interrupted {
+                reason: "the step was cancelled; the CLI was stopped".to_owned(),
+            }),
+            Exit::TooManyCalls(limit) => Err(AgentStatus::Failed {
+                error: format!(
+                    "the CLI made more than {limit} model calls (max_turns); it was stopped"
+                ),
+                cause: FailureCause::Limit,
+            }),
+            Exit::Died(why) if last => Err(AgentStatus::Failed {
+                error: format!("the claude CLI failed: {why}"),
+                cause: FailureCause::Other,
+            }),
+            Exit::Died(why) => Ok(format!(
+                "Your previous run stopped before it finished ({why}). Continue the task \
+                 from where you were; do not start over.{}",
+                missing(step, slot)
+                    .map(|m| format!(" {m}"))
+                    .unwrap_or_default()
+            )),
+            Exit::Reported => reported(step, &transcript, slot, usd_left, last),
+        };
+        match next {
+            Ok(again) => {
+                observer.on_event(AgentEvent::Notice(format!(
+                    "the CLI is woken again (--resume, run {} of at most {runs}): {again}",
+                    run + 1
+                )));
+                prompt = again;
+            }
+            Err(done) => {
+                status = Some(done);
+                break;
+            }
+        }
+    }
+    drop(bridge);
+    let status = status.unwrap_or(AgentStatus::Succeeded);
+    let cost = Cost::Priced {
+        usd: transcript.usd,
+    };
+    observer.on_event(AgentEvent::Usage {
+        usage: transcript.usage,
+        model: step.model.model.clone(),
+        cost,
+    });
+    let verdict = slot.get();
+    Ok(AgentOutcome {
+        text: transcript.text,
+        verdict: verdict.as_ref().map(|v| v.verdict.clone()),
+        confidence: verdict.as_ref().and_then(|v| v.confidence),
+        verdict_reason: verdict.map(|v| v.reason),
+        tool_calls: transcript.calls,
+        usage: transcript.usage,
+        model: step.model.model.clone(),
+        cost,
+        steps: transcript.messages,
+        status,
+        escalations: Vec::new(),
+        typed_output: None,
+        fallback_model: None,
+    })
+}
+
+/// After a run that reported its result: the step's end (`Err`), or what to tell the CLI
+/// when it is woken again (`Ok`).
+fn reported(
+    step: &AgentStep,
+    transcript: &Transcript,
+    slot: &VerdictSlot,
+    usd_left: Option<f64>,
+    last: bool,
+) -> Result<String, AgentStatus> {
+    let ended = transcript.ended.as_ref();
+    let over = |spent: f64| AgentStatus::DollarBudgetExceeded {
+        spent_usd: Some(spent),
+        limit_usd: step
+            .controls
+            .dollars
+            .iter()
+            .map(|b| b.limit)
+            .fold(f64::INFINITY, f64::min),
+        scope: step
+            .controls
+            .dollars
+            .first()
+            .map_or("step".to_owned(), |b| b.scope.to_string()),
+    };
+    if ended.is_some_and(|e| e.subtype == "error_max_budget_usd")
+        || usd_left.is_some_and(|left| transcript.usd > left)
+    {
+        return Err(over(transcript.usd));
+    }
+    if let Some(e) = ended.filter(|e| e.is_error) {
+        return Err(AgentStatus::Failed {
+            error: format!(
+                "the claude CLI ended with `{}`{}",
+                e.subtype,
+                e.result
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+            cause: FailureCause::Other,
+        });
+    }
+    let Some(missing) = missing(step, slot) else {
+        return Err(AgentStatus::Succeeded);
+    };
+    if !last {
+        return Ok(missing);
+    }
+    let files = missing_files(step);
+    Err(if files.is_empty() {
+        AgentStatus::NoVerdict {
+            allowed: step.verdicts.clone(),
+        }
+    } else {
+        AgentStatus::Failed {
+            error: format!(
+                "the step ended without {} that its `assert: files:` demands",
+                files.join(", ")
+            ),
+            cause: FailureCause::Other,
+        }
+    })
+}
+
+/// The files of `assert: files:` that are not there (or empty).
+fn missing_files(step: &AgentStep) -> Vec<String> {
+    step.cli
+        .required_files
+        .iter()
+        .filter(|f| !std::fs::metadata(step.dir.join(f)).is_ok_and(|m| m.len() > 0))
+        .cloned()
+        .collect()
+}
+
+/// What the step still lacks, said to the CLI; `None` when nothing is missing.
+fn missing(step: &AgentStep, slot: &VerdictSlot) -> Option<String> {
+    let mut lacks = Vec::new();
+    let files = missing_files(step);
+    if !files.is_empty() {
+        lacks.push(format!(
+            "The step requires these files, which do not exist yet (or are empty): {}. Write them.",
+            files.join(", ")
+        ));
+    }
+    if !step.verdicts.is_empty() && slot.get().is_none() {
+        lacks.push(format!(
+            "You have not recorded your decision: call the tool `{}` with one of: {}.",
+            super::tools::bridged(crate::agent::VERDICT_TOOL),
+            step.verdicts.join(", ")
+        ));
+    }
+    (!lacks.is_empty()).then(|| lacks.join(" "))
+}
+
+/// Makes the scratch home and writes the bridge's configuration there (readable by its
+/// owner only: it holds the bridge's token). Returns the configuration's path.
+fn write_home(home: &Path, config: &serde_json::Value) -> Result<PathBuf, CliError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |source| CliError::Home {
+        path: home.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(home).map_err(err)?;
+    let path = home.join("treadle-mcp.json");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(err)?;
+    std::io::Write::write_all(&mut file, config.to_string().as_bytes()).map_err(err)?;
+    Ok(path)
+}
+
+/// Starts one run, gives it `prompt`, and reads its output to the end.
+async fn one_run(
+    step: &AgentStep,
+    cmd: tokio::process::Command,
+    prompt: &str,
+    transcript: &mut Transcript,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+) -> Result<Exit, AgentError> {
+    let start = |source| CliError::Start {
+        step: step.name.clone(),
+        source,
+    };
+    let mut child = if step.confined {
+        crate::confine::spawn(cmd, &step.dir).await.map_err(start)?
+    } else {
+        let mut cmd = cmd;
+        cmd.spawn()
+            .map_err(|e| start(crate::confine::ConfineError::Start(e)))?
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // A CLI that exits before reading its prompt reports that itself, below.
+        let _ = stdin.write_all(prompt.as_bytes()).await;
+    }
+    let stderr = child.stderr.take().map(|mut err| {
+        tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text).await;
+            text
+        })
+    });
+    let limit = step.model_call_limit();
+    let mut exit = None;
+    if let Some(stdout) = child.stdout.take() {
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            let line = tokio::select! {
+                () = cancel.cancelled() => { exit = Some(Exit::Cancelled); break }
+                line = lines.next_line() => line,
+            };
+            let Ok(Some(line)) = line else { break };
+            for event in transcript.read(&line) {
+                observer.on_event(event);
+            }
+            if transcript.messages > limit {
+                exit = Some(Exit::TooManyCalls(limit));
+                break;
+            }
+        }
+    }
+    if exit.is_some() {
+        let _ = child.start_kill();
+    }
+    let status = child.wait().await;
+    let stderr = match stderr {
+        Some(task) => task.await.unwrap_or_default(),
+        None => String::new(),
+    };
+    if let Some(exit) = exit {
+        return Ok(exit);
+    }
+    if transcript.ended.is_some() {
+        return Ok(Exit::Reported);
+    }
+    let tail: String = {
+        let t = stderr.trim();
+        let cut = t.len().saturating_sub(500);
+        let cut = (cut..=t.len())
+            .find(|&i| t.is_char_boundary(i))
+            .unwrap_or(t.len());
+        t[cut..].to_owned()
+    };
+    Ok(Exit::Died(match status {
+        Ok(s) => format!(
+            "it exited ({s}) without a result{}",
+            if tail.is_empty() {
+                String::new()
+            } else {
+                format!(": {tail}")
+            }
+        ),
+        Err(e) => format!("it could not be waited for: {e}"),
+    }))
+}
