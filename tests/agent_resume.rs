@@ -140,14 +140,16 @@ async fn an_agent_step_stopped_cleanly_goes_on_in_its_session_with_resume() {
 }
 
 /// Figures for docs/benchmarks.md (`cargo test --test integration -- --ignored
-/// agent_resume::figures --nocapture`): an agent step with 1,000 committed model steps (a
+/// agent_resume::figures --nocapture`): an agent step with 250 committed model steps (a
 /// `write_file` call each) is killed while the model answers the 1,001st; the time from
 /// starting `treadle run --resume` to the model being asked again (restart to running), and
-/// the cost of the one synced write a step's session adds (its `step_sessions` row).
+/// the cost of the one synced write a step's session adds (its `step_sessions` row). 250,
+/// not the 1,000: a session's turn makes at most 256 tool calls
+/// (`max_tool_calls_per_turn`), which a pipeline cannot raise, and an agent step is one turn.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a benchmark: prints figures"]
-async fn figures_restart_to_running_after_1000_committed_steps() {
-    const STEPS: usize = 1000;
+async fn figures_restart_to_running_after_250_committed_steps() {
+    const STEPS: usize = 250;
     let mut blocked = false;
     let script = Script::from_fn(move |body| match results(body) {
         // Each call its own arguments: the session stops a model repeating one call.
