@@ -200,3 +200,53 @@ async fn zero_is_no_limit_and_preflight_can_be_disabled() {
     run.expect_code(0);
     assert_eq!(server.request_count(), 1);
 }
+
+const FORCED: &str = r#"
+agents:
+  - name: judge
+    source: { model: local/scripted, string_tool_choice: STRING }
+    tools: [list_dir]
+jobs:
+  - name: j
+    plan:
+      - agent: judge
+        prompt: Decide.
+        verdicts: [approve, reject]
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_verdict_is_forced_through_tool_choice_then_the_model_chooses_again() {
+    for (string, expected) in [
+        (
+            "false",
+            json!({"type": "function", "function": {"name": "verdict"}}),
+        ),
+        ("true", json!("required")),
+    ] {
+        let server = ScriptedServer::start(Script::new([
+            Reply::text("I think it is fine."),
+            Reply::tool_call("verdict", json!({"choice": "approve", "note": "fine"})),
+            Reply::text("Approved."),
+        ]))
+        .await
+        .expect("server");
+        let yaml = FORCED.replace("STRING", string);
+        let (_f, run) = Fixture::new(&yaml).run_at(server.base_url()).await;
+        run.expect_code(0);
+        let requests = server.requests();
+        assert_eq!(requests.len(), 3, "{}", run.stdout());
+        assert!(
+            requests[0].body.get("tool_choice").is_none(),
+            "the first call is free"
+        );
+        assert_eq!(
+            requests[1].body["tool_choice"], expected,
+            "string_tool_choice: {string}"
+        );
+        assert!(
+            requests[2].body.get("tool_choice").is_none(),
+            "after the forced call the model chooses again"
+        );
+        assert!(run.stdout().contains("verdict approve"), "{}", run.stdout());
+    }
+}

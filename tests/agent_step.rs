@@ -65,6 +65,7 @@ impl Fixture {
             model_idle: None,
             model_response: None,
             attempts: None,
+            string_tool_choice: false,
             mcp: Vec::new(),
             conversation: Default::default(),
             controls: Default::default(),

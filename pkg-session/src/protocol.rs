@@ -41,6 +41,9 @@ pub(crate) struct TurnOptions {
     /// A tool offered for this turn only. When the model calls it, the turn ends with the
     /// call's arguments as its text.
     pub report_tool: Option<ToolSpec>,
+    /// The `tool_choice` of the turn's first model call only (later calls are the model's
+    /// choice again, so a forced call cannot repeat forever).
+    pub first_choice: Option<crate::inference::ToolChoice>,
 }
 
 /// What the batch sends the actor to open a permission gate.

@@ -308,6 +308,24 @@ impl Session {
         self.run_with(input.into(), TurnOptions::default()).await
     }
 
+    /// Like [`Session::run`], with the turn's first model call made under `choice` (sent
+    /// as the request's `tool_choice`): [`ToolChoice::Named`] forces one tool, as an agent
+    /// that must call a tool before it may finish needs; the model chooses freely after
+    /// that call. A server that ignores `tool_choice` answers as it would have anyway.
+    ///
+    /// [`ToolChoice::Named`]: crate::inference::ToolChoice::Named
+    pub async fn run_choosing(
+        &self,
+        input: impl Into<String>,
+        choice: crate::inference::ToolChoice,
+    ) -> Result<TurnReport, RunError> {
+        let options = TurnOptions {
+            first_choice: Some(choice),
+            ..TurnOptions::default()
+        };
+        self.run_with(input.into(), options).await
+    }
+
     pub(crate) async fn run_with(
         &self,
         input: String,

@@ -57,6 +57,8 @@ struct Turn {
     request: PreparedRequest,
     /// The typed-output reporting tool of this turn, if it has one.
     report_tool: Option<String>,
+    /// Whether the next model call's `tool_choice` was forced for the first call only.
+    forced: bool,
     usage: Usage,
     steps: u32,
     /// Tool calls the turn's committed and running steps made, against the per-turn limit.
@@ -103,7 +105,8 @@ pub(crate) async fn run(start: TurnStart) {
     let ctx_repeat_limit = ctx.batch.repeat_limit;
     let span = crate::trace::turn(&ctx.span, ctx.loop_id, index);
     let mut tools = ctx.tools.specs().to_vec();
-    let mut tool_choice = None;
+    let forced = options.first_choice.is_some() && options.report_tool.is_none();
+    let mut tool_choice = options.first_choice;
     let report_tool = options.report_tool.map(|spec| {
         tool_choice = Some(ToolChoice::Named(spec.name.clone()));
         let name = spec.name.clone();
@@ -124,6 +127,7 @@ pub(crate) async fn run(start: TurnStart) {
         cancel,
         request,
         report_tool,
+        forced,
         usage: resume.as_ref().map(|r| r.usage).unwrap_or_default(),
         steps: resume.as_ref().map_or(0, |r| r.steps),
         tool_calls: resume.as_ref().map_or(0, |r| r.tool_calls),
@@ -262,6 +266,9 @@ impl Turn {
             Ok(completion) => completion,
             Err(end) => return StepEnd::Discarded(end),
         };
+        if std::mem::take(&mut self.forced) {
+            self.request.clear_tool_choice();
+        }
         let Completion {
             message: mut assistant,
             usage,

@@ -62,6 +62,7 @@ impl Session {
                     "json_schema": { "name": name, "schema": schema },
                 })),
                 report_tool: None,
+                first_choice: None,
             },
             StructuredOutput::ForcedTool => TurnOptions {
                 response_format: None,
@@ -70,6 +71,7 @@ impl Session {
                     description: "Report your final answer. Its arguments are the answer.".into(),
                     parameters: schema,
                 }),
+                first_choice: None,
             },
         };
         let answer = self.answer(input.into(), options.clone()).await?;

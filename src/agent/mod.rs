@@ -51,9 +51,12 @@
 //!
 //! # Decisions made here
 //!
-//! * The verdict is forced by the tool's enum schema and one reminder, not by the
-//!   endpoint's `tool_choice`: the session does not expose `tool_choice`, and a reminder
-//!   works on servers that ignore it too.
+//! * As in steps, a missing verdict or required tool is forced through the endpoint's
+//!   `tool_choice` on the reminder's first model call (`Session::run_choosing`): the tool
+//!   by name, or the string `"required"` with `source.string_tool_choice:` (the default
+//!   for `lmstudio/` and `ollama/`). The reminder text stays, for servers that ignore
+//!   `tool_choice` (the bundled llama.cpp ignores the named form), and `max_turns` is the
+//!   backstop. Only that one call is forced, so a forced call cannot repeat forever.
 //! * Tool calls are read from the committed history after the turn, not from the live
 //!   `ToolCall*` events, which are ephemeral and may be dropped for a slow subscriber.
 //! * A budget is checked before each model call, so the step stops before the call that

@@ -1,8 +1,8 @@
 //! `required: true` on a custom tool: the step cannot finish until a call of that tool
 //! succeeded (exit code 0). When the model stops short, it is told, by name, which tools
 //! it still owes, up to [`REMINDERS`] times; still short after that, the step fails naming
-//! them. The session exposes no `tool_choice`, so the reminder is a message, like the
-//! verdict's; the step's turn limit stays the backstop.
+//! them. Each reminder's first model call is forced to the tool through `tool_choice`
+//! (see `turns.rs`), like the verdict's; the step's turn limit stays the backstop.
 
 use std::sync::Arc;
 

@@ -65,6 +65,9 @@ pub struct AgentStep {
     pub model_idle: Option<std::time::Duration>,
     /// Most bytes of one model response; the session's default when `None`.
     pub model_response: Option<u64>,
+    /// Whether a forced tool choice is sent as the string `"required"` rather than naming
+    /// the tool (`source.string_tool_choice:`, see [`AgentStep::forced_choice`]).
+    pub string_tool_choice: bool,
     /// `attempts:`: the most requests one model call may make, the client's own retries
     /// included (so `1` is one request); the session's retry policy when `None`.
     pub attempts: Option<u32>,
@@ -310,6 +313,10 @@ impl AgentStep {
             .or(step.agent.as_ref())
             .map_or_else(|| agent.name.value.clone(), |n| n.value.clone());
 
+        let string_tool_choice = agent.source.string_tool_choice.as_ref().map_or_else(
+            || matches!(model.provider.as_str(), "lmstudio" | "ollama"),
+            |s| s.value,
+        );
         let conversation = Conversation {
             context_window: crate::pipeline::conversation::context_window(agent, &model.provider),
             compact_after_tokens: agent.compact_after_tokens,
@@ -354,6 +361,7 @@ impl AgentStep {
                 .limits
                 .as_ref()
                 .and_then(|l| l.model_idle.map(|d| d.0)),
+            string_tool_choice,
             // The step's `attempts:` (its agent's filled in at load).
             attempts: step.attempts.as_ref().map(|a| a.value.max(1)),
             model_response: agent
@@ -381,6 +389,17 @@ impl AgentStep {
                     .or(agent.attempts.as_ref())
                     .map_or(1, |a| a.value),
             },
+        }
+    }
+
+    /// The `tool_choice` that forces a call of `tool`: the tool by name, or (with
+    /// `string_tool_choice`) the string form, which only forces *some* tool call.
+    pub fn forced_choice(&self, tool: &str) -> treadle_session::inference::ToolChoice {
+        use treadle_session::inference::ToolChoice;
+        if self.string_tool_choice {
+            ToolChoice::Required
+        } else {
+            ToolChoice::Named(tool.to_owned())
         }
     }
 

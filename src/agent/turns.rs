@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use treadle_event::{EventFilter, LoopScope, Usage};
+use treadle_session::inference::ToolChoice;
 use treadle_session::{RunError, Session, TurnReport};
 
 use super::failover;
@@ -13,7 +14,7 @@ use super::record::calls_from_history;
 use super::required;
 use super::spec::AgentStep;
 use super::typed_output;
-use super::verdict::reminder;
+use super::verdict::{VERDICT_TOOL, reminder};
 
 /// How often an interrupt is repeated while a cancelled turn has not ended: an input that
 /// was still queued when the first interrupt came starts a turn the first one missed.
@@ -116,7 +117,11 @@ async fn turns(session: &Session, sources: &failover::Sources<'_>) -> Result<Tur
             "required tool(s) {} have not succeeded; asking again",
             required::list(&missing)
         )));
-        let again = run_turn(session, &ask, cancel).await?;
+        // steps forces the tool through `tool_choice` (a named one, or the string form
+        // `required` for servers that refuse it); the reminder text stays for servers that
+        // ignore both, and `max_turns` is the backstop.
+        let tool = missing.first().cloned().unwrap_or_default();
+        let again = run_forcing(session, &ask, cancel, step.forced_choice(&tool)).await?;
         turns.absorb(again);
     }
     if !step.verdicts.is_empty() && turns.last.is_done() && slot.get().is_none() {
@@ -126,7 +131,7 @@ async fn turns(session: &Session, sources: &failover::Sources<'_>) -> Result<Tur
         )));
         // The answer to the reminder is often only the verdict call; the first turn's text
         // stays the step's answer unless the second one says something.
-        let again = run_turn(session, &ask, cancel).await?;
+        let again = run_forcing(session, &ask, cancel, step.forced_choice(VERDICT_TOOL)).await?;
         turns.absorb(again);
     }
     if let Some(typed) = &step.controls.output
@@ -187,7 +192,25 @@ pub(super) async fn run_turn(
     input: &str,
     cancel: &CancellationToken,
 ) -> Result<TurnReport, RunError> {
-    let run = session.run(input);
+    interruptible(session, session.run(input), cancel).await
+}
+
+/// Runs one turn whose first model call is made under `choice` (`tool_choice`).
+async fn run_forcing(
+    session: &Session,
+    input: &str,
+    cancel: &CancellationToken,
+    choice: ToolChoice,
+) -> Result<TurnReport, RunError> {
+    interruptible(session, session.run_choosing(input, choice), cancel).await
+}
+
+/// Waits for the turn `run`, interrupting it when `cancel` fires.
+async fn interruptible(
+    session: &Session,
+    run: impl std::future::Future<Output = Result<TurnReport, RunError>>,
+    cancel: &CancellationToken,
+) -> Result<TurnReport, RunError> {
     tokio::pin!(run);
     tokio::select! {
         report = &mut run => return report,

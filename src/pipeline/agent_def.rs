@@ -225,6 +225,11 @@ pub struct AgentSource {
     /// Name of the environment variable holding the API key (never the key itself).
     #[serde(default)]
     pub api_key_env: Option<At<String>>,
+    /// Send a forced tool choice as the string `"required"` instead of naming the tool, for
+    /// servers that refuse the named form. Left out: the string form for `lmstudio/` and
+    /// `ollama/` models, the named form otherwise (steps' rule).
+    #[serde(default)]
+    pub string_tool_choice: Option<At<bool>>,
 }
 
 /// A spending limit.

@@ -217,6 +217,7 @@ mod tests {
             model: model.map(|m| At::new(m.to_owned())),
             endpoint: endpoint.map(|m| At::new(m.to_owned())),
             api_key_env: key.map(|m| At::new(m.to_owned())),
+            string_tool_choice: None,
         }
     }
 

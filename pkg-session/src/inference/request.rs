@@ -94,6 +94,12 @@ impl PreparedRequest {
     }
 
     /// The request as it stands.
+    /// Lets the model choose again: no `tool_choice` is sent from now on.
+    pub(crate) fn clear_tool_choice(&mut self) {
+        self.request.tool_choice = None;
+        self.tool_choice = None;
+    }
+
     pub(crate) fn request(&self) -> &InferenceRequest {
         &self.request
     }
