@@ -98,7 +98,7 @@ fn main() {
             .expect("state file");
         let app = Arc::new(App {
             store: store.clone(),
-            files: Vec::new(),
+            files: treadle::server::folder::Folder::new(Vec::new(), Vec::new()),
             live: Mutex::default(),
             token: None,
             agents: treadle::run::agents::default_agent_runner(),

@@ -10,6 +10,8 @@
 //!   `report/summary.md`) exists and is non-empty; a directory must hold at least one entry.
 //!   Paths are confined like the agent's tools: a path that leaves the step directory fails.
 //! * `stdout`: the step's output (a task's stdout, an agent's final answer) contains the text.
+//!   When the text is missing there but the task wrote it to stderr, the failure says so.
+//! * `output`: the text is in either stream (a task's stdout or stderr; an agent's answer).
 //! * `code`: a task's exit code.
 //! * `verdict`: the verdict an agent picked.
 //! * `tool_calls`: the calls appear in this order, other calls may come between, and each
@@ -33,6 +35,8 @@ pub struct StepFacts<'a> {
     pub dir: &'a Path,
     /// A task's standard output, or an agent's final answer.
     pub stdout: &'a str,
+    /// A task's standard error (empty for other steps).
+    pub stderr: &'a str,
     /// A task's exit code (`None` for an agent step, or a task that was killed).
     pub code: Option<i32>,
     /// An agent's verdict.
@@ -108,6 +112,25 @@ pub enum AssertFailure {
         /// The text expected.
         expected: String,
         /// The end of the actual output.
+        tail: String,
+    },
+    /// The text is not in stdout, but the step wrote it to stderr.
+    #[error(
+        "assert stdout: the output does not contain {expected:?}, but stderr does (the command wrote it there); \
+         redirect it with `2>&1`, or assert `output: {expected:?}`, which reads both streams"
+    )]
+    StdoutInStderr {
+        /// The text expected.
+        expected: String,
+    },
+    /// Neither stream contains the expected text.
+    #[error(
+        "assert output: neither stdout nor stderr contains {expected:?}; the output ends with: {tail:?}"
+    )]
+    Output {
+        /// The text expected.
+        expected: String,
+        /// The end of the actual output (both streams).
         tail: String,
     },
     /// The exit code differs.
@@ -192,9 +215,25 @@ pub fn check_step(spec: &StepAssert, facts: &StepFacts<'_>) -> Vec<AssertFailure
     if let Some(expected) = &spec.stdout
         && !facts.stdout.contains(expected.as_str())
     {
-        failures.push(AssertFailure::Stdout {
+        failures.push(if facts.stderr.contains(expected.as_str()) {
+            AssertFailure::StdoutInStderr {
+                expected: expected.clone(),
+            }
+        } else {
+            AssertFailure::Stdout {
+                expected: expected.clone(),
+                tail: tail(facts.stdout, 200),
+            }
+        });
+    }
+    if let Some(expected) = &spec.output
+        && !facts.stdout.contains(expected.as_str())
+        && !facts.stderr.contains(expected.as_str())
+    {
+        let both = format!("{}{}", facts.stdout, facts.stderr);
+        failures.push(AssertFailure::Output {
             expected: expected.clone(),
-            tail: tail(facts.stdout, 200),
+            tail: tail(&both, 200),
         });
     }
     if let Some(expected) = spec.code
@@ -398,6 +437,7 @@ mod tests {
         StepFacts {
             dir,
             stdout: "all good here",
+            stderr: "warning: disk nearly full",
             code: Some(0),
             verdict: Some("approve"),
             tool_calls: calls,
@@ -521,6 +561,34 @@ mod tests {
         assert!(
             check_step(&spec, &facts(dir.path(), &calls)).is_empty(),
             "a later success counts"
+        );
+    }
+
+    #[test]
+    fn stdout_names_text_found_in_stderr_and_output_reads_both_streams() {
+        let dir = tempfile::tempdir().unwrap();
+        let misses = StepAssert {
+            stdout: Some("disk nearly full".into()),
+            ..StepAssert::default()
+        };
+        assert_eq!(
+            check_step(&misses, &facts(dir.path(), &[]))[0].to_string(),
+            r#"assert stdout: the output does not contain "disk nearly full", but stderr does (the command wrote it there); redirect it with `2>&1`, or assert `output: "disk nearly full"`, which reads both streams"#
+        );
+        for text in ["disk nearly full", "all good"] {
+            let either = StepAssert {
+                output: Some(text.into()),
+                ..StepAssert::default()
+            };
+            assert!(check_step(&either, &facts(dir.path(), &[])).is_empty());
+        }
+        let neither = StepAssert {
+            output: Some("PELICAN".into()),
+            ..StepAssert::default()
+        };
+        assert_eq!(
+            check_step(&neither, &facts(dir.path(), &[]))[0].to_string(),
+            r#"assert output: neither stdout nor stderr contains "PELICAN"; the output ends with: "all good herewarning: disk nearly full""#
         );
     }
 

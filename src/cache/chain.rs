@@ -10,7 +10,7 @@
 //! * A `do:` or `try:` has the key of its last child that ran; an `in_parallel:` the hash of
 //!   its branches' keys.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::digest::Digest;
 use crate::pipeline::outline::Outline;
@@ -22,6 +22,14 @@ enum Composite {
     Last(Vec<u32>),
     /// All branches, hashed together.
     All(Vec<u32>),
+}
+
+impl Composite {
+    fn children(&self) -> &[u32] {
+        match self {
+            Self::Last(c) | Self::All(c) => c,
+        }
+    }
 }
 
 /// What a step chains to: a step, and its branch number when it starts an `in_parallel:`
@@ -143,6 +151,33 @@ impl Chain {
                 h.finalize().into()
             }
             None => Digest::ZERO,
+        }
+    }
+
+    /// Step `seq` and every step whose key chains to it, directly or through the
+    /// steps after it: what `--rerun` runs again. A container holding one of them counts
+    /// (its key is made of its children's), so what follows the container counts too.
+    pub fn dependents(&self, seq: u32) -> HashSet<u32> {
+        let mut set = HashSet::from([seq]);
+        loop {
+            let before = set.len();
+            let holders: Vec<u32> = self
+                .composite
+                .iter()
+                .filter(|(_, c)| c.children().iter().any(|s| set.contains(s)))
+                .map(|(k, _)| *k)
+                .collect();
+            set.extend(holders);
+            let followers: Vec<u32> = self
+                .prev
+                .iter()
+                .filter(|(_, link)| link.pred.is_some_and(|p| set.contains(&p)))
+                .map(|(k, _)| *k)
+                .collect();
+            set.extend(followers);
+            if set.len() == before {
+                return set;
+            }
         }
     }
 

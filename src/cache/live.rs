@@ -8,6 +8,12 @@
 //!   usual cache rules.
 //! * `--replay RUN --from STEP`: the steps before STEP come back from RUN's records (its
 //!   recorded inputs, not a fresh fetch); STEP and every step after it run again.
+//! * `--force`: no step is taken from the cache, and every step that succeeds is stored as
+//!   usual, so the next ordinary run replays what this one ran (steps' `--force`: persisted
+//!   state is ignored, and what ran is still recorded).
+//! * `--rerun STEP`: a fresh run in which STEP and every step whose key chains to it run
+//!   whatever the cache holds; the steps before it (and branches beside it) are taken from
+//!   the cache as usual, and what reran is stored.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -32,6 +38,10 @@ pub enum Start {
     Resume(u64),
     /// `--replay RUN --from STEP` (a step name or outline path).
     Replay(u64, String),
+    /// `--force`: nothing is taken from the cache; what runs is stored.
+    Force,
+    /// `--rerun STEP` (a step name or outline path): STEP and what chains to it run.
+    Rerun(String),
 }
 
 /// Why a run cannot start as asked.
@@ -40,6 +50,14 @@ pub enum StartError {
     /// The run to resume or replay is not in the state file.
     #[error("there is no run {0} in this state file (see `treadle runs`)")]
     NoRun(u64),
+    /// `--rerun` names no step of the job.
+    #[error("job `{job}` has no step `{step}` (see `treadle plan` for its steps)")]
+    NoJobStep {
+        /// The job.
+        job: String,
+        /// The name given.
+        step: String,
+    },
     /// `--from` names no step of the job.
     #[error("run {run} (job `{job}`) has no step `{step}`")]
     NoStep {
@@ -60,6 +78,8 @@ pub(crate) enum Mode {
     Fresh,
     Resume(u64),
     Replay { of: u64, from: u32 },
+    Force,
+    Rerun(HashSet<u32>),
 }
 
 /// The keys of one run's steps, filled in as the run goes.
@@ -181,6 +201,19 @@ impl StepCache {
                 };
                 (Mode::Replay { of: *of, from }, Some(link))
             }
+            Start::Force => (Mode::Force, None),
+            Start::Rerun(step) => {
+                let seq = outline
+                    .entries
+                    .iter()
+                    .find(|e| e.name == *step || e.path == *step)
+                    .map(|e| e.seq)
+                    .ok_or_else(|| StartError::NoJobStep {
+                        job: job.to_owned(),
+                        step: step.clone(),
+                    })?;
+                (Mode::Rerun(chain.dependents(seq)), None)
+            }
         };
         Ok(Self {
             records,
@@ -219,7 +252,17 @@ impl StepCache {
 
     /// Whether step `seq` must run whatever the cache holds.
     pub(crate) fn forced(&self, seq: u32) -> bool {
-        matches!(self.mode, Mode::Replay { from, .. } if seq >= from)
+        match &self.mode {
+            Mode::Replay { from, .. } => seq >= *from,
+            Mode::Force => true,
+            Mode::Rerun(seqs) => seqs.contains(&seq),
+            Mode::Fresh | Mode::Resume(_) => false,
+        }
+    }
+
+    /// Whether this run ignores what earlier runs persisted (`--force`).
+    pub(crate) fn forcing(&self) -> bool {
+        matches!(self.mode, Mode::Force)
     }
 
     /// The run's keys and notes, for this module and the cache's own (the executor uses

@@ -21,6 +21,9 @@ agents:
   - name: helper
     system: You read files with the read_file tool and answer in one line.
     tools: [read_file]
+    temperature: 0
+    # The local model answers one request at a time: a request may wait its turn.
+    limits: { model_idle: 10m }
 jobs:
   - name: main
     plan:
@@ -30,7 +33,7 @@ jobs:
       - agent: helper
         inputs: [inbox]
         prompt: Read inbox/note.txt with read_file, then say what it asks and when.
-        timeout: 5m
+        timeout: 15m
         assert:
           tool_calls:
             - name: read_file

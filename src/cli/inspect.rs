@@ -1,4 +1,5 @@
-//! The commands that do not run anything: `validate`, `plan`, `schema`, `runs`.
+//! The commands that do not run anything: `validate`, `plan`, `schema`, `runs` (and
+//! `runs --show RUN`, a past run's transcript rendered again from its event journal).
 
 use crate::console::say;
 use std::path::{Path, PathBuf};
@@ -81,6 +82,37 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
             EXIT_CONFIG
         }
     }
+}
+
+/// `treadle runs --show RUN`: the run's journaled events, rendered as the live transcript
+/// rendered them (or, with `json`, as the JSON lines `treadle run --json` printed). The
+/// events were masked before they were journaled.
+pub(super) fn show(file: &Path, run: u64, json: bool, state: Option<PathBuf>) -> u8 {
+    let path = match recorded(file, state) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let events = Store::open(&path).and_then(|store| {
+        store.run(run)?;
+        crate::run::journal::read_after(&store.database(), run, 0)
+    });
+    let events = match events {
+        Ok(e) => e,
+        Err(e) => {
+            crate::console::tell!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let style = if json {
+        crate::run::Style::Json
+    } else {
+        crate::run::Style::Plain
+    };
+    let transcript = crate::run::Transcript::new(style, crate::run::Redactor::default());
+    for event in &events {
+        transcript.replay(&event.json);
+    }
+    0
 }
 
 fn ms(d: Option<u64>) -> String {

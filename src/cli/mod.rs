@@ -106,13 +106,21 @@ pub enum Command {
         /// The step --replay re-runs (its name or outline path), and what follows it.
         #[arg(long, value_name = "STEP", requires = "replay")]
         from: Option<String>,
+        /// Take nothing from the cache: every step runs. What succeeds is stored as usual,
+        /// so the next ordinary run replays it rather than running it again.
+        #[arg(long, conflicts_with_all = ["resume", "replay", "rerun"])]
+        force: bool,
+        /// Run STEP (its name or outline path) and every step that depends on it, even
+        /// when cached; the steps before it are taken from the cache as usual.
+        #[arg(long, value_name = "STEP", conflicts_with_all = ["resume", "replay"])]
+        rerun: Option<String>,
         /// Run a recorded run's agent steps again in scratch directories and report what
         /// changes: tool calls answered from the recording where they match (see
         /// docs/shadow-runs.md). Exit 1 when a verdict changes or an assert fails.
         #[arg(
             long,
             value_name = "RUN",
-            conflicts_with_all = ["resume", "replay", "record", "replay_model"]
+            conflicts_with_all = ["resume", "replay", "record", "replay_model", "force", "rerun"]
         )]
         shadow: Option<u64>,
         /// With --shadow: the model every agent step runs on (`provider/model`).
@@ -157,8 +165,15 @@ pub enum Command {
         #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
         file: PathBuf,
         /// Show the steps of this run.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "show")]
         steps: Option<u64>,
+        /// Print this run's transcript as it was shown live: each step, its output, and
+        /// each agent step's calls and results.
+        #[arg(long, value_name = "RUN", conflicts_with = "cost")]
+        show: Option<u64>,
+        /// With --show: the run's events as JSON lines (the same data).
+        #[arg(long, requires = "show")]
+        json: bool,
         /// Show tokens and cost (per run, or per step with --steps).
         #[arg(long)]
         cost: bool,
@@ -417,15 +432,19 @@ pub async fn dispatch(cli: Cli) -> u8 {
             resume,
             replay,
             from,
+            force,
+            rerun,
             ..
         } => {
             let tape = tape::TapeArgs {
                 record,
                 replay: replay_model,
             };
-            let start = match (resume, replay, from) {
-                (Some(r), _, _) => crate::cache::Start::Resume(r),
-                (None, Some(r), Some(step)) => crate::cache::Start::Replay(r, step),
+            let start = match (resume, replay, from, rerun) {
+                (Some(r), _, _, _) => crate::cache::Start::Resume(r),
+                (None, Some(r), Some(step), _) => crate::cache::Start::Replay(r, step),
+                (None, None, _, Some(step)) => crate::cache::Start::Rerun(step),
+                _ if force => crate::cache::Start::Force,
                 _ => crate::cache::Start::Fresh,
             };
             run::run(&file, job, json, state, tape, start).await
@@ -443,9 +462,20 @@ pub async fn dispatch(cli: Cli) -> u8 {
         Command::Schema => inspect::schema(),
         Command::Runs {
             file,
+            show: Some(run),
+            json,
+            state,
+            ..
+        } => match remote::server_for(&file, state.clone()).await {
+            Some(client) => remote::show(client, run, json).await,
+            None => inspect::show(&file, run, json, state),
+        },
+        Command::Runs {
+            file,
             steps,
             cost,
             state,
+            ..
         } => match remote::server_for(&file, state.clone()).await {
             Some(client) => remote::runs(client, steps, cost).await,
             None if cost => cost::runs(&file, steps, state),

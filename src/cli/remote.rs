@@ -85,6 +85,20 @@ pub(super) async fn run(client: Client, file: &Path, job: Option<String>, json: 
     watch.exit_code(code)
 }
 
+/// `treadle runs --show RUN` through the server: the run's events as `treadle run`
+/// showed them (a run still going is followed to its end).
+pub(super) async fn show(client: Client, id: u64, json: bool) -> u8 {
+    let transcript = Transcript::new(
+        if json { Style::Json } else { Style::Plain },
+        Redactor::default(),
+    );
+    match follow(&client, id, &transcript).await {
+        // The run's own outcome is not this command's: it printed what was recorded.
+        EXIT_FAILED | EXIT_INTERRUPTED | 0 => 0,
+        code => code,
+    }
+}
+
 /// Prints run `id`'s events until it ends, reconnecting after a dropped connection from
 /// the last event seen; returns the exit code its end calls for.
 async fn follow(client: &Client, id: u64, transcript: &Transcript) -> u8 {

@@ -560,6 +560,10 @@ pub struct StepAssert {
     /// Text the step's standard output must contain.
     #[serde(default)]
     pub stdout: Option<String>,
+    /// Text the step's standard output or its standard error must contain (a task's two
+    /// streams; an agent's final answer).
+    #[serde(default)]
+    pub output: Option<String>,
     /// The exit code a task must end with.
     #[serde(default)]
     pub code: Option<i32>,

@@ -273,6 +273,16 @@ impl History {
         Ok(taken)
     }
 
+    /// Forgets which versions of `resource` `job` took under `every`, so that its next
+    /// takes start again from the oldest version still recorded (`treadle run --force`:
+    /// versions already taken run again, and are taken again as they run).
+    pub fn rewind(&self, job: &str, resource: &str) -> Result<(), HistoryError> {
+        let txn = self.db.begin_write()?;
+        txn.open_table(CURSORS)?.remove((job, resource))?;
+        txn.commit()?;
+        Ok(())
+    }
+
     /// The newest version `job` has taken of `resource` under `every` (still recorded):
     /// what a get whose versions ran out holds at.
     pub fn last_taken(&self, job: &str, resource: &str) -> Result<Option<Version>, HistoryError> {

@@ -62,7 +62,12 @@ impl<'a> Ctx<'a> {
         };
         let job = self.job.name.value.as_str();
         let mut held: HashMap<u32, Option<String>> = HashMap::new();
+        let forcing = self.cache.as_ref().is_some_and(|c| c.forcing());
         for &(seq, resource) in &gets {
+            // `--force` ignores what was taken before; what it takes is recorded again.
+            if forcing && let Err(e) = checker.history().rewind(job, resource) {
+                return Done::errored(e.to_string());
+            }
             if let Err(e) = checker.check_without_cursor(resource, &self.root).await {
                 self.skip(&plan[start..]);
                 return Done::errored(e.to_string());

@@ -101,6 +101,7 @@ impl<'a> Ctx<'a> {
         let facts = StepFacts {
             dir: &dir,
             stdout: &text,
+            stderr: "",
             code: None,
             verdict: None,
             tool_calls: &[],

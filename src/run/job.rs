@@ -42,7 +42,8 @@ impl<'a> Ctx<'a> {
             ensure: job.ensure.as_deref(),
         };
         let result = self.run_hooks(&hooks, result, &self.root).await;
-        self.judge(result)
+        let judged = self.judge(result.clone());
+        self.blame(&result, judged)
     }
 
     /// Runs the plan's steps `from..end` in order, following routes (a route out of the

@@ -197,7 +197,13 @@ impl<'a> Ctx<'a> {
             TaskEnd::Exited(0) => Done::ok(),
             // `assert: { code }` judges the exit code instead of "zero is success".
             TaskEnd::Exited(_) if asserts_code => Done::ok(),
-            TaskEnd::Exited(c) => Done::failed(format!("exit code {c}")),
+            TaskEnd::Exited(c) => {
+                let confined = spec.confined && crate::confine::unavailable().is_none();
+                match super::denied::hint(c, &result.stderr, &dir).filter(|_| confined) {
+                    Some(hint) => Done::failed(format!("exit code {c}; {hint}")),
+                    None => Done::failed(format!("exit code {c}")),
+                }
+            }
             TaskEnd::Signaled(s) => Done::failed(format!("killed by signal {s}")),
             TaskEnd::TimedOut(t) => Done::failed(format!("timed out after {t:?}")),
             TaskEnd::Canceled => self.cancelled(),
@@ -208,6 +214,7 @@ impl<'a> Ctx<'a> {
         let facts = StepFacts {
             dir: &dir,
             stdout: &result.stdout,
+            stderr: &result.stderr,
             code,
             verdict: None,
             tool_calls: &[],
@@ -467,6 +474,7 @@ impl<'a> Ctx<'a> {
         let facts = StepFacts {
             dir: &dir,
             stdout: &outcome.text,
+            stderr: "",
             code: None,
             verdict: outcome.verdict.as_deref(),
             tool_calls: &outcome.tool_calls,

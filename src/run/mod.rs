@@ -3,6 +3,8 @@
 //!
 //! * `exec.rs`: the walker of one step (guard, attempts, timeouts, hooks, containers);
 //! * `job.rs`: the job's walk (routes, `max_visits`, job timeout, job hooks and asserts);
+//! * `blame.rs`: a failed job's error naming the step that failed it, and how to run again
+//!   an agent step the cache brought back before it;
 //! * `every.rs`: `version: every`, the plan run once per input set;
 //! * `hooks.rs`: the five hooks and which one fires;
 //! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
@@ -22,6 +24,7 @@
 //! * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
 //! * `resource_scripted.rs`: `get` and `put` of `resource_types:` and `time` resources;
 //! * `task.rs`: running a command in its process group;
+//! * `denied.rs`: a confined command refused a path outside its reach, explained;
 //! * `output_limit.rs`: the most output one task step may print;
 //! * `artifacts.rs`: step directories and artifacts ([`artifacts::Artifacts`]);
 //! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
@@ -40,8 +43,10 @@ mod admit;
 pub mod agents;
 pub mod approval;
 pub mod artifacts;
+mod blame;
 mod cached;
 mod continued;
+mod denied;
 mod ensemble;
 mod every;
 pub mod exec;

@@ -13,7 +13,7 @@ use crate::pipeline::{Job, Loaded};
 
 fn earlier(start: &Start) -> Option<u64> {
     match start {
-        Start::Fresh => None,
+        Start::Fresh | Start::Force | Start::Rerun(_) => None,
         Start::Resume(of) | Start::Replay(of, _) => Some(*of),
     }
 }

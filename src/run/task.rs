@@ -21,8 +21,8 @@ use crate::pipeline::RunSpec;
 
 /// Bytes of output kept for the state file.
 pub const TAIL_BYTES: usize = 4096;
-/// Bytes of stdout kept for `assert: { stdout }`.
-const STDOUT_CAP: usize = 1 << 20;
+/// Bytes of stdout (and of stderr) kept for `assert: { stdout, output }`.
+const STREAM_CAP: usize = 1 << 20;
 /// How long output may keep flowing after the command exited, from its leftovers.
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
@@ -46,6 +46,8 @@ pub struct TaskResult {
     pub end: TaskEnd,
     /// Its stdout (the first MiB).
     pub stdout: String,
+    /// Its stderr (the first MiB), for `assert: { output }` and the failure's hints.
+    pub stderr: String,
     /// The last few KiB of stdout and stderr, interleaved as printed.
     pub tail: String,
 }
@@ -174,6 +176,7 @@ pub async fn run_task(
     Ok(TaskResult {
         end,
         stdout: out.stdout,
+        stderr: out.stderr,
         tail: out.tail,
     })
 }
@@ -181,14 +184,19 @@ pub async fn run_task(
 #[derive(Default)]
 struct Output {
     stdout: String,
+    stderr: String,
     tail: String,
 }
 
 impl Output {
     fn push(&mut self, stream: &'static str, line: &str) {
-        if stream == "stdout" && self.stdout.len() < STDOUT_CAP {
-            self.stdout.push_str(line);
-            self.stdout.push('\n');
+        let kept = match stream {
+            "stdout" => &mut self.stdout,
+            _ => &mut self.stderr,
+        };
+        if kept.len() < STREAM_CAP {
+            kept.push_str(line);
+            kept.push('\n');
         }
         self.tail.push_str(line);
         self.tail.push('\n');

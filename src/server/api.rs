@@ -75,7 +75,7 @@ async fn health() -> Json<serde_json::Value> {
 
 async fn pipelines(State(app): State<Arc<App>>) -> Result<Json<Vec<PipelineView>>, ApiError> {
     let mut out = Vec::new();
-    for f in &app.files {
+    for f in &app.files.files() {
         // A file that does not load now is still served: its jobs are just unknown.
         let jobs = load(f.file.clone(), None, Default::default())
             .await
@@ -230,7 +230,8 @@ async fn plan(
 
 /// The 404 for a pipeline name the server does not serve, listing those it does.
 pub fn not_served(app: &App, name: &str) -> ApiError {
-    let names: Vec<&str> = app.files.iter().map(|f| f.name.as_str()).collect();
+    let files = app.files.files();
+    let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
     ApiError::NotFound(format!(
         "no pipeline `{name}` is served here; served: {}",
         names.join(", ")

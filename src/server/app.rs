@@ -36,8 +36,8 @@ pub struct LiveRun {
 pub struct App {
     /// The state file, owned by this process while it serves.
     pub store: Arc<Store>,
-    /// The served pipeline files.
-    pub files: Vec<ServedFile>,
+    /// The served pipeline files, listed again at each look (see `super::folder`).
+    pub files: super::folder::Folder,
     /// Runs going on now, by id.
     pub live: Mutex<HashMap<u64, LiveRun>>,
     /// The token every request must carry (`None`: loopback, no token).
@@ -56,9 +56,9 @@ impl App {
         self.live.lock().ok()?.get(&id).cloned()
     }
 
-    /// The served file named `name`.
-    pub fn file(&self, name: &str) -> Option<&ServedFile> {
-        self.files.iter().find(|f| f.name == name)
+    /// The file served under `name` now.
+    pub fn file(&self, name: &str) -> Option<ServedFile> {
+        self.files.file(name)
     }
 }
 
@@ -268,7 +268,7 @@ pub async fn serve(
     })?;
     let app = Arc::new(App {
         store,
-        files,
+        files: super::folder::Folder::new(options.paths.clone(), files),
         live: Mutex::default(),
         token,
         agents: crate::run::agents::default_agent_runner(),
@@ -298,7 +298,7 @@ pub async fn serve(
     }
     let ending = app.shutdown.clone();
     let mut routes = router(app.clone());
-    if let Some(watcher) = super::watching::start(&app, &app.files, options.interval) {
+    if let Some(watcher) = super::watching::start(&app, &app.files.files(), options.interval) {
         // After the guard: a webhook carries its resource's own token, not the server's.
         routes = routes.merge(crate::watch::hooks::router(watcher));
     }

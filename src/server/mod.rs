@@ -5,6 +5,7 @@
 //! # Layout
 //!
 //! * `app.rs`: what is served, the shared [`app::App`], the router, start-up and shutdown;
+//! * `folder.rs`: the served files, listed again at each look (new and removed files);
 //! * `discovery.rs`: `.treadle/server.json`, where the other commands find the server;
 //! * `hosts.rs`: the names the server answers to (`--allowed-host`), checked before routing;
 //! * `guard.rs`: the token and the cross-site check in front of every route;
@@ -26,6 +27,7 @@ pub mod approvals;
 pub mod client;
 pub mod discovery;
 pub mod error;
+pub mod folder;
 mod guard;
 pub mod hosts;
 pub mod metrics;

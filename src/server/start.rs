@@ -38,6 +38,10 @@ pub struct StartRequest {
     /// Who starts it: `cli`, `web` or `api` (the default).
     #[serde(default)]
     pub trigger: Option<String>,
+    /// A step (its name or outline path) to run again with what depends on it, even when
+    /// cached, as `treadle run --rerun STEP` does; the run page's "run again from here".
+    #[serde(default)]
+    pub rerun: Option<String>,
 }
 
 /// What a started run's id (or the reason it could not start) is sent through.
@@ -81,7 +85,11 @@ pub async fn start(
         cancel: app.shutdown.child_token(),
         versions: Default::default(),
     };
-    launch(&app, loaded, options, remote, None, begun);
+    let how = match req.rerun {
+        Some(step) => How::Start(crate::cache::Start::Rerun(step)),
+        None => How::Start(crate::cache::Start::Fresh),
+    };
+    launch(&app, loaded, options, remote, how, begun);
     let id = rx
         .await
         .map_err(|_| ApiError::Internal("the run ended before it began".to_owned()))??;
@@ -92,13 +100,20 @@ pub async fn start(
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))))
 }
 
-/// Runs `loaded` in this process, fresh or going on with run `adopt`; `begun` is told its id.
+/// How a launched run starts: a new run (fresh, or with `--rerun`), or going on with a run
+/// a stopped process left running.
+enum How {
+    Start(crate::cache::Start),
+    Adopt(u64),
+}
+
+/// Runs `loaded` in this process as `how` says; `begun` is told its id.
 fn launch(
     app: &Arc<App>,
     loaded: crate::pipeline::Loaded,
     options: RunOptions,
     remote: Option<Arc<dyn crate::run::exec::RemoteSteps>>,
-    adopt: Option<u64>,
+    how: How,
     begun: Begun,
 ) {
     let cancel = options.cancel.clone();
@@ -125,12 +140,13 @@ fn launch(
     tokio::spawn(async move {
         let (store, agents) = (task_app.store.clone(), task_app.agents.clone());
         let served = Some(Served { on_begin, remote });
-        let report = match adopt {
-            None => {
-                let fresh = crate::cache::Start::Fresh;
-                crate::run::run_served(&loaded, options, store, agents, &fresh, served).await
+        let report = match how {
+            How::Start(start) => {
+                crate::run::run_served(&loaded, options, store, agents, &start, served).await
             }
-            Some(id) => crate::run::adopt_served(&loaded, options, store, agents, id, served).await,
+            How::Adopt(id) => {
+                crate::run::adopt_served(&loaded, options, store, agents, id, served).await
+            }
         };
         match report {
             Ok(r) => {
@@ -185,7 +201,8 @@ pub async fn adopt_all(app: &Arc<App>) {
 async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(), ApiError> {
     let served = app
         .files
-        .iter()
+        .files()
+        .into_iter()
         .find(|f| f.file.display().to_string() == run.pipeline)
         .ok_or_else(|| {
             ApiError::Unprocessable(format!("its pipeline {} is not served", run.pipeline))
@@ -209,7 +226,7 @@ async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(),
         loaded,
         options,
         remote,
-        Some(run.id),
+        How::Adopt(run.id),
         Arc::new(Mutex::new(Some(tx))),
     );
     rx.await

@@ -207,6 +207,7 @@ async fn shadow_step(
             &crate::assert::StepFacts {
                 dir: &context.dir,
                 stdout: &outcome.text,
+                stderr: "",
                 code: None,
                 verdict: outcome.verdict.as_deref(),
                 tool_calls: &outcome.tool_calls,

@@ -36,6 +36,8 @@ class RunPage {
       toggle: (step) => this.toggle(step),
       decide: (step, decision, comment) => this.decide(step, decision, comment),
       answer: (step, value) => this.answer(step, value),
+      rerun: (step) => this.rerun(step),
+      canRerun: () => !!this.run && this.run.status !== "running",
     };
   }
 
@@ -254,6 +256,18 @@ class RunPage {
     const answer = await post(`/runs/${this.runId}/approvals/${step.seq}`, { decision: "answer", value, by: "web" });
     step.approval = { ...step.approval, status: answer?.status ?? "approved", by: answer?.by, value };
     this.schedule(step.seq);
+  }
+
+  /** Starts a new run of the pipeline's job in which `step` and what depends on it run
+   * again even when cached, and opens it. */
+  async rerun(step) {
+    const r = this.run;
+    try {
+      const answer = await post("/runs", { pipeline: r.pipeline, job: r.job, rerun: step.data.path, trigger: "web" });
+      location.assign(`/runs/${answer.id}`);
+    } catch (error) {
+      append(this.notices, h("li", { class: "error" }, `run again: ${error.message}`));
+    }
   }
 
   async cancel() {

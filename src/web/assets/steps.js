@@ -92,6 +92,12 @@ export function createView(step, actions) {
     cached: h("span", { class: "cached-label" }),
     meta: h("span", { class: "meta" }),
     anchor: h("a", { class: "anchor", href: `#step-${step.seq}`, title: "link to this step" }, "#"),
+    // A new run in which this step and what depends on it run even when cached
+    // (`treadle run --rerun STEP`); offered on a finished run's leaf steps.
+    rerun: h("button", {
+      class: "rerun", hidden: true, title: "start a new run in which this step and the steps after it run again, even when cached",
+      onclick: () => actions.rerun(step),
+    }, "run again from this step"),
   };
   const row = h("div", { class: "row", tabindex: "0" }, Object.values(parts));
   const body = h("div", { class: "body" });
@@ -154,6 +160,8 @@ export function paint(step, steps, runId) {
   text(p.count, isBlock(step) ? countText(step, steps) : "");
   text(p.cached, d.cached ? `unchanged — replayed from cache${d.from_run ? ` (run #${d.from_run})` : ""}` : "");
   text(p.meta, meta.filter(Boolean).join(" · "));
+  const rerunnable = v.actions.canRerun() && !isBlock(step);
+  if (p.rerun.hidden === rerunnable) p.rerun.hidden = !rerunnable;
   if (!folded) paintBody(step, runId);
 }
 

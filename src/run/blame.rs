@@ -1,0 +1,120 @@
+//! Why a job failed, said where the user reads it (the run's last line and its record):
+//! which step failed it, and how to run again an agent step the cache brought back before
+//! that step (`treadle run --rerun NAME`).
+//!
+//! The step is found by its error: a failure travels up unchanged from the leaf that
+//! failed through its containers and hooks, so the failed record holding the job's error,
+//! deepest in the outline, is the step that failed it.
+
+use super::exec::{Ctx, Done, Status};
+use super::state::{StepRecord, StepStatus};
+
+impl Ctx<'_> {
+    /// `judged` (the job's result after its asserts) with its error naming the step that
+    /// failed `plan` (the result before them), and the cached agent step to run again.
+    pub(crate) fn blame(&self, plan: &Done, mut judged: Done) -> Done {
+        if judged.is_ok() || judged.status == Status::Aborted {
+            return judged;
+        }
+        let records = self.records.lock().map(|r| r.clone()).unwrap_or_default();
+        let culprit = plan.error.as_deref().and_then(|e| failed_with(&records, e));
+        let mut error = judged.error.take().unwrap_or_default();
+        if let Some(step) = culprit {
+            let own = step.error.as_deref().unwrap_or_default();
+            error = if error == own {
+                format!("step `{}` failed: {error}", step.name)
+            } else {
+                // A job assert replaced the plan's failure: say both.
+                format!("{error}; the plan failed at step `{}`: {own}", step.name)
+            };
+        }
+        if let Some(hint) = rerun_hint(&records, culprit.map(|s| s.seq)) {
+            error = format!("{error}; {hint}");
+        }
+        judged.error = Some(error);
+        judged
+    }
+}
+
+/// The failed step whose error is `error`, deepest in the outline.
+fn failed_with<'r>(records: &'r [StepRecord], error: &str) -> Option<&'r StepRecord> {
+    records
+        .iter()
+        .filter(|r| r.status == StepStatus::Failed && r.error.as_deref() == Some(error))
+        .max_by_key(|r| r.seq)
+}
+
+/// How to run again the last agent step taken from the cache before step `before` (any,
+/// when no step is to blame): a wrong answer that once succeeded is replayed until then.
+fn rerun_hint(records: &[StepRecord], before: Option<u32>) -> Option<String> {
+    let agent = records
+        .iter()
+        .filter(|r| r.kind == "agent" && r.cached_from.is_some())
+        .filter(|r| before.is_none_or(|b| r.seq < b))
+        .max_by_key(|r| r.seq)?;
+    Some(format!(
+        "agent step `{}` was taken from the cache (run {}); to run it again: treadle run --rerun {}",
+        agent.name,
+        agent.cached_from.unwrap_or_default(),
+        shell_word(&agent.name)
+    ))
+}
+
+/// `name` as one shell word (quoted when it holds anything but plain characters).
+fn shell_word(name: &str) -> String {
+    let plain = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./:@".contains(c));
+    if plain && !name.is_empty() {
+        name.to_owned()
+    } else {
+        format!("'{}'", name.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u32, name: &str, kind: &str, status: StepStatus) -> StepRecord {
+        let mut r = StepRecord::pending(seq, seq.to_string(), name.into(), kind.into());
+        r.status = status;
+        r
+    }
+
+    #[test]
+    fn the_deepest_failed_record_with_the_error_is_blamed() {
+        let mut outer = record(0, "group", "do", StepStatus::Failed);
+        outer.error = Some("boom".into());
+        let mut inner = record(1, "build", "task", StepStatus::Failed);
+        inner.error = Some("boom".into());
+        let mut other = record(2, "lint", "task", StepStatus::Failed);
+        other.error = Some("another".into());
+        let records = [outer, inner, other];
+        assert_eq!(
+            failed_with(&records, "boom").map(|r| &*r.name),
+            Some("build")
+        );
+        assert!(failed_with(&records, "nothing like it").is_none());
+    }
+
+    #[test]
+    fn the_hint_names_the_last_cached_agent_before_the_failure() {
+        let mut early = record(0, "draft", "agent", StepStatus::Succeeded);
+        early.cached_from = Some(3);
+        let mut late = record(1, "review it", "agent", StepStatus::Succeeded);
+        late.cached_from = Some(4);
+        let mut after = record(3, "summarise", "agent", StepStatus::Succeeded);
+        after.cached_from = Some(4);
+        let ran = record(2, "check", "agent", StepStatus::Succeeded);
+        let records = [early, late, ran, after];
+        assert_eq!(
+            rerun_hint(&records, Some(2)).as_deref(),
+            Some(
+                "agent step `review it` was taken from the cache (run 4); to run it again: \
+                 treadle run --rerun 'review it'"
+            )
+        );
+        assert!(rerun_hint(&records[2..3], None).is_none());
+    }
+}

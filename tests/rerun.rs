@@ -1,0 +1,276 @@
+//! Running steps again through the `treadle` binary: `--force` (nothing from the cache, and
+//! what ran is stored for the next run), `--rerun STEP` (the step and what chains to it),
+//! and failures that explain themselves: the step that failed the job, the `--rerun` hint
+//! after a cached agent step, a `stdout:` assert whose text went to stderr, `output:`,
+//! and a confined command refused a path outside its directory.
+
+use crate::common;
+
+use common::{Fixture, Run};
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+/// Each task appends its name to `$COUNT` (outside the step directory: not confined).
+const COUNTED: &str = r#"
+jobs:
+  - name: build
+    plan:
+      - task: first
+        pass_env: [COUNT]
+        confined: false
+        outputs: [a]
+        run: echo first >> "$COUNT"; echo 1 > a/n.txt
+      - in_parallel:
+          - task: left
+            pass_env: [COUNT]
+            confined: false
+            inputs: [a]
+            run: echo left >> "$COUNT"
+          - task: right
+            pass_env: [COUNT]
+            confined: false
+            inputs: [a]
+            run: echo right >> "$COUNT"
+      - task: last
+        pass_env: [COUNT]
+        confined: false
+        run: echo last >> "$COUNT"
+"#;
+
+/// Runs `treadle ARGS` on `f` and returns the names the tasks appended to `$COUNT` during
+/// this run, sorted (parallel branches may append in either order).
+fn ran(f: &Fixture, args: &[&str]) -> (Run, Vec<String>) {
+    let count = f.path().join("count.txt");
+    let _ = std::fs::remove_file(&count);
+    let run = f.treadle_env(args, &[("COUNT", count.to_str().unwrap())]);
+    let mut names: Vec<String> = std::fs::read_to_string(&count)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    (run, names)
+}
+
+#[test]
+fn force_runs_every_step_and_the_next_ordinary_run_replays_them() {
+    let f = Fixture::new(COUNTED);
+    let all = ["first", "last", "left", "right"];
+    let (run, names) = ran(&f, &["run"]);
+    run.expect_code(0);
+    assert_eq!(names, all);
+    let (run, names) = ran(&f, &["run"]);
+    run.expect_code(0);
+    assert!(names.is_empty(), "an ordinary run replays: {names:?}");
+    let (run, names) = ran(&f, &["run", "--force"]);
+    run.expect_code(0);
+    assert_eq!(names, all, "{}", run.stdout());
+    assert!(!run.stdout().contains("cached"), "{}", run.stdout());
+    // What the forced run ran was recorded: the next ordinary run repeats none of it.
+    let (run, names) = ran(&f, &["run"]);
+    run.expect_code(0);
+    assert!(names.is_empty(), "{names:?}\n{}", run.stdout());
+    assert!(
+        run.stdout().contains("cached from run 3"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn rerun_runs_the_step_and_what_chains_to_it_but_not_its_sibling_branch() {
+    let f = Fixture::new(COUNTED);
+    ran(&f, &["run"]).0.expect_code(0);
+    let (run, names) = ran(&f, &["run", "--rerun", "left"]);
+    run.expect_code(0);
+    assert_eq!(names, ["last", "left"], "{}", run.stdout());
+    let (run, names) = ran(&f, &["run", "--rerun", "first"]);
+    run.expect_code(0);
+    assert_eq!(
+        names,
+        ["first", "last", "left", "right"],
+        "{}",
+        run.stdout()
+    );
+    let (run, names) = ran(&f, &["run", "--rerun", "last"]);
+    run.expect_code(0);
+    assert_eq!(names, ["last"], "{}", run.stdout());
+}
+
+#[test]
+fn rerun_of_a_step_the_job_lacks_is_a_configuration_error() {
+    let f = Fixture::new(COUNTED);
+    let (run, names) = ran(&f, &["run", "--rerun", "lefty"]);
+    run.expect_code(2);
+    assert!(
+        run.stderr()
+            .contains("job `build` has no step `lefty` (see `treadle plan` for its steps)"),
+        "{}",
+        run.stderr()
+    );
+    assert!(names.is_empty(), "{names:?}");
+    let run = f.treadle(&["run", "--force", "--resume", "1"]);
+    run.expect_code(2);
+    assert!(
+        run.stderr().contains("cannot be used with"),
+        "{}",
+        run.stderr()
+    );
+}
+
+const AFTER_AGENT: &str = r#"
+agents:
+  - name: writer
+jobs:
+  - name: main
+    plan:
+      - agent: writer
+        prompt: Say a number.
+      - task: check
+        run: exit 3
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failure_after_a_cached_agent_step_says_how_to_run_it_again() {
+    let server = ScriptedServer::start(Script::new(vec![
+        Reply::text("seven"),
+        Reply::text("eight"),
+    ]))
+    .await
+    .expect("server");
+    let url = server.base_url().to_string();
+    let f = Fixture::new(AFTER_AGENT);
+    let (f, first) = f.run_at(&url).await;
+    first.expect_code(1);
+    let last = |r: &Run| r.stdout().lines().last().unwrap_or_default().to_owned();
+    // The job's last line names the step that failed it; nothing was cached yet.
+    assert!(
+        last(&first).contains("failed in")
+            && last(&first).ends_with(": step `check` failed: exit code 3"),
+        "{}",
+        first.stdout()
+    );
+    let (f, second) = f.run_at(&url).await;
+    second.expect_code(1);
+    assert!(
+        last(&second).ends_with(
+            "step `check` failed: exit code 3; agent step `writer` was taken from the cache \
+             (run 1); to run it again: treadle run --rerun writer"
+        ),
+        "{}",
+        second.stdout()
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the second run replayed the agent"
+    );
+    let url2 = url.clone();
+    let third = tokio::task::spawn_blocking(move || {
+        f.treadle_env(
+            &["run", "--rerun", "writer"],
+            &[("TREADLE_LOCAL_URL", &url2)],
+        )
+    })
+    .await
+    .expect("treadle");
+    third.expect_code(1);
+    assert!(third.stdout().contains("eight"), "{}", third.stdout());
+    assert_eq!(server.requests().len(), 2, "--rerun asked the model again");
+    assert!(!last(&third).contains("--rerun"), "{}", third.stdout());
+}
+
+#[test]
+fn a_job_assert_that_replaces_the_failure_still_names_the_step() {
+    let f = Fixture::new(
+        r#"
+jobs:
+  - name: main
+    plan:
+      - task: ok
+        run: echo fine
+      - do:
+          - task: broken
+            run: exit 4
+    assert:
+      outcome: success
+"#,
+    );
+    let run = f.treadle(&["run"]);
+    run.expect_code(1);
+    let out = run.stdout();
+    assert!(
+        out.lines().last().unwrap_or_default().ends_with(
+            "job assert failed: assert outcome: expected success, the job ended in failure; \
+             the plan failed at step `broken`: exit code 4"
+        ),
+        "{out}"
+    );
+    let runs = f.treadle(&["runs"]).stdout();
+    assert!(runs.contains("the plan failed at step `broken`"), "{runs}");
+}
+
+#[test]
+fn stdout_says_when_the_text_went_to_stderr_and_output_reads_both() {
+    let f = Fixture::new(
+        r#"
+jobs:
+  - name: main
+    plan:
+      - task: both
+        run: 'echo ready; echo "warning: low disk" >&2'
+        assert:
+          output: low disk
+      - task: misdirected
+        run: 'echo "warning: low disk" >&2'
+        assert:
+          stdout: low disk
+"#,
+    );
+    let run = f.treadle(&["run"]);
+    run.expect_code(1);
+    let out = run.stdout();
+    assert!(out.contains("✓ both succeeded"), "{out}");
+    assert!(
+        out.contains(
+            r#"step `misdirected` failed: assert failed: assert stdout: the output does not contain "low disk", but stderr does"#
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_confined_task_refused_a_program_outside_names_it_and_confined_false() {
+    let Some(_) = treadle::confine::abi() else {
+        let why = treadle::confine::unavailable().map_or("no Landlock".into(), |w| w.to_string());
+        eprintln!("SKIP: {why}");
+        return;
+    };
+    let tools = tempfile::tempdir().expect("temp dir");
+    let tool = tools.path().join("shim");
+    std::fs::write(&tool, "#!/bin/sh\necho shimmed\n").expect("write the tool");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let yaml = |confined: bool| {
+        format!(
+            "jobs:\n  - name: main\n    plan:\n      - task: use-tool\n        confined: {confined}\n        run: {}\n",
+            tool.display()
+        )
+    };
+    let f = Fixture::new(&yaml(true));
+    let run = f.treadle(&["run"]);
+    run.expect_code(1);
+    let out = run.stdout();
+    assert!(
+        out.contains(&format!(
+            "step `use-tool` failed: exit code 126; hint: `{}` is outside the step's directory",
+            tool.display()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("`confined: false`"), "{out}");
+    // The hint's advice works.
+    let f = Fixture::new(&yaml(false));
+    let run = f.treadle(&["run"]);
+    run.expect_code(0);
+    assert!(run.stdout().contains("shimmed"), "{}", run.stdout());
+}
