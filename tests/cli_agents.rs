@@ -506,7 +506,18 @@ fn cli_blocks(text: &str) -> Vec<(usize, String)> {
 /// then the verdict tool with its first choice when it is offered, then answers.
 fn obedient_claude(body: &Value) -> Reply {
     let tools: Vec<&Value> = body["tools"].as_array().into_iter().flatten().collect();
-    let done = body["messages"].to_string();
+    // The tools it called already (a nudge names a tool in text, which is no call).
+    let called: Vec<&str> = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_use")
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    let done = |name: &str| called.contains(&name);
     let bridged = tools.iter().filter(|t| {
         t["name"]
             .as_str()
@@ -514,7 +525,7 @@ fn obedient_claude(body: &Value) -> Reply {
     });
     for tool in bridged {
         let name = tool["name"].as_str().unwrap_or_default();
-        if done.contains(name) {
+        if done(name) {
             continue;
         }
         let mut args = serde_json::Map::new();
@@ -528,9 +539,16 @@ fn obedient_claude(body: &Value) -> Reply {
         return Reply::tool_calls([ToolCall::new(name, Value::Object(args))]);
     }
     if let Some(verdict) = tools.iter().find(|t| t["name"] == "mcp__treadle__verdict")
-        && !done.contains("mcp__treadle__verdict")
+        && !done("mcp__treadle__verdict")
     {
-        let first = verdict["input_schema"]["properties"]["verdict"]["enum"][0].clone();
+        // The choice is `choice` in the tool's schema (`verdict` is read as it too).
+        let props = &verdict["input_schema"]["properties"];
+        let first = props["choice"]["enum"][0].clone();
+        let first = if first.is_null() {
+            props["verdict"]["enum"][0].clone()
+        } else {
+            first
+        };
         return Reply::tool_calls([ToolCall::new(
             "mcp__treadle__verdict",
             json!({"verdict": first, "reason": "scripted"}),
