@@ -40,6 +40,10 @@ breaks = [
   "            if let Some(seq) = existing {",
   "            if let Some(seq) = existing.filter(|_| false) {",
   "idempotent_append"),
+ ("hook-fail-closed", "pkg-hook/src/command.rs",
+  "                let denied = guard && self.spec.on_error == OnHookError::Deny;",
+  "                let denied = false && guard && self.spec.on_error == OnHookError::Deny;",
+  "hook_fail_closed"),
 ]
 only = sys.argv[1:] 
 for name, path, old, new, test in breaks:

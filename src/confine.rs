@@ -145,10 +145,20 @@ pub fn unavailable() -> Option<&'static Unavailable> {
 /// absolute program path, or the standard library falls back to `fork` (still correct,
 /// only slower). Must be called within a tokio runtime.
 pub async fn spawn(
-    mut cmd: tokio::process::Command,
+    cmd: tokio::process::Command,
     dir: &Path,
 ) -> Result<tokio::process::Child, ConfineError> {
-    let Some(ruleset) = prepare(&mut cmd, dir)? else {
+    spawn_reading(cmd, dir, &[]).await
+}
+
+/// [`spawn`], with `readable` (and what is beneath) readable and executable too: a hook
+/// command reads the project its scripts live in, and writes only in its step directory.
+pub async fn spawn_reading(
+    mut cmd: tokio::process::Command,
+    dir: &Path,
+    readable: &[PathBuf],
+) -> Result<tokio::process::Child, ConfineError> {
+    let Some(ruleset) = prepare(&mut cmd, dir, readable)? else {
         return cmd.spawn().map_err(ConfineError::Start);
     };
     let runtime = tokio::runtime::Handle::current();
@@ -187,6 +197,7 @@ const SPAWNER_STACK: usize = 256 << 10;
 fn prepare(
     cmd: &mut tokio::process::Command,
     dir: &Path,
+    readable: &[PathBuf],
 ) -> Result<Option<RulesetCreated>, ConfineError> {
     if abi().is_none() {
         return Ok(None);
@@ -197,7 +208,7 @@ fn prepare(
         source,
     })?;
     cmd.env("TMPDIR", &tmp);
-    rules(dir, cmd.as_std().get_envs())
+    rules(dir, readable, cmd.as_std().get_envs())
         .map(Some)
         .map_err(|source| ConfineError::Rules {
             dir: dir.to_path_buf(),
@@ -209,7 +220,7 @@ fn prepare(
 /// module's documentation for when to use [`spawn`] instead). Without Landlock it does
 /// nothing (the run has said so already).
 pub fn confine(cmd: &mut tokio::process::Command, dir: &Path) -> Result<(), ConfineError> {
-    let Some(ruleset) = prepare(cmd, dir)? else {
+    let Some(ruleset) = prepare(cmd, dir, &[])? else {
         return Ok(());
     };
     let slot = Mutex::new(Some(ruleset));
@@ -234,6 +245,7 @@ pub fn confine(cmd: &mut tokio::process::Command, dir: &Path) -> Result<(), Conf
 /// The ruleset for a command in `dir` whose environment sets `envs`.
 fn rules<'a>(
     dir: &Path,
+    readable: &[PathBuf],
     envs: impl Iterator<Item = (&'a std::ffi::OsStr, Option<&'a std::ffi::OsStr>)>,
 ) -> Result<RulesetCreated, RulesetError> {
     let read = AccessFs::from_read(TARGET);
@@ -253,6 +265,7 @@ fn rules<'a>(
         .create()?
         .add_rules(path_beneath_rules(SYSTEM, read))?
         .add_rules(path_beneath_rules(&path_dirs, read))?
+        .add_rules(path_beneath_rules(readable, read))?
         .add_rules(path_beneath_rules(["/dev"], devices))?
         .add_rules(path_beneath_rules([dir], all))
 }

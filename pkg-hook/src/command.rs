@@ -26,8 +26,12 @@ pub struct HookReport {
     pub event: HookEvent,
     /// The tool, for tool events.
     pub tool: Option<String>,
+    /// The tool call's id, for tool events.
+    pub call_id: Option<String>,
     pub stdout: String,
     pub stderr: String,
+    /// The `additional_context` it gave (reported only: it does not reach the model yet).
+    pub additional_context: Option<String>,
     pub effect: HookEffect,
     pub elapsed: Duration,
 }
@@ -233,14 +237,26 @@ impl CommandHook {
             self.spec.timeout,
         )
         .await;
-        let (decision, effect) = self.decide(command_protocol::answer(&ran));
+        let answer = command_protocol::answer(&ran);
+        let additional_context = answer
+            .as_ref()
+            .ok()
+            .and_then(|a| a.additional_context.clone());
+        let (decision, effect) = self.decide(answer);
         if let Some(reporter) = &self.reporter {
             reporter(HookReport {
                 hook: self.name.clone(),
                 event,
                 tool: call.payload.tool_name().map(str::to_owned),
+                call_id: match &call.payload {
+                    Payload::ToolCall { call_id, .. } | Payload::ToolExecution { call_id, .. } => {
+                        Some(call_id.clone())
+                    }
+                    _ => None,
+                },
                 stdout: ran.stdout,
                 stderr: ran.stderr,
+                additional_context,
                 effect,
                 elapsed: started.elapsed(),
             });

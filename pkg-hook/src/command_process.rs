@@ -80,7 +80,8 @@ pub(crate) async fn run(
     stdin: Vec<u8>,
     timeout: Duration,
 ) -> Ran {
-    let mut cmd = Command::new("sh");
+    // An absolute path, so a launcher that sets PATH can still start it with posix_spawn.
+    let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)

@@ -8,6 +8,7 @@ mod discarded_step;
 mod exactly_once_effects;
 mod fail_closed;
 mod gate_survival;
+mod hook_fail_closed;
 mod hook_order;
 mod idempotent_append;
 mod journal_wal;

@@ -159,6 +159,8 @@ pub struct StepControls {
     /// so that a resume restores that session. Sub-agents' and an escalation's sessions
     /// are not told. `None`: nobody keeps it.
     pub on_session: Option<SessionNoted>,
+    /// The agent's command hooks (`hooks:`, with those of `defaults:`).
+    pub hooks: super::hooks::StepHooks,
 }
 
 /// Called with the id of an agent step's session (see [`StepControls::on_session`]).
@@ -183,6 +185,7 @@ impl fmt::Debug for StepControls {
             .field("fence", &self.fence)
             .field("resume", &self.resume)
             .field("on_session", &self.on_session.is_some())
+            .field("hooks", &self.hooks)
             .finish()
     }
 }
@@ -198,11 +201,13 @@ impl StepControls {
         Some(policy)
     }
 
-    /// Whether some rule (or the default) may ask a person.
+    /// Whether some rule (or the default), or a `pre_tool_use` command hook, may ask a
+    /// person.
     pub fn may_ask(&self) -> bool {
-        self.permissions.as_ref().is_some_and(|p| {
-            p.rules.iter().any(|r| r.action == Action::Ask) || p.default == Some(Action::Ask)
-        })
+        self.hooks.may_ask()
+            || self.permissions.as_ref().is_some_and(|p| {
+                p.rules.iter().any(|r| r.action == Action::Ask) || p.default == Some(Action::Ask)
+            })
     }
 
     /// Asks a person, or refuses when nobody can be asked.
@@ -286,5 +291,6 @@ pub fn from_pipeline(
         fence: None,
         resume: None,
         on_session: None,
+        hooks: super::hooks::StepHooks::read(loaded, agent),
     })
 }

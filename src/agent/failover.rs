@@ -31,6 +31,7 @@ pub(super) struct Sources<'a> {
     pub(super) journal: &'a Journal,
     pub(super) tools: &'a [Arc<dyn Tool>],
     pub(super) guard: &'a Arc<BudgetGuard>,
+    pub(super) command_hooks: &'a [Arc<treadle_hook::CommandHook>],
     pub(super) slot: &'a VerdictSlot,
     pub(super) required: &'a Required,
     pub(super) observer: &'a dyn AgentObserver,
@@ -72,6 +73,7 @@ impl Sources<'_> {
                 self.journal,
                 self.tools.to_vec(),
                 self.guard.clone(),
+                self.command_hooks,
             )
             .restore(id)
             .await?;

@@ -35,6 +35,9 @@
 //! * [`source_pick`]: the source an agent with `fallback:` starts a run on, when its
 //!   primary cannot be reached before the first step.
 //! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
+//! * `hooks`: [`StepHooks`], the pipeline's command hooks (`hooks:`) made into
+//!   `treadle_hook::CommandHook`s that start confined, without keys, and report to the
+//!   transcript.
 //! * `record`: [`AgentOutcome`], [`RecordedCall`], [`AgentStatus`].
 //! * [`context_files`]: `context_paths:` and `prompt_file: { artifact, path }`, read when
 //!   the step runs.
@@ -63,6 +66,9 @@
 //!   would begin over budget; the last call may still end above it. Dollar budgets are
 //!   counted at the step's model price; a dollar budget for an unpriced model is a load
 //!   error (it could never stop anything), and in the library the guard fails closed.
+//! * Command hooks (`hooks:`) run after the budget guard and the `permissions:` policy,
+//!   in the order written (those of `defaults:` first): a call a policy denies starts no
+//!   hook process. A `pre_tool_use` hook's `ask` opens the same gate as `permissions:`.
 //! * `permissions:` runs as the session's policy hook with the verdict tool always allowed;
 //!   an `ask` opens the session's gate and the step's [`Asker`] answers it, so the session
 //!   journals the question and the answer like any gate.
@@ -88,6 +94,7 @@ mod delegate;
 mod escalation;
 mod failover;
 mod granted;
+mod hooks;
 mod mcp;
 mod observe;
 pub mod preflight;
@@ -108,6 +115,7 @@ pub use controls::{Answered, Asker, DollarBudget, Question, QuestionKind, StepCo
 pub use cost::{Cost, ModelPrice, Prices, cost, find_price};
 pub use custom_tool::{CustomSpec, CustomTool, Tally};
 pub use granted::{DEFAULT_DELEGATE_PERCENT, Delegate, Granted};
+pub use hooks::StepHooks;
 pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
 pub use record::{AgentOutcome, AgentStatus, EscalationRecord, RecordedCall};

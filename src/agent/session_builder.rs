@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use treadle_hook::Hook;
+use treadle_hook::{CommandHook, Hook};
 use treadle_session::{ApiKey, Journal, Session, SessionBuilder, Tool};
 
 use super::budget::BudgetGuard;
@@ -28,17 +28,21 @@ pub(super) fn secrets_of(step: &AgentStep) -> Vec<String> {
         .collect()
 }
 
-/// The session of the step: its endpoint, model, key, tools, budget guard and limits.
+/// The session of the step: its endpoint, model, key, tools, budget guard, command hooks
+/// and limits.
 pub(super) fn session_builder(
     step: &AgentStep,
     journal: &Journal,
     tools: Vec<Arc<dyn Tool>>,
     guard: Arc<BudgetGuard>,
+    command_hooks: &[Arc<CommandHook>],
 ) -> SessionBuilder {
     let mut hooks: Vec<Arc<dyn Hook>> = vec![guard];
     if let Some(policy) = step.controls.policy() {
         hooks.push(Arc::new(policy));
     }
+    // After the policy: a call it denies starts no hook process.
+    hooks.extend(command_hooks.iter().map(|h| h.clone() as Arc<dyn Hook>));
     let mut builder = Session::builder()
         .endpoint(step.model.base_url.clone())
         .model(step.model.model.clone())

@@ -255,6 +255,9 @@ impl AgentStep {
         if let (true, Value::Object(map)) = (self.cli.settings_project, &mut view) {
             map.insert("settings".to_owned(), Value::String("project".to_owned()));
         }
+        if let (Some(hooks), Value::Object(map)) = (self.controls.hooks.key_view(), &mut view) {
+            map.insert("hooks".to_owned(), hooks);
+        }
         view
     }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use treadle_event::Usage;
+use treadle_hook::HookEvent;
 use treadle_session::{Journal, RunError, StartError, Tool, TurnOutcome};
 
 use super::budget::{BudgetGuard, add_costs};
@@ -253,6 +254,17 @@ async fn escalate(
     Ok(outcome)
 }
 
+/// Runs the `session_start` or `session_end` command hooks of a step's session.
+async fn notify(
+    hooks: &[Arc<treadle_hook::CommandHook>],
+    event: HookEvent,
+    session: &treadle_session::Session,
+) {
+    for hook in hooks {
+        hook.notify(event, session.id(), session.main_loop()).await;
+    }
+}
+
 /// Runs the session of the step with its tools (the verdict tool is added here).
 async fn run_session(
     step: &AgentStep,
@@ -277,7 +289,11 @@ async fn run_session(
             .with_delegated(links.parent.delegated.clone()),
     );
 
-    let builder = session_builder(step, journal, tools.clone(), guard.clone());
+    let command_hooks =
+        step.controls
+            .hooks
+            .build(&step.name, &step.dir, links.parent.events.clone());
+    let builder = session_builder(step, journal, tools.clone(), guard.clone(), &command_hooks);
     // A step taken over from a worker that stopped goes on from its session.
     let (session, asking) = match step.controls.resume {
         Some(id) => {
@@ -303,13 +319,19 @@ async fn run_session(
         journal,
         tools: &tools,
         guard: &guard,
+        command_hooks: &command_hooks,
         slot: &slot,
         required: &links.required,
         observer,
         cancel,
     };
-    let (turns, served) = converse(&session, &sources).await?;
-    let (turns, served, fallback_model) = sources.cascade(session.id(), turns, served).await?;
+    notify(&command_hooks, HookEvent::SessionStart, &session).await;
+    let conversed = match converse(&session, &sources).await {
+        Ok((turns, served)) => sources.cascade(session.id(), turns, served).await,
+        Err(e) => Err(AgentError::from(e)),
+    };
+    notify(&command_hooks, HookEvent::SessionEnd, &session).await;
+    let (turns, served, fallback_model) = conversed?;
     drop(asking);
 
     let verdict = slot.get();

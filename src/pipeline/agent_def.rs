@@ -114,6 +114,9 @@ pub struct Agent {
     /// that names its own `env:` list replaces these).
     #[serde(default)]
     pub env: Vec<At<String>>,
+    /// Commands run on the agent's operations (docs/hooks.md), after those of `defaults:`.
+    #[serde(default)]
+    pub hooks: Option<super::hook_def::Hooks>,
 }
 
 impl Agent {

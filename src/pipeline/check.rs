@@ -82,6 +82,10 @@ pub fn check(file: &Path, pipeline: &Pipeline, scope: &CheckScope<'_>) -> Vec<Di
             format!("jobs in this file: {}", names.join(", ")),
         );
     }
+    let project = file.parent().unwrap_or_else(|| Path::new("."));
+    for finding in super::hook_def::check(pipeline, project, scope.machine) {
+        c.push_finding(finding);
+    }
     c.models(scope);
     if scope.machine {
         for finding in super::check_machine::check(pipeline, scope.job, scope.env) {

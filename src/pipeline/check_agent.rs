@@ -490,12 +490,14 @@ fn step(
     }
 }
 
-/// What `validate` warns about: keys that load but that treadle cannot act on here.
+/// What `validate` warns about: keys that load but that treadle cannot act on here, and
+/// guard hooks that let calls through when they fail (`on_hook_error: allow`).
 pub fn warnings(pipeline: &Pipeline) -> Vec<(Pos, String)> {
     pipeline
         .agents
         .iter()
         .filter_map(|a| a.image.as_ref())
         .map(|i| (i.pos, super::container::no_runtime(&i.value)))
+        .chain(super::hook_def::warnings(pipeline))
         .collect()
 }

@@ -1,6 +1,7 @@
 //! `defaults:` at the top of a pipeline: what every agent that says nothing for itself
 //! gets (its model, the share a sub-agent may take of a budget, the pre-run probe), and
-//! how much history the state file keeps (`version_history:`, read by the resource check).
+//! how much history the state file keeps (`version_history:`, read by the resource check),
+//! and the command hooks every agent runs (`hooks:`).
 //!
 //! A default fills in, it never overrides: an agent's own key always wins.
 
@@ -31,6 +32,9 @@ pub struct Defaults {
     /// keeps every one).
     #[serde(default)]
     pub version_history: Option<At<u32>>,
+    /// Command hooks every agent runs, before its own (docs/hooks.md).
+    #[serde(default)]
+    pub hooks: Option<super::hook_def::Hooks>,
 }
 
 /// How many versions of one resource the state file keeps when `defaults:` does not say.

@@ -9,6 +9,8 @@
 //! * `tool_grant`: one entry of an agent's `tools:` (a name, or a builtin/mcp/custom/agent mapping).
 //! * `step_keys`: `fix:`, `context: { from }` and `prompt_file:` of task and agent steps.
 //! * `defaults`: `defaults:`, what agents get when they say nothing.
+//! * `hook_def`: `hooks:` of agents and `defaults:` (command hooks by event), their checks
+//!   and the `treadle_hook::CommandSpec`s they become.
 //! * `resolve`: before the checks, `tasks:` entries, `*_file:` includes and `defaults:` filled in.
 //! * `check_agent`: the checks of the agent keys and of `tasks:`.
 //! * `flow`: the control-flow keys (`when`, `to`, `verdicts`, `race`, `across`).
@@ -60,6 +62,7 @@ pub mod duration;
 pub mod ensemble;
 pub mod flow;
 pub mod format;
+pub mod hook_def;
 pub mod kind;
 pub mod load;
 pub mod mcp;

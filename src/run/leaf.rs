@@ -407,6 +407,8 @@ impl<'a> Ctx<'a> {
         agent_step.controls.fence = self.fence.clone();
         agent_step.controls.resume = self.resume.or(left.as_ref().map(|l| l.session));
         agent_step.controls.on_session = Some(self.session_noter(entry, &dir));
+        agent_step.controls.hooks.run = Some(self.run.to_string());
+        agent_step.controls.hooks.job = Some(self.job.name.value.clone());
         let asks_people =
             agent_step.tools.iter().any(|t| t == "ask_human") || agent_step.granted.asks_people();
         match &self.questions {

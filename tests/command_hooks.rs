@@ -1,0 +1,388 @@
+//! Command hooks in the pipeline file (`hooks:`), with real hook processes, through
+//! `treadle run` against the scripted model: a block by exit 2 and by JSON, a crash and a
+//! timeout that deny, an input rewrite, an unchanged Claude Code hook script, an `ask`
+//! answered through `treadle approve`, no key and no project writes for hooks, and what
+//! `validate` says.
+
+use crate::common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::{Fixture, Run};
+use serde_json::{Value, json};
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+/// `printf` so that the output (`RAN-OK`) is not a substring of the arguments: a result
+/// holding it means the command ran.
+const RUNS: &str = "printf 'RAN-%s' OK";
+
+fn pipeline(hooks: &str) -> String {
+    format!(
+        "agents:\n  - name: sh\n    tools: [run_shell]\n    hooks:\n{hooks}jobs:\n  - name: j\n    plan:\n      - agent: sh\n        name: act\n        prompt: Do it.\n        timeout: 60s\n"
+    )
+}
+
+/// One `pre_tool_use` hook on `run_shell` running `command` (YAML-quoted here).
+fn guard(command: &str, extra: &str) -> String {
+    pipeline(&format!(
+        "      pre_tool_use:\n        - matcher: run_shell\n          command: {}\n{extra}",
+        serde_json::to_string(command).unwrap()
+    ))
+}
+
+fn calls(command: &str) -> Script {
+    Script::new([
+        Reply::tool_call("run_shell", json!({ "command": command })),
+        Reply::text("Done."),
+    ])
+}
+
+/// The tool results the model was sent, joined.
+fn tool_results(server: &ScriptedServer) -> String {
+    server
+        .requests()
+        .iter()
+        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn script_file(f: &Fixture, name: &str, body: &str) {
+    let path = f.path().join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+async fn run_with(
+    yaml: &str,
+    script: Script,
+    setup: impl FnOnce(&Fixture),
+) -> (ScriptedServer, Fixture, Run) {
+    let server = ScriptedServer::start(script).await.expect("server");
+    let f = Fixture::new(yaml);
+    setup(&f);
+    let (f, run) = f.run_at(server.base_url()).await;
+    (server, f, run)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_2_blocks_git_push_with_stderr_as_the_reason() {
+    let hook = "#!/bin/sh\nif grep -q 'git push'; then echo 'pushing is for people, not agents' >&2; exit 2; fi\n";
+    let yaml = guard("./hooks/no-push.sh", "          timeout: 5s\n");
+    let (server, _f, run) = run_with(
+        &yaml,
+        calls(&format!("{RUNS} && git push origin main")),
+        |f| script_file(f, "hooks/no-push.sh", hook),
+    )
+    .await;
+    run.expect_code(0);
+    let results = tool_results(&server);
+    assert!(
+        results.contains("denied: pushing is for people, not agents"),
+        "{results}"
+    );
+    assert!(
+        !results.contains("RAN-OK"),
+        "the blocked call ran: {results}"
+    );
+    assert!(
+        run.stdout().contains("hook hooks.pre_tool_use[0]"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_json_decision_blocks_and_a_plain_exit_0_allows() {
+    let yaml = guard(
+        r#"echo '{"decision": "deny", "reason": "read-only today"}'"#,
+        "",
+    );
+    let (server, _f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    run.expect_code(0);
+    let results = tool_results(&server);
+    assert!(results.contains("denied: read-only today"), "{results}");
+    assert!(!results.contains("RAN-OK"), "{results}");
+
+    let yaml = guard("cat > /dev/null; echo checked", "");
+    let (server, _f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    run.expect_code(0);
+    assert!(
+        tool_results(&server).contains("RAN-OK"),
+        "{}",
+        tool_results(&server)
+    );
+    assert!(
+        run.stdout().contains("hook stdout: checked"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crashing_guard_denies_and_says_which_hook_failed() {
+    let yaml = guard("jq-that-is-not-installed -r .tool_input.command", "");
+    let (server, _f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    run.expect_code(0);
+    let results = tool_results(&server);
+    assert!(
+        !results.contains("RAN-OK"),
+        "a crashed guard let the call run: {results}"
+    );
+    assert!(results.contains("hook hooks.pre_tool_use[0]"), "{results}");
+    assert!(results.contains("exited with code 127"), "{results}");
+    assert!(run.stdout().contains("FAILED"), "{}", run.stdout());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_past_its_timeout_is_killed_and_denies() {
+    let yaml = guard("sleep 30", "          timeout: 1s\n");
+    let started = std::time::Instant::now();
+    let (server, _f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    run.expect_code(0);
+    let results = tool_results(&server);
+    assert!(!results.contains("RAN-OK"), "{results}");
+    assert!(results.contains("timeout"), "{results}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_hook_error_allow_lets_the_call_run_and_says_so() {
+    let yaml = guard("exit 1", "          on_hook_error: allow\n");
+    let (server, f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    run.expect_code(0);
+    assert!(tool_results(&server).contains("RAN-OK"));
+    assert!(
+        run.stdout().contains("[on_hook_error: allow]"),
+        "{}",
+        run.stdout()
+    );
+    let validate = f.treadle(&["validate"]);
+    let said = format!("{}{}", validate.stdout(), validate.stderr());
+    assert!(said.contains("on_hook_error: allow"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn updated_input_rewrites_the_call_and_is_checked_against_the_schema() {
+    let yaml = guard(
+        r#"echo '{"updated_input": {"command": "printf REWRITTEN-%s call"}}'"#,
+        "",
+    );
+    let (server, _f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    run.expect_code(0);
+    let results = tool_results(&server);
+    assert!(results.contains("REWRITTEN-call"), "{results}");
+    assert!(!results.contains("RAN-OK"), "{results}");
+
+    // Arguments the tool's schema refuses are refused, not run.
+    let yaml = guard(r#"echo '{"updated_input": {"command": 7}}'"#, "");
+    let (server, _f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    run.expect_code(0);
+    let results = tool_results(&server);
+    assert!(results.contains("do not fit its schema"), "{results}");
+    assert!(!results.contains("RAN-OK"), "{results}");
+}
+
+/// A PreToolUse hook as Claude Code's documentation writes them: `jq` over the envelope,
+/// the decision in `hookSpecificOutput`, byte for byte what a Claude Code user has.
+const CLAUDE_CODE_HOOK: &str = r#"#!/bin/bash
+# PreToolUse: refuse destructive commands.
+command=$(jq -r '.tool_input.command // empty')
+if [[ "$command" == *"rm -rf"* ]]; then
+  jq -n '{
+    hookSpecificOutput: {
+      hookEventName: "PreToolUse",
+      permissionDecision: "deny",
+      permissionDecisionReason: "Destructive command blocked by hook"
+    }
+  }'
+fi
+exit 0
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unchanged_claude_code_hook_script_works() {
+    if treadle::environ::find_program("jq").is_none()
+        || treadle::environ::find_program("bash").is_none()
+    {
+        eprintln!("SKIP: the Claude Code hook script needs jq and bash on PATH");
+        return;
+    }
+    let yaml = guard("./.claude/hooks/guard.sh", "");
+    let (server, _f, run) = run_with(&yaml, calls(&format!("{RUNS}; rm -rf build")), |f| {
+        script_file(f, ".claude/hooks/guard.sh", CLAUDE_CODE_HOOK)
+    })
+    .await;
+    run.expect_code(0);
+    let results = tool_results(&server);
+    assert!(
+        results.contains("Destructive command blocked by hook"),
+        "{results}"
+    );
+    assert!(!results.contains("RAN-OK"), "{results}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_is_answered_through_treadle_approve() {
+    let yaml = guard(
+        r#"echo '{"decision": "ask", "reason": "run this command?"}'"#,
+        "",
+    );
+    let server = ScriptedServer::start(calls(RUNS)).await.expect("server");
+    let f = Fixture::new(&yaml);
+    let child = common::spawn_run(&f, &[("TREADLE_LOCAL_URL", server.base_url())]);
+    let f = tokio::task::spawn_blocking(move || {
+        common::wait_until_asked(&f, "act");
+        let approvals = f.treadle(&["approvals"]);
+        assert!(
+            approvals.stdout().contains("run this command?"),
+            "{}",
+            approvals.stdout()
+        );
+        f.treadle(&["approve", "1", "act"]).expect_code(0);
+        f
+    })
+    .await
+    .unwrap();
+    let run = tokio::task::spawn_blocking(move || Run(child.wait_with_output().unwrap()))
+        .await
+        .unwrap();
+    run.expect_code(0);
+    assert!(
+        tool_results(&server).contains("RAN-OK"),
+        "{}",
+        tool_results(&server)
+    );
+    drop(f);
+}
+
+/// An agent step that keeps its `logs/` directory (step directories are removed after the
+/// run; outputs are kept).
+const KEEP_LOGS: (&str, &str) = (
+    "        timeout: 60s\n",
+    "        timeout: 60s\n        outputs: [logs]\n",
+);
+
+/// Every file under `dir` named `name`.
+fn find(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(find(&path, name));
+        } else if path.file_name().is_some_and(|n| n == name) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hooks_get_no_key_and_cannot_write_the_project() {
+    let Some(_abi) = treadle::confine::abi() else {
+        let why = treadle::confine::unavailable().map_or("no Landlock".into(), |w| w.to_string());
+        eprintln!("SKIP: {why}");
+        return;
+    };
+    let yaml = guard(
+        r#"mkdir -p "$TREADLE_STEP_DIR/logs"; env > "$TREADLE_STEP_DIR/logs/hook-env.txt"; cat ./treadle.yml > "$TREADLE_STEP_DIR/logs/read-project.txt"; touch ./escaped 2>/dev/null; exit 0"#,
+        "",
+    )
+    .replace(KEEP_LOGS.0, KEEP_LOGS.1)
+    .replace(
+        "    tools: [run_shell]\n",
+        "    tools: [run_shell]\n    source: { model: local/m, api_key_env: HOOKS_TEST_KEY }\n",
+    );
+    let server = ScriptedServer::start(calls(RUNS)).await.expect("server");
+    let f = Fixture::new(&yaml);
+    let url = server.base_url().to_owned();
+    let (f, run) = tokio::task::spawn_blocking(move || {
+        let run = f.treadle_env(
+            &["run"],
+            &[
+                ("TREADLE_LOCAL_URL", &url),
+                ("HOOKS_TEST_KEY", "sk-hook-secret-4711"),
+            ],
+        );
+        (f, run)
+    })
+    .await
+    .unwrap();
+    run.expect_code(0);
+    let env = find(f.path(), "hook-env.txt");
+    let env =
+        std::fs::read_to_string(env.first().expect("the hook wrote its environment")).unwrap();
+    assert!(
+        !env.contains("sk-hook-secret-4711"),
+        "the key reached the hook"
+    );
+    assert!(env.contains("TREADLE_PROJECT_DIR="), "{env}");
+    let read = find(f.path(), "read-project.txt");
+    let read = std::fs::read_to_string(read.first().expect("read the project")).unwrap();
+    assert!(read.contains("agents:"), "the project is readable: {read}");
+    assert!(
+        !f.path().join("escaped").exists(),
+        "a hook wrote into the project"
+    );
+}
+
+#[test]
+fn validate_checks_keys_matchers_and_that_commands_exist() {
+    let cases: [(&str, &[&str]); 4] = [
+        (
+            "      pre_tool_use:\n        - matcher: \"(unclosed\"\n          command: \"true\"\n",
+            &["invalid matcher", "hint:"],
+        ),
+        (
+            "      pre_tool_use:\n        - command: ./hooks/missing.sh\n",
+            &["command `./hooks/missing.sh` does not exist"],
+        ),
+        (
+            "      on_write:\n        - command: \"true\"\n",
+            &["on_write"],
+        ),
+        (
+            "      stop:\n        - matcher: run_shell\n          command: \"true\"\n",
+            &["not about a tool"],
+        ),
+    ];
+    for (hooks, expect) in cases {
+        let f = Fixture::new(&pipeline(hooks));
+        let run = f.treadle(&["validate"]);
+        let said = format!("{}{}", run.stdout(), run.stderr());
+        assert_ne!(run.code(), 0, "{hooks}: {said}");
+        for text in expect {
+            assert!(said.contains(text), "{hooks}: expected {text:?} in {said}");
+        }
+        assert!(said.contains("treadle.yml:"), "{said}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn default_hooks_run_for_every_agent_before_its_own_and_observers_see_results() {
+    let yaml = format!(
+        "defaults:\n  hooks:\n    pre_tool_use:\n      - command: \"mkdir -p \\\"$TREADLE_STEP_DIR/logs\\\"; echo default >> \\\"$TREADLE_STEP_DIR/logs/order.txt\\\"\"\n    post_tool_use:\n      - command: \"jq -c '{{tool: .tool_name, result: .tool_response}}' >> \\\"$TREADLE_STEP_DIR/logs/post.jsonl\\\" 2>/dev/null || cat >> \\\"$TREADLE_STEP_DIR/logs/post.jsonl\\\"\"\n{}",
+        pipeline(
+            "      pre_tool_use:\n        - command: \"echo own >> \\\"$TREADLE_STEP_DIR/logs/order.txt\\\"\"\n"
+        )
+    );
+    let yaml = yaml.replace(KEEP_LOGS.0, KEEP_LOGS.1);
+    let (server, f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    run.expect_code(0);
+    assert!(tool_results(&server).contains("RAN-OK"));
+    let order = find(f.path(), "order.txt");
+    let order = std::fs::read_to_string(order.first().expect("order.txt")).unwrap();
+    assert_eq!(order, "default\nown\n");
+    let post = find(f.path(), "post.jsonl");
+    let post = std::fs::read_to_string(post.first().expect("post.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(post.lines().next().unwrap()).unwrap();
+    assert!(line.to_string().contains("RAN-OK"), "{line}");
+}
