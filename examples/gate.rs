@@ -1,7 +1,7 @@
 //! A person at the terminal approves or denies a tool call through a permission gate.
 //!
 //! ```text
-//! OPENAI_BASE_URL=http://127.0.0.1:8091/v1 cargo run --example gate -- "Write hi to a.txt"
+//! OPENAI_BASE_URL=http://127.0.0.1:8091/v1 OPENAI_MODEL=qwen2.5-coder-0.5b cargo run --example gate -- "Write hi to a.txt"
 //! ```
 //!
 //! A [`Policy`] guard allows `read_file`, asks about `write_file` and denies the rest. When
@@ -9,12 +9,14 @@
 //! the `on_gate` handler, which asks on the terminal: `y` approves once, `a` approves
 //! `write_file` for the rest of the session, anything else denies.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use treadle_session::hook::{Action, Policy};
-use treadle_session::{FnTool, GateAnswer, GateRequest, Session};
+use treadle_session::schemars::JsonSchema;
+use treadle_session::serde::Deserialize;
+use treadle_session::{FnTool, GateAnswer, GateRequest, SessionBuilder};
 
 #[derive(Deserialize, JsonSchema)]
+#[serde(crate = "treadle_session::serde")]
+#[schemars(crate = "treadle_session::schemars")]
 struct WriteArgs {
     /// The file to write.
     path: String,
@@ -23,6 +25,8 @@ struct WriteArgs {
 }
 
 #[derive(Deserialize, JsonSchema)]
+#[serde(crate = "treadle_session::serde")]
+#[schemars(crate = "treadle_session::schemars")]
 struct ReadArgs {
     /// The file to read.
     path: String,
@@ -48,9 +52,7 @@ async fn ask(request: GateRequest) -> GateAnswer {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let endpoint =
-        std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| "http://127.0.0.1:8091/v1".into());
+async fn main() -> Result<(), treadle_session::Error> {
     let prompt = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "Write 'hello' to notes.txt with the write_file tool.".into());
@@ -58,9 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .allow("read_file")
         .ask("write_file")
         .default_action(Action::Deny("only read_file and write_file exist".into()));
-    let session = Session::builder()
-        .endpoint(endpoint)
-        .model("qwen2.5-coder-0.5b")
+    let session = SessionBuilder::from_env()
         .hook(policy)
         .on_gate(ask)
         // The tools only pretend, so the example is safe to run anywhere.
@@ -78,6 +78,5 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     let report = session.run(prompt).await?;
     println!("\n{:?}", report.outcome);
-    session.shutdown().await;
     Ok(())
 }

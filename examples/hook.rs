@@ -1,81 +1,67 @@
-//! A hook plugin: logs every operation of a session and denies one tool.
+//! A hook plugin that logs every operation of a session and denies one tool, and a
+//! permission gate (opened by the hook's `ask`) answered in code.
 //!
 //! ```text
-//! OPENAI_BASE_URL=http://127.0.0.1:8091/v1 cargo run --example hook
+//! OPENAI_BASE_URL=http://127.0.0.1:8091/v1 OPENAI_MODEL=qwen2.5-coder-0.5b cargo run --example hook
 //! ```
-//!
-//! Writing a plugin is implementing [`Hook`]: `begin` may deny a turn, an inference or a
-//! tool call; `finish` sees how every operation ended.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
-use treadle_session::hook::{Decision, Hook, HookCall, Operation, Outcome, Payload};
-use treadle_session::{FnTool, Session, ToolError};
+use treadle_session::hook::{Decision, Hook, HookCall, Json, Operation, Outcome};
+use treadle_session::schemars::JsonSchema;
+use treadle_session::serde::Deserialize;
+use treadle_session::{FnTool, GateAnswer, SessionBuilder, ToolError, async_trait};
 
-/// Logs each operation as it begins and ends, and refuses `delete_file`.
-struct AuditHook;
+/// Logs each operation as it begins and ends, refuses `delete_file` and asks before
+/// `write_file`. Its name in logs and denials defaults to "Audit".
+struct Audit;
 
-#[treadle_session::async_trait]
-impl Hook for AuditHook {
-    fn name(&self) -> &str {
-        "audit"
-    }
-
+#[async_trait]
+impl Hook for Audit {
     async fn begin(&self, call: &HookCall) -> Decision {
-        eprintln!("[audit] {} begins", describe(call));
-        match &call.payload {
-            Payload::ToolCall { name, .. } if name == "delete_file" => {
-                Decision::deny("this session may not delete files")
-            }
+        let tool = call.payload.tool_name().unwrap_or("");
+        eprintln!("[audit] {} {tool} begins", call.op.name());
+        match tool {
+            _ if call.op != Operation::ToolCall => Decision::Allow,
+            "delete_file" => Decision::deny("this session may not delete files"),
+            "write_file" => Decision::ask("write a file?"),
             _ => Decision::Allow,
         }
     }
 
-    async fn finish(
-        &self,
-        call: &HookCall,
-        outcome: &Outcome,
-        _output: Option<&serde_json::Value>,
-    ) {
-        eprintln!("[audit] {} ends: {}", describe(call), outcome.name());
-    }
-}
-
-fn describe(call: &HookCall) -> String {
-    match (&call.op, call.payload.tool_name()) {
-        (Operation::ToolCall | Operation::ToolExecution, Some(tool)) => {
-            format!("{} {tool}", call.op.name())
-        }
-        (op, _) => op.name().to_owned(),
+    async fn finish(&self, call: &HookCall, outcome: &Outcome, _: Option<&Json>) {
+        let tool = call.payload.tool_name().unwrap_or("");
+        eprintln!("[audit] {} {tool} ends: {}", call.op.name(), outcome.name());
     }
 }
 
 #[derive(Deserialize, JsonSchema)]
+#[serde(crate = "treadle_session::serde")]
+#[schemars(crate = "treadle_session::schemars")]
 struct PathArg {
     /// The file to act on.
     path: String,
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let endpoint =
-        std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| "http://127.0.0.1:8091/v1".into());
-    let model = std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "qwen2.5-coder-0.5b".into());
-    let session = Session::builder()
-        .endpoint(endpoint)
-        .model(model)
-        .hook(AuditHook)
+async fn main() -> Result<(), treadle_session::Error> {
+    let done = |verb: &'static str| {
+        move |a: PathArg| async move { Ok::<_, ToolError>(format!("{verb} {}", a.path)) }
+    };
+    let session = SessionBuilder::from_env()
+        .hook(Audit)
         .tool(FnTool::new(
             "delete_file",
             "Deletes a file.",
-            |a: PathArg| async move { Ok::<_, ToolError>(format!("deleted {}", a.path)) },
+            done("deleted"),
         ))
+        .tool(FnTool::new("write_file", "Writes a file.", done("wrote")))
+        // Every gate is answered here, in code: writing is approved.
+        .on_gate(|request| async move {
+            eprintln!("[gate] {} asks: {}", request.tool, request.reason);
+            GateAnswer::Approve
+        })
         .start()
         .await?;
-    let report = session
-        .run("Delete the file notes.txt with the delete_file tool.")
-        .await?;
-    println!("{:?}", report.answer());
-    session.shutdown().await;
+    let prompt = "Delete notes.txt with delete_file, then write todo.txt with write_file.";
+    println!("{}", session.answer(prompt).await?);
     Ok(())
 }

@@ -66,6 +66,7 @@ pub struct SessionBuilder {
     reasoning_effort: Option<String>,
     retry: Option<RetryPolicy>,
     idle_timeout: Duration,
+    connect_timeout: Option<Duration>,
     max_response_bytes: u64,
     subscriber_capacity: usize,
     sub_agents: Vec<SubAgent>,
@@ -228,6 +229,14 @@ impl SessionBuilder {
         self
     }
 
+    /// How long to wait for a TCP (and TLS) connection to the endpoint (default 10 s). Each
+    /// attempt waits this long; a refused or timed-out connection is retried like any
+    /// outage ([`SessionBuilder::retry`]).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
     /// The most bytes one model response body may carry (default 8 MiB). The body is
     /// counted as it arrives; past the limit the step is discarded and the turn fails with
     /// an error naming the limit.
@@ -378,6 +387,7 @@ impl SessionBuilder {
             reasoning_effort: None,
             retry: None,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            connect_timeout: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             subscriber_capacity: HubOptions::default().queue_capacity,
             sub_agents: Vec::new(),
@@ -467,6 +477,9 @@ impl SessionBuilder {
         config.max_tokens = self.max_tokens;
         config.reasoning_effort = self.reasoning_effort.clone();
         config.idle_timeout = self.idle_timeout;
+        if let Some(timeout) = self.connect_timeout {
+            config.connect_timeout = timeout;
+        }
         config.max_response_bytes = self.max_response_bytes;
         if let Some(retry) = self.retry {
             config.retry = retry;

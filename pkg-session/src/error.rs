@@ -9,9 +9,15 @@ use crate::journal::{AppendError, JournalOpenError};
 /// Why a session could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("no model endpoint given: call .endpoint(\"http://host:port/v1\") on the builder")]
+    #[error(
+        "no model endpoint given: call .endpoint(\"http://host:port/v1\") on the builder, \
+         or set OPENAI_BASE_URL for SessionBuilder::from_env()"
+    )]
     MissingEndpoint,
-    #[error("no model given: call .model(\"name\") on the builder")]
+    #[error(
+        "no model given: call .model(\"name\") on the builder, or set OPENAI_MODEL for \
+         SessionBuilder::from_env()"
+    )]
     MissingModel,
     #[error(transparent)]
     MissingApiKey(#[from] MissingApiKey),
@@ -87,3 +93,73 @@ pub enum GateError {
     #[error("cannot journal the answer, so the call was denied: {0}")]
     Journal(#[from] AppendError),
 }
+
+/// Any error of the session API: what `?` turns each operation's own error into, for a
+/// program that only reports errors. Each variant holds the operation's typed error (boxed,
+/// so that a `Result<_, Error>` stays two words), so a caller that wants to act on one
+/// matches it: `Err(Error::Turn(e)) if matches!(*e, TurnError::Interrupted { .. })`.
+///
+/// ```no_run
+/// use treadle_session::SessionBuilder;
+///
+/// # async fn demo() -> Result<(), treadle_session::Error> {
+/// let session = SessionBuilder::from_env().start().await?; // a StartError
+/// let answer = session.answer("Say hello.").await?; // a RunError or a TurnError
+/// println!("{answer}");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(transparent)]
+    Start(Box<StartError>),
+    #[error(transparent)]
+    Restore(Box<crate::restore::RestoreError>),
+    #[error(transparent)]
+    Submit(Box<SubmitError>),
+    #[error(transparent)]
+    Run(Box<RunError>),
+    /// The turn ended without an answer: it failed or was interrupted.
+    #[error(transparent)]
+    Turn(Box<crate::session::TurnError>),
+    #[error(transparent)]
+    Ask(Box<crate::typed::AskError>),
+    #[error(transparent)]
+    Gate(Box<GateError>),
+    #[error(transparent)]
+    Closed(Box<SessionClosed>),
+    #[error(transparent)]
+    Lost(Box<SubscriptionLost>),
+    #[error(transparent)]
+    JournalOpen(Box<JournalOpenError>),
+    #[error(transparent)]
+    Read(Box<crate::journal::ReadError>),
+    #[error(transparent)]
+    Import(Box<crate::journal::ImportError>),
+}
+
+/// `From` each operation's error into its boxed [`Error`] variant, so `?` converts.
+macro_rules! into_error {
+    ($($variant:ident($error:ty)),* $(,)?) => {$(
+        impl From<$error> for Error {
+            fn from(error: $error) -> Self {
+                Error::$variant(Box::new(error))
+            }
+        }
+    )*};
+}
+
+into_error!(
+    Start(StartError),
+    Restore(crate::restore::RestoreError),
+    Submit(SubmitError),
+    Run(RunError),
+    Turn(crate::session::TurnError),
+    Ask(crate::typed::AskError),
+    Gate(GateError),
+    Closed(SessionClosed),
+    Lost(SubscriptionLost),
+    JournalOpen(JournalOpenError),
+    Read(crate::journal::ReadError),
+    Import(crate::journal::ImportError),
+);

@@ -54,11 +54,10 @@
 //!
 //! * [`fence`]: [`WriteFence`], which an embedder uses to stop a session's journal appends
 //!   once it no longer holds the right to write the session (a lease held elsewhere).
-//! * [`hub`]: fan-out of a session's events to subscribers; [`Subscription`] and the
-//!   [`CatchUp`] stream of [`Session::subscribe_from`].
 //! * [`inference`]: the model endpoint's configuration ([`ModelConfig`], [`ApiKey`],
-//!   [`RetryPolicy`]) and what a completion returns.
-//! * [`journal`]: the durable, append-only event log on redb ([`Journal`]).
+//!   [`RetryPolicy`]) and its errors.
+//! * [`journal`]: the durable, append-only event log on redb ([`Journal`], and the
+//!   read-only [`JournalView`] a session hands out).
 //! * [`gate`]: gates for guards that answer `Ask`, for `ask_human` questions
 //!   ([`AskHuman`]) and for effectful calls a crash interrupted ([`Effect`],
 //!   [`EffectPolicy`]), answered with [`Session::respond_gate`] or an `on_gate` handler.
@@ -68,11 +67,14 @@
 //! * [`tls`]: the rustls crypto provider (*ring*) installed before any HTTPS client is built.
 //! * [`event`] and [`hook`]: the `treadle-event` and `treadle-hook` crates, re-exported.
 //!
-//! Everything else ([`Session`], [`SessionBuilder`], [`TurnStream`], errors) is at the
-//! crate root.
+//! Everything else ([`Session`], [`SessionBuilder`], [`TurnStream`], [`Subscription`] and
+//! the [`CatchUp`] stream of [`Session::subscribe_from`], the session errors and the
+//! umbrella [`Error`]) is at the crate root. The errors of one part live with it:
+//! [`journal`]'s (`ReadError`, `JournalOpenError`, `AppendError`, `ImportError`, the
+//! most used also at the root), [`inference`]'s, [`tool::ToolError`], [`hook::Denied`].
+//! Every one converts into [`Error`].
 
 pub mod fence;
-pub mod hub;
 pub mod inference;
 pub mod journal;
 pub mod mcp;
@@ -80,6 +82,9 @@ pub mod tls;
 
 // The private modules, for readers of the source:
 // * `session` and `builder`: the `Session` handle and its `SessionBuilder`.
+// * `from_env`: `SessionBuilder::from_env`, endpoint, model and key from the environment.
+// * `hub`: fan-out of a session's events to its subscribers (`Subscription`, `CatchUp`);
+//   private, so that only the loop actor publishes (rule 2).
 // * `stream`: `Session::stream`, one turn's events ending with its `TurnReport`.
 // * `protocol`: the loop actor's messages (`LoopMsg`, `StepCommit`, turn coordinates);
 //   actor, turn and batch depend on it, never on each other.
@@ -133,7 +138,9 @@ mod delegate;
 mod effect;
 mod error;
 mod footprint;
+mod from_env;
 pub mod gate;
+mod hub;
 mod human;
 mod protocol;
 mod question;
@@ -158,7 +165,7 @@ pub use async_trait::async_trait;
 pub use builder::SessionBuilder;
 pub use delegate::SubAgent;
 pub use effect::{Effect, EffectPolicy};
-pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
+pub use error::{Error, GateError, RunError, SessionClosed, StartError, SubmitError};
 pub use fence::WriteFence;
 pub use hub::{CatchUp, CatchUpItem, Subscription, SubscriptionLost};
 pub use human::AskHuman;
@@ -168,11 +175,16 @@ pub use question::HumanQuestion;
 pub use redact::Secrets;
 pub use repair::repair_arguments;
 pub use restore::RestoreError;
-/// Re-exported so a tool's argument type can derive `JsonSchema` without naming another
-/// version of the crate.
+/// Re-exported, with [`serde`] and [`serde_json`], so that a tool's argument type derives
+/// `Deserialize` and `JsonSchema` with no other dependency (see "A user crate's
+/// dependencies" in `docs/library.md` for the two `crate = ...` attributes that needs).
 pub use schemars;
+/// Re-exported for tool argument types (`#[serde(crate = "treadle_session::serde")]`).
+pub use serde;
+/// Re-exported for the JSON values of tools, hooks and gate answers (`json!`).
+pub use serde_json;
 pub use session::{Session, TurnError, TurnOutcome, TurnReport};
-pub use stream::{TurnItem, TurnStream};
+pub use stream::{ToolCallView, ToolResultView, TurnItem, TurnStream};
 pub use subject::{GateCall, GateKind, GateRequest, GateScope, GateSubject};
 pub use tool::{FnTool, Footprint, Place, Tool, ToolError, ToolResult};
 pub use treadle_event as event;

@@ -1,10 +1,13 @@
 //! The [`Session`] handle: submit, subscribe, interrupt, read history, shut down.
 
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use futures::StreamExt;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
+use tokio::runtime::RuntimeFlavor;
 use treadle_event::{
     Cause, Event, EventFilter, EventKind, FailureCause, GateAnswer, InputId, LoopId, LoopScope,
     Message, SessionId, Usage,
@@ -41,17 +44,78 @@ type Inner = SessionParts;
 impl Drop for SessionParts {
     /// The last handle is gone, so nobody can submit, answer or shut down any more: the
     /// session stops, and its loops release the journal once their turns have ended.
+    ///
+    /// In a multi-threaded Tokio runtime the drop waits for that, as `shutdown().await`
+    /// would (for at most [`DROP_WAIT`], through `block_in_place`), so that returning from
+    /// `main` leaves `SessionStopped` journaled and no operation cut off. Elsewhere (a
+    /// current-thread runtime, no runtime) it cannot block the thread that drives the
+    /// loops: it only asks them to stop.
     fn drop(&mut self) {
         if let Some(claim) = self.claim.upgrade() {
             claim.mark_stopping();
         }
-        for actor in self.children.iter().chain([&self.actor]) {
+        let actors: Vec<ActorRef<LoopMsg>> =
+            self.children.iter().chain([&self.actor]).cloned().collect();
+        let reason = "the last session handle was dropped";
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| handle.block_on(stop_within(actors, reason)));
+            }
+            _ => {
+                for actor in actors {
+                    let _ = actor.cast(LoopMsg::Shutdown {
+                        reason: reason.into(),
+                        reply: None,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The longest dropping the last handle waits for the session to stop.
+pub(crate) const DROP_WAIT: Duration = Duration::from_secs(5);
+
+/// Stops `actors` in order and waits for each, or gives up after [`DROP_WAIT`]. The deadline
+/// is a plain thread, not a Tokio timer: a drop may run while the runtime shuts down, when
+/// its timers are gone (the loops are then gone too, and each call returns at once).
+async fn stop_within(actors: Vec<ActorRef<LoopMsg>>, reason: &'static str) {
+    let (expired, deadline) = futures::channel::oneshot::channel::<()>();
+    // Dropped when the wait is over, which wakes the deadline thread at once.
+    let (stopped, waiting) = std::sync::mpsc::channel::<()>();
+    let timer = std::thread::Builder::new()
+        .name("treadle-drop-wait".into())
+        .spawn(move || {
+            if waiting.recv_timeout(DROP_WAIT) == Err(RecvTimeoutError::Timeout) {
+                let _ = expired.send(());
+            }
+        });
+    let stop = async {
+        for actor in &actors {
+            let _ = actor
+                .call(
+                    |reply| LoopMsg::Shutdown {
+                        reason: reason.into(),
+                        reply: Some(reply),
+                    },
+                    None,
+                )
+                .await;
+        }
+    };
+    if timer.is_err() {
+        // No thread for the deadline: ask, and do not wait.
+        for actor in &actors {
             let _ = actor.cast(LoopMsg::Shutdown {
-                reason: "the last session handle was dropped".into(),
+                reason: reason.into(),
                 reply: None,
             });
         }
+        return;
     }
+    futures::pin_mut!(stop);
+    let _ = futures::future::select(stop, deadline).await;
+    drop(stopped);
 }
 
 /// How a turn ended, as [`Session::run`] reports it.
@@ -233,7 +297,7 @@ impl Session {
     }
 
     /// Enduring events from journal sequence `from_seq` on, then a
-    /// [`CatchUpItem::CaughtUp`](crate::hub::CatchUpItem::CaughtUp) mark, then live events,
+    /// [`CatchUpItem::CaughtUp`](crate::CatchUpItem::CaughtUp) mark, then live events,
     /// with no gap and no duplicate.
     pub fn subscribe_from(&self, from_seq: u64, filter: EventFilter) -> Result<CatchUp, ReadError> {
         self.inner.hub.subscribe_from(from_seq, filter)
@@ -301,6 +365,20 @@ impl Session {
             Ok(CallResult::Success(history)) => Ok(history),
             _ => Err(SessionClosed),
         }
+    }
+
+    /// Submits `input`, waits for its turn to end and returns its answer: the text of a
+    /// turn that ended `TurnDone`, or an error ([`Error::Turn`](crate::Error::Turn)) saying
+    /// why a failed or interrupted turn has none. [`Session::run`] gives the whole report.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: treadle_session::Session) -> Result<(), treadle_session::Error> {
+    /// println!("{}", session.answer("What is 2 + 3?").await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn answer(&self, input: impl Into<String>) -> Result<String, crate::Error> {
+        let report = self.run(input).await?;
+        Ok(report.answer()?.to_owned())
     }
 
     /// Submits `input` and waits for its turn to end.

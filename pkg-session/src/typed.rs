@@ -74,7 +74,7 @@ impl Session {
                 first_choice: None,
             },
         };
-        let answer = self.answer(input.into(), options.clone()).await?;
+        let answer = self.answer_with(input.into(), options.clone()).await?;
         let error = match serde_json::from_str::<T>(&answer) {
             Ok(value) => return Ok(value),
             Err(error) => error.to_string(),
@@ -82,14 +82,14 @@ impl Session {
         let retry = format!(
             "Your answer could not be read: {error}. Answer again with only JSON that matches the schema."
         );
-        let answer = self.answer(retry, options).await?;
+        let answer = self.answer_with(retry, options).await?;
         serde_json::from_str::<T>(&answer).map_err(|e| AskError::Parse {
             error: e.to_string(),
             answer,
         })
     }
 
-    async fn answer(&self, input: String, options: TurnOptions) -> Result<String, AskError> {
+    async fn answer_with(&self, input: String, options: TurnOptions) -> Result<String, AskError> {
         let report = self.run_with(input, options).await?;
         match report.outcome {
             TurnOutcome::Done { text } => Ok(text),

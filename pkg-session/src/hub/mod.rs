@@ -46,12 +46,13 @@ use treadle_hook::{HookCall, HookRunner, Outcome, Payload};
 use crate::journal::{AppendError, Journal, ReadError};
 
 /// [`Hub::publish_ephemeral`] was given an enduring event.
+#[cfg(test)]
 #[derive(Debug, Clone, thiserror::Error)]
 #[error(
     "{0} is an enduring event: it is published by the session after the journal keeps it, \
      never directly"
 )]
-pub struct NotEphemeral(pub &'static str);
+pub(crate) struct NotEphemeral(pub &'static str);
 
 pub use catch_up::{CatchUp, CatchUpItem};
 pub use subscription::{Subscription, SubscriptionLost};
@@ -60,7 +61,7 @@ use queue::{Queue, Rejected};
 
 /// How a [`Hub`] queues for its subscribers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HubOptions {
+pub(crate) struct HubOptions {
     /// Deliveries each subscriber may have waiting (default 4096, at least 1).
     pub queue_capacity: usize,
 }
@@ -73,48 +74,11 @@ impl Default for HubOptions {
     }
 }
 
-/// The event fan-out of one session. Cheap to clone; every clone is the same hub.
-///
-/// ```
-/// use std::sync::Arc;
-/// use futures::StreamExt;
-/// use treadle_event::{DeltaKind, Event, EventFilter, EventKind, Header, SessionId};
-/// use treadle_session::hub::{CatchUpItem, Hub};
-/// use treadle_session::journal::Journal;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let dir = tempfile::tempdir()?;
-/// let journal = Journal::open(dir.path().join("journal.redb"))?;
-/// let session = SessionId::new();
-/// let stopped = Event::new(
-///     Header::session(session),
-///     EventKind::SessionStopped { reason: "done".into() },
-/// );
-/// journal.import(vec![stopped.clone()]).await?;
-/// let hub = Hub::new(session, journal.clone());
-///
-/// let mut live = hub.subscribe(EventFilter::all());
-/// let delta = EventKind::TokenDelta { kind: DeltaKind::Text, index: None, text: "hi".into() };
-/// hub.publish_ephemeral(Arc::new(Event::new(Header::session(session), delta)))?;
-/// // Enduring events reach subscribers only through the journal.
-/// assert!(hub.publish_ephemeral(Arc::new(stopped)).is_err());
-/// hub.close();
-///
-/// let delivery = live.next().await.unwrap()?;
-/// assert_eq!(delivery.journal_seq, None);
-/// assert!(live.next().await.is_none());
-///
-/// // A late reader catches up from the journal, and is told when it has.
-/// let mut late = hub.subscribe_from(1, EventFilter::all())?;
-/// let first = late.next().await.unwrap()?.delivery().unwrap();
-/// assert_eq!(first.journal_seq, Some(1));
-/// assert_eq!(late.next().await.unwrap()?, CatchUpItem::CaughtUp { seq: 1 });
-/// # Ok(())
-/// # }
-/// ```
+/// The event fan-out of one session. Cheap to clone; every clone is the same hub. Private
+/// to the crate: only the session's loop actor publishes into it (rule 2); users
+/// subscribe through [`crate::Session`].
 #[derive(Clone)]
-pub struct Hub {
+pub(crate) struct Hub {
     inner: Arc<Inner>,
 }
 
@@ -171,12 +135,14 @@ impl std::fmt::Debug for Hub {
 
 impl Hub {
     /// A hub for `session` with default options; `journal` serves catch-up reads.
-    pub fn new(session: SessionId, journal: Journal) -> Hub {
+    #[cfg(test)]
+    pub(crate) fn new(session: SessionId, journal: Journal) -> Hub {
         Self::with_options(session, journal, HubOptions::default())
     }
 
     /// A hub for `session`; `journal` serves catch-up reads.
-    pub fn with_options(session: SessionId, journal: Journal, options: HubOptions) -> Hub {
+    #[cfg(test)]
+    pub(crate) fn with_options(session: SessionId, journal: Journal, options: HubOptions) -> Hub {
         Self::with_hooks(
             session,
             journal,
@@ -223,7 +189,7 @@ impl Hub {
     }
 
     /// The session this hub serves.
-    pub fn session(&self) -> SessionId {
+    pub(crate) fn session(&self) -> SessionId {
         self.inner.session
     }
 
@@ -313,7 +279,8 @@ impl Hub {
     /// Publishes an ephemeral event (a token delta, a tool call's start or end) to every
     /// subscriber whose filter admits it. Enduring events are refused: they reach
     /// subscribers only through the session's journal (rule 2).
-    pub fn publish_ephemeral(&self, event: Arc<Event>) -> Result<(), NotEphemeral> {
+    #[cfg(test)]
+    pub(crate) fn publish_ephemeral(&self, event: Arc<Event>) -> Result<(), NotEphemeral> {
         if event.is_enduring() {
             return Err(NotEphemeral(event.kind.name()));
         }
@@ -361,14 +328,18 @@ impl Hub {
     }
 
     /// Live events from now on, with no replay.
-    pub fn subscribe(&self, filter: EventFilter) -> Subscription {
+    pub(crate) fn subscribe(&self, filter: EventFilter) -> Subscription {
         self.register(filter, true).0
     }
 
     /// This session's journaled events with seq ≥ `from_seq` that `filter` admits, then a
     /// [`CatchUpItem::CaughtUp`] mark, then live events, with no gap and no duplicate even
     /// while events are being published.
-    pub fn subscribe_from(&self, from_seq: u64, filter: EventFilter) -> Result<CatchUp, ReadError> {
+    pub(crate) fn subscribe_from(
+        &self,
+        from_seq: u64,
+        filter: EventFilter,
+    ) -> Result<CatchUp, ReadError> {
         let (subscription, through, seed_unknown) = self.register(filter.clone(), true);
         // Read after the live queue exists, and without the lock: everything up to
         // `through` was published before the queue began, everything after comes through it.
@@ -411,27 +382,30 @@ impl Hub {
 
     /// Ends every subscription after what is already queued; later publishes are ignored
     /// and later subscriptions end at once (after their catch-up).
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let mut state = self.state();
         state.closed = true;
         state.subscribers.clear();
     }
 
     /// Whether [`Hub::close`] was called.
-    pub fn is_closed(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_closed(&self) -> bool {
         self.state().closed
     }
 
     /// The seq of the last enduring event subscribers can have seen: the last published
     /// one, or, before any, the last one the journal held for this session when the hub
     /// was made.
-    pub fn last_published_seq(&self) -> Option<u64> {
+    #[cfg(test)]
+    pub(crate) fn last_published_seq(&self) -> Option<u64> {
         self.state().last_seq
     }
 
     /// How many subscriptions are live. Dropped ones are noticed on the next publish that
     /// reaches them.
-    pub fn subscriber_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn subscriber_count(&self) -> usize {
         self.state().subscribers.len()
     }
 

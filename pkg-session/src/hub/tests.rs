@@ -367,3 +367,71 @@ async fn hub_subscribe_from_during_publishing_has_no_gap_and_no_duplicate() {
     }
     eprintln!("joined mid-stream in {mid_stream} of 50 rounds; resumed after loss {resumed} times");
 }
+
+/// The fan-out figure of docs/benchmarks.md ("fanout"): `TokenDelta`s published to 10
+/// subscribers, paced on the slowest so that every one receives every delta. Ignored by
+/// default (it is a measurement); run it in release:
+/// `cargo test -p treadle-session --release --lib -- --ignored hub_fanout --nocapture`.
+/// `TREADLE_FANOUT_DELTAS` sets the count (default 2,000,000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: prints a figure"]
+async fn hub_fanout_figure() {
+    let total: usize = std::env::var("TREADLE_FANOUT_DELTAS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000_000);
+    let (subscribers, burst) = (10usize, 4096usize);
+    let dir = tempfile::tempdir().unwrap();
+    let session = SessionId::new();
+    let options = HubOptions {
+        queue_capacity: burst * 2,
+    };
+    let hub = Hub::with_options(session, journal(&dir), options);
+    // One counter per subscriber: pacing on the slowest keeps every queue from overflowing,
+    // so the figure is for deltas that every subscriber actually received.
+    let counters: Vec<Arc<AtomicUsize>> = (0..subscribers).map(|_| Arc::default()).collect();
+    let mut tasks = Vec::new();
+    for counter in &counters {
+        let mut sub = hub.subscribe(EventFilter::all());
+        let counter = counter.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(Ok(_)) = sub.next().await {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            counter.load(Ordering::Relaxed)
+        }));
+    }
+    let slowest = || counters.iter().map(|c| c.load(Ordering::Relaxed)).min();
+    let delta = delta(session, LoopId::new(), "tok");
+    let started = std::time::Instant::now();
+    let mut published = 0;
+    while published < total {
+        for _ in 0..burst {
+            hub.publish_ephemeral(delta.clone()).unwrap();
+        }
+        published += burst;
+        while slowest().unwrap_or(0) + burst < published {
+            tokio::task::yield_now().await;
+        }
+    }
+    while slowest().unwrap_or(0) < published {
+        tokio::task::yield_now().await;
+    }
+    let wall = started.elapsed().as_secs_f64();
+    hub.close();
+    for task in tasks {
+        assert_eq!(
+            task.await.unwrap(),
+            published,
+            "every subscriber receives all"
+        );
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "bench": "fanout", "subscribers": subscribers, "deltas": published, "wall_s": wall,
+            "deltas_per_s": published as f64 / wall,
+            "deliveries_per_s": (published * subscribers) as f64 / wall,
+        })
+    );
+}

@@ -1,20 +1,20 @@
 //! Streaming chat completions from any OpenAI-compatible endpoint.
 //!
 //! The session's model client (crate-private: a [`Session`](crate::Session) is the way in)
-//! sends an [`InferenceRequest`] as a streaming chat-completions body, reports each text,
+//! sends an `InferenceRequest` as a streaming chat-completions body, reports each text,
 //! reasoning and tool-argument piece as it arrives, and returns the assembled
-//! [`Completion`]. This module's public types configure it and describe what it returns.
+//! `Completion`. This module's public types configure it and describe what it returns.
 //!
 //! # Layout
 //!
 //! * `config.rs`: [`ModelConfig`], [`ApiKey`] (never formatted), [`RetryPolicy`].
-//! * `request.rs`: [`InferenceRequest`], [`ToolSpec`], [`ToolChoice`], and the JSON body,
+//! * `request.rs`: `InferenceRequest`, `ToolSpec`, `ToolChoice`, and the JSON body,
 //!   encoded once per message and spliced per call (`PreparedRequest`).
 //! * `client.rs`: `ModelClient`: async-openai's `create_stream_byot` into our chunks,
 //!   error mapping.
 //! * `chunk.rs`: tolerant chunk types (`finish_reason: ""`, missing or `null` usage and
 //!   choices, unknown fields, `reasoning_content`, cached tokens).
-//! * `stitch.rs`: chunks → [`Completion`]; tool-call pieces stitched by index.
+//! * `stitch.rs`: chunks → `Completion`; tool-call pieces stitched by index.
 //! * `client_tests.rs`: the client against the scripted server (real loopback HTTP).
 //! * `http.rs`: the process's shared HTTP clients (one connection pool, one TLS setup).
 //! * `limits.rs`: the response size limit, counted on the body as it arrives.
@@ -56,5 +56,5 @@ pub use config::{
 };
 pub use error::{ClientError, InferenceError, MissingApiKey, is_outage_message};
 pub(crate) use request::PreparedRequest;
-pub use request::{InferenceRequest, ToolChoice, ToolSpec};
-pub use stitch::Completion;
+pub(crate) use request::{InferenceRequest, ToolChoice, ToolSpec};
+pub(crate) use stitch::Completion;
