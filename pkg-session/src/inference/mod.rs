@@ -56,5 +56,6 @@ pub use config::{
 };
 pub use error::{ClientError, InferenceError, MissingApiKey, is_outage_message};
 pub(crate) use request::PreparedRequest;
-pub(crate) use request::{InferenceRequest, ToolChoice, ToolSpec};
+pub use request::ToolChoice;
+pub(crate) use request::{InferenceRequest, ToolSpec};
 pub(crate) use stitch::Completion;

@@ -20,10 +20,8 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
-/// Whether and which tool the model must call. The runtime only names a tool today
-/// (`Session::ask` in tool mode); the wire's other modes are kept, encoded and tested.
+/// Whether and which tool the model must call.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(not(test), allow(dead_code))]
 pub enum ToolChoice {
     /// The model decides (`"auto"`).
     Auto,
