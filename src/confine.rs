@@ -20,9 +20,9 @@
 //!   fault for each page written afterwards; for a watcher starting a thousand checks a
 //!   round that was most of its time (docs/benchmarks.md, "The watcher's poll round").
 //! * [`confine`]: in the child between fork and exec (`pre_exec`), for commands that need
-//!   other `pre_exec` work anyway (a task's or a tool command's parent-death signal,
-//!   [`die_with_parent`], which is tied to the thread that started the command, so it
-//!   cannot come from a thread that ends).
+//!   other `pre_exec` work anyway (a task's or a tool command's keeper,
+//!   [`crate::keeper::keep`], whose parent-death signal is tied to the thread that started
+//!   it, so it cannot come from a thread that ends).
 //!
 //! Where the kernel has no Landlock the command runs unconfined: [`unavailable`] says why,
 //! and the run says so once.
@@ -268,20 +268,6 @@ fn rules<'a>(
         .add_rules(path_beneath_rules(readable, read))?
         .add_rules(path_beneath_rules(["/dev"], devices))?
         .add_rules(path_beneath_rules([dir], all))
-}
-
-/// Makes `cmd` die (SIGKILL) when treadle does. A treadle killed outright (SIGKILL, the OOM
-/// killer, a worker's machine lost) cannot stop its commands itself: the command then dies
-/// with it instead of finishing work that a resume, or another worker taking the step
-/// over, runs again or asks about.
-pub(crate) fn die_with_parent(cmd: &mut tokio::process::Command) {
-    // SAFETY: between fork and exec only the async-signal-safe prctl(2) runs.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)
-        });
-    }
 }
 
 #[cfg(test)]

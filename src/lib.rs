@@ -19,6 +19,8 @@
 //! * [`environ`]: API keys taken out of treadle's environment at start-up; the allow-listed
 //!   environment of every command it starts.
 //! * [`confine`]: Landlock confinement of tasks and `run_shell` to their step directory.
+//! * [`keeper`]: the process between treadle and each command, which lets nothing the
+//!   command starts outlive it or treadle; a run's leftovers found and stopped.
 //! * [`server`]: `treadle serve`: the process that owns the state file, its HTTP API, each
 //!   run's resumable event stream, and the client the other commands use to reach it.
 //! * [`watch`]: `treadle watch`: the poller of trigger resources, the durable build queue
@@ -44,6 +46,7 @@ pub mod confine;
 mod console;
 pub mod dist;
 pub mod environ;
+pub mod keeper;
 pub mod model_tape;
 pub mod needs;
 pub mod pipeline;

@@ -68,8 +68,51 @@ async fn an_agents_model_idle_limit_is_set_in_the_pipeline_and_named_when_reache
     let all = format!("{}{}", r.stdout(), r.stderr());
     assert_ne!(r.code(), 0, "{all}");
     assert!(all.contains("idle timeout"), "{all}");
+    // Named as the pipeline's author sets it, not as the library's API does.
+    assert!(
+        all.contains("`limits: { model_idle: 5m }` on the agent"),
+        "{all}"
+    );
+    assert!(!all.contains("SessionBuilder"), "{all}");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(30),
         "{all}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_that_trickles_a_token_every_half_second_is_stopped_by_the_call_limit() {
+    use std::time::{Duration, Instant};
+    use treadle_scripted::{Reply, Script, ScriptedServer};
+    // Never silent for the idle timeout, and it would take about a minute to finish.
+    let words: Vec<String> = (0..120).map(|i| format!("word{i}")).collect();
+    let server = ScriptedServer::builder()
+        .chunk_delay(Duration::from_millis(500))
+        .start(Script::new([Reply::text(words.join(" "))]))
+        .await
+        .expect("server");
+    let f = Fixture::new(
+        "agents:\n  - name: trickle\n    limits: { model_idle: 2s, model_call: 3s }\nplan:\n  - agent: trickle\n    prompt: say something\n",
+    );
+    let url = server.base_url().to_string();
+    let started = Instant::now();
+    let r = tokio::task::spawn_blocking(move || {
+        f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)])
+    })
+    .await
+    .expect("join");
+    let took = started.elapsed();
+    let all = format!("{}{}", r.stdout(), r.stderr());
+    assert_ne!(r.code(), 0, "{all}");
+    assert!(
+        all.contains("took more than 3s to answer one model call"),
+        "{all}"
+    );
+    assert!(
+        all.contains("`limits: { model_call: 30m }` on the agent"),
+        "{all}"
+    );
+    // Cut at the limit: not after the whole minute the stream would take.
+    assert!(took < Duration::from_secs(20), "took {took:?}: {all}");
+    assert!(server.request_count() >= 1);
 }

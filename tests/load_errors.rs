@@ -237,3 +237,26 @@ fn a_device_or_an_oversized_file_is_refused_with_the_limit() {
     let r = f.treadle_env(&["validate"], &[("TREADLE_MAX_PIPELINE_BYTES", "100")]);
     assert!(r.stderr().contains("(100 bytes)"), "{}", r.stderr());
 }
+
+#[test]
+fn a_billion_laughs_is_refused_with_a_sentence() {
+    // Nine levels of aliases of nine aliases each: 387 million values once expanded.
+    let mut yaml = String::from("resources:\n  - name: r\n    type: time\n    source:\n");
+    yaml.push_str("      a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    let levels = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+    for pair in levels.windows(2) {
+        let refs = vec![format!("*{}", pair[0]); 9].join(", ");
+        yaml.push_str(&format!("      {0}: &{0} [{refs}]\n", pair[1]));
+    }
+    yaml.push_str("plan:\n  - task: t\n    run: 'true'\n");
+    let err = refused(
+        &yaml,
+        None,
+        "the pipeline is too large to load: its aliases (`*name`) expand to too many YAML values",
+    );
+    assert!(err.contains("billion laughs"), "{err}");
+    assert!(
+        !err.contains("budget") && !err.contains("Nodes {") && !err.contains("quot"),
+        "{err}"
+    );
+}

@@ -42,3 +42,49 @@ fn two_first_runs_never_both_fail() {
         }
     }
 }
+
+/// Unmounts a bind mount when dropped, so a failed assertion leaves no mount behind.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn runs_are_listed_from_a_read_only_state_directory() {
+    let f = Fixture::new("plan:\n  - task: a\n    run: echo hi\n");
+    f.treadle(&["run"]).expect_code(0);
+    let dir = f.path().join(".treadle");
+    // A read-only bind mount: permissions alone stop no root process from writing.
+    let bind = Command::new("mount")
+        .arg("--bind")
+        .arg(&dir)
+        .arg(&dir)
+        .stderr(Stdio::null())
+        .status();
+    if !bind.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP runs_are_listed_from_a_read_only_state_directory: cannot bind-mount");
+        return;
+    }
+    let mounted = Mounted(dir.clone());
+    let ro = Command::new("mount")
+        .args(["-o", "remount,bind,ro"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(ro.success(), "remount read-only");
+    assert!(
+        std::fs::write(dir.join("probe"), "x").is_err(),
+        "the mount is writable"
+    );
+    let runs = f.treadle(&["runs"]);
+    let out = runs.stdout();
+    runs.expect_code(0);
+    assert!(out.contains("succeeded") && out.contains("main"), "{out}");
+    let steps = f.treadle(&["runs", "--steps", "1"]);
+    steps.expect_code(0);
+    assert!(steps.stdout().contains("a"), "{}", steps.stdout());
+    drop(mounted);
+}

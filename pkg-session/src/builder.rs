@@ -17,8 +17,8 @@ use crate::effect::EffectPolicy;
 use crate::error::StartError;
 use crate::hub::{Hub, HubOptions};
 use crate::inference::{
-    ApiKey, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, ModelClient, ModelConfig,
-    RetryPolicy, StructuredOutput,
+    ApiKey, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, LimitNames,
+    ModelClient, ModelConfig, RetryPolicy, StructuredOutput,
 };
 use crate::journal::{Claimed, Journal, SessionClaim};
 use crate::protocol::LoopMsg;
@@ -68,6 +68,8 @@ pub struct SessionBuilder {
     idle_timeout: Duration,
     connect_timeout: Option<Duration>,
     max_response_bytes: u64,
+    call_timeout: Duration,
+    limit_names: LimitNames,
     subscriber_capacity: usize,
     sub_agents: Vec<SubAgent>,
     structured_output: StructuredOutput,
@@ -245,6 +247,21 @@ impl SessionBuilder {
         self
     }
 
+    /// The longest one model call may take in all, from the request (retries included) to
+    /// the end of its stream (default 10 min), however steadily it flows. Past it the step
+    /// is discarded and the turn fails with an error naming the limit.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// How the messages of the model limits name their settings (the library's setters by
+    /// default): a program whose users set the limits elsewhere names that place.
+    pub fn limit_names(mut self, names: LimitNames) -> Self {
+        self.limit_names = names;
+        self
+    }
+
     /// Records that this session answers a call of `parent`'s tool (a sub-agent run as a
     /// session of its own): its `SessionStarted` carries the link.
     pub fn parent(mut self, parent: treadle_event::ParentLink) -> Self {
@@ -389,6 +406,8 @@ impl SessionBuilder {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             connect_timeout: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            limit_names: LimitNames::LIBRARY,
             subscriber_capacity: HubOptions::default().queue_capacity,
             sub_agents: Vec::new(),
             structured_output: StructuredOutput::default(),
@@ -481,6 +500,8 @@ impl SessionBuilder {
             config.connect_timeout = timeout;
         }
         config.max_response_bytes = self.max_response_bytes;
+        config.call_timeout = self.call_timeout;
+        config.limit_names = self.limit_names;
         if let Some(retry) = self.retry {
             config.retry = retry;
         }

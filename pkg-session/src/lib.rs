@@ -169,7 +169,7 @@ pub use error::{Error, GateError, RunError, SessionClosed, StartError, SubmitErr
 pub use fence::WriteFence;
 pub use hub::{CatchUp, CatchUpItem, Subscription, SubscriptionLost};
 pub use human::AskHuman;
-pub use inference::{ApiKey, ModelConfig, RetryPolicy, StructuredOutput};
+pub use inference::{ApiKey, LimitNames, ModelConfig, RetryPolicy, StructuredOutput};
 pub use journal::{ImportError, Journal, JournalOptions, JournalView};
 pub use question::HumanQuestion;
 pub use redact::Secrets;

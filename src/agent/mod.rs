@@ -119,6 +119,7 @@ pub use hooks::StepHooks;
 pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
 pub use record::{AgentOutcome, AgentStatus, EscalationRecord, RecordedCall};
+pub(crate) use session_builder::secret_values;
 pub use spec::{AgentStep, Answerer, BuildError, Conversation, DEFAULT_MAX_TURNS, Dials};
 pub use step::{AgentError, run_agent_step};
 pub use verdict::{Chosen, VERDICT_TOOL};

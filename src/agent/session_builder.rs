@@ -9,8 +9,9 @@ use treadle_session::{ApiKey, Journal, Session, SessionBuilder, Tool};
 use super::budget::BudgetGuard;
 use super::spec::AgentStep;
 
-/// The secret values of a step: its model's API key and its MCP servers' bearer tokens.
-pub(super) fn secrets_of(step: &AgentStep) -> Vec<String> {
+/// The secret values a step must never show: those of its pipeline's secret variables
+/// ([`AgentStep::secret_vars`], its own key among them) and its MCP servers' bearer tokens.
+pub(crate) fn secret_values(step: &AgentStep) -> Vec<String> {
     let bearers = step
         .mcp
         .iter()
@@ -20,13 +21,21 @@ pub(super) fn secrets_of(step: &AgentStep) -> Vec<String> {
             }
             treadle_session::mcp::McpTransport::Stdio { .. } => None,
         });
-    step.model
-        .api_key_env
+    step.secret_vars
         .iter()
+        .chain(&step.model.api_key_env)
         .filter_map(|var| crate::environ::var(var))
         .chain(bearers)
         .collect()
 }
+
+/// The model limits as a pipeline sets them: their messages name these keys, not the
+/// library's setters, which a pipeline's author never sees.
+const PIPELINE_LIMITS: treadle_session::LimitNames = treadle_session::LimitNames {
+    idle: "`limits: { model_idle: 5m }` on the agent",
+    response: "`limits: { model_response: 16MiB }` on the agent",
+    call: "`limits: { model_call: 30m }` on the agent",
+};
 
 /// The session of the step: its endpoint, model, key, tools, budget guard, command hooks
 /// and limits.
@@ -58,7 +67,7 @@ pub(super) fn session_builder(
         .unfinished_effects(step.unfinished_effects)
         // The bearer tokens (the session adds its own key) are scrubbed from what the
         // model says.
-        .secrets(secrets_of(step))
+        .secrets(secret_values(step))
         .journal(journal.clone());
     if let Some(fence) = &step.controls.fence {
         builder = builder.fence(fence.clone());
@@ -114,6 +123,10 @@ pub(super) fn session_builder(
             ..Default::default()
         });
     }
+    if let Some(total) = step.model_call {
+        builder = builder.call_timeout(total);
+    }
+    builder = builder.limit_names(PIPELINE_LIMITS);
     let conversation = &step.conversation;
     if let Some(window) = conversation.context_window {
         builder = builder.context_window(window);

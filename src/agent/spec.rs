@@ -56,6 +56,10 @@ pub struct AgentStep {
     pub pass_env: Vec<String>,
     /// Whether `run_shell` is confined to `dir` (the step's `confined:`, default true).
     pub confined: bool,
+    /// The variables holding any secret of the pipeline (`crate::pipeline::secrets`): none
+    /// reaches `run_shell`, and their values are scrubbed from what the session, its tools
+    /// and a tape see. Names only: the values are read where they are used.
+    pub secret_vars: Vec<String>,
     /// Sampling temperature; the endpoint's default when `None`.
     pub temperature: Option<f32>,
     /// The other dials sent with every model request (`top_p`, `max_tokens`,
@@ -71,6 +75,8 @@ pub struct AgentStep {
     /// `attempts:`: the most requests one model call may make, the client's own retries
     /// included (so `1` is one request); the session's retry policy when `None`.
     pub attempts: Option<u32>,
+    /// Longest one model call may take in all; the session's default when `None`.
+    pub model_call: Option<std::time::Duration>,
     /// The agent's MCP servers; `tools` names which of their tools the step gets.
     pub mcp: Vec<McpServerConfig>,
     /// How the conversation is kept bounded; the session's defaults where `None`.
@@ -211,6 +217,9 @@ impl AgentStep {
         built.fallbacks = fallbacks;
         built.unfinished_effects = loaded.pipeline.on_unfinished_effect.unwrap_or_default();
         built.granted = Granted::read(loaded, agent, &built.tools, depth)?;
+        built.secret_vars = crate::pipeline::secrets::key_vars(&loaded.pipeline)
+            .into_iter()
+            .collect();
         Ok(built)
     }
 
@@ -320,6 +329,7 @@ impl AgentStep {
             || matches!(model.provider.as_str(), "lmstudio" | "ollama"),
             |s| s.value,
         );
+        let secret_vars = model.api_key_env.iter().cloned().collect();
         let conversation = Conversation {
             context_window: crate::pipeline::conversation::context_window(agent, &model.provider),
             compact_after_tokens: agent.compact_after_tokens,
@@ -354,6 +364,8 @@ impl AgentStep {
             confined: step.confined.unwrap_or(true),
             answerer: None,
             unfinished_effects: Default::default(),
+            // The model's own key at least; [`AgentStep::build`] adds the pipeline's.
+            secret_vars,
             temperature: agent.temperature,
             dials: Dials {
                 top_p: agent.top_p.as_ref().map(|p| p.value),
@@ -371,6 +383,10 @@ impl AgentStep {
                 .limits
                 .as_ref()
                 .and_then(|l| l.model_response.map(|s| s.0)),
+            model_call: agent
+                .limits
+                .as_ref()
+                .and_then(|l| l.model_call.map(|d| d.0)),
             mcp: mcp::configs(agent),
             conversation,
             controls: StepControls::default(),

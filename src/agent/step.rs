@@ -17,7 +17,7 @@ use super::mcp::{McpToolsError, StepServers};
 use super::observe::{AgentEvent, AgentObserver};
 use super::record::{AgentOutcome, AgentStatus};
 use super::required::Required;
-use super::session_builder::{secrets_of, session_builder};
+use super::session_builder::{secret_values, session_builder};
 use super::spec::AgentStep;
 use super::turns::converse;
 use super::verdict::{VerdictSlot, VerdictTool};
@@ -128,12 +128,17 @@ async fn run_step(
 ) -> Result<AgentOutcome, AgentError> {
     let workspace = Workspace::new(&step.dir)?
         .with_env(step.env.iter().cloned())
-        .hide_env(step.model.api_key_env.iter().cloned())
+        .hide_env(
+            step.secret_vars
+                .iter()
+                .chain(&step.model.api_key_env)
+                .cloned(),
+        )
         .with_access(step.pass_env.iter().cloned(), step.confined)
         .with_fence(step.granted.fence.clone());
     // The keys' values, so that a tool result carrying one (an artifact a task wrote, a
     // command's output) reaches neither the model nor the journal in the state file.
-    let secrets = secrets_of(step);
+    let secrets = secret_values(step);
     // MCP names (`server__tool`, `server__*`) go to their servers; custom tools and
     // sub-agents are the grant's own; the rest are built in.
     let (remote, builtin): (Vec<&str>, Vec<&str>) = step

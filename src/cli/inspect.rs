@@ -9,7 +9,9 @@ use super::EXIT_CONFIG;
 use crate::pipeline;
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::Outline;
-use crate::run::state::{RunRecord, StepRecord, Store};
+use crate::run::state::{RunRecord, StateError, StepRecord, Store};
+use crate::run::state_lock::LockError;
+use crate::run::state_view::StateView;
 
 pub(super) fn validate(file: &Path) -> u8 {
     match super::load_or_exit(file, None, true) {
@@ -67,14 +69,31 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
         Ok(p) => p,
         Err(code) => return code,
     };
-    let shown = Store::open(&path).and_then(|store| match steps {
+    let shown = match Store::open(&path) {
         // This process holds the state file's lock: a run marked running has no process.
-        None => store.runs().map(|runs| print_runs(&runs, &|_| true)),
-        Some(run) => store
-            .run(run)
-            .and_then(|_| store.steps(run))
-            .map(|list| print_steps(&list)),
-    });
+        Ok(store) => show_runs(
+            steps,
+            &|_| true,
+            || store.runs(),
+            |r| store.run(r),
+            |r| store.steps(r),
+        ),
+        // Not writable (a read-only `.treadle`): read it without its lock. A file that
+        // another process holds is not read this way (redb refuses), so that error stands.
+        Err(e @ (StateError::Held(LockError::Held { .. }) | StateError::Busy(_))) => Err(e),
+        Err(e) => match StateView::open(&path) {
+            // Without the lock, whether a run marked running has a process is not known:
+            // it is shown as recorded.
+            Ok(view) => show_runs(
+                steps,
+                &|_| false,
+                || view.runs(),
+                |r| view.run(r),
+                |r| view.steps(r),
+            ),
+            Err(_) => Err(e),
+        },
+    };
     match shown {
         Ok(()) => 0,
         Err(e) => {
@@ -113,6 +132,22 @@ pub(super) fn show(file: &Path, run: u64, json: bool, state: Option<PathBuf>) ->
         transcript.replay(&event.json);
     }
     0
+}
+
+/// Prints the runs, or one run's steps, read by the given functions.
+fn show_runs(
+    steps: Option<u64>,
+    stopped: &dyn Fn(u64) -> bool,
+    runs: impl FnOnce() -> Result<Vec<RunRecord>, StateError>,
+    run: impl FnOnce(u64) -> Result<RunRecord, StateError>,
+    steps_of: impl FnOnce(u64) -> Result<Vec<StepRecord>, StateError>,
+) -> Result<(), StateError> {
+    match steps {
+        None => runs().map(|list| print_runs(&list, stopped)),
+        Some(id) => run(id)
+            .and_then(|_| steps_of(id))
+            .map(|list| print_steps(&list)),
+    }
 }
 
 fn ms(d: Option<u64>) -> String {

@@ -265,7 +265,7 @@ impl Worker {
             Some(_) => self.adopt(&job.key).await?,
             None => None,
         };
-        let secrets = crate::run::secrets_of(&loaded, Some(&job.job));
+        let secrets = crate::run::redactor(&loaded);
         let transcript = Arc::new(Transcript::new(Style::Quiet, secrets).with_sink(sink.clone()));
         // A leased step stops when its lease is lost.
         let cancel = lease.map_or_else(CancellationToken::new, |l| l.lost().child_token());

@@ -128,7 +128,19 @@ pub(super) fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
     let pos = pos_of(err);
     let d =
         |problem, message: String, hint: String| Diagnostic::new(path, pos, problem, message, hint);
-    match err.without_snippet() {
+    let through_alias = matches!(err.without_snippet(), YamlError::AliasError { .. });
+    match original(err) {
+        YamlError::Budget { breach, .. } if through_alias => d(
+            Problem::InvalidValue,
+            format!(
+                "the pipeline is too large to load: its aliases (`*name`) expand to {}",
+                breach_words(breach)
+            ),
+            "each alias copies its anchor's whole value, so aliases of lists of aliases \
+             grow exponentially (a \"billion laughs\"); write the values out, or use fewer \
+             levels of aliases"
+                .to_owned(),
+        ),
         YamlError::SerdeUnknownField {
             field, expected, ..
         } => d(
@@ -269,6 +281,16 @@ fn of_key(text: &str, pos: Pos) -> String {
     } else {
         format!(" for `{key}`")
     }
+}
+
+/// The error under the parser's wrappers (a snippet of the source, the alias that was
+/// being expanded): what went wrong, not where it was reached from.
+fn original(err: &YamlError) -> &YamlError {
+    let mut err = err;
+    while let YamlError::AliasError { error, .. } | YamlError::WithSnippet { error, .. } = err {
+        err = error;
+    }
+    err
 }
 
 /// A YAML size budget breach in words (not the parser's debug text).

@@ -36,6 +36,8 @@
 //!   `budget: { dollars }`, and their checks.
 //! * `conversation`: `context_window:`, `compact_after_tokens:`, `max_context_bytes:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
+//! * `secrets`: the variables holding the file's secrets (every agent's key, used or not),
+//!   and their values.
 //! * `vars`: `((var))` substitution from `--var` and `--vars-file`.
 //! * `resource_type`: `resource_types:`, `defaults:` and a get's `version:`.
 //! * `outline`: every step of a job, numbered (what runs and the state file record).
@@ -70,6 +72,7 @@ pub mod model;
 pub mod outline;
 pub mod resolve;
 pub mod resource_type;
+pub mod secrets;
 pub mod settings;
 pub mod step_keys;
 pub mod tool_grant;
@@ -224,8 +227,16 @@ fn checked(
     if !unresolved.is_empty() {
         return Err(LoadError(unresolved));
     }
+    // A key is a secret for every job: no step passes one on, whatever it names.
+    let keys = secrets::key_vars(&pipeline);
     for job in &mut pipeline.jobs {
-        resolve::walk_job(job, &mut env_names_to_pass_env);
+        resolve::walk_job(job, &mut |step| {
+            env_names_to_pass_env(step);
+            step.value.pass_env.retain(|name| !keys.contains(name));
+        });
+    }
+    for agent in &mut pipeline.agents {
+        agent.env.retain(|name| !keys.contains(&name.value));
     }
     let problems = check::check(file, &pipeline, scope);
     if !problems.is_empty() {

@@ -71,7 +71,8 @@ impl LimitsConfig {
 }
 
 /// An agent's `limits:`: bounds on its model traffic, each failing the step with an error
-/// naming the limit when reached. Left out, the session's defaults hold (120 s, 8 MiB).
+/// naming the limit when reached. Left out, the session's defaults hold (120 s, 8 MiB,
+/// 10 min).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentLimits {
@@ -82,6 +83,10 @@ pub struct AgentLimits {
     /// Most bytes of one model response, counted as they arrive (`1MiB`, `500KB`).
     #[serde(default)]
     pub model_response: Option<SizeSpec>,
+    /// Longest one model call may take in all, from the request to the end of its stream,
+    /// however steadily it flows (`5m`); default 10 minutes.
+    #[serde(default)]
+    pub model_call: Option<super::duration::DurationSpec>,
 }
 
 /// A size in bytes, written as a number or with a unit (`KB`, `MB`, `GB`, `KiB`, `MiB`,

@@ -42,7 +42,7 @@ impl AgentRunner for SessionAgents {
                 tape.open_step(
                     &step.name,
                     &step.model.base_url,
-                    Arc::new(secrets_of(&step.model)),
+                    Arc::new(tape_secrets(&step)),
                 )
                 .await
                 .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?,
@@ -156,10 +156,9 @@ fn taped_delegates<'a>(
         let mut tapes = Vec::new();
         for d in &mut granted.delegates {
             let name = format!("{prefix}.{}", d.name);
+            let secrets = Arc::new(tape_secrets(&d.step));
             let model = &mut d.step.model;
-            let opened = tape
-                .open_step(&name, &model.base_url, Arc::new(secrets_of(model)))
-                .await?;
+            let opened = tape.open_step(&name, &model.base_url, secrets).await?;
             model.base_url = opened.base_url().to_owned();
             tapes.push(opened);
             tapes.extend(taped_delegates(tape, &name, &mut d.step.granted).await?);
@@ -168,12 +167,7 @@ fn taped_delegates<'a>(
     })
 }
 
-/// The key of the step's model, masked in what its tape records.
-fn secrets_of(model: &crate::pipeline::model::ResolvedModel) -> treadle_session::Secrets {
-    treadle_session::Secrets::new(
-        model
-            .api_key_env
-            .iter()
-            .filter_map(|v| crate::environ::var(v)),
-    )
+/// The secrets masked in what a step's tape records: every secret of its pipeline.
+fn tape_secrets(step: &crate::agent::AgentStep) -> treadle_session::Secrets {
+    treadle_session::Secrets::new(crate::agent::secret_values(step))
 }

@@ -132,6 +132,11 @@ impl<'a> Ctx<'a> {
             ("TREADLE_RUN".to_owned(), self.run.to_string()),
             ("TREADLE_STEP".to_owned(), entry.name.clone()),
             ("TREADLE_ATTEMPT".to_owned(), attempt.to_string()),
+            // How a resume finds this command's processes if treadle dies.
+            (
+                crate::keeper::MARK.to_owned(),
+                crate::keeper::mark(self.store.path(), self.run),
+            ),
         ];
         let spec = TaskSpec {
             run,

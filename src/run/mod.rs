@@ -32,6 +32,8 @@
 //!   left mid-way goes on in its session and directory, a task left mid-way starts again;
 //! * `step_sessions.rs`: the session each agent step is on, kept for a resume;
 //! * `state.rs`: the redb state file;
+//! * `state_view.rs`: a state file opened to read only (`treadle runs` on a read-only
+//!   `.treadle`);
 //! * `state_lock.rs`: one process per state file, and who holds it;
 //! * `journal.rs`: the run event journal (numbered events in the state file) and its live
 //!   followers;
@@ -65,6 +67,7 @@ mod resource_scripted;
 pub mod start;
 pub mod state;
 pub mod state_lock;
+pub mod state_view;
 pub mod step_sessions;
 pub mod task;
 pub mod terminal;
@@ -86,8 +89,6 @@ pub use ports::{
 pub use state::{RunStatus, StateError, StepStatus, Store};
 pub use transcript::{Event, Redactor, Style, Transcript};
 
-use crate::pipeline::model::process_env;
-use crate::pipeline::walk::used_agents;
 use crate::pipeline::{Diagnostic, Loaded};
 
 /// The state file of the pipeline `file`: `given` (`--state`) when there is one, else
@@ -130,6 +131,9 @@ pub enum RunError {
     /// A resume or replay cannot start (no such run or step).
     #[error(transparent)]
     Start(#[from] crate::cache::StartError),
+    /// Processes of the run being resumed are still alive.
+    #[error(transparent)]
+    Leftovers(#[from] crate::keeper::LeftoverError),
 }
 
 /// How a run ended.
@@ -155,20 +159,10 @@ impl RunReport {
     }
 }
 
-/// The secrets a run must never print: the values of its agents' key variables and of
-/// their MCP servers' `bearer_env:` variables.
-pub fn secrets_of(loaded: &Loaded, job: Option<&str>) -> Redactor {
-    let mut vars = Vec::new();
-    for (agent, model) in used_agents(&loaded.pipeline, job, &process_env) {
-        vars.extend(model.ok().and_then(|m| m.api_key_env));
-        vars.extend(
-            agent
-                .mcp_servers
-                .iter()
-                .filter_map(|s| s.bearer_env.as_ref().map(|v| v.value.clone())),
-        );
-    }
-    Redactor::new(vars.iter().filter_map(|var| crate::environ::var(var)))
+/// The masker of everything a run of `loaded` prints or keeps: it hides the values of
+/// every secret variable of the file (`crate::pipeline::secrets`), whichever job runs.
+pub fn redactor(loaded: &Loaded) -> Redactor {
+    Redactor::new(crate::pipeline::secrets::values(&loaded.pipeline))
 }
 
 /// Opens the state file (with the session journal in it) off the async threads.
@@ -255,6 +249,9 @@ pub(crate) async fn run_served(
     served: Option<Served>,
 ) -> Result<RunReport, RunError> {
     let earlier = start::earlier_job(&store, start).await?;
+    if let crate::cache::Start::Resume(old) = start {
+        stop_leftovers_of(&store, *old).await?;
+    }
     let job = loaded
         .job(options.job.as_deref().or(earlier.as_deref()))
         .map_err(RunError::Job)?;
@@ -325,9 +322,8 @@ async fn go_on(
         start::link(&store, &cache, start, run_id).await;
     }
     let run_span = crate::telemetry::spans::run(run_id, &job_name, &pipeline_name);
-    let transcript = Arc::new(
-        Transcript::new(options.style, secrets_of(loaded, Some(&job_name))).with_journal(journal),
-    );
+    let transcript =
+        Arc::new(Transcript::new(options.style, redactor(loaded)).with_journal(journal));
     if adopted {
         transcript.emit(&Event::Notice {
             run: run_id,
@@ -412,6 +408,8 @@ pub(crate) async fn adopt_served(
     served: Option<Served>,
 ) -> Result<RunReport, RunError> {
     let start = crate::cache::Start::Resume(id);
+    // The process that ran it is gone; what its commands left running goes first.
+    stop_leftovers_of(&store, id).await?;
     let earlier = start::earlier_job(&store, &start).await?;
     let job = loaded.job(earlier.as_deref()).map_err(RunError::Job)?;
     let cache = start::open(&store, loaded, job, &start).await?;
@@ -439,6 +437,24 @@ pub(crate) async fn adopt_served(
         adopted: true,
     };
     go_on(loaded, job, options, store, agents, begun, &start, served).await
+}
+
+/// How long the processes of a run being resumed may take to die once killed.
+const LEFTOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Makes sure no command of run `run` of `store` is still alive (its treadle was killed,
+/// and its keepers may not have swept yet, or were killed too) before a resume of it runs
+/// any step again: kills what is left and waits for it to be gone.
+pub async fn stop_leftovers_of(store: &Store, run: u64) -> Result<usize, RunError> {
+    let mark = crate::keeper::mark(store.path(), run);
+    let stopped =
+        tokio::task::spawn_blocking(move || crate::keeper::stop_leftovers(&mark, LEFTOVER_WAIT))
+            .await
+            .map_err(|e| StateError::Db(e.to_string()))??;
+    if stopped > 0 {
+        crate::console::tell!("treadle: stopped {stopped} process(es) left running by run {run}");
+    }
+    Ok(stopped)
 }
 
 /// Every step of the outline, pending, as the run's first record of it.

@@ -450,34 +450,17 @@ impl Store {
 
     /// Every run, oldest first.
     pub fn runs(&self) -> Result<Vec<RunRecord>, StateError> {
-        let txn = self.db.begin_read()?;
-        let t = txn.open_table(RUNS)?;
-        let mut out = Vec::new();
-        for e in t.iter()? {
-            out.push(decode(e?.1.value())?);
-        }
-        Ok(out)
+        read_runs(&*self.db)
     }
 
     /// One run.
     pub fn run(&self, id: u64) -> Result<RunRecord, StateError> {
-        let txn = self.db.begin_read()?;
-        let t = txn.open_table(RUNS)?;
-        match t.get(id)? {
-            Some(v) => decode(v.value()),
-            None => Err(StateError::NoRun(id)),
-        }
+        read_run(&*self.db, id)
     }
 
     /// A run's steps in plan order.
     pub fn steps(&self, run: u64) -> Result<Vec<StepRecord>, StateError> {
-        let txn = self.db.begin_read()?;
-        let t = txn.open_table(STEPS)?;
-        let mut out = Vec::new();
-        for e in t.range((run, 0)..=(run, u32::MAX))? {
-            out.push(decode(e?.1.value())?);
-        }
-        Ok(out)
+        read_steps(&*self.db, run)
     }
 
     /// An agent step's recorded events.
@@ -490,6 +473,41 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// Every run of `db`, oldest first (a [`Store`]'s, or a read-only view's).
+pub(super) fn read_runs(db: &impl ReadableDatabase) -> Result<Vec<RunRecord>, StateError> {
+    let txn = db.begin_read()?;
+    let t = txn.open_table(RUNS)?;
+    let mut out = Vec::new();
+    for e in t.iter()? {
+        out.push(decode(e?.1.value())?);
+    }
+    Ok(out)
+}
+
+/// One run of `db`.
+pub(super) fn read_run(db: &impl ReadableDatabase, id: u64) -> Result<RunRecord, StateError> {
+    let txn = db.begin_read()?;
+    let t = txn.open_table(RUNS)?;
+    match t.get(id)? {
+        Some(v) => decode(v.value()),
+        None => Err(StateError::NoRun(id)),
+    }
+}
+
+/// A run's steps in `db`, in plan order.
+pub(super) fn read_steps(
+    db: &impl ReadableDatabase,
+    run: u64,
+) -> Result<Vec<StepRecord>, StateError> {
+    let txn = db.begin_read()?;
+    let t = txn.open_table(STEPS)?;
+    let mut out = Vec::new();
+    for e in t.range((run, 0)..=(run, u32::MAX))? {
+        out.push(decode(e?.1.value())?);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

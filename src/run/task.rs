@@ -1,11 +1,13 @@
 //! Running a task's command: `sh -c` for a string, the program itself for `{ path, args }`.
 //!
-//! The command runs in its own process group in the step directory, confined to it with
-//! Landlock where the kernel has it (`crate::confine`), with the allow-listed environment
-//! (`crate::environ`) plus the step's `env`. Its output is streamed line by line to the transcript
-//! and kept (a tail for the state file, stdout for asserts). On timeout or Ctrl-C the whole
-//! group is killed, so a shell's children die with it; when the command exits, anything it
-//! left running in the background and still holding its output open is killed too.
+//! The command runs under a keeper (`crate::keeper`) in the step directory, confined to it
+//! with Landlock where the kernel has it (`crate::confine`), with the allow-listed
+//! environment (`crate::environ`) plus the step's `env`. Its output is streamed line by
+//! line to the transcript and kept (a tail for the state file, stdout for asserts). On
+//! timeout or Ctrl-C the keeper is stopped, and with it the command's whole tree, processes
+//! that left its group included; when the command exits, the keeper kills whatever it left
+//! running before it exits itself; when treadle dies, even by SIGKILL, the keeper does the
+//! same.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -122,22 +124,15 @@ fn command(spec: &TaskSpec<'_>) -> (Command, String) {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    crate::confine::die_with_parent(&mut cmd);
+        .process_group(0);
+    // First of the `pre_exec` work: Landlock's then runs in the command, not the keeper.
+    crate::keeper::keep(&mut cmd);
     (cmd, program)
 }
 
-fn kill_group(child: &Child) {
-    if let Some(pid) = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .and_then(rustix::process::Pid::from_raw)
-    {
-        // The group may already be gone; nothing to do then.
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-}
+/// How long a stopped keeper may take to kill its command's tree before its group is
+/// killed outright.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Runs a command to its end, its timeout, or cancellation. `on_line` sees each line.
 pub async fn run_task(
@@ -150,9 +145,12 @@ pub async fn run_task(
     if spec.confined {
         crate::confine::confine(&mut cmd, spec.dir)?;
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|source| TaskError::Spawn { program, source })?;
+    // Dropped mid-command (the step's future dropped), the keeper is told to stop.
+    let mut kept = crate::keeper::Kept(
+        cmd.spawn()
+            .map_err(|source| TaskError::Spawn { program, source })?,
+    );
+    let child = &mut kept.0;
     let mut out = Output::default();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -162,17 +160,15 @@ pub async fn run_task(
             None => std::future::pending().await,
         }
     };
-    let work = pump(&mut child, stdout, stderr, &mut out, on_line);
+    let work = pump(child, stdout, stderr, &mut out, on_line);
     let end = tokio::select! {
         r = work => r?,
         () = deadline => TaskEnd::TimedOut(timeout.unwrap_or_default()),
         () = cancel.cancelled() => TaskEnd::Canceled,
     };
-    // Whatever ended the step, nothing of its process group may outlive it.
-    kill_group(&child);
-    if matches!(end, TaskEnd::TimedOut(_) | TaskEnd::Canceled) {
-        let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
-    }
+    // Whatever ended the step, nothing of the command's tree may outlive it. A keeper that
+    // exited has killed the tree already (and is reaped: `stop` then signals nothing).
+    crate::keeper::stop_and_wait(child, STOP_GRACE).await;
     Ok(TaskResult {
         end,
         stdout: out.stdout,

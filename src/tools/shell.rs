@@ -1,7 +1,7 @@
 //! `run_shell`: one `sh -c` command in the step directory, with a timeout.
 //!
-//! The command runs in a process group of its own, so a timeout stops everything it started,
-//! not only the shell. Like a task, it gets the allow-listed environment plus the step's
+//! The command runs under a keeper (`crate::keeper`), so a timeout stops everything it
+//! started, not only the shell, and nothing it started outlives it or treadle. Like a task, it gets the allow-listed environment plus the step's
 //! `env:`, and is confined to the step directory with Landlock where the kernel has it. A non-zero exit is a normal result that reports the code: the model
 //! asked what happens, and a failing test run is an answer. Only a command that cannot be
 //! started or that times out is a tool error.
@@ -96,11 +96,11 @@ pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ra
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .process_group(0);
     // A tool call caught by a crash is asked about when its session is restored; it must
-    // not go on behind that question.
-    crate::confine::die_with_parent(&mut command);
+    // not go on behind that question: its keeper stops it, and whatever it started, when
+    // treadle dies. First of the `pre_exec` work, so that Landlock's runs in the command.
+    crate::keeper::keep(&mut command);
     crate::environ::set_command_env(&mut command, ws.pass_env(), std::iter::empty());
     for name in ws.hidden_env() {
         command.env_remove(name);
@@ -111,18 +111,19 @@ pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ra
             .map_err(|e| ToolError::new(e.to_string()))?;
     }
 
-    let mut child = command
-        .spawn()
-        .map_err(|e| ToolError::new(format!("cannot start sh: {e}")))?;
+    let mut kept = crate::keeper::Kept(
+        command
+            .spawn()
+            .map_err(|e| ToolError::new(format!("cannot start sh: {e}")))?,
+    );
+    let child = &mut kept.0;
     let stdout = tokio::spawn(read_all(child.stdout.take()));
     let stderr = tokio::spawn(read_all(child.stderr.take()));
 
     let status = match tokio::time::timeout(limit, child.wait()).await {
         Ok(status) => Some(status.map_err(|e| ToolError::new(format!("cannot wait for sh: {e}")))?),
         Err(_) => {
-            kill_group(child.id());
-            // Reap the shell; the group is already gone, so this returns at once.
-            let _ = child.wait().await;
+            crate::keeper::stop_and_wait(child, STOP_GRACE).await;
             None
         }
     };
@@ -171,15 +172,8 @@ async fn drain(reader: tokio::task::JoinHandle<Vec<u8>>) -> String {
     }
 }
 
-/// Kills the process group the command leads. Best effort: the group may have exited.
-fn kill_group(pid: Option<u32>) {
-    let group = pid
-        .and_then(|pid| i32::try_from(pid).ok())
-        .and_then(rustix::process::Pid::from_raw);
-    if let Some(group) = group {
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-    }
-}
+/// How long a stopped keeper may take to kill the command's tree.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

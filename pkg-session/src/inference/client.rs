@@ -35,6 +35,8 @@ struct Inner {
     sampling: super::request::Sampling,
     idle_timeout: std::time::Duration,
     max_response_bytes: u64,
+    call_timeout: std::time::Duration,
+    limit_names: super::LimitNames,
 }
 
 impl std::fmt::Debug for ModelClient {
@@ -97,6 +99,8 @@ impl ModelClient {
                 },
                 idle_timeout: config.idle_timeout,
                 max_response_bytes: config.max_response_bytes,
+                call_timeout: config.call_timeout,
+                limit_names: config.limit_names,
             }),
         })
     }
@@ -138,14 +142,25 @@ impl ModelClient {
         let body = request.body(&self.inner.model, &self.inner.sampling);
         let span = crate::trace::chat(&self.inner.model);
         let guard = SizeGuard::new(self.inner.max_response_bytes);
-        let result = GUARD
+        let call = GUARD
             .scope(guard.clone(), self.stream_body(&body, on_delta))
-            .instrument(span.clone())
-            .await;
+            .instrument(span.clone());
+        // The whole call, retries and stream, under one deadline: a trickle that is never
+        // silent for the idle timeout still ends. Dropping the call closes the connection.
+        let result = tokio::time::timeout(self.inner.call_timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(InferenceError::TooSlow {
+                    endpoint: self.inner.endpoint.clone(),
+                    limit: self.inner.call_timeout,
+                    setting: self.inner.limit_names.call,
+                })
+            });
         let result = match result {
             Err(_) if guard.tripped() => Err(InferenceError::TooLarge {
                 endpoint: self.inner.endpoint.clone(),
                 limit: guard.max_bytes,
+                setting: self.inner.limit_names.response,
             }),
             other => other,
         };
@@ -177,6 +192,7 @@ impl ModelClient {
             endpoint: self.inner.endpoint.clone(),
             limit: idle,
             waiting,
+            setting: self.inner.limit_names.idle,
         };
         let chat = self.inner.client.chat();
         let open = chat.create_stream_byot::<&Body<'_>, Chunk>(body);

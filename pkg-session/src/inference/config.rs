@@ -87,6 +87,39 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// The default [`ModelConfig::max_response_bytes`]: far above any real answer's body.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 << 20;
 
+/// The default [`ModelConfig::call_timeout`]: a long answer of a slow local model fits
+/// (4,000 tokens at 10 a second is under 7 minutes); an endpoint that trickles a token now
+/// and then, never silent long enough for the idle timeout, is cut off.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How the message of a reached limit tells its reader to raise it. The library's setters
+/// by default ([`LimitNames::LIBRARY`]); a program that sets the limits from settings of
+/// its own (a pipeline's `limits:` keys) names those, since its users never see the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitNames {
+    /// Where [`ModelConfig::idle_timeout`] is set.
+    pub idle: &'static str,
+    /// Where [`ModelConfig::max_response_bytes`] is set.
+    pub response: &'static str,
+    /// Where [`ModelConfig::call_timeout`] is set.
+    pub call: &'static str,
+}
+
+impl LimitNames {
+    /// The library's own setters.
+    pub const LIBRARY: Self = Self {
+        idle: "SessionBuilder::idle_timeout or ModelConfig::idle_timeout",
+        response: "SessionBuilder::max_response_bytes or ModelConfig::max_response_bytes",
+        call: "SessionBuilder::call_timeout or ModelConfig::call_timeout",
+    };
+}
+
+impl Default for LimitNames {
+    fn default() -> Self {
+        Self::LIBRARY
+    }
+}
+
 /// How [`Session::ask`](crate::Session::ask) makes the model answer in a given shape.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StructuredOutput {
@@ -130,6 +163,12 @@ pub struct ModelConfig {
     /// arrives and never held whole; past it the step fails with
     /// [`InferenceError::TooLarge`](super::InferenceError::TooLarge). Default 8 MiB.
     pub max_response_bytes: u64,
+    /// The longest one model call may take in all, from the request (retries included) to
+    /// the end of its stream, however steadily the stream flows. Past it the step fails
+    /// with [`InferenceError::TooSlow`](super::InferenceError::TooSlow). Default 10 min.
+    pub call_timeout: Duration,
+    /// How the messages of these limits name their settings.
+    pub limit_names: LimitNames,
 }
 
 impl ModelConfig {
@@ -148,6 +187,8 @@ impl ModelConfig {
             connect_timeout: Duration::from_secs(10),
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            limit_names: LimitNames::LIBRARY,
         }
     }
 
@@ -176,6 +217,13 @@ impl ModelConfig {
     #[must_use]
     pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets the total time limit of one call (see [`ModelConfig::call_timeout`]).
+    #[must_use]
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
         self
     }
 

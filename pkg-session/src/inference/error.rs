@@ -97,7 +97,7 @@ pub enum InferenceError {
     /// between two pieces of the body.
     #[error(
         "{endpoint} sent nothing for {}s while {waiting} (the model idle timeout; raise it \
-         with SessionBuilder::idle_timeout or ModelConfig::idle_timeout)",
+         with {setting})",
         .limit.as_secs_f64()
     )]
     Idle {
@@ -107,17 +107,36 @@ pub enum InferenceError {
         limit: std::time::Duration,
         /// What was awaited: the response head or the next piece of the stream.
         waiting: &'static str,
+        /// Where the limit is set ([`LimitNames::idle`](super::LimitNames::idle)).
+        setting: &'static str,
     },
     /// The response body passed the size limit; the rest was not read.
     #[error(
         "the response from {endpoint} passed {limit} bytes (the model response size limit; \
-         raise it with SessionBuilder::max_response_bytes or ModelConfig::max_response_bytes)"
+         raise it with {setting})"
     )]
     TooLarge {
         /// The base URL of the endpoint.
         endpoint: String,
         /// The limit, in bytes.
         limit: u64,
+        /// Where the limit is set ([`LimitNames::response`](super::LimitNames::response)).
+        setting: &'static str,
+    },
+    /// One call took longer than the call time limit in all (a stream that trickles, never
+    /// silent long enough for the idle timeout); the rest was not read.
+    #[error(
+        "{endpoint} took more than {}s to answer one model call (the model call time limit; \
+         raise it with {setting})",
+        .limit.as_secs_f64()
+    )]
+    TooSlow {
+        /// The base URL of the endpoint.
+        endpoint: String,
+        /// The limit.
+        limit: std::time::Duration,
+        /// Where the limit is set ([`LimitNames::call`](super::LimitNames::call)).
+        setting: &'static str,
     },
     /// Any other failure of the HTTP exchange (TLS, protocol, request building).
     #[error("transport error talking to {endpoint}: {detail}")]
@@ -150,6 +169,7 @@ impl InferenceError {
             Self::Remote { .. } => "remote",
             Self::Idle { .. } => "idle_timeout",
             Self::TooLarge { .. } => "too_large",
+            Self::TooSlow { .. } => "too_slow",
             Self::Transport { .. } => "transport",
         }
     }
@@ -164,6 +184,7 @@ impl InferenceError {
             | Self::Remote { endpoint, .. }
             | Self::Idle { endpoint, .. }
             | Self::TooLarge { endpoint, .. }
+            | Self::TooSlow { endpoint, .. }
             | Self::Transport { endpoint, .. } => endpoint,
         }
     }
@@ -191,6 +212,7 @@ impl InferenceError {
             Self::Connect { .. }
             | Self::StreamCut { .. }
             | Self::Idle { .. }
+            | Self::TooSlow { .. }
             | Self::Transport { .. } => true,
             Self::Status { status, .. } => is_retryable_status(*status),
             Self::Malformed { .. } | Self::TooLarge { .. } | Self::Remote { .. } => false,
@@ -207,6 +229,7 @@ pub fn is_outage_message(message: &str) -> bool {
         || (message.starts_with("the stream from ")
             && message.contains(" ended before the answer finished"))
         || message.contains(" sent nothing for ")
+        || message.contains(" to answer one model call ")
     {
         return true;
     }
@@ -323,10 +346,17 @@ mod tests {
                 endpoint: at(),
                 limit: std::time::Duration::from_secs(3),
                 waiting: "waiting for the response head",
+                setting: "x",
             },
             InferenceError::TooLarge {
                 endpoint: at(),
                 limit: 10,
+                setting: "x",
+            },
+            InferenceError::TooSlow {
+                endpoint: at(),
+                limit: std::time::Duration::from_secs(3),
+                setting: "x",
             },
             InferenceError::Transport {
                 endpoint: at(),

@@ -32,7 +32,9 @@
 //! * No response hangs or floods a step: silence longer than
 //!   [`ModelConfig::idle_timeout`] (before the head or between two body pieces) is
 //!   [`InferenceError::Idle`], a body past [`ModelConfig::max_response_bytes`] is
-//!   [`InferenceError::TooLarge`], cut as it arrives.
+//!   [`InferenceError::TooLarge`], cut as it arrives, and a call that takes longer than
+//!   [`ModelConfig::call_timeout`] in all, however steadily it trickles, is
+//!   [`InferenceError::TooSlow`].
 
 mod chunk;
 mod client;
@@ -51,8 +53,8 @@ mod fuzz_tests;
 
 pub(crate) use client::ModelClient;
 pub use config::{
-    ApiKey, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, ModelConfig, RetryPolicy,
-    StructuredOutput,
+    ApiKey, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, LimitNames,
+    ModelConfig, RetryPolicy, StructuredOutput,
 };
 pub use error::{ClientError, InferenceError, MissingApiKey, is_outage_message};
 pub(crate) use request::PreparedRequest;

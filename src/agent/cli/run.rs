@@ -19,7 +19,7 @@ use crate::agent::delegate::Parent;
 use crate::agent::mcp::StepServers;
 use crate::agent::observe::{AgentEvent, AgentObserver};
 use crate::agent::record::{AgentOutcome, AgentStatus};
-use crate::agent::session_builder::secrets_of;
+use crate::agent::session_builder::secret_values;
 use crate::agent::spec::AgentStep;
 use crate::agent::step::AgentError;
 use crate::agent::verdict::{VerdictSlot, VerdictTool};
@@ -99,7 +99,7 @@ async fn bridged_tools(
     }
     Ok((
         servers,
-        crate::tools::Masked::wrap_all(tools, &secrets_of(step)),
+        crate::tools::Masked::wrap_all(tools, &secret_values(step)),
     ))
 }
 
