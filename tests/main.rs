@@ -45,6 +45,7 @@ mod format_load_errors;
 mod format_subagents;
 mod format_vars;
 mod fuzz_loader;
+mod fuzz_server;
 mod git_agent;
 mod git_resource;
 mod human_input;
@@ -81,8 +82,11 @@ mod serve_cli;
 mod serve_events;
 mod serve_folder;
 mod serve_hosts;
+mod serve_limits;
 mod serve_metrics;
+mod serve_routes;
 mod serve_security;
+mod serve_vars;
 mod serve_watch;
 // The served pipeline of the page's browser tests; beside `browser` because
 // benches/web_paint.rs includes that module alone.

@@ -243,6 +243,14 @@ pub enum Command {
         /// interrupted, resumable with `treadle run --resume` (see docs/durability.md).
         #[arg(long)]
         no_adopt: bool,
+        /// How long a client may take to send a request's line and headers before its
+        /// connection is closed (slow-header clients).
+        #[arg(long, default_value = "10s", value_parser = parse_interval)]
+        header_timeout: std::time::Duration,
+        /// How long a write may wait for a client that does not read (an event stream
+        /// nobody reads) before its connection is closed.
+        #[arg(long, default_value = "30s", value_parser = parse_interval)]
+        write_timeout: std::time::Duration,
     },
     /// Run steps that `treadle serve --nats` queues (see docs/scale-out.md).
     Worker {
@@ -499,6 +507,8 @@ pub async fn dispatch(cli: Cli) -> u8 {
             nats,
             allowed_hosts,
             no_adopt,
+            header_timeout,
+            write_timeout,
         } => {
             let options = crate::server::ServeOptions {
                 paths,
@@ -509,6 +519,10 @@ pub async fn dispatch(cli: Cli) -> u8 {
                 nats,
                 allowed_hosts,
                 no_adopt,
+                limits: crate::server::listen::Limits {
+                    header: header_timeout,
+                    stall: write_timeout,
+                },
             };
             serve::serve(options).await
         }

@@ -158,7 +158,19 @@ pub fn load_with_vars(
     supplied: &vars::Vars,
 ) -> Result<Loaded, LoadError> {
     let text = vars::substitute(&load::read_source(file)?, supplied);
-    let pipeline = load::parse(file, &text)?;
+    load_text_leaving(file, &text, scope, &std::collections::BTreeSet::new())
+}
+
+/// Parses and checks `text` (the content of `file`, vars filled) as [`load_with_vars`]
+/// does, except that a `((name))` of the names in `data` is left as written and is not an
+/// error: the server fills those in the parsed steps, as data (`crate::server::api_vars`).
+pub fn load_text_leaving(
+    file: &Path,
+    text: &str,
+    scope: &CheckScope<'_>,
+    data: &std::collections::BTreeSet<String>,
+) -> Result<Loaded, LoadError> {
+    let pipeline = load::parse(file, text)?;
     let captured: std::collections::BTreeSet<String> = pipeline
         .jobs
         .iter()
@@ -177,9 +189,9 @@ pub fn load_with_vars(
                 .filter_map(|s| s.load_var.as_ref().map(|v| v.value.clone())),
         )
         .collect();
-    let unresolved: Vec<Diagnostic> = vars::uses(&text)
+    let unresolved: Vec<Diagnostic> = vars::uses(text)
         .into_iter()
-        .filter(|(name, _)| !captured.contains(name))
+        .filter(|(name, _)| !captured.contains(name) && !data.contains(name))
         .map(|(name, pos)| {
             Diagnostic::new(
                 file,

@@ -178,6 +178,20 @@ pub fn last_seq(db: &Database, run: u64) -> Result<u64, StateError> {
 
 /// The journaled events of `run` after `after`, in order.
 pub fn read_after(db: &Database, run: u64, after: u64) -> Result<Vec<Journaled>, StateError> {
+    read_page(db, run, after, usize::MAX)
+}
+
+/// How many journaled events a follower reads at a time while it catches up: a follower
+/// that stops reading holds one page, not the rest of the run.
+const PAGE: usize = 256;
+
+/// At most `limit` journaled events of `run` after `after`, in order.
+fn read_page(
+    db: &Database,
+    run: u64,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<Journaled>, StateError> {
     let txn = db.begin_read().map_err(db_err)?;
     let table = match txn.open_table(RUN_EVENTS) {
         Ok(t) => t,
@@ -188,7 +202,11 @@ pub fn read_after(db: &Database, run: u64, after: u64) -> Result<Vec<Journaled>,
     let Some(from) = after.checked_add(1) else {
         return Ok(out);
     };
-    for entry in table.range((run, from)..=(run, u64::MAX)).map_err(db_err)? {
+    for entry in table
+        .range((run, from)..=(run, u64::MAX))
+        .map_err(db_err)?
+        .take(limit)
+    {
         let (k, v) = entry.map_err(db_err)?;
         let json = v.value();
         out.push(Journaled {
@@ -200,6 +218,18 @@ pub fn read_after(db: &Database, run: u64, after: u64) -> Result<Vec<Journaled>,
     Ok(out)
 }
 
+/// What a follower does when its reader falls behind the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Waits for it (an in-process reader that always catches up).
+    Wait,
+    /// Ends the stream once this many live items wait unread: a remote reader that stopped
+    /// reading is cut off (it resumes from its last seq, losing no enduring event), instead
+    /// of keeping the run's items alive. Catching up from the journal always waits: it is
+    /// read a page at a time, as the reader takes it.
+    CutOff(usize),
+}
+
 /// Follows a run from after `after`: the journal, then (when `live` is the running run's
 /// journal) what it publishes, each enduring event once and in order. Ends after the run's
 /// `run_finished` event, or, for a run not running here, once the journal is read.
@@ -209,30 +239,51 @@ pub fn follow(
     live: Option<Arc<RunJournal>>,
     after: u64,
 ) -> impl Stream<Item = Result<Live, StateError>> + Send {
-    async_stream(move |tx| async move {
+    follow_paced(db, run, live, after, Pace::Wait)
+}
+
+/// [`follow`], with what to do with a reader that falls behind.
+pub fn follow_paced(
+    db: Arc<Database>,
+    run: u64,
+    live: Option<Arc<RunJournal>>,
+    after: u64,
+    pace: Pace,
+) -> impl Stream<Item = Result<Live, StateError>> + Send {
+    let capacity = match pace {
+        Pace::Wait => 256,
+        Pace::CutOff(n) => n.max(1),
+    };
+    async_stream(capacity, move |tx| async move {
         let mut live = live;
         let mut cursor = after;
         loop {
             // 1. Subscribe first, so nothing committed from now on is missed.
             let mut rx = live.as_ref().map(|j| j.subscribe());
-            // 2. Catch up from the journal.
-            let db2 = db.clone();
-            let read = tokio::task::spawn_blocking(move || read_after(&db2, run, cursor))
-                .await
-                .map_err(db_err)
-                .and_then(|r| r);
-            let caught = match read {
-                Ok(c) => c,
-                Err(e) => {
-                    let _ = tx.send(Err(e)).await;
-                    return;
+            // 2. Catch up from the journal, a page at a time.
+            loop {
+                let db2 = db.clone();
+                let read = tokio::task::spawn_blocking(move || read_page(&db2, run, cursor, PAGE))
+                    .await
+                    .map_err(db_err)
+                    .and_then(|r| r);
+                let caught = match read {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                };
+                let full = caught.len() == PAGE;
+                for event in caught {
+                    cursor = event.seq;
+                    let last = event.kind == "run_finished";
+                    if tx.send(Ok(Live::Event(event))).await.is_err() || last {
+                        return;
+                    }
                 }
-            };
-            for event in caught {
-                cursor = event.seq;
-                let last = event.kind == "run_finished";
-                if tx.send(Ok(Live::Event(event))).await.is_err() || last {
-                    return;
+                if !full {
+                    break;
                 }
             }
             let Some(rx) = rx.as_mut() else { return };
@@ -246,14 +297,14 @@ pub fn follow(
                 match received {
                     Ok(Live::Event(e)) if e.seq <= cursor => {}
                     Ok(Live::Event(e)) => {
-                        cursor = e.seq;
-                        let last = e.kind == "run_finished";
-                        if tx.send(Ok(Live::Event(e))).await.is_err() || last {
+                        let (seq, last) = (e.seq, e.kind == "run_finished");
+                        if !hand(&tx, Live::Event(e), pace).await || last {
                             return;
                         }
+                        cursor = seq;
                     }
                     Ok(token) => {
-                        if tx.send(Ok(token)).await.is_err() {
+                        if !hand(&tx, token, pace).await {
                             return;
                         }
                     }
@@ -270,15 +321,28 @@ pub fn follow(
     })
 }
 
-/// A stream fed by a task through a small channel (the task stops when the stream is
-/// dropped: its next send fails).
-fn async_stream<T, F, Fut>(body: F) -> impl Stream<Item = T> + Send
+/// Hands a live item to the reader as `pace` says; `false`: the stream ends here (the
+/// reader is gone, or cut off).
+async fn hand(
+    tx: &tokio::sync::mpsc::Sender<Result<Live, StateError>>,
+    item: Live,
+    pace: Pace,
+) -> bool {
+    match pace {
+        Pace::Wait => tx.send(Ok(item)).await.is_ok(),
+        Pace::CutOff(_) => tx.try_send(Ok(item)).is_ok(),
+    }
+}
+
+/// A stream fed by a task through a channel of `capacity` items (the task stops when the
+/// stream is dropped: its next send fails).
+fn async_stream<T, F, Fut>(capacity: usize, body: F) -> impl Stream<Item = T> + Send
 where
     T: Send + 'static,
     F: FnOnce(tokio::sync::mpsc::Sender<T>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    let (tx, rx) = tokio::sync::mpsc::channel(capacity);
     tokio::spawn(body(tx));
     tokio_stream::wrappers::ReceiverStream::new(rx)
 }

@@ -25,8 +25,14 @@ use crate::pipeline::RunSpec;
 pub const TAIL_BYTES: usize = 4096;
 /// Bytes of stdout (and of stderr) kept for `assert: { stdout, output }`.
 const STREAM_CAP: usize = 1 << 20;
-/// How long output may keep flowing after the command exited, from its leftovers.
+/// How long the pipes may stay quiet after the command exited before its leftovers are
+/// taken as all there is (a background child may hold them open).
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
+/// The most time output may keep flowing after the command exited. Reading is paced by
+/// whoever takes each line (a journal commit per line), so on a loaded machine the
+/// leftovers of a command that printed fast can take longer than [`DRAIN_GRACE`] to drain:
+/// the grace counts quiet time, up to this.
+const DRAIN_MAX: Duration = Duration::from_secs(5);
 
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,6 +226,14 @@ async fn pump(
     // Armed only once the command has exited (see the `grace` branch).
     let grace = tokio::time::sleep(Duration::from_secs(86_400));
     tokio::pin!(grace);
+    let mut drain_until: Option<tokio::time::Instant> = None;
+    // After the exit, each line read gives the pipes another grace, up to `DRAIN_MAX`.
+    let more_grace = |grace: std::pin::Pin<&mut tokio::time::Sleep>,
+                      until: Option<tokio::time::Instant>| {
+        if let Some(until) = until {
+            grace.reset((tokio::time::Instant::now() + DRAIN_GRACE).min(until));
+        }
+    };
     loop {
         if o.is_none() && e.is_none() {
             if let Some(s) = status {
@@ -231,15 +245,19 @@ async fn pump(
             r = read_line(&mut o, &mut obuf), if o.is_some() => if let Some(line) = r {
                 out.push("stdout", &line);
                 on_line("stdout", line);
+                more_grace(grace.as_mut(), drain_until);
             } else { o = None },
             r = read_line(&mut e, &mut ebuf), if e.is_some() => if let Some(line) = r {
                 out.push("stderr", &line);
                 on_line("stderr", line);
+                more_grace(grace.as_mut(), drain_until);
             } else { e = None },
             s = child.wait(), if status.is_none() => {
                 let s = s.map_err(TaskError::Wait)?;
                 status = Some(s);
-                grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
+                let now = tokio::time::Instant::now();
+                drain_until = Some(now + DRAIN_MAX);
+                grace.as_mut().reset(now + DRAIN_GRACE);
             }
             () = &mut grace, if status.is_some() => {
                 // The command is done; a background child still holds the pipes open.

@@ -5,10 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
 
 use super::app::App;
@@ -17,26 +16,6 @@ use super::triggers;
 use super::views::{PipelineView, RunView, tree};
 use crate::pipeline::{CheckScope, Loaded};
 use crate::run::Store;
-
-/// The API's routes (state: the [`App`]).
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/health", get(health))
-        .route("/api/v1/pipelines", get(pipelines))
-        .route("/api/v1/pipelines/{name}/plan", get(plan))
-        .route("/api/v1/runs", get(runs).post(super::start::start))
-        .route("/api/v1/runs/{id}", get(run))
-        .route("/api/v1/runs/{id}/cancel", post(cancel))
-        .route(
-            "/api/v1/runs/{id}/steps/{seq}/receipt",
-            get(super::receipt::receipt),
-        )
-        .route("/api/v1/approvals", get(super::approvals::list))
-        .route(
-            "/api/v1/runs/{id}/approvals/{seq}",
-            post(super::approvals::answer),
-        )
-}
 
 /// Runs `read` on the state file off the async threads.
 pub async fn blocking<T: Send + 'static>(
@@ -69,11 +48,13 @@ pub async fn load(
     .map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
-async fn health() -> Json<serde_json::Value> {
+pub(super) async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "ok": true, "version": env!("CARGO_PKG_VERSION") }))
 }
 
-async fn pipelines(State(app): State<Arc<App>>) -> Result<Json<Vec<PipelineView>>, ApiError> {
+pub(super) async fn pipelines(
+    State(app): State<Arc<App>>,
+) -> Result<Json<Vec<PipelineView>>, ApiError> {
     let mut out = Vec::new();
     for f in &app.files.files() {
         // A file that does not load now is still served: its jobs are just unknown.
@@ -100,12 +81,12 @@ async fn pipelines(State(app): State<Arc<App>>) -> Result<Json<Vec<PipelineView>
 
 /// What to list.
 #[derive(Debug, Deserialize)]
-struct RunsQuery {
+pub(super) struct RunsQuery {
     pipeline: Option<String>,
     limit: Option<usize>,
 }
 
-async fn runs(
+pub(super) async fn runs(
     State(app): State<Arc<App>>,
     Query(q): Query<RunsQuery>,
 ) -> Result<Json<Vec<RunView>>, ApiError> {
@@ -150,7 +131,7 @@ pub fn run_id(text: &str) -> Result<u64, ApiError> {
     })
 }
 
-async fn run(
+pub(super) async fn run(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> Result<Json<RunView>, ApiError> {
@@ -167,7 +148,7 @@ async fn run(
     Ok(Json(stood(&app, view)))
 }
 
-async fn cancel(
+pub(super) async fn cancel(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
@@ -192,12 +173,12 @@ async fn cancel(
 
 /// Which job to plan.
 #[derive(Debug, Deserialize)]
-struct PlanQuery {
+pub(super) struct PlanQuery {
     job: Option<String>,
 }
 
 /// `treadle plan` as the server sees it: the text it prints, per job.
-async fn plan(
+pub(super) async fn plan(
     State(app): State<Arc<App>>,
     Path(name): Path<String>,
     Query(q): Query<PlanQuery>,

@@ -82,6 +82,8 @@ pub struct ServeOptions {
     /// Leave the runs a stopped process left running as they are (`--no-adopt`): they
     /// show as interrupted and resumable instead of going on here.
     pub no_adopt: bool,
+    /// How long a client may take to send a request's head, or to read what is sent.
+    pub limits: super::listen::Limits,
 }
 
 /// Why the server cannot start.
@@ -228,13 +230,11 @@ pub fn token_of(addr: SocketAddr, token_env: Option<&str>) -> Result<Option<Stri
     }
 }
 
-/// The whole router: the API, then the page (`crate::web`), behind the guard.
+/// The whole router: the route table (`routes.rs`: the API, the event streams, `/metrics`
+/// and the page), behind the guard.
 pub fn router(app: Arc<App>) -> Router {
-    super::api::routes()
-        .merge(super::sse::routes())
-        .merge(super::metrics::routes())
+    super::routes::router()
         .with_state(app.clone())
-        .merge(crate::web::router())
         .layer(axum::middleware::from_fn_with_state(
             app,
             super::guard::check,
@@ -309,17 +309,17 @@ pub async fn serve(
     let hosts = axum::middleware::from_fn_with_state(allowed, super::hosts::check);
     // A router with nothing but a fallback: every request passes the layer, matched or not.
     let guarded = Router::new().fallback_service(routes).layer(hosts);
-    let served = axum::serve(listener, guarded)
-        .with_graceful_shutdown(async move {
-            stop.cancelled().await;
-            // Aborts the runs and ends the event streams, which graceful shutdown waits for.
-            ending.cancel();
-        })
-        .await;
+    let stopping = stop.clone();
+    tokio::spawn(async move {
+        stopping.cancelled().await;
+        // Aborts the runs and ends the event streams, which graceful shutdown waits for.
+        ending.cancel();
+    });
+    super::listen::serve(listener, guarded, options.limits, stop).await;
     app.shutdown.cancel();
     wait_for_runs(&app).await;
     discovery::remove(&state);
-    served.map_err(|source| ServeError::Bind { addr, source })
+    Ok(())
 }
 
 /// Gives the aborted runs a moment to record how they ended.

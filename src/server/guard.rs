@@ -1,21 +1,24 @@
-//! The guard in front of every route: the token (when the server has one) on every API
-//! request, and no cross-site request that changes state.
+//! The guard in front of every route: the token (when the server has one) on every request
+//! but those the route table (`routes.rs`) marks open, and no cross-site request that
+//! changes state.
 //!
-//! The page itself (`/`, `/assets/...`) holds no data and is served without the token: a
-//! browser cannot send a header when it opens a link; the page reads the token from the
-//! URL fragment and sends it with each API request. `GET /api/v1/health` is open too. A state-changing request (anything but
+//! Open are the health check and the page itself (`/`, `/assets/...`), which holds no
+//! data: a browser cannot send a header when it opens a link; the page reads the token
+//! from the URL fragment and sends it with each API request. A path that is no route
+//! needs the token as well. A state-changing request (anything but
 //! GET, HEAD and OPTIONS) that a browser marks as cross-site (`Sec-Fetch-Site`), or whose
 //! `Origin` is not this server's own, is refused whatever token it carries.
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::app::App;
 use super::error::ApiError;
+use super::routes::{self, Access};
 
 /// Whether `given` equals `token`, in time that does not depend on where they differ.
 fn same_token(given: &[u8], token: &[u8]) -> bool {
@@ -65,11 +68,11 @@ fn same_site(headers: &HeaderMap) -> Result<(), ApiError> {
 /// The middleware.
 pub async fn check(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
-    let path = request.uri().path();
-    // The health check says only that a treadle server answers here: the commands use it
-    // to find the server before they know whether they need a token.
-    if path.starts_with("/api/")
-        && path != "/api/v1/health"
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
+    if routes::access(route) == Access::Token
         && let Some(token) = &app.token
         && let Err(e) = authorized(headers, token)
     {

@@ -7,11 +7,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
-use axum::routing::get;
 use serde_json::Value;
 
 use super::api::blocking;
@@ -19,12 +17,8 @@ use super::app::App;
 use super::error::ApiError;
 use crate::run::Store;
 
-/// The route (state: the [`App`]); mounted with the API, behind the same token.
-pub fn routes() -> Router<Arc<App>> {
-    Router::new().route("/metrics", get(metrics))
-}
-
-async fn metrics(State(app): State<Arc<App>>) -> Result<impl IntoResponse, ApiError> {
+/// `GET /metrics` (behind the token, as the API: see `routes.rs`).
+pub(super) async fn metrics(State(app): State<Arc<App>>) -> Result<impl IntoResponse, ApiError> {
     let active = app.live.lock().map(|l| l.len()).unwrap_or(0);
     let text = blocking(&app, move |store| Ok(render(&Counts::read(store)?, active))).await?;
     Ok((

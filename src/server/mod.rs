@@ -7,10 +7,13 @@
 //! * `app.rs`: what is served, the shared [`app::App`], the router, start-up and shutdown;
 //! * `folder.rs`: the served files, listed again at each look (new and removed files);
 //! * `discovery.rs`: `.treadle/server.json`, where the other commands find the server;
+//! * `listen.rs`: accepting connections, with header-read and write-stall time limits;
 //! * `hosts.rs`: the names the server answers to (`--allowed-host`), checked before routing;
+//! * `routes.rs`: the table of every route and who may call it, which the router is built from;
 //! * `guard.rs`: the token and the cross-site check in front of every route;
 //! * `api.rs`: health, pipelines, plans, runs (list, show, cancel);
 //! * `start.rs`: starting a run in the server;
+//! * `api_vars.rs`: the vars of a run started over the API, filled in as data;
 //! * `approvals.rs`: listing and answering approvals;
 //! * `receipt.rs`: what a step's cache key is made of;
 //! * `metrics.rs`: `/metrics` in the Prometheus text format;
@@ -22,6 +25,7 @@
 //! * `client.rs`: the other commands' side: find the server and talk to it.
 
 pub mod api;
+pub mod api_vars;
 pub mod app;
 pub mod approvals;
 pub mod client;
@@ -30,8 +34,10 @@ pub mod error;
 pub mod folder;
 mod guard;
 pub mod hosts;
+pub mod listen;
 pub mod metrics;
 mod receipt;
+pub mod routes;
 pub mod sse;
 mod start;
 mod triggers;

@@ -3,31 +3,32 @@
 //! gets exactly the events after N (`crate::run::journal::follow`). Token deltas have no
 //! `id` and are never replayed. Once the run has ended and the client has caught up, an
 //! `end` event closes the stream.
+//!
+//! A client that stops reading is cut off once [`QUEUE`] live items wait for it: the
+//! stream ends without `end`, and the client resumes with `Last-Event-ID`, losing no
+//! enduring event (the page and the commands do). Its connection is closed by the
+//! listener's write timeout (`listen.rs`) if it never reads again.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::routing::get;
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 
 use super::api::{blocking, run_id};
 use super::app::App;
 use super::error::ApiError;
-use crate::run::journal::{Live, follow};
+use crate::run::journal::{Live, Pace, follow_paced};
 
-/// The stream's route (state: the [`App`]).
-pub fn routes() -> Router<Arc<App>> {
-    Router::new().route("/api/v1/runs/{id}/events", get(events))
-}
+/// How many live items may wait for one client before it is cut off.
+pub const QUEUE: usize = 1024;
 
 /// Where to resume.
 #[derive(Debug, Deserialize)]
-struct After {
+pub(super) struct After {
     after: Option<String>,
 }
 
@@ -79,7 +80,7 @@ fn token_data(seq: u32, text: &str) -> String {
     serde_json::to_string(&Token { seq, text }).unwrap_or_default()
 }
 
-async fn events(
+pub(super) async fn events(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
     Query(query): Query<After>,
@@ -96,13 +97,33 @@ async fn events(
         (Some(d), Some(_)) => {
             crate::dist::events::follow(d.bus().clone(), d.server().to_owned(), id, after).boxed()
         }
-        _ => follow(app.store.database(), id, live, after).boxed(),
+        _ => follow_paced(
+            app.store.database(),
+            id,
+            live.clone(),
+            after,
+            Pace::CutOff(QUEUE),
+        )
+        .boxed(),
     };
+    // `end` only when the run ended and all was sent: a stream that was cut off just ends.
+    let was_live = live.is_some();
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = finished.clone();
     let stream = followed
+        .inspect(move |item| {
+            if matches!(item, Ok(Live::Event(e)) if e.kind == "run_finished") {
+                seen.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
         .map(sse_event)
-        .chain(futures::stream::once(async {
-            Event::default().event("end").data("{}")
-        }))
+        .chain(
+            futures::stream::once(async move {
+                let ended = !was_live || finished.load(std::sync::atomic::Ordering::Relaxed);
+                ended.then(|| Event::default().event("end").data("{}"))
+            })
+            .filter_map(futures::future::ready),
+        )
         .take_until(shutdown.cancelled_owned())
         .map(Ok);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))

@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
-use super::api::{blocking, load, not_served};
+use super::api::{blocking, not_served};
 use super::app::{App, LiveRun};
 use super::error::ApiError;
 use super::triggers;
@@ -69,10 +69,16 @@ pub async fn start(
         .file(&req.pipeline)
         .ok_or_else(|| not_served(&app, &req.pipeline))?;
     let remote: Option<Arc<dyn crate::run::exec::RemoteSteps>> = match &app.dispatcher {
-        Some(d) => Some(d.for_run(source_of(&served.file, &vars)?)),
+        // Workers load the file's text; API vars are never spliced into it.
+        Some(_) if !vars.is_empty() => {
+            return Err(ApiError::Unprocessable(
+                "vars given over the API cannot reach `treadle worker` processes yet (--nats): workers load the pipeline's text, and an API var is never spliced into it\nhint: run this pipeline on a server without --nats, or give the value on the worker's side".to_owned(),
+            ));
+        }
+        Some(d) => Some(d.for_run(source_of(&served.file)?)),
         None => None,
     };
-    let loaded = load(served.file.clone(), req.job.clone(), vars).await?;
+    let loaded = load_with_data(served.file.clone(), req.job.clone(), vars).await?;
     loaded
         .job(req.job.as_deref())
         .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
@@ -207,12 +213,16 @@ async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(),
         .ok_or_else(|| {
             ApiError::Unprocessable(format!("its pipeline {} is not served", run.pipeline))
         })?;
-    let vars = crate::pipeline::vars::Vars::default();
     let remote: Option<Arc<dyn crate::run::exec::RemoteSteps>> = match &app.dispatcher {
-        Some(d) => Some(d.for_run(source_of(&served.file, &vars)?)),
+        Some(d) => Some(d.for_run(source_of(&served.file)?)),
         None => None,
     };
-    let loaded = load(served.file.clone(), Some(run.job.clone()), vars).await?;
+    let loaded = super::api::load(
+        served.file.clone(),
+        Some(run.job.clone()),
+        Default::default(),
+    )
+    .await?;
     let (tx, rx) = oneshot::channel();
     let options = RunOptions {
         job: Some(run.job.clone()),
@@ -234,14 +244,36 @@ async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(),
         .map(|_| ())
 }
 
-/// The pipeline's text with `vars` filled in, as its workers load it (`--nats`).
-fn source_of(
-    file: &std::path::Path,
-    vars: &crate::pipeline::vars::Vars,
-) -> Result<String, ApiError> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| ApiError::Unprocessable(format!("cannot read {}: {e}", file.display())))?;
-    Ok(crate::pipeline::vars::substitute(&text, vars))
+/// The pipeline's text, as its workers load it (`--nats`).
+fn source_of(file: &std::path::Path) -> Result<String, ApiError> {
+    std::fs::read_to_string(file)
+        .map_err(|e| ApiError::Unprocessable(format!("cannot read {}: {e}", file.display())))
+}
+
+/// Loads a served pipeline as `treadle run` does, with the API's `vars` filled in its
+/// parsed steps as data (`api_vars.rs`), never into its text.
+async fn load_with_data(
+    file: std::path::PathBuf,
+    job: Option<String>,
+    vars: crate::pipeline::vars::Vars,
+) -> Result<crate::pipeline::Loaded, ApiError> {
+    tokio::task::spawn_blocking(move || {
+        let scope = crate::pipeline::CheckScope {
+            job: job.as_deref(),
+            env: &crate::pipeline::model::process_env,
+            machine: false,
+        };
+        let text = crate::pipeline::load::read_source(&file)
+            .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+        let names = vars.keys().cloned().collect();
+        let mut loaded = crate::pipeline::load_text_leaving(&file, &text, &scope, &names)
+            .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+        super::api_vars::fill(&mut loaded.pipeline, &text, &vars)
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        Ok(loaded)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
 /// The body's `vars` as `--var NAME=VALUE` pairs would give them: names checked, values

@@ -1,5 +1,6 @@
 //! The web page of `treadle serve`: a static shell, its stylesheet and its JavaScript
-//! modules, compiled into the binary and served by [`router`].
+//! modules, compiled into the binary; the server's route table (`crate::server::routes`) serves
+//! them with [`shell`] and [`asset`].
 //!
 //! The page reads only the JSON API and the event stream under `/api/v1` (the server's
 //! part); nothing here touches the state file. There is no build step: the assets are
@@ -80,9 +81,8 @@ const ASSETS: &[Asset] = &[
 
 const INDEX: &str = include_str!("assets/index.html");
 
-/// The page's routes: `/` (runs of every pipeline), `/p/{pipeline}`, `/runs/{id}` and
-/// `/approvals` answer with the same shell, which routes in the browser; `/assets/{name}`
-/// serves the files above. A plain router with no state, merged into the server's app.
+/// The page alone, with no API: what the page's own tests serve. `treadle serve` mounts
+/// the same handlers from its route table (`crate::server::routes`).
 pub fn router() -> Router {
     Router::new()
         .route("/", get(shell))
@@ -92,11 +92,14 @@ pub fn router() -> Router {
         .route("/assets/{name}", get(asset))
 }
 
-async fn shell() -> Response {
+/// The page's routes `/` (runs of every pipeline), `/p/{pipeline}`, `/runs/{id}` and
+/// `/approvals` answer with the same shell, which routes in the browser.
+pub async fn shell() -> Response {
     respond("text/html; charset=utf-8", INDEX)
 }
 
-async fn asset(Path(name): Path<String>) -> Response {
+/// `/assets/{name}`: the files above.
+pub async fn asset(Path(name): Path<String>) -> Response {
     match ASSETS.iter().find(|a| a.name == name) {
         Some(a) => respond(a.media_type, a.body),
         None => (StatusCode::NOT_FOUND, "no such asset\n").into_response(),
