@@ -25,7 +25,11 @@ use treadle_scripted::{Reply, Script, ScriptedServer};
 /// says done; each streamed chunk after the first comes 400 ms late, so a worker can be
 /// paused while its answer is on the way.
 async fn noting_model(writes: &Path) -> ScriptedServer {
-    let command = format!("echo \"$PPID\" >> {}", writes.display());
+    // The command's parent is its keeper (src/keeper.rs); the worker is the keeper's parent.
+    let command = format!(
+        "awk '/^PPid:/ {{print $2}}' /proc/$PPID/status >> {}",
+        writes.display()
+    );
     ScriptedServer::builder()
         .chunk_delay(Duration::from_millis(400))
         .start(Script::from_fn(move |request| {

@@ -31,7 +31,7 @@ fn wide(started: &Path, counter: &Path) -> String {
     let mut steps = String::new();
     for i in 1..=24 {
         steps.push_str(&format!(
-            "          - task: t{i:02}\n            confined: false\n            run: echo \"$TREADLE_STEP $PPID\" >> {s}; echo working $TREADLE_STEP; sleep 1; echo \"$TREADLE_STEP\" >> {c}\n",
+            "          - task: t{i:02}\n            confined: false\n            run: echo \"$TREADLE_STEP $(awk '/^PPid:/ {{print $2}}' /proc/$PPID/status)\" >> {s}; echo working $TREADLE_STEP; sleep 1; echo \"$TREADLE_STEP\" >> {c}\n",
             s = started.display(),
             c = counter.display()
         ));
