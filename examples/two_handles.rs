@@ -14,6 +14,7 @@ use treadle_session::{RestoreError, SessionBuilder};
 #[tokio::main]
 async fn main() -> Result<(), treadle_session::Error> {
     let journal = std::env::temp_dir().join(format!("two-{}.redb", std::process::id()));
+    println!("journal: {}", journal.display());
     let session = SessionBuilder::from_env()
         .journal_path(&journal)
         .start()

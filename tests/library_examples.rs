@@ -178,8 +178,11 @@ async fn server(replies: impl IntoIterator<Item = Reply>) -> ScriptedServer {
 fn tool_results(server: &ScriptedServer) -> Vec<String> {
     server
         .requests()
-        .iter()
-        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .last()
+        // The last request carries the whole conversation, so each result is in it once.
+        .map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .unwrap_or_default()
+        .into_iter()
         .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
         .collect()
