@@ -121,11 +121,13 @@ pub mod tls;
 // * `delegate`: sub-agents, loops the main agent delegates to through a tool.
 // * `typed`: `Session::ask`, answers in a typed shape.
 // * `error`: the typed errors of the session API, one enum per operation.
+// * `any_error`: the umbrella [`Error`] that each operation's error converts into.
 // * `redact`: `Secrets`, scrubbed from each assistant message where a turn materialises
 //   it (plain, reversed, hex, percent-encoded and base64 forms).
 // * `trace`: the tracing spans (session, turn, model call, tool call, gate wait) and their
 //   GenAI semantic-convention fields.
 mod actor;
+mod any_error;
 mod approvals;
 mod ask;
 mod batch;
@@ -159,13 +161,14 @@ mod turn;
 mod typed;
 mod validators;
 
+pub use any_error::Error;
 pub use approvals::Approvals;
 /// Re-exported for implementing [`Tool`] and hooks by hand: `#[treadle_session::async_trait]`.
 pub use async_trait::async_trait;
 pub use builder::SessionBuilder;
 pub use delegate::SubAgent;
 pub use effect::{Effect, EffectPolicy};
-pub use error::{Error, GateError, RunError, SessionClosed, StartError, SubmitError};
+pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
 pub use fence::WriteFence;
 pub use hub::{CatchUp, CatchUpItem, Subscription, SubscriptionLost};
 pub use human::AskHuman;
