@@ -4,12 +4,14 @@
 //! In one process: a state file in a temporary directory, the server's router on a loopback
 //! port, one live run whose journal publishes the deltas, and 10 clients reading
 //! `GET /api/v1/runs/1/events` over real HTTP and parsing the SSE. The publisher is paced on
-//! the slowest follower (it waits while the live channel is half full), so that no client
-//! lags and loses deltas; each client checks it received all of them, in order, then the
-//! run's end. Prints one JSON object per round. Target: at least 50,000 deltas/s.
+//! the slowest client (it waits while half of the server's per-client queue,
+//! `server::sse::QUEUE`, is published and not yet read by it), so that no client is cut off
+//! for falling behind and loses deltas; each client checks it received all of them, in
+//! order, then the run's end. Prints one JSON object per round. Target: at least 50,000 deltas/s.
 //!
 //! `cargo bench --bench sse` (release profile).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,13 +20,15 @@ use tokio_util::sync::CancellationToken;
 use treadle::run::journal::{LIVE_CAPACITY, RunJournal};
 use treadle::server::app::{App, LiveRun, router};
 use treadle::server::client::SseParser;
+use treadle::server::sse::QUEUE;
 
 const CLIENTS: usize = 10;
 const DELTAS: usize = 200_000;
 const ROUNDS: usize = 3;
 
-/// One client: counts token deltas until the run's end; returns how many, in order.
-async fn client(url: String) -> usize {
+/// One client: counts token deltas until the run's end, publishing its count in `read`;
+/// returns how many, in order.
+async fn client(url: String, read: Arc<AtomicUsize>) -> usize {
     let response = reqwest::get(url).await.expect("GET events");
     let mut parser = SseParser::default();
     let mut body = response.bytes_stream();
@@ -36,6 +40,7 @@ async fn client(url: String) -> usize {
                     let expected = format!("{{\"seq\":0,\"text\":\"t{seen} \"}}");
                     assert_eq!(e.data, expected, "out of order");
                     seen += 1;
+                    read.store(seen, Ordering::Relaxed);
                 }
                 "end" => return seen,
                 _ => {}
@@ -58,15 +63,23 @@ async fn round(app: &Arc<App>, base: &str, run: u64) -> f64 {
             "{{\"event\":\"run_started\",\"run\":{run},\"job\":\"bench\",\"pipeline\":\"bench.yml\"}}"
         ))
         .expect("record");
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|_| tokio::spawn(client(format!("{base}/api/v1/runs/{run}/events"))))
+    let read: Vec<Arc<AtomicUsize>> = (0..CLIENTS).map(|_| Arc::default()).collect();
+    let clients: Vec<_> = read
+        .iter()
+        .map(|r| {
+            tokio::spawn(client(
+                format!("{base}/api/v1/runs/{run}/events"),
+                r.clone(),
+            ))
+        })
         .collect();
+    let slowest = || read.iter().map(|r| r.load(Ordering::Relaxed)).min();
     while journal.followers() < CLIENTS {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let started = Instant::now();
     for i in 0..DELTAS {
-        while journal.backlog() > LIVE_CAPACITY / 2 {
+        while journal.backlog() > LIVE_CAPACITY / 2 || i - slowest().unwrap_or(i) > QUEUE / 2 {
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
         journal.token(0, &format!("t{i} "));

@@ -61,15 +61,28 @@ pub fn acquire(state: &Path) -> Result<Held, LockError> {
         .truncate(false)
         .open(lock_path(state))
         .map_err(io)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => {
-            return Err(LockError::Held {
-                path: state.to_path_buf(),
-                holder: holder(&mut file),
-            });
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) => {
+                let holder = holder(&mut file);
+                // A holder that is dead still holds the lock while a process it forked
+                // has not yet reached exec (where the descriptor closes) or its keeper's
+                // first system calls (which close every descriptor): moments, longer on a
+                // loaded machine. Wait those out rather than blame a dead process.
+                if waited < DEAD_HOLDER_GRACE && holder_is_dead(&holder) {
+                    std::thread::sleep(DEAD_HOLDER_POLL);
+                    waited += DEAD_HOLDER_POLL;
+                    continue;
+                }
+                return Err(LockError::Held {
+                    path: state.to_path_buf(),
+                    holder,
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io(e)),
         }
-        Err(TryLockError::Error(e)) => return Err(io(e)),
     }
     let args: Vec<String> = std::env::args().collect();
     let me = format!("pid {}: {}", std::process::id(), args.join(" "));
@@ -79,6 +92,21 @@ pub fn acquire(state: &Path) -> Result<Held, LockError> {
         .and_then(|()| file.rewind())
         .and_then(|()| file.write_all(me.as_bytes()));
     Ok(Held { _file: file })
+}
+
+/// How long a lock whose writer is dead is waited for (see [`acquire`]).
+const DEAD_HOLDER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often it is tried again meanwhile.
+const DEAD_HOLDER_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Whether the process named in `holder` (`pid N: ...`, as [`acquire`] writes it) is
+/// gone. A text that names no pid is not taken as dead.
+fn holder_is_dead(holder: &str) -> bool {
+    holder
+        .strip_prefix("pid ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|pid| pid.trim().parse::<u32>().ok())
+        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
 }
 
 /// What the holder wrote in the lock file; a holder that has just taken the lock is given
@@ -93,4 +121,61 @@ fn holder(file: &mut File) -> String {
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
     "pid unknown: it is starting".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn a_holder_is_dead_only_when_its_pid_is_gone() {
+        assert!(holder_is_dead("pid 999999999: treadle run"));
+        assert!(!holder_is_dead(&format!(
+            "pid {}: treadle run",
+            std::process::id()
+        )));
+        assert!(!holder_is_dead("pid unknown: it is starting"));
+    }
+
+    /// The window a SIGKILLed treadle leaves: a process it forked still holds the lock's
+    /// descriptor until it execs. The next treadle waits that out instead of refusing.
+    #[test]
+    fn a_lock_kept_by_a_dead_writers_fork_is_taken_once_the_fork_execs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state.redb");
+        let held = acquire(&state).expect("first lock");
+        let mut child = std::process::Command::new("true");
+        // SAFETY: nanosleep is async-signal-safe; the closure allocates nothing.
+        unsafe {
+            child.pre_exec(|| {
+                let pause = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 400_000_000,
+                };
+                libc::nanosleep(&pause, std::ptr::null_mut());
+                Ok(())
+            });
+        }
+        let mut child = child.spawn().expect("spawn");
+        drop(held);
+        std::fs::write(lock_path(&state), "pid 999999999: treadle run").expect("rewrite");
+        let taken = acquire(&state);
+        child.wait().expect("wait");
+        assert!(taken.is_ok(), "{taken:?}");
+    }
+
+    #[test]
+    fn a_lock_of_a_live_holder_is_refused_at_once_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state.redb");
+        let _held = acquire(&state).expect("first lock");
+        // A second open file description in this process conflicts like another process.
+        match acquire(&state) {
+            Err(LockError::Held { holder, .. }) => {
+                assert!(holder.contains(&std::process::id().to_string()), "{holder}")
+            }
+            other => panic!("expected Held, got {other:?}"),
+        }
+    }
 }
