@@ -5,14 +5,14 @@
 //! ```
 //!
 //! A [`Policy`] guard allows `read_file`, asks about `write_file` and denies the rest. When
-//! the model calls `write_file`, the session journals the gate and hands the typed request to
+//! the model calls `write_file`, the session journals the gate and hands the typed question to
 //! the `on_gate` handler, which asks on the terminal: `y` approves once, `a` approves
 //! `write_file` for the rest of the session, anything else denies.
 
 use treadle_session::hook::{Action, Policy};
 use treadle_session::schemars::JsonSchema;
 use treadle_session::serde::Deserialize;
-use treadle_session::{FnTool, GateAnswer, GateRequest, SessionBuilder};
+use treadle_session::{FnTool, GateAnswer, GateQuestion, SessionBuilder};
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(crate = "treadle_session::serde")]
@@ -33,10 +33,10 @@ struct ReadArgs {
 }
 
 /// Asks on the terminal (on a blocking thread, so the runtime keeps running).
-async fn ask(request: GateRequest) -> GateAnswer {
+async fn ask(question: GateQuestion) -> GateAnswer {
     println!(
         "\n{} {}: {}",
-        request.tool, request.arguments, request.reason
+        question.tool, question.arguments, question.reason
     );
     println!("[y]es / [n]o / [a]lways for this tool?");
     let line = tokio::task::spawn_blocking(|| {
@@ -59,7 +59,7 @@ async fn main() -> Result<(), treadle_session::Error> {
     let policy = Policy::new()
         .allow("read_file")
         .ask("write_file")
-        .default_action(Action::Deny("only read_file and write_file exist".into()));
+        .default_action(Action::deny("only read_file and write_file exist"));
     let session = SessionBuilder::from_env()
         .hook(policy)
         .on_gate(ask)

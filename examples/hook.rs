@@ -5,7 +5,7 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:8091/v1 OPENAI_MODEL=qwen2.5-coder-0.5b cargo run --example hook
 //! ```
 
-use treadle_session::hook::{Decision, Hook, HookCall, Json, Operation, Outcome};
+use treadle_session::hook::{Decision, Hook, HookCall, Json, Operation, OperationOutcome};
 use treadle_session::schemars::JsonSchema;
 use treadle_session::serde::Deserialize;
 use treadle_session::{FnTool, GateAnswer, SessionBuilder, ToolError, async_trait};
@@ -27,7 +27,7 @@ impl Hook for Audit {
         }
     }
 
-    async fn finish(&self, call: &HookCall, outcome: &Outcome, _: Option<&Json>) {
+    async fn finish(&self, call: &HookCall, outcome: &OperationOutcome, _: Option<&Json>) {
         let tool = call.payload.tool_name().unwrap_or("");
         eprintln!("[audit] {} {tool} ends: {}", call.op.name(), outcome.name());
     }
@@ -55,8 +55,8 @@ async fn main() -> Result<(), treadle_session::Error> {
         ))
         .tool(FnTool::new("write_file", "Writes a file.", done("wrote")))
         // Every gate is answered here, in code: writing is approved.
-        .on_gate(|request| async move {
-            eprintln!("[gate] {} asks: {}", request.tool, request.reason);
+        .on_gate(|question| async move {
+            eprintln!("[gate] {} asks: {}", question.tool, question.reason);
             GateAnswer::Approve
         })
         .start()

@@ -15,6 +15,7 @@
 //!   model or prompt, tool calls answered from the recording, what changed reported.
 //! * [`cache`]: step keys, the content-addressed store, hit or miss, resume, `plan`.
 //! * [`resource`]: `get` / `put` resources; git is built in.
+//! * [`blocking`]: blocking work (redb, git, files) off the async threads, one helper.
 //! * [`clock`]: wall-clock milliseconds, as the state file records them.
 //! * [`environ`]: API keys taken out of treadle's environment at start-up; the allow-listed
 //!   environment of every command it starts.
@@ -39,6 +40,7 @@
 
 pub mod agent;
 pub mod assert;
+pub mod blocking;
 pub mod cache;
 pub mod cli;
 pub mod clock;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use treadle_event::{LoopId, SessionId};
 use treadle_hook::{
-    CommandHook, CommandSpec, HookCall, HookEvent, HookRunner, Matcher, Outcome, Payload,
+    CommandHook, CommandSpec, HookCall, HookEvent, HookRunner, Matcher, OperationOutcome, Payload,
 };
 
 fn call(tool: &str) -> HookCall {
@@ -31,7 +31,7 @@ async fn measure(runner: &HookRunner, tool: &str, calls: usize) -> Vec<Duration>
     for _ in 0..calls {
         let started = Instant::now();
         let active = runner.begin(call(tool)).await.expect("allowed");
-        active.finish(Outcome::Completed, None).await;
+        active.finish(OperationOutcome::Completed, None).await;
         times.push(started.elapsed());
     }
     times.sort();

@@ -265,12 +265,14 @@ impl HookCall {
     }
 }
 
-/// How an operation ended.
+/// How an operation ended: what [`Hook::finish`](crate::Hook::finish) is told. Named for
+/// the operation, so that it is not read as a turn's outcome (`treadle_session::TurnOutcome`,
+/// what a caller of a session gets).
 ///
 /// Encodes with a snake-case `status` tag: `{"status":"denied","reason":"..."}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum Outcome {
+pub enum OperationOutcome {
     Completed,
     /// A guard hook (or, for tool calls, a policy) refused the operation.
     Denied {
@@ -284,15 +286,19 @@ pub enum Outcome {
     Canceled,
 }
 
-impl Outcome {
+/// The old name of [`OperationOutcome`].
+#[deprecated(note = "renamed OperationOutcome (a turn's ending is treadle_session::TurnOutcome)")]
+pub type Outcome = OperationOutcome;
+
+impl OperationOutcome {
     pub fn denied(reason: impl Into<String>) -> Self {
-        Outcome::Denied {
+        OperationOutcome::Denied {
             reason: reason.into(),
         }
     }
 
     pub fn failed(error: impl Into<String>) -> Self {
-        Outcome::Failed {
+        OperationOutcome::Failed {
             error: error.into(),
         }
     }
@@ -300,14 +306,14 @@ impl Outcome {
     /// The snake-case name, the same as the JSON `status` tag.
     pub fn name(&self) -> &'static str {
         match self {
-            Outcome::Completed => "completed",
-            Outcome::Denied { .. } => "denied",
-            Outcome::Failed { .. } => "failed",
-            Outcome::Canceled => "canceled",
+            OperationOutcome::Completed => "completed",
+            OperationOutcome::Denied { .. } => "denied",
+            OperationOutcome::Failed { .. } => "failed",
+            OperationOutcome::Canceled => "canceled",
         }
     }
 
     pub fn is_completed(&self) -> bool {
-        matches!(self, Outcome::Completed)
+        matches!(self, OperationOutcome::Completed)
     }
 }

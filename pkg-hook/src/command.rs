@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use treadle_event::{LoopId, SessionId};
 
-use crate::call::{HookCall, Outcome, Payload};
+use crate::call::{HookCall, OperationOutcome, Payload};
 use crate::command_process::{self, Launcher, PlainLauncher};
 use crate::command_protocol::{self, Answer, Failure, HookContext, Verdict};
 use crate::command_spec::{CommandSpec, HookEvent, OnHookError};
@@ -206,8 +206,11 @@ impl CommandHook {
 
     /// Whether this hook runs for `call`'s finish with `outcome`: after a tool ran (its
     /// failure is a result too), and after a turn that ended with an answer or an error.
-    fn runs_at_finish(&self, call: &HookCall, outcome: &Outcome) -> bool {
-        let ended = matches!(outcome, Outcome::Completed | Outcome::Failed { .. });
+    fn runs_at_finish(&self, call: &HookCall, outcome: &OperationOutcome) -> bool {
+        let ended = matches!(
+            outcome,
+            OperationOutcome::Completed | OperationOutcome::Failed { .. }
+        );
         match (self.spec.event, &call.payload) {
             (HookEvent::PostToolUse, Payload::ToolExecution { name, .. }) => {
                 ended && self.spec.matcher.matches(name)
@@ -335,7 +338,7 @@ impl Hook for CommandHook {
         self.fire(call, None).await
     }
 
-    async fn finish(&self, call: &HookCall, outcome: &Outcome, output: Option<&Value>) {
+    async fn finish(&self, call: &HookCall, outcome: &OperationOutcome, output: Option<&Value>) {
         if self.runs_at_finish(call, outcome) {
             // An observer's answer changes nothing; its report says what it was.
             let _ = self.fire(call, output).await;

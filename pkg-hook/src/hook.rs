@@ -1,7 +1,7 @@
 //! The `Hook` trait a plugin implements, and the `Decision` a guard returns.
 
 use crate::Json;
-use crate::call::{HookCall, Outcome};
+use crate::call::{HookCall, OperationOutcome};
 
 /// A hook's answer to the beginning of an operation.
 ///
@@ -83,7 +83,7 @@ pub trait Hook: Send + Sync + 'static {
     /// `output` is the operation's result where one exists: the inference response (the
     /// assistant message JSON), the tool result, the gate answer. [`Json`] is
     /// `serde_json::Value`, re-exported so a hook needs no `serde_json` dependency.
-    async fn finish(&self, call: &HookCall, outcome: &Outcome, output: Option<&Json>) {
+    async fn finish(&self, call: &HookCall, outcome: &OperationOutcome, output: Option<&Json>) {
         let _ = (call, outcome, output);
     }
 }

@@ -10,7 +10,7 @@
 //! # Layout
 //!
 //! * `call`: [`Operation`], the [`HookCall`] a hook is given with its [`Payload`], its
-//!   [`OperationId`] and start time, and the [`Outcome`] an operation ends with.
+//!   [`OperationId`] and start time, and the [`OperationOutcome`] an operation ends with.
 //! * `hook`: the [`Hook`] trait and the [`Decision`] a guard returns.
 //! * `runner`: [`HookRunner`], which calls hooks in order, the in-flight [`Active`]
 //!   operation, and the [`Denied`] error.
@@ -34,7 +34,7 @@
 //!
 //! Hooks nest like scopes. [`HookRunner::begin`] calls `begin` in registration order;
 //! [`Active::finish`] calls `finish` in reverse. When a hook denies a guard operation, the
-//! hooks that already began (the denying one included) finish with [`Outcome::Denied`] in
+//! hooks that already began (the denying one included) finish with [`OperationOutcome::Denied`] in
 //! reverse, later hooks are not called at all, and `begin` returns [`Denied`]. A deny on an
 //! operation that is not a guard is ignored and logged with `tracing`. Every begun operation
 //! must be finished, also when it fails or is canceled (rule 5); an [`Active`] dropped
@@ -54,7 +54,7 @@
 //!
 //! use treadle_event::{LoopId, SessionId};
 //! use treadle_hook::{
-//!     async_trait, Decision, Hook, HookCall, HookRunner, Json, Operation, Outcome, Payload,
+//!     async_trait, Decision, Hook, HookCall, HookRunner, Json, Operation, OperationOutcome, Payload,
 //! };
 //!
 //! #[derive(Default)]
@@ -74,7 +74,7 @@
 //!         }
 //!     }
 //!
-//!     async fn finish(&self, call: &HookCall, outcome: &Outcome, _output: Option<&Json>) {
+//!     async fn finish(&self, call: &HookCall, outcome: &OperationOutcome, _output: Option<&Json>) {
 //!         if call.op == Operation::ToolExecution && outcome.is_completed() {
 //!             self.completed.fetch_add(1, Ordering::Relaxed);
 //!         }
@@ -103,7 +103,7 @@
 //!     arguments: serde_json::json!({ "path": "README.md" }),
 //! };
 //! let active = runner.begin(HookCall::new(session, loop_id, read)).await.unwrap();
-//! active.finish(Outcome::Completed, Some(serde_json::json!("# treadle"))).await;
+//! active.finish(OperationOutcome::Completed, Some(serde_json::json!("# treadle"))).await;
 //! assert_eq!(meter.completed.load(Ordering::Relaxed), 1);
 //! # }
 //! ```
@@ -114,12 +114,12 @@
 //!   answer breaks no plugin. [`Decision::Ask`] parks a tool call on a permission gate
 //!   through [`HookRunner::authorize`]; [`HookRunner::begin`] has nobody to ask and denies
 //!   it with [`APPROVAL_REQUIRED`] (fail closed, rule 7). Deny beats ask, ask beats allow. [`Operation`],
-//!   [`Payload`] and [`Outcome`] are exhaustive, because hooks match on them and rule 5 is
+//!   [`Payload`] and [`OperationOutcome`] are exhaustive, because hooks match on them and rule 5 is
 //!   stated over exactly these operations.
 //! * [`HookRunner::observe`] is for notifications of things that already happened, so it
 //!   ignores decisions even on guard operations.
 //! * JSON: a [`HookCall`] encodes as `{"op", "session", "loop", "turn"?, "step"?, "payload"}`
-//!   and its [`Payload`] carries a snake-case `kind` tag; [`Outcome`] carries a `status` tag.
+//!   and its [`Payload`] carries a snake-case `kind` tag; [`OperationOutcome`] carries a `status` tag.
 //! * A hook runs inline on the runtime's task and must not panic; a panic unwinds through
 //!   the operation that called it.
 //!
@@ -162,7 +162,8 @@ pub use serde_json;
 /// `serde_json::Value`, re-exported so that a hook needs no `serde_json` dependency.
 pub use serde_json::Value as Json;
 
-pub use call::{HookCall, Operation, OperationId, Outcome, Payload};
+#[allow(deprecated)]
+pub use call::{HookCall, Operation, OperationId, OperationOutcome, Outcome, Payload};
 pub use command::{CommandHook, HookEffect, HookReport, Reporter};
 pub use command_process::{Launched, Launcher, OUTPUT_LIMIT, PlainLauncher};
 pub use command_protocol::HookContext;

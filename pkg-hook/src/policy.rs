@@ -13,15 +13,61 @@ use crate::hook::{Decision, Hook};
 /// What a [`Rule`] (or a policy's default) does with a tool call.
 ///
 /// In JSON or YAML: `"allow"`, `"ask"`, or `{"deny": "the reason the model reads"}`.
+///
+/// Spelled like the hook's [`Decision`] and the session's `GateAnswer`: `Allow` and `Ask`
+/// are variants, a denial is `Deny { reason }`, built with [`Action::deny`]. The policy
+/// turns `Ask` into [`Decision::Ask`] with a question it writes from the call, which is
+/// why `Ask` carries none here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(from = "ActionText", into = "ActionText")]
 pub enum Action {
     Allow,
     /// Park the call on a permission gate; denied with `approval_required` where nobody
     /// can answer (a headless session).
     Ask,
     /// Refuse the call; the reason is the tool result the model reads.
+    Deny {
+        reason: String,
+    },
+}
+
+impl Action {
+    /// An [`Action::Deny`] with `reason`, as [`Decision::deny`] builds a hook's denial.
+    pub fn deny(reason: impl Into<String>) -> Self {
+        Action::Deny {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The written form of an [`Action`], unchanged since `Deny` held a bare string:
+/// `"allow"`, `"ask"`, `{"deny": "..."}`.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ActionText {
+    Allow,
+    Ask,
     Deny(String),
+}
+
+impl From<ActionText> for Action {
+    fn from(text: ActionText) -> Self {
+        match text {
+            ActionText::Allow => Action::Allow,
+            ActionText::Ask => Action::Ask,
+            ActionText::Deny(reason) => Action::Deny { reason },
+        }
+    }
+}
+
+impl From<Action> for ActionText {
+    fn from(action: Action) -> Self {
+        match action {
+            Action::Allow => ActionText::Allow,
+            Action::Ask => ActionText::Ask,
+            Action::Deny { reason } => ActionText::Deny(reason),
+        }
+    }
 }
 
 /// A regular expression over one argument of a call, kept with its source text so a
@@ -194,9 +240,9 @@ impl Rule {
 ///     "default": { "deny": "not on the list" }
 /// })).unwrap();
 /// assert_eq!(policy.decide("read_file", &json!({})), Action::Allow);
-/// assert_eq!(policy.decide("write_file", &json!({"path": "/etc/passwd"})), Action::Deny("no writes to /etc".into()));
+/// assert_eq!(policy.decide("write_file", &json!({"path": "/etc/passwd"})), Action::deny("no writes to /etc"));
 /// assert_eq!(policy.decide("write_file", &json!({"path": "notes.md"})), Action::Ask);
-/// assert_eq!(policy.decide("shell", &json!({"cmd": "rm -rf /"})), Action::Deny("not on the list".into()));
+/// assert_eq!(policy.decide("shell", &json!({"cmd": "rm -rf /"})), Action::deny("not on the list"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -235,7 +281,7 @@ impl Policy {
     /// Appends a rule that denies tools matching the glob `tool`, with `reason`.
     #[must_use]
     pub fn deny(self, tool: impl Into<String>, reason: impl Into<String>) -> Self {
-        self.rule(Rule::new(tool, Action::Deny(reason.into())))
+        self.rule(Rule::new(tool, Action::deny(reason)))
     }
 
     /// The action for calls no rule covers. Interactive sessions usually want
@@ -256,7 +302,7 @@ impl Policy {
             .or(self.default.as_ref())
             .cloned()
             .unwrap_or_else(|| {
-                Action::Deny(format!(
+                Action::deny(format!(
                     "no policy rule covers {tool} and the policy has no default, so the call \
                      is refused (fail closed)"
                 ))
@@ -279,7 +325,7 @@ impl Hook for Policy {
         };
         match self.decide(name, arguments) {
             Action::Allow => Decision::Allow,
-            Action::Deny(reason) => Decision::deny(reason),
+            Action::Deny { reason } => Decision::deny(reason),
             Action::Ask => Decision::ask(question(name, arguments)),
         }
     }
@@ -361,10 +407,7 @@ mod tests {
             .deny("shell", "no shell")
             .allow("*")
             .default_action(Action::Ask);
-        assert_eq!(
-            policy.decide("shell", &json!({})),
-            Action::Deny("no shell".into())
-        );
+        assert_eq!(policy.decide("shell", &json!({})), Action::deny("no shell"));
         assert_eq!(policy.decide("read", &json!({})), Action::Allow);
 
         let asks = Policy::new().allow("read").default_action(Action::Ask);
@@ -373,7 +416,7 @@ mod tests {
         let undecided = Policy::new().allow("read");
         assert!(matches!(
             undecided.decide("write", &json!({})),
-            Action::Deny(reason) if reason.contains("fail closed")
+            Action::Deny { reason } if reason.contains("fail closed")
         ));
     }
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde::{Deserialize, Serialize};
 use treadle_event::{StepId, TurnId};
 
-use crate::call::{HookCall, Operation, Outcome};
+use crate::call::{HookCall, Operation, OperationOutcome};
 use crate::hook::{Decision, Hook};
 
 /// Which end of an operation a [`Record`] is.
@@ -32,7 +32,7 @@ pub struct Record {
     pub phase: Phase,
     /// Set on [`Phase::Finish`] only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<Outcome>,
+    pub outcome: Option<OperationOutcome>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,7 +104,7 @@ impl Recorder {
         self.records.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn push(&self, call: &HookCall, phase: Phase, outcome: Option<&Outcome>) {
+    fn push(&self, call: &HookCall, phase: Phase, outcome: Option<&OperationOutcome>) {
         let record = Record {
             op: call.op,
             phase,
@@ -137,7 +137,7 @@ impl Hook for Recorder {
     async fn finish(
         &self,
         call: &HookCall,
-        outcome: &Outcome,
+        outcome: &OperationOutcome,
         _output: Option<&serde_json::Value>,
     ) {
         self.push(call, Phase::Finish, Some(outcome));

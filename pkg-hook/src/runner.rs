@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::call::{HookCall, Outcome};
+use crate::call::{HookCall, OperationOutcome};
 use crate::hook::{Decision, Hook};
 
 /// The reason prefix of a [`Decision::Ask`] that nobody could answer. Pipelines and
@@ -83,7 +83,7 @@ impl HookRunner {
     ///
     /// On a guard operation ([`Operation::is_guard`](crate::Operation::is_guard)) the first
     /// [`Decision::Deny`] stops it: the hooks that already began, the denying one included,
-    /// finish with [`Outcome::Denied`] in reverse order, the later hooks are never called,
+    /// finish with [`OperationOutcome::Denied`] in reverse order, the later hooks are never called,
     /// and the error names the hook and its reason. On any other operation a deny is
     /// ignored, with a `tracing` warning, because the runtime cannot stop it half-way.
     ///
@@ -103,7 +103,9 @@ impl HookRunner {
                 question,
             } => {
                 let reason = format!("{APPROVAL_REQUIRED}: {question}");
-                active.finish(Outcome::denied(reason.clone()), None).await;
+                active
+                    .finish(OperationOutcome::denied(reason.clone()), None)
+                    .await;
                 Err(Denied { hook, reason })
             }
         }
@@ -116,7 +118,7 @@ impl HookRunner {
     /// an earlier one asked about: deny beats ask, and ask beats allow. When several hooks
     /// ask, their questions are joined, one per line, and the first asker is named. The
     /// caller must finish the returned [`Active`] in every case, with
-    /// [`Outcome::Denied`] if the question is refused or never answered.
+    /// [`OperationOutcome::Denied`] if the question is refused or never answered.
     pub async fn authorize(&self, mut call: HookCall) -> Result<Authorization, Denied> {
         let Some(hooks) = &self.hooks else {
             return Ok(Authorization::Allowed(Active::new(call, None)));
@@ -145,7 +147,7 @@ impl HookRunner {
                 asks.push((hook.name().to_owned(), reason));
                 continue;
             }
-            let outcome = Outcome::Denied {
+            let outcome = OperationOutcome::Denied {
                 reason: reason.clone(),
             };
             // `index` is in bounds (it came from `enumerate`), so this slice cannot fail.
@@ -180,7 +182,7 @@ impl HookRunner {
     pub async fn observe(
         &self,
         call: HookCall,
-        outcome: Outcome,
+        outcome: OperationOutcome,
         output: Option<serde_json::Value>,
     ) {
         let Some(hooks) = &self.hooks else {
@@ -249,7 +251,7 @@ impl Active {
     }
 
     /// Ends the operation: runs every hook's `finish` in reverse registration order.
-    pub async fn finish(mut self, outcome: Outcome, output: Option<serde_json::Value>) {
+    pub async fn finish(mut self, outcome: OperationOutcome, output: Option<serde_json::Value>) {
         if let Some(hooks) = self.hooks.take() {
             for hook in hooks.iter().rev() {
                 hook.finish(&self.call, &outcome, output.as_ref()).await;

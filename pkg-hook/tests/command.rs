@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use treadle_event::{LoopId, SessionId};
 use treadle_hook::{
     Authorization, CommandHook, CommandSpec, HookCall, HookContext, HookEffect, HookEvent,
-    HookReport, HookRunner, Matcher, OnHookError, Outcome, Payload, Reporter,
+    HookReport, HookRunner, Matcher, OnHookError, OperationOutcome, Payload, Reporter,
 };
 
 fn tool_call(name: &str, arguments: Value) -> HookCall {
@@ -52,7 +52,7 @@ async fn finish(auth: Authorization) -> HookCall {
         }
         _ => panic!("an answer this test does not know"),
     };
-    active.finish(Outcome::Completed, None).await;
+    active.finish(OperationOutcome::Completed, None).await;
     call
 }
 
@@ -148,7 +148,7 @@ async fn on_hook_error_allow_lets_the_call_through_and_reports_it() {
         .begin(tool_call("run_shell", json!({})))
         .await
         .expect("allowed by the opt-out");
-    active.finish(Outcome::Completed, None).await;
+    active.finish(OperationOutcome::Completed, None).await;
     let seen = seen.lock().unwrap();
     assert!(
         matches!(&seen[0].effect, HookEffect::Failed { denied: false, failure } if failure.contains("code 3")),
@@ -216,7 +216,7 @@ async fn the_envelope_carries_claude_codes_fields_and_treadles() {
         .begin(call)
         .await
         .unwrap();
-    active.finish(Outcome::Completed, None).await;
+    active.finish(OperationOutcome::Completed, None).await;
     let env: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(env["hook_event_name"], "PreToolUse");
     assert_eq!(env["event"], "pre_tool_use");
@@ -260,7 +260,7 @@ async fn post_tool_use_gets_the_result_and_cannot_change_the_outcome() {
         .await
         .expect("an execution is not a guard");
     active
-        .finish(Outcome::Completed, Some(json!("wrote a.rs")))
+        .finish(OperationOutcome::Completed, Some(json!("wrote a.rs")))
         .await;
     let env: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(env["hook_event_name"], "PostToolUse");
@@ -281,7 +281,7 @@ async fn a_call_the_matcher_does_not_match_starts_no_process() {
         .begin(tool_call("read_file", json!({})))
         .await
         .unwrap();
-    active.finish(Outcome::Completed, None).await;
+    active.finish(OperationOutcome::Completed, None).await;
     assert!(!mark.exists(), "the hook ran for a tool it does not match");
 }
 

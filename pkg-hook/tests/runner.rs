@@ -5,12 +5,17 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use treadle_event::{GateId, LoopId, SessionId, StepId, TurnId};
 use treadle_hook::{
-    Decision, DenyTools, Hook, HookCall, HookRunner, Operation, Outcome, Payload, Phase, Record,
-    Recorder, async_trait,
+    Decision, DenyTools, Hook, HookCall, HookRunner, Operation, OperationOutcome, Payload, Phase,
+    Record, Recorder, async_trait,
 };
 
 /// One line of the shared trace: `(hook, phase, outcome, output)`.
-type Line = (String, &'static str, Option<Outcome>, Option<Value>);
+type Line = (
+    String,
+    &'static str,
+    Option<OperationOutcome>,
+    Option<Value>,
+);
 
 /// A hook that logs into a trace shared with other hooks, and denies every op it is told to.
 struct Probe {
@@ -56,7 +61,7 @@ impl Hook for Probe {
         }
     }
 
-    async fn finish(&self, _call: &HookCall, outcome: &Outcome, output: Option<&Value>) {
+    async fn finish(&self, _call: &HookCall, outcome: &OperationOutcome, output: Option<&Value>) {
         self.log((
             self.name.to_owned(),
             "finish",
@@ -127,7 +132,7 @@ async fn begin_in_registration_order_finish_in_reverse() {
 
     let active = runner.begin(inference()).await.expect("allowed");
     assert_eq!(active.call().op, Operation::Inference);
-    active.finish(Outcome::Completed, None).await;
+    active.finish(OperationOutcome::Completed, None).await;
 
     assert_eq!(
         lines(&t),
@@ -179,7 +184,7 @@ async fn deny_on_guard_finishes_begun_hooks_in_reverse_and_names_the_hook() {
         let recorded = t.lock().expect("trace lock").clone();
         for (_, phase, outcome, output) in recorded {
             if phase == "finish" {
-                assert_eq!(outcome, Some(Outcome::denied("b says no")));
+                assert_eq!(outcome, Some(OperationOutcome::denied("b says no")));
                 assert_eq!(output, None);
             }
         }
@@ -213,7 +218,7 @@ async fn deny_on_non_guard_is_ignored() {
             },
         };
         let active = runner.begin(call(payload)).await.expect("deny ignored");
-        active.finish(Outcome::Completed, None).await;
+        active.finish(OperationOutcome::Completed, None).await;
         assert_eq!(
             lines(&t),
             pairs(&[
@@ -234,12 +239,14 @@ async fn outputs_and_outcomes_reach_finish() {
 
     let active = runner.begin(inference()).await.expect("allowed");
     active
-        .finish(Outcome::Completed, Some(answer.clone()))
+        .finish(OperationOutcome::Completed, Some(answer.clone()))
         .await;
     let active = runner.begin(inference()).await.expect("allowed");
-    active.finish(Outcome::failed("stream cut"), None).await;
+    active
+        .finish(OperationOutcome::failed("stream cut"), None)
+        .await;
 
-    let finishes: Vec<(Option<Outcome>, Option<Value>)> = t
+    let finishes: Vec<(Option<OperationOutcome>, Option<Value>)> = t
         .lock()
         .expect("trace lock")
         .iter()
@@ -249,10 +256,10 @@ async fn outputs_and_outcomes_reach_finish() {
     assert_eq!(
         finishes,
         [
-            (Some(Outcome::Completed), Some(answer.clone())),
-            (Some(Outcome::Completed), Some(answer)),
-            (Some(Outcome::failed("stream cut")), None),
-            (Some(Outcome::failed("stream cut")), None),
+            (Some(OperationOutcome::Completed), Some(answer.clone())),
+            (Some(OperationOutcome::Completed), Some(answer)),
+            (Some(OperationOutcome::failed("stream cut")), None),
+            (Some(OperationOutcome::failed("stream cut")), None),
         ]
     );
 }
@@ -265,7 +272,11 @@ async fn observe_runs_begin_then_finish_and_ignores_decisions() {
         Probe::new("b", &t),
     ]);
     runner
-        .observe(tool_call("read"), Outcome::Completed, Some(json!("ok")))
+        .observe(
+            tool_call("read"),
+            OperationOutcome::Completed,
+            Some(json!("ok")),
+        )
         .await;
     assert_eq!(
         lines(&t),
@@ -297,7 +308,7 @@ async fn recorder_records_phases_outcomes_and_tool_names() {
         .expect_err("shell is denied");
     assert_eq!(denied.hook, "deny_tools");
     assert_eq!(denied.reason, "no shell");
-    step_active.finish(Outcome::Canceled, None).await;
+    step_active.finish(OperationOutcome::Canceled, None).await;
 
     assert_eq!(
         recorder.labels(),
@@ -320,8 +331,11 @@ async fn recorder_records_phases_outcomes_and_tool_names() {
             name: Some("shell".into()),
         }
     );
-    assert_eq!(records[2].outcome, Some(Outcome::denied("no shell")));
-    assert_eq!(records[3].outcome, Some(Outcome::Canceled));
+    assert_eq!(
+        records[2].outcome,
+        Some(OperationOutcome::denied("no shell"))
+    );
+    assert_eq!(records[3].outcome, Some(OperationOutcome::Canceled));
     assert_eq!(records[3].name, None);
 
     recorder.clear();
@@ -332,7 +346,7 @@ async fn recorder_records_phases_outcomes_and_tool_names() {
 async fn deny_tools_allows_other_tools_and_other_ops() {
     let runner = HookRunner::new(vec![Arc::new(DenyTools::new(["shell"], "no shell"))]);
     let active = runner.begin(tool_call("read")).await.expect("allowed");
-    active.finish(Outcome::Completed, None).await;
+    active.finish(OperationOutcome::Completed, None).await;
     // A tool *execution* is not where tools are authorized.
     let exec = call(Payload::ToolExecution {
         call_id: "c1".into(),
@@ -340,7 +354,7 @@ async fn deny_tools_allows_other_tools_and_other_ops() {
         arguments: json!({}),
     });
     let active = runner.begin(exec).await.expect("not a tool call");
-    active.finish(Outcome::Completed, None).await;
+    active.finish(OperationOutcome::Completed, None).await;
 }
 
 #[tokio::test]
@@ -350,8 +364,10 @@ async fn empty_runner_is_a_pass_through() {
     assert_eq!(runner.len(), 0);
     let active = runner.begin(tool_call("shell")).await.expect("no hooks");
     assert_eq!(active.call().payload.tool_name(), Some("shell"));
-    active.finish(Outcome::Completed, None).await;
-    runner.observe(inference(), Outcome::Completed, None).await;
+    active.finish(OperationOutcome::Completed, None).await;
+    runner
+        .observe(inference(), OperationOutcome::Completed, None)
+        .await;
 }
 
 #[test]
@@ -382,7 +398,7 @@ fn payload_and_call_serialize_with_tags() {
     assert_eq!(back, call);
 
     assert_eq!(
-        serde_json::to_value(Outcome::denied("no")).expect("encode"),
+        serde_json::to_value(OperationOutcome::denied("no")).expect("encode"),
         json!({ "status": "denied", "reason": "no" })
     );
     for op in Operation::ALL {
@@ -396,7 +412,7 @@ fn runner_futures_are_send() {
     let runner = HookRunner::default();
     let begin = runner.begin(tool_call("read"));
     assert_send(&begin);
-    let observe = runner.observe(inference(), Outcome::Canceled, None);
+    let observe = runner.observe(inference(), OperationOutcome::Canceled, None);
     assert_send(&observe);
 }
 
@@ -446,7 +462,7 @@ async fn authorize_hands_back_ask_with_every_question_and_begin_denies_it() {
     };
     assert_eq!(hook, "first");
     assert_eq!(question, "first wants to know\nsecond wants to know");
-    active.finish(Outcome::denied("no"), None).await;
+    active.finish(OperationOutcome::denied("no"), None).await;
 
     // `begin` has nobody to ask: it refuses, naming approval_required (fail closed).
     recorder.clear();
@@ -460,7 +476,10 @@ async fn authorize_hands_back_ask_with_every_question_and_begin_denies_it() {
         "{denied}"
     );
     let finish = recorder.records().pop().expect("finish record");
-    assert!(matches!(finish.outcome, Some(Outcome::Denied { .. })));
+    assert!(matches!(
+        finish.outcome,
+        Some(OperationOutcome::Denied { .. })
+    ));
 }
 
 #[tokio::test]

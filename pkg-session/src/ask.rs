@@ -12,14 +12,14 @@ use ractor::rpc::CallResult;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 use treadle_event::{GateAnswer, GateId};
-use treadle_hook::{APPROVAL_REQUIRED, Outcome, Payload};
+use treadle_hook::{APPROVAL_REQUIRED, OperationOutcome, Payload};
 
 use crate::batch_scope::{BatchScope, Call, hook_call};
 use crate::gate;
 use crate::protocol::{GateOpen, LoopMsg};
 use crate::question::HumanQuestion;
 use crate::resume::{self, PriorGate};
-use crate::subject::{GateCall, GateKind, GateRequest, GateSubject};
+use crate::subject::{GateCall, GateKind, GateQuestion, GateSubject};
 
 /// A gate to ask through, for one call.
 pub(crate) struct Ask<'a> {
@@ -83,11 +83,16 @@ pub(crate) async fn ask(
         .instrument(span.clone())
         .await;
     let (label, outcome) = match &answer {
-        None => ("canceled", Outcome::Canceled),
-        Some(GateAnswer::Approve | GateAnswer::ApproveAlways) => ("approve", Outcome::Completed),
-        Some(GateAnswer::Answer { .. }) => ("answer", Outcome::Completed),
-        Some(GateAnswer::Deny { reason }) => ("deny", Outcome::denied(reason.clone())),
-        Some(GateAnswer::Expired) => ("deny", Outcome::denied("no answer before the deadline")),
+        None => ("canceled", OperationOutcome::Canceled),
+        Some(GateAnswer::Approve | GateAnswer::ApproveAlways) => {
+            ("approve", OperationOutcome::Completed)
+        }
+        Some(GateAnswer::Answer { .. }) => ("answer", OperationOutcome::Completed),
+        Some(GateAnswer::Deny { reason }) => ("deny", OperationOutcome::denied(reason.clone())),
+        Some(GateAnswer::Expired) => (
+            "deny",
+            OperationOutcome::denied("no answer before the deadline"),
+        ),
     };
     span.record("gate.answer", label);
     if let Some(active) = wait_hook {
@@ -152,7 +157,7 @@ async fn open(
             scope.staged,
         ),
     };
-    let typed = GateRequest {
+    let typed = GateQuestion {
         gate,
         call_id: call.id.clone(),
         tool: call.name.clone(),

@@ -32,7 +32,7 @@ use ractor::rpc::CallResult;
 use tokio::sync::{Semaphore, watch};
 use tracing::Instrument;
 use treadle_event::{Block, EventKind, GateAnswer, Message, Role};
-use treadle_hook::{Active, Authorization, Outcome, Payload};
+use treadle_hook::{Active, Authorization, OperationOutcome, Payload};
 
 use crate::ask::{self, Ask, Asked};
 use crate::batch_scope::{BatchScope, Call, hook_call};
@@ -249,7 +249,7 @@ async fn prepare(
     let prior = prior.gates.remove(&(call.id.clone(), GateKind::HumanInput));
     let settled = human(scope, call, &arguments, question, prior).await;
     if let Some(guard) = guard {
-        guard.finish(Outcome::Completed, None).await;
+        guard.finish(OperationOutcome::Completed, None).await;
     }
     settled
 }
@@ -290,11 +290,13 @@ async fn authorize(
     match permission(scope, call, &arguments, (&hook, &question), prior).await {
         Permission::Granted => ready(scope, call, arguments, active).await,
         Permission::Refused(reason) => {
-            active.finish(Outcome::denied(reason.clone()), None).await;
+            active
+                .finish(OperationOutcome::denied(reason.clone()), None)
+                .await;
             Prepared::Refused(format!("denied: {reason}"))
         }
         Permission::Canceled => {
-            active.finish(Outcome::Canceled, None).await;
+            active.finish(OperationOutcome::Canceled, None).await;
             Prepared::Canceled
         }
     }
@@ -325,7 +327,9 @@ async fn ready(
             "denied: a hook rewrote the arguments of {} and they do not fit its schema: {problems}",
             call.name
         );
-        active.finish(Outcome::denied(reason.clone()), None).await;
+        active
+            .finish(OperationOutcome::denied(reason.clone()), None)
+            .await;
         return Prepared::Refused(reason);
     }
     Prepared::Ready {
@@ -516,15 +520,15 @@ fn started(scope: &BatchScope<'_>, call: &Call) {
     );
 }
 
-fn outcome(content: &str, is_error: bool, canceled: bool) -> Outcome {
+fn outcome(content: &str, is_error: bool, canceled: bool) -> OperationOutcome {
     if canceled {
-        Outcome::Canceled
+        OperationOutcome::Canceled
     } else if is_error {
-        Outcome::Failed {
+        OperationOutcome::Failed {
             error: content.to_owned(),
         }
     } else {
-        Outcome::Completed
+        OperationOutcome::Completed
     }
 }
 

@@ -26,7 +26,7 @@ use crate::redact::Secrets;
 use crate::restore::{self, RestoreError, Restored, RestoredLoop};
 use crate::resume::{self, ResumedTurn};
 use crate::session::{Session, SessionParts};
-use crate::subject::GateRequest;
+use crate::subject::GateQuestion;
 use crate::tool::{Tool, ToolSet};
 
 /// Configures and starts a [`Session`].
@@ -350,7 +350,7 @@ impl SessionBuilder {
     }
 
     /// Answers every gate the session opens with `handler`: it gets the typed
-    /// [`GateRequest`] (tool, arguments, reason; for an `ask_human` question its `human`
+    /// [`GateQuestion`] (tool, arguments, reason; for an `ask_human` question its `human`
     /// question, to answer with `GateAnswer::Answer`) and returns the answer, which is journaled
     /// before the waiting call learns it. Without a handler, a gate is answered through
     /// [`Session::respond_gate`] by whoever subscribed; a session with neither denies at
@@ -365,7 +365,7 @@ impl SessionBuilder {
     /// ```
     pub fn on_gate<F, Fut>(mut self, handler: F) -> Self
     where
-        F: Fn(GateRequest) -> Fut + Send + Sync + 'static,
+        F: Fn(GateQuestion) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = GateAnswer> + Send + 'static,
     {
         self.batch.on_gate = Some(Arc::new(move |request| Box::pin(handler(request))));

@@ -16,7 +16,7 @@ use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio_util::sync::CancellationToken;
 use treadle_event::{Block, Message, Role, StepId};
-use treadle_hook::{HookCall, Outcome, Payload};
+use treadle_hook::{HookCall, OperationOutcome, Payload};
 
 use crate::context::LoopContext;
 use crate::error::CommitError;
@@ -73,8 +73,8 @@ pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, request: &mut Prepa
     };
     if let Some(active) = hook {
         let outcome = match &result {
-            Ok(_) => Outcome::Completed,
-            Err(error) => Outcome::Failed {
+            Ok(_) => OperationOutcome::Completed,
+            Err(error) => OperationOutcome::Failed {
                 error: error.clone(),
             },
         };

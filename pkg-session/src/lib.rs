@@ -188,7 +188,8 @@ pub use serde;
 pub use serde_json;
 pub use session::{Session, TurnError, TurnOutcome, TurnReport};
 pub use stream::{ToolCallView, ToolResultView, TurnItem, TurnStream};
-pub use subject::{GateCall, GateKind, GateRequest, GateScope, GateSubject};
+#[allow(deprecated)]
+pub use subject::{GateKind, GateQuestion, GateRequest};
 pub use tool::{FnTool, Footprint, Place, Tool, ToolError, ToolResult};
 pub use treadle_event as event;
 

@@ -121,9 +121,18 @@ async fn stop_within(actors: Vec<ActorRef<LoopMsg>>, reason: &'static str) {
 /// How a turn ended, as [`Session::run`] reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnOutcome {
-    Done { text: String },
-    Failed { error: String, cause: FailureCause },
-    Interrupted { reason: String },
+    Done {
+        text: String,
+    },
+    /// `failure` says whose failure it was, as `TurnFailed` journals it (`cause` is the
+    /// name of an event's header field: the input or gate that led to it).
+    Failed {
+        error: String,
+        failure: FailureCause,
+    },
+    Interrupted {
+        reason: String,
+    },
 }
 
 /// The end of one turn: its outcome, the steps it committed and the tokens they spent.
@@ -137,21 +146,22 @@ pub struct TurnReport {
 
 impl TurnReport {
     /// The final answer of a turn that ended with `TurnDone`; `None` for a failed or
-    /// interrupted turn, so an error is never printed as if it were the answer.
+    /// interrupted turn. The same as `answer().ok()`, which replaces it: the answer has
+    /// one accessor, [`TurnReport::answer`].
+    #[deprecated(
+        note = "use answer(), a Result that says why there is no answer; answer().ok() for an Option"
+    )]
     pub fn text(&self) -> Option<&str> {
-        match &self.outcome {
-            TurnOutcome::Done { text } => Some(text),
-            _ => None,
-        }
+        self.answer().ok()
     }
 
     /// The final answer, or why there is none as an error.
     pub fn answer(&self) -> Result<&str, TurnError> {
         match &self.outcome {
             TurnOutcome::Done { text } => Ok(text),
-            TurnOutcome::Failed { error, cause } => Err(TurnError::Failed {
+            TurnOutcome::Failed { error, failure } => Err(TurnError::Failed {
                 error: error.clone(),
-                cause: *cause,
+                failure: *failure,
             }),
             TurnOutcome::Interrupted { reason } => Err(TurnError::Interrupted {
                 reason: reason.clone(),
@@ -175,7 +185,7 @@ impl TurnReport {
             // Shutdown cancelled the input before it ran.
             let outcome = TurnOutcome::Failed {
                 error: reason.clone(),
-                cause: FailureCause::Other,
+                failure: FailureCause::Other,
             };
             return Some(TurnReport {
                 input,
@@ -199,7 +209,7 @@ impl TurnReport {
             } => (
                 TurnOutcome::Failed {
                     error: error.clone(),
-                    cause: *failure,
+                    failure: *failure,
                 },
                 *steps,
                 *usage,
@@ -230,7 +240,10 @@ impl TurnReport {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TurnError {
     #[error("{error}")]
-    Failed { error: String, cause: FailureCause },
+    Failed {
+        error: String,
+        failure: FailureCause,
+    },
     #[error("{reason}")]
     Interrupted { reason: String },
 }
@@ -437,7 +450,7 @@ impl Session {
         let mut events = self.subscribe_from(0, filter)?;
         let (mut last, mut report) = (None, None);
         while let Some(item) = events.next().await {
-            if let CatchUpItem::Delivery(delivery) = item? {
+            if let CatchUpItem::Event(delivery) = item? {
                 let event = &delivery.event;
                 if let EventKind::TurnStarted { input, .. } = &event.kind {
                     (last, report) = (Some(*input), None);

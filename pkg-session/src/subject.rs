@@ -1,5 +1,5 @@
 //! The typed subject of a permission gate, as journaled in `GateOpened`, and the typed
-//! request a gate's answerer gets.
+//! question a gate's answerer gets.
 //!
 //! The event type keeps the subject as JSON (pipelines journal their own approval subjects);
 //! the session writes and reads its tool-call gates only through [`GateSubject`], so the
@@ -207,11 +207,12 @@ impl GateSubject {
     }
 }
 
-/// A permission question, typed: which tool call waits, and why. Handed to the
+/// What a gate asks, typed: which tool call waits, and why; a
+/// [`GateAnswer`](treadle_event::GateAnswer) answers it. Handed to the
 /// [`on_gate`](crate::SessionBuilder::on_gate) handler, or read from a `GateOpened` event
-/// with [`GateRequest::from_event`].
+/// with [`GateQuestion::from_event`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct GateRequest {
+pub struct GateQuestion {
     /// Answer it with this id ([`Session::respond_gate`](crate::Session::respond_gate)).
     pub gate: GateId,
     pub call_id: String,
@@ -230,8 +231,13 @@ pub struct GateRequest {
     pub human: Option<HumanQuestion>,
 }
 
-impl GateRequest {
-    /// The request a `GateOpened` event announces; `None` for other events and for gates
+/// The old name of [`GateQuestion`]: a gate asks a question and takes a
+/// [`GateAnswer`](treadle_event::GateAnswer).
+#[deprecated(note = "renamed GateQuestion, the question a GateAnswer answers")]
+pub type GateRequest = GateQuestion;
+
+impl GateQuestion {
+    /// The question a `GateOpened` event announces; `None` for other events and for gates
     /// that are not over a tool call.
     pub fn from_event(event: &Event) -> Option<Self> {
         let EventKind::GateOpened {
@@ -244,7 +250,7 @@ impl GateRequest {
         };
         let subject = GateSubject::from_value(subject)?;
         let call = subject.calls.into_iter().next()?;
-        Some(GateRequest {
+        Some(GateQuestion {
             gate: *gate,
             call_id: call.call_id,
             tool: call.name,
@@ -260,4 +266,4 @@ impl GateRequest {
 /// The session's answerer of permission gates, set with
 /// [`SessionBuilder::on_gate`](crate::SessionBuilder::on_gate).
 pub(crate) type GateHandler =
-    Arc<dyn Fn(GateRequest) -> BoxFuture<'static, GateAnswer> + Send + Sync + 'static>;
+    Arc<dyn Fn(GateQuestion) -> BoxFuture<'static, GateAnswer> + Send + Sync + 'static>;

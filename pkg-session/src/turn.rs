@@ -17,7 +17,7 @@ use ractor::rpc::CallResult;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use treadle_event::{Block, EventKind, FailureCause, Message, Role, StepId, Usage};
-use treadle_hook::{Active, HookCall, Operation, Outcome, Payload};
+use treadle_hook::{Active, HookCall, Operation, OperationOutcome, Payload};
 
 use crate::batch::{self, BatchOutcome};
 use crate::batch_scope::{BatchScope, Call, Deferred};
@@ -243,9 +243,9 @@ impl Turn {
             };
             if let Some(active) = step_hook {
                 let outcome = match &end {
-                    StepEnd::Committed(_) | StepEnd::Ended(_) => Outcome::Completed,
+                    StepEnd::Committed(_) | StepEnd::Ended(_) => OperationOutcome::Completed,
                     StepEnd::Discarded(end) => match outcome_of(end) {
-                        Outcome::Completed => Outcome::Failed {
+                        OperationOutcome::Completed => OperationOutcome::Failed {
                             error: "discarded".into(),
                         },
                         other => other,
@@ -359,12 +359,12 @@ impl Turn {
         };
         let mut completion = match result {
             None => {
-                finish(inference_hook, Outcome::Canceled, None).await;
+                finish(inference_hook, OperationOutcome::Canceled, None).await;
                 return Err(End::Interrupted("interrupted".into()));
             }
             Some(Err(error)) => {
                 let error = error.to_string();
-                let outcome = Outcome::Failed {
+                let outcome = OperationOutcome::Failed {
                     error: error.clone(),
                 };
                 finish(inference_hook, outcome, None).await;
@@ -385,7 +385,7 @@ impl Turn {
         crate::repair::repair_tool_uses(&mut completion.message);
         if inference_hook.is_some() {
             let output = serde_json::to_value(&completion.message).ok();
-            finish(inference_hook, Outcome::Completed, output).await;
+            finish(inference_hook, OperationOutcome::Completed, output).await;
         }
         Ok(completion)
     }
@@ -607,18 +607,22 @@ impl Turn {
     }
 }
 
-async fn finish(active: Option<Active>, outcome: Outcome, output: Option<serde_json::Value>) {
+async fn finish(
+    active: Option<Active>,
+    outcome: OperationOutcome,
+    output: Option<serde_json::Value>,
+) {
     if let Some(active) = active {
         active.finish(outcome, output).await;
     }
 }
 
-fn outcome_of(end: &End) -> Outcome {
+fn outcome_of(end: &End) -> OperationOutcome {
     match end {
-        End::Done(_) => Outcome::Completed,
-        End::Failed(_, error) => Outcome::Failed {
+        End::Done(_) => OperationOutcome::Completed,
+        End::Failed(_, error) => OperationOutcome::Failed {
             error: error.clone(),
         },
-        End::Interrupted(_) => Outcome::Canceled,
+        End::Interrupted(_) => OperationOutcome::Canceled,
     }
 }

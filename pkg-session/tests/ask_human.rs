@@ -10,7 +10,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use treadle_event::{EventFilter, EventKind, GateAnswer};
 use treadle_scripted::Reply;
-use treadle_session::{AskHuman, GateError, GateKind, GateRequest, Session};
+use treadle_session::{AskHuman, GateError, GateKind, GateQuestion, Session};
 
 /// The model asks, then says what it read.
 async fn asking(arguments: Value) -> treadle_scripted::ScriptedServer {
@@ -40,14 +40,14 @@ fn read_by_model(server: &treadle_scripted::ScriptedServer) -> (String, bool) {
 }
 
 /// Waits for the next `GateOpened` and reads it as a request.
-async fn next_question(sub: &mut treadle_session::Subscription) -> GateRequest {
+async fn next_question(sub: &mut treadle_session::Subscription) -> GateQuestion {
     loop {
         let delivery = tokio::time::timeout(Duration::from_secs(20), sub.next())
             .await
             .expect("a gate in time")
             .expect("open stream")
             .expect("not lost");
-        if let Some(request) = GateRequest::from_event(&delivery.event) {
+        if let Some(request) = GateQuestion::from_event(&delivery.event) {
             return request;
         }
     }
@@ -59,7 +59,7 @@ struct Asked {
     server: treadle_scripted::ScriptedServer,
     session: Session,
     turn: tokio::task::JoinHandle<Result<treadle_session::TurnReport, treadle_session::RunError>>,
-    request: GateRequest,
+    request: GateQuestion,
     _dir: tempfile::TempDir,
 }
 

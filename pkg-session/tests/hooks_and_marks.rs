@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 use treadle_event::{EventFilter, EventKind, GateAnswer};
-use treadle_hook::{Decision, Hook, HookCall, Operation, OperationId, Outcome, Payload};
+use treadle_hook::{Decision, Hook, HookCall, Operation, OperationId, OperationOutcome, Payload};
 use treadle_scripted::Reply;
 use treadle_session::hook::Policy;
 use treadle_session::{CatchUpItem, FnTool};
@@ -55,7 +55,7 @@ impl Hook for Meter {
         self.push(call, false);
         Decision::Allow
     }
-    async fn finish(&self, call: &HookCall, _: &Outcome, _: Option<&serde_json::Value>) {
+    async fn finish(&self, call: &HookCall, _: &OperationOutcome, _: Option<&serde_json::Value>) {
         self.push(call, true);
     }
 }
@@ -169,7 +169,7 @@ async fn a_restore_is_journaled_and_subscribe_from_says_when_it_has_caught_up() 
     let mut names = Vec::new();
     let caught_up = loop {
         match journaled.next().await.expect("an item").unwrap() {
-            CatchUpItem::Delivery(d) => names.push(d.event.kind.clone()),
+            CatchUpItem::Event(d) => names.push(d.event.kind.clone()),
             CatchUpItem::CaughtUp { seq } => break seq,
         }
     };

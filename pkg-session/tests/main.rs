@@ -9,6 +9,7 @@ mod compaction;
 mod effect_commit;
 mod hooks_and_marks;
 mod model_limits;
+mod public_api;
 mod real_model;
 mod restore_bad_journal;
 mod robustness;

@@ -5,7 +5,6 @@ use crate::common;
 use std::time::Duration;
 
 use treadle_scripted::{Reply, Script, ScriptedServer};
-use treadle_session::journal::{self, JournalOptions};
 use treadle_session::{Journal, RestoreError, RetryPolicy};
 
 async fn journal_with_one_turn(
@@ -45,15 +44,15 @@ async fn a_corrupt_entry_is_reported_by_seq_and_the_entries_before_it_stay_reada
     let dir = tempfile::tempdir().unwrap();
     let (server, id) = journal_with_one_turn(&dir).await;
     let bad_seq = {
-        // Open the file as an owner keeping its own tables in it would, so that the test
-        // holds the redb handle the journal never hands out.
         let path = dir.path().join("j.redb");
-        let db = std::sync::Arc::new(journal::open_database(&path).unwrap());
-        let journal = Journal::open_in(&path, db.clone(), JournalOptions::default()).unwrap();
+        let journal = Journal::open(&path).unwrap();
         let events = journal.read(id, 0, None).unwrap();
         let (seq, _) = events[events.len() / 2].clone();
+        // Closed cleanly: everything is checkpointed into the redb file, the log is empty.
         drop(journal);
-        // Damage one stored value directly, as a disk fault would.
+        // Damage one stored value directly with redb (the journal never hands its file
+        // out), as a disk fault would.
+        let db = redb::Database::create(&path).unwrap();
         let table: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("events.v1");
         let tx = db.begin_write().unwrap();
         tx.open_table(table)

@@ -126,8 +126,8 @@ async fn a_model_repeating_one_call_is_nudged_then_stopped() {
         .unwrap();
     let report = session.run("write it").await.unwrap();
     match &report.outcome {
-        TurnOutcome::Failed { error, cause } => {
-            assert_eq!(*cause, FailureCause::Repeated);
+        TurnOutcome::Failed { error, failure } => {
+            assert_eq!(*failure, FailureCause::Repeated);
             assert!(
                 error.contains("stuck in a loop") && error.contains("write"),
                 "{error}"

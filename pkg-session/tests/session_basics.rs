@@ -175,7 +175,7 @@ async fn bad_endpoints_fail_the_turn_naming_endpoint_and_cause_then_recover() {
             "{error}"
         );
         let next = session.run("again").await.unwrap();
-        assert_eq!(next.text(), Some("back to normal"));
+        assert_eq!(next.answer().ok(), Some("back to normal"));
         session.shutdown().await;
     }
 }

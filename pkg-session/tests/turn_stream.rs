@@ -55,7 +55,7 @@ async fn a_turn_streams_its_events_then_ends_with_its_report() {
     }
     let report = report.expect("the stream ends with the report");
     assert_eq!(report.answer().expect("answer"), "five");
-    assert_eq!(report.text(), Some("five"));
+    assert_eq!(report.answer().ok(), Some("five"));
     assert_eq!(text, "five");
     for kind in [
         "turn_started",
@@ -80,13 +80,13 @@ async fn a_failed_turn_has_no_text_and_its_answer_is_an_error() {
         .await
         .expect("start");
     let report = session.run("hi").await.expect("report");
-    assert_eq!(report.text(), None);
+    assert_eq!(report.answer().ok(), None);
     let error = report.answer().expect_err("a failed turn is an error");
     assert!(
         matches!(
             &error,
             TurnError::Failed {
-                cause: FailureCause::Model,
+                failure: FailureCause::Model,
                 ..
             }
         ),

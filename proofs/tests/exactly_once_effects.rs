@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use treadle_event::{Event, EventFilter, EventKind, GateAnswer, SessionId};
 use treadle_proofs::*;
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
-use treadle_session::{EffectPolicy, GateKind, GateRequest, Journal, Session};
+use treadle_session::{EffectPolicy, GateKind, GateQuestion, Journal, Session};
 
 /// Kills that must land between an intent and its result.
 const KILLS: usize = 52;
@@ -119,9 +119,9 @@ async fn an_effect_interrupted_by_a_crash_runs_again_only_when_the_answer_says_s
             .subscribe_from(0, EventFilter::enduring_only())
             .expect("subscribe")
             .into_subscription();
-        let opened: Vec<GateRequest> = journaled(restored.journal(), session)
+        let opened: Vec<GateQuestion> = journaled(restored.journal(), session)
             .iter()
-            .filter_map(GateRequest::from_event)
+            .filter_map(GateQuestion::from_event)
             .collect();
         assert_eq!(opened.len(), 1, "run {runs}: one effect gate");
         assert_eq!(opened[0].kind, GateKind::Effect, "run {runs}");
@@ -235,7 +235,7 @@ async fn an_effect_gate_refuses_approve_always_and_stays_open() {
     let restored = restore(&server, &journal_path, &log, EffectPolicy::Ask, session).await;
     let gate = journaled(restored.journal(), session)
         .iter()
-        .find_map(GateRequest::from_event)
+        .find_map(GateQuestion::from_event)
         .expect("an effect gate")
         .gate;
     let refused = restored.respond_gate(gate, GateAnswer::ApproveAlways).await;

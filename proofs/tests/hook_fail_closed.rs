@@ -14,8 +14,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 use treadle_event::{Block, EventKind};
 use treadle_hook::{
-    CommandHook, CommandSpec, Decision, Hook, HookCall, HookEvent, Operation, Outcome, Payload,
-    Recorder, Reporter,
+    CommandHook, CommandSpec, Decision, Hook, HookCall, HookEvent, Operation, OperationOutcome,
+    Payload, Recorder, Reporter,
 };
 use treadle_proofs::*;
 use treadle_scripted::{Reply, Script, ToolCall};
@@ -67,7 +67,7 @@ impl Hook for Taped {
         Decision::Allow
     }
 
-    async fn finish(&self, call: &HookCall, _: &Outcome, _: Option<&serde_json::Value>) {
+    async fn finish(&self, call: &HookCall, _: &OperationOutcome, _: Option<&serde_json::Value>) {
         self.note(call, "finish");
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use treadle_event::{EventFilter, EventKind};
-use treadle_hook::{Decision, Hook, HookCall, Operation, Outcome, Phase, Recorder};
+use treadle_hook::{Decision, Hook, HookCall, Operation, OperationOutcome, Phase, Recorder};
 use treadle_proofs::*;
 use treadle_scripted::{Reply, Script, ToolCall};
 
@@ -97,7 +97,7 @@ async fn hooks_run_in_rule_order_for_every_step() {
         {
             assert_eq!(
                 record.outcome,
-                Some(Outcome::Completed),
+                Some(OperationOutcome::Completed),
                 "seed {seed}: {record:?}"
             );
         }
@@ -137,7 +137,7 @@ async fn a_discarded_steps_hooks_never_finish_completed() {
             assert!(
                 matches!(
                     record.outcome,
-                    Some(Outcome::Failed { .. } | Outcome::Canceled)
+                    Some(OperationOutcome::Failed { .. } | OperationOutcome::Canceled)
                 ),
                 "seed {seed}: {record:?}"
             );
@@ -158,7 +158,7 @@ async fn a_discarded_steps_hooks_never_finish_completed() {
             (Operation::Turn, Phase::Finish)
         );
         assert!(
-            matches!(turn_finish.outcome, Some(Outcome::Failed { .. })),
+            matches!(turn_finish.outcome, Some(OperationOutcome::Failed { .. })),
             "seed {seed}"
         );
         session.shutdown().await;
@@ -223,7 +223,11 @@ async fn a_denying_guard_stops_the_turn_or_inference_with_its_reason() {
             .into_iter()
             .find(|r| r.op == op && r.phase == Phase::Finish)
             .expect("finish");
-        assert_eq!(denied.outcome, Some(Outcome::denied(reason)), "{op:?}");
+        assert_eq!(
+            denied.outcome,
+            Some(OperationOutcome::denied(reason)),
+            "{op:?}"
+        );
         session.shutdown().await;
     }
 }

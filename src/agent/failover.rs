@@ -104,7 +104,7 @@ fn outage(report: &TurnReport) -> Option<&str> {
     match &report.outcome {
         TurnOutcome::Failed {
             error,
-            cause: FailureCause::Model,
+            failure: FailureCause::Model,
         } if is_outage_message(error) => Some(error),
         _ => None,
     }

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use tokio_util::sync::CancellationToken;
 use treadle_event::EventKind;
 use treadle_session::{
-    GateAnswer, GateKind, GateRequest, RunError, Session, TurnOutcome, TurnReport,
+    GateAnswer, GateKind, GateQuestion, RunError, Session, TurnOutcome, TurnReport,
 };
 
 use super::controls::{Question, QuestionKind, StepControls};
@@ -30,7 +30,7 @@ pub(super) const CONTINUE: &str = "The machine that was running this conversatio
 pub(super) async fn answer_gate(
     controls: &StepControls,
     answerer: Option<&Answerer>,
-    request: GateRequest,
+    request: GateQuestion,
 ) -> GateAnswer {
     if let Some(question) = request.human {
         return match answerer {
@@ -100,7 +100,7 @@ pub(super) fn answer_open_gates(
         .collect();
     let open = events
         .iter()
-        .filter_map(|(_, e)| GateRequest::from_event(e))
+        .filter_map(|(_, e)| GateQuestion::from_event(e))
         .filter(|r| !resolved.contains(&r.gate));
     let asked = open
         .map(|request| {

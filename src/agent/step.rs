@@ -341,22 +341,24 @@ async fn run_session(
 
     let verdict = slot.get();
     let status = match &turns.last.outcome {
-        TurnOutcome::Failed { error, cause } => match (guard.tripped(), guard.tripped_dollars()) {
-            (Some(tripped), _) => AgentStatus::BudgetExceeded {
-                spent: tripped.spent,
-                limit: tripped.limit,
-                scope: tripped.scope.to_string(),
-            },
-            (None, Some(tripped)) => AgentStatus::DollarBudgetExceeded {
-                spent_usd: tripped.spent,
-                limit_usd: tripped.limit,
-                scope: tripped.scope.to_string(),
-            },
-            (None, None) => AgentStatus::Failed {
-                error: error.clone(),
-                cause: *cause,
-            },
-        },
+        TurnOutcome::Failed { error, failure } => {
+            match (guard.tripped(), guard.tripped_dollars()) {
+                (Some(tripped), _) => AgentStatus::BudgetExceeded {
+                    spent: tripped.spent,
+                    limit: tripped.limit,
+                    scope: tripped.scope.to_string(),
+                },
+                (None, Some(tripped)) => AgentStatus::DollarBudgetExceeded {
+                    spent_usd: tripped.spent,
+                    limit_usd: tripped.limit,
+                    scope: tripped.scope.to_string(),
+                },
+                (None, None) => AgentStatus::Failed {
+                    error: error.clone(),
+                    cause: *failure,
+                },
+            }
+        }
         TurnOutcome::Interrupted { reason } => AgentStatus::Interrupted {
             reason: reason.clone(),
         },

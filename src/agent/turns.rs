@@ -54,7 +54,7 @@ impl Turns {
     fn absorb(&mut self, again: TurnReport) {
         self.usage += again.usage;
         self.steps += again.steps;
-        if !again.is_done() || again.text().is_some_and(|text| !text.trim().is_empty()) {
+        if !again.is_done() || again.answer().is_ok_and(|text| !text.trim().is_empty()) {
             self.text = outcome_text(&again);
         }
         self.last = again;

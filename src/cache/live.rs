@@ -73,6 +73,13 @@ pub enum StartError {
     Records(#[from] RecordError),
 }
 
+impl From<crate::blocking::WorkerStopped> for StartError {
+    /// A read of the state file that stopped without returning is a failed read.
+    fn from(stopped: crate::blocking::WorkerStopped) -> Self {
+        StartError::Records(RecordError::Db(stopped.to_string()))
+    }
+}
+
 #[derive(Debug)]
 pub(crate) enum Mode {
     Fresh,

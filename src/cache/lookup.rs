@@ -13,6 +13,7 @@ use super::StepCache;
 use super::cas::CasError;
 use super::digest::{self, Digest, DigestError, Manifest};
 use super::records::{Outcome, OutputTree, RecordError};
+use crate::blocking::{WorkerStopped, blocking};
 use crate::pipeline::{Step, StepKind};
 
 /// Why the cache could not do what the executor asked. None of these fails a step: a
@@ -115,12 +116,10 @@ fn uses_captured_var(step: &Step) -> bool {
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, CacheError> + Send + 'static,
-) -> Result<T, CacheError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(CacheError::Worker(e.to_string())))
+impl From<WorkerStopped> for CacheError {
+    fn from(stopped: WorkerStopped) -> Self {
+        CacheError::Worker(stopped.0)
+    }
 }
 
 impl StepCache {
@@ -161,7 +160,7 @@ impl StepCache {
             return Ok(d);
         }
         let p = path.clone();
-        let m = blocking(move || Ok(digest::manifest(&p)?)).await?;
+        let m = blocking::<_, CacheError>(move || Ok(digest::manifest(&p)?)).await?;
         let d = m.digest();
         self.with(|l| l.trees.insert(path, (d, Arc::new(m))));
         Ok(d)
@@ -195,7 +194,7 @@ impl StepCache {
         path: PathBuf,
     ) -> Result<OutputTree, CacheError> {
         let (p, cas) = (path.clone(), self.cas.clone());
-        let (manifest, bytes) = blocking(move || {
+        let (manifest, bytes) = blocking::<_, CacheError>(move || {
             let m = digest::manifest(&p)?;
             let bytes = cas.store(&p, &m)?;
             Ok((m, bytes))

@@ -131,6 +131,16 @@ pub enum ResourceError {
     Git(#[from] git::GitError),
 }
 
+impl From<crate::blocking::WorkerStopped> for ResourceError {
+    /// Git work that stopped without returning is a failed git operation.
+    fn from(stopped: crate::blocking::WorkerStopped) -> Self {
+        ResourceError::Git(git::GitError::Failed {
+            what: "task",
+            detail: stopped.to_string(),
+        })
+    }
+}
+
 impl GitSource {
     /// Reads a resource's source.
     pub fn of(resource: &Resource) -> Result<Self, ResourceError> {

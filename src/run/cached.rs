@@ -15,6 +15,7 @@ use super::exec::{Ctx, Done, now_ms};
 use super::flow::{Cell, is_cell};
 use super::state::{StateError, StepStatus};
 use super::transcript::Event;
+use crate::blocking::{WorkerStopped, blocking};
 use crate::cache::digest::Digest;
 use crate::cache::key::{self, KeyParts};
 use crate::cache::records::Outcome;
@@ -45,12 +46,10 @@ enum CachedError {
     Worker(String),
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, CachedError> + Send + 'static,
-) -> Result<T, CachedError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(CachedError::Worker(e.to_string())))
+impl From<WorkerStopped> for CachedError {
+    fn from(stopped: WorkerStopped) -> Self {
+        CachedError::Worker(stopped.0)
+    }
 }
 
 impl<'a> Ctx<'a> {
@@ -271,7 +270,7 @@ impl<'a> Ctx<'a> {
         // crash before only means it is replayed again); a step brought back from a resumed
         // run's record is durable, since only that record could bring it back again.
         let durable = cache.recorded_from(entry.seq).is_some() && !is_cell(entry);
-        let written = blocking(move || {
+        let written = blocking::<_, CachedError>(move || {
             if let Some(r) = record {
                 store.put_step_lazy(run, &r)?;
             }
@@ -338,7 +337,7 @@ impl<'a> Ctx<'a> {
         let names: Vec<String> = outcome.outputs.iter().map(|o| o.name.clone()).collect();
         let (ws, cache, outcome) = (self.artifacts.clone(), cache.clone(), outcome.clone());
         let (seq, name) = (entry.seq, entry.name.clone());
-        blocking(move || {
+        blocking::<_, CachedError>(move || {
             let dir = ws.prepare(seq, &name, 0, &[], &[])?;
             let result = match cache.restore(&outcome, &dir) {
                 Ok(()) => ws.collect(&dir, &names).map_err(CachedError::from),
@@ -441,8 +440,10 @@ impl<'a> Ctx<'a> {
                 .ok()
                 .and_then(|r| r.get(entry.seq as usize).cloned());
             let (store, run, seq) = (self.store.clone(), self.run, entry.seq);
-            let events =
-                blocking(move || Ok(store.agent_events(run, seq).unwrap_or_default())).await?;
+            let events = blocking::<_, CachedError>(move || {
+                Ok(store.agent_events(run, seq).unwrap_or_default())
+            })
+            .await?;
             (record, events)
         };
         let outcome = Outcome {
@@ -469,7 +470,8 @@ impl<'a> Ctx<'a> {
         };
         let shared = (replay && self.remote.is_some()).then(|| outcome.clone());
         let (cache, path) = (cache.clone(), entry.path.clone());
-        blocking(move || Ok(cache.put_success(&path, &outcome, replay, true)?)).await?;
+        blocking::<_, CachedError>(move || Ok(cache.put_success(&path, &outcome, replay, true)?))
+            .await?;
         // Under `--nats`, shared for every server, once it is in the state file.
         if let (Some(remote), Some(outcome)) = (&self.remote, shared) {
             remote.share(&outcome, dirs).await;

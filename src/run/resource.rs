@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::artifacts::copy_tree;
 use super::exec::{Ctx, Done};
 use super::transcript::Event;
+use crate::blocking::blocking;
 use crate::cache::StepCache;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
@@ -21,17 +22,6 @@ use crate::pipeline::{Version, VersionSpec};
 use crate::resource::check::Checker;
 use crate::resource::{GitSource, Kind, ResourceError, git, ops};
 use tokio_util::sync::CancellationToken;
-
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, ResourceError> + Send + 'static,
-) -> Result<T, ResourceError> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(ResourceError::Git(git::GitError::Failed {
-            what: "task",
-            detail: e.to_string(),
-        }))
-    })
-}
 
 impl<'a> Ctx<'a> {
     fn git_source(&self, resource: &str) -> Result<GitSource, ResourceError> {
@@ -85,7 +75,7 @@ impl<'a> Ctx<'a> {
         let kind = Kind::of(self.loaded, resource).map_err(|e| Done::errored(e.to_string()))?;
         if let (Kind::Git(src), VersionSpec::Latest) = (&kind, &mode) {
             let src = src.clone();
-            return blocking(move || ops::latest(&src))
+            return blocking::<_, ResourceError>(move || ops::latest(&src))
                 .await
                 .map_err(|e| Done::errored(e.to_string()));
         }
@@ -173,7 +163,7 @@ impl<'a> Ctx<'a> {
             git::mirror_of(&self.git_dir(), &src.uri),
         );
         let (seq, name, art) = (entry.seq, entry.name.clone(), artifact.clone());
-        let fetched = blocking(move || {
+        let fetched = blocking::<_, ResourceError>(move || {
             let dir = ws
                 .prepare(seq, &name, attempt, &[], std::slice::from_ref(&art))
                 .map_err(|e| git::GitError::Failed {
@@ -245,7 +235,7 @@ impl<'a> Ctx<'a> {
         let message =
             param("message").unwrap_or_else(|| format!("treadle run {}: {}", self.run, entry.name));
         let mirror = git::mirror_of(&self.git_dir(), &src.uri);
-        let pushed = blocking(move || {
+        let pushed = blocking::<_, ResourceError>(move || {
             let commit = ops::publish(&src, &mirror, &path, &message)?;
             Ok((commit, src))
         })
@@ -319,7 +309,7 @@ impl<'a> Ctx<'a> {
         };
         let mirror = git::mirror_of(&self.git_dir(), &src.uri);
         let (parent, message) = (parent.to_owned(), message.to_owned());
-        let (commit, src) = blocking(move || {
+        let (commit, src) = blocking::<_, ResourceError>(move || {
             let commit = ops::commit_on(&src, &mirror, &path, Some(&parent), &message)?;
             Ok((commit, src))
         })
@@ -347,7 +337,7 @@ impl<'a> Ctx<'a> {
             format!("{}-wipe", entry.name),
             artifact.to_owned(),
         );
-        blocking(move || {
+        blocking::<_, ResourceError>(move || {
             let fail = |e: &dyn std::fmt::Display| {
                 ResourceError::Git(git::GitError::Failed {
                     what: "wipe",

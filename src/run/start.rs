@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::state::{RunStatus, StateError, Store};
+use crate::blocking::blocking;
 use crate::cache::chain::Chain;
 use crate::cache::records::RecordError;
 use crate::cache::{Start, StartError, StepCache};
@@ -16,14 +17,6 @@ fn earlier(start: &Start) -> Option<u64> {
         Start::Fresh | Start::Force | Start::Rerun(_) => None,
         Start::Resume(of) | Start::Replay(of, _) => Some(*of),
     }
-}
-
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, StartError> + Send + 'static,
-) -> Result<T, StartError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(StartError::Records(RecordError::Db(e.to_string()))))
 }
 
 /// The job of the run being resumed or replayed (`None` for a fresh run).

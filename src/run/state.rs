@@ -54,8 +54,8 @@ pub enum StateError {
     Open {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: Box<redb::DatabaseError>,
+        /// Why: redb's error, or the journal's (`StorageError`) when the journal opened it.
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A read or write failed.
     #[error("state file error: {0}")]

@@ -23,9 +23,7 @@ pub async fn blocking<T: Send + 'static>(
     read: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let store = app.store.clone();
-    tokio::task::spawn_blocking(move || read(&store))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
+    crate::blocking::blocking(move || read(&store)).await
 }
 
 /// Loads a served pipeline as `treadle run` does (its edits since start-up included), with

@@ -1,6 +1,14 @@
 //! The other commands' side of the server: find it through the discovery file, check it
 //! answers, and call its API; a run's event stream is read (and resumed after a dropped
 //! connection) with [`SseParser`].
+//!
+//! Why a parser of our own and not `eventsource-stream` (in the lock file through
+//! async-openai): that crate does what a browser's `EventSource` does, and a follower of a
+//! run needs the stream as sent. There, an event without `id:` carries the last id seen,
+//! so a live token delta would look journaled and move the resume cursor (tests/
+//! serve_events.rs checks that deltas have no id); and an event with no `data:` is
+//! dropped. What it would replace is the 40 lines of [`SseParser::feed`], which the
+//! follower and the tests feed with byte chunks of any size.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;

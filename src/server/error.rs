@@ -45,6 +45,12 @@ impl ApiError {
     }
 }
 
+impl From<crate::blocking::WorkerStopped> for ApiError {
+    fn from(stopped: crate::blocking::WorkerStopped) -> Self {
+        Self::Internal(stopped.to_string())
+    }
+}
+
 impl From<crate::run::StateError> for ApiError {
     fn from(e: crate::run::StateError) -> Self {
         match e {

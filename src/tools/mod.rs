@@ -43,6 +43,8 @@ use std::sync::Arc;
 
 use treadle_session::Tool;
 
+use crate::blocking::{WorkerStopped, blocking};
+
 use targets::{Access, Declared};
 
 pub use masked::Masked;
@@ -153,17 +155,12 @@ fn build(name: &str, workspace: &Workspace) -> Result<Arc<dyn Tool>, UnknownTool
     })
 }
 
-/// Runs blocking file work off the async worker threads.
-async fn blocking<T, F>(work: F) -> Result<T, treadle_session::ToolError>
-where
-    F: FnOnce() -> Result<T, treadle_session::ToolError> + Send + 'static,
-    T: Send + 'static,
-{
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
-        Err(treadle_session::ToolError::new(format!(
-            "the tool stopped unexpectedly: {e}"
-        )))
-    })
+/// Blocking file work runs off the async worker threads through [`blocking`]; a tool
+/// whose work stopped without returning fails with this.
+impl From<WorkerStopped> for treadle_session::ToolError {
+    fn from(stopped: WorkerStopped) -> Self {
+        treadle_session::ToolError::new(format!("the tool stopped unexpectedly: {stopped}"))
+    }
 }
 
 #[cfg(test)]

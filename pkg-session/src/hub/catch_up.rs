@@ -12,8 +12,9 @@ use super::subscription::{Subscription, SubscriptionLost};
 /// One item of a [`CatchUp`] stream.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CatchUpItem {
-    /// An event, read from the journal (before [`CatchUpItem::CaughtUp`]) or live (after).
-    Delivery(Delivery),
+    /// An event, read from the journal (before [`CatchUpItem::CaughtUp`]) or live (after),
+    /// with its journal seq. Named like [`TurnItem::Event`](crate::TurnItem::Event).
+    Event(Delivery),
     /// Every journaled event the subscription asked for has been yielded: what follows is
     /// live. `seq` is the last journal seq the catch-up covered (0 when the journal held
     /// none for this session). Yielded exactly once, even when the catch-up was empty.
@@ -27,7 +28,7 @@ impl CatchUpItem {
     /// The delivery, or `None` for the [`CatchUpItem::CaughtUp`] mark.
     pub fn delivery(self) -> Option<Delivery> {
         match self {
-            CatchUpItem::Delivery(delivery) => Some(delivery),
+            CatchUpItem::Event(delivery) => Some(delivery),
             CatchUpItem::CaughtUp { .. } => None,
         }
     }
@@ -82,6 +83,6 @@ impl Stream for CatchUp {
         }
         Pin::new(&mut this.subscription)
             .poll_next(cx)
-            .map(|next| next.map(|item| item.map(CatchUpItem::Delivery)))
+            .map(|next| next.map(|item| item.map(CatchUpItem::Event)))
     }
 }

@@ -41,7 +41,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use treadle_event::{Delivery, Event, EventFilter, LoopId, SessionId};
-use treadle_hook::{HookCall, HookRunner, Outcome, Payload};
+use treadle_hook::{HookCall, HookRunner, OperationOutcome, Payload};
 
 use crate::journal::{AppendError, Journal, ReadError};
 
@@ -230,8 +230,8 @@ impl Hub {
         });
         if let Some(active) = hook {
             let outcome = match &result {
-                Ok(_) => Outcome::Completed,
-                Err(error) => Outcome::failed(error.to_string()),
+                Ok(_) => OperationOutcome::Completed,
+                Err(error) => OperationOutcome::failed(error.to_string()),
             };
             active.finish(outcome, None).await;
         }

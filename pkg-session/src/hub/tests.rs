@@ -250,7 +250,7 @@ async fn hub_subscribe_from_replays_a_restored_journal_before_any_publish() {
     let seqs = |v: Vec<Result<CatchUpItem, SubscriptionLost>>| -> Vec<(u64, Option<u64>)> {
         v.into_iter()
             .map(|item| match item.unwrap() {
-                CatchUpItem::Delivery(d) => (d.journal_seq.unwrap(), None),
+                CatchUpItem::Event(d) => (d.journal_seq.unwrap(), None),
                 CatchUpItem::CaughtUp { seq } => (0, Some(seq)),
             })
             .collect()
@@ -318,7 +318,7 @@ async fn hub_subscribe_from_during_publishing_has_no_gap_and_no_duplicate() {
             let mut mark = None;
             while let Some(item) = sub.next().await {
                 let delivery = match item {
-                    Ok(CatchUpItem::Delivery(delivery)) => delivery,
+                    Ok(CatchUpItem::Event(delivery)) => delivery,
                     Ok(CatchUpItem::CaughtUp { seq }) => {
                         assert_eq!(mark, None, "round {round}: a second mark");
                         assert!(enduring.last().is_none_or(|last| *last <= seq));

@@ -1,7 +1,32 @@
 //! Typed errors of the journal, one enum per operation.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// A failure of the storage engine under the journal (redb). Opaque, so that no redb type
+/// is part of this crate's API (a redb upgrade is then no break of it): its message is
+/// redb's, and its [`source`](std::error::Error::source) is redb's own cause, if any.
+#[derive(Debug, Clone)]
+pub struct StorageError(Arc<redb::Error>);
+
+impl StorageError {
+    pub(crate) fn new(error: impl Into<redb::Error>) -> Self {
+        StorageError(Arc::new(error.into()))
+    }
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
 
 /// Why [`super::Journal::open`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +68,7 @@ pub enum JournalOpenError {
         path: PathBuf,
         /// redb's reason.
         #[source]
-        source: redb::DatabaseError,
+        source: StorageError,
     },
     /// The file opened, but its tables could not be created or read.
     #[error("cannot prepare the tables of journal {}", path.display())]
@@ -52,7 +77,7 @@ pub enum JournalOpenError {
         path: PathBuf,
         /// redb's reason.
         #[source]
-        source: redb::Error,
+        source: StorageError,
     },
     /// The write-ahead log beside the file could not be read, created or reset.
     #[error("cannot recover the write-ahead log of journal {}", path.display())]
@@ -70,7 +95,7 @@ pub enum JournalOpenError {
         path: PathBuf,
         /// redb's reason.
         #[source]
-        source: redb::Error,
+        source: StorageError,
     },
     /// The operating system refused to start the writer thread.
     #[error("cannot start the writer thread of journal {}", path.display())]
@@ -107,7 +132,7 @@ pub enum AppendError {
     /// The batch holding this group failed to write or commit. Every group of that batch
     /// gets the same error, and the writer carries on with the next batch.
     #[error("the journal write failed")]
-    Storage(#[source] Arc<redb::Error>),
+    Storage(#[source] StorageError),
     /// The batch holding this group could not be made durable in the write-ahead log (or,
     /// after an earlier failure, the log could not be reset). Like [`AppendError::Storage`],
     /// every group of the batch gets it, and the writer carries on.
@@ -184,7 +209,7 @@ impl WalError {
 pub enum ReadError {
     /// redb could not read the file.
     #[error("the journal read failed")]
-    Storage(#[source] redb::Error),
+    Storage(#[source] StorageError),
     /// A stored value does not decode, or an index entry points at nothing.
     #[error("journal entry seq {seq} is corrupt: {detail}")]
     Corrupt {
@@ -197,6 +222,6 @@ pub enum ReadError {
 
 impl ReadError {
     pub(crate) fn storage(error: impl Into<redb::Error>) -> Self {
-        ReadError::Storage(error.into())
+        ReadError::Storage(StorageError::new(error))
     }
 }

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, DatabaseError};
 
-use super::JournalOpenError;
 use super::tables::{BY_SESSION, EVENTS, IDS};
+use super::{JournalOpenError, StorageError};
 
 /// Creates the directories `path` lives in.
 pub(super) fn create_parent(path: &Path) -> Result<(), JournalOpenError> {
@@ -22,10 +22,8 @@ pub(super) fn create_parent(path: &Path) -> Result<(), JournalOpenError> {
 }
 
 /// Opens the redb file at `path` for a journal, creating its directories and the file
-/// (atomically) if needed. Its owner may keep tables of its own in it and then opens the
-/// journal inside it with [`Journal::open_in`].
-pub fn open_database(path: impl AsRef<Path>) -> Result<Database, JournalOpenError> {
-    let path = path.as_ref();
+/// (atomically) if needed.
+pub(super) fn open_database(path: &Path) -> Result<Database, JournalOpenError> {
     create_parent(path)?;
     let exists = path
         .try_exists()
@@ -60,7 +58,7 @@ fn open_db(path: &Path) -> Result<Database, JournalOpenError> {
             }
             source => JournalOpenError::Open {
                 path: path.to_path_buf(),
-                source,
+                source: StorageError::new(source),
             },
         })
 }
@@ -88,7 +86,7 @@ fn create(path: &Path) -> Result<(), JournalOpenError> {
     let db = open_db(&creating)?;
     prepare(&db).map_err(|source| JournalOpenError::Init {
         path: path.to_path_buf(),
-        source,
+        source: StorageError::new(source),
     })?;
     drop(db);
     std::fs::rename(&creating, path).map_err(io_error)?;

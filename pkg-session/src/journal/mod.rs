@@ -68,18 +68,29 @@ use redb::Database;
 use tokio::sync::oneshot;
 use treadle_event::{Event, SessionId};
 
-pub use error::{AppendError, ImportError, JournalOpenError, ReadError, WalError};
+pub use error::{AppendError, ImportError, JournalOpenError, ReadError, StorageError, WalError};
 pub use view::{JournalStats, JournalView};
 
 use claims::ImportClaim;
 pub(crate) use claims::{Claimed, SessionClaim};
 
 use claims::Claims;
-pub use file::open_database;
 use file::{create_parent, prepare};
 use recover::recover;
 use registry::{Registered, Registry, RemoveOnDrop};
 use writer::{Counters, Encoded, Request, Writer};
+
+/// Opens the redb file at `path` for a journal, creating its directories and the file
+/// (atomically) if needed. Its owner keeps tables of its own in it and opens the journal
+/// inside it with [`Journal::open_in`].
+///
+/// Only with the `shared-database` feature (the `treadle` CLI's state file uses it):
+/// without it no redb type is part of this crate's API, and nothing outside the journal
+/// opens its file, so nothing can write its tables but the session's loop (rule 1).
+#[cfg(feature = "shared-database")]
+pub fn open_database(path: impl AsRef<Path>) -> Result<redb::Database, JournalOpenError> {
+    file::open_database(path.as_ref())
+}
 
 /// How a [`Journal`] writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,12 +263,15 @@ impl Journal {
         temporary: bool,
         key: PathBuf,
     ) -> Result<Journal, JournalOpenError> {
-        let db = open_database(path)?;
+        let db = file::open_database(path)?;
         Self::start(path, Arc::new(db), options, temporary, key)
     }
 
     /// Opens the journal inside a redb file its caller owns and keeps its own tables in
-    /// (the pipeline's state store does), opened with [`open_database`]. The journal adds
+    /// (the pipeline's state store does), opened with [`open_database`]. Only with the
+    /// `shared-database` feature, which puts redb's `Database` in this crate's API and
+    /// lets its holder reach the journal's tables: for an embedder that must keep its own
+    /// state in the same file. The journal adds
     /// its tables (`events.v1`, `event_ids.v1`, `session_seqs.v1`, which the owner must
     /// not touch) and its writer thread; redb serializes write transactions, so the
     /// owner's writes simply wait their turn with the journal's batches. The journal never
@@ -265,6 +279,7 @@ impl Journal {
     ///
     /// The file is then open in this process: [`Journal::open`] of the same path returns
     /// this journal while a handle of it lives.
+    #[cfg(feature = "shared-database")]
     pub fn open_in(
         path: impl AsRef<Path>,
         db: Arc<Database>,
@@ -295,13 +310,13 @@ impl Journal {
         let path = path.to_path_buf();
         prepare(&db).map_err(|source| JournalOpenError::Init {
             path: path.clone(),
-            source,
+            source: StorageError::new(source),
         })?;
         // After the redb file, whose lock makes this process the only one to touch the log.
         let (wal, replayed) = recover(&db, &path, options.durable)?;
         let last_seq = writer::last_seq(&db).map_err(|source| JournalOpenError::Init {
             path: path.clone(),
-            source,
+            source: StorageError::new(source),
         })?;
 
         let counters = Arc::new(Counters::default());

@@ -4,9 +4,9 @@ use std::path::Path;
 
 use redb::{Database, Durability, ReadableTable};
 
-use super::JournalOpenError;
 use super::tables::{BY_SESSION, EVENTS, IDS};
 use super::wal::{self, Replayed, Wal};
+use super::{JournalOpenError, StorageError};
 
 /// Replays the write-ahead log beside `path` into `db`, if there is one, and returns the log
 /// ready for appends (durable mode) and the number of events restored from it.
@@ -23,9 +23,9 @@ pub(super) fn recover(
         path: path.to_path_buf(),
         source,
     };
-    let replay_error = |source| JournalOpenError::Replay {
+    let replay_error = |source: redb::Error| JournalOpenError::Replay {
         path: path.to_path_buf(),
-        source,
+        source: StorageError::new(source),
     };
     let wal_path = wal::path_for(path);
     if durable {

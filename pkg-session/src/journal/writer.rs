@@ -19,7 +19,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, WriteTransaction};
 use tokio::sync::oneshot;
 
-use super::error::{AppendError, WalError};
+use super::error::{AppendError, StorageError, WalError};
 use super::tables::{BY_SESSION, EVENTS, IDS};
 use super::wal::{Entry, Wal};
 
@@ -89,7 +89,7 @@ fn redb_error(error: impl Into<redb::Error>) -> BatchError {
 impl From<BatchError> for AppendError {
     fn from(error: BatchError) -> Self {
         match error {
-            BatchError::Redb(error) => AppendError::Storage(Arc::new(error)),
+            BatchError::Redb(error) => AppendError::Storage(StorageError::new(error)),
             BatchError::Wal(error) => AppendError::WriteAhead(Arc::new(error)),
         }
     }
