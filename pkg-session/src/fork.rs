@@ -1,7 +1,7 @@
 //! Forking a session: a new session, with its own id, whose committed history is another
 //! session's up to a committed point ([`ForkPoint`]). The parent is only read.
 //!
-//! # How a fork is written (rule 1, single writer)
+//! # How a fork is written (rule 1, single writer; rule 14, fork-exact)
 //!
 //! The fork is a session of its own from its first event on: it claims its new id like
 //! [`SessionBuilder::start`], and its own hub writes, in **one atomic append**, its
