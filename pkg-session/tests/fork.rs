@@ -11,11 +11,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use treadle_event::{Event, EventFilter, EventKind, ForkPoint, GateAnswer, GateId, Message};
+use treadle_event::{Block, Event, EventFilter, EventKind, ForkPoint, GateAnswer, GateId, Message};
 use treadle_hook::Policy;
 use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
 use treadle_session::{
-    FnTool, ForkError, GateError, JournalView, Session, SessionBuilder, Subscription, TurnOutcome,
+    FnTool, ForkError, GateError, JournalView, Session, SessionBuilder, SubAgent, Subscription,
+    TurnOutcome,
 };
 
 /// "steps N": N echo steps, then text. "write": one `write` call, then text. Anything else:
@@ -347,4 +348,89 @@ async fn a_point_that_is_not_committed_is_refused_and_writes_nothing() {
     let report = parent.last_turn().await.expect("report").expect("turn");
     assert!(matches!(report.outcome, TurnOutcome::Interrupted { .. }));
     parent.shutdown().await;
+}
+
+const CHILD_PROMPT: &str = "You are the helper.";
+
+/// The main agent delegates every input to `helper`; the helper answers with how many
+/// messages it saw, so its own history shows in its answer.
+fn delegating_script() -> Script {
+    Script::from_fn(|body: &Value| {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        if messages[0]["content"] == CHILD_PROMPT {
+            return Reply::text(format!("helper saw {}", messages.len()));
+        }
+        let last_user = messages
+            .iter()
+            .rposition(|m| m["role"] == "user")
+            .unwrap_or(0);
+        if messages[last_user..].iter().any(|m| m["role"] == "tool") {
+            Reply::text("relayed")
+        } else {
+            Reply::tool_call("helper", json!({ "task": "count" }))
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_keeps_its_history_in_the_fork_and_a_fork_into_another_file_stands_alone() {
+    let server = ScriptedServer::start(delegating_script())
+        .await
+        .expect("server");
+    let (home, away) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let builder = |dir: &TempDir| {
+        Session::builder()
+            .endpoint(server.base_url())
+            .model("scripted")
+            .journal_path(dir.path().join("j.redb"))
+            .sub_agent(SubAgent::new("helper", "Counts.").system_prompt(CHILD_PROMPT))
+    };
+    let parent = builder(&home).start().await.expect("start");
+    parent.run("one").await.expect("run");
+    let turn = parent.journal().committed_turns(parent.id()).expect("t")[0].turn;
+    let before = events(parent.journal(), parent.id());
+
+    let fork = builder(&away)
+        .fork_from(parent.journal(), parent.id(), ForkPoint::AfterTurn(turn))
+        .await
+        .expect("fork into another file");
+    assert_ne!(fork.journal().path(), parent.journal().path());
+    let report = fork.run("two").await.expect("run");
+    assert!(report.is_done(), "{report:?}");
+    // The helper's second task came after its first, carried over: system, task, answer,
+    // task.
+    let history = fork.history().await.expect("history");
+    assert!(
+        history
+            .iter()
+            .flat_map(|m| &m.content)
+            .any(|b| matches!(b, Block::ToolResult { content, .. } if content == "helper saw 4")),
+        "{history:?}"
+    );
+    let forked = events(fork.journal(), fork.id());
+    let parent_loops: std::collections::HashSet<_> = before
+        .iter()
+        .filter_map(|(_, e)| e.header.loop_id)
+        .collect();
+    assert!(
+        forked
+            .iter()
+            .all(|(_, e)| e.header.loop_id.is_none_or(|l| !parent_loops.contains(&l))),
+        "the fork's loops are its own"
+    );
+    assert_eq!(events(parent.journal(), parent.id()), before);
+
+    // The fork's file alone restores it, with the parent's file gone.
+    let (id, live) = (fork.id(), history);
+    fork.shutdown().await;
+    drop(fork);
+    parent.shutdown().await;
+    drop(parent);
+    drop(home);
+    let restored = builder(&away).restore(id).await.expect("restore");
+    assert_eq!(restored.history().await.expect("history"), live);
+    restored.shutdown().await;
 }
