@@ -22,7 +22,7 @@ pub(super) async fn run(
         let fresh = matches!(start, crate::cache::Start::Fresh);
         if tape_args.record.is_some() || tape_args.replay.is_some() || !fresh {
             crate::console::tell!(
-                "treadle: {} owns the state file; --record, --replay-model, --resume, --replay, --force and --rerun do not go through it yet\nhint: stop the server, or run without them",
+                "treadle: {} owns the state file; --record, --replay-model, --resume, --replay, --fork, --force and --rerun do not go through it yet\nhint: stop the server, or run without them",
                 client.who()
             );
             return EXIT_CONFIG;
