@@ -5,6 +5,7 @@
 use crate::common;
 
 use common::Fixture;
+use common::server::{Server, get};
 use serde_json::{Value, json};
 use treadle::run::Store;
 use treadle::run::step_sessions;
@@ -147,6 +148,63 @@ async fn a_fork_of_a_finished_review_has_its_own_transcript_and_leaves_the_paren
         parent_show
     );
     assert_eq!(f.treadle(&["runs", "--steps", "1"]).stdout(), parent_steps);
+    // `treadle runs` and the API say where the fork comes from.
+    let runs = f.treadle(&["runs"]).stdout();
+    let row = runs.lines().find(|l| l.trim_start().starts_with("2 "));
+    assert!(
+        row.is_some_and(|l| l.ends_with("fork of run 1 at reviewer/1")),
+        "{runs}"
+    );
+    assert!(
+        !runs
+            .lines()
+            .any(|l| l.trim_start().starts_with("1 ") && l.contains("fork")),
+        "{runs}"
+    );
+    // A point that names no turn, or no step, is refused, and makes no fork.
+    let url = server.base_url().to_owned();
+    let (f, refused) = tokio::task::spawn_blocking(move || {
+        let env = [("TREADLE_LOCAL_URL", url.as_str())];
+        let no_turn = f.treadle_env(&["run", "--fork", "1", "--at", "reviewer/5"], &env);
+        let no_step = f.treadle_env(&["run", "--fork", "1", "--at", "nope"], &env);
+        (f, [no_turn, no_step])
+    })
+    .await
+    .expect("join");
+    let [no_turn, no_step] = refused;
+    assert_ne!(no_turn.code(), 0);
+    assert!(
+        no_turn
+            .stdout()
+            .contains("has 1 turn(s); there is no turn 5"),
+        "{}",
+        no_turn.stdout()
+    );
+    no_step.expect_code(2);
+    assert!(
+        no_step.stderr().contains("no step `nope`"),
+        "{}",
+        no_step.stderr()
+    );
+    assert_eq!(reviewer_session(&f, 1).0, parent_session);
+    // The API says it too (a server started on the state file).
+    let served = Server::start(f.path(), &["treadle.yml"], &[]);
+    let (code, fork_view) = get(&served, "/api/v1/runs/2").await;
+    assert_eq!(code, 200, "{fork_view}");
+    assert_eq!(
+        fork_view["forked_from"],
+        json!({"run": 1, "at": "reviewer/1"})
+    );
+    let (_, parent_view) = get(&served, "/api/v1/runs/1").await;
+    assert!(parent_view.get("forked_from").is_none(), "{parent_view}");
+    let (_, list) = get(&served, "/api/v1/runs").await;
+    assert!(
+        list.as_array().is_some_and(|l| l
+            .iter()
+            .any(|r| r["id"] == 2 && r["forked_from"]["run"] == 1)),
+        "{list}"
+    );
+    drop(served);
     // The fork's transcript is its own.
     let fork_show = f.treadle(&["runs", "--show", "2"]).stdout();
     assert!(fork_show.contains("Second look."), "{fork_show}");
@@ -154,7 +212,7 @@ async fn a_fork_of_a_finished_review_has_its_own_transcript_and_leaves_the_paren
 }
 
 #[test]
-fn a_fork_at_a_turn_or_step_that_is_not_there_is_refused() {
+fn a_fork_of_no_run_or_without_a_point_is_refused() {
     let f = Fixture::new(REVIEW);
     let none = f.treadle(&["run", "--fork", "1", "--at", "reviewer/1"]);
     none.expect_code(2);
