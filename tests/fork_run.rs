@@ -212,11 +212,28 @@ async fn a_fork_of_a_finished_review_has_its_own_transcript_and_leaves_the_paren
 }
 
 #[test]
-fn a_fork_of_no_run_or_without_a_point_is_refused() {
+fn a_fork_of_no_run_without_a_point_or_with_an_unreadable_prompt_is_refused() {
     let f = Fixture::new(REVIEW);
     let none = f.treadle(&["run", "--fork", "1", "--at", "reviewer/1"]);
     none.expect_code(2);
     assert!(none.stderr().contains("no run 1"), "{}", none.stderr());
     let no_at = f.treadle(&["run", "--fork", "1"]);
     assert_ne!(no_at.code(), 0);
+    assert!(no_at.stderr().contains("--at"), "{}", no_at.stderr());
+    let missing = f.path().join("no-such-prompt.txt");
+    let unread = f.treadle(&[
+        "run",
+        "--fork",
+        "1",
+        "--at",
+        "reviewer",
+        "--prompt-file",
+        missing.to_str().expect("utf-8"),
+    ]);
+    unread.expect_code(2);
+    assert!(
+        unread.stderr().contains("cannot read"),
+        "{}",
+        unread.stderr()
+    );
 }

@@ -114,9 +114,8 @@ pub enum Command {
         /// when cached; the steps before it are taken from the cache as usual.
         #[arg(long, value_name = "STEP", conflicts_with_all = ["resume", "replay"])]
         rerun: Option<String>,
-        /// Make a new run from RUN: the steps before --at's step replayed from RUN, that
-        /// agent step going on from a fork of its session in RUN, the rest run as usual
-        /// (see docs/durability.md, "Forking a run").
+        /// A new run from RUN: the steps before --at's replayed, that agent step going on
+        /// from a fork of its session in RUN (docs/durability.md, "Forking a run").
         #[arg(
             long,
             value_name = "RUN",
@@ -477,15 +476,8 @@ pub async fn dispatch(cli: Cli) -> u8 {
                 record,
                 replay: replay_model,
             };
-            let prompt = match prompt_file {
-                Some(f) => match std::fs::read_to_string(&f) {
-                    Ok(text) => Some(text),
-                    Err(e) => {
-                        crate::console::tell!("treadle: cannot read {}: {e}", f.display());
-                        return EXIT_CONFIG;
-                    }
-                },
-                None => prompt,
+            let Ok(prompt) = run::fork_prompt(prompt, prompt_file) else {
+                return EXIT_CONFIG;
             };
             let start = match (resume, replay, from, rerun) {
                 _ if fork.is_some() => crate::cache::Start::Fork(crate::cache::ForkRun {

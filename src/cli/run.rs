@@ -66,3 +66,17 @@ pub(super) async fn run(
         }
     }
 }
+
+/// The message a forked run's step goes on with: `--prompt`, or the text of
+/// `--prompt-file` (an error, said, when it cannot be read).
+pub(super) fn fork_prompt(
+    prompt: Option<String>,
+    file: Option<PathBuf>,
+) -> Result<Option<String>, ()> {
+    let Some(file) = file else {
+        return Ok(prompt);
+    };
+    std::fs::read_to_string(&file).map(Some).map_err(|e| {
+        crate::console::tell!("treadle: cannot read {}: {e}", file.display());
+    })
+}
