@@ -434,3 +434,47 @@ async fn a_sub_agent_keeps_its_history_in_the_fork_and_a_fork_into_another_file_
     assert_eq!(restored.history().await.expect("history"), live);
     restored.shutdown().await;
 }
+
+/// Figures, printed: forking a session of 200 turns (one tool step each, about 800 history
+/// events) at its last turn, and restoring the fork, each averaged over 10.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: prints figures"]
+async fn figures_fork_of_a_200_turn_session() {
+    const TURNS: usize = 200;
+    let world = World::new().await;
+    let parent = world.builder().start().await.expect("start");
+    for _ in 0..TURNS {
+        parent.run("steps 1").await.expect("run");
+    }
+    let turns = parent
+        .journal()
+        .committed_turns(parent.id())
+        .expect("turns");
+    let last = turns.last().expect("a turn").turn;
+    let (mut fork_time, mut restore_time) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..10 {
+        let started = std::time::Instant::now();
+        let fork = world
+            .builder()
+            .fork(parent.id(), ForkPoint::AfterTurn(last))
+            .await
+            .expect("fork");
+        fork_time += started.elapsed();
+        let id = fork.id();
+        fork.shutdown().await;
+        drop(fork);
+        let started = std::time::Instant::now();
+        let restored = world.builder().restore(id).await.expect("restore");
+        restore_time += started.elapsed();
+        restored.shutdown().await;
+    }
+    let events = events(parent.journal(), parent.id()).len();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "{{\"turns\": {TURNS}, \"parent_events\": {events}, \"fork_ms\": {:.2}, \"restore_fork_ms\": {:.2}, \"loadavg\": \"{}\"}}",
+        fork_time.as_secs_f64() * 100.0,
+        restore_time.as_secs_f64() * 100.0,
+        load.trim()
+    );
+    parent.shutdown().await;
+}
