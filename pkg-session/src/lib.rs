@@ -46,7 +46,8 @@
 //! (each call carries an operation id and its start time) and [`hook::Policy`] for
 //! allow/deny/ask rules; [`SessionBuilder::on_gate`] to answer the permission gates an
 //! `ask` opens; [`SessionBuilder::restore`] to rebuild a session from its journal (which
-//! records a `SessionRestored` event). The runnable programs are in `examples/`, and
+//! records a `SessionRestored` event); [`SessionBuilder::fork`] for a new session whose
+//! history is another's up to a committed [`ForkPoint`]. The runnable programs are in `examples/`, and
 //! `docs/library.md` is the guide. The rules the runtime keeps are stated, each with the
 //! proof that checks it, in `docs/rules.md` (comments cite them as "rule N").
 //!
