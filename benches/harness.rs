@@ -425,6 +425,7 @@ async fn restore_large() {
             endpoint: server.base_url().into(),
             system: None,
             parent: None,
+            fork: None,
         };
         journal
             .import(vec![Event::new(Header::in_loop(id, main), started)])

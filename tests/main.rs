@@ -34,6 +34,7 @@ mod docs_server;
 mod docs_yaml;
 mod examples;
 mod expr_resources;
+mod fork_run;
 mod format_across;
 mod format_agent_keys;
 mod format_containers;

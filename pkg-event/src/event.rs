@@ -5,6 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::content::{Message, Usage};
+use crate::fork::ForkLink;
 use crate::ids::{EventId, GateId, InputId, LoopId, SessionId, StepId, TurnId};
 
 /// What led to an event.
@@ -166,6 +167,14 @@ pub enum EventKind {
         /// run as a session of its own. `None` for a session nobody delegated to.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent: Option<ParentLink>,
+        /// The session this one was forked from, and where: its first events are copies of
+        /// that session's committed history (see [`ForkLink`]). A field here rather than an
+        /// event kind of its own, so that a build that predates forks still reads the
+        /// journal (an unknown field is ignored; an unknown kind would not decode), and so
+        /// that the link is in the session's first event, written in the same atomic
+        /// append as the copied history.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fork: Option<ForkLink>,
     },
     /// A turn began. Its input message joins the committed history with this event.
     TurnStarted {

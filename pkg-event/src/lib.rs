@@ -13,6 +13,8 @@
 //!   delivery [`Class`] and [`Scope`].
 //! * [`filter`]: [`EventFilter`], which picks loops per delivery class, and [`Delivery`],
 //!   what a subscription yields.
+//! * [`fork`]: [`ForkLink`] and [`ForkPoint`], a forked session's parent and where it
+//!   was forked, journaled with the fork's `SessionStarted`.
 //!
 //! # JSON encoding
 //!
@@ -42,6 +44,7 @@
 pub mod content;
 pub mod event;
 pub mod filter;
+pub mod fork;
 pub mod ids;
 
 pub use content::{Block, Message, Role, ToolUse, Usage};
@@ -50,4 +53,5 @@ pub use event::{
     TerminalKind,
 };
 pub use filter::{Delivery, EventFilter, LoopScope};
+pub use fork::{ForkLink, ForkPoint};
 pub use ids::{EventId, GateId, IdParseError, InputId, LoopId, SessionId, StepId, TurnId};

@@ -55,6 +55,7 @@ fn every_kind() -> Vec<EventKind> {
             endpoint: "http://x/v1".into(),
             system: Some("be brief".into()),
             parent: None,
+            fork: None,
         },
         EventKind::TurnStarted {
             input,
@@ -202,4 +203,40 @@ fn filter_picks_loops_per_class() {
     assert!(!quiet.admits(&delta(main)));
     assert!(!quiet.admits(&done(main)));
     assert!(quiet.admits(&stopped), "session-scoped events always pass");
+}
+
+#[test]
+fn a_fork_link_rides_in_session_started_and_older_events_decode_without_it() {
+    let (parent, turn) = (SessionId::new(), TurnId::new());
+    let link = ForkLink {
+        session: parent,
+        at: ForkPoint::AfterTurn(turn),
+        through_seq: 7,
+        copied: 3,
+    };
+    let started = EventKind::SessionStarted {
+        model: "m".into(),
+        endpoint: "http://x/v1".into(),
+        system: None,
+        parent: None,
+        fork: Some(link.clone()),
+    };
+    let event = Event::new(Header::in_loop(SessionId::new(), LoopId::new()), started);
+    let json = serde_json::to_value(&event).unwrap();
+    assert_eq!(json["fork"]["session"], parent.to_string());
+    assert_eq!(json["fork"]["at"]["kind"], "after_turn");
+    assert_eq!(json["fork"]["at"]["id"], turn.to_string());
+    assert_eq!(
+        serde_json::from_value::<Event>(json.clone()).unwrap(),
+        event
+    );
+
+    // A journal written before forks existed has no `fork` field.
+    let mut old = json;
+    old.as_object_mut().unwrap().remove("fork");
+    let decoded: Event = serde_json::from_value(old).unwrap();
+    assert!(matches!(
+        decoded.kind,
+        EventKind::SessionStarted { fork: None, .. }
+    ));
 }

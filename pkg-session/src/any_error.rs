@@ -48,6 +48,8 @@ pub enum Error {
     Read(Box<crate::journal::ReadError>),
     #[error(transparent)]
     Import(Box<crate::journal::ImportError>),
+    #[error(transparent)]
+    Fork(Box<crate::fork::ForkError>),
 }
 
 /// `From` each operation's error into its boxed [`Error`] variant, so `?` converts.
@@ -74,4 +76,5 @@ into_error!(
     JournalOpen(JournalOpenError),
     Read(crate::journal::ReadError),
     Import(crate::journal::ImportError),
+    Fork(crate::fork::ForkError),
 );

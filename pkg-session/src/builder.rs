@@ -435,6 +435,7 @@ impl SessionBuilder {
                 endpoint: client.endpoint().to_owned(),
                 system: self.system.clone(),
                 parent: self.parent.clone(),
+                fork: None,
             },
         );
         hub.commit(started).await?;
@@ -478,7 +479,7 @@ impl SessionBuilder {
             .await?)
     }
 
-    fn connect(&mut self) -> Result<(ModelClient, Journal), StartError> {
+    pub(crate) fn connect(&mut self) -> Result<(ModelClient, Journal), StartError> {
         let endpoint = self.endpoint.clone().ok_or(StartError::MissingEndpoint)?;
         let model = self.model.clone().ok_or(StartError::MissingModel)?;
         let api_key = match (&self.api_key, &self.api_key_env) {
@@ -515,7 +516,7 @@ impl SessionBuilder {
     }
 
     /// The session's hub, whose journal appends pass this builder's hooks.
-    fn hub(&self, session: SessionId, journal: &Journal, main_loop: LoopId) -> Hub {
+    pub(crate) fn hub(&self, session: SessionId, journal: &Journal, main_loop: LoopId) -> Hub {
         Hub::with_hooks(
             session,
             journal.clone(),
@@ -528,8 +529,22 @@ impl SessionBuilder {
         )
     }
 
+    /// What a fork journals and maps from this builder: the system prompt, the delegation
+    /// link, the sub-agents' names (their loop ids derive from them).
+    pub(crate) fn system_text(&self) -> Option<String> {
+        self.system.clone()
+    }
+
+    pub(crate) fn parent_link(&self) -> Option<treadle_event::ParentLink> {
+        self.parent.clone()
+    }
+
+    pub(crate) fn sub_agent_names(&self) -> Vec<String> {
+        self.sub_agents.iter().map(|a| a.name.clone()).collect()
+    }
+
     /// Spawns the sub-agent loops, then the main loop with a delegation tool per sub-agent.
-    async fn launch(
+    pub(crate) async fn launch(
         self,
         client: ModelClient,
         journal: Journal,

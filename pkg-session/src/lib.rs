@@ -46,7 +46,8 @@
 //! (each call carries an operation id and its start time) and [`hook::Policy`] for
 //! allow/deny/ask rules; [`SessionBuilder::on_gate`] to answer the permission gates an
 //! `ask` opens; [`SessionBuilder::restore`] to rebuild a session from its journal (which
-//! records a `SessionRestored` event). The runnable programs are in `examples/`, and
+//! records a `SessionRestored` event); [`SessionBuilder::fork`] for a new session whose
+//! history is another's up to a committed [`ForkPoint`]. The runnable programs are in `examples/`, and
 //! `docs/library.md` is the guide. The rules the runtime keeps are stated, each with the
 //! proof that checks it, in `docs/rules.md` (comments cite them as "rule N").
 //!
@@ -121,6 +122,9 @@ pub mod tls;
 // * `delegate`: sub-agents, loops the main agent delegates to through a tool.
 // * `typed`: `Session::ask`, answers in a typed shape.
 // * `error`: the typed errors of the session API, one enum per operation.
+// * `fork`: `SessionBuilder::fork`, a new session whose history is another's up to a
+//   committed point (`ForkPoint`), written in one append by the fork's own hub; and
+//   `JournalView::committed_turns`, the points a fork can name.
 // * `any_error`: the umbrella [`Error`] that each operation's error converts into.
 // * `redact`: `Secrets`, scrubbed from each assistant message where a turn materialises
 //   it (plain, reversed, hex, percent-encoded and base64 forms).
@@ -140,6 +144,7 @@ mod delegate;
 mod effect;
 mod error;
 mod footprint;
+mod fork;
 mod from_env;
 pub mod gate;
 mod hub;
@@ -170,6 +175,7 @@ pub use delegate::SubAgent;
 pub use effect::{Effect, EffectPolicy};
 pub use error::{GateError, RunError, SessionClosed, StartError, SubmitError};
 pub use fence::WriteFence;
+pub use fork::{CommittedTurn, ForkError};
 pub use hub::{CatchUp, CatchUpItem, Subscription, SubscriptionLost};
 pub use human::AskHuman;
 pub use inference::{ApiKey, LimitNames, ModelConfig, RetryPolicy, StructuredOutput};
@@ -203,5 +209,6 @@ pub struct ReadmeSnippet;
 #[doc = include_str!("../../docs/library.md")]
 pub struct LibraryGuide;
 pub use treadle_event::GateAnswer;
+pub use treadle_event::{ForkLink, ForkPoint};
 pub use treadle_hook as hook;
 pub use typed::AskError;

@@ -7,6 +7,7 @@ mod batches;
 mod common;
 mod compaction;
 mod effect_commit;
+mod fork;
 mod hooks_and_marks;
 mod model_limits;
 mod public_api;

@@ -7,6 +7,7 @@ mod deltas_before_done;
 mod discarded_step;
 mod exactly_once_effects;
 mod fail_closed;
+mod fork_exact;
 mod gate_survival;
 mod hook_fail_closed;
 mod hook_order;

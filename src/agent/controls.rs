@@ -154,6 +154,12 @@ pub struct StepControls {
     /// The session to restore instead of starting one: a step a worker took over from one
     /// that stopped (`crate::dist::takeover`); `None`: a fresh session.
     pub resume: Option<treadle_session::event::SessionId>,
+    /// The session and point to fork and run on instead of starting a session (a forked
+    /// run's step, `crate::run::forked`); `None`: a fresh session.
+    pub fork: Option<(
+        treadle_session::event::SessionId,
+        treadle_session::ForkPoint,
+    )>,
     /// Told the id of the step's session once it is started (or restored), before its
     /// first model call, off the async threads: the executor keeps it in the state file
     /// so that a resume restores that session. Sub-agents' and an escalation's sessions
@@ -184,6 +190,7 @@ impl fmt::Debug for StepControls {
             .field("wrap_tools", &self.wrap_tools.is_some())
             .field("fence", &self.fence)
             .field("resume", &self.resume)
+            .field("fork", &self.fork)
             .field("on_session", &self.on_session.is_some())
             .field("hooks", &self.hooks)
             .finish()
@@ -290,6 +297,7 @@ pub fn from_pipeline(
         wrap_tools: None,
         fence: None,
         resume: None,
+        fork: None,
         on_session: None,
         hooks: super::hooks::StepHooks::read(loaded, agent),
     })

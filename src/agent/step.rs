@@ -51,6 +51,9 @@ pub enum AgentError {
     /// The conversation could not be restored on a `fallback:` source.
     #[error("cannot continue the conversation on the fallback model: {0}")]
     Restore(#[from] treadle_session::RestoreError),
+    /// The session of the run a forked run forks could not be forked.
+    #[error("cannot fork the agent session: {0}")]
+    Fork(#[from] treadle_session::ForkError),
     /// A CLI-backed agent's CLI could not be run.
     #[error(transparent)]
     Cli(#[from] super::cli::CliError),
@@ -306,7 +309,13 @@ async fn run_session(
             let asking = super::resumed::answer_open_gates(&session, step)?;
             (session, asking)
         }
-        None => (builder.start().await?, super::resumed::OpenGates::none()),
+        None => match step.controls.fork {
+            Some((parent, point)) => (
+                builder.fork(parent, point).await?,
+                super::resumed::OpenGates::none(),
+            ),
+            None => (builder.start().await?, super::resumed::OpenGates::none()),
+        },
     };
     noted(step, session.id()).await;
     links.parent.attach(session.id(), &guard);

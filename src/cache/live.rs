@@ -8,6 +8,8 @@
 //!   usual cache rules.
 //! * `--replay RUN --from STEP`: the steps before STEP come back from RUN's records (its
 //!   recorded inputs, not a fresh fetch); STEP and every step after it run again.
+//! * `--fork RUN --at STEP[/TURN]`: a replay from STEP whose agent step goes on from a fork
+//!   of its session in RUN (see `crate::run::forked`); [`StepCache::fork_at`] tells the step.
 //! * `--force`: no step is taken from the cache, and every step that succeeds is stored as
 //!   usual, so the next ordinary run replays what this one ran (steps' `--force`: persisted
 //!   state is ignored, and what ran is still recorded).
@@ -42,6 +44,33 @@ pub enum Start {
     Force,
     /// `--rerun STEP` (a step name or outline path): STEP and what chains to it run.
     Rerun(String),
+    /// `--fork RUN --at STEP[/TURN]`: a replay of RUN from STEP, whose agent step forks its
+    /// session in RUN.
+    Fork(ForkRun),
+}
+
+/// What `treadle run --fork` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkRun {
+    /// The run forked.
+    pub of: u64,
+    /// `STEP` or `STEP/TURN` (a step name or outline path; turns count from 1).
+    pub at: String,
+    /// The message the step goes on with (`None`: the step's own prompt).
+    pub prompt: Option<String>,
+}
+
+/// Where a forked run forks: the step (by outline seq) and its turn, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkAt {
+    /// The run forked.
+    pub of: u64,
+    /// The step's outline seq.
+    pub seq: u32,
+    /// After which turn of the step's session (`None`: before its first).
+    pub turn: Option<u32>,
+    /// The message the step goes on with.
+    pub prompt: Option<String>,
 }
 
 /// Why a run cannot start as asked.
@@ -157,6 +186,8 @@ pub struct StepCache {
     pub(crate) git_dir: PathBuf,
     pub(super) live: Mutex<RunKeys>,
     pub(crate) link: Option<RunLink>,
+    /// Where a forked run forks (`--fork`).
+    pub(crate) fork: Option<ForkAt>,
 }
 
 impl StepCache {
@@ -174,6 +205,7 @@ impl StepCache {
         max_size: u64,
     ) -> Result<Self, StartError> {
         let records = Records::open(db)?;
+        let mut forked = None;
         let (mode, link) = match start {
             Start::Fresh => (Mode::Fresh, None),
             Start::Resume(of) => {
@@ -208,6 +240,35 @@ impl StepCache {
                 };
                 (Mode::Replay { of: *of, from }, Some(link))
             }
+            Start::Fork(fork) => {
+                if !run_exists(fork.of) {
+                    return Err(StartError::NoRun(fork.of));
+                }
+                let (seq, turn) =
+                    fork_point(outline, &fork.at).ok_or_else(|| StartError::NoStep {
+                        run: fork.of,
+                        job: job.to_owned(),
+                        step: fork.at.clone(),
+                    })?;
+                forked = Some(ForkAt {
+                    of: fork.of,
+                    seq,
+                    turn,
+                    prompt: fork.prompt.clone(),
+                });
+                let link = RunLink {
+                    how: "fork".to_owned(),
+                    of: fork.of,
+                    from: Some(fork.at.clone()),
+                };
+                (
+                    Mode::Replay {
+                        of: fork.of,
+                        from: seq,
+                    },
+                    Some(link),
+                )
+            }
             Start::Force => (Mode::Force, None),
             Start::Rerun(step) => {
                 let seq = outline
@@ -232,7 +293,13 @@ impl StepCache {
             git_dir: state_dir.join("git"),
             live: Mutex::new(RunKeys::default()),
             link,
+            fork: forked,
         })
+    }
+
+    /// Where this run forks, when step `seq` is the step it forks (`--fork`).
+    pub(crate) fn fork_at(&self, seq: u32) -> Option<&ForkAt> {
+        self.fork.as_ref().filter(|f| f.seq == seq)
     }
 
     /// Records that `run` came from the resumed or replayed one.
@@ -409,4 +476,22 @@ fn objects(o: &super::records::Outcome) -> Vec<Digest> {
             _ => None,
         })
         .collect()
+}
+
+/// The step (outline seq) and turn that `STEP` or `STEP/TURN` names. A whole that names a
+/// step wins, since outline paths hold slashes and numbers (`2/in_parallel/0`).
+fn fork_point(outline: &Outline, at: &str) -> Option<(u32, Option<u32>)> {
+    let step = |name: &str| {
+        outline
+            .entries
+            .iter()
+            .find(|e| e.name == name || e.path == name)
+            .map(|e| e.seq)
+    };
+    if let Some(seq) = step(at) {
+        return Some((seq, None));
+    }
+    let (name, turn) = at.rsplit_once('/')?;
+    let turn = turn.parse::<u32>().ok().filter(|t| *t > 0)?;
+    Some((step(name)?, Some(turn)))
 }

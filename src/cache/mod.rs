@@ -23,7 +23,7 @@ pub mod records;
 pub use digest::{Digest, Manifest, manifest};
 pub use key::KeyParts;
 pub(crate) use live::Slot;
-pub use live::{Start, StartError, StepCache};
+pub use live::{ForkAt, ForkRun, Start, StartError, StepCache};
 pub use lookup::CacheError;
 pub(crate) use lookup::{Lookup, Miss, cell_replayable, is_leaf, produced, replayable};
 // The settings are read with the pipeline file; the cache only applies them.

@@ -118,7 +118,7 @@ pub struct Outcome {
 /// How a run came from another.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunLink {
-    /// `resume` or `replay`.
+    /// `resume`, `replay` or `fork`.
     pub how: String,
     /// The earlier run.
     pub of: u64,
@@ -293,4 +293,13 @@ impl Records {
         let t = txn.open_table(LINKS)?;
         t.get(run)?.map(|v| decode(v.value())).transpose()
     }
+}
+
+/// The run `run` was forked from and the point (`STEP[/TURN]`), when it is a fork
+/// (`treadle run --fork`); read without creating any table, for `treadle runs` and the API.
+pub fn forked_from(db: &Database, run: u64) -> Option<(u64, String)> {
+    let txn = db.begin_read().ok()?;
+    let table = txn.open_table(LINKS).ok()?;
+    let link: RunLink = decode(table.get(run).ok()??.value()).ok()?;
+    (link.how == "fork").then(|| (link.of, link.from.unwrap_or_default()))
 }

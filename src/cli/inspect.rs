@@ -74,6 +74,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
         Ok(store) => show_runs(
             steps,
             &|_| true,
+            &|id| crate::cache::records::forked_from(&store.database(), id),
             || store.runs(),
             |r| store.run(r),
             |r| store.steps(r),
@@ -87,6 +88,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
             Ok(view) => show_runs(
                 steps,
                 &|_| false,
+                &|_| None,
                 || view.runs(),
                 |r| view.run(r),
                 |r| view.steps(r),
@@ -138,12 +140,13 @@ pub(super) fn show(file: &Path, run: u64, json: bool, state: Option<PathBuf>) ->
 fn show_runs(
     steps: Option<u64>,
     stopped: &dyn Fn(u64) -> bool,
+    forked: &dyn Fn(u64) -> Option<(u64, String)>,
     runs: impl FnOnce() -> Result<Vec<RunRecord>, StateError>,
     run: impl FnOnce(u64) -> Result<RunRecord, StateError>,
     steps_of: impl FnOnce(u64) -> Result<Vec<StepRecord>, StateError>,
 ) -> Result<(), StateError> {
     match steps {
-        None => runs().map(|list| print_runs(&list, stopped)),
+        None => runs().map(|list| print_runs(&list, stopped, forked)),
         Some(id) => run(id)
             .and_then(|_| steps_of(id))
             .map(|list| print_steps(&list)),
@@ -172,7 +175,12 @@ pub(crate) const INTERRUPTED: &str = "interrupted — resumable";
 
 /// The runs table of `treadle runs` (also printed from a server's answer); `stopped`: a
 /// running run's process is gone.
-pub(super) fn print_runs(runs: &[RunRecord], stopped: &dyn Fn(u64) -> bool) {
+/// `forked`: the run and point a run was forked from, if it was (its last column says so).
+pub(super) fn print_runs(
+    runs: &[RunRecord],
+    stopped: &dyn Fn(u64) -> bool,
+    forked: &dyn Fn(u64) -> Option<(u64, String)>,
+) {
     say!(
         "{:>5}  {:<10} {:<16} {:>9}  error",
         "run",
@@ -187,9 +195,19 @@ pub(super) fn print_runs(runs: &[RunRecord], stopped: &dyn Fn(u64) -> bool) {
             shown_status(r, stopped),
             r.job,
             ms(r.duration_ms),
-            r.error.clone().unwrap_or_default()
+            notes(r, forked)
         );
     }
+}
+
+/// The last column of a run's row: why it did not succeed, and where a fork comes from.
+fn notes(r: &RunRecord, forked: &dyn Fn(u64) -> Option<(u64, String)>) -> String {
+    let fork = forked(r.id).map(|(of, at)| format!("fork of run {of} at {at}"));
+    [r.error.clone(), fork]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The steps table of `treadle runs --steps N` (also printed from a server's answer).

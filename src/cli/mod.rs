@@ -114,13 +114,37 @@ pub enum Command {
         /// when cached; the steps before it are taken from the cache as usual.
         #[arg(long, value_name = "STEP", conflicts_with_all = ["resume", "replay"])]
         rerun: Option<String>,
+        /// A new run from RUN: the steps before --at's replayed, that agent step going on
+        /// from a fork of its session in RUN (docs/durability.md, "Forking a run").
+        #[arg(
+            long,
+            value_name = "RUN",
+            requires = "at",
+            conflicts_with_all = ["resume", "replay", "force", "rerun"]
+        )]
+        fork: Option<u64>,
+        /// With --fork: the agent step, and after which of its turns (from 1) to go on
+        /// (`STEP/TURN`); without a turn, the step starts over.
+        #[arg(long, value_name = "STEP[/TURN]", requires = "fork")]
+        at: Option<String>,
+        /// With --fork: the message the step goes on with (default: its own prompt).
+        #[arg(
+            long,
+            value_name = "TEXT",
+            requires = "fork",
+            conflicts_with = "prompt_file"
+        )]
+        prompt: Option<String>,
+        /// With --fork: the file whose text is the message the step goes on with.
+        #[arg(long, value_name = "FILE", requires = "fork")]
+        prompt_file: Option<PathBuf>,
         /// Run a recorded run's agent steps again in scratch directories and report what
         /// changes: tool calls answered from the recording where they match (see
         /// docs/shadow-runs.md). Exit 1 when a verdict changes or an assert fails.
         #[arg(
             long,
             value_name = "RUN",
-            conflicts_with_all = ["resume", "replay", "record", "replay_model", "force", "rerun"]
+            conflicts_with_all = ["resume", "replay", "record", "replay_model", "force", "rerun", "fork"]
         )]
         shadow: Option<u64>,
         /// With --shadow: the model every agent step runs on (`provider/model`).
@@ -442,13 +466,25 @@ pub async fn dispatch(cli: Cli) -> u8 {
             from,
             force,
             rerun,
+            fork,
+            at,
+            prompt,
+            prompt_file,
             ..
         } => {
             let tape = tape::TapeArgs {
                 record,
                 replay: replay_model,
             };
+            let Ok(prompt) = run::fork_prompt(prompt, prompt_file) else {
+                return EXIT_CONFIG;
+            };
             let start = match (resume, replay, from, rerun) {
+                _ if fork.is_some() => crate::cache::Start::Fork(crate::cache::ForkRun {
+                    of: fork.unwrap_or_default(),
+                    at: at.unwrap_or_default(),
+                    prompt,
+                }),
                 (Some(r), _, _, _) => crate::cache::Start::Resume(r),
                 (None, Some(r), Some(step), _) => crate::cache::Start::Replay(r, step),
                 (None, None, _, Some(step)) => crate::cache::Start::Rerun(step),

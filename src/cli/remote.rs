@@ -188,7 +188,12 @@ pub(super) async fn runs(client: Client, steps: Option<u64>, cost: bool) -> u8 {
         (None, false) => all_runs(&client, false).await.map(|runs| {
             let records: Vec<_> = runs.iter().map(RunView::record).collect();
             let stopped = |id: u64| runs.iter().any(|r| r.id == id && r.interrupted);
-            super::inspect::print_runs(&records, &stopped);
+            let forked = |id: u64| {
+                let run = runs.iter().find(|r| r.id == id)?;
+                let from = run.forked_from.as_ref()?;
+                Some((from.run, from.at.clone()))
+            };
+            super::inspect::print_runs(&records, &stopped, &forked);
         }),
         (None, true) => all_runs(&client, true).await.map(|runs| {
             let all: Vec<_> = runs.iter().map(|r| (r.record(), steps_of(r))).collect();

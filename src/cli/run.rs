@@ -22,7 +22,7 @@ pub(super) async fn run(
         let fresh = matches!(start, crate::cache::Start::Fresh);
         if tape_args.record.is_some() || tape_args.replay.is_some() || !fresh {
             crate::console::tell!(
-                "treadle: {} owns the state file; --record, --replay-model, --resume, --replay, --force and --rerun do not go through it yet\nhint: stop the server, or run without them",
+                "treadle: {} owns the state file; --record, --replay-model, --resume, --replay, --fork, --force and --rerun do not go through it yet\nhint: stop the server, or run without them",
                 client.who()
             );
             return EXIT_CONFIG;
@@ -65,4 +65,18 @@ pub(super) async fn run(
             EXIT_CONFIG
         }
     }
+}
+
+/// The message a forked run's step goes on with: `--prompt`, or the text of
+/// `--prompt-file` (an error, said, when it cannot be read).
+pub(super) fn fork_prompt(
+    prompt: Option<String>,
+    file: Option<PathBuf>,
+) -> Result<Option<String>, ()> {
+    let Some(file) = file else {
+        return Ok(prompt);
+    };
+    std::fs::read_to_string(&file).map(Some).map_err(|e| {
+        crate::console::tell!("treadle: cannot read {}: {e}", file.display());
+    })
 }

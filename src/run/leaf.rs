@@ -386,6 +386,14 @@ impl<'a> Ctx<'a> {
             1 => self.unfinished_agent(entry).await,
             _ => None,
         };
+        // A forked run goes on from a fork of the step's session in the run it forks.
+        let forked = match (attempt, &left) {
+            (1, None) => match self.forked_agent(entry).await {
+                Ok(forked) => forked,
+                Err(why) => return Done::errored(why),
+            },
+            _ => None,
+        };
         let dir = match self.prepare(step, entry, attempt).await {
             Ok(d) => d,
             Err(done) => return done,
@@ -411,6 +419,12 @@ impl<'a> Ctx<'a> {
         agent_step = self.with_job_limits(agent_step);
         agent_step.controls.fence = self.fence.clone();
         agent_step.controls.resume = self.resume.or(left.as_ref().map(|l| l.session));
+        if let Some(forked) = forked {
+            agent_step.controls.fork = Some((forked.parent, forked.point));
+            if let Some(prompt) = forked.prompt {
+                agent_step.prompt = prompt;
+            }
+        }
         agent_step.controls.on_session = Some(self.session_noter(entry, &dir));
         agent_step.controls.hooks.run = Some(self.run.to_string());
         agent_step.controls.hooks.job = Some(self.job.name.value.clone());

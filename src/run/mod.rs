@@ -28,6 +28,8 @@
 //! * `output_limit.rs`: the most output one task step may print;
 //! * `artifacts.rs`: step directories and artifacts ([`artifacts::Artifacts`]);
 //! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
+//! * `forked.rs`: the agent step a forked run (`--fork RUN --at STEP[/TURN]`) forks: the
+//!   session it had in RUN, the point, and the effects before it that a fork cannot undo.
 //! * `continued.rs`: what a resumed run continues of the run it resumes: an agent step
 //!   left mid-way goes on in its session and directory, a task left mid-way starts again;
 //! * `step_sessions.rs`: the session each agent step is on, kept for a resume;
@@ -54,6 +56,7 @@ mod every;
 pub mod exec;
 mod fix;
 mod flow;
+mod forked;
 mod hooks;
 pub mod input;
 mod job;

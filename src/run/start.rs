@@ -16,6 +16,7 @@ fn earlier(start: &Start) -> Option<u64> {
     match start {
         Start::Fresh | Start::Force | Start::Rerun(_) => None,
         Start::Resume(of) | Start::Replay(of, _) => Some(*of),
+        Start::Fork(fork) => Some(fork.of),
     }
 }
 

@@ -92,7 +92,8 @@ pub(super) async fn runs(
         let triggers = triggers::all(&store.database())?;
         let mut out = Vec::new();
         for r in store.runs()?.into_iter().rev() {
-            let view = RunView::of(&r, &store.steps(r.id)?, trigger(&triggers, r.id));
+            let mut view = RunView::of(&r, &store.steps(r.id)?, trigger(&triggers, r.id));
+            view.forked_from = forked_from(&store.database(), r.id);
             if q.pipeline.as_ref().is_none_or(|p| *p == view.pipeline) {
                 out.push(view);
             }
@@ -140,6 +141,7 @@ pub(super) async fn run(
         let triggers = triggers::all(&store.database())?;
         let mut view = RunView::of(&record, &steps, trigger(&triggers, id));
         view.steps = Some(tree(&steps));
+        view.forked_from = forked_from(&store.database(), id);
         Ok(view)
     })
     .await?;
@@ -215,4 +217,9 @@ pub fn not_served(app: &App, name: &str) -> ApiError {
         "no pipeline `{name}` is served here; served: {}",
         names.join(", ")
     ))
+}
+
+/// The fork link of run `id`, as the API shows it.
+fn forked_from(db: &redb::Database, id: u64) -> Option<super::views::ForkedFrom> {
+    crate::cache::records::forked_from(db, id).map(|(run, at)| super::views::ForkedFrom { run, at })
 }

@@ -48,10 +48,22 @@ pub struct RunView {
     /// Its steps as a tree (only in `GET /api/v1/runs/{id}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<StepNode>>,
+    /// The run this one was forked from and where (`treadle run --fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
     /// Marked running, but no process runs it (the one that did stopped, and this server
     /// did not adopt it, `--no-adopt`): interrupted, resumable with `treadle run --resume`.
     #[serde(default)]
     pub interrupted: bool,
+}
+
+/// Where a forked run comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkedFrom {
+    /// The run forked.
+    pub run: u64,
+    /// The point: `STEP` or `STEP/TURN`.
+    pub at: String,
 }
 
 /// A step of a run, with the steps inside it.
@@ -139,6 +151,7 @@ impl RunView {
             cost_usd: if agents > 0 { cost } else { None },
             error: run.error.clone(),
             steps: None,
+            forked_from: None,
             interrupted: false,
         }
     }
