@@ -95,6 +95,12 @@ pub struct AgentStep {
     pub parent: Option<treadle_event::ParentLink>,
     /// What a CLI-backed agent (`@claude/MODEL`) needs besides.
     pub cli: super::cli::CliStep,
+    /// The step's `assert: files:`: a model that ends its turn without one of them is
+    /// told which it owes and goes on (see `required.rs`).
+    pub owed_files: Vec<String>,
+    /// The step's `context_paths:` files, read when it runs: handed to the model as
+    /// `read_file` results at turn zero.
+    pub context_files: Vec<super::context_files::ContextFile>,
 }
 
 /// Answers an agent step's `ask_human` questions: the pipeline parks each one for a
@@ -397,17 +403,18 @@ impl AgentStep {
                     .settings
                     .as_ref()
                     .is_some_and(|s| s.value == "project"),
-                required_files: step
-                    .assert
-                    .as_ref()
-                    .map(|a| a.value.files.clone())
-                    .unwrap_or_default(),
                 attempts: step
                     .attempts
                     .as_ref()
                     .or(agent.attempts.as_ref())
                     .map_or(1, |a| a.value),
             },
+            owed_files: step
+                .assert
+                .as_ref()
+                .map(|a| a.value.files.clone())
+                .unwrap_or_default(),
+            context_files: Vec::new(),
         }
     }
 

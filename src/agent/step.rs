@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use treadle_event::Usage;
 use treadle_hook::HookEvent;
+use treadle_session::event::FailureCause;
 use treadle_session::{Journal, RunError, StartError, Tool, TurnOutcome};
 
 use super::budget::{BudgetGuard, add_costs};
@@ -161,7 +162,7 @@ async fn run_step(
     tools.extend(own.tools);
     let links = Links {
         parent,
-        required: own.required,
+        required: own.required.with_files(&step.dir, &step.owed_files),
     };
     let (servers, remote_tools) = StepServers::start(&step.mcp, &remote).await?;
     tools.extend(remote_tools);
@@ -281,7 +282,8 @@ async fn run_session(
 ) -> Result<AgentOutcome, AgentError> {
     let slot = VerdictSlot::default();
     if !step.verdicts.is_empty() {
-        let tool = VerdictTool::new(step.verdicts.clone(), slot.clone());
+        let tool =
+            VerdictTool::new(step.verdicts.clone(), slot.clone()).owing(links.required.clone());
         tools.push(Arc::new(if step.controls.confidence.is_some() {
             tool.with_confidence()
         } else {
@@ -340,7 +342,44 @@ async fn run_session(
     drop(asking);
 
     let verdict = slot.get();
-    let status = match &turns.last.outcome {
+    let status = owed_files_failure(step_status(step, &turns, &guard, &slot, links), links);
+    let model = served.unwrap_or_else(|| step.model.model.clone());
+    let cost = cost(&turns.usage, step.price(&model).as_ref());
+    // What the step's line shows includes its sub-agents; the outcome adds them once, at
+    // the end (`with_delegated`).
+    let shown = with_delegated_usage(turns.usage, cost, links);
+    observer.on_event(AgentEvent::Usage {
+        usage: shown.0,
+        model: model.clone(),
+        cost: shown.1,
+    });
+    Ok(AgentOutcome {
+        fallback_model,
+        text: turns.text,
+        verdict: verdict.as_ref().map(|v| v.verdict.clone()),
+        confidence: verdict.as_ref().and_then(|v| v.confidence),
+        verdict_reason: verdict.map(|v| v.reason),
+        escalations: Vec::new(),
+        typed_output: turns.typed.and_then(Result::ok),
+        tool_calls: turns.calls,
+        usage: turns.usage,
+        model,
+        cost,
+        steps: turns.steps,
+        status,
+    })
+}
+
+/// How the step ended, from its last turn, its guard, its verdict and what it still owes.
+fn step_status(
+    step: &AgentStep,
+    turns: &super::turns::Turns,
+    guard: &BudgetGuard,
+    slot: &VerdictSlot,
+    links: &Links,
+) -> AgentStatus {
+    let verdict = slot.get();
+    match &turns.last.outcome {
         TurnOutcome::Failed { error, cause } => match (guard.tripped(), guard.tripped_dollars()) {
             (Some(tripped), _) => AgentStatus::BudgetExceeded {
                 spent: tripped.spent,
@@ -376,30 +415,27 @@ async fn run_session(
             },
             _ => AgentStatus::Succeeded,
         },
+    }
+}
+
+/// A step that gave up while owing a file of `assert: files:` fails naming the file,
+/// whichever backstop stopped it (no verdict, a required tool, the turn limit, the loop
+/// detector): they all follow from the missing work. A step that ended normally is left
+/// to the assert, which names the file too; an infrastructure failure is left alone.
+fn owed_files_failure(status: AgentStatus, links: &Links) -> AgentStatus {
+    let gave_up = match &status {
+        AgentStatus::NoVerdict { .. } | AgentStatus::RequiredToolMissing { .. } => true,
+        AgentStatus::Failed { cause, .. } => {
+            matches!(cause, FailureCause::Limit | FailureCause::Repeated)
+        }
+        _ => false,
     };
-    let model = served.unwrap_or_else(|| step.model.model.clone());
-    let cost = cost(&turns.usage, step.price(&model).as_ref());
-    // What the step's line shows includes its sub-agents; the outcome adds them once, at
-    // the end (`with_delegated`).
-    let shown = with_delegated_usage(turns.usage, cost, links);
-    observer.on_event(AgentEvent::Usage {
-        usage: shown.0,
-        model: model.clone(),
-        cost: shown.1,
-    });
-    Ok(AgentOutcome {
-        fallback_model,
-        text: turns.text,
-        verdict: verdict.as_ref().map(|v| v.verdict.clone()),
-        confidence: verdict.as_ref().and_then(|v| v.confidence),
-        verdict_reason: verdict.map(|v| v.reason),
-        escalations: Vec::new(),
-        typed_output: turns.typed.and_then(Result::ok),
-        tool_calls: turns.calls,
-        usage: turns.usage,
-        model,
-        cost,
-        steps: turns.steps,
-        status,
-    })
+    let files = links.required.missing_files();
+    if !gave_up || files.is_empty() {
+        return status;
+    }
+    AgentStatus::Failed {
+        error: super::required::files_failure(&files),
+        cause: FailureCause::Other,
+    }
 }

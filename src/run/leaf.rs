@@ -343,12 +343,29 @@ impl<'a> Ctx<'a> {
             .max_context_bytes
             .unwrap_or(crate::agent::context_files::DEFAULT_CONTEXT_BYTES);
         let decisions = super::upstream::prompt_block(&self.delivered(step));
-        match handed_files(step, dir, &work, vars.as_ref(), limit) {
-            Ok(files) if !files.is_empty() || !decisions.is_empty() => {
-                agent_step.prompt = format!("{decisions}{files}{}", agent_step.prompt);
+        let (context, prompt) =
+            handed_files(step, dir, &work, vars.as_ref(), limit).map_err(Done::failed)?;
+        // A hosted model gets the files as `read_file` results at turn zero; a CLI runs its
+        // own conversation, so it gets them before its prompt.
+        let files = if agent_step.model.provider == crate::pipeline::model::CLI_PROVIDER {
+            crate::agent::context_files::prompt_block(&context)
+        } else {
+            if !context.is_empty() && !agent_step.tools.iter().any(|t| t == "read_file") {
+                return Err(Done::failed(
+                    "context_paths: the files are handed over as `read_file` results, and this agent is not granted `read_file`; add it to its `tools:`".to_owned(),
+                ));
             }
-            Ok(_) => {}
-            Err(why) => return Err(Done::failed(why)),
+            agent_step.context_files = context;
+            String::new()
+        };
+        agent_step.prompt = format!("{decisions}{files}{prompt}{}", agent_step.prompt);
+        // `assert: files:` is relative to the step directory; the agent works in `dir:`.
+        if let Some(sub) = &step.dir {
+            agent_step.owed_files = agent_step
+                .owed_files
+                .iter()
+                .map(|f| crate::agent::relative_to_dir(&sub.value, f))
+                .collect();
         }
         Ok(agent_step)
     }
@@ -519,19 +536,19 @@ fn route(
     }
 }
 
-/// What an agent step is handed before its first turn: the prompt of
-/// `prompt_file: { artifact, path }` and its `context_paths:` (rendered per `across:`
-/// cell), read from the step directory `dir` (`work`: its `dir:`).
+/// What an agent step is handed before its first turn: its `context_paths:` files
+/// (rendered per `across:` cell) and the prompt of `prompt_file: { artifact, path }`, read
+/// from the step directory `dir` (`work`: its `dir:`).
 fn handed_files(
     step: &Step,
     dir: &Path,
     work: &Path,
     vars: Option<&crate::pipeline::vars::Vars>,
     limit: u64,
-) -> Result<String, String> {
-    use crate::agent::context_files::{context_block, read_confined};
+) -> Result<(Vec<crate::agent::context_files::ContextFile>, String), String> {
+    use crate::agent::context_files::{read_confined, read_context};
     use crate::pipeline::step_keys::PromptFile;
-    let mut out = String::new();
+    let mut context = Vec::new();
     if let Some(paths) = &step.context_paths {
         let paths: Vec<String> = paths
             .iter()
@@ -540,19 +557,19 @@ fn handed_files(
                 None => p.value.clone(),
             })
             .collect();
-        out.push_str(&context_block(work, &paths, limit)?);
+        context = read_context(work, &paths, limit)?;
     }
+    let mut prompt = String::new();
     if let Some(At {
         value: PromptFile::Artifact(f),
         ..
     }) = &step.prompt_file
     {
         let path = format!("{}/{}", f.artifact.value, f.path.value);
-        let prompt = read_confined(dir, &path).map_err(|e| format!("prompt_file: {e}"))?;
-        out.push_str(&prompt);
-        out.push_str("\n\n");
+        prompt = read_confined(dir, &path).map_err(|e| format!("prompt_file: {e}"))?;
+        prompt.push_str("\n\n");
     }
-    Ok(out)
+    Ok((context, prompt))
 }
 
 /// Renames each mapped artifact's directory in `dir` to the name the step uses, or back
