@@ -102,7 +102,7 @@ jobs:
     // The transcript says what was handed over; the handing is not one of the model's calls.
     assert!(
         run.stdout()
-            .contains("`CONVENTIONS.md` handed over as a read_file result"),
+            .contains(r#"handed over before the first turn: read_file {"path":"CONVENTIONS.md"}"#),
         "{}",
         run.stdout()
     );

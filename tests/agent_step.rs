@@ -77,7 +77,7 @@ impl Fixture {
             parent: None,
             cli: Default::default(),
             owed_files: Vec::new(),
-            context_files: Vec::new(),
+            handed: Vec::new(),
         }
     }
 

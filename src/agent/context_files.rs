@@ -2,9 +2,10 @@
 //! run-time form of `prompt_file: { artifact, path }`, read from the step directory.
 //!
 //! As in steps, a `context_paths:` file reaches a hosted model as a `read_file` call and its
-//! result at turn zero (`treadle_session::Session::run_seeded`), after the instruction, as
-//! though the model had read it; no turn is spent. A CLI-backed agent runs its own
-//! conversation, so it gets the files fenced before its prompt instead.
+//! result at turn zero ([`Handed`], `treadle_session::Session::run_seeded`), after the
+//! instruction, as though the model had read it; no turn is spent. An earlier step's
+//! decision (`context: { from }`) arrives the same way, as `read_step`. A CLI-backed agent
+//! runs its own conversation, so it gets both fenced before its prompt instead.
 //!
 //! Both are read when the step runs (they live in its inputs, which change between runs),
 //! confined to the step directory: an absolute path, a `..` or a symlink leading out of it
@@ -37,20 +38,61 @@ pub struct ContextFile {
     pub text: String,
 }
 
-impl ContextFile {
-    /// The id of the `read_file` call that hands over the `index`th file: the step's
-    /// record tells these calls from the model's by it.
-    pub(crate) fn call_id(index: usize) -> String {
-        format!("context_{index}")
+/// What a hosted model is handed at turn zero as a tool call of its own and its result
+/// (`treadle_session::Session::run_seeded`): a `context_paths:` file (`read_file`) or an
+/// earlier step's decision (`read_step`, from `context: { from }`), as in steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handed {
+    /// The tool the call names.
+    pub tool: String,
+    /// The call's arguments.
+    pub arguments: serde_json::Value,
+    /// The result the model reads.
+    pub text: String,
+}
+
+impl Handed {
+    /// A `context_paths:` file, as `read_file` of its path.
+    pub fn file(file: ContextFile) -> Self {
+        Self {
+            tool: "read_file".to_owned(),
+            arguments: serde_json::json!({ "path": file.path }),
+            text: file.text,
+        }
     }
 
-    /// The `read_file` call (and its result) that hands the file over at turn zero.
+    /// Step `step`'s decision, as `read_step` of its name.
+    pub fn decision(step: &str, text: String) -> Self {
+        Self {
+            tool: "read_step".to_owned(),
+            arguments: serde_json::json!({ "step": step }),
+            text,
+        }
+    }
+
+    /// The id of the call that hands over the `index`th item: the step's record tells
+    /// these calls from the model's by it.
+    pub(crate) fn call_id(index: usize) -> String {
+        format!("handed_{index}")
+    }
+
+    /// The call (and its result) that hands the item over at turn zero.
     pub(crate) fn seeded(&self, index: usize) -> treadle_session::SeededCall {
         treadle_session::SeededCall::new(
             Self::call_id(index),
-            "read_file",
-            serde_json::json!({ "path": self.path }),
+            self.tool.clone(),
+            self.arguments.clone(),
             self.text.clone(),
+        )
+    }
+
+    /// What the transcript says was handed over.
+    pub(crate) fn notice(&self) -> String {
+        format!(
+            "handed over before the first turn: {} {} ({} bytes)",
+            self.tool,
+            self.arguments,
+            self.text.len()
         )
     }
 }
@@ -118,12 +160,18 @@ mod tests {
         assert!(cut[0].text.contains("read_file, offset=1"), "{cut:?}");
         let block = prompt_block(&whole);
         assert!(block.contains("<file path=\"repo/CONVENTIONS.md\">\nalways run go vet\n</file>"));
-        let call = whole[0].seeded(0);
+        let call = Handed::file(whole[0].clone()).seeded(0);
+        assert_eq!(call.name, "read_file");
         assert_eq!(
             call.arguments,
             serde_json::json!({"path": "repo/CONVENTIONS.md"})
         );
-        assert_eq!(call.id, ContextFile::call_id(0));
+        assert_eq!(call.id, Handed::call_id(0));
+        let decision = Handed::decision("reviewer", "verdict: approve".into()).seeded(1);
+        assert_eq!(
+            (decision.name.as_str(), decision.arguments),
+            ("read_step", serde_json::json!({"step": "reviewer"}))
+        );
         assert!(read_context(tmp.path(), &["../etc/passwd".into()], 0).is_err());
         assert!(read_context(tmp.path(), &["repo/missing.md".into()], 0).is_err());
         Ok(())

@@ -98,9 +98,10 @@ pub struct AgentStep {
     /// The step's `assert: files:`: a model that ends its turn without one of them is
     /// told which it owes and goes on (see `required.rs`).
     pub owed_files: Vec<String>,
-    /// The step's `context_paths:` files, read when it runs: handed to the model as
-    /// `read_file` results at turn zero.
-    pub context_files: Vec<super::context_files::ContextFile>,
+    /// What the model finds already read when it starts, set when the step runs: the
+    /// decisions of `context: { from }` and the `context_paths:` files, as tool calls and
+    /// their results after the prompt.
+    pub handed: Vec<super::context_files::Handed>,
 }
 
 /// Answers an agent step's `ask_human` questions: the pipeline parks each one for a
@@ -414,7 +415,7 @@ impl AgentStep {
                 .as_ref()
                 .map(|a| a.value.files.clone())
                 .unwrap_or_default(),
-            context_files: Vec::new(),
+            handed: Vec::new(),
         }
     }
 

@@ -8,7 +8,7 @@ use treadle_event::{Block, EventFilter, LoopScope, Message, Usage};
 use treadle_session::inference::ToolChoice;
 use treadle_session::{RunError, Session, TurnReport};
 
-use super::context_files::ContextFile;
+use super::context_files::Handed;
 use super::failover;
 use super::observe::{AgentEvent, AgentObserver, forward};
 use super::record::calls_from_history;
@@ -97,9 +97,7 @@ async fn turns(session: &Session, sources: &failover::Sources<'_>) -> Result<Tur
         Some(_) => super::resumed::first_turn(session, &prompt, cancel).await?,
         // Only at turn zero: a source taking over after an outage (`failover.rs`) goes on
         // with a history that already holds them.
-        None if !step.context_files.is_empty()
-            && session.history().await.is_ok_and(|h| h.is_empty()) =>
-        {
+        None if !step.handed.is_empty() && session.history().await.is_ok_and(|h| h.is_empty()) => {
             seeded_turn(session, step, &prompt, observer, cancel).await?
         }
         None => run_turn(session, &prompt, cancel).await?,
@@ -196,12 +194,10 @@ fn outcome_text(report: &TurnReport) -> String {
     }
 }
 
-/// The calls the model made in `history`: the `read_file` calls that handed over the
-/// step's `context_paths:` are treadle's, and no `tool_calls:` assert counts them.
+/// The calls the model made in `history`: the calls that handed the step what it starts
+/// with are treadle's, and no `tool_calls:` assert counts them.
 fn model_calls(step: &AgentStep, mut history: Vec<Message>) -> Vec<super::RecordedCall> {
-    let handed: Vec<String> = (0..step.context_files.len())
-        .map(ContextFile::call_id)
-        .collect();
+    let handed: Vec<String> = (0..step.handed.len()).map(Handed::call_id).collect();
     if !handed.is_empty() {
         for message in &mut history {
             message
@@ -212,9 +208,10 @@ fn model_calls(step: &AgentStep, mut history: Vec<Message>) -> Vec<super::Record
     calls_from_history(&history)
 }
 
-/// Runs the step's first turn with its `context_paths:` files handed over as `read_file`
-/// calls and results after the prompt, as though the model had read them (steps' turn
-/// zero): no model call is spent on them, and the transcript says what was handed.
+/// Runs the step's first turn with what it is handed (`context: { from }` decisions as
+/// `read_step`, `context_paths:` files as `read_file`) as calls and results after the
+/// prompt, as though the model had made them (steps' turn zero): no model call is spent on
+/// them, and the transcript says what was handed.
 async fn seeded_turn(
     session: &Session,
     step: &AgentStep,
@@ -222,18 +219,14 @@ async fn seeded_turn(
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
 ) -> Result<TurnReport, RunError> {
-    for file in &step.context_files {
-        observer.on_event(AgentEvent::Notice(format!(
-            "context_paths: `{}` handed over as a read_file result ({} bytes)",
-            file.path,
-            file.text.len()
-        )));
+    for handed in &step.handed {
+        observer.on_event(AgentEvent::Notice(handed.notice()));
     }
     let seed = step
-        .context_files
+        .handed
         .iter()
         .enumerate()
-        .map(|(i, file)| file.seeded(i))
+        .map(|(i, handed)| handed.seeded(i))
         .collect();
     interruptible(session, session.run_seeded(prompt, seed), cancel).await
 }

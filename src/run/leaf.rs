@@ -342,23 +342,11 @@ impl<'a> Ctx<'a> {
             .conversation
             .max_context_bytes
             .unwrap_or(crate::agent::context_files::DEFAULT_CONTEXT_BYTES);
-        let decisions = super::upstream::prompt_block(&self.delivered(step));
+        let delivered = self.delivered(step);
         let (context, prompt) =
             handed_files(step, dir, &work, vars.as_ref(), limit).map_err(Done::failed)?;
-        // A hosted model gets the files as `read_file` results at turn zero; a CLI runs its
-        // own conversation, so it gets them before its prompt.
-        let files = if agent_step.model.provider == crate::pipeline::model::CLI_PROVIDER {
-            crate::agent::context_files::prompt_block(&context)
-        } else {
-            if !context.is_empty() && !agent_step.tools.iter().any(|t| t == "read_file") {
-                return Err(Done::failed(
-                    "context_paths: the files are handed over as `read_file` results, and this agent is not granted `read_file`; add it to its `tools:`".to_owned(),
-                ));
-            }
-            agent_step.context_files = context;
-            String::new()
-        };
-        agent_step.prompt = format!("{decisions}{files}{prompt}{}", agent_step.prompt);
+        let before = hand_over(&mut agent_step, &delivered, context).map_err(Done::failed)?;
+        agent_step.prompt = format!("{before}{prompt}{}", agent_step.prompt);
         // `assert: files:` is relative to the step directory; the agent works in `dir:`.
         if let Some(sub) = &step.dir {
             agent_step.owed_files = agent_step
@@ -534,6 +522,35 @@ fn route(
             "the agent gave verdict `{v}`, which is not one of the listed verdicts"
         ))),
     }
+}
+
+/// Hands `agent_step` the decisions it reads (`context: { from }`) and its `context_paths:`
+/// files: a hosted model finds them as `read_step` and `read_file` calls and results after
+/// its prompt (steps' turn zero); a CLI runs its own conversation, so it gets them as text
+/// before its prompt, which is returned.
+fn hand_over(
+    agent_step: &mut AgentStep,
+    delivered: &[super::upstream::Delivered],
+    context: Vec<crate::agent::context_files::ContextFile>,
+) -> Result<String, String> {
+    use crate::agent::context_files::{Handed, prompt_block};
+    if agent_step.model.provider == crate::pipeline::model::CLI_PROVIDER {
+        return Ok(format!(
+            "{}{}",
+            super::upstream::prompt_block(delivered),
+            prompt_block(&context)
+        ));
+    }
+    if !context.is_empty() && !agent_step.tools.iter().any(|t| t == "read_file") {
+        return Err("context_paths: the files are handed over as `read_file` results, and this agent is not granted `read_file`; add it to its `tools:`".to_owned());
+    }
+    // What happened before this step first, then what it was handed to work on.
+    agent_step.handed = delivered
+        .iter()
+        .map(|d| Handed::decision(&d.step, super::upstream::decision_text(d)))
+        .chain(context.into_iter().map(Handed::file))
+        .collect();
+    Ok(String::new())
 }
 
 /// What an agent step is handed before its first turn: its `context_paths:` files
