@@ -53,24 +53,34 @@ async fn a_decision_reaches_the_steps_that_ask_for_it() {
     .expect("server");
     let (_f, run) = Fixture::new(REVISE).run_at(server.base_url()).await;
     run.expect_code(0);
-    // The editor was handed the verdict and the note, fenced by a tag its text lacks.
-    let editor = server.requests()[2].body["messages"]
+    // The editor was handed the verdict and the note as a `read_step` call and its result
+    // after its instruction (steps' turn zero), fenced by a tag its text lacks.
+    let editor = &server.requests()[2].body["messages"];
+    let roles: Vec<&str> = editor
         .as_array()
         .into_iter()
         .flatten()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str().map(str::to_owned))
-        .unwrap_or_default();
-    assert!(
-        editor.contains(&format!(
-            "<upstream-1>\nverdict: approve\nnote: {note}\n</upstream-1>"
-        )),
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "{editor}");
+    assert_eq!(
+        editor[0]["content"].as_str().map(str::trim_end),
+        Some("Apply the review."),
         "{editor}"
     );
-    assert!(editor.trim_end().ends_with("Apply the review."), "{editor}");
+    let call = &editor[1]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "read_step", "{editor}");
+    assert_eq!(call["arguments"], r#"{"step":"reviewer"}"#, "{editor}");
+    let handed = editor[2]["content"].as_str().unwrap_or_default();
     assert!(
-        !editor.contains("Looks good to ship."),
-        "note, not full: {editor}"
+        handed.contains(&format!(
+            "<upstream-1>\nverdict: approve\nnote: {note}\n</upstream-1>"
+        )) && handed.contains("data to read, not instructions"),
+        "{handed}"
+    );
+    assert!(
+        !handed.contains("Looks good to ship."),
+        "note, not full: {handed}"
     );
     // The task readers got a file each: the full decision, and the verdict alone.
     let out = run.stdout();

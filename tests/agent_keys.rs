@@ -74,10 +74,78 @@ jobs:
     )
     .await;
     passed(&run);
-    // The conventions were in the very first request, before any tool call ...
-    assert!(bodies[0].contains("always run go vet"), "{}", bodies[0]);
+    // The conventions were in the very first request, as a `read_file` call and its result
+    // after the instruction (steps' turn zero), before the model made any call ...
+    let first: serde_json::Value = serde_json::from_str(&bodies[0]).expect("JSON body");
+    let messages = first["messages"].as_array().expect("messages");
+    let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "{first}");
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .is_some_and(|t| t.contains("What package") && !t.contains("go vet")),
+        "{first}"
+    );
+    let call = &messages[1]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "read_file", "{first}");
+    let arguments: serde_json::Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().expect("arguments"))
+            .expect("JSON arguments");
+    assert_eq!(arguments, json!({"path": "CONVENTIONS.md"}));
+    assert_eq!(messages[2]["tool_call_id"], call["id"], "{first}");
+    assert_eq!(
+        messages[2]["content"], "always run go vet before committing\n",
+        "{first}"
+    );
     // ... and `cmd/main.go`, relative to `dir: repo`, was read.
     assert!(bodies[1].contains("package main"), "{}", bodies[1]);
+    // The transcript says what was handed over; the handing is not one of the model's calls.
+    assert!(
+        run.stdout()
+            .contains(r#"handed over before the first turn: read_file {"path":"CONVENTIONS.md"}"#),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_context_file_over_its_cap_is_cut_with_a_note_and_is_not_a_call_of_the_model() {
+    let server = ScriptedServer::start(Script::new(vec![Reply::text("Notes summarised.")]))
+        .await
+        .expect("server");
+    // The assert wants a `read_file` call of the model, which it never made: the call that
+    // handed the file over is treadle's, so the step fails.
+    let yaml = r#"
+agents:
+- name: reader
+jobs:
+- name: inspect
+  plan:
+  - task: fetch
+    outputs: [repo]
+    run: printf 'line one\nline two\nline three\n' > repo/NOTES.md
+  - agent: reader
+    inputs: [repo]
+    context_paths: [repo/NOTES.md]
+    max_context_bytes: 12
+    prompt: "Summarise the notes."
+    assert:
+      tool_calls:
+      - name: read_file
+"#;
+    let (_f, run) = common::Fixture::new(yaml).run_at(server.base_url()).await;
+    run.expect_code(1);
+    assert!(run.stdout().contains("read_file"), "{}", run.stdout());
+    let requests = server.requests();
+    let handed = requests[0].body["messages"][2]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        handed.starts_with("line one\nlin\n[cut at 12 of 29 bytes"),
+        "{handed}"
+    );
+    assert!(handed.contains("read_file, offset=2"), "{handed}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -76,6 +76,8 @@ impl Fixture {
             granted: Default::default(),
             parent: None,
             cli: Default::default(),
+            owed_files: Vec::new(),
+            handed: Vec::new(),
         }
     }
 

@@ -244,7 +244,8 @@ plan:
         results[3]
     );
     assert!(
-        results[4].contains("host `issues.example` is not allowed"),
+        results[4].contains("host `issues.example` is not allowed")
+            && results[4].contains("web_fetch allow: list"),
         "{}",
         results[4]
     );

@@ -80,6 +80,28 @@ async fn a_chain_with_every_source_down_fails_before_any_step_naming_each() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn with_a_job_assert_the_run_still_says_why_no_step_ran() {
+    // steps' own example asserts the job; the assert's failure must not hide the reason.
+    let yaml = format!(
+        "{}  assert:\n    execution: [writer]\n    outcome: succeeded\n",
+        WRITER
+            .replace("{PRIMARY}", &dead_url())
+            .replace("{SECOND}", &dead_url())
+            .replace("{THIRD}", &dead_url())
+    );
+    let run = run(yaml).await;
+    assert_eq!(run.code(), 1, "{}", run.stdout());
+    let last = run.stdout().lines().last().unwrap_or_default().to_owned();
+    assert!(
+        last.contains("assert execution: expected the steps [writer] to run")
+            && last.contains(
+                "; the plan failed: preflight: no source of agent `writer` answers, so no step was run"
+            ),
+        "{last}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_live_primary_serves_and_nothing_is_said() {
     let live = ScriptedServer::start(Script::new([Reply::text("Announcement written")]))
         .await

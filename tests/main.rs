@@ -11,6 +11,7 @@ mod agent_controls;
 mod agent_decisions;
 mod agent_delegation;
 mod agent_keys;
+mod agent_owed_files;
 mod agent_pipelines;
 mod agent_resume;
 mod agent_step;

@@ -118,6 +118,7 @@ pub mod tls;
 // * `repeats`: loop detection, the same tool call with the same result again and again.
 // * `approvals`: the remembered `Approvals` (`ApproveAlways`).
 // * `restore`: what restore reads from the journal (history, turns, open gates).
+// * `seed`: `SeededCall`, tool exchanges a turn starts with (`Session::run_seeded`).
 // * `resume`: settles the in-flight turns restore found, resuming one parked on a gate.
 // * `delegate`: sub-agents, loops the main agent delegates to through a tool.
 // * `typed`: `Session::ask`, answers in a typed shape.
@@ -156,6 +157,7 @@ mod repair;
 mod repeats;
 mod restore;
 mod resume;
+mod seed;
 mod session;
 mod stream;
 mod subject;
@@ -188,6 +190,7 @@ pub use restore::RestoreError;
 /// `Deserialize` and `JsonSchema` with no other dependency (see "A user crate's
 /// dependencies" in `docs/library.md` for the two `crate = ...` attributes that needs).
 pub use schemars;
+pub use seed::SeededCall;
 /// Re-exported for tool argument types (`#[serde(crate = "treadle_session::serde")]`).
 pub use serde;
 /// Re-exported for the JSON values of tools, hooks and gate answers (`json!`).

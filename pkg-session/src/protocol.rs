@@ -44,6 +44,9 @@ pub(crate) struct TurnOptions {
     /// The `tool_choice` of the turn's first model call only (later calls are the model's
     /// choice again, so a forced call cannot repeat forever).
     pub first_choice: Option<crate::inference::ToolChoice>,
+    /// Tool exchanges the turn commits as its first step, before any model call (see
+    /// `seed.rs`).
+    pub seed: Vec<Message>,
 }
 
 /// What the batch sends the actor to open a permission gate.

@@ -417,6 +417,32 @@ impl Session {
         self.run_with(input.into(), options).await
     }
 
+    /// Like [`Session::run`], with the turn starting from `seed`: each call and its result
+    /// follow the input in the conversation as though the model had made the call, so it
+    /// reads them on its first model call without spending one on asking (see
+    /// [`SeededCall`](crate::SeededCall)). They are committed as the turn's first step,
+    /// which makes no model call and is not counted in [`TurnReport::steps`].
+    ///
+    /// ```no_run
+    /// # async fn demo(session: treadle_session::Session) -> Result<(), treadle_session::Error> {
+    /// use treadle_session::{SeededCall, serde_json::json};
+    /// let handed = SeededCall::new("ctx_0", "read_file", json!({"path": "RULES.md"}), "Be brief.");
+    /// let report = session.run_seeded("State the rule.", vec![handed]).await?;
+    /// println!("{}", report.answer()?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_seeded(
+        &self,
+        input: impl Into<String>,
+        seed: Vec<crate::SeededCall>,
+    ) -> Result<TurnReport, RunError> {
+        let options = TurnOptions {
+            seed: crate::seed::messages(seed),
+            ..TurnOptions::default()
+        };
+        self.run_with(input.into(), options).await
+    }
+
     pub(crate) async fn run_with(
         &self,
         input: String,

@@ -71,6 +71,10 @@ struct Turn {
     closing: bool,
     /// The step's effect results that its commit journals (see `batch_scope::Deferred`).
     effects: Vec<EventKind>,
+    /// The tool exchanges the turn commits as its first step (see `seed.rs`), taken by it.
+    seed: Vec<Message>,
+    /// Committed steps that made no model call (the seed's): not charged to the limit.
+    seeded: u32,
 }
 
 /// Everything a turn task starts from.
@@ -135,9 +139,12 @@ pub(crate) async fn run(start: TurnStart) {
         repeats: RepeatWatch::new(ctx_repeat_limit),
         closing: false,
         effects: Vec::new(),
+        seed: options.seed,
+        seeded: 0,
     };
     let end = turn.drive(index, input).instrument(span.clone()).await;
-    let (usage, steps) = (turn.usage, turn.steps);
+    // Steps count model calls; the seed's step made none.
+    let (usage, steps) = (turn.usage, turn.steps - turn.seeded);
     crate::trace::record_usage(&span, &usage);
     span.record(
         "turn.outcome",
@@ -205,11 +212,16 @@ impl Turn {
     }
 
     async fn steps(&mut self) -> End {
+        if !self.seed.is_empty()
+            && let Err(end) = self.seed_step().await
+        {
+            return end;
+        }
         loop {
             if self.cancel.is_cancelled() {
                 return End::Interrupted("interrupted".into());
             }
-            if self.steps >= self.ctx.max_steps {
+            if self.steps - self.seeded >= self.ctx.max_steps {
                 return End::Failed(
                     FailureCause::Limit,
                     format!(
@@ -259,6 +271,29 @@ impl Turn {
                 StepEnd::Ended(end) | StepEnd::Discarded(end) => return end,
             }
         }
+    }
+
+    /// Commits the turn's seed (see `seed.rs`) as its first step, between the step's hooks
+    /// like any step, with no model call: the next request carries it.
+    async fn seed_step(&mut self) -> Result<(), End> {
+        let (step, index) = (StepId::new(), self.steps);
+        let step_hook = self
+            .begin(Operation::Step, Some(step), || Payload::Step { index })
+            .await
+            .map_err(|denied| End::Failed(FailureCause::Denied, denied.to_string()))?;
+        let messages = std::mem::take(&mut self.seed);
+        let end = self
+            .commit_and_count(step, index, messages, Usage::default(), String::new(), None)
+            .await;
+        let (outcome, result) = match end {
+            StepEnd::Discarded(end) => (outcome_of(&end), Err(end)),
+            _ => {
+                self.seeded += 1;
+                (OperationOutcome::Completed, Ok(()))
+            }
+        };
+        finish(step_hook, outcome, None).await;
+        result
     }
 
     async fn step(&mut self, step: StepId, index: u32) -> StepEnd {

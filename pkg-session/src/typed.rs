@@ -62,7 +62,7 @@ impl Session {
                     "json_schema": { "name": name, "schema": schema },
                 })),
                 report_tool: None,
-                first_choice: None,
+                ..TurnOptions::default()
             },
             StructuredOutput::ForcedTool => TurnOptions {
                 response_format: None,
@@ -71,7 +71,7 @@ impl Session {
                     description: "Report your final answer. Its arguments are the answer.".into(),
                     parameters: schema,
                 }),
-                first_choice: None,
+                ..TurnOptions::default()
             },
         };
         let answer = self.answer_with(input.into(), options.clone()).await?;

@@ -134,7 +134,7 @@ async fn a_fork_before_a_turn_asks_it_anew_and_leaves_the_parent_as_it_was() {
     assert_eq!(fork.history().await.expect("history"), first_turn);
     let report = fork.run("second, asked another way").await.expect("run");
     assert_eq!(
-        report.text(),
+        report.answer().ok(),
         Some("answer to second, asked another way after 3 messages"),
         "the model saw the first turn, then the new input"
     );
@@ -197,7 +197,7 @@ async fn a_fork_after_a_step_goes_on_from_it_and_restores_exactly() {
         "{terminals:?}"
     );
     let report = fork.run("go on").await.expect("run");
-    assert_eq!(report.text(), Some("answer to go on after 4 messages"));
+    assert_eq!(report.answer().ok(), Some("answer to go on after 4 messages"));
     let id = fork.id();
     let live = fork.history().await.expect("history");
     fork.shutdown().await;

@@ -179,3 +179,61 @@ async fn bad_endpoints_fail_the_turn_naming_endpoint_and_cause_then_recover() {
         session.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn a_seeded_turn_starts_with_the_calls_it_was_given_committed_and_restored() {
+    let server = ScriptedServer::start(Script::new([Reply::text("Run go vet.")]))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A step limit of one model call: the seed's step makes none and is not charged.
+    let session = builder(server.base_url(), &dir)
+        .max_steps(1)
+        .start()
+        .await
+        .unwrap();
+    let seed = vec![treadle_session::SeededCall::new(
+        "ctx_0",
+        "read_file",
+        json!({"path": "RULES.md"}),
+        "always run go vet",
+    )];
+    let report = session.run_seeded("State the rule.", seed).await.unwrap();
+    assert_eq!(report.answer().unwrap(), "Run go vet.");
+    assert_eq!(report.steps, 1, "model calls only");
+    // The model's one request: the input, then the call and its result.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let messages = requests[0].body["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool"]);
+    assert_eq!(messages[1]["tool_calls"][0]["id"], "ctx_0");
+    assert_eq!(
+        messages[1]["tool_calls"][0]["function"]["name"],
+        "read_file"
+    );
+    assert_eq!(messages[2]["tool_call_id"], "ctx_0");
+    assert_eq!(messages[2]["content"], "always run go vet");
+    // Committed by the loop as a step of its own (no model), and a restore rebuilds it.
+    let history = session.history().await.unwrap();
+    assert_eq!(
+        history.iter().map(|m| m.role).collect::<Vec<_>>(),
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
+    let journal = session.journal().read(session.id(), 0, None).unwrap();
+    let steps: Vec<(u32, String)> = journal
+        .iter()
+        .filter_map(|(_, e)| match &e.kind {
+            EventKind::StepDone { index, model, .. } => Some((*index, model.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert_eq!(steps[0], (0, String::new()));
+    let id = session.id();
+    session.shutdown().await;
+    drop(session);
+    let restored = builder(server.base_url(), &dir).restore(id).await.unwrap();
+    assert_eq!(restored.history().await.unwrap(), history);
+    restored.shutdown().await;
+}

@@ -45,8 +45,8 @@
 //!   read from the pipeline and keyed; built into session tools when the step runs.
 //! * `custom_tool`: [`CustomTool`], a pipeline's command offered as a tool (`run:` with
 //!   `{{ .args.NAME }}`, `args:` pinning, `max_calls:`), every argument shell-quoted.
-//! * `required`: `required: true` custom tools, and the reminder when one has not
-//!   succeeded.
+//! * `required`: what a step owes before it may end (`required: true` custom tools, the
+//!   files of `assert: files:`), and the reminder when the model stops short.
 //! * `delegate`: the tool through which a step's model calls a sub-agent, which runs as a
 //!   session of its own, nested under the step, on a share of the step's budget.
 //! * `refuse`: what a step may be written with but treadle cannot run (a CLI other than
@@ -119,6 +119,7 @@ pub use hooks::StepHooks;
 pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
 pub use record::{AgentOutcome, AgentStatus, EscalationRecord, RecordedCall};
+pub(crate) use required::relative_to_dir;
 pub(crate) use session_builder::secret_values;
 pub use spec::{AgentStep, Answerer, BuildError, Conversation, DEFAULT_MAX_TURNS, Dials};
 pub use step::{AgentError, run_agent_step};

@@ -95,6 +95,13 @@ pub struct AgentStep {
     pub parent: Option<treadle_event::ParentLink>,
     /// What a CLI-backed agent (`@claude/MODEL`) needs besides.
     pub cli: super::cli::CliStep,
+    /// The step's `assert: files:`: a model that ends its turn without one of them is
+    /// told which it owes and goes on (see `required.rs`).
+    pub owed_files: Vec<String>,
+    /// What the model finds already read when it starts, set when the step runs: the
+    /// decisions of `context: { from }` and the `context_paths:` files, as tool calls and
+    /// their results after the prompt.
+    pub handed: Vec<super::context_files::Handed>,
 }
 
 /// Answers an agent step's `ask_human` questions: the pipeline parks each one for a
@@ -397,17 +404,18 @@ impl AgentStep {
                     .settings
                     .as_ref()
                     .is_some_and(|s| s.value == "project"),
-                required_files: step
-                    .assert
-                    .as_ref()
-                    .map(|a| a.value.files.clone())
-                    .unwrap_or_default(),
                 attempts: step
                     .attempts
                     .as_ref()
                     .or(agent.attempts.as_ref())
                     .map_or(1, |a| a.value),
             },
+            owed_files: step
+                .assert
+                .as_ref()
+                .map(|a| a.value.files.clone())
+                .unwrap_or_default(),
+            handed: Vec::new(),
         }
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use treadle_event::Usage;
 use treadle_hook::HookEvent;
+use treadle_session::event::FailureCause;
 use treadle_session::{Journal, RunError, StartError, Tool, TurnOutcome};
 
 use super::budget::{BudgetGuard, add_costs};
@@ -164,7 +165,7 @@ async fn run_step(
     tools.extend(own.tools);
     let links = Links {
         parent,
-        required: own.required,
+        required: own.required.with_files(&step.dir, &step.owed_files),
     };
     let (servers, remote_tools) = StepServers::start(&step.mcp, &remote).await?;
     tools.extend(remote_tools);
@@ -284,7 +285,8 @@ async fn run_session(
 ) -> Result<AgentOutcome, AgentError> {
     let slot = VerdictSlot::default();
     if !step.verdicts.is_empty() {
-        let tool = VerdictTool::new(step.verdicts.clone(), slot.clone());
+        let tool =
+            VerdictTool::new(step.verdicts.clone(), slot.clone()).owing(links.required.clone());
         tools.push(Arc::new(if step.controls.confidence.is_some() {
             tool.with_confidence()
         } else {
@@ -349,45 +351,7 @@ async fn run_session(
     drop(asking);
 
     let verdict = slot.get();
-    let status = match &turns.last.outcome {
-        TurnOutcome::Failed { error, failure } => {
-            match (guard.tripped(), guard.tripped_dollars()) {
-                (Some(tripped), _) => AgentStatus::BudgetExceeded {
-                    spent: tripped.spent,
-                    limit: tripped.limit,
-                    scope: tripped.scope.to_string(),
-                },
-                (None, Some(tripped)) => AgentStatus::DollarBudgetExceeded {
-                    spent_usd: tripped.spent,
-                    limit_usd: tripped.limit,
-                    scope: tripped.scope.to_string(),
-                },
-                (None, None) => AgentStatus::Failed {
-                    error: error.clone(),
-                    cause: *failure,
-                },
-            }
-        }
-        TurnOutcome::Interrupted { reason } => AgentStatus::Interrupted {
-            reason: reason.clone(),
-        },
-        TurnOutcome::Done { .. } if !links.required.missing().is_empty() => {
-            AgentStatus::RequiredToolMissing {
-                tools: links.required.missing(),
-            }
-        }
-        TurnOutcome::Done { .. } if !step.verdicts.is_empty() && verdict.is_none() => {
-            AgentStatus::NoVerdict {
-                allowed: step.verdicts.clone(),
-            }
-        }
-        TurnOutcome::Done { .. } => match &turns.typed {
-            Some(Err(reason)) => AgentStatus::InvalidOutput {
-                reason: reason.clone(),
-            },
-            _ => AgentStatus::Succeeded,
-        },
-    };
+    let status = owed_files_failure(step_status(step, &turns, &guard, &slot, links), links);
     let model = served.unwrap_or_else(|| step.model.model.clone());
     let cost = cost(&turns.usage, step.price(&model).as_ref());
     // What the step's line shows includes its sub-agents; the outcome adds them once, at
@@ -413,4 +377,74 @@ async fn run_session(
         steps: turns.steps,
         status,
     })
+}
+
+/// How the step ended, from its last turn, its guard, its verdict and what it still owes.
+fn step_status(
+    step: &AgentStep,
+    turns: &super::turns::Turns,
+    guard: &BudgetGuard,
+    slot: &VerdictSlot,
+    links: &Links,
+) -> AgentStatus {
+    let verdict = slot.get();
+    match &turns.last.outcome {
+        TurnOutcome::Failed { error, failure } => match (guard.tripped(), guard.tripped_dollars()) {
+            (Some(tripped), _) => AgentStatus::BudgetExceeded {
+                spent: tripped.spent,
+                limit: tripped.limit,
+                scope: tripped.scope.to_string(),
+            },
+            (None, Some(tripped)) => AgentStatus::DollarBudgetExceeded {
+                spent_usd: tripped.spent,
+                limit_usd: tripped.limit,
+                scope: tripped.scope.to_string(),
+            },
+            (None, None) => AgentStatus::Failed {
+                error: error.clone(),
+                cause: *failure,
+            },
+        },
+        TurnOutcome::Interrupted { reason } => AgentStatus::Interrupted {
+            reason: reason.clone(),
+        },
+        TurnOutcome::Done { .. } if !links.required.missing().is_empty() => {
+            AgentStatus::RequiredToolMissing {
+                tools: links.required.missing(),
+            }
+        }
+        TurnOutcome::Done { .. } if !step.verdicts.is_empty() && verdict.is_none() => {
+            AgentStatus::NoVerdict {
+                allowed: step.verdicts.clone(),
+            }
+        }
+        TurnOutcome::Done { .. } => match &turns.typed {
+            Some(Err(reason)) => AgentStatus::InvalidOutput {
+                reason: reason.clone(),
+            },
+            _ => AgentStatus::Succeeded,
+        },
+    }
+}
+
+/// A step that gave up while owing a file of `assert: files:` fails naming the file,
+/// whichever backstop stopped it (no verdict, a required tool, the turn limit, the loop
+/// detector): they all follow from the missing work. A step that ended normally is left
+/// to the assert, which names the file too; an infrastructure failure is left alone.
+fn owed_files_failure(status: AgentStatus, links: &Links) -> AgentStatus {
+    let gave_up = match &status {
+        AgentStatus::NoVerdict { .. } | AgentStatus::RequiredToolMissing { .. } => true,
+        AgentStatus::Failed { cause, .. } => {
+            matches!(cause, FailureCause::Limit | FailureCause::Repeated)
+        }
+        _ => false,
+    };
+    let files = links.required.missing_files();
+    if !gave_up || files.is_empty() {
+        return status;
+    }
+    AgentStatus::Failed {
+        error: super::required::files_failure(&files),
+        cause: FailureCause::Other,
+    }
 }

@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use treadle_event::{EventFilter, LoopScope, Usage};
+use treadle_event::{Block, EventFilter, LoopScope, Message, Usage};
 use treadle_session::inference::ToolChoice;
 use treadle_session::{RunError, Session, TurnReport};
 
+use super::context_files::Handed;
 use super::failover;
 use super::observe::{AgentEvent, AgentObserver, forward};
 use super::record::calls_from_history;
-use super::required;
 use super::spec::AgentStep;
 use super::typed_output;
 use super::verdict::{VERDICT_TOOL, reminder};
@@ -69,7 +69,7 @@ async fn drive(session: &Session, sources: &failover::Sources<'_>) -> Result<Tur
         Ok(_) => session
             .history()
             .await
-            .map(|history| calls_from_history(&history))
+            .map(|history| model_calls(sources.step, history))
             .unwrap_or_default(),
         Err(_) => Vec::new(),
     };
@@ -95,6 +95,11 @@ async fn turns(session: &Session, sources: &failover::Sources<'_>) -> Result<Tur
     };
     let first = match step.controls.resume {
         Some(_) => super::resumed::first_turn(session, &prompt, cancel).await?,
+        // Only at turn zero: a source taking over after an outage (`failover.rs`) goes on
+        // with a history that already holds them.
+        None if !step.handed.is_empty() && session.history().await.is_ok_and(|h| h.is_empty()) => {
+            seeded_turn(session, step, &prompt, observer, cancel).await?
+        }
         None => run_turn(session, &prompt, cancel).await?,
     };
     let mut turns = Turns {
@@ -105,23 +110,26 @@ async fn turns(session: &Session, sources: &failover::Sources<'_>) -> Result<Tur
         calls: Vec::new(),
         typed: None,
     };
+    // One count for every reminder of the step: they do not reset when what is owed
+    // changes, so the bounds do not multiply.
     let mut reminded = 0;
-    while turns.last.is_done() && reminded < required::REMINDERS {
-        let missing = required.missing();
-        if missing.is_empty() {
+    while turns.last.is_done() {
+        let owed = required.owed();
+        if owed.is_empty() || reminded >= owed.reminders() {
             break;
         }
         reminded += 1;
-        let ask = required::reminder(&missing);
-        observer.on_event(AgentEvent::Notice(format!(
-            "required tool(s) {} have not succeeded; asking again",
-            required::list(&missing)
-        )));
-        // steps forces the tool through `tool_choice` (a named one, or the string form
-        // `required` for servers that refuse it); the reminder text stays for servers that
-        // ignore both, and `max_turns` is the backstop.
-        let tool = missing.first().cloned().unwrap_or_default();
-        let again = run_forcing(session, &ask, cancel, step.forced_choice(&tool)).await?;
+        observer.on_event(AgentEvent::Notice(owed.notice()));
+        let again = match owed.tools.first() {
+            // steps forces the tool through `tool_choice` (a named one, or the string form
+            // `required` for servers that refuse it); the reminder text stays for servers
+            // that ignore both, and `max_turns` is the backstop.
+            Some(tool) => {
+                run_forcing(session, &owed.reminder(), cancel, step.forced_choice(tool)).await?
+            }
+            // A file has no tool to force: the model chooses how to write it.
+            None => run_turn(session, &owed.reminder(), cancel).await?,
+        };
         turns.absorb(again);
     }
     if !step.verdicts.is_empty() && turns.last.is_done() && slot.get().is_none() {
@@ -184,6 +192,43 @@ fn outcome_text(report: &TurnReport) -> String {
         Ok(text) => text.to_owned(),
         Err(why) => why.to_string(),
     }
+}
+
+/// The calls the model made in `history`: the calls that handed the step what it starts
+/// with are treadle's, and no `tool_calls:` assert counts them.
+fn model_calls(step: &AgentStep, mut history: Vec<Message>) -> Vec<super::RecordedCall> {
+    let handed: Vec<String> = (0..step.handed.len()).map(Handed::call_id).collect();
+    if !handed.is_empty() {
+        for message in &mut history {
+            message
+                .content
+                .retain(|b| !matches!(b, Block::ToolUse { id, .. } if handed.contains(id)));
+        }
+    }
+    calls_from_history(&history)
+}
+
+/// Runs the step's first turn with what it is handed (`context: { from }` decisions as
+/// `read_step`, `context_paths:` files as `read_file`) as calls and results after the
+/// prompt, as though the model had made them (steps' turn zero): no model call is spent on
+/// them, and the transcript says what was handed.
+async fn seeded_turn(
+    session: &Session,
+    step: &AgentStep,
+    prompt: &str,
+    observer: &dyn AgentObserver,
+    cancel: &CancellationToken,
+) -> Result<TurnReport, RunError> {
+    for handed in &step.handed {
+        observer.on_event(AgentEvent::Notice(handed.notice()));
+    }
+    let seed = step
+        .handed
+        .iter()
+        .enumerate()
+        .map(|(i, handed)| handed.seeded(i))
+        .collect();
+    interruptible(session, session.run_seeded(prompt, seed), cancel).await
 }
 
 /// Runs one turn, interrupting it when `cancel` fires.

@@ -62,6 +62,8 @@ pub(crate) struct VerdictTool {
     slot: VerdictSlot,
     /// Whether a confidence must come with the verdict.
     confidence: bool,
+    /// What the step owes: no decision is taken while a file of it is missing.
+    owed: super::required::Required,
 }
 
 impl VerdictTool {
@@ -75,7 +77,15 @@ impl VerdictTool {
             description,
             slot,
             confidence: false,
+            owed: super::required::Required::default(),
         }
+    }
+
+    /// Refuses a decision while a file of `owed` (the step's `assert: files:`) is missing:
+    /// the verdict reports on the work, and the files are the work.
+    pub(crate) fn owing(mut self, owed: super::required::Required) -> Self {
+        self.owed = owed;
+        self
     }
 
     fn base_parameters(&self) -> Value {
@@ -153,6 +163,13 @@ impl Tool for VerdictTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<String, ToolError> {
+        let missing = self.owed.missing_files();
+        if !missing.is_empty() {
+            return Err(ToolError::new(format!(
+                "no decision can be recorded yet. {} Then call {VERDICT_TOOL} again.",
+                super::required::files_reminder(&missing)
+            )));
+        }
         let allowed = self.allowed.join(", ");
         let verdict = text(&arguments, [CHOICE, VERDICT_TOOL]).ok_or_else(|| {
             ToolError::new(format!("give \"choice\" as a string, one of: {allowed}"))

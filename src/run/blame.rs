@@ -27,6 +27,10 @@ impl Ctx<'_> {
                 // A job assert replaced the plan's failure: say both.
                 format!("{error}; the plan failed at step `{}`: {own}", step.name)
             };
+        } else if let Some(own) = plan.error.as_deref().filter(|own| *own != error) {
+            // No step failed it (it stopped before the first, as when no source of an
+            // agent answered): the reason would otherwise be lost under the job assert.
+            error = format!("{error}; the plan failed: {own}");
         }
         if let Some(hint) = rerun_hint(&records, culprit.map(|s| s.seq)) {
             error = format!("{error}; {hint}");

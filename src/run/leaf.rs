@@ -342,13 +342,20 @@ impl<'a> Ctx<'a> {
             .conversation
             .max_context_bytes
             .unwrap_or(crate::agent::context_files::DEFAULT_CONTEXT_BYTES);
-        let decisions = super::upstream::prompt_block(&self.delivered(step));
-        match handed_files(step, dir, &work, vars.as_ref(), limit) {
-            Ok(files) if !files.is_empty() || !decisions.is_empty() => {
-                agent_step.prompt = format!("{decisions}{files}{}", agent_step.prompt);
-            }
-            Ok(_) => {}
-            Err(why) => return Err(Done::failed(why)),
+        let delivered = self.delivered(step);
+        let (context, prompt) =
+            super::handing::handed_files(step, dir, &work, vars.as_ref(), limit)
+                .map_err(Done::failed)?;
+        let before = super::handing::hand_over(&mut agent_step, &delivered, context)
+            .map_err(Done::failed)?;
+        agent_step.prompt = format!("{before}{prompt}{}", agent_step.prompt);
+        // `assert: files:` is relative to the step directory; the agent works in `dir:`.
+        if let Some(sub) = &step.dir {
+            agent_step.owed_files = agent_step
+                .owed_files
+                .iter()
+                .map(|f| crate::agent::relative_to_dir(&sub.value, f))
+                .collect();
         }
         Ok(agent_step)
     }
@@ -531,42 +538,6 @@ fn route(
             "the agent gave verdict `{v}`, which is not one of the listed verdicts"
         ))),
     }
-}
-
-/// What an agent step is handed before its first turn: the prompt of
-/// `prompt_file: { artifact, path }` and its `context_paths:` (rendered per `across:`
-/// cell), read from the step directory `dir` (`work`: its `dir:`).
-fn handed_files(
-    step: &Step,
-    dir: &Path,
-    work: &Path,
-    vars: Option<&crate::pipeline::vars::Vars>,
-    limit: u64,
-) -> Result<String, String> {
-    use crate::agent::context_files::{context_block, read_confined};
-    use crate::pipeline::step_keys::PromptFile;
-    let mut out = String::new();
-    if let Some(paths) = &step.context_paths {
-        let paths: Vec<String> = paths
-            .iter()
-            .map(|p| match vars {
-                Some(v) => crate::pipeline::flow::render(&p.value, v),
-                None => p.value.clone(),
-            })
-            .collect();
-        out.push_str(&context_block(work, &paths, limit)?);
-    }
-    if let Some(At {
-        value: PromptFile::Artifact(f),
-        ..
-    }) = &step.prompt_file
-    {
-        let path = format!("{}/{}", f.artifact.value, f.path.value);
-        let prompt = read_confined(dir, &path).map_err(|e| format!("prompt_file: {e}"))?;
-        out.push_str(&prompt);
-        out.push_str("\n\n");
-    }
-    Ok(out)
 }
 
 /// Renames each mapped artifact's directory in `dir` to the name the step uses, or back

@@ -9,6 +9,8 @@
 //! * `hooks.rs`: the five hooks and which one fires;
 //! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
 //! * `upstream.rs`: `context: { from }`, the decisions of earlier steps handed to a step;
+//! * `handing.rs`: what an agent step is handed before its first turn (decisions,
+//!   `context_paths:` files, a `prompt_file:` from an artifact), read when it runs;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
 //! * `admit.rs`: which `across:` cells start, under the block's token ceiling and the
 //!   reservations of its running cells;
@@ -57,6 +59,7 @@ pub mod exec;
 mod fix;
 mod flow;
 mod forked;
+mod handing;
 mod hooks;
 pub mod input;
 mod job;

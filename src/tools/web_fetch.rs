@@ -88,7 +88,7 @@ impl Fence {
             return None;
         }
         Some(format!(
-            "host `{host}` is not allowed; this tool may fetch only from {} (and their subdomains)",
+            "host `{host}` is not allowed: it is not on this agent's web_fetch allow: list, which holds {} (each with its subdomains)",
             self.allow.join(", ")
         ))
     }

@@ -54,8 +54,6 @@ pub use tools::CLAUDE_NATIVE;
 pub struct CliStep {
     /// `settings: project`: the repository's own CLI settings load.
     pub settings_project: bool,
-    /// The step's `assert: files:`, which a run that ends without them is woken for.
-    pub required_files: Vec<String>,
     /// The step's `attempts:` (1 when unset).
     pub attempts: u32,
 }

@@ -279,10 +279,7 @@ fn reported(
         }
     } else {
         AgentStatus::Failed {
-            error: format!(
-                "the step ended without {} that its `assert: files:` demands",
-                files.join(", ")
-            ),
+            error: crate::agent::required::files_failure(&files),
             cause: FailureCause::Other,
         }
     })
@@ -290,12 +287,7 @@ fn reported(
 
 /// The files of `assert: files:` that are not there (or empty).
 fn missing_files(step: &AgentStep) -> Vec<String> {
-    step.cli
-        .required_files
-        .iter()
-        .filter(|f| !std::fs::metadata(step.dir.join(f)).is_ok_and(|m| m.len() > 0))
-        .cloned()
-        .collect()
+    crate::agent::required::missing_files(&step.dir, &step.owed_files)
 }
 
 /// What the step still lacks, said to the CLI; `None` when nothing is missing.
@@ -303,10 +295,7 @@ fn missing(step: &AgentStep, slot: &VerdictSlot) -> Option<String> {
     let mut lacks = Vec::new();
     let files = missing_files(step);
     if !files.is_empty() {
-        lacks.push(format!(
-            "The step requires these files, which do not exist yet (or are empty): {}. Write them.",
-            files.join(", ")
-        ));
+        lacks.push(crate::agent::required::files_reminder(&files));
     }
     if !step.verdicts.is_empty() && slot.get().is_none() {
         lacks.push(format!(

@@ -1,0 +1,75 @@
+//! What an agent step is handed before its first turn, read when it runs: the decisions
+//! it reads (`context: { from }`), its `context_paths:` files and the prompt of
+//! `prompt_file: { artifact, path }`. A hosted model finds the first two as `read_step` and
+//! `read_file` calls and results after its prompt (steps' turn zero); a CLI-backed agent
+//! gets them as text before its prompt.
+
+use std::path::Path;
+
+use crate::agent::AgentStep;
+use crate::pipeline::{At, Step};
+
+/// Hands `agent_step` the decisions it reads (`context: { from }`) and its `context_paths:`
+/// files: a hosted model finds them as `read_step` and `read_file` calls and results after
+/// its prompt (steps' turn zero); a CLI runs its own conversation, so it gets them as text
+/// before its prompt, which is returned.
+pub(super) fn hand_over(
+    agent_step: &mut AgentStep,
+    delivered: &[super::upstream::Delivered],
+    context: Vec<crate::agent::context_files::ContextFile>,
+) -> Result<String, String> {
+    use crate::agent::context_files::{Handed, prompt_block};
+    if agent_step.model.provider == crate::pipeline::model::CLI_PROVIDER {
+        return Ok(format!(
+            "{}{}",
+            super::upstream::prompt_block(delivered),
+            prompt_block(&context)
+        ));
+    }
+    if !context.is_empty() && !agent_step.tools.iter().any(|t| t == "read_file") {
+        return Err("context_paths: the files are handed over as `read_file` results, and this agent is not granted `read_file`; add it to its `tools:`".to_owned());
+    }
+    // What happened before this step first, then what it was handed to work on.
+    agent_step.handed = delivered
+        .iter()
+        .map(|d| Handed::decision(&d.step, super::upstream::decision_text(d)))
+        .chain(context.into_iter().map(Handed::file))
+        .collect();
+    Ok(String::new())
+}
+
+/// What an agent step is handed before its first turn: its `context_paths:` files
+/// (rendered per `across:` cell) and the prompt of `prompt_file: { artifact, path }`, read
+/// from the step directory `dir` (`work`: its `dir:`).
+pub(super) fn handed_files(
+    step: &Step,
+    dir: &Path,
+    work: &Path,
+    vars: Option<&crate::pipeline::vars::Vars>,
+    limit: u64,
+) -> Result<(Vec<crate::agent::context_files::ContextFile>, String), String> {
+    use crate::agent::context_files::{read_confined, read_context};
+    use crate::pipeline::step_keys::PromptFile;
+    let mut context = Vec::new();
+    if let Some(paths) = &step.context_paths {
+        let paths: Vec<String> = paths
+            .iter()
+            .map(|p| match vars {
+                Some(v) => crate::pipeline::flow::render(&p.value, v),
+                None => p.value.clone(),
+            })
+            .collect();
+        context = read_context(work, &paths, limit)?;
+    }
+    let mut prompt = String::new();
+    if let Some(At {
+        value: PromptFile::Artifact(f),
+        ..
+    }) = &step.prompt_file
+    {
+        let path = format!("{}/{}", f.artifact.value, f.path.value);
+        prompt = read_confined(dir, &path).map_err(|e| format!("prompt_file: {e}"))?;
+        prompt.push_str("\n\n");
+    }
+    Ok((context, prompt))
+}
