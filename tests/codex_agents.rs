@@ -403,3 +403,35 @@ fn obedient_codex(body: &Value) -> Reply {
     }
     Reply::text("done").usage(50, 5)
 }
+
+/// The CLI against the bundled local model (Qwen 0.5B behind llama.cpp, which answers
+/// `POST /v1/responses`), with no tools and a short system prompt (replacing codex's own
+/// instructions) so the request fits its 8k context. Needs `TREADLE_REAL_MODEL=1`.
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_runs_against_the_local_model() {
+    let Some(bin) = codex("codex_runs_against_the_local_model") else {
+        return;
+    };
+    if std::env::var("TREADLE_REAL_MODEL").as_deref() != Ok("1") {
+        eprintln!("SKIP codex_runs_against_the_local_model: TREADLE_REAL_MODEL is not 1");
+        return;
+    }
+    let url = std::env::var("TREADLE_LOCAL_URL")
+        .unwrap_or_else(|_| "http://127.0.0.1:8091/v1".to_owned());
+    let yaml = format!(
+        "agents:\n  - name: coder\n    source:\n      model: \"@codex/qwen2.5-coder-0.5b\"\n      endpoint: {url}\n    system: You answer in one short sentence.\n    tools: []\njobs:\n  - name: main\n    plan:\n      - agent: coder\n        prompt: Say hello.\n        timeout: 10m\n"
+    );
+    let f = Fixture::new(&yaml);
+    let started = std::time::Instant::now();
+    let run = treadle(&f, &bin, &["run", "--json"]).await;
+    println!(
+        "codex against the local model: {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let said = format!("{}{}", run.stdout(), run.stderr());
+    // The model is small: what is checked is that codex ran a conversation with it and
+    // reported its usage, not what it said.
+    assert!(said.contains("\"usage\""), "{said}");
+    assert!(said.contains("prompt_tokens"), "{said}");
+    assert!(!said.contains("\"prompt_tokens\":0"), "{said}");
+}
