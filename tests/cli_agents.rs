@@ -360,10 +360,15 @@ async fn a_dollar_budget_stops_the_cli() {
     assert_ne!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
     let said = format!("{}{}", run.stdout(), run.stderr());
     assert!(said.contains("budget"), "{said}");
+    let requests = server.requests();
     assert_eq!(
-        server.request_count(),
+        requests.len(),
         1,
-        "a call was made after the budget was spent"
+        "a call was made after the budget was spent: {:#?}\n{said}",
+        requests
+            .iter()
+            .map(|r| (&r.path, &r.body["model"], r.body["messages"].to_string()))
+            .collect::<Vec<_>>()
     );
     assert!(
         !walk(f.path()).iter().any(|p| p.ends_with("big.txt")),
