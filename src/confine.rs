@@ -207,6 +207,10 @@ fn prepare(
         path: tmp.clone(),
         source,
     })?;
+    // Absolute: the command runs in `dir`, where a relative path names another place.
+    // A `TMPDIR` that does not exist sends SQLite (codex's state) on to `/var/tmp`, which
+    // `access()` says is writable and Landlock then refuses.
+    let tmp = std::path::absolute(&tmp).unwrap_or(tmp);
     cmd.env("TMPDIR", &tmp);
     rules(dir, readable, cmd.as_std().get_envs())
         .map(Some)
@@ -311,6 +315,27 @@ mod tests {
         let file = outside.path().join("still.txt");
         std::fs::write(&file, "unconfined").unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "unconfined");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_directory_given_relative_still_gets_its_own_tmpdir() {
+        if abi().is_none() {
+            crate::console::tell!("SKIP: no Landlock");
+            return;
+        }
+        // The step directory as treadle names it, relative to the process's directory;
+        // the command runs inside it, where that relative path leads elsewhere.
+        let cwd = std::env::current_dir().unwrap();
+        let root = tempfile::tempdir_in(&cwd).unwrap();
+        let relative = root.path().strip_prefix(&cwd).unwrap().to_path_buf();
+        let (code, text) = confined(
+            &relative,
+            "test -d \"$TMPDIR\" && echo x > \"$TMPDIR/t\" && echo ok",
+            true,
+        )
+        .await;
+        assert_eq!((code, text.trim()), (0, "ok"), "{text}");
+        assert!(root.path().join(TMP).join("t").is_file());
     }
 
     async fn stays_in_its_directory(by_thread: bool) {

@@ -360,10 +360,15 @@ async fn a_dollar_budget_stops_the_cli() {
     assert_ne!(run.code(), 0, "{}{}", run.stdout(), run.stderr());
     let said = format!("{}{}", run.stdout(), run.stderr());
     assert!(said.contains("budget"), "{said}");
+    let requests = server.requests();
     assert_eq!(
-        server.request_count(),
+        requests.len(),
         1,
-        "a call was made after the budget was spent"
+        "a call was made after the budget was spent: {:#?}\n{said}",
+        requests
+            .iter()
+            .map(|r| (&r.path, &r.body["model"], r.body["messages"].to_string()))
+            .collect::<Vec<_>>()
     );
     assert!(
         !walk(f.path()).iter().any(|p| p.ends_with("big.txt")),
@@ -455,7 +460,7 @@ async fn the_cli_examples_of_the_docs_run() {
     };
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/agents.md"))
         .expect("docs/agents.md");
-    let blocks = cli_blocks(&text);
+    let blocks = tagged_blocks(&text, "```yaml cli");
     assert!(
         !blocks.is_empty(),
         "docs/agents.md has no ```yaml cli block"
@@ -481,13 +486,14 @@ async fn the_cli_examples_of_the_docs_run() {
     }
 }
 
-/// `(line, yaml)` of every ```yaml cli block.
-fn cli_blocks(text: &str) -> Vec<(usize, String)> {
+/// `(line, yaml)` of every block of `text` opened by the line `fence` (```` ```yaml cli ````;
+/// tests/codex_agents.rs reads ```` ```yaml codex ````).
+pub fn tagged_blocks(text: &str, fence: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut current: Option<(usize, String)> = None;
     for (n, line) in text.lines().enumerate() {
         match &mut current {
-            None if line.trim() == "```yaml cli" => current = Some((n + 1, String::new())),
+            None if line.trim() == fence => current = Some((n + 1, String::new())),
             Some((start, body)) if line.trim_start().starts_with("```") => {
                 out.push((*start, std::mem::take(body)));
                 current = None;

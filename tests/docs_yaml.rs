@@ -33,10 +33,10 @@ fn yaml_blocks() -> Vec<(PathBuf, usize, String)> {
         let mut current: Option<(usize, String)> = None;
         for (n, line) in text.lines().enumerate() {
             match &mut current {
-                // ```yaml cli: a CLI-backed agent's example, run with the real CLI by
-                // tests/cli_agents.rs.
+                // ```yaml cli / codex: a CLI-backed agent's example, run with the real
+                // CLI by tests/cli_agents.rs / tests/codex_agents.rs.
                 None if line.trim_start().starts_with("```yaml")
-                    && line.trim() != "```yaml cli" =>
+                    && !["```yaml cli", "```yaml codex"].contains(&line.trim()) =>
                 {
                     current = Some((n + 1, String::new()))
                 }

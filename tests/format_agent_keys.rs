@@ -293,10 +293,10 @@ jobs:
 }
 
 #[test]
-fn a_codex_backed_agent_loads_with_its_dollar_budget_and_is_refused_when_it_runs() {
-    // `@claude/...` runs (tests/cli_agents.rs); a CLI treadle does not drive is refused.
-    let f = Fixture::new(
-        r#"
+fn a_codex_backed_agent_loads_and_its_dollar_budget_needs_a_price() {
+    // claude reports dollars itself; codex reports tokens, priced like a hosted model's
+    // (tests/codex_agents.rs runs it).
+    let agent = r#"
 agents:
 - name: reviewer
   source: { model: "@codex/gpt-5" }
@@ -307,13 +307,31 @@ jobs:
   plan:
   - agent: reviewer
     prompt: Review this code.
-"#,
-    );
-    f.treadle(&["validate"]).expect_code(0);
-    let run = f.treadle(&["run"]);
+"#;
+    let unpriced = Fixture::new(agent);
+    let run = unpriced.treadle(&["validate"]);
     assert_ne!(run.code(), 0);
     assert!(
-        run.stdout().contains("CLI-backed model"),
+        run.stdout().contains("has no price") || run.stderr().contains("has no price"),
+        "{}{}",
+        run.stdout(),
+        run.stderr()
+    );
+    let priced = Fixture::new(&format!(
+        "prices:\n  gpt-5: {{ prompt: 1.25, completion: 10.0 }}\n{agent}"
+    ));
+    priced.treadle(&["validate"]).expect_code(0);
+    // A CLI treadle does not drive still loads, and is refused when it runs.
+    let other = Fixture::new(
+        &agent
+            .replace("@codex/gpt-5", "@gemini/pro")
+            .replace("  budget: { usd: 0.50 }\n", ""),
+    );
+    other.treadle(&["validate"]).expect_code(0);
+    let run = other.treadle(&["run"]);
+    assert_ne!(run.code(), 0);
+    assert!(
+        run.stdout().contains("`@codex/MODEL`"),
         "{}{}",
         run.stdout(),
         run.stderr()

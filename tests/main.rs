@@ -25,6 +25,7 @@ mod cache;
 mod cli_agents;
 mod cli_extras;
 mod cli_output;
+mod codex_agents;
 mod command_hooks;
 mod common;
 mod confinement;

@@ -51,16 +51,25 @@
 //!   `message_stop`; or one `message` object without `"stream": true`. Tool use ids
 //!   default to `toolu_<request>_<block>`. `POST /v1/messages/count_tokens` answers a size
 //!   estimate without taking a reply.
+//! * `POST /v1/responses` (base URL [`ScriptedServer::base_url`]; the Codex CLI speaks it)
+//!   answers from the same script in the Responses API's shape: `response.created`, one
+//!   output item per reasoning / text / tool call (`reasoning`, `message`,
+//!   `function_call`; added, its deltas in pieces of at most 8 characters, done), then
+//!   `response.completed` with the usage; or one `response` object without
+//!   `"stream": true`. Call ids default to `call_<request>_<item>`. A tool named
+//!   `mcp__SERVER__TOOL` is called as `TOOL` in the namespace `mcp__SERVER`, as Codex
+//!   offers an MCP server's tools.
 //!
 //! # Layout
 //!
 //! * `reply.rs`: [`Reply`], [`ToolCall`], [`Usage`]: what one answer is.
 //! * `script.rs`: [`Script`]: the queue, `from_fn`, the echo workload, JSON script files.
 //! * `render.rs`: reply → wire bytes (SSE frames or one JSON object) in one buffer.
-//! * `server.rs`: [`ScriptedServer`], [`ServerBuilder`], the axum handlers (chat
-//!   completions, Anthropic Messages).
+//! * `server.rs`: [`ScriptedServer`], [`ServerBuilder`], the axum handlers.
 //! * `request.rs`: what the server reads of a request.
+//! * `api.rs`: what differs between the Messages and Responses APIs' handlers.
 //! * `messages_render.rs`: reply → Messages wire bytes (SSE events or one `message`).
+//! * `responses_render.rs`: reply → Responses wire bytes (SSE events or one `response`).
 //! * `pace.rs`: seeded delays and the paced / cut / blocking body stream.
 //! * `main.rs`: the `treadle-scripted` binary, to benchmark other frameworks against the
 //!   same server.
@@ -78,11 +87,13 @@
 //!
 //! Jitter uses an inline splitmix64 generator rather than `rand`.
 
+mod api;
 mod messages_render;
 mod pace;
 mod render;
 mod reply;
 mod request;
+mod responses_render;
 mod script;
 mod server;
 

@@ -48,7 +48,8 @@ fn usage_json(usage: Option<Usage>) -> Value {
     })
 }
 
-fn pieces(s: &str) -> Vec<&str> {
+/// `s` in pieces of at most [`PIECE_CHARS`] characters (the Responses renderer's too).
+pub(crate) fn pieces(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut rest = s;
     while !rest.is_empty() {
@@ -89,14 +90,16 @@ fn blocks(
     out
 }
 
-/// SSE frames, one per event.
-struct Events {
+/// SSE frames, one per event (`event:` and `data:` lines), shared with the Responses
+/// renderer, whose events have the same framing.
+#[derive(Default)]
+pub(crate) struct Events {
     buf: Vec<u8>,
     ends: Vec<usize>,
 }
 
 impl Events {
-    fn event(&mut self, name: &str, data: &Value) -> serde_json::Result<()> {
+    pub(crate) fn event(&mut self, name: &str, data: &Value) -> serde_json::Result<()> {
         self.buf.extend_from_slice(b"event: ");
         self.buf.extend_from_slice(name.as_bytes());
         self.buf.extend_from_slice(b"\ndata: ");
@@ -104,6 +107,14 @@ impl Events {
         self.buf.extend_from_slice(b"\n\n");
         self.ends.push(self.buf.len());
         Ok(())
+    }
+
+    /// The frames written so far.
+    pub(crate) fn frames(self) -> Frames {
+        Frames {
+            buf: Bytes::from(self.buf),
+            ends: self.ends,
+        }
     }
 }
 
@@ -113,10 +124,7 @@ fn stream(
     blocks: &[Value],
     calls: bool,
 ) -> serde_json::Result<Frames> {
-    let mut w = Events {
-        buf: Vec::with_capacity(1024),
-        ends: Vec::new(),
-    };
+    let mut w = Events::default();
     // Input tokens are known when the message starts; output tokens come with its end.
     let mut start_usage = usage_json(reply.usage);
     start_usage["output_tokens"] = json!(1);
@@ -179,10 +187,7 @@ fn stream(
             "usage": {"output_tokens": usage.completion_tokens}}),
     )?;
     w.event("message_stop", &json!({"type": "message_stop"}))?;
-    Ok(Frames {
-        buf: Bytes::from(w.buf),
-        ends: w.ends,
-    })
+    Ok(w.frames())
 }
 
 /// An error body the Messages API's clients read (`{"type":"error","error":{...}}`).

@@ -21,6 +21,9 @@ pub(crate) struct Ctx<'a> {
     pub quirks: bool,
 }
 
+/// A renderer of one wire format (chat completions, Anthropic Messages, Responses).
+pub(crate) type Renderer = fn(&Reply, &Ctx<'_>) -> serde_json::Result<Rendered>;
+
 /// A rendered answer.
 pub(crate) enum Rendered {
     /// A plain HTTP error.

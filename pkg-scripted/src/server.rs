@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::pace::{Delays, paced_body};
-use crate::render::{self, Ctx, Rendered};
+use crate::render::{self, Ctx, Rendered, Renderer};
 use crate::reply::{Ending, Reply};
 use crate::request::{LightRequest, RequestInfo};
 use crate::script::Script;
@@ -166,6 +166,7 @@ impl ServerBuilder {
             .route("/chat/completions", post(completions))
             .route("/v1/messages", post(messages))
             .route("/v1/messages/count_tokens", post(count_tokens))
+            .route("/v1/responses", post(responses))
             .layer(DefaultBodyLimit::disable())
             .with_state(Arc::clone(&inner));
         let listener = listener.tap_io(|tcp| {
@@ -436,9 +437,6 @@ async fn answer(inner: &Inner, info: &RequestInfo<'_>, index: usize, reply: &Rep
     answer_with(inner, info, index, reply, render::render).await
 }
 
-/// A renderer of one wire format (chat completions, Anthropic Messages).
-pub(crate) type Renderer = fn(&Reply, &Ctx<'_>) -> serde_json::Result<Rendered>;
-
 /// Renders one scripted reply with `render` and sends it.
 pub(crate) async fn answer_with(
     inner: &Inner,
@@ -515,21 +513,9 @@ pub(crate) async fn answer_with(
     }
 }
 
-// The Anthropic Messages side: `POST /v1/messages` answered from the same script (the echo
-// workload counting `tool_result` blocks), and token counting, which takes no reply so that
-// a client counting before it sends does not shift the script.
-
-/// How many `tool_result` blocks the conversation of a Messages request holds.
-fn tool_results(body: &Value) -> usize {
-    body["messages"].as_array().map_or(0, |messages| {
-        messages
-            .iter()
-            .filter_map(|m| m["content"].as_array())
-            .flatten()
-            .filter(|block| block["type"] == "tool_result")
-            .count()
-    })
-}
+// The Anthropic Messages and OpenAI Responses sides, answered from the same script; token
+// counting takes no reply, so that a client counting before it sends does not shift the
+// script.
 
 /// `POST /v1/messages`.
 pub(crate) async fn messages(
@@ -538,18 +524,38 @@ pub(crate) async fn messages(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let value = serde_json::from_slice::<Value>(&body);
+    answer_api(&inner, &uri, &headers, &body, &crate::api::MESSAGES).await
+}
+
+/// `POST /v1/responses`.
+pub(crate) async fn responses(
+    State(inner): State<Arc<Inner>>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer_api(&inner, &uri, &headers, &body, &crate::api::RESPONSES).await
+}
+
+async fn answer_api(
+    inner: &Inner,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+    api: &crate::api::Api,
+) -> Response {
+    let value = serde_json::from_slice::<Value>(body);
     let info = value.as_ref().ok().map(|v| RequestInfo {
         stream: v["stream"].as_bool().unwrap_or(false),
         include_usage: true,
         model: Cow::Borrowed(v["model"].as_str().unwrap_or("scripted")),
-        tool_messages: tool_results(v),
+        tool_messages: (api.tool_results)(v),
     });
     let picked = record_and_pick(
-        &inner,
-        &uri,
-        &headers,
-        &body,
+        inner,
+        uri,
+        headers,
+        body,
         value.as_ref().ok(),
         info.as_ref(),
     );
@@ -561,13 +567,12 @@ pub(crate) async fn messages(
         );
     };
     match picked {
-        Ok((index, reply)) => {
-            answer_with(&inner, &info, index, &reply, crate::messages_render::render).await
-        }
+        Ok((index, reply)) => answer_with(inner, &info, index, &reply, api.render).await,
         Err(served) => {
             tracing::warn!("scripted server: script exhausted after {served} requests");
-            let error = json!({"type": "error", "error": {"type": "api_error",
-                "message": format!("scripted server: script exhausted after {served} requests")}});
+            let error = (api.exhausted)(format!(
+                "scripted server: script exhausted after {served} requests"
+            ));
             (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(error)).into_response()
         }
     }

@@ -13,8 +13,8 @@
 //! # Layout
 //!
 //! * `spec`: [`AgentStep`], the step's inputs.
-//! * [`cli`]: a CLI-backed agent (`@claude/MODEL`): the CLI runs the conversation,
-//!   treadle the step around it.
+//! * [`cli`]: a CLI-backed agent (`@claude/MODEL`, `@codex/MODEL`): the CLI runs the
+//!   conversation, treadle the step around it.
 //! * `step`: [`run_agent_step`] and [`AgentError`].
 //! * `session_builder`: a step's settings made into its session (endpoint, key, tools,
 //!   hooks, limits, who answers its gates), and the secret values it must never show.

@@ -1,5 +1,5 @@
 //! What an agent step may be written with but treadle cannot run: a CLI other than claude
-//! and an MCP server with OAuth. Such a step is refused when it is built, with a message naming the
+//! and codex, and an MCP server with OAuth. Such a step is refused when it is built, with a message naming the
 //! key, rather than run without it.
 
 use crate::pipeline::model::{CLI_PROVIDER, ResolvedModel};
@@ -8,9 +8,10 @@ use crate::pipeline::{Agent, Step};
 /// Why `step` of `agent` cannot run here, if it cannot.
 pub fn unsupported(agent: &Agent, _step: &Step, model: &ResolvedModel) -> Option<String> {
     let name = &agent.name.value;
-    if model.provider == CLI_PROVIDER && !model.model.starts_with("@claude/") {
+    let driven = ["@claude/", "@codex/"];
+    if model.provider == CLI_PROVIDER && !driven.iter().any(|cli| model.model.starts_with(cli)) {
         return Some(format!(
-            "agent `{name}` names a CLI-backed model (`{}`) of a CLI treadle does not run; write `@claude/MODEL` or give it a hosted model (`openrouter/NAME`, `local/NAME`...)",
+            "agent `{name}` names a CLI-backed model (`{}`) of a CLI treadle does not run; write `@claude/MODEL` or `@codex/MODEL`, or give it a hosted model (`openrouter/NAME`, `local/NAME`...)",
             model.model
         ));
     }

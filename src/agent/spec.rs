@@ -93,7 +93,7 @@ pub struct AgentStep {
     /// For a sub-agent's call: the session and tool that asked (journaled with its
     /// session's start).
     pub parent: Option<treadle_event::ParentLink>,
-    /// What a CLI-backed agent (`@claude/MODEL`) needs besides.
+    /// What a CLI-backed agent (`@claude/MODEL`, `@codex/MODEL`) needs besides.
     pub cli: super::cli::CliStep,
     /// The step's `assert: files:`: a model that ends its turn without one of them is
     /// told which it owes and goes on (see `required.rs`).

@@ -99,12 +99,13 @@ fn dollars_findings(
             "write the most US dollars the step may spend, e.g. `dollars: 0.50`".to_owned(),
         ));
     }
-    // A coding-agent CLI (`@claude/sonnet`) reports what it spent itself: no price needed.
+    // The claude CLI reports what it spent itself: no price needed. codex reports tokens,
+    // priced like a hosted model's.
     let cli = agent
         .source
         .model
         .as_ref()
-        .is_some_and(|m| m.value.starts_with('@'));
+        .is_some_and(|m| m.value.starts_with("@claude/"));
     if !cli && !is_priced(agent, prices) {
         out.push((
             pos,

@@ -97,7 +97,8 @@ impl ModelError {
     }
 }
 
-/// The provider of a CLI-backed model (`@claude/sonnet`), which treadle cannot run.
+/// The provider of a CLI-backed model (`@claude/sonnet`, `@codex/gpt-5`): the step runs
+/// the CLI (`crate::agent::cli`) rather than calling an endpoint.
 pub const CLI_PROVIDER: &str = "cli";
 
 /// Resolves a source, reading `TREADLE_LOCAL_URL` through `env`.
@@ -149,8 +150,8 @@ pub fn resolve(
                 "http://127.0.0.1:11434/v1".to_owned(),
                 None,
             ),
-            // `@claude/sonnet`: a coding-agent CLI. It loads (the file is well formed);
-            // running it is refused where the step is built (see `CLI_PROVIDER`).
+            // `@claude/sonnet`: a coding-agent CLI. Any `@NAME` loads (the file is well
+            // formed); one treadle does not drive is refused where the step is built.
             Some((cli, rest)) if cli.starts_with('@') && cli.len() > 1 => (
                 CLI_PROVIDER.to_owned(),
                 format!("{cli}/{rest}"),

@@ -93,13 +93,14 @@ impl Bridge {
         Ok(Self { url, token, stop })
     }
 
-    /// The CLI's `--mcp-config` for this bridge: its URL and token, nothing else.
-    pub fn config(&self) -> serde_json::Value {
-        serde_json::json!({"mcpServers": {super::tools::BRIDGE: {
-            "type": "http",
-            "url": self.url,
-            "headers": {"Authorization": format!("Bearer {}", self.token)},
-        }}})
+    /// The bridge's URL (`http://127.0.0.1:PORT/mcp`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The step's token, which every request must carry as `Authorization: Bearer`.
+    pub fn token(&self) -> &str {
+        &self.token
     }
 }
 

@@ -1,8 +1,8 @@
-//! [`run_cli_step`]: one agent step as one conversation of the claude CLI, rejoined with
-//! `--resume` when a run ends without what the step demands (a file of `assert: files:`,
+//! [`run_cli_step`]: one agent step as one conversation of a coding-agent CLI, rejoined
+//! (claude's `--resume`, codex's `exec resume`) when a run ends without what the step demands (a file of `assert: files:`,
 //! the verdict) or dies without reporting a result.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -11,10 +11,10 @@ use treadle_event::FailureCause;
 use treadle_session::Tool;
 
 use super::bridge::Bridge;
-use super::command::{CliError, Join, Run, claude_model, claude_program};
+use super::command::{CliError, Join, Run};
+use super::driver::Cli;
 use super::stream::Transcript;
-use super::tools::native;
-use crate::agent::cost::Cost;
+use crate::agent::cost::{Cost, cost};
 use crate::agent::delegate::Parent;
 use crate::agent::mcp::StepServers;
 use crate::agent::observe::{AgentEvent, AgentObserver};
@@ -31,27 +31,34 @@ use crate::tools::{Workspace, grant};
 /// transcript in it.
 const HOME: &str = "treadle-cli-home";
 
-/// Runs `step` with the claude CLI in its directory. Its events go to `observer` as they
+/// Runs `step` with its CLI in its directory. Its events go to `observer` as they
 /// are read; `cancel` (Ctrl-C, the step's timeout) kills the CLI.
 pub async fn run_cli_step(
     step: &AgentStep,
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
 ) -> Result<AgentOutcome, AgentError> {
-    let program = claude_program(&step.name)?;
-    claude_model(step)?;
+    let (cli, model) = Cli::of(step)?;
+    let program = cli.program(&step.name)?;
     let workspace = Workspace::new(&step.dir)?
         .with_env(step.env.iter().cloned())
         .hide_env(step.model.api_key_env.iter().cloned())
         .with_access(step.pass_env.iter().cloned(), step.confined)
         .with_fence(step.granted.fence.clone());
     let slot = VerdictSlot::default();
-    let (servers, tools) = bridged_tools(step, &workspace, &slot, cancel).await?;
+    let (servers, tools) = bridged_tools(step, cli, &workspace, &slot, cancel).await?;
     // Absolute: the CLI runs in the step directory, so a relative path would be read
     // from inside it.
     let dir = std::path::absolute(&step.dir).unwrap_or_else(|_| step.dir.clone());
     let home = dir.join(crate::confine::TMP).join(HOME);
-    let result = converse(step, &program, &home, tools, &slot, observer, cancel).await;
+    let ran = Ran {
+        step,
+        cli,
+        model,
+        program: &program,
+        home: &home,
+    };
+    let result = converse(&ran, tools, &slot, observer, cancel).await;
     servers.shutdown().await;
     // The CLI's session (its whole transcript) goes with the step, as a hosted agent's
     // conversation stays in treadle's journal only.
@@ -63,6 +70,7 @@ pub async fn run_cli_step(
 /// own for, custom tools, MCP grants and the verdict, each masking the step's secrets.
 async fn bridged_tools(
     step: &AgentStep,
+    cli: Cli,
     workspace: &Workspace,
     slot: &VerdictSlot,
     cancel: &CancellationToken,
@@ -71,7 +79,7 @@ async fn bridged_tools(
         .tools
         .iter()
         .map(String::as_str)
-        .filter(|t| !step.granted.owns(t) && native(t).is_none())
+        .filter(|t| !step.granted.owns(t) && cli.native(t).is_none())
         .partition(|t| server_of(t).is_some());
     let mut tools = grant(&builtin, workspace)?;
     let (events, _dropped) = tokio::sync::mpsc::unbounded_channel();
@@ -115,18 +123,43 @@ enum Exit {
     TooManyCalls(u32),
 }
 
+/// What every run of the step shares.
+struct Ran<'a> {
+    step: &'a AgentStep,
+    cli: Cli,
+    /// The model after `@cli/`.
+    model: &'a str,
+    program: &'a Path,
+    home: &'a Path,
+}
+
+impl Ran<'_> {
+    /// What the runs so far cost: claude's own total; codex's tokens priced as a hosted
+    /// model's are (`prices:`), unpriced without a price.
+    fn cost(&self, transcript: &Transcript) -> Cost {
+        match self.cli {
+            Cli::Claude => Cost::Priced {
+                usd: transcript.usd,
+            },
+            Cli::Codex => cost(&transcript.usage, self.step.price(self.model).as_ref()),
+        }
+    }
+}
+
 async fn converse(
-    step: &AgentStep,
-    program: &Path,
-    home: &Path,
+    ran: &Ran<'_>,
     tools: Vec<Arc<dyn Tool>>,
     slot: &VerdictSlot,
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
 ) -> Result<AgentOutcome, AgentError> {
+    let step = ran.step;
     let bridged = !tools.is_empty();
     let bridge = Bridge::start(tools).await.map_err(CliError::from)?;
-    let mcp_config = write_home(home, &bridge.config())?;
+    let config = match ran.cli {
+        Cli::Claude => super::claude::write_config(ran.home, &bridge)?,
+        Cli::Codex => super::codex::write_config(ran.home, step, &bridge)?,
+    };
     let usd_left = step
         .controls
         .dollars
@@ -141,51 +174,31 @@ async fn converse(
     let mut prompt = step.prompt.clone();
     let mut status = None;
     for run in 1..=runs {
-        let join = if transcript.session.is_some() {
-            Join::Resume(&session)
-        } else {
-            Join::Start(&session)
+        let reported = transcript.session.clone();
+        let join = match &reported {
+            Some(id) => Join::Resume(id),
+            None => Join::Start(&session),
         };
         let cmd = Run {
             step,
-            program,
-            home,
-            mcp_config: &mcp_config,
+            cli: ran.cli,
+            model: ran.model,
+            program: ran.program,
+            home: ran.home,
+            config: &config,
             bridged,
             usd_left,
             join,
         }
-        .command()?;
+        .command();
         transcript.ended = None;
-        let exit = one_run(step, cmd, &prompt, &mut transcript, observer, cancel).await?;
-        let last = run == runs;
-        let next = match exit {
-            Exit::Cancelled => Err(AgentStatus::Interrupted {
-                reason: "the step was cancelled; the CLI was stopped".to_owned(),
-            }),
-            Exit::TooManyCalls(limit) => Err(AgentStatus::Failed {
-                error: format!(
-                    "the CLI made more than {limit} model calls (max_turns); it was stopped"
-                ),
-                cause: FailureCause::Limit,
-            }),
-            Exit::Died(why) if last => Err(AgentStatus::Failed {
-                error: format!("the claude CLI failed: {why}"),
-                cause: FailureCause::Other,
-            }),
-            Exit::Died(why) => Ok(format!(
-                "Your previous run stopped before it finished ({why}). Continue the task \
-                 from where you were; do not start over.{}",
-                missing(step, slot)
-                    .map(|m| format!(" {m}"))
-                    .unwrap_or_default()
-            )),
-            Exit::Reported => reported(step, &transcript, slot, usd_left, last),
-        };
+        let exit = one_run(ran, cmd, &prompt, &mut transcript, observer, cancel).await?;
+        let next = after(ran, exit, &transcript, slot, usd_left, run == runs);
         match next {
             Ok(again) => {
                 observer.on_event(AgentEvent::Notice(format!(
-                    "the CLI is woken again (--resume, run {} of at most {runs}): {again}",
+                    "the CLI is woken again ({}, run {} of at most {runs}): {again}",
+                    ran.cli.resume(),
                     run + 1
                 )));
                 prompt = again;
@@ -198,9 +211,7 @@ async fn converse(
     }
     drop(bridge);
     let status = status.unwrap_or(AgentStatus::Succeeded);
-    let cost = Cost::Priced {
-        usd: transcript.usd,
-    };
+    let cost = ran.cost(&transcript);
     observer.on_event(AgentEvent::Usage {
         usage: transcript.usage,
         model: step.model.model.clone(),
@@ -224,16 +235,54 @@ async fn converse(
     })
 }
 
-/// After a run that reported its result: the step's end (`Err`), or what to tell the CLI
-/// when it is woken again (`Ok`).
-fn reported(
-    step: &AgentStep,
+/// After a run: the step's end (`Err`), or what to tell the CLI when it is woken again
+/// (`Ok`).
+fn after(
+    ran: &Ran<'_>,
+    exit: Exit,
     transcript: &Transcript,
     slot: &VerdictSlot,
     usd_left: Option<f64>,
     last: bool,
 ) -> Result<String, AgentStatus> {
+    let step = ran.step;
+    match exit {
+        Exit::Cancelled => Err(AgentStatus::Interrupted {
+            reason: "the step was cancelled; the CLI was stopped".to_owned(),
+        }),
+        Exit::TooManyCalls(limit) => Err(AgentStatus::Failed {
+            error: format!(
+                "the CLI made more than {limit} model calls (max_turns); it was stopped"
+            ),
+            cause: FailureCause::Limit,
+        }),
+        Exit::Died(why) if last => Err(AgentStatus::Failed {
+            error: format!("the {} CLI failed: {why}", ran.cli.name()),
+            cause: FailureCause::Other,
+        }),
+        Exit::Died(why) => Ok(format!(
+            "Your previous run stopped before it finished ({why}). Continue the task \
+             from where you were; do not start over.{}",
+            missing(step, slot)
+                .map(|m| format!(" {m}"))
+                .unwrap_or_default()
+        )),
+        Exit::Reported => reported_end(ran, transcript, slot, usd_left, last),
+    }
+}
+
+/// After a run that reported its result: the step's end (`Err`), or what to tell the CLI
+/// when it is woken again (`Ok`).
+fn reported_end(
+    ran: &Ran<'_>,
+    transcript: &Transcript,
+    slot: &VerdictSlot,
+    usd_left: Option<f64>,
+    last: bool,
+) -> Result<String, AgentStatus> {
+    let step = ran.step;
     let ended = transcript.ended.as_ref();
+    let spent = ran.cost(transcript).usd();
     let over = |spent: f64| AgentStatus::DollarBudgetExceeded {
         spent_usd: Some(spent),
         limit_usd: step
@@ -248,15 +297,17 @@ fn reported(
             .first()
             .map_or("step".to_owned(), |b| b.scope.to_string()),
     };
-    if ended.is_some_and(|e| e.subtype == "error_max_budget_usd")
-        || usd_left.is_some_and(|left| transcript.usd > left)
+    if let Some(spent) = spent
+        && (ended.is_some_and(|e| e.subtype == "error_max_budget_usd")
+            || usd_left.is_some_and(|left| spent > left))
     {
-        return Err(over(transcript.usd));
+        return Err(over(spent));
     }
     if let Some(e) = ended.filter(|e| e.is_error) {
         return Err(AgentStatus::Failed {
             error: format!(
-                "the claude CLI ended with `{}`{}",
+                "the {} CLI ended with `{}`{}",
+                ran.cli.name(),
                 e.subtype,
                 e.result
                     .as_ref()
@@ -307,38 +358,19 @@ fn missing(step: &AgentStep, slot: &VerdictSlot) -> Option<String> {
     (!lacks.is_empty()).then(|| lacks.join(" "))
 }
 
-/// Makes the scratch home and writes the bridge's configuration there (readable by its
-/// owner only: it holds the bridge's token). Returns the configuration's path.
-fn write_home(home: &Path, config: &serde_json::Value) -> Result<PathBuf, CliError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| CliError::Home {
-        path: home.to_path_buf(),
-        source,
-    };
-    std::fs::create_dir_all(home).map_err(err)?;
-    let path = home.join("treadle-mcp.json");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(err)?;
-    std::io::Write::write_all(&mut file, config.to_string().as_bytes()).map_err(err)?;
-    Ok(path)
-}
-
 /// Starts one run, gives it `prompt`, and reads its output to the end.
 async fn one_run(
-    step: &AgentStep,
+    ran: &Ran<'_>,
     cmd: tokio::process::Command,
     prompt: &str,
     transcript: &mut Transcript,
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
 ) -> Result<Exit, AgentError> {
+    let step = ran.step;
     let start = |source| CliError::Start {
         step: step.name.clone(),
+        cli: ran.cli,
         source,
     };
     let mut child = if step.confined {
@@ -369,7 +401,7 @@ async fn one_run(
                 line = lines.next_line() => line,
             };
             let Ok(Some(line)) = line else { break };
-            for event in transcript.read(&line) {
+            for event in transcript.read(ran.cli, &line) {
                 observer.on_event(event);
             }
             if transcript.messages > limit {

@@ -1,6 +1,7 @@
-//! Reading a coding-agent CLI's `stream-json` output as it arrives: each line parsed once
-//! into a [`Line`], turned into the [`AgentEvent`]s a hosted agent's step shows, and
-//! gathered into what the step's outcome needs ([`Transcript`]).
+//! Reading a coding-agent CLI's output as it arrives: each line parsed once (claude's
+//! `stream-json` into a [`Line`] here, codex's JSONL events in `codex_stream`), turned
+//! into the [`AgentEvent`]s a hosted agent's step shows, and gathered into what the
+//! step's outcome needs ([`Transcript`]).
 //!
 //! Lines the reader does not know (hook events, progress, new kinds in a later CLI) are
 //! skipped: they carry nothing the step records, and refusing them would tie treadle to
@@ -12,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use treadle_event::Usage;
 
+use super::driver::Cli;
 use super::tools::treadle_name;
 use crate::agent::observe::{AgentEvent, PREVIEW_BYTES};
 use crate::agent::record::RecordedCall;
@@ -60,7 +62,7 @@ impl Default for Content {
 }
 
 /// The `result` line.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub struct Ended {
     /// `success`, `error_max_turns`, `error_max_budget_usd`, `error_during_execution`...
     #[serde(default)]
@@ -112,32 +114,35 @@ pub struct Transcript {
     /// Every tool call, in order, with its result once it came.
     pub calls: Vec<RecordedCall>,
     /// Where each open call is in `calls`, by the CLI's tool use id.
-    open: HashMap<String, usize>,
+    pub(super) open: HashMap<String, usize>,
     /// The text of the last assistant message that had any.
     pub text: String,
     /// Model messages seen.
     pub messages: u32,
-    /// The last `result` line of the current run.
+    /// How the current run ended (claude's `result` line; codex's end of turn).
     pub ended: Option<Ended>,
-    /// Tokens of the runs that ended, summed (each run's `result` counts its own).
+    /// Tokens of the runs that ended (claude's `result` counts its own run's, summed here;
+    /// codex reports the thread's total).
     pub usage: Usage,
-    /// Dollars of the runs that ended (a resumed session reports its total again, so the
-    /// largest total is kept rather than a sum).
+    /// Dollars of the runs that ended, as claude reports them (a resumed session reports
+    /// its total again, so the largest total is kept rather than a sum). codex reports
+    /// tokens only; its dollars are priced from `usage`.
     pub usd: f64,
 }
 
 impl Transcript {
-    /// Reads one line of output and returns what the step shows of it. A line that is
-    /// not JSON is shown as a notice (a CLI printing a warning on stdout).
-    pub fn read(&mut self, raw: &str) -> Vec<AgentEvent> {
+    /// Reads one line of `cli`'s output and returns what the step shows of it. A line
+    /// that is not JSON is shown as a notice (a CLI printing a warning on stdout).
+    pub fn read(&mut self, cli: Cli, raw: &str) -> Vec<AgentEvent> {
         let raw = raw.trim();
         if raw.is_empty() {
             return Vec::new();
         }
-        match serde_json::from_str::<Line>(raw) {
-            Ok(line) => self.line(line),
-            Err(_) => vec![AgentEvent::Notice(format!("cli: {}", preview(raw)))],
-        }
+        let read = match cli {
+            Cli::Claude => serde_json::from_str::<Line>(raw).map(|line| self.line(line)),
+            Cli::Codex => serde_json::from_str(raw).map(|event| self.codex(event)),
+        };
+        read.unwrap_or_else(|_| vec![AgentEvent::Notice(format!("cli: {}", preview(raw)))])
     }
 
     fn line(&mut self, line: Line) -> Vec<AgentEvent> {
@@ -178,60 +183,84 @@ impl Transcript {
         let mut text = String::new();
         for block in blocks {
             match block["type"].as_str() {
-                Some("text") => {
-                    let t = block["text"].as_str().unwrap_or_default();
-                    text.push_str(t);
-                    out.extend(t.lines().map(|l| AgentEvent::Text(l.to_owned())));
-                }
-                Some("tool_use") => {
-                    let name = treadle_name(block["name"].as_str().unwrap_or_default());
-                    let arguments = block["input"].clone();
-                    if let Some(id) = block["id"].as_str() {
-                        self.open.insert(id.to_owned(), self.calls.len());
-                    }
-                    self.calls.push(RecordedCall {
-                        name: name.clone(),
-                        arguments: arguments.clone(),
-                        result: String::new(),
-                        is_error: false,
-                    });
-                    out.push(AgentEvent::ToolCall { name, arguments });
-                }
+                Some("text") => text.push_str(block["text"].as_str().unwrap_or_default()),
+                Some("tool_use") => out.push(self.started(
+                    block["id"].as_str(),
+                    treadle_name(block["name"].as_str().unwrap_or_default()),
+                    block["input"].clone(),
+                )),
                 _ => {}
             }
         }
-        if !text.is_empty() {
-            self.text = text;
-        }
-        out
+        let mut said = self.said(&text);
+        said.append(&mut out);
+        said
     }
 
     fn results(&mut self, message: Message) -> Vec<AgentEvent> {
         let Content::Blocks(blocks) = message.content else {
             return Vec::new();
         };
-        let mut out = Vec::new();
-        for block in blocks.iter().filter(|b| b["type"] == "tool_result") {
-            let Some(index) = block["tool_use_id"]
-                .as_str()
-                .and_then(|id| self.open.remove(id))
-            else {
-                continue;
-            };
-            let content = result_text(&block["content"]);
-            let is_error = block["is_error"].as_bool().unwrap_or(false);
-            let Some(call) = self.calls.get_mut(index) else {
-                continue;
-            };
-            call.result.clone_from(&content);
-            call.is_error = is_error;
-            out.push(AgentEvent::ToolResult {
-                name: call.name.clone(),
-                content: preview(&content),
-                is_error,
-            });
+        blocks
+            .iter()
+            .filter(|b| b["type"] == "tool_result")
+            .filter_map(|block| {
+                self.finished(
+                    block["tool_use_id"].as_str()?,
+                    result_text(&block["content"]),
+                    block["is_error"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect()
+    }
+
+    /// The model said `text`: its lines are shown, and it is the step's text so far.
+    pub(super) fn said(&mut self, text: &str) -> Vec<AgentEvent> {
+        if text.is_empty() {
+            return Vec::new();
         }
-        out
+        self.text = text.to_owned();
+        text.lines()
+            .map(|l| AgentEvent::Text(l.to_owned()))
+            .collect()
+    }
+
+    /// A tool call began (`id` is the CLI's, which its result names).
+    pub(super) fn started(
+        &mut self,
+        id: Option<&str>,
+        name: String,
+        arguments: Value,
+    ) -> AgentEvent {
+        if let Some(id) = id {
+            self.open.insert(id.to_owned(), self.calls.len());
+        }
+        self.calls.push(RecordedCall {
+            name: name.clone(),
+            arguments: arguments.clone(),
+            result: String::new(),
+            is_error: false,
+        });
+        AgentEvent::ToolCall { name, arguments }
+    }
+
+    /// The call `id` came back; `None` for a call that is not open.
+    pub(super) fn finished(
+        &mut self,
+        id: &str,
+        content: String,
+        is_error: bool,
+    ) -> Option<AgentEvent> {
+        let index = self.open.remove(id)?;
+        let call = self.calls.get_mut(index)?;
+        let shown = preview(&content);
+        call.result = content;
+        call.is_error = is_error;
+        Some(AgentEvent::ToolResult {
+            name: call.name.clone(),
+            content: shown,
+            is_error,
+        })
     }
 }
 
@@ -250,7 +279,7 @@ fn result_text(content: &Value) -> String {
 }
 
 /// `text` cut to [`PREVIEW_BYTES`] on a character boundary.
-fn preview(text: &str) -> String {
+pub(super) fn preview(text: &str) -> String {
     if text.len() <= PREVIEW_BYTES {
         return text.to_owned();
     }
@@ -269,10 +298,14 @@ mod tests {
     fn a_tool_call_and_its_result_are_shown_under_treadle_s_names_and_recorded() {
         let mut t = Transcript::default();
         assert!(
-            t.read(r#"{"type":"system","subtype":"init","session_id":"s-1","tools":["Read"]}"#)
-                .is_empty()
+            t.read(
+                Cli::Claude,
+                r#"{"type":"system","subtype":"init","session_id":"s-1","tools":["Read"]}"#
+            )
+            .is_empty()
         );
         let shown = t.read(
+            Cli::Claude,
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Reading.\nNow."},{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"a.txt"}}]}}"#,
         );
         assert_eq!(shown.len(), 3, "{shown:?}");
@@ -284,12 +317,14 @@ mod tests {
             }
         );
         let shown = t.read(
+            Cli::Claude,
             r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"1\thello"}]}]}}"#,
         );
         assert!(
             matches!(&shown[0], AgentEvent::ToolResult { name, content, is_error: false } if name == "read_file" && content == "1\thello")
         );
         t.read(
+            Cli::Claude,
             r#"{"type":"result","subtype":"success","is_error":false,"result":"It says hello.","session_id":"s-1","total_cost_usd":0.25,"usage":{"input_tokens":90,"cache_read_input_tokens":10,"output_tokens":7},"num_turns":2}"#,
         );
         assert_eq!(t.session.as_deref(), Some("s-1"));
@@ -310,8 +345,11 @@ mod tests {
     fn a_line_that_is_not_json_is_a_notice_and_an_unknown_kind_is_skipped() {
         let mut t = Transcript::default();
         assert!(
-            matches!(&t.read("warning: something")[0], AgentEvent::Notice(n) if n.contains("something"))
+            matches!(&t.read(Cli::Claude, "warning: something")[0], AgentEvent::Notice(n) if n.contains("something"))
         );
-        assert!(t.read(r#"{"type":"stream_event","event":{}}"#).is_empty());
+        assert!(
+            t.read(Cli::Claude, r#"{"type":"stream_event","event":{}}"#)
+                .is_empty()
+        );
     }
 }

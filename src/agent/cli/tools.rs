@@ -1,6 +1,6 @@
 //! A step's grant said in a coding-agent CLI's terms: which granted built-ins become the
-//! CLI's own native tools (`--tools`), and the names the bridge's tools have inside the
-//! CLI, read back to treadle's names for the transcript and `assert: tool_calls:`.
+//! CLI's own native tools, and the names the bridge's tools have inside the CLI, read
+//! back to treadle's names for the transcript and `assert: tool_calls:`.
 
 /// The MCP server name the step's bridge has in the CLI's configuration.
 pub const BRIDGE: &str = "treadle";
@@ -18,20 +18,20 @@ pub const CLAUDE_NATIVE: [(&str, &str); 7] = [
     ("web_fetch", "WebFetch"),
 ];
 
-/// The claude CLI's tool for a granted built-in, when it has one.
-pub fn native(granted: &str) -> Option<&'static str> {
-    CLAUDE_NATIVE
-        .iter()
-        .find(|(ours, _)| *ours == granted)
-        .map(|(_, theirs)| *theirs)
-}
+/// Granted built-in → the codex CLI's native tool. codex has one tool of its own that
+/// matters here, its shell (`exec_command`, with `write_stdin` for a running command, and
+/// `apply_patch` run through it); its file reads and writes are shell commands. So only
+/// `run_shell` is native, and every other granted built-in is bridged: the CLI reads and
+/// writes with treadle's `read_file`, `write_file`... (`mcp__treadle__read_file`), which
+/// keeps a step without `run_shell` from running anything.
+pub const CODEX_NATIVE: [(&str, &str); 1] = [("run_shell", "exec_command")];
 
 /// The name a bridged tool has inside the CLI (`mcp__treadle__verdict`).
 pub fn bridged(name: &str) -> String {
     format!("mcp__{BRIDGE}__{name}")
 }
 
-/// treadle's name for a tool the CLI called: a native tool's built-in, a bridged tool's
+/// treadle's name for a tool the claude CLI called: a native tool's built-in, a bridged tool's
 /// own name; anything else (a tool of the CLI's that treadle never granted) as the CLI
 /// named it.
 pub fn treadle_name(cli: &str) -> String {
@@ -49,11 +49,14 @@ mod tests {
 
     #[test]
     fn names_go_there_and_back() {
+        use super::super::driver::Cli;
         for (ours, theirs) in CLAUDE_NATIVE {
-            assert_eq!(native(ours), Some(theirs));
+            assert_eq!(Cli::Claude.native(ours), Some(theirs));
             assert_eq!(treadle_name(theirs), ours);
         }
-        assert_eq!(native("ask_human"), None);
+        assert_eq!(Cli::Claude.native("ask_human"), None);
+        assert_eq!(Cli::Codex.native("run_shell"), Some("exec_command"));
+        assert_eq!(Cli::Codex.native("read_file"), None);
         assert_eq!(treadle_name(&bridged("verdict")), "verdict");
         assert_eq!(treadle_name("Task"), "Task");
     }
