@@ -64,7 +64,12 @@ pub fn redb_commit_us(dir: &std::path::Path) -> f64 {
 
 /// A line of /proc/self/status in MB (0 where Linux's /proc is not there).
 fn status_mb(key: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
+    status_mb_of("self", key)
+}
+
+/// A line of /proc/PROCESS/status in MB (`process`: a pid or `self`; 0 where it is not there).
+fn status_mb_of(process: &str, key: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{process}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
@@ -84,6 +89,18 @@ pub fn peak_rss_mb() -> f64 {
 /// The process's resident set size now.
 pub fn rss_mb() -> f64 {
     status_mb("VmRSS:")
+}
+
+/// Another process's resident set size now, and its peak (VmHWM) since it started.
+pub fn rss_and_peak_mb_of(pid: u32) -> (f64, f64) {
+    let pid = pid.to_string();
+    (status_mb_of(&pid, "VmRSS:"), status_mb_of(&pid, "VmHWM:"))
+}
+
+/// The anonymous part of another process's resident set (its heap and stacks; the rest is
+/// its binary's and libraries' pages, which grow with the code it has run, not with data).
+pub fn anon_mb_of(pid: u32) -> f64 {
+    status_mb_of(&pid.to_string(), "RssAnon:")
 }
 
 /// Resets the peak to the current resident size (Linux: `5` to /proc/self/clear_refs) and
