@@ -18,7 +18,6 @@
 //! `cargo bench --bench serve_memory` (release); `cargo test --bench serve_memory -- --bench`
 //! measures a debug build. Under plain `cargo test` it runs at 1/50 scale as a smoke test.
 
-#[allow(dead_code)]
 #[path = "support/probe.rs"]
 mod probe;
 
@@ -51,7 +50,7 @@ fn pipeline(name: &str, lines: usize) -> String {
 
 /// `treadle serve` in `dir`, and its address once it has written its discovery file.
 fn serve(dir: &Path) -> (Child, String) {
-    let child = Command::new(env!("CARGO_BIN_EXE_treadle"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_treadle"))
         .args(["serve", "--addr", "127.0.0.1:0", "."])
         .current_dir(dir)
         .stdout(Stdio::null())
@@ -69,6 +68,8 @@ fn serve(dir: &Path) -> (Child, String) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the server wrote no {}", discovery.display());
 }
 
