@@ -13,9 +13,14 @@
 //!
 //! `cargo bench --bench pipeline` (release profile). The target is < 5 ms per step.
 
+#[path = "support/probe.rs"]
+mod probe;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use probe::children_cpu_ms;
 
 const STEPS: usize = 100;
 const ROUNDS: usize = 5;
@@ -62,21 +67,6 @@ fn treadle_run(dir: &Path, file: &str) -> Duration {
         std::process::exit(2);
     }
     took
-}
-
-/// CPU time of the children this process has waited for (user + system), in ms.
-fn children_cpu_ms() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the `(comm)`, which may hold spaces: cutime and cstime are 16 and 17.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(13) + ticks(14)) * 10.0
 }
 
 fn load_average() -> String {

@@ -230,6 +230,54 @@ async fn an_unchanged_claude_code_hook_script_works() {
     assert!(!results.contains("RAN-OK"), "{results}");
 }
 
+/// Claude Code's "protect sensitive files" PreToolUse hook, as its users have it: it reads
+/// `.tool_input.file_path`, the name Claude Code's `Write` and `Edit` give the file.
+const CLAUDE_CODE_FILE_HOOK: &str = r#"#!/usr/bin/env bash
+file_path=$(jq -r '.tool_input.file_path // empty')
+if [[ "$file_path" == *.env ]]; then
+  echo "Blocked: $file_path is protected" >&2
+  exit 2
+fi
+exit 0
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claude_code_hook_reading_file_path_guards_treadles_file_tools() {
+    if treadle::environ::find_program("jq").is_none()
+        || treadle::environ::find_program("bash").is_none()
+    {
+        eprintln!("SKIP: the Claude Code hook script needs jq and bash on PATH");
+        return;
+    }
+    let yaml = "agents:\n  - name: w\n    tools: [write_file]\n    hooks:\n      pre_tool_use:\n        - matcher: write_file\n          command: ./.claude/hooks/protect.sh\njobs:\n  - name: j\n    plan:\n      - agent: w\n        name: act\n        prompt: Write.\n        timeout: 60s\n";
+    let script = Script::new([
+        Reply::tool_call(
+            "write_file",
+            json!({ "path": "prod.env", "content": "KEY=1" }),
+        ),
+        Reply::tool_call(
+            "write_file",
+            json!({ "path": "notes.txt", "content": "ok" }),
+        ),
+        Reply::text("Done."),
+    ]);
+    let (server, _f, run) = run_with(yaml, script, |f| {
+        script_file(f, ".claude/hooks/protect.sh", CLAUDE_CODE_FILE_HOOK)
+    })
+    .await;
+    run.expect_code(0);
+    let results = tool_results(&server);
+    assert!(
+        results.contains("denied: Blocked: prod.env is protected"),
+        "the .env write is blocked by its file_path: {results}"
+    );
+    assert!(!results.contains("to prod.env"), "{results}");
+    assert!(
+        results.contains("wrote 2 bytes to notes.txt"),
+        "the other write is allowed: {results}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ask_is_answered_through_treadle_approve() {
     let yaml = guard(
@@ -385,4 +433,64 @@ async fn default_hooks_run_for_every_agent_before_its_own_and_observers_see_resu
     let post = std::fs::read_to_string(post.first().expect("post.jsonl")).unwrap();
     let line: Value = serde_json::from_str(post.lines().next().unwrap()).unwrap();
     assert!(line.to_string().contains("RAN-OK"), "{line}");
+}
+
+/// A hook on `event` that appends the envelope's `hook_event_name` to the step's
+/// `logs/events.txt`.
+fn logging(event: &str) -> String {
+    format!(
+        "      {event}:\n        - command: \"mkdir -p \\\"$TREADLE_STEP_DIR/logs\\\"; jq -r .hook_event_name >> \\\"$TREADLE_STEP_DIR/logs/events.txt\\\"\"\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_event_fires_at_its_point_of_the_step_in_order() {
+    if treadle::environ::find_program("jq").is_none() {
+        eprintln!("SKIP: the event log hooks need jq on PATH");
+        return;
+    }
+    let events = [
+        "session_start",
+        "user_prompt_submit",
+        "pre_tool_use",
+        "post_tool_use",
+        "stop",
+        "session_end",
+    ];
+    let hooks: String = events.iter().map(|e| logging(e)).collect();
+    let yaml = pipeline(&hooks).replace(KEEP_LOGS.0, KEEP_LOGS.1);
+    let (server, f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    run.expect_code(0);
+    assert!(tool_results(&server).contains("RAN-OK"));
+    let log = find(f.path(), "events.txt");
+    let log = std::fs::read_to_string(log.first().expect("events.txt")).unwrap();
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        [
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "Stop",
+            "SessionEnd"
+        ],
+        "{}",
+        run.stdout()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_prompt_submit_guard_that_blocks_keeps_the_prompt_from_the_model() {
+    let yaml = pipeline(
+        "      user_prompt_submit:\n        - command: \"echo 'no prompts on Fridays' >&2; exit 2\"\n",
+    );
+    let (server, _f, run) = run_with(&yaml, calls(RUNS), |_| {}).await;
+    let said = format!("{}{}", run.stdout(), run.stderr());
+    assert_ne!(run.code(), 0, "{said}");
+    assert!(said.contains("no prompts on Fridays"), "{said}");
+    assert!(
+        server.requests().is_empty(),
+        "the model was asked: {} request(s)\n{said}",
+        server.requests().len()
+    );
 }

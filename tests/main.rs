@@ -47,6 +47,7 @@ mod format_jobs;
 mod format_load_errors;
 mod format_subagents;
 mod format_vars;
+mod full_disk;
 mod fuzz_loader;
 mod fuzz_server;
 mod git_agent;

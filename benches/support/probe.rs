@@ -2,6 +2,9 @@
 //! probes a durable step is judged against) and the process's memory and the machine's
 //! load from Linux's /proc.
 
+// Each bench includes this file and uses part of it.
+#![allow(dead_code)]
+
 use std::time::Instant;
 
 /// Median latency of a 512-byte append and its `sync_data`.
@@ -64,7 +67,12 @@ pub fn redb_commit_us(dir: &std::path::Path) -> f64 {
 
 /// A line of /proc/self/status in MB (0 where Linux's /proc is not there).
 fn status_mb(key: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
+    status_mb_of("self", key)
+}
+
+/// A line of /proc/PROCESS/status in MB (`process`: a pid or `self`; 0 where it is not there).
+fn status_mb_of(process: &str, key: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{process}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
@@ -86,6 +94,18 @@ pub fn rss_mb() -> f64 {
     status_mb("VmRSS:")
 }
 
+/// Another process's resident set size now, and its peak (VmHWM) since it started.
+pub fn rss_and_peak_mb_of(pid: u32) -> (f64, f64) {
+    let pid = pid.to_string();
+    (status_mb_of(&pid, "VmRSS:"), status_mb_of(&pid, "VmHWM:"))
+}
+
+/// The anonymous part of another process's resident set (its heap and stacks; the rest is
+/// its binary's and libraries' pages, which grow with the code it has run, not with data).
+pub fn anon_mb_of(pid: u32) -> f64 {
+    status_mb_of(&pid.to_string(), "RssAnon:")
+}
+
 /// Resets the peak to the current resident size (Linux: `5` to /proc/self/clear_refs) and
 /// returns that size.
 pub fn reset_peak_rss() -> f64 {
@@ -101,4 +121,20 @@ pub fn loadavg() -> String {
         .take(3)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// CPU time (user + system) of the children this process has waited for, and of theirs, in
+/// ms (from /proc/self/stat, in clock ticks of 10 ms; 0 where it is not there).
+pub fn children_cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the `(comm)`, which may hold spaces: cutime and cstime are 16 and 17.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(13) + ticks(14)) * 10.0
 }

@@ -240,7 +240,7 @@ impl CommandHook {
             self.spec.timeout,
         )
         .await;
-        let answer = command_protocol::answer(&ran);
+        let answer = command_protocol::answer(&ran).map(|a| command_protocol::own_names(a, call));
         let additional_context = answer
             .as_ref()
             .ok()

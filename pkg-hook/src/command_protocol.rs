@@ -6,6 +6,12 @@
 //! `hookSpecificOutput.permissionDecision`, `permissionDecisionReason`, `updatedInput`,
 //! `additionalContext`, `continue: false` with `stopReason`). Where both are given, Claude
 //! Code's `hookSpecificOutput` wins, as it does there.
+//!
+//! Claude Code's file tools name their file `file_path`, where treadle's (and most tools)
+//! say `path`: a tool input with a string `path` and no `file_path` is sent with
+//! `file_path` beside it, and an `updated_input` that names the file `file_path` for such a
+//! tool has it put back as `path` ([`own_names`]), so a Claude Code hook reading or rewriting
+//! `.tool_input.file_path` works unchanged.
 
 use std::fmt;
 
@@ -112,7 +118,7 @@ pub(crate) fn envelope(
             arguments,
         } => {
             map.insert("tool_name".into(), json!(name));
-            map.insert("tool_input".into(), arguments.clone());
+            map.insert("tool_input".into(), claude_names(arguments));
             map.insert("tool_use_id".into(), json!(call_id));
             if event == HookEvent::PostToolUse {
                 map.insert(
@@ -137,6 +143,43 @@ pub(crate) fn envelope(
         _ => {}
     }
     env
+}
+
+/// Whether a tool's arguments name their file `path` (a string) and not `file_path`.
+fn names_path(arguments: &Value) -> bool {
+    arguments.get("path").is_some_and(Value::is_string) && arguments.get("file_path").is_none()
+}
+
+/// `arguments` as a Claude Code hook expects them: `file_path` beside a file's `path`.
+fn claude_names(arguments: &Value) -> Value {
+    let mut input = arguments.clone();
+    if names_path(arguments)
+        && let Value::Object(map) = &mut input
+        && let Some(path) = arguments.get("path")
+    {
+        map.insert("file_path".into(), path.clone());
+    }
+    input
+}
+
+/// `answer` with a rewrite of `call`'s arguments in the tool's own names: a `file_path`
+/// given for a tool whose file is `path` becomes its `path` (the envelope sent both; a
+/// Claude Code hook changes the one it knows).
+pub(crate) fn own_names(mut answer: Answer, call: &HookCall) -> Answer {
+    let original = match &call.payload {
+        Payload::ToolCall { arguments, .. } => arguments,
+        _ => return answer,
+    };
+    if names_path(original)
+        && let Some(Value::Object(updated)) = &mut answer.updated_input
+        && let Some(file) = updated.remove("file_path")
+    {
+        let path_unchanged = updated.get("path") == original.get("path");
+        if path_unchanged || !updated.contains_key("path") {
+            updated.insert("path".into(), file);
+        }
+    }
+    answer
 }
 
 /// Reads a hook's end and output: exit 0 goes on (with the decision its stdout may hold),
@@ -329,5 +372,43 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    fn write_call(arguments: Value) -> HookCall {
+        HookCall::new(
+            treadle_event::SessionId::new(),
+            treadle_event::LoopId::new(),
+            Payload::ToolCall {
+                call_id: "c1".into(),
+                name: "write_file".into(),
+                arguments,
+            },
+        )
+    }
+
+    #[test]
+    fn a_file_is_file_path_to_a_claude_code_hook_and_path_to_the_tool() {
+        let call = write_call(json!({"path": "a.txt", "content": "x"}));
+        let env = envelope(HookEvent::PreToolUse, &call, None, &HookContext::default());
+        assert_eq!(env["tool_input"]["file_path"], "a.txt");
+        assert_eq!(env["tool_input"]["path"], "a.txt");
+        // A Claude Code hook rewrites the field it knows, and sends the rest back.
+        let claude = r#"{"hookSpecificOutput":{"permissionDecision":"allow","updatedInput":{"file_path":"b.txt","path":"a.txt","content":"y"}}}"#;
+        let rewritten = own_names(answer(&exited(0, claude, "")).unwrap(), &call);
+        assert_eq!(
+            rewritten.updated_input,
+            Some(json!({"path": "b.txt", "content": "y"}))
+        );
+        // Its own `path` changed: that one is the tool's.
+        let ours = r#"{"updated_input":{"file_path":"b.txt","path":"c.txt","content":"y"}}"#;
+        let rewritten = own_names(answer(&exited(0, ours, "")).unwrap(), &call);
+        assert_eq!(
+            rewritten.updated_input,
+            Some(json!({"path": "c.txt", "content": "y"}))
+        );
+        // A tool whose input has its own `file_path` is sent and given back as it is.
+        let call = write_call(json!({"path": "a", "file_path": "f"}));
+        let env = envelope(HookEvent::PreToolUse, &call, None, &HookContext::default());
+        assert_eq!(env["tool_input"], json!({"path": "a", "file_path": "f"}));
     }
 }

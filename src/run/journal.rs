@@ -185,6 +185,15 @@ pub fn read_after(db: &Database, run: u64, after: u64) -> Result<Vec<Journaled>,
 /// that stops reading holds one page, not the rest of the run.
 const PAGE: usize = 256;
 
+/// How many items wait between a [`Pace::CutOff`] follower's task and its reader, and how
+/// many journaled events it reads at a time while it catches up. Events read from the
+/// journal are the follower's own copies (live ones are shared by every follower): with
+/// 200 followers that stopped reading during a catch-up, a page of 256 and a queue of
+/// 1,024 held about 2 MB each of a run printing 4 KB lines (docs/benchmarks.md, "The
+/// server's memory under followers that do not read"). How far behind such a follower may
+/// fall is counted on the live channel instead, whose items are shared.
+const CUT_OFF_QUEUE: usize = 16;
+
 /// At most `limit` journaled events of `run` after `after`, in order.
 fn read_page(
     db: &Database,
@@ -226,7 +235,7 @@ pub enum Pace {
     /// Ends the stream once this many live items wait unread: a remote reader that stopped
     /// reading is cut off (it resumes from its last seq, losing no enduring event), instead
     /// of keeping the run's items alive. Catching up from the journal always waits: it is
-    /// read a page at a time, as the reader takes it.
+    /// read a few events at a time ([`CUT_OFF_QUEUE`]), as the reader takes them.
     CutOff(usize),
 }
 
@@ -250,9 +259,9 @@ pub fn follow_paced(
     after: u64,
     pace: Pace,
 ) -> impl Stream<Item = Result<Live, StateError>> + Send {
-    let capacity = match pace {
-        Pace::Wait => 256,
-        Pace::CutOff(n) => n.max(1),
+    let (capacity, page) = match pace {
+        Pace::Wait => (256, PAGE),
+        Pace::CutOff(_) => (CUT_OFF_QUEUE, CUT_OFF_QUEUE),
     };
     async_stream(capacity, move |tx| async move {
         let mut live = live;
@@ -263,7 +272,7 @@ pub fn follow_paced(
             // 2. Catch up from the journal, a page at a time.
             loop {
                 let db2 = db.clone();
-                let read = tokio::task::spawn_blocking(move || read_page(&db2, run, cursor, PAGE))
+                let read = tokio::task::spawn_blocking(move || read_page(&db2, run, cursor, page))
                     .await
                     .map_err(db_err)
                     .and_then(|r| r);
@@ -274,7 +283,7 @@ pub fn follow_paced(
                         return;
                     }
                 };
-                let full = caught.len() == PAGE;
+                let full = caught.len() == page;
                 for event in caught {
                     cursor = event.seq;
                     let last = event.kind == "run_finished";
@@ -298,13 +307,13 @@ pub fn follow_paced(
                     Ok(Live::Event(e)) if e.seq <= cursor => {}
                     Ok(Live::Event(e)) => {
                         let (seq, last) = (e.seq, e.kind == "run_finished");
-                        if !hand(&tx, Live::Event(e), pace).await || last {
+                        if !hand(&tx, Live::Event(e), pace, rx).await || last {
                             return;
                         }
                         cursor = seq;
                     }
                     Ok(token) => {
-                        if !hand(&tx, token, pace).await {
+                        if !hand(&tx, token, pace, rx).await {
                             return;
                         }
                     }
@@ -321,16 +330,37 @@ pub fn follow_paced(
     })
 }
 
+/// How often a follower waiting for its reader looks how far behind the live channel it is.
+const LAG_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Hands a live item to the reader as `pace` says; `false`: the stream ends here (the
-/// reader is gone, or cut off).
+/// reader is gone, or cut off: `limit` live items wait for it on `rx`).
 async fn hand(
     tx: &tokio::sync::mpsc::Sender<Result<Live, StateError>>,
     item: Live,
     pace: Pace,
+    rx: &broadcast::Receiver<Live>,
 ) -> bool {
-    match pace {
-        Pace::Wait => tx.send(Ok(item)).await.is_ok(),
-        Pace::CutOff(_) => tx.try_send(Ok(item)).is_ok(),
+    let limit = match pace {
+        Pace::Wait => return tx.send(Ok(item)).await.is_ok(),
+        Pace::CutOff(limit) => limit,
+    };
+    // The reader keeps up: no timer.
+    let item = match tx.try_send(Ok(item)) {
+        Ok(()) => return true,
+        Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return false,
+        Err(tokio::sync::mpsc::error::TrySendError::Full(item)) => item,
+    };
+    loop {
+        match tokio::time::timeout(LAG_CHECK, tx.reserve()).await {
+            Ok(Ok(permit)) => {
+                permit.send(item);
+                return true;
+            }
+            Ok(Err(_)) => return false,
+            Err(_) if rx.len() >= limit => return false,
+            Err(_) => {}
+        }
     }
 }
 

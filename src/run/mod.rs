@@ -140,6 +140,27 @@ pub enum RunError {
     /// Processes of the run being resumed are still alive.
     #[error(transparent)]
     Leftovers(#[from] crate::keeper::LeftoverError),
+    /// The run ended but the state file could not record it (a full disk).
+    #[error(
+        "run {run} {status}, but the state file could not record it ({source}){}",
+        if *.noted {
+            format!(
+                "; it is recorded as {status} the next time treadle opens the state file (`treadle runs`, `serve`, `watch`), once the disk has room"
+            )
+        } else {
+            "; nor could its lock file keep it, so `treadle runs` will show it as interrupted".to_owned()
+        }
+    )]
+    EndNotRecorded {
+        /// The run.
+        run: u64,
+        /// How it ended (`errored`, ...).
+        status: &'static str,
+        /// Why the state file did not take it.
+        source: StateError,
+        /// Whether its end was kept in the lock file, to be recorded at the next open.
+        noted: bool,
+    },
 }
 
 /// How a run ended.
@@ -494,7 +515,17 @@ async fn end_run(
     let error = done.error.clone().map(|e| transcript.redactor().mask(&e));
     let recorded = {
         let (store, error) = (store.clone(), error.clone());
-        tokio::task::spawn_blocking(move || store.end_run(run_id, status, took, error)).await
+        tokio::task::spawn_blocking(move || {
+            store
+                .end_run(run_id, status, took, error.clone())
+                .map_err(|e| {
+                    // The disk is full, or redb refuses writes after an I/O error: the end
+                    // goes to the lock file's reserved bytes, for the next open to record.
+                    let noted = store.note_end(run_id, status, took, error).is_ok();
+                    (e, noted)
+                })
+        })
+        .await
     };
     transcript.emit(&Event::RunFinished {
         run: run_id,
@@ -503,8 +534,13 @@ async fn end_run(
         error: error.clone(),
         asserts: done.asserts.clone(),
     });
-    if let Ok(Err(e)) = recorded {
-        return Err(RunError::State(e));
+    if let Ok(Err((source, noted))) = recorded {
+        return Err(RunError::EndNotRecorded {
+            run: run_id,
+            status: status.as_str(),
+            source,
+            noted,
+        });
     }
     Ok(RunReport {
         run: run_id,

@@ -60,6 +60,12 @@ pub enum StateError {
     /// A read or write failed.
     #[error("state file error: {0}")]
     Db(String),
+    /// A write failed before (a full disk), and redb takes no more until the file is
+    /// opened again.
+    #[error(
+        "state file error: an earlier write to it failed (is the disk full?), and it takes no more writes until treadle opens it again"
+    )]
+    EarlierWriteFailed,
     /// A value is in a format this version cannot read.
     #[error("a record in the state file is in an unknown format ({0})")]
     Format(String),
@@ -71,9 +77,20 @@ pub enum StateError {
 macro_rules! db_err {
     ($($t:ty),*) => {$(
         impl From<$t> for StateError {
-            fn from(e: $t) -> Self { StateError::Db(e.to_string()) }
+            fn from(e: $t) -> Self { StateError::of_redb(e.into()) }
         }
     )*};
+}
+
+impl StateError {
+    /// redb's error in the store's words: after a failed write (a full disk) redb refuses
+    /// every write with `PreviousIo`, whose own message says nothing of the cause.
+    fn of_redb(e: redb::Error) -> Self {
+        match e {
+            redb::Error::PreviousIo => StateError::EarlierWriteFailed,
+            other => StateError::Db(other.to_string()),
+        }
+    }
 }
 db_err!(
     redb::TransactionError,
@@ -237,8 +254,22 @@ pub struct Store {
     journal: Journal,
     path: PathBuf,
     // Dropped last: the lock outlives the journal and database handles.
-    _lock: super::state_lock::Held,
+    lock: super::state_lock::Held,
 }
+
+/// How a run ended, kept in the state file's lock file when the state file could not take
+/// it (a full disk), and recorded by the next process that opens the state file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct UnrecordedEnd {
+    run: u64,
+    status: RunStatus,
+    duration_ms: u64,
+    error: Option<String>,
+}
+
+/// The most of an error message kept in a note: the note must fit in the lock file's
+/// reserved bytes with the holder's line.
+const NOTE_ERROR_MAX: usize = 2048;
 
 pub(super) fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StateError> {
     let mut out = vec![FORMAT_JSON_V1];
@@ -280,12 +311,81 @@ impl Store {
         txn.open_table(AGENT_EVENTS)?;
         txn.open_table(APPROVALS)?;
         txn.commit()?;
-        Ok(Self {
+        let mut store = Self {
             db,
             journal,
             path: path.to_path_buf(),
-            _lock: lock,
-        })
+            lock,
+        };
+        store.record_noted_end();
+        Ok(store)
+    }
+
+    /// Records the end of a run that the previous holder of the lock could not write here
+    /// (it noted it in the lock file, [`Store::note_end`]), if the run is still marked
+    /// running. The note stays until this succeeds, so a disk still full is tried again at
+    /// the next open.
+    fn record_noted_end(&mut self) {
+        let Some(note) = self.lock.noted() else {
+            return;
+        };
+        let end: UnrecordedEnd = match serde_json::from_str(note) {
+            Ok(end) => end,
+            Err(e) => {
+                crate::console::tell!(
+                    "treadle: ignoring an unreadable note in the state file's lock file: {e}"
+                );
+                let _ = self.lock.clear_note();
+                return;
+            }
+        };
+        let open = matches!(self.run(end.run), Ok(r) if r.status == RunStatus::Running);
+        if open {
+            let UnrecordedEnd {
+                run,
+                status,
+                duration_ms,
+                error,
+            } = end;
+            let why = "not recorded: the state file could not be written when the run ended";
+            if let Err(e) = self.close_run(run, status, duration_ms, error, Some(why)) {
+                crate::console::tell!(
+                    "treadle: run {run} ended {} but the state file still cannot record it: {e}",
+                    status.as_str()
+                );
+                return;
+            }
+            crate::console::tell!(
+                "treadle: recorded run {run} as {}: the process that ran it could not write the state file (full disk?)",
+                status.as_str()
+            );
+        }
+        let _ = self.lock.clear_note();
+    }
+
+    /// Keeps how run `run` ended in the state file's lock file, for when
+    /// [`Store::end_run`] failed (a full disk: redb also refuses every write after an I/O
+    /// error until the file is reopened): the next process to open the state file records
+    /// it. Writes over bytes reserved when the lock was taken, so it needs no free space.
+    pub fn note_end(
+        &self,
+        run: u64,
+        status: RunStatus,
+        duration_ms: u64,
+        error: Option<String>,
+    ) -> std::io::Result<()> {
+        let error = error.map(|mut e| {
+            super::state_lock::truncate(&mut e, NOTE_ERROR_MAX);
+            e
+        });
+        let end = UnrecordedEnd {
+            run,
+            status,
+            duration_ms,
+            error,
+        };
+        let note = serde_json::to_string(&end).map_err(std::io::Error::other)?;
+        self.lock.note(&note)
     }
 
     /// The file's path.
@@ -393,6 +493,19 @@ impl Store {
         duration_ms: u64,
         error: Option<String>,
     ) -> Result<(), StateError> {
+        self.close_run(run, status, duration_ms, error, None)
+    }
+
+    /// [`Store::end_run`]; `unrecorded`: why the steps left open have no record of their
+    /// own (given as their error), instead of "interrupted".
+    fn close_run(
+        &self,
+        run: u64,
+        status: RunStatus,
+        duration_ms: u64,
+        error: Option<String>,
+        unrecorded: Option<&str>,
+    ) -> Result<(), StateError> {
         let txn = self.db.begin_write()?;
         {
             let mut runs = txn.open_table(RUNS)?;
@@ -416,6 +529,9 @@ impl Store {
                         s.error.get_or_insert_with(|| "interrupted".to_owned());
                     }
                     _ => continue,
+                }
+                if let Some(why) = unrecorded {
+                    s.error = Some(why.to_owned());
                 }
                 open.push((k.value(), s));
             }

@@ -6,10 +6,27 @@
 //! before the state file is touched, makes exactly one of them the creator. The lock file
 //! holds the holder's pid and command line, for the message the other one prints. The
 //! kernel drops the lock when the holder exits, however it exits.
+//!
+//! The lock file is also where a run's end goes when the state file cannot take it (a full
+//! disk): the holder writes [`RESERVED`] bytes when it takes the lock, so that a note of a
+//! few hundred bytes can later be written over them without the filesystem allocating
+//! anything ([`Held::note`]). The next process to take the lock (so the writer is gone)
+//! finds the note ([`Held::noted`]) and records it in the state file, then clears it.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Seek};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+/// The bytes the holder writes into the lock file up front: room for its own line and a
+/// note, overwritten in place.
+pub const RESERVED: usize = 4096;
+
+/// The start of the line that holds a note.
+const NOTE: &str = "note: ";
+
+/// The most of the holder's line that is kept (a long command line leaves room for a note).
+const HOLDER_MAX: usize = 1024;
 
 /// Why the lock was not taken.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +52,49 @@ pub enum LockError {
 /// A held lock; released when dropped (or when the process ends).
 #[derive(Debug)]
 pub struct Held {
-    _file: File,
+    file: File,
+    /// This holder's line: `pid N: COMMAND`.
+    me: String,
+    /// The note a previous holder left, until [`Held::clear_note`].
+    noted: Option<String>,
+}
+
+/// A note longer than what the lock file reserves for it.
+#[derive(Debug, thiserror::Error)]
+#[error("a note of {0} bytes does not fit in the lock file's {RESERVED}")]
+pub struct TooLong(pub usize);
+
+impl Held {
+    /// The note the previous holder left (it could not write to the state file).
+    pub fn noted(&self) -> Option<&str> {
+        self.noted.as_deref()
+    }
+
+    /// Writes `note` (one line) over the reserved bytes, allocating nothing on a
+    /// filesystem that overwrites in place; the next holder reads it back. Replaces a note
+    /// written before.
+    pub fn note(&self, note: &str) -> std::io::Result<()> {
+        let text = format!("{}\n{NOTE}{}\n", self.me, note.replace('\n', " "));
+        if text.len() > RESERVED {
+            return Err(std::io::Error::other(TooLong(text.len())));
+        }
+        self.write(&text)?;
+        // Only what has reached the disk survives a power cut: the note is the run's end.
+        self.file.sync_data()
+    }
+
+    /// Forgets the previous holder's note once it is recorded elsewhere.
+    pub fn clear_note(&mut self) -> std::io::Result<()> {
+        self.noted = None;
+        self.write(&format!("{}\n", self.me))
+    }
+
+    /// `text`, padded with spaces to [`RESERVED`] bytes, over the file's start.
+    fn write(&self, text: &str) -> std::io::Result<()> {
+        let mut bytes = text.as_bytes().to_vec();
+        bytes.resize(RESERVED.max(bytes.len()), b' ');
+        self.file.write_all_at(&bytes, 0)
+    }
 }
 
 /// The lock file of a state file.
@@ -84,14 +143,40 @@ pub fn acquire(state: &Path) -> Result<Held, LockError> {
             Err(TryLockError::Error(e)) => return Err(io(e)),
         }
     }
+    let noted = previous_note(&mut file);
     let args: Vec<String> = std::env::args().collect();
-    let me = format!("pid {}: {}", std::process::id(), args.join(" "));
-    // Who holds it is only informational: a failure to say so does not stop the run.
-    let _ = file
-        .set_len(0)
-        .and_then(|()| file.rewind())
-        .and_then(|()| file.write_all(me.as_bytes()));
-    Ok(Held { _file: file })
+    let mut me = format!("pid {}: {}", std::process::id(), args.join(" "));
+    truncate(&mut me, HOLDER_MAX);
+    let held = Held { file, me, noted };
+    // Who holds it is only informational: a failure to say so (or to reserve the room for
+    // a note, on a full disk) does not stop the run. A previous note is kept until it is
+    // recorded.
+    let _ = match held.noted.as_deref() {
+        Some(note) => held.note(note),
+        None => held.write(&format!("{}\n", held.me)),
+    };
+    Ok(held)
+}
+
+/// Cuts `text` to at most `max` bytes, at a character's boundary.
+pub(super) fn truncate(text: &mut String, max: usize) {
+    if text.len() > max {
+        let cut = (0..=max).rev().find(|&i| text.is_char_boundary(i));
+        text.truncate(cut.unwrap_or(0));
+    }
+}
+
+/// The note a previous holder left in the lock file, if any.
+fn previous_note(file: &mut File) -> Option<String> {
+    let mut text = String::new();
+    file.rewind().ok()?;
+    file.take(RESERVED as u64 * 2)
+        .read_to_string(&mut text)
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(NOTE))
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
 }
 
 /// How long a lock whose writer is dead is waited for (see [`acquire`]).
@@ -115,8 +200,9 @@ fn holder(file: &mut File) -> String {
     for _ in 0..40 {
         let mut text = String::new();
         let _ = file.rewind().and_then(|()| file.read_to_string(&mut text));
-        if !text.trim().is_empty() {
-            return text.trim().chars().take(200).collect();
+        let line = text.lines().next().unwrap_or_default().trim();
+        if !line.is_empty() {
+            return line.chars().take(200).collect();
         }
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
