@@ -197,7 +197,10 @@ async fn a_fork_after_a_step_goes_on_from_it_and_restores_exactly() {
         "{terminals:?}"
     );
     let report = fork.run("go on").await.expect("run");
-    assert_eq!(report.answer().ok(), Some("answer to go on after 4 messages"));
+    assert_eq!(
+        report.answer().ok(),
+        Some("answer to go on after 4 messages")
+    );
     let id = fork.id();
     let live = fork.history().await.expect("history");
     fork.shutdown().await;

@@ -389,22 +389,24 @@ fn step_status(
 ) -> AgentStatus {
     let verdict = slot.get();
     match &turns.last.outcome {
-        TurnOutcome::Failed { error, failure } => match (guard.tripped(), guard.tripped_dollars()) {
-            (Some(tripped), _) => AgentStatus::BudgetExceeded {
-                spent: tripped.spent,
-                limit: tripped.limit,
-                scope: tripped.scope.to_string(),
-            },
-            (None, Some(tripped)) => AgentStatus::DollarBudgetExceeded {
-                spent_usd: tripped.spent,
-                limit_usd: tripped.limit,
-                scope: tripped.scope.to_string(),
-            },
-            (None, None) => AgentStatus::Failed {
-                error: error.clone(),
-                cause: *failure,
-            },
-        },
+        TurnOutcome::Failed { error, failure } => {
+            match (guard.tripped(), guard.tripped_dollars()) {
+                (Some(tripped), _) => AgentStatus::BudgetExceeded {
+                    spent: tripped.spent,
+                    limit: tripped.limit,
+                    scope: tripped.scope.to_string(),
+                },
+                (None, Some(tripped)) => AgentStatus::DollarBudgetExceeded {
+                    spent_usd: tripped.spent,
+                    limit_usd: tripped.limit,
+                    scope: tripped.scope.to_string(),
+                },
+                (None, None) => AgentStatus::Failed {
+                    error: error.clone(),
+                    cause: *failure,
+                },
+            }
+        }
         TurnOutcome::Interrupted { reason } => AgentStatus::Interrupted {
             reason: reason.clone(),
         },
