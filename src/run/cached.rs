@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::artifacts::ArtifactError;
+use super::cell::{Cell, is_cell};
 use super::exec::{Ctx, Done, now_ms};
-use super::flow::{Cell, is_cell};
 use super::state::{StateError, StepStatus};
 use super::transcript::Event;
 use crate::blocking::{WorkerStopped, blocking};

@@ -10,6 +10,7 @@
 //! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
 //! * `upstream.rs`: `context: { from }`, the decisions of earlier steps handed to a step;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
+//! * `cell.rs`: one cell of an `across:` step (its index, name and values);
 //! * `admit.rs`: which `across:` cells start, under the block's token ceiling and the
 //!   reservations of its running cells;
 //! * `ensemble.rs`: `ensemble:`, its members at once, the decision among their votes;
@@ -41,7 +42,8 @@
 //!   followers;
 //! * `transcript.rs`: what is printed;
 //! * `terminal.rs`: control characters in printed text shown, not sent;
-//! * `ports.rs`: the interfaces to the agent step and to asserts.
+//! * `ports.rs`: the interfaces to the agent step and to asserts, and where an agent
+//!   step's questions go.
 
 mod admit;
 pub mod agents;
@@ -49,6 +51,7 @@ pub mod approval;
 pub mod artifacts;
 mod blame;
 mod cached;
+mod cell;
 mod continued;
 mod denied;
 mod ensemble;

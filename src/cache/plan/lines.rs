@@ -111,7 +111,7 @@ fn words(p: &Planned) -> String {
                     }
                     Planned::Run(_) => "runs".to_owned(),
                     Planned::Skipped(_) => "skipped".to_owned(),
-                    other => words(other),
+                    other => format!("({})", words(other)),
                 };
                 match when {
                     Some(when) => format!("{then} if {when}"),
@@ -128,14 +128,42 @@ fn condition(when: &[Vec<Cond>]) -> Option<String> {
     let alternatives: Vec<String> = when
         .iter()
         .filter(|all| !all.is_empty())
-        .map(|all| {
-            all.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(" and ")
-        })
+        .map(|all| all_of(all))
         .collect();
     (!alternatives.is_empty()).then(|| alternatives.join(", or "))
+}
+
+/// Conditions that must all hold; the ends of one step in a row are said once
+/// (`` `check` fails, fails, then succeeds ``).
+fn all_of(all: &[Cond]) -> String {
+    let mut parts: Vec<(Option<&str>, Vec<String>)> = Vec::new();
+    for c in all {
+        let (step, what) = match c {
+            Cond::Says { step, verdict } => (Some(step.as_str()), format!("says {verdict}")),
+            Cond::Fails { step } => (Some(step.as_str()), "fails".to_owned()),
+            Cond::Succeeds { step } => (Some(step.as_str()), "succeeds".to_owned()),
+            other => (None, other.to_string()),
+        };
+        match parts.last_mut() {
+            Some((Some(last), ends)) if step == Some(*last) => ends.push(what),
+            _ => parts.push((step, vec![what])),
+        }
+    }
+    parts
+        .into_iter()
+        .map(|(step, mut ends)| {
+            let last = ends.pop().unwrap_or_default();
+            let ends = match ends.is_empty() {
+                true => last,
+                false => format!("{}, then {last}", ends.join(", ")),
+            };
+            match step {
+                Some(s) => format!("`{s}` {ends}"),
+                None => ends,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
 }
 
 /// The plan of one job as JSON (`treadle plan --json`, one object per job).

@@ -13,8 +13,11 @@
 //!
 //! * `lines.rs`: what the plan says of a step, as text and JSON;
 //! * `walk.rs`: one walk, under a given choice at each decision;
+//! * `facts.rs`: what a walk knows so far (keys, digests, decisions) and so what a leaf's
+//!   key is made of;
 //! * `judge.rs`: one leaf's key facts and the cache's answer.
 
+mod facts;
 mod judge;
 mod lines;
 mod walk;
@@ -25,7 +28,7 @@ pub use lines::{Case, Cond, Line, Planned, render, to_json};
 
 use super::chain::Chain;
 use super::records::Records;
-use crate::pipeline::outline::Outline;
+use crate::pipeline::outline::{Outline, cell_path};
 use crate::pipeline::{At, Job, Loaded, Step, flow};
 
 /// The most walks one plan takes (each a combination of decisions only a run makes).
@@ -35,7 +38,7 @@ const MAX_WALKS: usize = 256;
 pub fn plan(loaded: &Loaded, job: &Job, records: Option<&Records>) -> Vec<Line> {
     let outline = Outline::of(job);
     let chain = Chain::of(job, &outline);
-    let shared = walk::Shared {
+    let shared = facts::Shared {
         loaded,
         job,
         outline,
@@ -103,8 +106,8 @@ fn slots(job: &Job, outline: &Outline) -> Vec<Line> {
             .and_then(|s| flow::static_axes(s).map(|axes| flow::cells(s, &axes)));
         match cells {
             Some(cells) => {
-                for (i, (name, _)) in cells.into_iter().enumerate() {
-                    out.push(line(format!("{}#{i}", e.path), name));
+                for ((name, _), i) in cells.into_iter().zip(0u32..) {
+                    out.push(line(cell_path(&e.path, i), name));
                 }
             }
             None => out.push(line(e.path.clone(), e.name.clone())),

@@ -5,28 +5,18 @@
 //! route catches), the walk takes the alternative its [`Choices`] name and says so in
 //! its conditions; `super::plan` walks every combination and merges them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::judge::{Judged, Known, judge};
+use super::facts::{Fact, Facts, Shared};
+use super::judge::{Judged, judge};
 use super::lines::{Case, Cond, Planned};
-use crate::cache::chain::{Chain, fold_cells};
+use crate::cache::chain::fold_cells;
 use crate::cache::digest::Digest;
-use crate::cache::key::{self, Decision, Delivered};
+use crate::cache::key::Decision;
 use crate::cache::lookup::produced;
-use crate::cache::records::{Outcome, Records};
-use crate::pipeline::outline::{Entry, Outline};
-use crate::pipeline::{At, Job, Loaded, Step, StepKind, flow};
-
-/// What every walk of one job shares.
-pub(super) struct Shared<'a> {
-    pub loaded: &'a Loaded,
-    pub job: &'a Job,
-    pub outline: Outline,
-    pub chain: Chain,
-    pub records: Option<&'a Records>,
-    /// A `get`'s version by resource, asked once.
-    pub versions: std::cell::RefCell<HashMap<String, Result<String, String>>>,
-}
+use crate::cache::records::Outcome;
+use crate::pipeline::outline::{Entry, cell_path};
+use crate::pipeline::{At, Step, StepKind, flow};
 
 /// The alternatives one walk takes where only the run decides.
 #[derive(Debug, Default, Clone)]
@@ -53,14 +43,6 @@ impl Choices {
     }
 }
 
-/// What a sender's decision is known to be.
-#[derive(Clone)]
-enum Fact {
-    Known(Decision),
-    Verdict(String),
-    Unknown,
-}
-
 /// How a step ended in this walk.
 #[derive(Clone, Default)]
 struct Out {
@@ -80,12 +62,7 @@ pub(super) struct Walk<'s, 'a> {
     pub conds: Vec<Cond>,
     /// What each line got, by outline path, with how many conditions it followed.
     pub states: HashMap<String, (Planned, usize)>,
-    /// Leaf keys by seq (guesses for the seqs in `unsure`).
-    keys: HashMap<u32, Digest>,
-    unsure: HashSet<u32>,
-    /// Artifact digests (`None`: remade by a step that runs).
-    artifacts: HashMap<String, Option<Digest>>,
-    decisions: HashMap<String, Fact>,
+    facts: Facts,
     visited: HashSet<String>,
     steps: usize,
 }
@@ -103,10 +80,7 @@ impl<'s, 'a> Walk<'s, 'a> {
             },
             conds: Vec::new(),
             states: HashMap::new(),
-            keys: HashMap::new(),
-            unsure: HashSet::new(),
-            artifacts: HashMap::new(),
-            decisions: HashMap::new(),
+            facts: Facts::default(),
             visited: HashSet::new(),
             steps: 0,
         }
@@ -124,8 +98,8 @@ impl<'s, 'a> Walk<'s, 'a> {
         };
         match flow::static_axes(step).filter(|_| step.across.is_some()) {
             Some(axes) => {
-                for (i, _) in flow::cells(step, &axes).iter().enumerate() {
-                    self.note(&format!("{}#{i}", entry.path), state.clone());
+                for (_, i) in flow::cells(step, &axes).iter().zip(0u32..) {
+                    self.note(&cell_path(&entry.path, i), state.clone());
                 }
             }
             None => self.note(&entry.path, state.clone()),
@@ -338,30 +312,25 @@ impl<'s, 'a> Walk<'s, 'a> {
         };
         let mut keys = Vec::new();
         let mut sure = true;
-        for (i, (name, vars)) in flow::cells(step, &axes).into_iter().enumerate() {
-            let path = format!("{}#{i}", entry.path);
+        for ((name, vars), i) in flow::cells(step, &axes).into_iter().zip(0u32..) {
+            let cell = entry.cell(i, name);
             if step.when.is_some() {
-                self.note(&path, depends(Cond::Guard, Planned::Run(Vec::new())));
+                self.note(&cell.path, depends(Cond::Guard, Planned::Run(Vec::new())));
                 keys.push(None);
                 sure = false;
                 continue;
             }
-            let cell = Entry {
-                path,
-                name,
-                ..entry.clone()
-            };
             let (out, key, key_sure) = self.judge_leaf(step, &cell, Some(vars));
             keys.push(key);
             sure &= key_sure;
             self.hooks(step, &out);
         }
-        self.keys.insert(entry.seq, fold_cells(keys));
+        self.facts.keys.insert(entry.seq, fold_cells(keys));
         if !sure {
-            self.unsure.insert(entry.seq);
+            self.facts.unsure.insert(entry.seq);
         }
         for o in produced(step) {
-            self.artifacts.insert(o, None);
+            self.facts.artifacts.insert(o, None);
         }
         Out::default()
     }
@@ -370,9 +339,9 @@ impl<'s, 'a> Walk<'s, 'a> {
     fn leaf(&mut self, step: &At<Step>, entry: &Entry) -> Out {
         let (out, key, sure) = self.judge_leaf(step, entry, None);
         if let Some(k) = key {
-            self.keys.insert(entry.seq, k);
+            self.facts.keys.insert(entry.seq, k);
             if !sure {
-                self.unsure.insert(entry.seq);
+                self.facts.unsure.insert(entry.seq);
             }
         }
         out
@@ -382,10 +351,10 @@ impl<'s, 'a> Walk<'s, 'a> {
         &mut self,
         step: &At<Step>,
         entry: &Entry,
-        cell: Option<std::collections::BTreeMap<String, String>>,
+        cell: Option<BTreeMap<String, String>>,
     ) -> (Out, Option<Digest>, bool) {
         let first = self.visited.insert(entry.path.clone());
-        let known = self.known(step, entry.seq, cell);
+        let known = self.facts.known(self.sh, step, entry.seq, cell);
         let sh = self.sh;
         let leaf = judge(
             sh.loaded,
@@ -426,7 +395,7 @@ impl<'s, 'a> Walk<'s, 'a> {
     fn replayed(&mut self, step: &Step, o: &Outcome, outputs: &[String]) -> Out {
         for name in outputs {
             let digest = o.outputs.iter().find(|t| t.name == *name).map(|t| t.digest);
-            self.artifacts.insert(name.clone(), digest);
+            self.facts.artifacts.insert(name.clone(), digest);
         }
         if let Some(v) = &o.verdict {
             let d = Decision {
@@ -434,7 +403,9 @@ impl<'s, 'a> Walk<'s, 'a> {
                 note: o.note.clone(),
                 tail: o.stdout_tail.clone(),
             };
-            self.decisions.insert(step.display_name(), Fact::Known(d));
+            self.facts
+                .decisions
+                .insert(step.display_name(), Fact::Known(d));
         }
         let route = o.verdict.as_ref().and_then(|v| {
             step.routes()
@@ -454,9 +425,11 @@ impl<'s, 'a> Walk<'s, 'a> {
     /// choice of this walk when it routes.
     fn ran(&mut self, step: &At<Step>, entry: &Entry, outputs: &[String]) -> Out {
         for name in outputs {
-            self.artifacts.insert(name.clone(), None);
+            self.facts.artifacts.insert(name.clone(), None);
         }
-        self.decisions.insert(step.display_name(), Fact::Unknown);
+        self.facts
+            .decisions
+            .insert(step.display_name(), Fact::Unknown);
         if !step.routes().is_empty() {
             return self.decide(step, entry);
         }
@@ -508,7 +481,8 @@ impl<'s, 'a> Walk<'s, 'a> {
             };
         };
         if let [one] = verdicts.as_slice() {
-            self.decisions
+            self.facts
+                .decisions
                 .insert(name.clone(), Fact::Verdict(one.clone()));
         }
         self.conds.push(Cond::Says {
@@ -522,117 +496,20 @@ impl<'s, 'a> Walk<'s, 'a> {
         }
     }
 
-    /// What the plan knows of a leaf's facts here.
-    fn known(
-        &self,
-        step: &Step,
-        seq: u32,
-        cell: Option<std::collections::BTreeMap<String, String>>,
-    ) -> Known {
-        let mut k = Known {
-            inputs: Default::default(),
-            unsure_inputs: Vec::new(),
-            missing: Vec::new(),
-            prev: self.prev(seq, 0),
-            prev_sure: self.prev(seq, 1) == self.prev(seq, 2),
-            delivered: Vec::new(),
-            delivered_sure: true,
-            version: None,
-            cell,
-        };
-        let all = step
-            .inputs
-            .iter()
-            .any(|i| i.value == crate::pipeline::resource_type::ALL_INPUTS);
-        let mut names: Vec<String> = match all {
-            true => self.artifacts.keys().cloned().collect(),
-            false => step.inputs.iter().map(|i| i.value.clone()).collect(),
-        };
-        names.sort();
-        for name in names {
-            match self.artifacts.get(&name) {
-                Some(Some(d)) => {
-                    k.inputs.insert(name, *d);
-                }
-                Some(None) => k.unsure_inputs.push(name),
-                None => k.missing.push(name),
-            }
-        }
-        k.delivered = self.delivered(step, &mut k.delivered_sure);
-        if let Ok(StepKind::Get(res)) = step.kind() {
-            k.version = Some(self.version(&res.value));
-        }
-        k
-    }
-
-    /// The key of the step before `seq`: `salt` 0 with this walk's guesses, 1 and 2 with
-    /// unknown keys replaced by two different marks (equal only when it is certain).
-    fn prev(&self, seq: u32, salt: u8) -> Digest {
-        if salt == 0 {
-            return self.sh.chain.prev_key(seq, &self.keys);
-        }
-        let mut keys = self.keys.clone();
-        for s in &self.unsure {
-            let mark = blake3::hash(format!("unknown {s} {salt}").as_bytes());
-            keys.insert(*s, mark.into());
-        }
-        self.sh.chain.prev_key(seq, &keys)
-    }
-
-    fn delivered(&self, step: &Step, sure: &mut bool) -> Vec<Delivered> {
-        let levels: HashMap<&str, &str> = step
-            .context
-            .iter()
-            .flat_map(|c| c.value.from.iter())
-            .map(|(s, l)| (s.as_str(), l.value.as_str()))
-            .collect();
-        let unsure = std::cell::Cell::new(false);
-        let got = key::delivered(step, |sender| match self.decisions.get(sender)? {
-            Fact::Known(d) => Some(d.clone()),
-            Fact::Verdict(v) => {
-                if levels.get(sender).is_some_and(|l| *l != "verdict") {
-                    unsure.set(true);
-                }
-                Some(Decision {
-                    verdict: v.clone(),
-                    ..Decision::default()
-                })
-            }
-            Fact::Unknown => {
-                unsure.set(true);
-                Some(Decision::default())
-            }
-        });
-        *sure = !unsure.get();
-        got
-    }
-
-    fn version(&self, resource: &str) -> Result<String, String> {
-        if let Some(v) = self.sh.versions.borrow().get(resource) {
-            return v.clone();
-        }
-        let v = crate::resource::ops::source(self.sh.loaded, resource)
-            .and_then(|src| crate::resource::ops::latest(&src))
-            .map_err(|e| e.to_string());
-        self.sh
-            .versions
-            .borrow_mut()
-            .insert(resource.to_owned(), v.clone());
-        v
-    }
-
     /// A step whose running only the run decides: nothing after it knows its keys or its
     /// outputs.
     fn unknown_tree(&mut self, step: &At<Step>) {
         if let Some(e) = self.sh.outline.entry(step) {
             let mark = blake3::hash(format!("unknown {}", e.seq).as_bytes()).into();
-            self.keys.insert(e.seq, mark);
-            self.unsure.insert(e.seq);
+            self.facts.keys.insert(e.seq, mark);
+            self.facts.unsure.insert(e.seq);
         }
         for o in produced(step) {
-            self.artifacts.insert(o, None);
+            self.facts.artifacts.insert(o, None);
         }
-        self.decisions.insert(step.display_name(), Fact::Unknown);
+        self.facts
+            .decisions
+            .insert(step.display_name(), Fact::Unknown);
         for child in step.children() {
             self.unknown_tree(child);
         }
@@ -645,4 +522,38 @@ fn depends(cond: Cond, then: Planned) -> Planned {
         when: vec![vec![cond]],
         then: Box::new(then),
     }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Choices;
+
+    /// Walks a tree of decisions whose second level depends on the first: every leaf is
+    /// reached once.
+    #[test]
+    fn choices_reach_every_combination_once() {
+        let mut script = Some(Vec::new());
+        let mut seen = Vec::new();
+        while let Some(s) = script.take() {
+            let mut c = Choices {
+                script: s,
+                taken: Vec::new(),
+            };
+            let first = c.pick(3);
+            // After alternative 1 there is no second decision; after the others, two.
+            let second = (first != 1).then(|| c.pick(2));
+            seen.push((first, second));
+            script = c.next();
+        }
+        assert_eq!(
+            seen,
+            [
+                (0, Some(0)),
+                (0, Some(1)),
+                (1, None),
+                (2, Some(0)),
+                (2, Some(1))
+            ]
+        );
+    }
 }
