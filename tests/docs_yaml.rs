@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use treadle_scripted::{Reply, Script, ScriptedServer};
 
 /// `(file, line, yaml)` for every yaml block.
-fn yaml_blocks() -> Vec<(PathBuf, usize, String)> {
+pub(crate) fn yaml_blocks() -> Vec<(PathBuf, usize, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
         .map(|d| {
@@ -55,9 +55,11 @@ fn yaml_blocks() -> Vec<(PathBuf, usize, String)> {
     blocks
 }
 
-/// The scripted agent: writes a file to every `dir/name.ext` path its prompt names after
-/// "to" or "into" (when it may write), picks the first verdict (when asked), then answers.
-fn obedient_agent(body: &Value) -> Reply {
+/// The scripted agent: reads each file its prompt asks for (`read_file with path "P"`),
+/// writes a file to every `dir/name.ext` path its prompt names after "to" or "into" or
+/// as `write_file with path "P"` (when it may write), picks the first verdict (when
+/// asked), then answers.
+pub(crate) fn obedient_agent(body: &Value) -> Reply {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let prompt = messages
         .iter()
@@ -68,6 +70,16 @@ fn obedient_agent(body: &Value) -> Reply {
     let tools: Vec<Value> = body["tools"].as_array().cloned().unwrap_or_default();
     let has = |name: &str| tools.iter().any(|t| t["function"]["name"] == name);
     let mut actions = Vec::new();
+    for (tool, path) in quoted_paths(&prompt) {
+        if has(tool) && tool == "read_file" {
+            actions.push(Reply::tool_call(tool, json!({ "path": path })));
+        } else if has(tool) {
+            actions.push(Reply::tool_call(
+                tool,
+                json!({"path": path, "content": "written by the scripted agent\n"}),
+            ));
+        }
+    }
     if has("write_file") {
         let words: Vec<&str> = prompt.split_whitespace().collect();
         for pair in words.windows(2) {
@@ -100,8 +112,23 @@ fn obedient_agent(body: &Value) -> Reply {
     })
 }
 
+/// `(tool, path)` for each `read_file with path "P"` or `write_file with path "P"`.
+fn quoted_paths(prompt: &str) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for tool in ["read_file", "write_file"] {
+        let marker = format!("{tool} with path \"");
+        for (at, _) in prompt.match_indices(&marker) {
+            let rest = &prompt[at + marker.len()..];
+            if let Some(end) = rest.find('"') {
+                out.push((tool, rest[..end].to_owned()));
+            }
+        }
+    }
+    out
+}
+
 /// A git repository at `dir` with one commit on `main`.
-fn git_repo(dir: &Path) {
+pub(crate) fn git_repo(dir: &Path) {
     std::fs::create_dir_all(dir).expect("repo dir");
     std::fs::write(dir.join("README"), "a repository for the docs\n").expect("README");
     for args in [
@@ -128,13 +155,26 @@ fn git_repo(dir: &Path) {
 }
 
 /// How many jobs the fixture's pipeline has (0 when it does not load: `run` says why).
-fn jobs_in(f: &Fixture) -> usize {
+pub(crate) fn jobs_in(f: &Fixture) -> usize {
+    job_names(f).len()
+}
+
+/// The names of the fixture's jobs, in file order (none when it does not load).
+pub(crate) fn job_names(f: &Fixture) -> Vec<String> {
     let scope = treadle::pipeline::CheckScope {
         job: None,
         env: &|k| std::env::var(k).ok(),
         machine: false,
     };
-    treadle::pipeline::load(&f.file(), &scope).map_or(0, |l| l.pipeline.jobs.len())
+    treadle::pipeline::load(&f.file(), &scope)
+        .map(|l| {
+            l.pipeline
+                .jobs
+                .iter()
+                .map(|j| j.name.value.clone())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]

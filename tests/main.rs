@@ -66,6 +66,7 @@ mod nats_takeover;
 mod nats_workers;
 mod needs;
 mod otlp;
+mod plan_vs_run;
 mod preflight;
 mod processes;
 mod real_model_pipeline;

@@ -9,7 +9,12 @@
 //!   prompt, the verdicts, `assert`, `env`, `commit` and the artifact names; for `get` the
 //!   resource's type and source and the version fetched;
 //! * the **content digest of each input** artifact tree;
-//! * the **key of the step before it** ([`super::chain`]).
+//! * the **key of the step before it** ([`super::chain`]);
+//! * for a step with `context: { from }`, **the decisions it reads** ([`Delivered`]).
+//!
+//! [`step_key`] is the one function that puts them together: the run (and so `--resume`,
+//! `--replay` and a run whose steps go to NATS workers) and `treadle plan` call it, each
+//! with the facts it has ([`KeyFacts`]), so `plan` predicts the very key the run computes.
 //!
 //! Left out on purpose: `timeout`, `attempts`, budgets and `max_turns` (they bound how a
 //! step runs, not what it computes), the step's hooks (they are steps with keys of their
@@ -22,7 +27,104 @@ use serde_json::{Value, json};
 
 use super::digest::Digest;
 use crate::agent::AgentStep;
-use crate::pipeline::{Loaded, RunSpec, Step, StepKind};
+use crate::pipeline::{Kind, Loaded, RunSpec, Step, StepKind};
+
+/// Everything a step's key is made of besides the step itself, as the caller knows it:
+/// the run from the artifacts and records it has, `plan` from the cache's records.
+#[derive(Debug)]
+pub struct KeyFacts<'a> {
+    /// Each input's tree digest, by artifact name.
+    pub inputs: BTreeMap<String, Digest>,
+    /// A `get`'s resolved version (the commit).
+    pub version: Option<&'a str>,
+    /// An agent step as built to run.
+    pub agent: Option<&'a AgentStep>,
+    /// An `across:` cell's values, by variable.
+    pub cell: Option<&'a BTreeMap<String, String>>,
+    /// The decisions the step reads through `context: { from }`.
+    pub delivered: &'a [Delivered],
+    /// The key of the step before it.
+    pub prev: Digest,
+}
+
+/// The key of `step` with `facts`: the one place a key is computed.
+pub fn step_key(
+    loaded: &Loaded,
+    step: &Step,
+    facts: &KeyFacts<'_>,
+) -> Result<KeyParts, ConfigError> {
+    let config = config(loaded, step, facts.version, facts.agent)?;
+    Ok(KeyParts {
+        kind: Kind::of(step).to_string(),
+        config: config_digest(&with_cell(config, facts.cell)),
+        inputs: facts.inputs.clone(),
+        prev: facts.prev,
+        context: context_view(step, facts.delivered).map(|v| config_digest(&v)),
+    })
+}
+
+/// One sender's decision, as much of it as a `context: { from }` reader asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    /// The sender's step name.
+    pub step: String,
+    /// Its verdict.
+    pub verdict: String,
+    /// With `note` and `full`: the reason it gave.
+    pub note: Option<String>,
+    /// With `full`: the end of its answer.
+    pub answer: Option<String>,
+}
+
+/// A sender's decision as a run knows it: verdict, reason and the end of its answer.
+#[derive(Debug, Clone, Default)]
+pub struct Decision {
+    /// The verdict.
+    pub verdict: String,
+    /// The reason given with it.
+    pub note: Option<String>,
+    /// The end of the answer (the record's tail).
+    pub tail: String,
+}
+
+/// What `step` reads of the senders its `context: { from }` names, in that order;
+/// `decision` gives a sender's decision in this run (`None`: it made none yet).
+pub fn delivered(step: &Step, decision: impl Fn(&str) -> Option<Decision>) -> Vec<Delivered> {
+    let Some(context) = &step.context else {
+        return Vec::new();
+    };
+    context
+        .value
+        .from
+        .iter()
+        .filter_map(|(sender, level)| {
+            let d = decision(sender)?;
+            let level = level.value.as_str();
+            Some(Delivered {
+                step: sender.clone(),
+                verdict: d.verdict,
+                note: (level != "verdict").then(|| d.note.unwrap_or_default()),
+                answer: (level == "full").then_some(d.tail),
+            })
+        })
+        .collect()
+}
+
+/// What a reader's key holds of `context: { from }`: the declaration and what it delivered.
+fn context_view(step: &Step, delivered: &[Delivered]) -> Option<Value> {
+    let context = step.context.as_ref()?;
+    let from: Vec<Value> = context
+        .value
+        .from
+        .iter()
+        .map(|(s, level)| json!([s, level.value]))
+        .collect();
+    let got: Vec<Value> = delivered
+        .iter()
+        .map(|d| json!([d.step, d.verdict, d.note, d.answer]))
+        .collect();
+    Some(json!({ "from": from, "delivered": got }))
+}
 
 /// The parts a step key is made of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +137,9 @@ pub struct KeyParts {
     pub inputs: BTreeMap<String, Digest>,
     /// The key of the step before it ([`Digest::ZERO`] for the first).
     pub prev: Digest,
+    /// What `context: { from }` delivered (`None`: the step reads no decisions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Digest>,
 }
 
 impl KeyParts {
@@ -51,6 +156,11 @@ impl KeyParts {
             h.update(&d.0);
         }
         h.update(&self.prev.0);
+        // Only a reader of decisions hashes this part, so other steps keep their keys.
+        if let Some(c) = &self.context {
+            h.update(b"context\0");
+            h.update(&c.0);
+        }
         h.finalize().into()
     }
 
@@ -76,6 +186,9 @@ impl KeyParts {
         if self.prev != old.prev {
             out.push("the step before it changed".to_owned());
         }
+        if self.context != old.context {
+            out.push("a decision it reads changed".to_owned());
+        }
         out
     }
 }
@@ -98,7 +211,7 @@ fn run_json(run: &RunSpec) -> Value {
 
 /// The canonical configuration of a leaf step, as JSON. `version` is a `get`'s resolved
 /// version (the commit), `agent` an agent step as built to run; other kinds ignore them.
-pub fn config(
+fn config(
     loaded: &Loaded,
     step: &Step,
     version: Option<&str>,
@@ -187,7 +300,7 @@ fn agent_config(step: &Step, agent: &AgentStep) -> Value {
 
 /// The configuration of one `across:` cell: its step's with the cell's values, which set
 /// it apart from its siblings (they chain to the same step before the block).
-pub fn with_cell(mut config: Value, cell: Option<&BTreeMap<String, String>>) -> Value {
+fn with_cell(mut config: Value, cell: Option<&BTreeMap<String, String>>) -> Value {
     if let (Some(vars), Value::Object(map)) = (cell, &mut config) {
         map.insert("cell".to_owned(), json!(vars));
     }
@@ -195,6 +308,6 @@ pub fn with_cell(mut config: Value, cell: Option<&BTreeMap<String, String>>) -> 
 }
 
 /// The digest of a configuration.
-pub fn config_digest(config: &Value) -> Digest {
+fn config_digest(config: &Value) -> Digest {
     blake3::hash(config.to_string().as_bytes()).into()
 }

@@ -101,6 +101,10 @@ pub struct Outcome {
     /// An agent's verdict.
     #[serde(default)]
     pub verdict: Option<String>,
+    /// The reason it gave with its verdict (a `context: { from }` reader of a replayed
+    /// step reads it, as it would of the step run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// An agent's usage.
     #[serde(default)]
     pub usage: Option<serde_json::Value>,

@@ -180,6 +180,10 @@ pub enum Command {
         /// Only this job.
         #[arg(long)]
         job: Option<String>,
+        /// Print each job's plan as one JSON object per line (`steps`: each step's
+        /// `plan`, `cached`, `run`, `skipped`, `container` or `depends` with its cases).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the JSON Schema of the pipeline format.
     Schema,
@@ -499,9 +503,9 @@ pub async fn dispatch(cli: Cli) -> u8 {
             job,
         } => preflight::validate(&file, job.as_deref()).await,
         Command::Validate { file, .. } => inspect::validate(&file),
-        Command::Plan { file, job } => match remote::server_for(&file, None).await {
-            Some(client) => remote::plan(client, &file, job.as_deref()).await,
-            None => plan::plan(&file, job.as_deref()),
+        Command::Plan { file, job, json } => match remote::server_for(&file, None).await {
+            Some(client) => remote::plan(client, &file, job.as_deref(), json).await,
+            None => plan::plan(&file, job.as_deref(), json),
         },
         Command::Schema => inspect::schema(),
         Command::Runs {

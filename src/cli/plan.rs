@@ -8,7 +8,7 @@ use crate::cache::plan;
 use crate::cache::records::Records;
 use crate::run::state::Store;
 
-pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
+pub(super) fn plan(file: &Path, job: Option<&str>, json: bool) -> u8 {
     let loaded = match super::load_or_exit(file, job, false) {
         Ok(l) => l,
         Err(code) => return code,
@@ -41,7 +41,12 @@ pub(super) fn plan(file: &Path, job: Option<&str>) -> u8 {
         .filter(|j| job.is_none_or(|n| j.name.value == n))
     {
         let lines = plan::plan(&loaded, j, records.as_ref());
-        crate::console::text(&plan::render(&j.name.value, &lines));
+        if json {
+            let value = plan::to_json(&j.name.value, &lines);
+            crate::console::text(&format!("{value}\n"));
+        } else {
+            crate::console::text(&plan::render(&j.name.value, &lines));
+        }
     }
     0
 }

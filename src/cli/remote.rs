@@ -213,7 +213,7 @@ pub(super) async fn runs(client: Client, steps: Option<u64>, cost: bool) -> u8 {
 }
 
 /// `treadle plan` through the server.
-pub(super) async fn plan(client: Client, file: &Path, job: Option<&str>) -> u8 {
+pub(super) async fn plan(client: Client, file: &Path, job: Option<&str>, json: bool) -> u8 {
     let name = match served_name(&client, file).await {
         Ok(n) => n,
         Err(e) => return say_refused(e),
@@ -225,7 +225,12 @@ pub(super) async fn plan(client: Client, file: &Path, job: Option<&str>) -> u8 {
     match plans {
         Ok(plans) => {
             for p in plans {
-                crate::console::text(p["text"].as_str().unwrap_or_default());
+                if json {
+                    let steps = serde_json::json!({ "job": p["job"], "steps": p["steps"] });
+                    crate::console::text(&format!("{steps}\n"));
+                } else {
+                    crate::console::text(p["text"].as_str().unwrap_or_default());
+                }
             }
             0
         }

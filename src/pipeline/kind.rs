@@ -442,6 +442,16 @@ impl Step {
             })
     }
 
+    /// Whether this is a `get` with `version: every` (from it on, the plan runs once per
+    /// version not taken yet).
+    pub fn is_every_get(&self) -> bool {
+        matches!(self.kind(), Ok(StepKind::Get(_)))
+            && self
+                .version
+                .as_ref()
+                .is_some_and(|v| v.value == super::resource_type::VersionSpec::Every)
+    }
+
     /// Every route target this step names, with the outcome or verdict that takes it.
     pub fn all_routes(&self) -> Vec<(&str, &At<String>)> {
         let mut all = self.routes();

@@ -26,6 +26,30 @@ pub struct Entry {
     /// The agent an agent step uses (its `agent:`), for checks that need every agent a
     /// job reaches (`treadle validate --preflight`).
     pub agent: Option<String>,
+    /// For one cell of an `across:` step: its index among the step's cells (the cell
+    /// shares the step's seq; its path is [`cell_path`]).
+    pub cell: Option<u32>,
+}
+
+/// What separates a cell's index from its step's outline path (`3#1`); no other outline
+/// path holds it.
+pub const CELL_SEP: char = '#';
+
+/// The outline path of cell `index` of the `across:` step at `path`.
+pub fn cell_path(path: &str, index: u32) -> String {
+    format!("{path}{CELL_SEP}{index}")
+}
+
+impl Entry {
+    /// The entry of cell `index` of this `across:` step, named `name`.
+    pub fn cell(&self, index: u32, name: String) -> Entry {
+        Entry {
+            name,
+            path: cell_path(&self.path, index),
+            cell: Some(index),
+            ..self.clone()
+        }
+    }
 }
 
 /// A job's outline.
@@ -60,6 +84,7 @@ impl Outline {
             kind,
             depth,
             agent: step.agent.as_ref().map(|a| a.value.clone()),
+            cell: None,
         });
         match step.kind() {
             Ok(StepKind::Try(s)) => self.add(s, format!("{path}/try"), depth + 1),

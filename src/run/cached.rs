@@ -8,16 +8,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::artifacts::ArtifactError;
+use super::cell::{Cell, is_cell};
 use super::exec::{Ctx, Done, now_ms};
-use super::flow::{Cell, is_cell};
 use super::state::{StateError, StepStatus};
 use super::transcript::Event;
 use crate::blocking::{WorkerStopped, blocking};
 use crate::cache::digest::Digest;
-use crate::cache::key::{self, KeyParts};
+use crate::cache::key::{self, KeyFacts, KeyParts};
 use crate::cache::records::Outcome;
 use crate::cache::{
     CacheError, Lookup, Miss, Slot, StepCache, cell_replayable, is_leaf, produced, replayable,
@@ -192,23 +190,18 @@ impl<'a> Ctx<'a> {
             Ok(StepKind::Agent(_)) => Some(self.agent_step(step, entry)?),
             _ => None,
         };
-        let mut config = key::config(self.loaded, step, version.as_deref(), agent.as_deref())
-            .map_err(|e| Done::errored(e.to_string()))?;
-        // What `context: { from }` delivers is part of what the step runs on.
-        if let (Some(context), Value::Object(map)) = (
-            super::upstream::key_view(step, &self.delivered(step)),
-            &mut config,
-        ) {
-            map.insert("context".to_owned(), context);
-        }
-        let config = key::with_cell(config, cell.map(Cell::vars));
-        let prev = cache.prev_key(entry.seq);
-        Ok(Some(KeyParts {
-            kind: entry.kind.to_string(),
-            config: key::config_digest(&config),
+        let delivered = self.delivered(step);
+        let facts = KeyFacts {
             inputs,
-            prev,
-        }))
+            version: version.as_deref(),
+            agent: agent.as_deref(),
+            cell: cell.map(Cell::vars),
+            delivered: &delivered,
+            prev: cache.prev_key(entry.seq),
+        };
+        key::step_key(self.loaded, step, &facts)
+            .map(Some)
+            .map_err(|e| Done::errored(e.to_string()))
     }
 
     /// Brings a recorded outcome back instead of running the step (a cache hit, or a
@@ -251,6 +244,7 @@ impl<'a> Ctx<'a> {
             r.exit_code = o.exit_code;
             r.stdout_tail = o.stdout_tail;
             r.verdict = o.verdict;
+            r.note = o.note;
             r.usage = o.usage;
             r.cached_from = Some(from_run);
             r.error = None;
@@ -458,6 +452,7 @@ impl<'a> Ctx<'a> {
                 .map(|r| r.stdout_tail.clone())
                 .unwrap_or_default(),
             verdict: record.as_ref().and_then(|r| r.verdict.clone()),
+            note: record.as_ref().and_then(|r| r.note.clone()),
             usage: record.as_ref().and_then(|r| r.usage.clone()),
             events,
             version: cache.version(entry.seq),

@@ -13,21 +13,13 @@ use crate::resource::check::Checker;
 
 /// Where the plan's first top-level `every` get is, if it has one.
 pub(crate) fn first_every(plan: &[At<Step>]) -> Option<usize> {
-    plan.iter().position(is_every)
-}
-
-fn is_every(step: &At<Step>) -> bool {
-    matches!(step.kind(), Ok(StepKind::Get(_)))
-        && step
-            .version
-            .as_ref()
-            .is_some_and(|v| v.value == VersionSpec::Every)
+    plan.iter().position(|s| s.is_every_get())
 }
 
 /// The `every` gets of the plan from `start`: (outline seq, resource).
 fn every_gets<'p>(ctx: &Ctx<'_>, plan: &'p [At<Step>]) -> Vec<(u32, &'p str)> {
     plan.iter()
-        .filter(|s| is_every(s))
+        .filter(|s| s.is_every_get())
         .filter_map(|s| match (s.kind(), ctx.outline.entry(s)) {
             (Ok(StepKind::Get(r)), Some(e)) => Some((e.seq, r.value.as_str())),
             _ => None,

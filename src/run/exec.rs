@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::artifacts::Artifacts;
-use super::flow::Cell;
+use super::cell::Cell;
 pub(crate) use super::hooks::Hooks;
 use super::ports::AgentRunner;
 use super::state::{StepRecord, StepStatus, Store};
@@ -222,7 +222,7 @@ pub(crate) struct Ctx<'a> {
     pub resume: Option<treadle_session::event::SessionId>,
     /// Where agent steps' questions for a person go instead of this process's mailbox (a
     /// worker's go to its server).
-    pub questions: Option<super::one_leaf::Questions>,
+    pub questions: Option<super::ports::Questions>,
 }
 
 /// One entry of the execution log: a leaf step (or a cell) that ran to its end.

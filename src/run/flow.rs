@@ -13,7 +13,6 @@
 //!   `fail_fast:`; a `budget:` stops admitting cells once spent (the plan carries on);
 //!   `outputs:` are collected per cell under `ARTIFACT/value/value`.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
@@ -22,74 +21,19 @@ use tokio_util::sync::CancellationToken;
 
 use super::admit::{Admission, Admit};
 use super::artifacts::copy_tree;
+use super::cell::{Cell, cells, is_cell};
 use super::exec::{Ctx, Done, Status, worst};
 use super::state::StepRecord;
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
-use crate::pipeline::flow::{Race, When, render};
-use crate::pipeline::outline::Entry;
+use crate::pipeline::flow::{Race, When};
+use crate::pipeline::outline::{CELL_SEP, Entry};
 use crate::pipeline::{At, RunSpec, Step};
 
 /// The most items a `from_file:` axis may hold.
 pub const MAX_FILE_ITEMS: usize = 1000;
 /// The largest file a `from_file:` axis reads (bytes).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
-
-/// What separates a cell's index from its step's outline path (`3#1`); no other outline
-/// path holds it.
-const CELL_SEP: char = '#';
-
-/// Whether an outline entry is one cell of an `across:` step.
-pub(crate) fn is_cell(entry: &Entry) -> bool {
-    entry.path.contains(CELL_SEP)
-}
-
-/// One cell of an `across:` step: its position, its name and its variables.
-#[derive(Debug, Clone)]
-pub(crate) struct Cell {
-    index: usize,
-    name: String,
-    vars: BTreeMap<String, String>,
-}
-
-impl Cell {
-    /// The cell's view of its step's outline entry.
-    pub(crate) fn entry(&self, step: &Entry) -> Entry {
-        Entry {
-            name: self.name.clone(),
-            path: format!("{}{CELL_SEP}{}", step.path, self.index),
-            ..step.clone()
-        }
-    }
-
-    /// The cell's values, by variable.
-    pub(crate) fn vars(&self) -> &BTreeMap<String, String> {
-        &self.vars
-    }
-
-    /// The command with `{{ .vars.NAME }}` replaced by this cell's values.
-    pub(crate) fn render_run(&self, run: &RunSpec) -> RunSpec {
-        match run {
-            RunSpec::Shell(line) => RunSpec::Shell(render(line, &self.vars)),
-            RunSpec::Exec(cfg) => {
-                let mut cfg = cfg.clone();
-                cfg.path = render(&cfg.path, &self.vars);
-                cfg.args = cfg.args.iter().map(|a| render(a, &self.vars)).collect();
-                cfg.dir = cfg.dir.as_deref().map(|d| render(d, &self.vars));
-                RunSpec::Exec(cfg)
-            }
-        }
-    }
-}
-
-/// The cells of an `across:` step, given each axis's values in order.
-fn cells(step: &Step, axes: &[(String, Vec<String>)]) -> Vec<Cell> {
-    crate::pipeline::flow::cells(step, axes)
-        .into_iter()
-        .enumerate()
-        .map(|(index, (name, vars))| Cell { index, name, vars })
-        .collect()
-}
 
 impl<'a> Ctx<'a> {
     /// [`Self::update`] for a leaf that may be an `across:` cell: a cell also keeps the
@@ -140,7 +84,7 @@ impl<'a> Ctx<'a> {
         let prefix = format!("{path}{sep}");
         let index = |p: &str| -> Option<usize> {
             let rest = p.strip_prefix(&prefix)?;
-            rest.split(['/', '#']).next()?.parse().ok()
+            rest.split(['/', CELL_SEP]).next()?.parse().ok()
         };
         let slots: Vec<usize> = (mark..log.len())
             .filter(|&i| index(&log[i].path).is_some())
@@ -360,7 +304,7 @@ impl<'a> Ctx<'a> {
                     }
                     self.set_collection(entry, cell, axes, collect);
                     if let Ok(mut map) = self.cell_vars.lock() {
-                        map.insert(cell.entry(entry).path, cell.vars.clone());
+                        map.insert(cell.entry(entry).path, cell.vars().clone());
                     }
                     let d = self.exec_in(step, cancel.clone(), Some(cell)).await;
                     admission.release();
@@ -479,7 +423,7 @@ impl<'a> Ctx<'a> {
         }
         let segments: Vec<String> = axes
             .iter()
-            .filter_map(|(var, _)| cell.vars.get(var).cloned())
+            .filter_map(|(var, _)| cell.vars().get(var).cloned())
             .collect();
         if let Ok(mut map) = self.collect_at.lock() {
             map.insert(cell.entry(entry).path, segments);

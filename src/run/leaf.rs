@@ -33,8 +33,8 @@ impl<'a> Ctx<'a> {
     ) -> Result<PathBuf, Done> {
         let (inputs, outputs) = (names(&step.inputs), names(&step.outputs));
         // Cells of one step share its number; their index keeps their directories apart.
-        let name = match entry.path.split_once('#') {
-            Some((_, cell)) => format!("c{cell}-{}", entry.name),
+        let name = match entry.cell {
+            Some(cell) => format!("c{cell}-{}", entry.name),
             None => entry.name.clone(),
         };
         let (ws, seq) = (self.artifacts.clone(), entry.seq);

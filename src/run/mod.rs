@@ -12,6 +12,7 @@
 //! * `handing.rs`: what an agent step is handed before its first turn (decisions,
 //!   `context_paths:` files, a `prompt_file:` from an artifact), read when it runs;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
+//! * `cell.rs`: one cell of an `across:` step (its index, name and values);
 //! * `admit.rs`: which `across:` cells start, under the block's token ceiling and the
 //!   reservations of its running cells;
 //! * `ensemble.rs`: `ensemble:`, its members at once, the decision among their votes;
@@ -43,7 +44,8 @@
 //!   followers;
 //! * `transcript.rs`: what is printed;
 //! * `terminal.rs`: control characters in printed text shown, not sent;
-//! * `ports.rs`: the interfaces to the agent step and to asserts.
+//! * `ports.rs`: the interfaces to the agent step and to asserts, and where an agent
+//!   step's questions go.
 
 mod admit;
 pub mod agents;
@@ -51,6 +53,7 @@ pub mod approval;
 pub mod artifacts;
 mod blame;
 mod cached;
+mod cell;
 mod continued;
 mod denied;
 mod ensemble;

@@ -53,14 +53,7 @@ pub struct OneLeaf<'a> {
     pub questions: Option<Questions>,
 }
 
-/// Who an agent step's questions go to instead of this process's mailbox.
-#[derive(Clone)]
-pub struct Questions {
-    /// Yes-or-no questions: permissions, escalations.
-    pub asker: Arc<dyn crate::agent::Asker>,
-    /// `ask_human` questions.
-    pub answerer: crate::agent::Answerer,
-}
+pub use super::ports::Questions;
 
 /// How the step went.
 #[derive(Debug)]

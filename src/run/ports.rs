@@ -15,6 +15,15 @@ use super::state::Store;
 use super::transcript::{Event, Transcript};
 use crate::agent::AgentStep;
 
+/// Who an agent step's questions go to instead of this process's mailbox.
+#[derive(Clone)]
+pub struct Questions {
+    /// Yes-or-no questions: permissions, escalations.
+    pub asker: Arc<dyn crate::agent::Asker>,
+    /// `ask_human` questions.
+    pub answerer: crate::agent::Answerer,
+}
+
 /// One tool call an agent made (with its result), as the agent module records it.
 pub use crate::agent::RecordedCall as ToolCallFact;
 

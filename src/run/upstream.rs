@@ -9,7 +9,7 @@
 //!   for it that its text does not contain: the text is upstream model output, to be read
 //!   as data. A task reader gets one file per sender, `upstream/STEP` in its directory:
 //!   the verdict on the first line, then the note and the answer, each after a blank line.
-//! * What is delivered is part of the reader's cache key ([`key_view`]), so a reader runs
+//! * What is delivered is part of the reader's cache key (`crate::cache::key`), so a reader runs
 //!   again when a decision it reads changed, and a cached one never replays an outcome
 //!   produced without the decision it now reads.
 //!
@@ -18,63 +18,26 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
-
 use super::state::StepRecord;
+use crate::cache::key::Decision;
 use crate::pipeline::Step;
 
-/// One sender's decision, as much of it as the reader asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Delivered {
-    /// The sender's step name.
-    pub(crate) step: String,
-    pub(crate) verdict: String,
-    /// With `note` and `full`.
-    pub(crate) note: Option<String>,
-    /// With `full`.
-    pub(crate) answer: Option<String>,
-}
+pub(crate) use crate::cache::key::Delivered;
 
 /// The decisions `step` reads, from the run's records (the newest record of each sender
 /// with a verdict), in the order its `from:` names them.
 pub(crate) fn delivered(step: &Step, records: &[StepRecord]) -> Vec<Delivered> {
-    let Some(context) = &step.context else {
-        return Vec::new();
-    };
-    context
-        .value
-        .from
-        .iter()
-        .filter_map(|(sender, level)| {
-            let record = records
-                .iter()
-                .filter(|r| r.name == *sender && r.verdict.is_some())
-                .max_by_key(|r| r.started_ms)?;
-            let level = level.value.as_str();
-            Some(Delivered {
-                step: sender.clone(),
-                verdict: record.verdict.clone().unwrap_or_default(),
-                note: (level != "verdict").then(|| record.note.clone().unwrap_or_default()),
-                answer: (level == "full").then(|| record.stdout_tail.clone()),
-            })
+    crate::cache::key::delivered(step, |sender| {
+        let record = records
+            .iter()
+            .filter(|r| r.name == sender && r.verdict.is_some())
+            .max_by_key(|r| r.started_ms)?;
+        Some(Decision {
+            verdict: record.verdict.clone().unwrap_or_default(),
+            note: record.note.clone(),
+            tail: record.stdout_tail.clone(),
         })
-        .collect()
-}
-
-/// What the reader's key adds: the declaration and what it delivered.
-pub(crate) fn key_view(step: &Step, delivered: &[Delivered]) -> Option<Value> {
-    let context = step.context.as_ref()?;
-    let from: Vec<Value> = context
-        .value
-        .from
-        .iter()
-        .map(|(s, level)| json!([s, level.value]))
-        .collect();
-    let got: Vec<Value> = delivered
-        .iter()
-        .map(|d| json!([d.step, d.verdict, d.note, d.answer]))
-        .collect();
-    Some(json!({ "from": from, "delivered": got }))
+    })
 }
 
 /// The text put before an agent reader's instruction; empty when nothing is delivered.

@@ -200,8 +200,9 @@ pub(super) async fn plan(
             .filter(|j| q.job.as_ref().is_none_or(|n| j.name.value == *n))
         {
             let lines = crate::cache::plan::plan(&loaded, j, Some(&records));
-            let text = crate::cache::plan::render(&j.name.value, &lines);
-            out.push(serde_json::json!({ "job": j.name.value, "text": text }));
+            let mut plan = crate::cache::plan::to_json(&j.name.value, &lines);
+            plan["text"] = crate::cache::plan::render(&j.name.value, &lines).into();
+            out.push(plan);
         }
         Ok(out)
     })
