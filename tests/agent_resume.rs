@@ -154,16 +154,16 @@ async fn an_agent_step_stopped_cleanly_goes_on_in_its_session_with_resume() {
 }
 
 /// Figures for docs/benchmarks.md (`cargo test --test integration -- --ignored
-/// agent_resume::figures --nocapture`): an agent step with 1,000 committed model steps (a
+/// agent_resume::figures --nocapture`): an agent step with 250 committed model steps (a
 /// `write_file` call each; its `max_turns` lets it make that many calls) is killed while the
-/// model answers the 1,001st; the time from starting `treadle run --resume` to the model
+/// model answers the 251st; the time from starting `treadle run --resume` to the model
 /// being asked again (restart to running), and the cost of the one synced write a step's
 /// session adds (its `step_sessions` row). `TREADLE_FIGURES_BIN` measures another build of
 /// the binary (a release one) in the same scenario; the figures name the one measured.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a benchmark: prints figures"]
-async fn figures_restart_to_running_after_1000_committed_steps() {
-    const STEPS: usize = 1000;
+async fn figures_restart_to_running_after_committed_steps() {
+    const STEPS: usize = 250;
     let bin = std::env::var_os("TREADLE_FIGURES_BIN").map_or_else(
         || env!("CARGO_BIN_EXE_treadle").into(),
         std::path::PathBuf::from,

@@ -110,7 +110,7 @@ impl RunJournal {
 
     /// Whether it holds no event yet.
     pub fn is_empty(&self) -> bool {
-        self.next.lock().map_or(false, |next| *next == 1)
+        self.next.lock().is_ok_and(|next| *next == 1)
     }
 
     /// Commits one event line (already masked) and then publishes it; returns its seq.
