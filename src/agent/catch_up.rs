@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 use treadle_event::{Block, Event, EventKind, Role};
-use treadle_session::{GateKind, GateRequest};
+use treadle_session::{GateKind, GateQuestion};
 
 use super::observe::{AgentEvent, AgentObserver, preview};
 use super::record::parse_arguments;
@@ -105,7 +105,7 @@ impl Shown {
                     .flat_map(|m| self.of_message(m, &tools))
                     .collect()
             }
-            EventKind::GateOpened { .. } => GateRequest::from_event(event)
+            EventKind::GateOpened { .. } => GateQuestion::from_event(event)
                 .filter(|r| r.kind == GateKind::Effect)
                 .map(|r| {
                     let notice = AgentEvent::Notice(format!(

@@ -170,7 +170,7 @@ pub(crate) enum Events {
 /// Returns the model the endpoint last reported serving.
 pub(crate) async fn forward(events: Events, observer: &dyn AgentObserver) -> Option<String> {
     let (mut events, mut shown) = match events {
-        Events::Live(live) => (live.map(|d| d.map(CatchUpItem::Delivery)).boxed(), None),
+        Events::Live(live) => (live.map(|d| d.map(CatchUpItem::Event)).boxed(), None),
         Events::Restored(read, shown) => (read.boxed(), Some(shown)),
     };
     let mut line = LineBuffer::default();
@@ -179,7 +179,7 @@ pub(crate) async fn forward(events: Events, observer: &dyn AgentObserver) -> Opt
         // A lost subscription only costs display: the outcome is read from the history.
         let Ok(item) = item else { break };
         let delivery = match item {
-            CatchUpItem::Delivery(delivery) => delivery,
+            CatchUpItem::Event(delivery) => delivery,
             CatchUpItem::CaughtUp { .. } => {
                 if let Some(shown) = &mut shown {
                     shown.caught_up();
