@@ -1,5 +1,6 @@
 //! The agent step keys against the scripted server: `dir:` (tool paths relative to it),
-//! `context_paths:` (files in the first message), a step's own `max_turns:`, the run-time
+//! `context_paths:` (files in the first message), a step's own `max_turns:` (and the tool
+//! calls it allows), the run-time
 //! `prompt_file: { artifact, path }`, and the refusal of tools treadle cannot run yet.
 
 use crate::common;
@@ -205,6 +206,53 @@ jobs:
     // The agent's own limit of one model call cannot get there.
     let (run, _) = test_scripted(&yaml(""), replies()).await;
     assert_ne!(run.code(), 0, "{}", run.stdout());
+}
+
+/// A step given more than 256 turns may make more than 256 tool calls (the library's own
+/// bound on a turn's calls follows `max_turns`); with the default 30 turns the bound of 256
+/// calls still ends the step. The model makes 20 calls a request, 14 times, then answers.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_given_more_turns_than_256_may_make_more_tool_calls() {
+    let yaml = |step_turns: &str| {
+        format!(
+            r#"
+agents:
+- name: writer
+  tools: [write_file]
+jobs:
+- name: j
+  plan:
+  - agent: writer
+    {step_turns}
+    prompt: "Write 280 files, then say done."
+    assert: {{ stdout: done }}
+"#
+        )
+    };
+    let replies = || {
+        let batch = |i: usize| {
+            Reply::tool_calls((0..20).map(move |j| {
+                treadle_scripted::ToolCall::new(
+                    "write_file",
+                    json!({"path": format!("f{i}-{j}"), "content": "x"}),
+                )
+            }))
+        };
+        let mut replies: Vec<Reply> = (0..14).map(batch).collect();
+        replies.push(Reply::text("done"));
+        replies
+    };
+    let (run, bodies) = test_scripted(&yaml("max_turns: 300"), replies()).await;
+    passed(&run);
+    assert_eq!(bodies.len(), 15, "every call made, then the answer");
+    let (run, bodies) = test_scripted(&yaml(""), replies()).await;
+    assert_ne!(run.code(), 0, "{}", run.stdout());
+    assert!(
+        run.stdout().contains("limit of 256 tool calls"),
+        "{}",
+        run.stdout()
+    );
+    assert_eq!(bodies.len(), 13, "the 13th batch passes 256 calls");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,7 +7,8 @@
 //! * `--resume` restores the step's session: the model's request log shows no committed
 //!   step asked again (after the stop, no request carries fewer than two tool results),
 //!   the request in flight is asked once more and the run finishes;
-//! * the files the committed calls wrote are in the step's output, with the last one.
+//! * the files the committed calls wrote are in the step's output, with the last one, and
+//!   the resumed run's transcript shows each of the three calls once.
 
 use crate::common;
 
@@ -66,7 +67,11 @@ pub(crate) fn writer() -> Script {
 }
 
 fn spawn(f: &Fixture, url: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_treadle"))
+    spawn_bin(std::path::Path::new(env!("CARGO_BIN_EXE_treadle")), f, url)
+}
+
+fn spawn_bin(bin: &std::path::Path, f: &Fixture, url: &str) -> Child {
+    Command::new(bin)
         .arg("run")
         .current_dir(f.path())
         .env_remove("OPENAI_API_KEY")
@@ -118,6 +123,15 @@ async fn stopped_and_resumed(signal: &str) {
         out.contains("files:ABC"),
         "every file is in the output:\n{out}"
     );
+    // The resumed run's transcript shows what the step committed before the stop (read
+    // from its session's journal) and the call it made after, each once.
+    for file in ["out/a", "out/b", "out/c"] {
+        let calls = out
+            .lines()
+            .filter(|l| l.contains("→ write_file") && l.contains(file))
+            .count();
+        assert_eq!(calls, 1, "`{file}`'s call shown once:\n{out}");
+    }
     let after: Vec<usize> = server.requests()[before..]
         .iter()
         .map(|r| results(&r.body))
@@ -141,15 +155,19 @@ async fn an_agent_step_stopped_cleanly_goes_on_in_its_session_with_resume() {
 
 /// Figures for docs/benchmarks.md (`cargo test --test integration -- --ignored
 /// agent_resume::figures --nocapture`): an agent step with 250 committed model steps (a
-/// `write_file` call each) is killed while the model answers the 1,001st; the time from
-/// starting `treadle run --resume` to the model being asked again (restart to running), and
-/// the cost of the one synced write a step's session adds (its `step_sessions` row). 250,
-/// not the 1,000: a session's turn makes at most 256 tool calls
-/// (`max_tool_calls_per_turn`), which a pipeline cannot raise, and an agent step is one turn.
+/// `write_file` call each; its `max_turns` lets it make that many calls) is killed while the
+/// model answers the 251st; the time from starting `treadle run --resume` to the model
+/// being asked again (restart to running), and the cost of the one synced write a step's
+/// session adds (its `step_sessions` row). `TREADLE_FIGURES_BIN` measures another build of
+/// the binary (a release one) in the same scenario; the figures name the one measured.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a benchmark: prints figures"]
-async fn figures_restart_to_running_after_250_committed_steps() {
+async fn figures_restart_to_running_after_committed_steps() {
     const STEPS: usize = 250;
+    let bin = std::env::var_os("TREADLE_FIGURES_BIN").map_or_else(
+        || env!("CARGO_BIN_EXE_treadle").into(),
+        std::path::PathBuf::from,
+    );
     let mut blocked = false;
     let script = Script::from_fn(move |body| match results(body) {
         // Each call its own arguments: the session stops a model repeating one call.
@@ -170,28 +188,30 @@ async fn figures_restart_to_running_after_250_committed_steps() {
         STEPS + 10
     ));
     let first = std::time::Instant::now();
-    let mut child = spawn(&f, &url);
+    let mut child = spawn_bin(&bin, &f, &url);
     while server.request_count() < STEPS + 1 {
         assert!(
             child.try_wait().expect("try_wait").is_none(),
             "the run ended after {} requests",
             server.request_count()
         );
-        assert!(first.elapsed() < Duration::from_secs(900), "too slow");
+        assert!(first.elapsed() < Duration::from_secs(1800), "too slow");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let ran = first.elapsed();
     child.kill().expect("kill");
     let _ = child.wait();
     let t0 = std::time::Instant::now();
-    let mut resumed = Command::new(env!("CARGO_BIN_EXE_treadle"))
+    let said = f.path().join("resume.log");
+    let out = std::fs::File::create(&said).expect("log");
+    let mut resumed = Command::new(&bin)
         .args(["run", "--resume", "1"])
         .current_dir(f.path())
         .env_remove("OPENAI_API_KEY")
         .env("TREADLE_LOCAL_URL", &url)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out)
         .spawn()
         .expect("spawn the resume");
     assert!(
@@ -201,7 +221,11 @@ async fn figures_restart_to_running_after_250_committed_steps() {
     );
     let restart = t0.elapsed();
     let status = resumed.wait().expect("wait");
-    assert!(status.success());
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(&said).unwrap_or_default()
+    );
     assert_eq!(
         server.request_count(),
         STEPS + 2,
@@ -223,7 +247,8 @@ async fn figures_restart_to_running_after_250_committed_steps() {
     let note = t1.elapsed() / rounds as u32;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "{{\"committed_steps\": {STEPS}, \"first_run_to_step_ms\": {}, \"per_step_ms\": {:.2}, \"restart_to_running_ms\": {}, \"step_session_row_us\": {}, \"loadavg\": \"{}\"}}",
+        "{{\"binary\": \"{}\", \"committed_steps\": {STEPS}, \"first_run_to_step_ms\": {}, \"per_step_ms\": {:.2}, \"restart_to_running_ms\": {}, \"step_session_row_us\": {}, \"loadavg\": \"{}\"}}",
+        bin.display(),
         ran.as_millis(),
         ran.as_secs_f64() * 1000.0 / STEPS as f64,
         restart.as_millis(),

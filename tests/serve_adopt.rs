@@ -7,7 +7,7 @@
 //!   the run: same id, it succeeds, the model is asked nothing it had answered for a
 //!   committed step, the files are all there, and the event stream read from 0 has ids
 //!   1..=N with no gap and one start, beginning with the events a follower saw of the
-//!   run's start before the kill;
+//!   run's start before the kill, and each of the step's calls once;
 //! * `no_adopt_leaves_the_run_interrupted_and_resumable`: with `--no-adopt` the run stays as
 //!   it was, and the API, `treadle runs` through the server, and `treadle runs` alone say
 //!   "interrupted — resumable".
@@ -103,6 +103,17 @@ async fn a_killed_server_started_again_goes_on_with_its_run_under_the_same_id() 
     assert_eq!(text.matches("\"run_started\"").count(), 1, "{text}");
     assert!(text.contains("goes on with it"), "{text}");
     assert!(text.contains("files:ABC"), "every file was there: {text}");
+    // Each call once: those the killed server had shown but not synced are shown again
+    // from the step's session journal, those it had synced are not.
+    let calls: Vec<&str> = all
+        .iter()
+        .filter(|e| e.data.contains("\"what\":\"tool_call\""))
+        .map(|e| e.data.as_str())
+        .collect();
+    for file in ["out/a", "out/b", "out/c"] {
+        let n = calls.iter().filter(|d| d.contains(file)).count();
+        assert_eq!(n, 1, "`{file}`'s call in the stream once: {calls:#?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

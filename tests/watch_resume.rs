@@ -73,4 +73,11 @@ async fn a_watcher_killed_mid_agent_step_goes_on_with_that_build_first() {
         "the interrupted build went on first, asking nothing committed again"
     );
     assert!(second.said().contains("resuming run"), "{}", second.said());
+    // The resumed build succeeded: its task read every file, those the committed calls
+    // wrote before the kill among them (`cat out/a out/b out/c`).
+    assert!(
+        second.said().contains("`build` run 2 succeeded"),
+        "{}",
+        second.said()
+    );
 }

@@ -17,5 +17,6 @@ mod mcp;
 mod no_silent_loss;
 mod one_start_one_end;
 mod restore_exact;
+mod run_survives_restart;
 mod single_writer;
 mod two_writers;

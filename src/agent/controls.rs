@@ -165,6 +165,12 @@ pub struct StepControls {
     /// so that a resume restores that session. Sub-agents' and an escalation's sessions
     /// are not told. `None`: nobody keeps it.
     pub on_session: Option<SessionNoted>,
+    /// With [`StepControls::resume`], on a run going on where an earlier process stopped
+    /// (`crate::run`'s continued steps): the step's events the run's transcript already
+    /// shows, as `(what, data)`. What the restored session committed beyond them is shown
+    /// first (see `super::catch_up`). `None`: nothing is shown again (a worker's takeover,
+    /// whose events the server journaled as they came).
+    pub shown: Option<Arc<Vec<(String, serde_json::Value)>>>,
     /// The agent's command hooks (`hooks:`, with those of `defaults:`).
     pub hooks: super::hooks::StepHooks,
 }
@@ -299,6 +305,7 @@ pub fn from_pipeline(
         resume: None,
         fork: None,
         on_session: None,
+        shown: None,
         hooks: super::hooks::StepHooks::read(loaded, agent),
     })
 }

@@ -35,6 +35,8 @@
 //! * [`source_pick`]: the source an agent with `fallback:` starts a run on, when its
 //!   primary cannot be reached before the first step.
 //! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
+//! * `catch_up`: what a restored session committed that the run's transcript does not
+//!   show yet (its process stopped before that part was synced), shown before it goes on.
 //! * `hooks`: [`StepHooks`], the pipeline's command hooks (`hooks:`) made into
 //!   `treadle_hook::CommandHook`s that start confined, without keys, and report to the
 //!   transcript.
@@ -85,6 +87,7 @@
 //!   `| shellquote` in the template: a value is never run as code.
 
 mod budget;
+mod catch_up;
 pub mod cli;
 pub mod context_files;
 pub mod controls;

@@ -6,9 +6,12 @@
 //! results are cut to [`PREVIEW_BYTES`] for display; the full result is in the step's
 //! [`RecordedCall`](super::RecordedCall)s.
 
+use futures::StreamExt;
 use serde_json::{Value, json};
 use treadle_event::{DeltaKind, EventKind, Usage};
-use treadle_session::Subscription;
+use treadle_session::{CatchUpItem, Subscription};
+
+use super::catch_up::Shown;
 
 use super::cost::Cost;
 use super::record::parse_arguments;
@@ -154,17 +157,36 @@ impl AgentObserver for Quiet {
     fn on_event(&self, _event: AgentEvent) {}
 }
 
+/// Where a forwarder reads a session's events.
+pub(crate) enum Events {
+    /// A session started for the step: live.
+    Live(Subscription),
+    /// A restored session: its journal, then live, showing each committed event once
+    /// (see `super::catch_up`).
+    Restored(treadle_session::CatchUp, Shown),
+}
+
 /// Follows a session's events until the subscription ends, showing them to `observer`.
 /// Returns the model the endpoint last reported serving.
-pub(crate) async fn forward(
-    mut events: Subscription,
-    observer: &dyn AgentObserver,
-) -> Option<String> {
+pub(crate) async fn forward(events: Events, observer: &dyn AgentObserver) -> Option<String> {
+    let (mut events, mut shown) = match events {
+        Events::Live(live) => (live.map(|d| d.map(CatchUpItem::Event)).boxed(), None),
+        Events::Restored(read, shown) => (read.boxed(), Some(shown)),
+    };
     let mut line = LineBuffer::default();
     let mut served = None;
-    while let Some(delivery) = events.next_delivery().await {
+    while let Some(item) = events.next().await {
         // A lost subscription only costs display: the outcome is read from the history.
-        let Ok(delivery) = delivery else { break };
+        let Ok(item) = item else { break };
+        let delivery = match item {
+            CatchUpItem::Event(delivery) => delivery,
+            CatchUpItem::CaughtUp { .. } => {
+                if let Some(shown) = &mut shown {
+                    shown.caught_up();
+                }
+                continue;
+            }
+        };
         match &delivery.event.kind {
             EventKind::TokenDelta {
                 kind: DeltaKind::Text,
@@ -175,28 +197,52 @@ pub(crate) async fn forward(
                 line.push(text, observer);
             }
             EventKind::ToolCallStarted {
-                name, arguments, ..
+                call_id,
+                name,
+                arguments,
             } => {
                 line.flush(observer);
-                observer.on_event(AgentEvent::ToolCall {
+                let call = AgentEvent::ToolCall {
                     name: name.clone(),
                     arguments: parse_arguments(arguments),
-                });
+                };
+                if shown
+                    .as_mut()
+                    .is_none_or(|s| s.call_started(call_id, &call))
+                {
+                    observer.on_event(call);
+                }
             }
             EventKind::ToolCallCompleted {
+                call_id,
                 name,
                 content,
                 is_error,
-                ..
-            } => observer.on_event(AgentEvent::ToolResult {
-                name: name.clone(),
-                content: preview(content),
-                is_error: *is_error,
-            }),
+            } => {
+                let result = AgentEvent::ToolResult {
+                    name: name.clone(),
+                    content: preview(content),
+                    is_error: *is_error,
+                };
+                if shown
+                    .as_mut()
+                    .is_none_or(|s| s.call_completed(call_id, &result))
+                {
+                    observer.on_event(result);
+                }
+            }
             EventKind::StepDone { model, .. } => {
                 line.flush(observer);
+                if let Some(shown) = &mut shown {
+                    shown.committed(&delivery.event, observer);
+                }
                 if !model.is_empty() {
                     served = Some(model.clone());
+                }
+            }
+            EventKind::GateOpened { .. } => {
+                if let Some(shown) = &mut shown {
+                    shown.committed(&delivery.event, observer);
                 }
             }
             kind if kind.terminal().is_some() => line.flush(observer),
@@ -229,7 +275,7 @@ impl LineBuffer {
     }
 }
 
-fn preview(content: &str) -> String {
+pub(super) fn preview(content: &str) -> String {
     crate::tools::truncate(content.to_owned(), PREVIEW_BYTES, "")
 }
 

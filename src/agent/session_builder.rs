@@ -37,6 +37,17 @@ const PIPELINE_LIMITS: treadle_session::LimitNames = treadle_session::LimitNames
     call: "`limits: { model_call: 30m }` on the agent",
 };
 
+/// The library's own bound on one turn's tool calls (`max_tool_calls_per_turn`).
+const LIBRARY_TOOL_CALLS: u32 = 256;
+
+/// The most tool calls the step's turn may make. A pipeline bounds an agent step by
+/// `max_turns` (its model calls), as steps does; the library's bound of 256 tool calls a
+/// turn must not end a step that was given more turns than that sooner: such a step may
+/// make one call per turn it has (`max_turns: 0`, no limit, none).
+pub(crate) fn tool_call_limit(step: &AgentStep) -> u32 {
+    step.model_call_limit().max(LIBRARY_TOOL_CALLS)
+}
+
 /// The session of the step: its endpoint, model, key, tools, budget guard, command hooks
 /// and limits.
 pub(super) fn session_builder(
@@ -58,6 +69,7 @@ pub(super) fn session_builder(
         .tools(tools)
         .hooks(hooks)
         .max_steps(step.model_call_limit())
+        .max_tool_calls_per_turn(tool_call_limit(step))
         // Nobody watches a pipeline's agent step: a guard's question is denied
         // (approval_required), never left waiting, unless `permissions:` may ask, and
         // then the step's asker takes the question to a person. Questions (`ask_human`)

@@ -8,9 +8,10 @@ use treadle_event::{Block, EventFilter, LoopScope, Message, Usage};
 use treadle_session::inference::ToolChoice;
 use treadle_session::{RunError, Session, TurnReport};
 
+use super::catch_up::Shown;
 use super::context_files::Handed;
 use super::failover;
-use super::observe::{AgentEvent, AgentObserver, forward};
+use super::observe::{AgentEvent, AgentObserver, Events, forward};
 use super::record::calls_from_history;
 use super::spec::AgentStep;
 use super::typed_output;
@@ -31,7 +32,15 @@ pub(super) async fn converse(
         ephemeral: LoopScope::None,
         enduring: LoopScope::Only(vec![session.main_loop()]),
     }));
-    let events = session.subscribe(EventFilter::all());
+    // A restored session is followed from its journal: what it committed before this
+    // process (or before the subscription) is shown once, with the rest (`catch_up`).
+    let events = match &sources.step.controls.shown {
+        Some(before) if sources.step.controls.resume == Some(session.id()) => Events::Restored(
+            session.subscribe_from(0, EventFilter::all())?,
+            Shown::after(before.to_vec()),
+        ),
+        _ => Events::Live(session.subscribe(EventFilter::all())),
+    };
     // The forwarder ends when `drive` shuts the session down, which ends the subscription.
     let (turns, served) = tokio::join!(drive(session, sources), forward(events, sources.observer));
     Ok((turns?, served))

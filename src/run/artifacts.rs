@@ -272,6 +272,12 @@ impl Artifacts {
             .join(format!("{output}.{version}")))
     }
 
+    /// Removes every step directory of the run (once it ended well: none is gone on in).
+    pub fn discard_steps(&self) {
+        // Best effort: it only costs disk when they stay.
+        let _ = fs::remove_dir_all(self.root.join("steps"));
+    }
+
     /// Removes a step directory that is no longer needed.
     pub fn discard(&self, dir: &Path) {
         // Best effort: it only costs disk when it stays.

@@ -33,6 +33,39 @@ pub(crate) struct Unfinished {
     pub dir: PathBuf,
     /// The run it was left by.
     pub of: u64,
+    /// The step's events this run's transcript shows already, as `(what, data)`: those a
+    /// run going on under its own id had synced before its process stopped (none for a
+    /// new run, whose transcript then shows all the step committed).
+    pub shown: Arc<Vec<(String, serde_json::Value)>>,
+}
+
+/// The agent events of step `seq` that run `run`'s journal holds since the step last
+/// finished: what its transcript shows of the step's visit in progress, from every process
+/// that ran it (each says `step_started` again).
+fn shown_of_step(
+    db: &redb::Database,
+    run: u64,
+    seq: u32,
+) -> Result<Vec<(String, serde_json::Value)>, super::state::StateError> {
+    let events: Vec<serde_json::Value> = super::journal::read_after(db, run, 0)?
+        .iter()
+        .filter_map(|e| serde_json::from_str(&e.json).ok())
+        .filter(|e: &serde_json::Value| e["seq"] == seq)
+        .collect();
+    let since = events
+        .iter()
+        .rposition(|e| e["event"] == "step_finished")
+        .map_or(0, |at| at + 1);
+    Ok(events[since..]
+        .iter()
+        .filter(|e| e["event"] == "agent")
+        .map(|e| {
+            (
+                e["what"].as_str().unwrap_or_default().to_owned(),
+                e["data"].clone(),
+            )
+        })
+        .collect())
 }
 
 /// Whether a step's record in an earlier run says that run stopped while the step ran.
@@ -63,12 +96,19 @@ impl Ctx<'_> {
             return None;
         }
         let of = cache.recorded_from(entry.seq)?;
-        let (store, seq) = (self.store.clone(), entry.seq);
-        let steps = tokio::task::spawn_blocking(move || store.steps(of))
-            .await
-            .ok()?
-            .ok()?;
-        let record = steps.into_iter().find(|r| r.seq == seq)?;
+        let seq = entry.seq;
+        let record = match &self.left {
+            // This run's own records change as this process runs its steps.
+            Some(left) if of == self.run => left.iter().find(|r| r.seq == seq)?.clone(),
+            _ => {
+                let store = self.store.clone();
+                let steps = tokio::task::spawn_blocking(move || store.steps(of))
+                    .await
+                    .ok()?
+                    .ok()?;
+                steps.into_iter().find(|r| r.seq == seq)?
+            }
+        };
         left_unfinished(&record).then_some((of, record))
     }
 
@@ -124,36 +164,66 @@ impl Ctx<'_> {
             });
             return None;
         }
-        if !row.dir.is_dir() {
-            self.emit(Event::Notice {
-                run: self.run,
-                text: format!(
-                    "`{}`: the directory run {of} left it in is gone ({}): it starts a new conversation",
+        // Out of the way of the fresh directory the step is prepared in (the same path
+        // when the run goes on under its own id). A stash already there is the step's
+        // directory: a going-on stopped between setting it aside and taking it.
+        let stash = row.dir.with_extension("interrupted");
+        let (dir, set_aside) = (row.dir.clone(), stash.clone());
+        let placed = tokio::task::spawn_blocking(move || {
+            if set_aside.is_dir() {
+                Ok(true)
+            } else if dir.is_dir() {
+                std::fs::rename(&dir, &set_aside).map(|()| true)
+            } else {
+                Ok(false)
+            }
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r);
+        match placed {
+            Ok(true) => {}
+            Ok(false) => {
+                self.emit(Event::Notice {
+                    run: self.run,
+                    text: format!(
+                        "`{}`: the directory run {of} left it in is gone ({}): it starts a new conversation",
+                        entry.name,
+                        row.dir.display()
+                    ),
+                });
+                return None;
+            }
+            Err(e) => {
+                crate::console::tell!(
+                    "treadle: cannot set aside step `{}`'s directory {}: {e}; it starts a new conversation",
                     entry.name,
                     row.dir.display()
-                ),
-            });
-            return None;
+                );
+                return None;
+            }
         }
-        // Out of the way of the fresh directory the step is prepared in (the same path
-        // when the run goes on under its own id).
-        let stash = row.dir.with_extension("interrupted");
-        let moved = {
-            let (from, to) = (row.dir.clone(), stash.clone());
-            tokio::task::spawn_blocking(move || std::fs::rename(from, to)).await
+        let shown = if of == self.run {
+            let (db, run, seq) = (self.store.database(), self.run, entry.seq);
+            match tokio::task::spawn_blocking(move || shown_of_step(&db, run, seq)).await {
+                Ok(Ok(shown)) => shown,
+                Ok(Err(e)) => {
+                    crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
+                    Vec::new()
+                }
+                Err(e) => {
+                    crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
         };
-        if let Ok(Err(e)) | Err(e) = moved.map_err(std::io::Error::other) {
-            crate::console::tell!(
-                "treadle: cannot set aside step `{}`'s directory {}: {e}; it starts a new conversation",
-                entry.name,
-                row.dir.display()
-            );
-            return None;
-        }
         Some(Unfinished {
             session: row.session,
             dir: stash,
             of,
+            shown: Arc::new(shown),
         })
     }
 

@@ -223,6 +223,10 @@ pub(crate) struct Ctx<'a> {
     /// Where agent steps' questions for a person go instead of this process's mailbox (a
     /// worker's go to its server).
     pub questions: Option<super::ports::Questions>,
+    /// A run going on under its own id (adopted): its steps' records as its stopped
+    /// process left them, which say what that process left unfinished (`continued`); the
+    /// records themselves change as this process runs the steps.
+    pub left: Option<std::sync::Arc<Vec<StepRecord>>>,
 }
 
 /// One entry of the execution log: a leaf step (or a cell) that ran to its end.

@@ -108,21 +108,48 @@ impl RunJournal {
         self.run
     }
 
+    /// Whether it holds no event yet.
+    pub fn is_empty(&self) -> bool {
+        self.next.lock().is_ok_and(|next| *next == 1)
+    }
+
     /// Commits one event line (already masked) and then publishes it; returns its seq.
     pub fn record(&self, json: &str) -> Result<u64, StateError> {
+        // Not synced: the run's end (a durable commit) persists every event before it. A crash
+        // loses at most the tail, after which the run is recorded as running, which is true.
+        self.commit(json, redb::Durability::None, |_| Ok(()))
+    }
+
+    /// Commits one event line durably in one transaction with `also` (other writes to the
+    /// state file), then publishes it. The run's last event goes with the record of its
+    /// end: a run recorded as ended has its `run_finished` in its journal, and a crash
+    /// before that commit leaves neither (the run is then still running, and goes on).
+    pub fn record_with(
+        &self,
+        json: &str,
+        also: impl FnOnce(&redb::WriteTransaction) -> Result<(), StateError>,
+    ) -> Result<u64, StateError> {
+        self.commit(json, redb::Durability::Immediate, also)
+    }
+
+    fn commit(
+        &self,
+        json: &str,
+        durability: redb::Durability,
+        also: impl FnOnce(&redb::WriteTransaction) -> Result<(), StateError>,
+    ) -> Result<u64, StateError> {
         let mut next = self
             .next
             .lock()
             .map_err(|_| StateError::Db("the run journal's lock is poisoned".to_owned()))?;
         let seq = *next;
         let mut txn = self.db.begin_write().map_err(db_err)?;
-        // Not synced: the run's end (a durable commit) persists every event before it. A crash
-        // loses at most the tail, after which the run is recorded as running, which is true.
-        let _ = txn.set_durability(redb::Durability::None);
+        let _ = txn.set_durability(durability);
         txn.open_table(RUN_EVENTS)
             .map_err(db_err)?
             .insert((self.run, seq), json)
             .map_err(db_err)?;
+        also(&txn)?;
         txn.commit().map_err(db_err)?;
         *next = seq + 1;
         // No follower is not an error: the event is in the journal for later ones.

@@ -102,7 +102,12 @@ impl<'a> Ctx<'a> {
         });
         match collected {
             Ok(()) => {
-                self.artifacts.discard(dir);
+                // An agent step's directory stays until the run has ended: until its
+                // record says it succeeded (a durable write after this), a process stopped
+                // here goes on in its session, in that directory (`continued`).
+                if !matches!(step.kind(), Ok(crate::pipeline::StepKind::Agent(_))) {
+                    self.artifacts.discard(dir);
+                }
                 Done::ok()
             }
             Err(e @ ArtifactError::Io { .. }) => Done::errored(e.to_string()),
@@ -432,6 +437,7 @@ impl<'a> Ctx<'a> {
                 agent_step.prompt = prompt;
             }
         }
+        agent_step.controls.shown = left.as_ref().map(|l| l.shown.clone());
         agent_step.controls.on_session = Some(self.session_noter(entry, &dir));
         agent_step.controls.hooks.run = Some(self.run.to_string());
         agent_step.controls.hooks.job = Some(self.job.name.value.clone());

@@ -352,8 +352,18 @@ async fn go_on(
         start::link(&store, &cache, start, run_id).await;
     }
     let run_span = crate::telemetry::spans::run(run_id, &job_name, &pipeline_name);
+    let journal_was_empty = journal.is_empty();
     let transcript =
         Arc::new(Transcript::new(options.style, redactor(loaded)).with_journal(journal));
+    if adopted && journal_was_empty {
+        // The process stopped before its run's start reached the disk: it is said again,
+        // as the journal's first event (a follower saw it with this seq, if at all).
+        transcript.emit(&Event::RunStarted {
+            run: run_id,
+            job: job_name.clone(),
+            pipeline: pipeline_name.clone(),
+        });
+    }
     if adopted {
         transcript.emit(&Event::Notice {
             run: run_id,
@@ -387,6 +397,7 @@ async fn go_on(
         agents,
         run: run_id,
         root: options.cancel.clone(),
+        left: adopted.then(|| Arc::new(records.clone())),
         records: Mutex::new(records),
         tokens: AtomicU64::new(0),
         micro_usd: AtomicU64::new(0),
@@ -420,9 +431,16 @@ async fn go_on(
         done = exec::Done::errored(format!("cannot record the run: {e}"));
     }
     crate::telemetry::spans::record_status(&run_span, done.status.name());
-    end_run(&store, &transcript, run_id, started, done)
+    let report = end_run(&store, &transcript, run_id, started, done)
         .instrument(run_span)
-        .await
+        .await;
+    if matches!(&report, Ok(r) if r.status == Status::Succeeded) {
+        // The agent steps' directories, kept for a process that stops before their records
+        // are final; a run that ended well goes on nowhere.
+        let artifacts = ctx.artifacts.clone();
+        let _ = tokio::task::spawn_blocking(move || artifacts.discard_steps()).await;
+    }
+    report
 }
 
 /// Goes on with run `id`, which a process that stopped left running (`treadle serve` and
@@ -503,7 +521,7 @@ pub(crate) fn pending_records(
 /// Records how the run ended, shows it, and reports it.
 async fn end_run(
     store: &Arc<Store>,
-    transcript: &Transcript,
+    transcript: &Arc<Transcript>,
     run_id: u64,
     started: Instant,
     done: exec::Done,
@@ -516,28 +534,46 @@ async fn end_run(
     };
     let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let error = done.error.clone().map(|e| transcript.redactor().mask(&e));
-    let recorded = {
-        let (store, error) = (store.clone(), error.clone());
-        tokio::task::spawn_blocking(move || {
-            store
-                .end_run(run_id, status, took, error.clone())
-                .map_err(|e| {
-                    // The disk is full, or redb refuses writes after an I/O error: the end
-                    // goes to the lock file's reserved bytes, for the next open to record.
-                    let noted = store.note_end(run_id, status, took, error).is_ok();
-                    (e, noted)
-                })
-        })
-        .await
-    };
-    transcript.emit(&Event::RunFinished {
+    let finished = Event::RunFinished {
         run: run_id,
         status,
         duration_ms: took,
         error: error.clone(),
         asserts: done.asserts.clone(),
-    });
-    if let Ok(Err((source, noted))) = recorded {
+    };
+    // The end and `run_finished` in one durable commit: a restarted server would go on
+    // with a run whose end a crash lost, and would leave one ended without its last event.
+    let ended = {
+        let (transcript, end) = (transcript.clone(), error.clone());
+        tokio::task::spawn_blocking(move || {
+            transcript.emit_ending(&finished, move |txn| {
+                state::end_run_in(txn, run_id, status, took, end, None)
+            })
+        })
+        .await
+        .map_err(|e| StateError::Db(e.to_string()))
+        .and_then(|r| r)
+    };
+    let recorded = match ended {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            let (store, error) = (store.clone(), error.clone());
+            tokio::task::spawn_blocking(move || store.end_run(run_id, status, took, error))
+                .await
+                .map_err(|e| StateError::Db(e.to_string()))
+                .and_then(|r| r)
+        }
+        Err(e) => Err(e),
+    };
+    if let Err(source) = recorded {
+        // The disk is full, or redb refuses writes after an I/O error: the end goes to the
+        // lock file's reserved bytes, for the next open to record.
+        let (store, error) = (store.clone(), error.clone());
+        let noted = tokio::task::spawn_blocking(move || {
+            store.note_end(run_id, status, took, error).is_ok()
+        })
+        .await
+        .unwrap_or(false);
         return Err(RunError::EndNotRecorded {
             run: run_id,
             status: status.as_str(),

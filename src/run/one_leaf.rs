@@ -141,6 +141,7 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         remote: None,
         fence: req.fence.clone(),
         resume: req.resume,
+        left: None,
         questions: req.questions.clone(),
     };
     let done = ctx

@@ -507,38 +507,7 @@ impl Store {
         unrecorded: Option<&str>,
     ) -> Result<(), StateError> {
         let txn = self.db.begin_write()?;
-        {
-            let mut runs = txn.open_table(RUNS)?;
-            let mut rec: RunRecord = match runs.get(run)? {
-                Some(v) => decode(v.value())?,
-                None => return Err(StateError::NoRun(run)),
-            };
-            rec.status = status;
-            rec.duration_ms = Some(duration_ms);
-            rec.error = error;
-            runs.insert(run, encode(&rec)?.as_slice())?;
-            let mut steps = txn.open_table(STEPS)?;
-            let mut open = Vec::new();
-            for entry in steps.range((run, 0)..=(run, u32::MAX))? {
-                let (k, v) = entry?;
-                let mut s: StepRecord = decode(v.value())?;
-                match s.status {
-                    StepStatus::Pending => s.status = StepStatus::Skipped,
-                    StepStatus::Running => {
-                        s.status = StepStatus::Failed;
-                        s.error.get_or_insert_with(|| "interrupted".to_owned());
-                    }
-                    _ => continue,
-                }
-                if let Some(why) = unrecorded {
-                    s.error = Some(why.to_owned());
-                }
-                open.push((k.value(), s));
-            }
-            for (k, s) in open {
-                steps.insert(k, encode(&s)?.as_slice())?;
-            }
-        }
+        end_run_in(&txn, run, status, duration_ms, error, unrecorded)?;
         txn.commit()?;
         Ok(())
     }
@@ -624,6 +593,51 @@ pub(super) fn read_steps(
         out.push(decode(e?.1.value())?);
     }
     Ok(out)
+}
+
+/// [`Store::end_run`] in a transaction of the caller's (the one that journals the run's
+/// `run_finished` event with it, see `super::journal::RunJournal::record_with`).
+pub(crate) fn end_run_in(
+    txn: &redb::WriteTransaction,
+    run: u64,
+    status: RunStatus,
+    duration_ms: u64,
+    error: Option<String>,
+    unrecorded: Option<&str>,
+) -> Result<(), StateError> {
+    {
+        let mut runs = txn.open_table(RUNS)?;
+        let mut rec: RunRecord = match runs.get(run)? {
+            Some(v) => decode(v.value())?,
+            None => return Err(StateError::NoRun(run)),
+        };
+        rec.status = status;
+        rec.duration_ms = Some(duration_ms);
+        rec.error = error;
+        runs.insert(run, encode(&rec)?.as_slice())?;
+        let mut steps = txn.open_table(STEPS)?;
+        let mut open = Vec::new();
+        for entry in steps.range((run, 0)..=(run, u32::MAX))? {
+            let (k, v) = entry?;
+            let mut s: StepRecord = decode(v.value())?;
+            match s.status {
+                StepStatus::Pending => s.status = StepStatus::Skipped,
+                StepStatus::Running => {
+                    s.status = StepStatus::Failed;
+                    s.error.get_or_insert_with(|| "interrupted".to_owned());
+                }
+                _ => continue,
+            }
+            if let Some(why) = unrecorded {
+                s.error = Some(why.to_owned());
+            }
+            open.push((k.value(), s));
+        }
+        for (k, s) in open {
+            steps.insert(k, encode(&s)?.as_slice())?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

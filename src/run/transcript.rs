@@ -352,15 +352,42 @@ impl Transcript {
 
     /// Shows one event.
     pub fn emit(&self, event: &Event) {
-        let json = (self.style == Style::Json || self.journal.is_some() || self.sink.is_some())
-            .then(|| serde_json::to_string(event).ok())
-            .flatten()
-            .map(|line| self.redactor.mask(&line));
+        let json = self.json_of(event);
         if let Some(line) = &json {
             self.journal(line);
-            if let Some(sink) = &self.sink {
-                sink.event(line);
-            }
+        }
+        self.show(event, json);
+    }
+
+    /// Shows the run's last event, journaled durably in one transaction with `also` (the
+    /// record of the run's end, see [`RunJournal::record_with`]). Without a journal, `also`
+    /// is not run: `Ok(false)`.
+    pub fn emit_ending(
+        &self,
+        event: &Event,
+        also: impl FnOnce(&redb::WriteTransaction) -> Result<(), super::state::StateError>,
+    ) -> Result<bool, super::state::StateError> {
+        let json = self.json_of(event);
+        let recorded = match (&self.journal, &json) {
+            (Some(journal), Some(line)) => journal.record_with(line, also).map(|_| true),
+            _ => Ok(false),
+        };
+        self.show(event, json);
+        recorded
+    }
+
+    /// The event as its masked JSON line, when something takes lines.
+    fn json_of(&self, event: &Event) -> Option<String> {
+        (self.style == Style::Json || self.journal.is_some() || self.sink.is_some())
+            .then(|| serde_json::to_string(event).ok())
+            .flatten()
+            .map(|line| self.redactor.mask(&line))
+    }
+
+    /// Sends an event (journaled already, when it is) to the sink and the terminal.
+    fn show(&self, event: &Event, json: Option<String>) {
+        if let (Some(line), Some(sink)) = (&json, &self.sink) {
+            sink.event(line);
         }
         match self.style {
             Style::Json => {
