@@ -556,14 +556,15 @@ async fn end_run(
     };
     let recorded = match ended {
         Ok(true) => Ok(()),
-        Ok(false) => {
+        // No run journal here, or its commit failed (a full disk): the store records the
+        // end alone, and its error says why it cannot (the journal's is redb's own text).
+        Ok(false) | Err(_) => {
             let (store, error) = (store.clone(), error.clone());
             tokio::task::spawn_blocking(move || store.end_run(run_id, status, took, error))
                 .await
                 .map_err(|e| StateError::Db(e.to_string()))
                 .and_then(|r| r)
         }
-        Err(e) => Err(e),
     };
     if let Err(source) = recorded {
         // The disk is full, or redb refuses writes after an I/O error: the end goes to the
