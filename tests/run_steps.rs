@@ -66,9 +66,15 @@ fn in_parallel_runs_together_and_fail_fast_interrupts() {
     run.expect_code(1);
     // Not interrupted, the run would have waited for the slow branch and recorded it succeeded.
     let steps = f.treadle(&["runs", "--steps", "1"]).stdout();
-    let slow = steps.lines().find(|l| l.contains("slow")).unwrap_or_default();
+    let slow = steps
+        .lines()
+        .find(|l| l.contains("slow"))
+        .unwrap_or_default();
     assert!(!slow.contains("succeeded"), "{steps}");
-    assert!(!slow_done.exists(), "fail_fast did not interrupt the slow branch");
+    assert!(
+        !slow_done.exists(),
+        "fail_fast did not interrupt the slow branch"
+    );
 
     // limit: 1 runs them one after the other: each branch logs its start and end, and no start
     // comes between another branch's start and end.
