@@ -337,8 +337,11 @@ async fn a_dollar_budget_stops_the_cli() {
     let Some(bin) = claude("a_dollar_budget_stops_the_cli") else {
         return;
     };
-    // One answer whose output tokens cost far more than the budget: the CLI stops before
-    // running the write it asked for.
+    // One answer whose output tokens cost far more than the budget: the CLI makes no further
+    // model call and the step fails as over budget. Whether claude runs the tool calls of
+    // the answer that crossed the budget is its own race (its check is before the next
+    // call; at load 9 it ran the write 1 time in 6), so that is not asserted: docs/agents.md
+    // says so.
     let server = scripted([
         Reply::tool_call(
             "Write",
@@ -369,10 +372,6 @@ async fn a_dollar_budget_stops_the_cli() {
             .iter()
             .map(|r| (&r.path, &r.body["model"], r.body["messages"].to_string()))
             .collect::<Vec<_>>()
-    );
-    assert!(
-        !walk(f.path()).iter().any(|p| p.ends_with("big.txt")),
-        "the write ran after the budget was spent"
     );
 }
 
