@@ -25,12 +25,24 @@ struct SleepArgs {
     #[serde(default)]
     #[allow(dead_code)]
     path: Option<String>,
+    /// Before sleeping, wait until this many calls run at once, or until `of` calls have
+    /// started: a rendezvous, so that overlap is proved without relying on timing.
+    #[serde(default)]
+    together: Option<usize>,
+    /// How many calls of the batch there are (see `together`).
+    #[serde(default)]
+    of: Option<usize>,
 }
+
+/// How long a call waits for its rendezvous before it goes on alone (and the test's
+/// overlap assertion then fails).
+const RENDEZVOUS: Duration = Duration::from_secs(5);
 
 /// Watches how many calls run at once and in what order they start and end.
 #[derive(Default, Clone)]
 struct Probe {
     running: Arc<AtomicUsize>,
+    started: Arc<AtomicUsize>,
     peak: Arc<AtomicUsize>,
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -38,8 +50,24 @@ struct Probe {
 impl Probe {
     fn enter(&self, label: &str) {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.started.fetch_add(1, Ordering::SeqCst);
         self.peak.fetch_max(now, Ordering::SeqCst);
         self.push(format!("start {label}"));
+    }
+
+    /// Waits until `together` calls run at once or `of` calls have started (each unset one
+    /// never holds), for at most [`RENDEZVOUS`].
+    async fn rendezvous(&self, together: Option<usize>, of: Option<usize>) {
+        let Some(together) = together else {
+            return;
+        };
+        let began = Instant::now();
+        while self.running.load(Ordering::SeqCst) < together
+            && of.is_none_or(|of| self.started.load(Ordering::SeqCst) < of)
+            && began.elapsed() < RENDEZVOUS
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     fn leave(&self, label: &str) {
@@ -96,6 +124,7 @@ impl Probe {
                 let probe = probe.clone();
                 Box::pin(async move {
                     probe.enter(&a.label);
+                    probe.rendezvous(a.together, a.of).await;
                     tokio::time::sleep(Duration::from_millis(a.ms)).await;
                     probe.leave(&a.label);
                     Ok::<_, ToolError>(a.label)
@@ -275,8 +304,16 @@ async fn calls_run_in_parallel_up_to_the_limit_and_results_keep_call_order() {
     for (limit, expected_peak) in [(None, 8), (Some(3), 3)] {
         let probe = Probe::default();
         // Later calls sleep less, so they finish first; the results must still be in order.
+        // Each call waits until as many run as the limit allows (or all have started), so
+        // the peak is reached however slowly the machine starts them.
+        let together = limit.unwrap_or(8);
         let calls: Vec<ToolCall> = (0..8)
-            .map(|i| sleep_call("sleep", 40 - 4 * i, &format!("c{i}")))
+            .map(|i| {
+                ToolCall::new(
+                    "sleep",
+                    json!({ "ms": 40 - 4 * i, "label": format!("c{i}"), "together": together, "of": 8 }),
+                )
+            })
             .collect();
         let server = common::server(vec![Reply::tool_calls(calls), Reply::text("done")]).await;
         let dir = tempfile::tempdir().expect("dir");
@@ -303,10 +340,15 @@ async fn a_tool_touching_everything_runs_alone_and_same_writes_run_in_call_order
     let probe = Probe::default();
     let server = common::server(vec![
         Reply::tool_calls([
-            sleep_call("sleep", 20, "p1"),
-            sleep_call("sleep", 20, "p2"),
+            // p1 and p2 each wait for the other; w1 waits for w3, the one call that may run
+            // beside it.
+            ToolCall::new("sleep", json!({ "ms": 20, "label": "p1", "together": 2 })),
+            ToolCall::new("sleep", json!({ "ms": 20, "label": "p2", "together": 2 })),
             sleep_call("seq", 5, "s"),
-            ToolCall::new("write", json!({ "ms": 20, "label": "w1", "path": "a.md" })),
+            ToolCall::new(
+                "write",
+                json!({ "ms": 20, "label": "w1", "path": "a.md", "together": 2 }),
+            ),
             ToolCall::new("write", json!({ "ms": 1, "label": "w2", "path": "a.md" })),
             ToolCall::new("write", json!({ "ms": 1, "label": "w3", "path": "b.md" })),
         ]),
@@ -393,7 +435,12 @@ async fn a_read_and_a_write_of_one_place_run_in_call_order_and_reads_share() {
     let at = |ms: u64, label: &str, path: &str| json!({ "ms": ms, "label": label, "path": path });
     let server = common::server(vec![
         Reply::tool_calls([
-            ToolCall::new("read", at(30, "r1", "a.md")),
+            // r1 waits until three calls have started (r2 and `other` can, w and r3 cannot
+            // before r1 ends), so the overlap is proved without relying on timing.
+            ToolCall::new(
+                "read",
+                json!({ "ms": 30, "label": "r1", "path": "a.md", "together": 5, "of": 3 }),
+            ),
             ToolCall::new("read", at(1, "r2", "a.md")),
             ToolCall::new("write", at(20, "w", "a.md")),
             ToolCall::new("read", at(1, "r3", "a.md")),
