@@ -73,6 +73,7 @@ async fn every_route_but_health_and_the_page_needs_the_token() {
             "/",
             "/p/{pipeline}",
             "/runs/{id}",
+            "/compare/{a}/{b}",
             "/approvals",
             "/assets/{name}"
         ]

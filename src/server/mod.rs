@@ -13,6 +13,7 @@
 //! * `guard.rs`: the token and the cross-site check in front of every route;
 //! * `api.rs`: health, pipelines, plans, runs (list, show, cancel);
 //! * `start.rs`: starting a run in the server;
+//! * `fork.rs`: forking a finished run in the server, and the turns of a step a fork can start from;
 //! * `api_vars.rs`: the vars of a run started over the API, filled in as data;
 //! * `approvals.rs`: listing and answering approvals;
 //! * `receipt.rs`: what a step's cache key is made of;
@@ -32,6 +33,7 @@ pub mod client;
 pub mod discovery;
 pub mod error;
 pub mod folder;
+pub mod fork;
 mod guard;
 pub mod hosts;
 pub mod listen;

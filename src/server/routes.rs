@@ -72,6 +72,18 @@ pub static ROUTES: &[Route] = &[
         endpoint: || post(super::api::cancel),
     },
     Route {
+        path: "/api/v1/runs/{id}/fork",
+        methods: &["POST"],
+        access: Access::Token,
+        endpoint: || post(super::fork::fork),
+    },
+    Route {
+        path: "/api/v1/runs/{id}/steps/{seq}/turns",
+        methods: &["GET"],
+        access: Access::Token,
+        endpoint: || get(super::fork::turns),
+    },
+    Route {
         path: "/api/v1/runs/{id}/events",
         methods: &["GET"],
         access: Access::Token,
@@ -115,6 +127,12 @@ pub static ROUTES: &[Route] = &[
     },
     Route {
         path: "/runs/{id}",
+        methods: &["GET"],
+        access: Access::Open,
+        endpoint: || get(crate::web::shell),
+    },
+    Route {
+        path: "/compare/{a}/{b}",
         methods: &["GET"],
         access: Access::Open,
         endpoint: || get(crate::web::shell),

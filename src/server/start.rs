@@ -58,12 +58,7 @@ pub async fn start(
     State(app): State<Arc<App>>,
     Json(req): Json<StartRequest>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    let trigger = req.trigger.clone().unwrap_or_else(|| "api".to_owned());
-    if !["cli", "web", "api"].contains(&trigger.as_str()) {
-        return Err(ApiError::BadRequest(format!(
-            "trigger `{trigger}`: expected `cli`, `web` or `api`"
-        )));
-    }
+    let trigger = trigger_of(req.trigger.clone())?;
     let vars = vars_of(&req.vars)?;
     let served = app
         .file(&req.pipeline)
@@ -82,28 +77,53 @@ pub async fn start(
     loaded
         .job(req.job.as_deref())
         .map_err(|e| ApiError::Unprocessable(e.to_string()))?;
+    let start = match req.rerun {
+        Some(step) => crate::cache::Start::Rerun(step),
+        None => crate::cache::Start::Fresh,
+    };
+    let id = begin(&app, loaded, req.job, remote, start, trigger).await?;
+    Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))))
+}
+
+/// Who starts a run, as a request names it: `cli`, `web` or `api` (the default).
+pub(super) fn trigger_of(given: Option<String>) -> Result<String, ApiError> {
+    let trigger = given.unwrap_or_else(|| "api".to_owned());
+    if !["cli", "web", "api"].contains(&trigger.as_str()) {
+        return Err(ApiError::BadRequest(format!(
+            "trigger `{trigger}`: expected `cli`, `web` or `api`"
+        )));
+    }
+    Ok(trigger)
+}
+
+/// Starts `loaded`'s `job` in this process as `start` says, records who started it, and
+/// answers its id once it has begun (or why it could not).
+pub(super) async fn begin(
+    app: &Arc<App>,
+    loaded: crate::pipeline::Loaded,
+    job: Option<String>,
+    remote: Option<Arc<dyn crate::run::exec::RemoteSteps>>,
+    start: crate::cache::Start,
+    trigger: String,
+) -> Result<u64, ApiError> {
     let (tx, rx) = oneshot::channel();
     let begun: Begun = Arc::new(Mutex::new(Some(tx)));
     let options = RunOptions {
-        job: req.job,
+        job,
         style: Style::Quiet,
         state: None,
         cancel: app.shutdown.child_token(),
         versions: Default::default(),
     };
-    let how = match req.rerun {
-        Some(step) => How::Start(crate::cache::Start::Rerun(step)),
-        None => How::Start(crate::cache::Start::Fresh),
-    };
-    launch(&app, loaded, options, remote, how, begun);
+    launch(app, loaded, options, remote, How::Start(start), begun);
     let id = rx
         .await
         .map_err(|_| ApiError::Internal("the run ended before it began".to_owned()))??;
-    blocking(&app, move |store| {
+    blocking(app, move |store| {
         Ok(triggers::set(&store.database(), id, &trigger)?)
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))))
+    Ok(id)
 }
 
 /// How a launched run starts: a new run (fresh, or with `--rerun`), or going on with a run
@@ -205,18 +225,8 @@ pub async fn adopt_all(app: &Arc<App>) {
 
 /// Goes on with `run` here, once its pipeline loads.
 async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(), ApiError> {
-    let served = app
-        .files
-        .files()
-        .into_iter()
-        .find(|f| f.file.display().to_string() == run.pipeline)
-        .ok_or_else(|| {
-            ApiError::Unprocessable(format!("its pipeline {} is not served", run.pipeline))
-        })?;
-    let remote: Option<Arc<dyn crate::run::exec::RemoteSteps>> = match &app.dispatcher {
-        Some(d) => Some(d.for_run(source_of(&served.file)?)),
-        None => None,
-    };
+    let served = served_of(app, run)?;
+    let remote = remote_of(app, &served.file)?;
     let loaded = super::api::load(
         served.file.clone(),
         Some(run.job.clone()),
@@ -242,6 +252,31 @@ async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(),
     rx.await
         .map_err(|_| ApiError::Internal("the run ended before it went on".to_owned()))?
         .map(|_| ())
+}
+
+/// The served file `run` was made from: the run's record names the file as it was given.
+pub(super) fn served_of(
+    app: &App,
+    run: &crate::run::state::RunRecord,
+) -> Result<super::app::ServedFile, ApiError> {
+    app.files
+        .files()
+        .into_iter()
+        .find(|f| f.file.display().to_string() == run.pipeline)
+        .ok_or_else(|| {
+            ApiError::Unprocessable(format!("its pipeline {} is not served", run.pipeline))
+        })
+}
+
+/// Where the steps of a run of `file` run: on `treadle worker` processes (`--nats`), or here.
+pub(super) fn remote_of(
+    app: &App,
+    file: &std::path::Path,
+) -> Result<Option<Arc<dyn crate::run::exec::RemoteSteps>>, ApiError> {
+    Ok(match &app.dispatcher {
+        Some(d) => Some(d.for_run(source_of(file)?)),
+        None => None,
+    })
 }
 
 /// The pipeline's text, as its workers load it (`--nats`).

@@ -27,6 +27,8 @@
 //! * `assets/steps.js`: one step's row and details (output, conversation).
 //! * `assets/approvals.js`: pending approvals with their buttons, and decided ones.
 //! * `assets/form.js`: a question's answer form, generated from its JSON Schema.
+//! * `assets/fork.js`: a finished agent step's "fork from here", and a fork's link to its parent.
+//! * `assets/compare.js`: two runs side by side (`/compare/{a}/{b}`).
 
 use axum::Router;
 use axum::extract::Path;
@@ -77,6 +79,8 @@ const ASSETS: &[Asset] = &[
     script!("steps.js"),
     script!("approvals.js"),
     script!("form.js"),
+    script!("fork.js"),
+    script!("compare.js"),
 ];
 
 const INDEX: &str = include_str!("assets/index.html");
@@ -89,11 +93,12 @@ pub fn router() -> Router {
         .route("/p/{pipeline}", get(shell))
         .route("/runs/{id}", get(shell))
         .route("/approvals", get(shell))
+        .route("/compare/{a}/{b}", get(shell))
         .route("/assets/{name}", get(asset))
 }
 
-/// The page's routes `/` (runs of every pipeline), `/p/{pipeline}`, `/runs/{id}` and
-/// `/approvals` answer with the same shell, which routes in the browser.
+/// The page's routes `/` (runs of every pipeline), `/p/{pipeline}`, `/runs/{id}`,
+/// `/compare/{a}/{b}` and `/approvals` answer with the same shell, which routes in the browser.
 pub async fn shell() -> Response {
     respond("text/html; charset=utf-8", INDEX)
 }

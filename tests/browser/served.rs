@@ -44,15 +44,27 @@ impl Page {
         delay: Duration,
         token: Option<&str>,
     ) -> Option<Self> {
+        let script = (!replies.is_empty()).then(|| Script::new(replies));
+        Self::serve(test, yaml, script, delay, token)
+    }
+
+    /// `treadle serve` on `yaml`, its agents answered by `script`, and a browser.
+    pub fn start_script(test: &str, yaml: &str, script: Script) -> Option<Self> {
+        Self::serve(test, yaml, Some(script), Duration::ZERO, None)
+    }
+
+    fn serve(
+        test: &str,
+        yaml: &str,
+        script: Option<Script>,
+        delay: Duration,
+        token: Option<&str>,
+    ) -> Option<Self> {
         let b = Browser::start(test)?;
         let rt = tokio::runtime::Runtime::new().expect("runtime");
-        let model = (!replies.is_empty()).then(|| {
-            rt.block_on(
-                ScriptedServer::builder()
-                    .chunk_delay(delay)
-                    .start(Script::new(replies)),
-            )
-            .expect("scripted server")
+        let model = script.map(|script| {
+            rt.block_on(ScriptedServer::builder().chunk_delay(delay).start(script))
+                .expect("scripted server")
         });
         let fixture = Fixture::new(yaml);
         let mut env: Vec<(&str, &str)> = model

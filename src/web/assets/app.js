@@ -1,10 +1,11 @@
-// The page's entry: picks the view from the address (/, /p/NAME, /runs/ID, /approvals)
-// and shows errors in place instead of a blank page.
+// The page's entry: picks the view from the address (/, /p/NAME, /runs/ID, /approvals,
+// /compare/A/B) and shows errors in place instead of a blank page.
 
 import { h, replace } from "./dom.js";
 import { showRuns } from "./runs.js";
 import { showRun } from "./run.js";
 import { showApprovals } from "./approvals.js";
+import { showCompare } from "./compare.js";
 
 const main = document.getElementById("main");
 const conn = document.getElementById("conn");
@@ -19,6 +20,7 @@ async function route() {
   if ((m = /^\/runs\/(\d+)\/?$/.exec(path))) return showRun(main, Number(m[1]), setConn);
   if ((m = /^\/p\/([^/]+)\/?$/.exec(path))) return showRuns(main, decodeURIComponent(m[1]));
   if (/^\/approvals\/?$/.test(path)) return showApprovals(main);
+  if ((m = /^\/compare\/(\d+)\/(\d+)\/?$/.exec(path))) return showCompare(main, Number(m[1]), Number(m[2]));
   return showRuns(main, null);
 }
 

@@ -9,6 +9,7 @@
 import { h, append, replace, badge, duration, spent, tokens } from "./dom.js";
 import { get, post, follow } from "./api.js";
 import { newStep, createView, paint, addAgentEvent, isFolded } from "./steps.js";
+import { forkNote } from "./fork.js";
 
 const TITLE_MARK = { running: "◐", succeeded: "✓", failed: "✗", errored: "✗", aborted: "✗" };
 
@@ -138,6 +139,7 @@ class RunPage {
         h("span", null, tokens(r.tokens) || "no tokens"),
         h("span", { class: "run-cost" }, spent(r)),
         h("span", null, `trigger: ${r.trigger}`)),
+      forkNote(r),
       controls);
     document.title = `${TITLE_MARK[r.status] || ""} run #${r.id} · ${r.pipeline}`.trim();
   }

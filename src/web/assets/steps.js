@@ -5,6 +5,7 @@ import { h, append, replace, duration, cost, tokens } from "./dom.js";
 import { render as markdown } from "./markdown.js";
 import { payload } from "./json.js";
 import { questionForm } from "./form.js";
+import { forkBox } from "./fork.js";
 
 const BLOCK_KINDS = new Set(["do", "in_parallel", "try", "across", "race", "ensemble"]);
 
@@ -174,7 +175,8 @@ function usageTokens(step) {
 function paintBody(step, runId) {
   const d = step.data;
   // Rebuilt only when something in it changed, so a button is never replaced under the pointer.
-  const key = JSON.stringify([step.rev, d.error, d.verdict, d.exit_code, d.output_tail, d.kind, step.approval]);
+  const runEnded = step.view.actions.canRerun();
+  const key = JSON.stringify([step.rev, d.error, d.verdict, d.exit_code, d.output_tail, d.kind, step.approval, runEnded]);
   if (key === step.view.bodyKey) return;
   step.view.bodyKey = key;
   const parts = [];
@@ -192,6 +194,7 @@ function paintBody(step, runId) {
     parts.push(h("div", { class: "convo" }, conversation(step.convo),
       step.live ? h("div", { class: "live" }, step.live) : null));
   }
+  parts.push(forkBox(step, runId, runEnded));
   replace(step.view.body, parts);
 }
 

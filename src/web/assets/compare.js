@@ -1,0 +1,174 @@
+// Two runs side by side (/compare/A/B): their totals, each step's status, verdict,
+// duration, tokens and cost, and each agent step's tool calls aligned by their order in the
+// step. A fork's page links here against its parent.
+//
+// The steps come from GET /runs/{id}; the tool calls from each run's event stream, read
+// from its start (a finished run's stream ends once it has caught up, a running one's
+// goes on, and the page follows it). Rows that differ are marked.
+
+import { h, replace, badge, duration, spent, tokens, cost } from "./dom.js";
+import { get, follow } from "./api.js";
+
+export async function showCompare(main, a, b) {
+  const page = new ComparePage(main, [a, b]);
+  await page.load();
+  return page;
+}
+
+class ComparePage {
+  constructor(main, ids) {
+    this.main = main;
+    this.ids = ids;
+    this.calls = ids.map(() => new Map()); // seq -> [{name, arguments, is_error}]
+    this.ended = ids.map(() => false);
+    this.frame = 0;
+  }
+
+  async load() {
+    this.runs = await Promise.all(this.ids.map((id) => get(`/runs/${id}`)));
+    this.paint();
+    this.ids.forEach((id, side) => this.listen(id, side));
+  }
+
+  listen(id, side) {
+    const stream = follow(id, {
+      event: (kind, e) => {
+        if (kind === "agent") this.onAgent(side, e);
+      },
+      end: () => {
+        stream.close();
+        this.ended[side] = true;
+        // The totals are final once the run has ended.
+        get(`/runs/${id}`).then((run) => {
+          this.runs[side] = run;
+        }).catch(() => {}).finally(() => {
+          this.schedule();
+          if (this.ended.every(Boolean)) document.body.dataset.compare = "ready";
+        });
+      },
+    });
+  }
+
+  /** A tool call of the step's own agent (a sub-agent's calls are its own). */
+  onAgent(side, e) {
+    const data = e.data && typeof e.data === "object" ? e.data : {};
+    if (typeof data.agent === "string" && data.agent !== "") return;
+    const list = this.calls[side].get(e.seq) ?? [];
+    this.calls[side].set(e.seq, list);
+    if (e.what === "tool_call") {
+      list.push({ name: data.name ?? "?", arguments: data.arguments, is_error: false });
+    } else if (e.what === "tool_result") {
+      const call = list.findLast((c) => c.name === data.name && c.result === undefined);
+      if (call) Object.assign(call, { result: true, is_error: !!data.is_error });
+    } else return;
+    this.schedule();
+  }
+
+  schedule() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.paint();
+    });
+  }
+
+  paint() {
+    const [ra, rb] = this.runs;
+    document.title = `run #${ra.id} ⇄ run #${rb.id}`;
+    replace(this.main,
+      h("h1", null, `Run #${ra.id} ⇄ run #${rb.id}`),
+      totals(this.runs),
+      h("h2", null, "Steps"),
+      this.stepsTable());
+  }
+
+  stepsTable() {
+    const sides = this.runs.map((r) => flatten(r.steps));
+    const paths = [...new Set(sides.flatMap((s) => [...s.keys()]))];
+    const rows = [];
+    for (const path of paths) {
+      const [sa, sb] = sides.map((s) => s.get(path));
+      const any = sa || sb;
+      const differs = !sa || !sb || sa.status !== sb.status || (sa.verdict ?? null) !== (sb.verdict ?? null);
+      rows.push(h("tr", { class: `step-row${differs ? " differs" : ""}`, dataset: { path } },
+        h("td", { class: "step-name" },
+          h("span", { class: "indent" }, "  ".repeat(any.depth)),
+          h("span", { class: "kind" }, any.kind), " ", h("strong", null, any.name)),
+        stepCell(sa, "side-a"), stepCell(sb, "side-b")));
+      if (any.kind === "agent") {
+        const calls = [sa, sb].map((s, i) => (s ? this.calls[i].get(s.seq) : null) ?? []);
+        rows.push(h("tr", { class: "calls-row", dataset: { path } },
+          h("td", { colspan: "3" }, callsTable(calls, this.ended))));
+      }
+    }
+    return h("table", { class: "compare-steps" },
+      h("thead", null, h("tr", null, h("th", null, "step"),
+        h("th", null, h("a", { href: `/runs/${this.runs[0].id}` }, `run #${this.runs[0].id}`)),
+        h("th", null, h("a", { href: `/runs/${this.runs[1].id}` }, `run #${this.runs[1].id}`)))),
+      h("tbody", null, rows));
+  }
+}
+
+/** The two runs' facts, one row per fact. */
+function totals(runs) {
+  const row = (label, f, cls) => h("tr", { class: cls },
+    h("th", null, label), runs.map((r, i) => h("td", { class: i ? "side-b" : "side-a" }, f(r))));
+  return h("table", { class: "compare-totals" },
+    row("run", (r) => h("a", { href: `/runs/${r.id}` }, `#${r.id}`), "t-run"),
+    row("pipeline / job", (r) => `${r.pipeline} / ${r.job}`, "t-job"),
+    row("status", (r) => badge(r.status), "t-status"),
+    row("forked from", (r) => (r.forked_from ? `run #${r.forked_from.run} at ${r.forked_from.at}` : "–"), "t-fork"),
+    row("duration", (r) => duration(r.duration_ms) || "running", "t-duration"),
+    row("tokens", (r) => tokens(r.tokens) || "no tokens", "t-tokens"),
+    row("cost", (r) => spent(r), "t-cost"),
+    row("trigger", (r) => r.trigger, "t-trigger"));
+}
+
+/** path -> {seq, name, kind, status, verdict, ..., depth}, in plan order. */
+function flatten(nodes) {
+  const out = new Map();
+  const walk = (list, depth) => {
+    for (const n of list || []) {
+      out.set(n.path, { ...n, depth });
+      walk(n.children, depth + 1);
+    }
+  };
+  walk(nodes, 0);
+  return out;
+}
+
+function stepCell(s, cls) {
+  if (!s) return h("td", { class: `${cls} absent` }, "not in this run");
+  const meta = [duration(s.duration_ms), tokens(s.tokens)];
+  if (s.kind === "agent") meta.push(cost(s.cost_usd));
+  return h("td", { class: cls },
+    badge(s.status),
+    s.cached ? h("span", { class: "cached-label" }, ` cached${s.from_run ? ` from #${s.from_run}` : ""}`) : null,
+    s.verdict ? h("span", { class: "verdict" }, " verdict: ", h("strong", null, s.verdict)) : null,
+    h("div", { class: "meta" }, meta.filter(Boolean).join(" · ")));
+}
+
+/** The calls of one agent step in both runs, the Nth beside the Nth. */
+function callsTable(calls, ended) {
+  const n = Math.max(calls[0].length, calls[1].length);
+  if (n === 0) {
+    const text = ended.every(Boolean) ? "no tool calls" : "reading the transcripts…";
+    return h("div", { class: "muted calls-none" }, text);
+  }
+  const rows = [];
+  for (let i = 0; i < n; i++) {
+    const [ca, cb] = calls.map((c) => c[i]);
+    const same = ca && cb && ca.name === cb.name && JSON.stringify(ca.arguments) === JSON.stringify(cb.arguments);
+    rows.push(h("tr", { class: `call-row${same ? "" : " differs"}`, dataset: { index: i + 1 } },
+      h("td", { class: "call-n" }, `#${i + 1}`), callCell(ca, "call-a"), callCell(cb, "call-b")));
+  }
+  return h("table", { class: "compare-calls" }, rows);
+}
+
+function callCell(c, cls) {
+  if (!c) return h("td", { class: `${cls} absent` }, "–");
+  let args = c.arguments === undefined ? "" : JSON.stringify(c.arguments);
+  if (args.length > 160) args = `${args.slice(0, 157)}…`;
+  return h("td", { class: `${cls}${c.is_error ? " call-error" : ""}` },
+    h("span", { class: "tool" }, c.name), " ", h("code", null, args));
+}
