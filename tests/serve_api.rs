@@ -11,7 +11,8 @@ const QUICK: &str = "jobs:\n  - name: main\n    plan:\n      - task: hello\n    
 
 const SLOW: &str = "jobs:\n  - name: main\n    plan:\n      - task: nap\n        run: sleep 30\n";
 
-async fn wait_ended(s: &Server, id: u64) -> Value {
+/// The run, once it has ended (the fork tests wait with it too).
+pub(crate) async fn wait_ended(s: &Server, id: u64) -> Value {
     let started = std::time::Instant::now();
     loop {
         let (_, run) = get(s, &format!("/api/v1/runs/{id}")).await;

@@ -5,6 +5,7 @@
 //! are as they were.
 
 use crate::common;
+use crate::serve_api::wait_ended;
 
 use common::Fixture;
 use common::server::{Server, get, post};
@@ -43,19 +44,6 @@ pub fn review_script() -> Script {
     })
 }
 
-/// The run, once it has ended.
-async fn wait_ended(s: &Server, id: u64) -> Value {
-    let started = std::time::Instant::now();
-    loop {
-        let (_, run) = get(s, &format!("/api/v1/runs/{id}")).await;
-        if run["status"] != "running" {
-            return run;
-        }
-        assert!(started.elapsed().as_secs() < 60, "run {id} never ended");
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-}
-
 /// The run's journaled events as the API streams them once it has ended.
 async fn events(s: &Server, id: u64) -> String {
     common::http()
@@ -68,8 +56,9 @@ async fn events(s: &Server, id: u64) -> String {
         .expect("events body")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_finished_review_is_forked_through_the_api_and_the_parent_is_untouched() {
+/// `treadle serve` on examples/review.yml with [`review_script`] as its model, and its
+/// run 1, which succeeded.
+async fn reviewed() -> (ScriptedServer, Fixture, Server, Value) {
     let model = ScriptedServer::start(review_script())
         .await
         .expect("scripted server");
@@ -81,8 +70,14 @@ async fn a_finished_review_is_forked_through_the_api_and_the_parent_is_untouched
     );
     let (code, started) = post(&s, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
     assert_eq!(code, 201, "{started}");
-    let parent = wait_ended(&s, 1).await;
-    assert_eq!(parent["status"], "succeeded", "{parent}");
+    let run = wait_ended(&s, 1).await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    (model, f, s, run)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finished_review_is_forked_through_the_api_and_the_parent_is_untouched() {
+    let (_model, _f, s, parent) = reviewed().await;
     let reviewer = &parent["steps"][1];
     assert_eq!(reviewer["kind"], "agent", "{parent}");
     let seq = reviewer["seq"].as_u64().expect("seq");
@@ -152,17 +147,7 @@ async fn a_finished_review_is_forked_through_the_api_and_the_parent_is_untouched
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_that_cannot_be_made_is_refused_and_starts_nothing() {
-    let model = ScriptedServer::start(review_script())
-        .await
-        .expect("scripted server");
-    let f = Fixture::new(&common::example("review.yml"));
-    let s = Server::start(
-        f.path(),
-        &["treadle.yml"],
-        &[("TREADLE_LOCAL_URL", model.base_url())],
-    );
-    post(&s, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
-    assert_eq!(wait_ended(&s, 1).await["status"], "succeeded");
+    let (_model, _f, s, _) = reviewed().await;
     let refused = [
         ("/api/v1/runs/99/fork", json!({"at": "reviewer"}), 404),
         ("/api/v1/runs/one/fork", json!({"at": "reviewer"}), 400),
