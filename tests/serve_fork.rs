@@ -176,3 +176,25 @@ async fn a_fork_that_cannot_be_made_is_refused_and_starts_nothing() {
     let (_, list) = get(&s, "/api/v1/runs").await;
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_still_running_is_not_forked() {
+    let f = Fixture::new(
+        "jobs:\n  - name: main\n    plan:\n      - task: nap\n        run: sleep 30\n",
+    );
+    let s = Server::start(f.path(), &[], &[]);
+    let (code, started) = post(&s, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
+    assert_eq!(code, 201, "{started}");
+    let (code, answer) = post(&s, "/api/v1/runs/1/fork", json!({"at": "nap"})).await;
+    assert_eq!(code, 409, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("still running")),
+        "{answer}"
+    );
+    let (code, _) = post(&s, "/api/v1/runs/1/cancel", json!({})).await;
+    assert_eq!(code, 202);
+    let (_, list) = get(&s, "/api/v1/runs").await;
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+}
