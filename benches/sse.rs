@@ -114,6 +114,7 @@ fn main() {
             files: treadle::server::folder::Folder::new(Vec::new(), Vec::new()),
             live: Mutex::default(),
             token: None,
+            identity: Default::default(),
             agents: treadle::run::agents::default_agent_runner(),
             shutdown: CancellationToken::new(),
             dispatcher: None,

@@ -111,4 +111,6 @@ mod web_delegation;
 mod web_fork;
 mod web_questions;
 mod web_rerun;
+mod web_run_details;
 mod web_run_page;
+mod web_runs_chart;

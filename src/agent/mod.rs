@@ -35,6 +35,7 @@
 //! * [`source_pick`]: the source an agent with `fallback:` starts a run on, when its
 //!   primary cannot be reached before the first step.
 //! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
+//! * `timing`: each model call's start, first token and end, from the session's stamps.
 //! * `catch_up`: what a restored session committed that the run's transcript does not
 //!   show yet (its process stopped before that part was synced), shown before it goes on.
 //! * `hooks`: [`StepHooks`], the pipeline's command hooks (`hooks:`) made into
@@ -109,6 +110,7 @@ mod session_builder;
 pub mod source_pick;
 mod spec;
 mod step;
+mod timing;
 mod turns;
 mod typed_output;
 mod verdict;

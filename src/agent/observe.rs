@@ -15,6 +15,7 @@ use super::catch_up::Shown;
 
 use super::cost::Cost;
 use super::record::parse_arguments;
+use super::timing::{ModelCall, Timing};
 
 /// The most bytes of a tool result an [`AgentEvent::ToolResult`] carries.
 pub const PREVIEW_BYTES: usize = 2000;
@@ -51,6 +52,16 @@ pub enum AgentEvent {
         /// What they cost.
         cost: Cost,
     },
+    /// What the model was told: the system prompt (`role` `system`), or a turn's input
+    /// (`user`: the step's prompt, then any reminder).
+    Prompt {
+        /// `system` or `user`.
+        role: String,
+        /// The text.
+        text: String,
+    },
+    /// One model call's times and tokens (see `super::timing`).
+    ModelCall(ModelCall),
     /// Something a sub-agent did, in its own session, while the step delegated to it.
     Nested {
         /// The sub-agent (`a/b` for `b` called by `a`).
@@ -69,6 +80,8 @@ impl AgentEvent {
             Self::ToolResult { .. } => "tool_result",
             Self::Notice(_) => "notice",
             Self::Usage { .. } => "usage",
+            Self::Prompt { .. } => "prompt",
+            Self::ModelCall(_) => "model_call",
             Self::Nested { event, .. } => event.what(),
         }
     }
@@ -89,6 +102,16 @@ impl AgentEvent {
                 "completion_tokens": usage.completion_tokens,
                 "cached_tokens": usage.cached_tokens,
                 "cost_usd": cost.usd(),
+            }),
+            Self::Prompt { role, text } => json!({"role": role, "text": text}),
+            Self::ModelCall(c) => json!({
+                "index": c.index,
+                "started_ms": c.started_ms,
+                "first_token_ms": c.first_token_ms,
+                "ended_ms": c.ended_ms,
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+                "model": c.model,
             }),
             // The inner event's content with the sub-agent's name, which is what nests it
             // under the step on the run page; text becomes `{text, agent}`.
@@ -127,7 +150,12 @@ impl AgentEvent {
                 "{model}: {} prompt ({} cached) + {} completion tokens, {cost}",
                 usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens
             ),
-            Self::Nested { agent, event } => format!("[{agent}] {}", event.summary()),
+            // For the page and `--json` only: the plain transcript stays as it was.
+            Self::Prompt { .. } | Self::ModelCall(_) => String::new(),
+            Self::Nested { agent, event } => match event.summary() {
+                s if s.is_empty() => s,
+                s => format!("[{agent}] {s}"),
+            },
         }
     }
 }
@@ -175,6 +203,10 @@ pub(crate) async fn forward(events: Events, observer: &dyn AgentObserver) -> Opt
     };
     let mut line = LineBuffer::default();
     let mut served = None;
+    // Times are said only of what happens live: a restored session's journal is read
+    // before it goes on, and its calls' times were said (or lost) by the process before.
+    let mut timing = Timing::default();
+    let mut live = shown.is_none();
     while let Some(item) = events.next().await {
         // A lost subscription only costs display: the outcome is read from the history.
         let Ok(item) = item else { break };
@@ -184,9 +216,17 @@ pub(crate) async fn forward(events: Events, observer: &dyn AgentObserver) -> Opt
                 if let Some(shown) = &mut shown {
                     shown.caught_up();
                 }
+                live = true;
                 continue;
             }
         };
+        if live {
+            // Before the forwarder's own handling, so a turn's prompt precedes its text.
+            if matches!(delivery.event.kind, EventKind::StepDone { .. }) {
+                line.flush(observer);
+            }
+            timing.see(&delivery.event.kind, delivery.event.header.at_ms, observer);
+        }
         match &delivery.event.kind {
             EventKind::TokenDelta {
                 kind: DeltaKind::Text,

@@ -39,7 +39,17 @@ pub(super) async fn converse(
             session.subscribe_from(0, EventFilter::all())?,
             Shown::after(before.to_vec()),
         ),
-        _ => Events::Live(session.subscribe(EventFilter::all())),
+        _ => {
+            // What the model is told before the prompt, for the run page (a restored
+            // session's was said by the process that started it).
+            if let Some(system) = &sources.step.system {
+                sources.observer.on_event(AgentEvent::Prompt {
+                    role: "system".to_owned(),
+                    text: system.clone(),
+                });
+            }
+            Events::Live(session.subscribe(EventFilter::all()))
+        }
     };
     // The forwarder ends when `drive` shuts the session down, which ends the subscription.
     let (turns, served) = tokio::join!(drive(session, sources), forward(events, sources.observer));

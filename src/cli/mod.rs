@@ -279,6 +279,14 @@ pub enum Command {
         /// nobody reads) before its connection is closed.
         #[arg(long, default_value = "30s", value_parser = parse_interval)]
         write_timeout: std::time::Duration,
+        /// A user and the environment variable holding their token (repeatable): their
+        /// requests are let in, and an approval they answer is recorded as theirs.
+        #[arg(long = "user-token", value_name = "NAME=ENV")]
+        user_tokens: Vec<crate::server::identity::UserToken>,
+        /// The header an authenticating proxy sets to the user's name: an approval
+        /// answered is recorded as theirs (e.g. X-Forwarded-User).
+        #[arg(long, value_name = "HEADER", value_parser = crate::server::identity::header_name)]
+        approver_header: Option<axum::http::HeaderName>,
     },
     /// Run steps that `treadle serve --nats` queues (see docs/scale-out.md).
     Worker {
@@ -549,6 +557,8 @@ pub async fn dispatch(cli: Cli) -> u8 {
             no_adopt,
             header_timeout,
             write_timeout,
+            user_tokens,
+            approver_header,
         } => {
             let options = crate::server::ServeOptions {
                 paths,
@@ -562,6 +572,10 @@ pub async fn dispatch(cli: Cli) -> u8 {
                 limits: crate::server::listen::Limits {
                     header: header_timeout,
                     stall: write_timeout,
+                },
+                identity: crate::server::identity::IdentityOptions {
+                    user_tokens,
+                    approver_header,
                 },
             };
             serve::serve(options).await

@@ -193,10 +193,32 @@ impl Artifacts {
             let dest = self.next_version(output)?;
             fs::rename(&src, &dest).map_err(io("cannot collect output", &src))?;
             if let Ok(mut map) = self.artifacts.lock() {
-                map.insert(output.clone(), dest);
+                let before = map.insert(output.clone(), dest.clone());
+                self.note_collected(dir, output, &dest, before.as_deref());
             }
         }
         Ok(())
+    }
+
+    /// Notes which step directory made which version of an artifact, and the version it
+    /// replaced, in `collected.jsonl` (the run page's added, changed and removed files of
+    /// a step). Best effort: a lost line costs that page its list, not the run.
+    fn note_collected(&self, dir: &Path, output: &str, dest: &Path, before: Option<&Path>) {
+        use std::io::Write;
+        let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let line = serde_json::json!({
+            "step": name(dir),
+            "output": output,
+            "dir": name(dest),
+            "before": before.and_then(name),
+        });
+        if let Ok(mut f) = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.join("collected.jsonl"))
+        {
+            let _ = writeln!(f, "{line}");
+        }
     }
 
     /// Makes the directory `dir` (on the same filesystem) the artifact `name`: an input a

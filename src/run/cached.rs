@@ -381,6 +381,7 @@ impl<'a> Ctx<'a> {
                 what: what.to_owned(),
                 data,
                 summary,
+                at_ms: None,
             });
         }
     }

@@ -46,6 +46,7 @@ impl StepReporter {
             what: what.to_owned(),
             data,
             summary,
+            at_ms: Some(crate::clock::now_ms()),
         });
     }
 

@@ -82,6 +82,11 @@ pub enum Event {
         /// from `treadle serve` prints the same lines).
         #[serde(default, skip_serializing_if = "String::is_empty")]
         summary: String,
+        /// When it was shown (ms since the Unix epoch): a tool call's start and its
+        /// result's arrival give the call's duration on the run page. Absent in
+        /// transcripts written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_ms: Option<u64>,
     },
     /// A step ended.
     StepFinished {

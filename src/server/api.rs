@@ -56,22 +56,30 @@ pub(super) async fn pipelines(
     let mut out = Vec::new();
     for f in &app.files.files() {
         // A file that does not load now is still served: its jobs are just unknown.
-        let jobs = load(f.file.clone(), None, Default::default())
-            .await
-            .map_or_else(
-                |_| Vec::new(),
-                |l| {
-                    l.pipeline
-                        .jobs
-                        .iter()
-                        .map(|j| j.name.value.clone())
-                        .collect()
-                },
-            );
+        let vars = super::api_vars::used_in(&f.file);
+        let loaded = match load(f.file.clone(), None, Default::default()).await {
+            // Its vars are given when a run starts: read it with them left as written.
+            Err(_) if !vars.is_empty() => {
+                let (file, names) = (f.file.clone(), vars.clone());
+                tokio::task::spawn_blocking(move || super::api_vars::load_leaving(&file, &names))
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            other => other.ok(),
+        };
+        let jobs = loaded.map_or_else(Vec::new, |l| {
+            l.pipeline
+                .jobs
+                .iter()
+                .map(|j| j.name.value.clone())
+                .collect()
+        });
         out.push(PipelineView {
             name: f.name.clone(),
             file: f.file.display().to_string(),
             jobs,
+            vars,
         });
     }
     Ok(Json(out))

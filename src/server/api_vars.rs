@@ -27,6 +27,27 @@ use crate::pipeline::{At, InParallel};
 /// The environment variables API vars reach a shell command through start with this.
 pub const ENV_PREFIX: &str = "TREADLE_VAR_";
 
+/// The names of the `((vars))` the file at `path` uses, sorted, each once (none when it
+/// cannot be read): the fields of the page's start form.
+pub fn used_in(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let names: BTreeSet<String> = uses(&text).into_iter().map(|(name, _)| name).collect();
+    names.into_iter().collect()
+}
+
+/// The file at `path` loaded with its `names` vars left as written, as a run started over
+/// the API loads it before filling them (`None`: it does not load even so).
+pub fn load_leaving(path: &std::path::Path, names: &[String]) -> Option<crate::pipeline::Loaded> {
+    let scope = crate::pipeline::CheckScope {
+        job: None,
+        env: &crate::pipeline::model::process_env,
+        machine: false,
+    };
+    let text = crate::pipeline::load::read_source(path).ok()?;
+    let names = names.iter().cloned().collect();
+    crate::pipeline::load_text_leaving(path, &text, &scope, &names).ok()
+}
+
 /// Why API vars cannot fill a pipeline.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiVarsError {

@@ -42,6 +42,8 @@ pub struct App {
     pub live: Mutex<HashMap<u64, LiveRun>>,
     /// The token every request must carry (`None`: loopback, no token).
     pub token: Option<String>,
+    /// Named tokens and the approver header: who answers an approval.
+    pub identity: super::identity::Identity,
     /// Runs agent steps.
     pub agents: Arc<dyn AgentRunner>,
     /// Cancelled when the server shuts down: its runs are aborted.
@@ -84,6 +86,8 @@ pub struct ServeOptions {
     pub no_adopt: bool,
     /// How long a client may take to send a request's head, or to read what is sent.
     pub limits: super::listen::Limits,
+    /// Named tokens and the approver header (`--user-token`, `--approver-header`).
+    pub identity: super::identity::IdentityOptions,
 }
 
 /// Why the server cannot start.
@@ -129,6 +133,9 @@ pub enum ServeError {
         "{0} is not a loopback address: anyone who can reach it could run commands\nhint: give `--token-env NAME`, the environment variable holding a token every request must carry"
     )]
     NoToken(SocketAddr),
+    /// A named token or the approver header is not usable.
+    #[error(transparent)]
+    Identity(#[from] super::identity::IdentityError),
     /// The token variable is unset or empty.
     #[error("--token-env {0}: the variable is not set (or empty)")]
     TokenUnset(String),
@@ -250,7 +257,12 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let files = served_files(&options.paths)?;
     let state = state_of(&files, options.state.clone())?;
-    let token = token_of(options.addr, options.token_env.as_deref())?;
+    let identity = super::identity::Identity::from_options(&options.identity)?;
+    let token = match token_of(options.addr, options.token_env.as_deref()) {
+        // Users' tokens protect a server off loopback as the server's own does.
+        Err(ServeError::NoToken(_)) if identity.has_tokens() => None,
+        other => other?,
+    };
     let store = crate::run::open_store(state.clone()).await?;
     let dispatcher = match &options.nats {
         Some(url) => Some(crate::dist::Dispatcher::connect(url, &state).await?),
@@ -271,6 +283,7 @@ pub async fn serve(
         files: super::folder::Folder::new(options.paths.clone(), files),
         live: Mutex::default(),
         token,
+        identity,
         agents: crate::run::agents::default_agent_runner(),
         shutdown: stop.child_token(),
         dispatcher,
@@ -287,7 +300,7 @@ pub async fn serve(
         &Discovery {
             addr,
             pid: std::process::id(),
-            token_required: app.token.is_some(),
+            token_required: app.token.is_some() || app.identity.has_tokens(),
         },
     )?;
     ready(addr, &state);

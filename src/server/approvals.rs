@@ -183,8 +183,14 @@ fn decided(record: &ApprovalRecord) -> ApiError {
 pub async fn answer(
     State(app): State<Arc<App>>,
     Path((id, seq)): Path<(String, String)>,
+    caller: Option<axum::Extension<super::identity::Caller>>,
+    headers: axum::http::HeaderMap,
     Json(req): Json<AnswerRequest>,
 ) -> Result<Json<ApprovalView>, ApiError> {
+    // Who answers, when the operator said how to know it (never the body's word then).
+    let named = app
+        .identity
+        .approver(caller.as_ref().map(|c| &c.0), &headers)?;
     let run = run_id(&id)?;
     let seq: u32 = seq.parse().map_err(|_| {
         ApiError::BadRequest(format!(
@@ -208,7 +214,7 @@ pub async fn answer(
     }
     let reply = Reply {
         answer: decision,
-        by: req.by.unwrap_or_else(|| "api".to_owned()),
+        by: named.or(req.by).unwrap_or_else(|| "api".to_owned()),
         at_ms: crate::clock::now_ms(),
         comment: req.comment,
         value: req.value,

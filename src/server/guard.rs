@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::app::App;
 use super::error::ApiError;
+use super::identity::Caller;
 use super::routes::{self, Access};
 
 /// Whether `given` equals `token`, in time that does not depend on where they differ.
@@ -72,11 +73,12 @@ pub async fn check(State(app): State<Arc<App>>, request: Request, next: Next) ->
         .extensions()
         .get::<MatchedPath>()
         .map(MatchedPath::as_str);
-    if routes::access(route) == Access::Token
-        && let Some(token) = &app.token
-        && let Err(e) = authorized(headers, token)
-    {
-        return e.into_response();
+    let mut caller = None;
+    if routes::access(route) == Access::Token {
+        match who(&app, headers) {
+            Ok(named) => caller = named,
+            Err(e) => return e.into_response(),
+        }
     }
     let reads = [Method::GET, Method::HEAD, Method::OPTIONS];
     if !reads.contains(request.method())
@@ -84,7 +86,38 @@ pub async fn check(State(app): State<Arc<App>>, request: Request, next: Next) ->
     {
         return e.into_response();
     }
+    let mut request = request;
+    if let Some(c) = caller {
+        request.extensions_mut().insert(c);
+    }
     next.run(request).await
+}
+
+/// The token check of a protected route when the server has tokens: the server's own
+/// (`--token-env`) or a user's (`--user-token`), whose name is the request's [`Caller`].
+fn who(app: &App, headers: &HeaderMap) -> Result<Option<Caller>, ApiError> {
+    if !app.identity.has_tokens() {
+        return match &app.token {
+            Some(token) => authorized(headers, token).map(|()| None),
+            None => Ok(None),
+        };
+    }
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if let Some(name) = given.and_then(|g| app.identity.named(g, same_token)) {
+        return Ok(Some(Caller(name.to_owned())));
+    }
+    match &app.token {
+        Some(token) => authorized(headers, token).map(|()| None),
+        None => Err(ApiError::Unauthorized(match given {
+            Some(_) => "the token is wrong: send `Authorization: Bearer <token>` with your token (--user-token)",
+            None => "this server requires a token: send `Authorization: Bearer <token>` with your token (--user-token)",
+        }
+        .to_owned())),
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,11 @@
 //! * `api_vars.rs`: the vars of a run started over the API, filled in as data;
 //! * `approvals.rs`: listing and answering approvals;
 //! * `receipt.rs`: what a step's cache key is made of;
+//! * `artifacts.rs`: a run's artifact files (browsed, downloaded, confined to the run's
+//!   directory) and the files each step added, changed or removed;
+//! * `diff.rs`: the unified diff of a changed text file;
+//! * `versions.rs`: the resource version (and git commit message) a get step used;
+//! * `identity.rs`: who answers an approval: a named token or the operator's header;
 //! * `metrics.rs`: `/metrics` in the Prometheus text format;
 //! * `sse.rs`: a run's events as server-sent events, resumable by `Last-Event-ID`;
 //! * `triggers.rs`: who started each run;
@@ -29,13 +34,16 @@ pub mod api;
 pub mod api_vars;
 pub mod app;
 pub mod approvals;
+mod artifacts;
 pub mod client;
+mod diff;
 pub mod discovery;
 pub mod error;
 pub mod folder;
 pub mod fork;
 mod guard;
 pub mod hosts;
+pub mod identity;
 pub mod listen;
 pub mod metrics;
 mod receipt;
@@ -43,6 +51,7 @@ pub mod routes;
 pub mod sse;
 mod start;
 mod triggers;
+mod versions;
 pub mod views;
 mod watching;
 

@@ -96,6 +96,30 @@ pub static ROUTES: &[Route] = &[
         endpoint: || get(super::receipt::receipt),
     },
     Route {
+        path: "/api/v1/runs/{id}/steps/{seq}/changes",
+        methods: &["GET"],
+        access: Access::Token,
+        endpoint: || get(super::artifacts::changes),
+    },
+    Route {
+        path: "/api/v1/runs/{id}/steps/{seq}/version",
+        methods: &["GET"],
+        access: Access::Token,
+        endpoint: || get(super::versions::version),
+    },
+    Route {
+        path: "/api/v1/runs/{id}/artifacts",
+        methods: &["GET"],
+        access: Access::Token,
+        endpoint: || get(super::artifacts::top),
+    },
+    Route {
+        path: "/api/v1/runs/{id}/artifacts/{*path}",
+        methods: &["GET"],
+        access: Access::Token,
+        endpoint: || get(super::artifacts::browse),
+    },
+    Route {
         path: "/api/v1/approvals",
         methods: &["GET"],
         access: Access::Token,

@@ -18,6 +18,9 @@ pub struct PipelineView {
     pub file: String,
     /// Its jobs.
     pub jobs: Vec<String>,
+    /// The `((vars))` its text uses, sorted: what the page's start form asks for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vars: Vec<String>,
 }
 
 /// A run.

@@ -29,6 +29,11 @@
 //! * `assets/form.js`: a question's answer form, generated from its JSON Schema.
 //! * `assets/fork.js`: a finished agent step's "fork from here", and a fork's link to its parent.
 //! * `assets/compare.js`: two runs side by side (`/compare/{a}/{b}`).
+//! * `assets/details.js`: a step's times (model calls, tool calls, elapsed), prompts,
+//!   changed files with diffs, and the version a get used.
+//! * `assets/files.js`: the run's artifact browser.
+//! * `assets/chart.js`: a job's chart of duration and cost over its recent runs.
+//! * `assets/start.js`: the start form: the job and the pipeline's vars.
 
 use axum::Router;
 use axum::extract::Path;
@@ -81,6 +86,10 @@ const ASSETS: &[Asset] = &[
     script!("form.js"),
     script!("fork.js"),
     script!("compare.js"),
+    script!("details.js"),
+    script!("files.js"),
+    script!("chart.js"),
+    script!("start.js"),
 ];
 
 const INDEX: &str = include_str!("assets/index.html");

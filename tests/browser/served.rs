@@ -45,12 +45,25 @@ impl Page {
         token: Option<&str>,
     ) -> Option<Self> {
         let script = (!replies.is_empty()).then(|| Script::new(replies));
-        Self::serve(test, yaml, script, delay, token)
+        Self::serve(test, yaml, script, delay, token, &[], &[])
+    }
+
+    /// The same, `treadle serve` given `args` more and `env` more.
+    pub fn start_with(
+        test: &str,
+        yaml: &str,
+        replies: Vec<Reply>,
+        delay: Duration,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Option<Self> {
+        let script = (!replies.is_empty()).then(|| Script::new(replies));
+        Self::serve(test, yaml, script, delay, None, args, env)
     }
 
     /// `treadle serve` on `yaml`, its agents answered by `script`, and a browser.
     pub fn start_script(test: &str, yaml: &str, script: Script) -> Option<Self> {
-        Self::serve(test, yaml, Some(script), Duration::ZERO, None)
+        Self::serve(test, yaml, Some(script), Duration::ZERO, None, &[], &[])
     }
 
     fn serve(
@@ -59,6 +72,8 @@ impl Page {
         script: Option<Script>,
         delay: Duration,
         token: Option<&str>,
+        extra_args: &[&str],
+        extra_env: &[(&str, &str)],
     ) -> Option<Self> {
         let b = Browser::start(test)?;
         let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -76,6 +91,8 @@ impl Page {
             env.push(("TREADLE_PAGE_TOKEN", token));
             args.extend(["--token-env", "TREADLE_PAGE_TOKEN"]);
         }
+        args.extend(extra_args);
+        env.extend(extra_env);
         let server = Server::start(fixture.path(), &args, &env);
         Some(Self {
             rt,

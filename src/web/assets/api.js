@@ -191,3 +191,24 @@ export function follow(runId, handlers, after = 0) {
     lastId: () => lastId,
   };
 }
+
+/** Downloads a file under /api/v1 with the token (a plain link cannot send it) as `name`. */
+export async function download(path, name) {
+  const response = await fetch(`/api/v1${path}`, { headers: headers({ Accept: "*/*" }) });
+  if (!response.ok) throw await errorOf(response);
+  const url = URL.createObjectURL(await response.blob());
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+/** GET a text file under /api/v1 with the token. */
+export async function getText(path) {
+  const response = await fetch(`/api/v1${path}`, { headers: headers({ Accept: "text/plain, */*" }) });
+  if (!response.ok) throw await errorOf(response);
+  return response.text();
+}

@@ -10,6 +10,8 @@ import { h, append, replace, badge, duration, spent, tokens } from "./dom.js";
 import { get, post, follow } from "./api.js";
 import { newStep, createView, paint, addAgentEvent, isFolded } from "./steps.js";
 import { forkNote } from "./fork.js";
+import { tickElapsed } from "./details.js";
+import { artifactsPanel } from "./files.js";
 
 const TITLE_MARK = { running: "◐", succeeded: "✓", failed: "✗", errored: "✗", aborted: "✗" };
 
@@ -39,16 +41,18 @@ class RunPage {
       answer: (step, value) => this.answer(step, value),
       rerun: (step) => this.rerun(step),
       canRerun: () => !!this.run && this.run.status !== "running",
+      repaint: (step) => this.schedule(step.seq),
     };
   }
 
   async load() {
     const run = await get(`/runs/${this.runId}`);
     this.adopt(run);
-    replace(this.main, this.header, this.failure, this.notices, this.tree);
+    replace(this.main, this.header, this.failure, this.notices, this.tree, artifactsPanel(this.runId));
     this.paintAll();
     this.installKeys();
     this.showHash();
+    tickElapsed();
     // A mark the benchmark reads: the frame holding the tree has been produced.
     requestAnimationFrame(() => setTimeout(() => performance.mark("treadle:tree-painted")));
   }
@@ -135,7 +139,8 @@ class RunPage {
       h("div", { class: "crumbs" }, h("a", { href: `/p/${encodeURIComponent(r.pipeline)}` }, r.pipeline), " / ", r.job),
       h("h1", null, `Run #${r.id} `, stood),
       h("div", { class: "facts" },
-        h("span", null, r.duration_ms !== null && r.duration_ms !== undefined ? duration(r.duration_ms) : "running"),
+        r.duration_ms !== null && r.duration_ms !== undefined ? h("span", { class: "run-duration" }, duration(r.duration_ms))
+          : h("span", { class: "run-duration elapsed", dataset: { since: r.started_ms } }, duration(Math.max(0, Date.now() - r.started_ms))),
         h("span", null, tokens(r.tokens) || "no tokens"),
         h("span", { class: "run-cost" }, spent(r)),
         h("span", null, `trigger: ${r.trigger}`)),
@@ -308,6 +313,8 @@ class RunPage {
     switch (kind) {
       case "step_started":
         Object.assign(d, { name: e.name, kind: e.kind, status: "running", error: null, duration_ms: null });
+        // Its start time (for the elapsed time) is in the snapshot.
+        if (!d.started_ms) this.refetch();
         break;
       case "step_finished":
         Object.assign(d, { status: e.status, duration_ms: e.duration_ms, exit_code: e.exit_code ?? null,
@@ -324,7 +331,7 @@ class RunPage {
         (step.output ??= []).push(e.line);
         break;
       case "agent":
-        addAgentEvent(step, e.what, e.data);
+        addAgentEvent(step, e.what, e.data, e.at_ms);
         break;
       case "approval_waiting":
         step.approval = { status: "pending", message: e.message, deadline_ms: e.deadline_ms };

@@ -6,6 +6,7 @@ import { render as markdown } from "./markdown.js";
 import { payload } from "./json.js";
 import { questionForm } from "./form.js";
 import { forkBox } from "./fork.js";
+import { modelCall, callTime, prompt, loadExtras, extras } from "./details.js";
 
 const BLOCK_KINDS = new Set(["do", "in_parallel", "try", "across", "race", "ensemble"]);
 
@@ -27,9 +28,10 @@ export function isBlock(step) {
   return BLOCK_KINDS.has(step.data.kind) || (step.data.children || []).length > 0;
 }
 
-/** Adds an agent event (`what`, `data`) to a step's conversation. Sub-agent events carry
- * the sub-agent's name in `data.agent`; they nest under a block of their own. */
-export function addAgentEvent(step, what, data) {
+/** Adds an agent event (`what`, `data`, journaled at `at_ms`) to a step's conversation.
+ * Sub-agent events carry the sub-agent's name in `data.agent`; they nest under a block of
+ * their own. */
+export function addAgentEvent(step, what, data, at_ms) {
   let items = step.convo;
   const agent = data && typeof data === "object" && !Array.isArray(data) ? data.agent : undefined;
   if (typeof agent === "string" && agent !== "") {
@@ -41,6 +43,7 @@ export function addAgentEvent(step, what, data) {
     items = sub.items;
   }
   const last = items[items.length - 1];
+  if (timed(step, items, what, data)) return;
   if (what === "text") {
     const line = typeof data === "string" ? data : String(data?.text ?? "");
     if (last && last.type === "text") last.lines.push(line);
@@ -48,11 +51,11 @@ export function addAgentEvent(step, what, data) {
     if (step.live.startsWith(line)) step.live = step.live.slice(line.length).replace(/^\r?\n/, "");
     else step.live = "";
   } else if (what === "tool_call") {
-    items.push({ type: "call", name: data?.name ?? "?", arguments: data?.arguments, result: null });
+    items.push({ type: "call", name: data?.name ?? "?", arguments: data?.arguments, result: null, at_ms });
     step.live = "";
   } else if (what === "tool_result") {
     const call = items.findLast((i) => i.type === "call" && i.result === null && i.name === data?.name);
-    const result = { content: data?.content ?? "", is_error: !!data?.is_error };
+    const result = { content: data?.content ?? "", is_error: !!data?.is_error, at_ms };
     if (call) call.result = result;
     else items.push({ type: "call", name: data?.name ?? "?", arguments: undefined, result });
   } else if (what === "usage" && items !== step.convo) {
@@ -65,6 +68,22 @@ export function addAgentEvent(step, what, data) {
     const text = typeof data === "string" ? data : typeof data?.text === "string" ? data.text : JSON.stringify(data);
     items.push({ type: "notice", text });
   }
+}
+
+/** The prompts and model-call times: the system prompt heads the step, a turn's prompt
+ * starts its part of the conversation, and a call's times are put where its output began
+ * (the session says them when its step commits, after the call's tools ran). */
+function timed(step, items, what, data) {
+  if (what === "prompt" && data?.role === "system" && items === step.convo) {
+    step.system = String(data.text ?? "");
+  } else if (what === "prompt") {
+    items.push({ type: "prompt", role: data?.role ?? "user", text: String(data?.text ?? "") });
+    items.mark = items.length;
+  } else if (what === "model_call") {
+    items.splice(Math.min(items.mark ?? 0, items.length), 0, { type: "model", call: data });
+    items.mark = items.length;
+  } else return false;
+  return true;
 }
 
 function countText(step, steps) {
@@ -90,6 +109,8 @@ export function createView(step, actions) {
     name: h("span", { class: "name" }),
     badge: h("span", { class: "badge" }),
     count: h("span", { class: "count" }),
+    // Ticks while the step runs (details.js), from the server's start time.
+    elapsed: h("span", { class: "elapsed" }),
     cached: h("span", { class: "cached-label" }),
     meta: h("span", { class: "meta" }),
     anchor: h("a", { class: "anchor", href: `#step-${step.seq}`, title: "link to this step" }, "#"),
@@ -123,7 +144,7 @@ function text(node, value) {
 function hasBody(step) {
   const d = step.data;
   return !!(d.error || (step.output && step.output.length) || d.output_tail || step.convo.length ||
-    step.live || step.approval || d.verdict || d.exit_code);
+    step.live || step.approval || d.verdict || d.exit_code || step.system || extras(step).length);
 }
 
 /** Whether a step starts folded when the reader has not chosen. */
@@ -161,9 +182,23 @@ export function paint(step, steps, runId) {
   text(p.count, isBlock(step) ? countText(step, steps) : "");
   text(p.cached, d.cached ? `unchanged — replayed from cache${d.from_run ? ` (run #${d.from_run})` : ""}` : "");
   text(p.meta, meta.filter(Boolean).join(" · "));
+  paintElapsed(p.elapsed, d);
   const rerunnable = v.actions.canRerun() && !isBlock(step);
   if (p.rerun.hidden === rerunnable) p.rerun.hidden = !rerunnable;
   if (!folded) paintBody(step, runId);
+}
+
+/** A running step's elapsed time, from its start as the server recorded it. */
+function paintElapsed(el, d) {
+  const since = d.status === "running" && d.started_ms ? String(d.started_ms) : "";
+  if ((el.dataset.since ?? "") === since) return;
+  if (since) {
+    el.dataset.since = since;
+    el.textContent = duration(Math.max(0, Date.now() - d.started_ms));
+  } else {
+    delete el.dataset.since;
+    el.textContent = "";
+  }
 }
 
 function usageTokens(step) {
@@ -177,9 +212,11 @@ function paintBody(step, runId) {
   // Rebuilt only when something in it changed, so a button is never replaced under the pointer.
   const runEnded = step.view.actions.canRerun();
   const key = JSON.stringify([step.rev, d.error, d.verdict, d.exit_code, d.output_tail, d.kind, step.approval, runEnded]);
+  loadExtras(step, runId, () => step.view.actions.repaint(step));
   if (key === step.view.bodyKey) return;
   step.view.bodyKey = key;
   const parts = [];
+  if (step.system) parts.push(prompt("system", step.system));
   if (d.error) parts.push(h("div", { class: "error" }, d.error));
   if (d.verdict) parts.push(h("div", { class: "verdict" }, "verdict: ", h("strong", null, d.verdict)));
   if (d.exit_code !== null && d.exit_code !== undefined && d.exit_code !== 0) {
@@ -195,6 +232,7 @@ function paintBody(step, runId) {
       step.live ? h("div", { class: "live" }, step.live) : null));
   }
   parts.push(forkBox(step, runId, runEnded));
+  parts.push(...extras(step, runId));
   replace(step.view.body, parts);
 }
 
@@ -202,12 +240,14 @@ function conversation(items) {
   return items.map((item) => {
     if (item.type === "text") return h("div", { class: "turn-text" }, markdown(item.lines.join("\n")));
     if (item.type === "notice") return h("div", { class: "notice" }, item.text);
+    if (item.type === "prompt") return prompt(item.role, item.text);
+    if (item.type === "model") return modelCall(item.call);
     if (item.type === "sub") {
       return h("div", { class: "sub-agent" }, h("div", { class: "sub-name" }, `sub-agent ${item.name}`), conversation(item.items));
     }
     const result = item.result;
     return h("div", { class: `call${result?.is_error ? " call-error" : ""}` },
-      h("div", { class: "call-head" }, h("span", { class: "arrow" }, "→ "), h("span", { class: "tool" }, item.name), " ",
+      h("div", { class: "call-head" }, h("span", { class: "arrow" }, "→ "), h("span", { class: "tool" }, item.name), " ", callTime(item), " ",
         item.arguments !== undefined ? payload(item.arguments, "arguments") : null),
       result ? h("div", { class: "result" }, h("span", { class: "arrow" }, result.is_error ? "✗ " : "← "),
         payload(result.content, "result")) : h("div", { class: "result pending" }, "…"));
