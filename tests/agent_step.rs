@@ -162,8 +162,19 @@ async fn tools_write_files_record_calls_and_refuse_escapes() -> TestResult {
         .collect();
     assert_eq!(offered, ["read_file", "write_file"]);
 
-    // The transcript saw each call, each result, the text and then the usage.
-    let whats: Vec<&str> = events.iter().map(AgentEvent::what).collect();
+    // The transcript saw the prompts and one timing per model call (issue 30) ...
+    let timed = |what: &str| events.iter().filter(|e| e.what() == what).count();
+    assert_eq!(
+        (timed("prompt"), timed("model_call")),
+        (2, 4),
+        "system, prompt; 4 calls"
+    );
+    // ... and each call, each result, the text and then the usage.
+    let events: Vec<&AgentEvent> = events
+        .iter()
+        .filter(|e| !matches!(e.what(), "prompt" | "model_call"))
+        .collect();
+    let whats: Vec<&str> = events.iter().map(|e| e.what()).collect();
     assert_eq!(
         whats,
         [
@@ -177,7 +188,7 @@ async fn tools_write_files_record_calls_and_refuse_escapes() -> TestResult {
             "usage"
         ]
     );
-    assert_eq!(events[6], AgentEvent::Text("done".into()));
+    assert_eq!(*events[6], AgentEvent::Text("done".into()));
     Ok(())
 }
 
