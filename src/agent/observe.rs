@@ -152,9 +152,9 @@ impl AgentEvent {
             ),
             // For the page and `--json` only: the plain transcript stays as it was.
             Self::Prompt { .. } | Self::ModelCall(_) => String::new(),
-            Self::Nested { agent, event } => match event.summary() {
-                s if s.is_empty() => s,
-                s => format!("[{agent}] {s}"),
+            Self::Nested { agent, event } => match **event {
+                Self::Prompt { .. } | Self::ModelCall(_) => String::new(),
+                _ => format!("[{agent}] {}", event.summary()),
             },
         }
     }

@@ -99,7 +99,7 @@ pub(super) async fn version(
             .filter_map(|e| serde_json::from_str::<serde_json::Value>(&e.json).ok())
             .filter(|v| v.get("seq").and_then(serde_json::Value::as_u64) == Some(seq.into()))
             .filter_map(|v| v.get("line").and_then(|l| l.as_str()).and_then(parse))
-            .last();
+            .next_back();
         let Some(mut found) = fetched else {
             return Err(ApiError::NotFound(format!(
                 "step {seq} of run {run} fetched no resource version"
