@@ -28,8 +28,29 @@ fn events(text: &str) -> Vec<Value> {
                 // The one-line rendering (`summary`) is derived from the other fields and
                 // was added to `--json` after the pinned transcript was recorded.
                 obj.remove("summary");
+                // When each agent event was shown: a time of this run, not of the tape.
+                obj.remove("at_ms");
             }
             event
+        })
+        // The prompts and each model call's times were added to `--json` after the pinned
+        // transcript was recorded; the times are this run's (the tape has no clock).
+        .filter(|e| e["what"] != "prompt" && e["what"] != "model_call")
+        .collect()
+}
+
+/// The agent events `what` of a `--json` transcript, their times left out.
+fn timing(run: &Run, what: &str) -> Vec<Value> {
+    run.stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["what"] == what)
+        .map(|e| {
+            let mut data = e["data"].clone();
+            if let Some(obj) = data.as_object_mut() {
+                obj.retain(|k, _| !k.ends_with("_ms"));
+            }
+            data
         })
         .collect()
 }
@@ -93,6 +114,14 @@ async fn recorded_run_replays_without_a_server() {
     let (f, replayed) = treadle(f, replay_args(tapes.path()), dead_url()).await;
     replayed.expect_code(0);
     assert_eq!(transcript(&recorded), transcript(&replayed));
+    // The replay tells the model the same, and its calls spend the same tokens.
+    let prompts = timing(&replayed, "prompt");
+    assert_eq!(prompts.len(), 2, "the system prompt and the prompt");
+    assert_eq!(timing(&recorded, "prompt"), prompts);
+    assert_eq!(
+        timing(&recorded, "model_call"),
+        timing(&replayed, "model_call")
+    );
     assert!(
         transcript(&replayed)
             .iter()

@@ -57,12 +57,19 @@ fn counts(path: &Path) -> BTreeMap<String, usize> {
 }
 
 /// An event without what differs between any two runs of one pipeline: the run's id, wall
-/// times and the pipeline's path as each process names it.
+/// times (durations, when agent events were shown, model calls' times) and the pipeline's
+/// path as each process names it.
 fn normalised(json: &str) -> String {
     let mut v: Value = serde_json::from_str(json).expect("event JSON");
     if let Some(o) = v.as_object_mut() {
-        for key in ["run", "duration_ms", "pipeline"] {
+        for key in ["run", "duration_ms", "pipeline", "at_ms"] {
             o.remove(key);
+        }
+        // A model call's times (the page's latency and first token) are wall times too.
+        if o.get("what").is_some_and(|w| w == "model_call")
+            && let Some(data) = o.get_mut("data").and_then(Value::as_object_mut)
+        {
+            data.retain(|k, _| !k.ends_with("_ms"));
         }
     }
     v.to_string()
