@@ -1,11 +1,15 @@
 //! The runs list in a real headless Chromium (issue 30, item 5): runs started from the
 //! "Start run" form with the pipeline's vars and a job chosen, and the job's chart over them
-//! with axes, units and a legend, the failed run marked, and a click on a bar opening it.
+//! with axes, units and a legend, the failed run marked, and a click on a bar opening it;
+//! priced runs' cost drawn as a line against a dollar axis.
 
 use crate::served;
 
+use std::time::Duration;
+
 use serde_json::json;
 use served::{Page, WAIT};
+use treadle_scripted::Reply;
 
 const TWO_JOBS: &str = "jobs:\n  - name: check\n    plan:\n      - task: compare\n        run: echo \"got ((outcome))\" && test \"((outcome))\" = ok\n  - name: other\n    plan:\n      - task: hello\n        run: echo hello\n";
 
@@ -125,5 +129,82 @@ fn runs_started_from_the_form_are_charted_with_axes_and_failures_marked() {
         "its failure",
         "document.querySelector('.run-head .badge')?.textContent === 'failed'",
         WAIT,
+    );
+}
+
+#[test]
+fn priced_runs_draw_their_cost_against_a_dollar_axis() {
+    let yaml = "prices:\n  local/qwen2.5-coder-0.5b: { prompt: 1000, completion: 1000 }\nagents:\n  - name: talker\n    system: You talk.\njobs:\n  - name: talk\n    plan:\n      - agent: talker\n        prompt: Say something.\n";
+    let Some(p) = Page::start(
+        "priced_runs_draw_their_cost_against_a_dollar_axis",
+        yaml,
+        vec![
+            Reply::text("One.").usage(100, 10),
+            Reply::text("Two.").usage(300, 30),
+        ],
+        Duration::ZERO,
+    ) else {
+        return;
+    };
+    let mut costs = Vec::new();
+    for _ in 0..2 {
+        // `rerun`: the second run's agent step is not taken from the first one's cache.
+        let id = p.post(
+            "/api/v1/runs",
+            json!({"pipeline": "treadle", "rerun": "talker"}),
+        )["id"]
+            .as_u64()
+            .expect("run id");
+        let run = p.wait_run(id);
+        assert_eq!(run["status"], json!("succeeded"), "{run}");
+        costs.push(run["cost_usd"].as_f64().expect("a priced run"));
+    }
+    assert!(costs[1] > costs[0], "{costs:?}");
+    p.open("/");
+    let chart = p.b.wait_for(
+        "the cost line",
+        r#"(() => {
+        const f = document.querySelector('figure.chart[data-job="talk"]');
+        const dots = [...(f?.querySelectorAll('circle.cost-dot') ?? [])];
+        if (dots.length < 2) return null;
+        return {
+            ticks: [...f.querySelectorAll('.axis-right text')].map((t) => t.textContent),
+            dots: dots.map((d) => Number(d.getAttribute('cy'))),
+            line: f.querySelector('polyline.cost-line')?.getAttribute('points').split(' ').length,
+            titles: [...f.querySelectorAll('.axis-title')].map((t) => t.textContent),
+            legend: f.querySelector('.legend').textContent,
+        };
+        })()"#,
+        WAIT,
+    );
+    let ticks: Vec<f64> = chart["ticks"]
+        .as_array()
+        .expect("ticks")
+        .iter()
+        .map(|t| {
+            t.as_str()
+                .and_then(|t| t.strip_prefix('$'))
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("a dollar tick: {chart}"))
+        })
+        .collect();
+    assert_eq!(ticks.len(), 3, "{chart}");
+    assert_eq!(ticks[0], 0.0, "{chart}");
+    assert!(
+        ticks[2] >= costs[1],
+        "the axis holds the dearest run: {chart}"
+    );
+    assert_eq!(chart["line"], json!(2), "{chart}");
+    // The dearer run's point stands higher (a smaller y).
+    assert!(
+        chart["dots"][1].as_f64() < chart["dots"][0].as_f64(),
+        "{chart}"
+    );
+    assert!(chart["titles"].to_string().contains("cost ($)"), "{chart}");
+    assert!(
+        chart["legend"]
+            .as_str()
+            .is_some_and(|l| l.contains("cost ($)")),
+        "{chart}"
     );
 }
