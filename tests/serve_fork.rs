@@ -18,7 +18,12 @@ pub const AGAIN: &str = "Look again, and say so.";
 /// examples/review.yml's reviewer: read the notes, write a summary, approve, answer. Asked
 /// [`AGAIN`] (the last user message), its summary is "Second look." instead of "Fine notes.".
 pub fn review_script() -> Script {
-    Script::from_fn(|body: &Value| {
+    Script::from_fn(review_reply)
+}
+
+/// [`review_script`]'s answer to one request.
+pub fn review_reply(body: &Value) -> Reply {
+    {
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         let last_user = messages
             .iter()
@@ -41,7 +46,7 @@ pub fn review_script() -> Script {
                 .usage(450, 15),
             _ => Reply::text(summary).usage(480, 10),
         }
-    })
+    }
 }
 
 /// The run's journaled events as the API streams them once it has ended.
@@ -59,7 +64,12 @@ async fn events(s: &Server, id: u64) -> String {
 /// `treadle serve` on examples/review.yml with [`review_script`] as its model, and its
 /// run 1, which succeeded.
 async fn reviewed() -> (ScriptedServer, Fixture, Server, Value) {
-    let model = ScriptedServer::start(review_script())
+    reviewed_on(review_script()).await
+}
+
+/// As [`reviewed`], with `script` as the model.
+pub async fn reviewed_on(script: Script) -> (ScriptedServer, Fixture, Server, Value) {
+    let model = ScriptedServer::start(script)
         .await
         .expect("scripted server");
     let f = Fixture::new(&common::example("review.yml"));
@@ -197,4 +207,56 @@ async fn a_run_still_running_is_not_forked() {
     assert_eq!(code, 202);
     let (_, list) = get(&s, "/api/v1/runs").await;
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn treadle_run_fork_goes_through_the_server_that_owns_the_state_file() {
+    let (_model, f, s, parent) = reviewed().await;
+    let parent_events = events(&s, 1).await;
+    // The CLI in another process, with no model of its own: the server runs the fork.
+    let dir = f.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        common::Run(
+            std::process::Command::new(env!("CARGO_BIN_EXE_treadle"))
+                .args(["run", "--fork", "1", "--at", "reviewer", "--prompt", AGAIN])
+                .current_dir(&dir)
+                .env_remove("TREADLE_LOCAL_URL")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("treadle run --fork"),
+        )
+    })
+    .await
+    .expect("join");
+    assert_eq!(out.code(), 0, "{}\n{}", out.stdout(), out.stderr());
+    // It followed the new run to its end, as a plain run through the server is followed.
+    let printed = out.stdout();
+    assert!(printed.contains("forks run 1's session"), "{printed}");
+    assert!(printed.contains("reviewer"), "{printed}");
+    assert!(
+        !out.stderr().contains("do not go through it"),
+        "{}",
+        out.stderr()
+    );
+
+    let fork = wait_ended(&s, 2).await;
+    assert_eq!(fork["status"], "succeeded", "{fork}");
+    assert_eq!(fork["trigger"], "cli", "{fork}");
+    assert_eq!(fork["forked_from"]["run"], json!(1), "{fork}");
+    assert!(events(&s, 2).await.contains("Second look."));
+    // The parent is as it was.
+    assert_eq!(events(&s, 1).await, parent_events);
+    let (_, again) = get(&s, "/api/v1/runs/1").await;
+    assert_eq!(again, parent);
+
+    // What does not go through the server yet is still refused, and starts nothing.
+    let refused = f.treadle(&["run", "--resume", "1"]);
+    assert_eq!(refused.code(), 2, "{}", refused.stderr());
+    assert!(
+        refused.stderr().contains("owns the state file"),
+        "{}",
+        refused.stderr()
+    );
+    let (_, list) = get(&s, "/api/v1/runs").await;
+    assert_eq!(list.as_array().map(Vec::len), Some(2), "{list}");
 }

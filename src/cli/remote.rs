@@ -60,7 +60,40 @@ pub(super) async fn run(client: Client, file: &Path, job: Option<String>, json: 
     };
     let vars = super::VARS.get().cloned().unwrap_or_default();
     let body = serde_json::json!({ "pipeline": name, "job": job, "trigger": "cli", "vars": vars });
-    let started: Result<serde_json::Value, _> = client.post("/api/v1/runs", &body).await;
+    start_and_follow(client, "/api/v1/runs", &body, json, cancel, watch).await
+}
+
+/// `treadle run --fork RUN --at STEP[/TURN] [--prompt TEXT]` through the server: its fork
+/// endpoint starts the fork as `treadle run --fork` starts it, then it is followed as a run.
+pub(super) async fn fork(
+    client: Client,
+    file: &Path,
+    fork: crate::cache::ForkRun,
+    json: bool,
+) -> u8 {
+    let cancel = CancellationToken::new();
+    let watch = signals::watch(cancel.clone());
+    // The server forks the run with the pipeline the run was made from; the file named here
+    // must still be one it serves, as for a plain run.
+    if let Err(e) = served_name(&client, file).await {
+        return say_refused(e);
+    }
+    let body = serde_json::json!({ "at": fork.at, "prompt": fork.prompt, "trigger": "cli" });
+    let path = format!("/api/v1/runs/{}/fork", fork.of);
+    start_and_follow(client, &path, &body, json, cancel, watch).await
+}
+
+/// Starts a run with `POST path` and prints its events until it ends; a Ctrl-C (`cancel`)
+/// cancels it in the server.
+async fn start_and_follow(
+    client: Client,
+    path: &str,
+    body: &serde_json::Value,
+    json: bool,
+    cancel: CancellationToken,
+    watch: signals::Watch,
+) -> u8 {
+    let started: Result<serde_json::Value, _> = client.post(path, body).await;
     let id = match started.map(|v| v["id"].as_u64()) {
         Ok(Some(id)) => id,
         Ok(None) => return say_refused("the server's answer has no run id"),

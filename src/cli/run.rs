@@ -19,15 +19,19 @@ pub(super) async fn run(
     start: crate::cache::Start,
 ) -> u8 {
     if let Some(client) = super::remote::server_for(file, state.clone()).await {
-        let fresh = matches!(start, crate::cache::Start::Fresh);
-        if tape_args.record.is_some() || tape_args.replay.is_some() || !fresh {
-            crate::console::tell!(
-                "treadle: {} owns the state file; --record, --replay-model, --resume, --replay, --fork, --force and --rerun do not go through it yet\nhint: stop the server, or run without them",
-                client.who()
-            );
-            return EXIT_CONFIG;
+        let through = match start {
+            crate::cache::Start::Fresh => None,
+            // A fork goes to the server's fork endpoint, which starts it as this would.
+            crate::cache::Start::Fork(fork) => Some(fork),
+            _ => return refuse_through(&client),
+        };
+        if tape_args.record.is_some() || tape_args.replay.is_some() {
+            return refuse_through(&client);
         }
-        return super::remote::run(client, file, job, json).await;
+        return match through {
+            None => super::remote::run(client, file, job, json).await,
+            Some(fork) => super::remote::fork(client, file, fork, json).await,
+        };
     }
     let loaded = match super::load_or_exit(file, job.as_deref(), false) {
         Ok(l) => l,
@@ -65,6 +69,15 @@ pub(super) async fn run(
             EXIT_CONFIG
         }
     }
+}
+
+/// What `treadle run` says of the options a server that owns the state file does not take.
+fn refuse_through(client: &crate::server::client::Client) -> u8 {
+    crate::console::tell!(
+        "treadle: {} owns the state file; --record, --replay-model, --resume, --replay, --force and --rerun do not go through it yet\nhint: stop the server, or run without them",
+        client.who()
+    );
+    EXIT_CONFIG
 }
 
 /// The message a forked run's step goes on with: `--prompt`, or the text of
