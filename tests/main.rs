@@ -92,6 +92,7 @@ mod serve_limits;
 mod serve_metrics;
 mod serve_routes;
 mod serve_security;
+mod serve_shadow;
 mod serve_vars;
 mod serve_watch;
 // The served pipeline of the page's browser tests; beside `browser` because
@@ -114,3 +115,4 @@ mod web_rerun;
 mod web_run_details;
 mod web_run_page;
 mod web_runs_chart;
+mod web_shadow;

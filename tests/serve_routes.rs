@@ -74,6 +74,7 @@ async fn every_route_but_health_and_the_page_needs_the_token() {
             "/p/{pipeline}",
             "/runs/{id}",
             "/compare/{a}/{b}",
+            "/compare/{a}/shadow/{n}",
             "/approvals",
             "/assets/{name}"
         ]

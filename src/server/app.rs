@@ -304,6 +304,7 @@ pub async fn serve(
         },
     )?;
     ready(addr, &state);
+    super::shadows::abandon_left(&app).await;
     if !options.no_adopt {
         // This process holds the state file's lock: a run still marked running was left by
         // a process that is gone.

@@ -14,6 +14,7 @@
 //! * `api.rs`: health, pipelines, plans, runs (list, show, cancel);
 //! * `start.rs`: starting a run in the server;
 //! * `fork.rs`: forking a finished run in the server, and the turns of a step a fork can start from;
+//! * `shadows.rs`: shadow runs in the server, their reports kept for the comparison page;
 //! * `api_vars.rs`: the vars of a run started over the API, filled in as data;
 //! * `approvals.rs`: listing and answering approvals;
 //! * `receipt.rs`: what a step's cache key is made of;
@@ -48,6 +49,7 @@ pub mod listen;
 pub mod metrics;
 mod receipt;
 pub mod routes;
+pub mod shadows;
 pub mod sse;
 mod start;
 mod triggers;

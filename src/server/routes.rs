@@ -84,6 +84,24 @@ pub static ROUTES: &[Route] = &[
         endpoint: || get(super::fork::turns),
     },
     Route {
+        path: "/api/v1/runs/{id}/shadow",
+        methods: &["POST"],
+        access: Access::Token,
+        endpoint: || post(super::shadows::begin),
+    },
+    Route {
+        path: "/api/v1/runs/{id}/shadows",
+        methods: &["GET"],
+        access: Access::Token,
+        endpoint: || get(super::shadows::list),
+    },
+    Route {
+        path: "/api/v1/runs/{id}/shadows/{n}",
+        methods: &["GET"],
+        access: Access::Token,
+        endpoint: || get(super::shadows::one),
+    },
+    Route {
         path: "/api/v1/runs/{id}/events",
         methods: &["GET"],
         access: Access::Token,
@@ -157,6 +175,12 @@ pub static ROUTES: &[Route] = &[
     },
     Route {
         path: "/compare/{a}/{b}",
+        methods: &["GET"],
+        access: Access::Open,
+        endpoint: || get(crate::web::shell),
+    },
+    Route {
+        path: "/compare/{a}/shadow/{n}",
         methods: &["GET"],
         access: Access::Open,
         endpoint: || get(crate::web::shell),

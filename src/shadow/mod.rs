@@ -23,11 +23,18 @@
 //!
 //! The scratch directory is removed at the end. Nothing outside it is written.
 //!
+//! `treadle serve` runs the same shadow (`POST /api/v1/runs/{id}/shadow`,
+//! [`shadow_in_store`]): it reads the recorded run from the state file it owns instead of a
+//! copy, and keeps the report with each step's calls ([`Traced`]) in its own table
+//! ([`kept`]) for the comparison page. A shadow is still not a run.
+//!
 //! # Layout
 //!
 //! * `replay`: the tools that answer from the recording.
 //! * [`report`]: [`ShadowReport`], its text and JSON forms, and the first difference.
+//! * [`kept`]: the shadows a server ran, kept in the state file (`shadows.v1`).
 
+pub mod kept;
 mod replay;
 pub mod report;
 
@@ -39,6 +46,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{AgentStep, Quiet, RecordedCall, run_agent_step};
 use crate::pipeline::{Agent, AgentSource, At, Job, Loaded, Step};
 use crate::run::state::{RunRecord, StepRecord, StepStatus, Store};
+pub use kept::{StepTrace, Traced};
 pub use report::{ShadowReport, StepReport};
 
 /// What to shadow, and against what.
@@ -106,18 +114,53 @@ pub enum ShadowError {
 pub async fn shadow(loaded: &Loaded, options: &ShadowOptions) -> Result<ShadowReport, ShadowError> {
     let state_path = crate::run::state_path(&loaded.file, options.state.clone());
     let scratch = Scratch::new()?;
-    let result = shadow_in(loaded, options, &state_path, &scratch.0).await;
+    let result = match read_run(&state_path, &scratch.0, options.run).await {
+        Ok(recorded) => shadow_in(loaded, options, recorded, &state_path, &scratch.0).await,
+        Err(e) => Err(e),
+    };
+    drop(scratch);
+    result.map(|traced| traced.report)
+}
+
+/// The shadow of `options.run` as a server that owns the state file runs it: the recorded
+/// run is read from `store` itself (the server's open state file cannot be copied whole
+/// while it writes), and each step's calls and time come back with the report.
+pub async fn shadow_in_store(
+    loaded: &Loaded,
+    options: &ShadowOptions,
+    store: Arc<Store>,
+) -> Result<Traced, ShadowError> {
+    let state_path = store.path().to_path_buf();
+    let run = options.run;
+    let read = tokio::task::spawn_blocking(move || recorded_from(&store, run)).await;
+    let recorded = read
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map_err(|reason| ShadowError::State {
+            path: state_path.clone(),
+            reason,
+        })?;
+    let scratch = Scratch::new()?;
+    let result = shadow_in(loaded, options, recorded, &state_path, &scratch.0).await;
     drop(scratch);
     result
+}
+
+/// Whether `options` can be shadowed at all (its `--model` resolves), before anything runs.
+pub fn check(options: &ShadowOptions) -> Result<(), ShadowError> {
+    match &options.model {
+        Some(model) => resolve_model(model).map(|_| ()),
+        None => Ok(()),
+    }
 }
 
 async fn shadow_in(
     loaded: &Loaded,
     options: &ShadowOptions,
+    recorded: Recorded,
     state_path: &Path,
     scratch: &Path,
-) -> Result<ShadowReport, ShadowError> {
-    let recorded = read_run(state_path, scratch, options.run).await?;
+) -> Result<Traced, ShadowError> {
     let mut loaded = loaded.clone();
     if let Some(file) = &options.agent_file {
         replace_agents(&mut loaded, file)?;
@@ -144,6 +187,7 @@ async fn shadow_in(
         .join(options.run.to_string())
         .join("artifacts");
     let mut steps = Vec::new();
+    let mut traces = Vec::new();
     for (record, calls) in &recorded.agent_steps {
         let Some(step) = find_step(job, &record.name) else {
             continue;
@@ -157,12 +201,22 @@ async fn shadow_in(
             calls,
             dir,
         };
-        steps.push(shadow_step(&context, options, &journal).await?);
+        let began = std::time::Instant::now();
+        let (step, calls) = shadow_step(&context, options, &journal).await?;
+        traces.push(StepTrace {
+            seq: record.seq,
+            calls,
+            duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+        steps.push(step);
     }
-    Ok(ShadowReport {
-        run: options.run,
-        job: recorded.run.job,
-        steps,
+    Ok(Traced {
+        report: ShadowReport {
+            run: options.run,
+            job: recorded.run.job,
+            steps,
+        },
+        traces,
     })
 }
 
@@ -179,7 +233,7 @@ async fn shadow_step(
     context: &StepContext<'_>,
     options: &ShadowOptions,
     journal: &treadle_session::Journal,
-) -> Result<StepReport, ShadowError> {
+) -> Result<(StepReport, Vec<report::Call>), ShadowError> {
     let name = context.record.name.clone();
     let mut agent = AgentStep::build(context.loaded, context.step)
         .map_err(|e| ShadowError::Build(format!("agent step `{name}`: {e}")))?
@@ -220,7 +274,8 @@ async fn shadow_step(
     };
     let (replayed_calls, live_calls) = recording.counts();
     let original_verdict = context.record.verdict.clone();
-    Ok(StepReport {
+    let calls = report::calls_of(&outcome.tool_calls);
+    let step = StepReport {
         seq: context.record.seq,
         name,
         model: outcome.model.clone(),
@@ -237,7 +292,8 @@ async fn shadow_step(
             tokens: outcome.usage.total(),
             usd: outcome.cost.usd(),
         },
-    })
+    };
+    Ok((step, calls))
 }
 
 /// What the state file recorded of a run: the run, and each agent step that ran with its
@@ -257,33 +313,37 @@ async fn read_run(state: &Path, scratch: &Path, run: u64) -> Result<Recorded, Sh
     std::fs::copy(state, &copy).map_err(|e| error(e.to_string()))?;
     let read = tokio::task::spawn_blocking(move || -> Result<Recorded, String> {
         let store = Store::open(&copy).map_err(|e| e.to_string())?;
-        let record = store
-            .run(run)
-            .map_err(|e| format!("there is no run {run}: {e}"))?;
-        let mut agent_steps = Vec::new();
-        for step in store.steps(run).map_err(|e| e.to_string())? {
-            if step.kind != "agent"
-                || matches!(step.status, StepStatus::Skipped | StepStatus::Pending)
-            {
-                continue;
-            }
-            // A step replayed from the cache was recorded by the run it came from.
-            let source = step.cached_from.unwrap_or(run);
-            let calls = store
-                .agent_events(source, step.seq)
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .filter(|e| e["what"] == "tool_call")
-                .filter_map(|e| serde_json::from_value(e["data"].clone()).ok())
-                .collect();
-            agent_steps.push((step, calls));
-        }
-        Ok(Recorded {
-            run: record,
-            agent_steps,
-        })
+        recorded_from(&store, run)
     });
     read.await.map_err(|e| error(e.to_string()))?.map_err(error)
+}
+
+/// What `store` recorded of `run` (see [`Recorded`]).
+fn recorded_from(store: &Store, run: u64) -> Result<Recorded, String> {
+    let record = store
+        .run(run)
+        .map_err(|e| format!("there is no run {run}: {e}"))?;
+    let mut agent_steps = Vec::new();
+    for step in store.steps(run).map_err(|e| e.to_string())? {
+        if step.kind != "agent" || matches!(step.status, StepStatus::Skipped | StepStatus::Pending)
+        {
+            continue;
+        }
+        // A step replayed from the cache was recorded by the run it came from.
+        let source = step.cached_from.unwrap_or(run);
+        let calls = store
+            .agent_events(source, step.seq)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|e| e["what"] == "tool_call")
+            .filter_map(|e| serde_json::from_value(e["data"].clone()).ok())
+            .collect();
+        agent_steps.push((step, calls));
+    }
+    Ok(Recorded {
+        run: record,
+        agent_steps,
+    })
 }
 
 /// The tokens and cost a step's record holds.

@@ -1,12 +1,12 @@
 //! What a shadow run found, per agent step, and how it is shown (plain text, or JSON for CI).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::{RecordedCall, VERDICT_TOOL};
 
 /// One tool call, as compared.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Call {
     /// The tool.
     pub name: String,
@@ -15,7 +15,7 @@ pub struct Call {
 }
 
 /// The first place the shadow step's tool calls part from the recorded ones.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Difference {
     /// The call's index (from 0) among the step's tool calls, the verdict left out.
     pub index: usize,
@@ -26,7 +26,7 @@ pub struct Difference {
 }
 
 /// Tokens and cost of one side.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Spend {
     /// Prompt plus completion tokens.
     pub tokens: u64,
@@ -35,7 +35,7 @@ pub struct Spend {
 }
 
 /// One agent step of the recorded run, run again.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepReport {
     /// The step's number in the run.
     pub seq: u32,
@@ -74,7 +74,7 @@ impl StepReport {
 }
 
 /// The whole shadow run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShadowReport {
     /// The recorded run.
     pub run: u64,
@@ -156,23 +156,25 @@ fn usd(amount: Option<f64>) -> String {
     amount.map_or_else(|| "unpriced".to_owned(), |usd| format!("${usd:.4}"))
 }
 
+/// A step's tool calls as compared: names and arguments, the verdict call left out.
+pub(crate) fn calls_of(calls: &[RecordedCall]) -> Vec<Call> {
+    calls
+        .iter()
+        .filter(|c| c.name != VERDICT_TOOL)
+        .map(|c| Call {
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+        })
+        .collect()
+}
+
 /// The first index where the two call lists differ (name or arguments), the verdict calls
 /// left out of both: a changed verdict is reported on its own.
 pub(crate) fn first_difference(
     original: &[RecordedCall],
     shadow: &[RecordedCall],
 ) -> Option<Difference> {
-    let keep = |calls: &[RecordedCall]| -> Vec<Call> {
-        calls
-            .iter()
-            .filter(|c| c.name != VERDICT_TOOL)
-            .map(|c| Call {
-                name: c.name.clone(),
-                arguments: c.arguments.clone(),
-            })
-            .collect()
-    };
-    let (original, shadow) = (keep(original), keep(shadow));
+    let (original, shadow) = (calls_of(original), calls_of(shadow));
     let longest = original.len().max(shadow.len());
     (0..longest)
         .find(|&i| original.get(i) != shadow.get(i))

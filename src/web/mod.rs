@@ -34,6 +34,8 @@
 //! * `assets/files.js`: the run's artifact browser.
 //! * `assets/chart.js`: a job's chart of duration and cost over its recent runs.
 //! * `assets/start.js`: the start form: the job and the pipeline's vars.
+//! * `assets/shadow.js`: a run beside one of its shadows (`/compare/{a}/shadow/{n}`), and the
+//!   run page's list of a run's shadows.
 
 use axum::Router;
 use axum::extract::Path;
@@ -90,6 +92,7 @@ const ASSETS: &[Asset] = &[
     script!("files.js"),
     script!("chart.js"),
     script!("start.js"),
+    script!("shadow.js"),
 ];
 
 const INDEX: &str = include_str!("assets/index.html");
@@ -103,6 +106,7 @@ pub fn router() -> Router {
         .route("/runs/{id}", get(shell))
         .route("/approvals", get(shell))
         .route("/compare/{a}/{b}", get(shell))
+        .route("/compare/{a}/shadow/{n}", get(shell))
         .route("/assets/{name}", get(asset))
 }
 

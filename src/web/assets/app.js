@@ -6,6 +6,7 @@ import { showRuns } from "./runs.js";
 import { showRun } from "./run.js";
 import { showApprovals } from "./approvals.js";
 import { showCompare } from "./compare.js";
+import { showShadow } from "./shadow.js";
 
 const main = document.getElementById("main");
 const conn = document.getElementById("conn");
@@ -21,6 +22,7 @@ async function route() {
   if ((m = /^\/p\/([^/]+)\/?$/.exec(path))) return showRuns(main, decodeURIComponent(m[1]));
   if (/^\/approvals\/?$/.test(path)) return showApprovals(main);
   if ((m = /^\/compare\/(\d+)\/(\d+)\/?$/.exec(path))) return showCompare(main, Number(m[1]), Number(m[2]));
+  if ((m = /^\/compare\/(\d+)\/shadow\/(\d+)\/?$/.exec(path))) return showShadow(main, Number(m[1]), Number(m[2]));
   return showRuns(main, null);
 }
 

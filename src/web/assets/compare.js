@@ -5,6 +5,9 @@
 // The steps come from GET /runs/{id}; the tool calls from each run's event stream, read
 // from its start (a finished run's stream ends once it has caught up, a running one's
 // goes on, and the page follows it). Rows that differ are marked.
+//
+// A run beside one of its shadows (/compare/A/shadow/N) is in shadow.js, which shares
+// the pieces exported here.
 
 import { h, replace, badge, duration, spent, tokens, cost } from "./dom.js";
 import { get, follow } from "./api.js";
@@ -50,19 +53,8 @@ class ComparePage {
     });
   }
 
-  /** A tool call of the step's own agent (a sub-agent's calls are its own). */
   onAgent(side, e) {
-    const data = e.data && typeof e.data === "object" ? e.data : {};
-    if (typeof data.agent === "string" && data.agent !== "") return;
-    const list = this.calls[side].get(e.seq) ?? [];
-    this.calls[side].set(e.seq, list);
-    if (e.what === "tool_call") {
-      list.push({ name: data.name ?? "?", arguments: data.arguments, is_error: false });
-    } else if (e.what === "tool_result") {
-      const call = list.findLast((c) => c.name === data.name && c.result === undefined);
-      if (call) Object.assign(call, { result: true, is_error: !!data.is_error });
-    } else return;
-    this.schedule();
+    if (noteCall(this.calls[side], e)) this.schedule();
   }
 
   schedule() {
@@ -112,6 +104,22 @@ class ComparePage {
   }
 }
 
+/** Notes a tool call (or its result) of the step's own agent in `calls` (seq -> list);
+ * a sub-agent's calls are its own. Whether it was one. */
+export function noteCall(calls, e) {
+  const data = e.data && typeof e.data === "object" ? e.data : {};
+  if (typeof data.agent === "string" && data.agent !== "") return false;
+  const list = calls.get(e.seq) ?? [];
+  calls.set(e.seq, list);
+  if (e.what === "tool_call") {
+    list.push({ name: data.name ?? "?", arguments: data.arguments, is_error: false });
+  } else if (e.what === "tool_result") {
+    const call = list.findLast((c) => c.name === data.name && c.result === undefined);
+    if (call) Object.assign(call, { result: true, is_error: !!data.is_error });
+  } else return false;
+  return true;
+}
+
 /** The two runs' facts, one row per fact. */
 function totals(runs) {
   const row = (label, f, cls) => h("tr", { class: cls },
@@ -128,7 +136,7 @@ function totals(runs) {
 }
 
 /** path -> {seq, name, kind, status, verdict, ..., depth}, in plan order. */
-function flatten(nodes) {
+export function flatten(nodes) {
   const out = new Map();
   const walk = (list, depth) => {
     for (const n of list || []) {
@@ -140,7 +148,7 @@ function flatten(nodes) {
   return out;
 }
 
-function stepCell(s, cls) {
+export function stepCell(s, cls) {
   if (!s) return h("td", { class: `${cls} absent` }, "not in this run");
   const meta = [duration(s.duration_ms), tokens(s.tokens)];
   if (s.kind === "agent") meta.push(cost(s.cost_usd));
@@ -152,7 +160,7 @@ function stepCell(s, cls) {
 }
 
 /** The calls of one agent step in both runs, the Nth beside the Nth. */
-function callsTable(calls, ended) {
+export function callsTable(calls, ended) {
   const n = Math.max(calls[0].length, calls[1].length);
   if (n === 0) {
     const text = ended.every(Boolean) ? "no tool calls" : "reading the transcripts…";

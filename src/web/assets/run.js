@@ -12,6 +12,7 @@ import { newStep, createView, paint, addAgentEvent, isFolded } from "./steps.js"
 import { forkNote } from "./fork.js";
 import { tickElapsed } from "./details.js";
 import { artifactsPanel } from "./files.js";
+import { shadowLinks } from "./shadow.js";
 
 const TITLE_MARK = { running: "◐", succeeded: "✓", failed: "✗", errored: "✗", aborted: "✗" };
 
@@ -145,6 +146,7 @@ class RunPage {
         h("span", { class: "run-cost" }, spent(r)),
         h("span", null, `trigger: ${r.trigger}`)),
       forkNote(r),
+      shadowLinks(r),
       controls);
     document.title = `${TITLE_MARK[r.status] || ""} run #${r.id} · ${r.pipeline}`.trim();
   }
