@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use served::{Page, WAIT};
 
 /// The text of the first element matching `css` (null when none).
-fn text_of(p: &Page, css: &str) -> Value {
+pub fn text_of(p: &Page, css: &str) -> Value {
     p.b.eval(
         "const e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
         json!([css]),
@@ -115,7 +115,7 @@ fn a_review_forked_from_the_page_is_compared_with_its_untouched_parent() {
         WAIT,
     );
     check_comparison(&p, first, second);
-    screenshot(&p);
+    screenshot(&p, "TREADLE_SCREENSHOT_COMPARE", "compare");
 }
 
 /// The comparison of the review and its fork: both runs' facts, the draft taken from the
@@ -178,17 +178,18 @@ fn check_comparison(p: &Page, first: u64, second: u64) {
     );
 }
 
-/// docs/compare-page.png under `scripts/screenshot`; a temp file otherwise, checked to be
-/// a PNG either way.
-fn screenshot(p: &Page) {
+/// The page as a PNG into the file `var` names (docs/compare-page.png and the like under
+/// `scripts/screenshot`); a temp file named after `stem` otherwise, checked to be a PNG
+/// either way.
+pub fn screenshot(p: &Page, var: &str, stem: &str) {
     p.b.eval("document.activeElement?.blur()", json!([]));
     let png = p.b.screenshot_png();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     let width = u32::from_be_bytes(png[16..20].try_into().expect("width"));
     assert!(width >= 1000, "screenshot {width} px wide");
-    let target = match std::env::var_os("TREADLE_SCREENSHOT_COMPARE") {
+    let target = match std::env::var_os(var) {
         Some(path) => std::path::PathBuf::from(path),
-        None => std::env::temp_dir().join(format!("treadle-compare-{}.png", std::process::id())),
+        None => std::env::temp_dir().join(format!("treadle-{stem}-{}.png", std::process::id())),
     };
     std::fs::write(&target, &png).expect("write the screenshot");
     eprintln!("screenshot: {}", target.display());

@@ -6,17 +6,11 @@
 //! `scripts/screenshot` (TREADLE_SCREENSHOT_SHADOW=docs/shadow-page.png) it is saved into
 //! docs/.
 
+use crate::web_fork::{screenshot, text_of};
 use crate::{serve_shadow, served};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use served::{Page, WAIT};
-
-fn text_of(p: &Page, css: &str) -> Value {
-    p.b.eval(
-        "const e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
-        json!([css]),
-    )
-}
 
 #[test]
 fn a_review_shadowed_from_its_page_is_compared_with_its_shadow() {
@@ -123,7 +117,8 @@ fn a_review_shadowed_from_its_page_is_compared_with_its_shadow() {
             && rows[1][1].as_str().is_some_and(|c| c.contains("Not sure.")),
         "{calls}"
     );
-    screenshot(&p);
+    p.b.eval("document.activeElement?.blur()", json!([]));
+    screenshot(&p, "TREADLE_SCREENSHOT_SHADOW", "shadow");
 
     // Not a run; the run page now links to it.
     let runs = p.get("/api/v1/runs");
@@ -140,17 +135,4 @@ fn a_review_shadowed_from_its_page_is_compared_with_its_shadow() {
         item.as_str().is_some_and(|i| i.ends_with("changed")),
         "{item}"
     );
-}
-
-/// docs/shadow-page.png under `scripts/screenshot`; a temp file otherwise, checked to be a
-/// PNG either way.
-fn screenshot(p: &Page) {
-    let png = p.b.screenshot_png();
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
-    let target = match std::env::var_os("TREADLE_SCREENSHOT_SHADOW") {
-        Some(path) => std::path::PathBuf::from(path),
-        None => std::env::temp_dir().join(format!("treadle-shadow-{}.png", std::process::id())),
-    };
-    std::fs::write(&target, &png).expect("write the screenshot");
-    eprintln!("screenshot: {}", target.display());
 }

@@ -103,14 +103,16 @@ pub async fn list(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<ShadowRecord>>, ApiError> {
-    let run = run_id(&id)?;
-    let all = blocking(&app, move |store| {
-        // 404 for a run that does not exist, rather than an empty list.
+    Ok(Json(shadows_of(&app, run_id(&id)?).await?))
+}
+
+/// The shadows of `run`; 404 for a run that does not exist, rather than an empty list.
+async fn shadows_of(app: &Arc<App>, run: u64) -> Result<Vec<ShadowRecord>, ApiError> {
+    blocking(app, move |store| {
         store.run(run)?;
         Ok(kept::list(&store.database(), run)?)
     })
-    .await?;
-    Ok(Json(all))
+    .await
 }
 
 /// `GET /api/v1/runs/{id}/shadows/{n}`: one shadow of the run.
@@ -122,12 +124,9 @@ pub async fn one(
     let n: u32 = n
         .parse()
         .map_err(|_| ApiError::BadRequest(format!("`{n}` is not a shadow number")))?;
-    let all = blocking(&app, move |store| {
-        store.run(run)?;
-        Ok(kept::list(&store.database(), run)?)
-    })
-    .await?;
-    all.into_iter()
+    shadows_of(&app, run)
+        .await?
+        .into_iter()
         .find(|s| s.n == n)
         .map(Json)
         .ok_or_else(|| ApiError::NotFound(format!("run {run} has no shadow {n}")))

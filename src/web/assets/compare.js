@@ -58,8 +58,7 @@ class ComparePage {
   }
 
   schedule() {
-    if (this.frame) return;
-    this.frame = requestAnimationFrame(() => {
+    this.frame = paintOnce(this.frame, () => {
       this.frame = 0;
       this.paint();
     });
@@ -102,6 +101,12 @@ class ComparePage {
         h("th", null, h("a", { href: `/runs/${this.runs[1].id}` }, `run #${this.runs[1].id}`)))),
       h("tbody", null, rows));
   }
+}
+
+/** At most one paint a frame: `frame` is the one already asked for (0: none); answers the
+ * frame to keep. */
+export function paintOnce(frame, paint) {
+  return frame || requestAnimationFrame(paint);
 }
 
 /** Notes a tool call (or its result) of the step's own agent in `calls` (seq -> list);

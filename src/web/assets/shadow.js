@@ -10,7 +10,7 @@
 
 import { h, replace, badge, duration, tokens, cost } from "./dom.js";
 import { get, post, follow } from "./api.js";
-import { noteCall, flatten, stepCell, callsTable } from "./compare.js";
+import { noteCall, flatten, stepCell, callsTable, paintOnce } from "./compare.js";
 
 const VERDICT = "verdict";
 
@@ -60,8 +60,7 @@ class ShadowPage {
   }
 
   schedule() {
-    if (this.frame) return;
-    this.frame = requestAnimationFrame(() => {
+    this.frame = paintOnce(this.frame, () => {
       this.frame = 0;
       this.paint();
     });
