@@ -135,4 +135,5 @@ fn a_review_shadowed_from_its_page_is_compared_with_its_shadow() {
         item.as_str().is_some_and(|i| i.ends_with("changed")),
         "{item}"
     );
+    screenshot(&p, "TREADLE_SCREENSHOT_SHADOW_RUN", "shadow-run");
 }

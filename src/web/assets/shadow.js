@@ -158,11 +158,14 @@ function shadowCell(step, again, trace, shadow) {
     h("div", { class: "meta" }, meta.filter(Boolean).join(" · ")));
 }
 
-/** The run page's shadows of a finished run: links to each one's comparison, and a form
+/** The run page's shadows of a finished run with agent steps: links to each one's comparison, and a form
  * that starts one (POST /runs/{id}/shadow). Filled in once they are read. */
 export function shadowLinks(run) {
   const box = h("div", { class: "shadows" });
-  if (run.status === "running") return box;
+  // A shadow re-runs agent steps: a run still writing its calls, or one with no agent
+  // step, has nothing to shadow.
+  const agents = [...flatten(run.steps).values()].some((s) => s.kind === "agent");
+  if (run.status === "running" || !agents) return box;
   get(`/runs/${run.id}/shadows`).then((list) => {
     const items = list.map((s) => h("li", { class: "shadow-item", dataset: { n: s.n } },
       h("a", { class: "shadow-link", href: `/compare/${run.id}/shadow/${s.n}` }, `shadow ${s.n}`),
