@@ -18,7 +18,8 @@ to give what an idle session holds between turns.
 
 Without --bin the release build of the driver is made first
 (`cargo build --release -p treadle-session --example bench_turn`). --quick runs tiny sizes
-once (the smoke run of pkg-session/benches/pinned.rs under `cargo test`).
+once (the smoke run of pkg-session/benches/pinned.rs under `cargo test`, whose binary is
+the same driver and passes itself as --bin).
 
 Why a Python script around a Rust binary: the server must be another process on another
 core, and the two drivers other processes still (each has its own peak RSS), so the bench is

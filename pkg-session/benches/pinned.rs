@@ -1,37 +1,41 @@
 //! Runs `benches/pinned.py` (issue 32: CPU and memory per step on a pinned core, treadle
-//! against a raw reqwest loop) with this profile's `bench_turn` example.
+//! against a raw reqwest loop) with this binary as the driver it pins.
 //!
-//! `cargo bench -p treadle-session --bench pinned` runs the full table (build the example
-//! first: `cargo build --release -p treadle-session --example bench_turn`; or run
-//! `python3 benches/pinned.py`, which builds it). Under `cargo test` (no `--bench`
-//! argument) it is the smoke run: tiny sizes, once, with the test profile's example, which
-//! `cargo test` builds beside this binary. The smoke run checks that the script, the
-//! server and both drivers still work together and that the table comes out; it times
-//! nothing that is asserted.
+//! This binary is the `bench_turn` driver too (`pkg-session/examples/bench_turn/driver.rs`,
+//! compiled in): started with `--endpoint` it drives; otherwise it runs the script, which
+//! starts the server and then this binary once per driver run. So the bench needs no other
+//! build, under `cargo bench` (release: the full table) or `cargo test` (the smoke run: tiny
+//! sizes, once, which checks that the script, the server and both drivers still work
+//! together and that the table comes out; nothing timed is asserted). `python3
+//! benches/pinned.py` alone does the same with the release `bench_turn` example.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-fn main() {
+#[path = "../examples/bench_turn/driver.rs"]
+mod driver;
+// The bench support file serves several benches; this one uses part of it.
+#[allow(dead_code)]
+#[path = "../../benches/support/heap.rs"]
+mod heap;
+#[path = "../../benches/support/probe.rs"]
+mod probe;
+
+#[global_allocator]
+static ALLOC: heap::Counting = heap::Counting;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if std::env::args().any(|a| a == "--endpoint") {
+        return driver::main(std::env::args());
+    }
     let bench = std::env::args().any(|a| a == "--bench");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    // target/<profile>/deps/pinned-<hash> -> target/<profile>/examples/bench_turn
-    let example = std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.join("examples").join("bench_turn")));
     let required = std::env::var_os("TREADLE_REQUIRE_PINNED_BENCH").is_some();
-    let Some(example) = example.filter(|p| p.exists()) else {
-        let why = "pinned: skipped, no bench_turn example beside this binary \
-                   (cargo build -p treadle-session --example bench_turn)";
-        assert!(!required, "{why}");
-        eprintln!("{why}");
-        return;
-    };
     let mut command = Command::new("python3");
     command
         .arg(root.join("benches").join("pinned.py"))
         .arg("--bin")
-        .arg(&example);
+        .arg(std::env::current_exe()?);
     if !bench {
         command.arg("--quick");
     }
@@ -41,7 +45,7 @@ fn main() {
             let why = format!("pinned: skipped, python3 could not be started: {e}");
             assert!(!required, "{why}");
             eprintln!("{why}");
-            return;
+            return Ok(());
         }
     };
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -53,4 +57,5 @@ fn main() {
     if !bench {
         assert!(stdout.contains("| 3 x 1 |") && stdout.contains("| 2 x 4 |"));
     }
+    Ok(())
 }
