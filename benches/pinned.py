@@ -133,10 +133,10 @@ def cpu_model():
 
 def table(rows):
     out = ["| K x S | raw µs/step | treadle µs/step | ratio | raw CPU µs/step | "
-           "treadle CPU µs/step | server CPU share raw / treadle | raw peak RSS MB | "
+           "treadle CPU µs/step | CPU ratio | server CPU share raw / treadle | raw peak RSS MB | "
            "treadle peak RSS MB | RSS ratio | log syncs/step | log sync median µs "
            "(probe) / journal mean | load |",
-           "|" + "---|" * 14]
+           "|" + "---|" * 15]
     for row in rows:
         raw, tr = row["runs"]["raw"], row["runs"]["treadle"]
         r_us, t_us = med(raw, "per_step_us"), med(tr, "per_step_us")
@@ -144,6 +144,7 @@ def table(rows):
         out.append(
             f"| {row['k']} x {row['s']:,} | {r_us:,.0f} | {t_us:,.0f} | {t_us / r_us:.2f} | "
             f"{med(raw, 'cpu_per_step_us'):,.0f} | {med(tr, 'cpu_per_step_us'):,.0f} | "
+            f"{med(tr, 'cpu_per_step_us') / med(raw, 'cpu_per_step_us'):.2f} | "
             f"{med(raw, 'server_cpu_share'):.0%} / {med(tr, 'server_cpu_share'):.0%} | "
             f"{r_rss:.1f} | {t_rss:.1f} | {t_rss / r_rss:.2f} | "
             f"{med(tr, 'log_syncs_per_step'):.2f} | "
@@ -164,8 +165,10 @@ def verdicts(rows):
     if (20, 100) in by:
         row = by[(20, 100)]
         ratio = med(row["runs"]["treadle"], "per_step_us") / med(row["runs"]["raw"], "per_step_us")
+        cpu = med(row["runs"]["treadle"], "cpu_per_step_us") / med(row["runs"]["raw"],
+                                                                     "cpu_per_step_us")
         lines.append(f"20 x 100: {ratio:.2f} x raw per step (target 1.5): "
-                     f"{'met' if ratio <= 1.5 else 'NOT met'}")
+                     f"{'met' if ratio <= 1.5 else 'NOT met'}; CPU per step {cpu:.2f} x raw")
         if row["idle_kb"] is not None:
             lines.append(f"idle session between turns: {row['idle_kb']:.1f} KB (target 16): "
                          f"{'met' if row['idle_kb'] < 16 else 'NOT met'}")

@@ -5,12 +5,13 @@
 #[path = "raw.rs"]
 mod raw;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use treadle_session::{Effect, FnTool, Journal, JournalOptions, Session, ToolError};
+use treadle_session::{Effect, FnTool, Journal, JournalOptions, Session, Tool, ToolError};
 
 use crate::{heap, probe};
 
@@ -40,6 +41,10 @@ struct Args {
     /// multi-threaded one, with a worker per core the process may use).
     #[arg(long)]
     current_thread: bool,
+    /// Exit at once after the turns, the sessions still alive and idle, so that a heap
+    /// profiler's "leaked at exit" report (heaptrack) is what idle sessions hold.
+    #[arg(long)]
+    exit_idle: bool,
     /// Count live heap bytes (a cost on every allocation) to report what an idle session
     /// holds between turns; leave off for timing figures.
     #[arg(long)]
@@ -108,6 +113,18 @@ async fn treadle(args: &Args) -> Result<serde_json::Value, Box<dyn std::error::E
         },
     )?;
 
+    // One echo tool for every session, as one process serving many sessions would hold
+    // it (the raw loop likewise shares its tool definition).
+    let echo: Arc<dyn Tool> = Arc::new(
+        FnTool::new("echo", "Returns its argument.", |a: Echo| async move {
+            Ok::<_, ToolError>(a.i.to_string())
+        })
+        .effect(if args.effectful {
+            Effect::Effectful
+        } else {
+            Effect::Pure
+        }),
+    );
     let mut sessions = Vec::with_capacity(args.sessions);
     for _ in 0..args.sessions {
         let session = Session::builder()
@@ -117,16 +134,7 @@ async fn treadle(args: &Args) -> Result<serde_json::Value, Box<dyn std::error::E
             .max_steps(args.steps + 2)
             // Long runs (`--steps 1000`) must not meet the default per-turn call limit.
             .max_tool_calls_per_turn(args.steps + 2)
-            .tool(
-                FnTool::new("echo", "Returns its argument.", |a: Echo| async move {
-                    Ok::<_, ToolError>(a.i.to_string())
-                })
-                .effect(if args.effectful {
-                    Effect::Effectful
-                } else {
-                    Effect::Pure
-                }),
-            )
+            .tools([echo.clone()])
             .start()
             .await?;
         sessions.push(session);
@@ -147,6 +155,10 @@ async fn treadle(args: &Args) -> Result<serde_json::Value, Box<dyn std::error::E
         }
     }
     let mut line = figures("treadle", args, wall, cpu);
+    if args.exit_idle {
+        println!("{line}");
+        std::process::exit(0);
+    }
     // What the sessions hold between turns: the live heap with them idle, less the live
     // heap once they are shut down and dropped (the journal and pooled connections stay).
     let idle_heap = heap::live_bytes();
