@@ -22,7 +22,7 @@ breaks = [
   "discarded_step"),
  ("hook-order", "pkg-session/src/turn.rs",
   "                    StepEnd::Discarded(end) => match outcome_of(end) {",
-  "                    StepEnd::Discarded(_) if true => Outcome::Completed,\n                    StepEnd::Discarded(end) => match outcome_of(end) {",
+  "                    StepEnd::Discarded(_) if true => OperationOutcome::Completed,\n                    StepEnd::Discarded(end) => match outcome_of(end) {",
   "hook_order"),
  ("no-silent-loss", "pkg-session/src/hub/mod.rs",
   "                Err(Rejected::Full) if !enduring => {",
