@@ -223,15 +223,15 @@ fn config(
         "env": step.env,
         "assert": step.assert.as_ref().map(|a| serde_json::to_value(&a.value).unwrap_or(Value::Null)),
     });
-    let kind = step.kind().map_err(|e| ConfigError(e.to_string()))?;
+    let kind = &step.kind;
     let specific = match kind {
-        StepKind::Task(run) => json!({ "run": run_json(&run.value) }),
+        StepKind::Task { run, .. } => json!({ "run": run_json(&run.value) }),
         StepKind::Agent(name) => {
             let agent = agent
                 .ok_or_else(|| ConfigError(format!("agent step `{}` was not built", name.value)))?;
             agent_config(step, agent)
         }
-        StepKind::Get(res) | StepKind::Put(res) => {
+        StepKind::Get { resource: res, .. } | StepKind::Put { resource: res, .. } => {
             let resource = loaded
                 .pipeline
                 .resources
@@ -263,8 +263,8 @@ fn config(
             }
             config
         }
-        StepKind::Approval => json!({ "message": step.message }),
-        StepKind::Input => json!({
+        StepKind::Approval(_) => json!({ "message": step.message }),
+        StepKind::Input(_) => json!({
             "question": step.question.as_ref().map(|q| &q.value),
             "schema": step.schema,
             "choices": step.choices,

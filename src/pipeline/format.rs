@@ -21,11 +21,13 @@ use super::at::At;
 use super::duration::DurationSpec;
 pub use super::flow::VerdictEntry;
 use super::flow::{Axis, Race, To, When};
+pub use super::step::Step;
 
 /// A whole pipeline file.
+/// `S` is the step: [`RawStep`] as read, the typed [`Step`] once loaded.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Pipeline {
+pub struct Pipeline<S = Step> {
     /// Things steps fetch with `get:` and publish with `put:` (`git` and `time` are
     /// built in).
     #[serde(default)]
@@ -42,16 +44,16 @@ pub struct Pipeline {
     pub agents: Vec<Agent>,
     /// Tasks defined once: a `task:` step without `run:` takes the entry of its name.
     #[serde(default)]
-    pub tasks: Vec<At<Step>>,
+    pub tasks: Vec<At<RawStep>>,
     /// MCP servers agents may be granted with `{ mcp: NAME }`.
     #[serde(default)]
     pub mcp_servers: Vec<super::agent_def::McpServerSpec>,
     /// The jobs; `treadle run --job NAME` picks one when there are several.
     #[serde(default)]
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<Job<S>>,
     /// Shorthand for a file with a single job: its plan, written at the top level.
     #[serde(default)]
-    pub plan: Option<Vec<At<Step>>>,
+    pub plan: Option<Vec<At<S>>>,
     /// Prices per model (`provider/model` or the served name), in US dollars per million
     /// tokens; a model without a price is shown as unpriced.
     #[serde(default)]
@@ -84,7 +86,7 @@ pub struct PipelineAssert {
     pub execution: Option<Vec<String>>,
 }
 
-impl Pipeline {
+impl<S> Pipeline<S> {
     /// The step output limit in force, in bytes.
     pub fn step_output_limit(&self) -> u64 {
         self.limits.as_ref().map_or(
@@ -115,10 +117,10 @@ pub struct Resource {
     pub env: Vec<At<String>>,
 }
 
-/// A job: a named plan.
+/// A job: a named plan of steps `S` (as [`Pipeline`]).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Job {
+pub struct Job<S = Step> {
     /// Job name (`treadle run --job NAME`).
     pub name: At<String>,
     /// What the job is for (shown by nothing; for the reader).
@@ -129,7 +131,7 @@ pub struct Job {
     #[serde(default)]
     pub timeout: Option<At<DurationSpec>>,
     /// The steps, run in order.
-    pub plan: Vec<At<Step>>,
+    pub plan: Vec<At<S>>,
     /// Checks on the whole job once it ends.
     #[serde(default)]
     pub assert: Option<JobAssert>,
@@ -156,26 +158,28 @@ pub struct Job {
     pub budget: Option<Budget>,
     /// Runs when the job succeeded.
     #[serde(default)]
-    pub on_success: Option<Box<At<Step>>>,
+    pub on_success: Option<Box<At<S>>>,
     /// Runs when the job failed (a step said no, or a timeout passed).
     #[serde(default)]
-    pub on_failure: Option<Box<At<Step>>>,
+    pub on_failure: Option<Box<At<S>>>,
     /// Runs when the job errored (something could not be run).
     #[serde(default)]
-    pub on_error: Option<Box<At<Step>>>,
+    pub on_error: Option<Box<At<S>>>,
     /// Runs when the run was interrupted (Ctrl-C, SIGTERM).
     #[serde(default)]
-    pub on_abort: Option<Box<At<Step>>>,
+    pub on_abort: Option<Box<At<S>>>,
     /// Runs whatever happened.
     #[serde(default)]
-    pub ensure: Option<Box<At<Step>>>,
+    pub ensure: Option<Box<At<S>>>,
 }
 
-/// One step of a plan. Exactly one of the kind keys (`task`, `agent`, `approval`, `get`,
-/// `put`, `do`, `in_parallel`, `try`, `race`, `ensemble`, `load_var`) must be set.
+/// One step of a plan as written (the wire form). Exactly one of the kind keys (`task`,
+/// `agent`, `approval`, `get`, `put`, `do`, `in_parallel`, `try`, `race`, `ensemble`,
+/// `load_var`) must be set; loading turns it into a typed [`super::step::Step`].
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Step {
+#[schemars(rename = "Step")]
+pub struct RawStep {
     // ---- kinds ----
     /// A shell task; the value is the step's name.
     #[serde(default)]
@@ -199,20 +203,20 @@ pub struct Step {
     pub put: Option<At<String>>,
     /// Runs the nested steps in order.
     #[serde(default, rename = "do")]
-    pub do_: Option<Vec<At<Step>>>,
+    pub do_: Option<Vec<At<RawStep>>>,
     /// Runs the nested steps at the same time.
     #[serde(default)]
-    pub in_parallel: Option<InParallel>,
+    pub in_parallel: Option<InParallel<RawStep>>,
     /// Runs the nested step and succeeds whatever it does (unless the run is aborted).
     #[serde(default, rename = "try")]
-    pub try_: Option<Box<At<Step>>>,
+    pub try_: Option<Box<At<RawStep>>>,
     /// Runs the nested steps at once; the first to succeed wins, the others are cancelled.
     #[serde(default)]
-    pub race: Option<Race>,
+    pub race: Option<Race<RawStep>>,
     /// Several agents answer in one vocabulary; a rule decides, and the block routes on
     /// the decision (see docs/agents.md).
     #[serde(default)]
-    pub ensemble: Option<At<super::ensemble::Ensemble>>,
+    pub ensemble: Option<At<super::ensemble::Ensemble<RawStep>>>,
     /// Reads a file of the step's inputs into the var of this name, for `((name))` in the
     /// steps after it.
     #[serde(default)]
@@ -410,37 +414,37 @@ pub struct Step {
     pub volatile: bool,
     /// Runs after the step succeeded; its failure fails the step.
     #[serde(default)]
-    pub on_success: Option<Box<At<Step>>>,
+    pub on_success: Option<Box<At<RawStep>>>,
     /// Runs after the step failed; the step stays failed.
     #[serde(default)]
-    pub on_failure: Option<Box<At<Step>>>,
+    pub on_failure: Option<Box<At<RawStep>>>,
     /// Runs after the step errored (it could not be run); the step stays errored.
     #[serde(default)]
-    pub on_error: Option<Box<At<Step>>>,
+    pub on_error: Option<Box<At<RawStep>>>,
     /// Runs after the run was interrupted during the step.
     #[serde(default)]
-    pub on_abort: Option<Box<At<Step>>>,
+    pub on_abort: Option<Box<At<RawStep>>>,
     /// Runs after the step whatever happened; its failure fails the step.
     #[serde(default)]
-    pub ensure: Option<Box<At<Step>>>,
+    pub ensure: Option<Box<At<RawStep>>>,
 }
 
 /// `in_parallel:` either as a list of steps or as `{ steps, limit, fail_fast }`.
 #[derive(Debug, Clone, JsonSchema)]
 #[schemars(untagged)]
-pub enum InParallel {
+pub enum InParallel<S = Step> {
     /// A bare list: `in_parallel: [step, step]`.
-    Steps(Vec<At<Step>>),
+    Steps(Vec<At<S>>),
     /// The long form.
-    Config(InParallelConfig),
+    Config(InParallelConfig<S>),
 }
 
 /// The long form of `in_parallel:`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct InParallelConfig {
+pub struct InParallelConfig<S = Step> {
     /// The steps to run together.
-    pub steps: Vec<At<Step>>,
+    pub steps: Vec<At<S>>,
     /// At most this many at once (default: all).
     #[serde(default)]
     pub limit: Option<At<u32>>,
@@ -449,9 +453,9 @@ pub struct InParallelConfig {
     pub fail_fast: bool,
 }
 
-impl InParallel {
+impl<S> InParallel<S> {
     /// The nested steps.
-    pub fn steps(&self) -> &[At<Step>] {
+    pub fn steps(&self) -> &[At<S>] {
         match self {
             Self::Steps(s) => s,
             Self::Config(c) => &c.steps,
@@ -472,23 +476,23 @@ impl InParallel {
 
 // A visitor, not `#[serde(untagged)]`: untagged buffers the input and loses both the
 // locations of nested values and the precise error of the form the user meant.
-impl<'de> Deserialize<'de> for InParallel {
+impl<'de, S: Deserialize<'de>> Deserialize<'de> for InParallel<S> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = InParallel;
+        struct V<S>(std::marker::PhantomData<S>);
+        impl<'de, S: Deserialize<'de>> Visitor<'de> for V<S> {
+            type Value = InParallel<S>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of steps, or a mapping with `steps`, `limit`, `fail_fast`")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<InParallel, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<InParallel<S>, A::Error> {
                 Vec::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(InParallel::Steps)
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<InParallel, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<InParallel<S>, A::Error> {
                 InParallelConfig::deserialize(de::value::MapAccessDeserializer::new(map))
                     .map(InParallel::Config)
             }
         }
-        deserializer.deserialize_any(V)
+        deserializer.deserialize_any(V(std::marker::PhantomData))
     }
 }
 

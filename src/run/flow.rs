@@ -352,7 +352,7 @@ impl<'a> Ctx<'a> {
         let reserve = budget
             .and_then(|b| b.reserve_per_cell.as_ref().map(|r| r.value))
             .or_else(|| {
-                let name = &step.agent.as_ref()?.value;
+                let name = &step.agent_name()?.value;
                 let agent = self
                     .loaded
                     .pipeline

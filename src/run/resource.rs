@@ -155,8 +155,7 @@ impl<'a> Ctx<'a> {
             None => None,
         };
         let artifact = step
-            .get
-            .as_ref()
+            .got()
             .map_or_else(|| resource.to_owned(), |g| g.value.clone());
         let (ws, mirror) = (
             self.artifacts.clone(),
@@ -263,7 +262,7 @@ impl<'a> Ctx<'a> {
         step: &At<Step>,
         entry: &Entry,
     ) -> Result<(), ResourceError> {
-        if step.agent.is_none() {
+        if step.agent_name().is_none() {
             return Ok(());
         }
         let outputs: Vec<&str> = step.outputs.iter().map(|o| o.value.as_str()).collect();

@@ -52,8 +52,7 @@ impl<'a> Ctx<'a> {
             Err(e) => return Done::errored(format!("get `{resource}`: bad version {text}: {e}")),
         };
         let artifact = step
-            .get
-            .as_ref()
+            .got()
             .map_or_else(|| resource.to_owned(), |g| g.value.clone());
         let arts = std::slice::from_ref(&artifact);
         let dir = match self

@@ -81,7 +81,7 @@ impl Watched {
 fn job_plan(job: &Job) -> JobPlan {
     let mut gets: Vec<Get> = Vec::new();
     visit_job(job, &mut |s| {
-        let Ok(StepKind::Get(r)) = s.kind() else {
+        let StepKind::Get { resource: r, .. } = &s.kind else {
             return;
         };
         let trigger = s.trigger.as_ref().is_some_and(|t| t.value);
