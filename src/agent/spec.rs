@@ -672,9 +672,10 @@ mod tests {
         assert_eq!(keyed, built.tools);
         // The directory is not part of the key.
         assert_eq!(built.clone().in_dir("/tmp/x".into()).key_view(), view);
-        let not_agent = crate::pipeline::Step::of_kind(crate::pipeline::StepKind::LoadVar(
-            crate::pipeline::At::new("v".to_owned()),
-        ));
+        let not_agent = crate::pipeline::Step::of_kind(crate::pipeline::StepKind::LoadVar {
+            name: crate::pipeline::At::new("v".to_owned()),
+            file: None,
+        });
         assert!(matches!(
             AgentStep::build(&loaded, &not_agent),
             Err(BuildError::NotAgent)

@@ -75,8 +75,8 @@ pub(crate) fn is_leaf(step: &Step) -> bool {
             | StepKind::Agent(_)
             | StepKind::Get { .. }
             | StepKind::Put { .. }
-            | StepKind::Approval(_)
-            | StepKind::Input(_)
+            | StepKind::Approval { .. }
+            | StepKind::Input { .. }
     )
 }
 

@@ -320,10 +320,12 @@ impl<'a> Checker<'a> {
                     available.insert(step.display_name());
                 }
             }
-            StepKind::Approval(_) => self.approval_step(step),
-            StepKind::Input(_) => self.input_step(step),
-            StepKind::LoadVar(name) => {
-                for (pos, problem, message, hint) in super::check_flow::load_var(step, name) {
+            StepKind::Approval { on_timeout, .. } => self.approval_step(step, on_timeout.as_ref()),
+            StepKind::Input { .. } => self.input_step(step),
+            StepKind::LoadVar { name, file } => {
+                for (pos, problem, message, hint) in
+                    super::check_flow::load_var(step, name, file.as_ref())
+                {
                     self.push(pos, problem, message, hint);
                 }
             }
@@ -450,8 +452,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn approval_step(&mut self, step: &Step) {
-        let Some(t) = &step.on_timeout else {
+    fn approval_step(&mut self, step: &Step, on_timeout: Option<&At<String>>) {
+        let Some(t) = on_timeout else {
             return;
         };
         if !matches!(t.value.as_str(), "approve" | "reject") {

@@ -415,7 +415,7 @@ fn templated_texts(step: &Step) -> Vec<String> {
 }
 
 /// A `load_var:` step names a plain var and a file inside one of its inputs.
-pub fn load_var(step: &At<Step>, name: &At<String>) -> Vec<Finding> {
+pub fn load_var(step: &At<Step>, name: &At<String>, file: Option<&At<String>>) -> Vec<Finding> {
     let plain = !name.value.is_empty()
         && name
             .value
@@ -429,7 +429,7 @@ pub fn load_var(step: &At<Step>, name: &At<String>) -> Vec<Finding> {
             "use letters, digits, `_`, `-` and `.`, e.g. `load_var: tag`",
         )];
     }
-    match &step.file {
+    match file {
         None => vec![finding(
             name.pos,
             Problem::MissingKey,

@@ -140,7 +140,7 @@ fn step<'p>(
             format!("add `{script}:` under the type's `config:`, or remove this step"),
         ));
     }
-    if let Some(v) = &s.version
+    if let Some(v) = s.version()
         && v.value == VersionSpec::Every
     {
         if !top {

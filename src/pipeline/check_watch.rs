@@ -86,7 +86,12 @@ fn passed(pipeline: &Pipeline, job: &Job) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut gated: Vec<(String, Vec<At<String>>)> = Vec::new();
     visit_job(job, &mut |s| {
-        if let (StepKind::Get { resource: r, .. }, Some(p)) = (&s.kind, &s.passed) {
+        if let StepKind::Get {
+            resource: r,
+            passed: Some(p),
+            ..
+        } = &s.kind
+        {
             gated.push((r.value.clone(), p.value.clone()));
         }
     });

@@ -4,8 +4,8 @@
 //! of steps. A step is one mapping that names its kind with one key (`task:`, `agent:`,
 //! `approval:`, `get:`, `put:`, `do:`, `in_parallel:`, `try:`) next to the keys every step
 //! takes (`inputs`, `outputs`, `env`, `timeout`, `attempts`, hooks). The mapping is read
-//! into one flat [`Step`] so that an unknown key is reported where it is written; which
-//! keys belong to which kind is checked afterwards by [`super::check`].
+//! into one flat [`RawStep`] so that an unknown key is reported where it is written; which
+//! keys belong to which kind is decided when loading types it ([`super::step`]).
 //!
 //! Every struct denies unknown fields: a typo is a load error, never silently ignored.
 
@@ -22,9 +22,10 @@ use super::duration::DurationSpec;
 pub use super::flow::VerdictEntry;
 use super::flow::{Axis, Race, To, When};
 pub use super::step::Step;
+pub use super::step_keys::{RunConfig, RunSpec};
 
 /// A whole pipeline file.
-/// `S` is the step: [`RawStep`] as read, the typed [`Step`] once loaded.
+// `S` is the step: `RawStep` as read, the typed `Step` once loaded.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Pipeline<S = Step> {
@@ -117,7 +118,8 @@ pub struct Resource {
     pub env: Vec<At<String>>,
 }
 
-/// A job: a named plan of steps `S` (as [`Pipeline`]).
+/// A job: a named plan.
+// `S` is the step, as in `Pipeline`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Job<S = Step> {
@@ -173,9 +175,10 @@ pub struct Job<S = Step> {
     pub ensure: Option<Box<At<S>>>,
 }
 
-/// One step of a plan as written (the wire form). Exactly one of the kind keys (`task`,
-/// `agent`, `approval`, `get`, `put`, `do`, `in_parallel`, `try`, `race`, `ensemble`,
-/// `load_var`) must be set; loading turns it into a typed [`super::step::Step`].
+/// One step of a plan. Exactly one of the kind keys (`task`, `agent`, `approval`, `get`,
+/// `put`, `do`, `in_parallel`, `try`, `race`, `ensemble`, `load_var`) must be set.
+// The wire form (these docs are the JSON Schema's): loading turns it into a typed
+// `super::step::Step`, once (`super::step::Typer`).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Step")]
@@ -493,63 +496,6 @@ impl<'de, S: Deserialize<'de>> Deserialize<'de> for InParallel<S> {
             }
         }
         deserializer.deserialize_any(V(std::marker::PhantomData))
-    }
-}
-
-/// A task's command.
-#[derive(Debug, Clone, JsonSchema)]
-#[schemars(untagged)]
-pub enum RunSpec {
-    /// `run: "make test"`: a shell command line, run with `sh -c`.
-    Shell(String),
-    /// `run: { path: make, args: [test] }`: a program run directly, as in Concourse.
-    Exec(RunConfig),
-}
-
-/// The Concourse form of a command.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunConfig {
-    /// The program (looked up in PATH, or relative to the step directory).
-    pub path: String,
-    /// Its arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Working directory, relative to the step directory.
-    #[serde(default)]
-    pub dir: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for RunSpec {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RunSpec;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a shell command string, or a mapping with `path` and `args`")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v.to_owned()))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v))
-            }
-            // `run: true` and `run: 7` are commands too: YAML types them, the shell does not.
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v.to_string()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RunSpec, A::Error> {
-                RunConfig::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(RunSpec::Exec)
-            }
-        }
-        deserializer.deserialize_any(V)
     }
 }
 

@@ -1,6 +1,8 @@
 //! What a step is: the typed [`StepKind`] a loaded step holds, its display name, and
 //! the keys that belong to each kind (read off a written [`RawStep`] when it is typed).
 
+use std::collections::BTreeMap;
+
 use super::at::{At, Pos};
 use super::ensemble::Ensemble;
 use super::flow::{FAILURE_VERDICT, Race};
@@ -19,15 +21,41 @@ pub enum StepKind {
     /// `agent:` naming an agent.
     Agent(At<String>),
     /// `approval:`.
-    Approval(At<super::step_keys::Approval>),
-    /// `input:` with the step's name.
-    Input(At<String>),
+    Approval {
+        /// The value of `approval:` (its long form is resolved into the keys below).
+        name: At<super::step_keys::Approval>,
+        /// Text shown to the person asked.
+        message: Option<String>,
+        /// What the step's `timeout` answers: `approve` or `reject`.
+        on_timeout: Option<At<String>>,
+    },
+    /// `input:`: a question a person answers.
+    Input {
+        /// The value of `input:`, the step's name.
+        name: At<String>,
+        /// What is asked.
+        question: Option<At<String>>,
+        /// The JSON Schema the answer must fit.
+        schema: Option<serde_json::Value>,
+        /// The only answers allowed.
+        choices: Option<Vec<String>>,
+        /// The answer taken when the step's `timeout` passes.
+        default: Option<serde_json::Value>,
+    },
     /// `get:` of a resource.
     Get {
-        /// The value of `get:`.
+        /// The value of `get:`, the artifact fetched into.
         name: At<String>,
         /// The resource: `resource:`, else the name.
         resource: At<String>,
+        /// Resource-specific parameters.
+        params: Option<BTreeMap<String, serde_json::Value>>,
+        /// `latest`, `every`, or a pinned version.
+        version: Option<At<super::resource_type::VersionSpec>>,
+        /// Whether `treadle watch` builds the job on a new version.
+        trigger: Option<At<bool>>,
+        /// Only versions that passed these jobs together.
+        passed: Option<At<Vec<At<String>>>>,
     },
     /// `put:` to a resource.
     Put {
@@ -35,6 +63,8 @@ pub enum StepKind {
         name: At<String>,
         /// The resource: `resource:`, else the name.
         resource: At<String>,
+        /// Resource-specific parameters.
+        params: Option<BTreeMap<String, serde_json::Value>>,
     },
     /// `do:`.
     Do(Vec<At<Step>>),
@@ -47,7 +77,12 @@ pub enum StepKind {
     /// `ensemble:`.
     Ensemble(At<Ensemble>),
     /// `load_var:` naming the var.
-    LoadVar(At<String>),
+    LoadVar {
+        /// The var.
+        name: At<String>,
+        /// `ARTIFACT/path` of the file read.
+        file: Option<At<String>>,
+    },
 }
 
 impl StepKind {
@@ -61,8 +96,8 @@ impl StepKind {
         match self {
             Self::Task { .. } => Kind::Task,
             Self::Agent(_) => Kind::Agent,
-            Self::Approval(_) => Kind::Approval,
-            Self::Input(_) => Kind::Input,
+            Self::Approval { .. } => Kind::Approval,
+            Self::Input { .. } => Kind::Input,
             Self::Get { .. } => Kind::Get,
             Self::Put { .. } => Kind::Put,
             Self::Do(_) => Kind::Do,
@@ -70,7 +105,7 @@ impl StepKind {
             Self::Try(_) => Kind::Try,
             Self::Race(_) => Kind::Race,
             Self::Ensemble(_) => Kind::Ensemble,
-            Self::LoadVar(_) => Kind::LoadVar,
+            Self::LoadVar { .. } => Kind::LoadVar,
         }
     }
 
@@ -79,11 +114,11 @@ impl StepKind {
         match self {
             Self::Task { name, .. }
             | Self::Agent(name)
-            | Self::Input(name)
+            | Self::Input { name, .. }
             | Self::Get { name, .. }
             | Self::Put { name, .. }
-            | Self::LoadVar(name) => Some(name.value.clone()),
-            Self::Approval(a) => Some(a.value.name().to_owned()),
+            | Self::LoadVar { name, .. } => Some(name.value.clone()),
+            Self::Approval { name, .. } => Some(name.value.name().to_owned()),
             Self::Do(_)
             | Self::InParallel(_)
             | Self::Try(_)
@@ -345,6 +380,22 @@ impl Step {
         }
     }
 
+    /// The `params:` of a `get:` or `put:` step.
+    pub fn params(&self) -> Option<&BTreeMap<String, serde_json::Value>> {
+        match &self.kind {
+            StepKind::Get { params, .. } | StepKind::Put { params, .. } => params.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The `version:` of a `get:` step.
+    pub fn version(&self) -> Option<&At<super::resource_type::VersionSpec>> {
+        match &self.kind {
+            StepKind::Get { version, .. } => version.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The command of a `task:` step.
     pub fn run(&self) -> Option<&At<RunSpec>> {
         match &self.kind {
@@ -366,16 +417,26 @@ impl Step {
     /// The question of an `input:` step (`None` without `question:`): its schema (default:
     /// any string), choices and default answer.
     pub fn input_question(&self) -> Option<treadle_session::HumanQuestion> {
-        let text = &self.question.as_ref()?.value;
+        let StepKind::Input {
+            question,
+            schema,
+            choices,
+            default,
+            ..
+        } = &self.kind
+        else {
+            return None;
+        };
+        let text = &question.as_ref()?.value;
         let mut question = treadle_session::HumanQuestion::new(text.clone());
-        let choices = self.choices.clone().unwrap_or_default();
-        question.schema = match (&self.schema, choices.is_empty()) {
+        let choices = choices.clone().unwrap_or_default();
+        question.schema = match (schema, choices.is_empty()) {
             (Some(schema), _) => schema.clone(),
             (None, false) => serde_json::json!({ "enum": choices }),
             (None, true) => question.schema,
         };
         question.choices = choices;
-        question.default = self.default.clone();
+        question.default = default.clone();
         Some(question)
     }
 
@@ -438,11 +499,8 @@ impl Step {
     /// Whether this is a `get` with `version: every` (from it on, the plan runs once per
     /// version not taken yet).
     pub fn is_every_get(&self) -> bool {
-        matches!(self.kind, StepKind::Get { .. })
-            && self
-                .version
-                .as_ref()
-                .is_some_and(|v| v.value == super::resource_type::VersionSpec::Every)
+        matches!(&self.kind, StepKind::Get { version: Some(v), .. }
+            if v.value == super::resource_type::VersionSpec::Every)
     }
 
     /// Every route target this step names, with the outcome or verdict that takes it.

@@ -16,15 +16,12 @@ use super::format::{Budget, InParallel, InParallelConfig, Job, Pipeline, RawStep
 use super::kind::StepKind;
 
 /// One loaded step: its kind with the kind's configuration, and the keys every step
-/// takes. The agent keys (`prompt` to `max_context_bytes`) and a few others are still
-/// flat here; typing makes sure only an agent step carries them.
+/// takes. The agent keys (`prompt` to `max_context_bytes`), `fix` and the mappings of a
+/// task are still flat here; typing and the checks make sure only their kind carries them.
 #[derive(Debug, Clone)]
 pub struct Step {
     /// The kind and what only that kind has.
     pub kind: StepKind,
-    /// With `load_var:`, the file: `ARTIFACT/path`, inside one of the step's inputs. In a
-    /// `tasks:` entry: a YAML file holding the task (keys written beside it win).
-    pub file: Option<At<String>>,
     /// What the step is for (for the reader).
     pub description: Option<String>,
     /// A guard command: the step runs only when it exits 0, else it is skipped.
@@ -81,27 +78,6 @@ pub struct Step {
     pub input_mapping: Option<At<BTreeMap<String, String>>>,
     /// Outputs collected under another name: `{ NAME_IN_STEP: ARTIFACT }`.
     pub output_mapping: Option<At<BTreeMap<String, String>>>,
-    /// Text shown to the person asked.
-    pub message: Option<String>,
-    /// What happens when an approval's `timeout` passes: `approve` or `reject`.
-    pub on_timeout: Option<At<String>>,
-    /// What an `input:` step asks.
-    pub question: Option<At<String>>,
-    /// The JSON Schema (written in YAML) the answer must fit; default: any string.
-    pub schema: Option<serde_json::Value>,
-    /// The only answers allowed (strings).
-    pub choices: Option<Vec<String>>,
-    /// The answer taken when the step's `timeout:` passes; without it the step fails then.
-    pub default: Option<serde_json::Value>,
-    /// Resource-specific parameters.
-    pub params: Option<BTreeMap<String, serde_json::Value>>,
-    /// On a get: `latest` (default), `every`, or a pinned `{ key: value }` version.
-    pub version: Option<At<super::resource_type::VersionSpec>>,
-    /// On a `get`: `treadle watch` checks the resource and builds the job when it has a
-    /// new version.
-    pub trigger: Option<At<bool>>,
-    /// On a `get`: only versions that were green together in one build of each named job.
-    pub passed: Option<At<Vec<At<String>>>>,
     /// Artifacts this step sees, each as a read-only directory of that name; on a put,
     /// `all`: every artifact produced so far.
     pub inputs: Vec<At<String>>,
@@ -155,7 +131,6 @@ impl Step {
     pub fn of_kind(kind: StepKind) -> Self {
         Self {
             kind,
-            file: None,
             description: None,
             when: None,
             to: None,
@@ -181,16 +156,6 @@ impl Step {
             fix: None,
             input_mapping: None,
             output_mapping: None,
-            message: None,
-            on_timeout: None,
-            question: None,
-            schema: None,
-            choices: None,
-            default: None,
-            params: None,
-            version: None,
-            trigger: None,
-            passed: None,
             inputs: Vec::new(),
             outputs: Vec::new(),
             env: super::container::Env::default(),
@@ -362,7 +327,6 @@ impl<'f> Typer<'f> {
         .map(|h| self.hook(h));
         let value = Step {
             kind: kind?,
-            file: raw.file,
             description: raw.description,
             when: raw.when,
             to: raw.to,
@@ -388,16 +352,6 @@ impl<'f> Typer<'f> {
             fix: raw.fix,
             input_mapping: raw.input_mapping,
             output_mapping: raw.output_mapping,
-            message: raw.message,
-            on_timeout: raw.on_timeout,
-            question: raw.question,
-            schema: raw.schema,
-            choices: raw.choices,
-            default: raw.default,
-            params: raw.params,
-            version: raw.version,
-            trigger: raw.trigger,
-            passed: raw.passed,
             inputs: raw.inputs,
             outputs: raw.outputs,
             env: raw.env,
@@ -430,19 +384,40 @@ impl<'f> Typer<'f> {
         if let Some(a) = raw.agent.take() {
             return Some(StepKind::Agent(a));
         }
-        if let Some(a) = raw.approval.take() {
-            return Some(StepKind::Approval(a));
+        if let Some(name) = raw.approval.take() {
+            return Some(StepKind::Approval {
+                name,
+                message: raw.message.take(),
+                on_timeout: raw.on_timeout.take(),
+            });
         }
-        if let Some(i) = raw.input.take() {
-            return Some(StepKind::Input(i));
+        if let Some(name) = raw.input.take() {
+            return Some(StepKind::Input {
+                name,
+                question: raw.question.take(),
+                schema: raw.schema.take(),
+                choices: raw.choices.take(),
+                default: raw.default.take(),
+            });
         }
         if let Some(name) = raw.get.take() {
             let resource = raw.resource.take().unwrap_or_else(|| name.clone());
-            return Some(StepKind::Get { name, resource });
+            return Some(StepKind::Get {
+                name,
+                resource,
+                params: raw.params.take(),
+                version: raw.version.take(),
+                trigger: raw.trigger.take(),
+                passed: raw.passed.take(),
+            });
         }
         if let Some(name) = raw.put.take() {
             let resource = raw.resource.take().unwrap_or_else(|| name.clone());
-            return Some(StepKind::Put { name, resource });
+            return Some(StepKind::Put {
+                name,
+                resource,
+                params: raw.params.take(),
+            });
         }
         if let Some(steps) = raw.do_.take() {
             return self.steps(steps).map(StepKind::Do);
@@ -483,6 +458,9 @@ impl<'f> Typer<'f> {
                 pos,
             }));
         }
-        raw.load_var.take().map(StepKind::LoadVar)
+        raw.load_var.take().map(|name| StepKind::LoadVar {
+            name,
+            file: raw.file.take(),
+        })
     }
 }

@@ -306,7 +306,7 @@ impl<'a> Ctx<'a> {
                 cache.know_tree(path, t.digest, t.manifest.clone());
             }
         }
-        if let (Some(v), StepKind::Get { name, resource }) = (&outcome.version, &step.kind) {
+        if let (Some(v), StepKind::Get { name, resource, .. }) = (&outcome.version, &step.kind) {
             let artifact = name.value.clone();
             cache.set_version(entry.seq, v.clone());
             cache.set_git_input(artifact, resource.value.clone(), v.clone());

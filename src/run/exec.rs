@@ -33,6 +33,7 @@ pub(crate) use super::hooks::Hooks;
 use super::ports::AgentRunner;
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
+use super::work::Work;
 use crate::assert::AssertFailure;
 use crate::cache::StepCache;
 use crate::cache::digest::Digest;
@@ -517,10 +518,12 @@ impl<'a> Ctx<'a> {
         let work = self.kind(step, entry, attempt, token.clone(), cell);
         // An approval's (or input's) timeout is its deadline, which its `on_timeout` (or
         // `default:`) answers.
-        let limit = step
-            .timeout
-            .as_ref()
-            .filter(|_| !matches!(step.kind, StepKind::Approval(_) | StepKind::Input(_)));
+        let limit = step.timeout.as_ref().filter(|_| {
+            !matches!(
+                step.kind,
+                StepKind::Approval { .. } | StepKind::Input { .. }
+            )
+        });
         // Zero means no limit (steps' convention for every dial of an agent step): `timeout:
         // "0"` is no deadline, not one that has already passed.
         let Some(limit) = limit.map(|t| t.value.0).filter(|d| !d.is_zero()) else {
@@ -551,14 +554,14 @@ impl<'a> Ctx<'a> {
                 return Done::errored(crate::pipeline::container::no_runtime(&image.value));
             }
             match &step.kind {
-                StepKind::Task { .. } | StepKind::Agent(_) => match (&self.remote, cell) {
-                    // A cell keeps its values here, and so does a step handed text, so
-                    // only whole steps go to workers.
-                    (Some(remote), None) if !self.is_handed(entry) => {
-                        remote.leaf(self, step, entry, attempt, cancel).await
-                    }
-                    _ => self.leaf(step, entry, attempt, cancel, cell).await,
-                },
+                StepKind::Task { run, .. } => {
+                    let work = Work::Task(run);
+                    self.leaf(step, work, entry, attempt, cancel, cell).await
+                }
+                StepKind::Agent(_) => {
+                    self.leaf(step, Work::Agent, entry, attempt, cancel, cell)
+                        .await
+                }
                 StepKind::Do(steps) => self.sequence(steps, &cancel).await,
                 StepKind::InParallel(p) => self.parallel(entry, p, &cancel).await,
                 StepKind::Race(r) => self.race(entry, r, &cancel).await,
@@ -575,9 +578,16 @@ impl<'a> Ctx<'a> {
                         }
                     }
                 }
-                StepKind::Approval(_) => self.approval(step, entry, cancel).await,
-                StepKind::Input(_) => self.input(step, entry, attempt, cancel).await,
-                StepKind::LoadVar(name) => self.load_var(step, &name.value).await,
+                StepKind::Approval {
+                    message,
+                    on_timeout,
+                    ..
+                } => {
+                    self.approval(step, (message, on_timeout.as_ref()), entry, cancel)
+                        .await
+                }
+                StepKind::Input { .. } => self.input(step, entry, attempt, cancel).await,
+                StepKind::LoadVar { name, file } => self.load_var(&name.value, file.as_ref()).await,
                 StepKind::Get { resource: res, .. } => {
                     self.get_step(step, entry, attempt, &res.value, &cancel)
                         .await
@@ -590,18 +600,27 @@ impl<'a> Ctx<'a> {
         .boxed()
     }
 
-    /// Runs a task or agent step here: the one leaf-running function, which a worker
-    /// (`treadle worker`) calls too.
+    /// Runs a task or agent step: on a worker when there are workers and the step may go
+    /// to one, else here. The one leaf-running function, which a worker (`treadle
+    /// worker`, whose context has no workers) calls too.
     pub(crate) async fn leaf(
         &'a self,
         step: &'a At<Step>,
+        work: Work<'a>,
         entry: &'a Entry,
         attempt: u32,
         cancel: CancellationToken,
         cell: Option<&'a Cell>,
     ) -> Done {
-        match &step.kind {
-            StepKind::Task { run, .. } => {
+        // A cell keeps its values here, and so does a step handed text, so only whole
+        // steps go to workers.
+        if let (Some(remote), None) = (&self.remote, cell)
+            && !self.is_handed(entry)
+        {
+            return remote.leaf(self, step, entry, attempt, cancel).await;
+        }
+        match work {
+            Work::Task(run) => {
                 let run = match cell {
                     Some(c) => c.render_run(&run.value),
                     None => run.value.clone(),
@@ -609,8 +628,7 @@ impl<'a> Ctx<'a> {
                 let run = self.with_vars(&run);
                 self.task(step, entry, attempt, &run, cancel).await
             }
-            StepKind::Agent(_) => self.agent(step, entry, attempt, cancel).await,
-            _ => Done::errored(format!("step `{}` is not a task or an agent", entry.name)),
+            Work::Agent => self.agent(step, entry, attempt, cancel).await,
         }
     }
 

@@ -13,9 +13,7 @@ use crate::resource::history::History;
 use crate::resource::{Kind, time};
 
 fn params_of(step: &Step) -> Option<Value> {
-    step.params
-        .as_ref()
-        .and_then(|p| serde_json::to_value(p).ok())
+    step.params().and_then(|p| serde_json::to_value(p).ok())
 }
 
 impl<'a> Ctx<'a> {

@@ -223,8 +223,8 @@ fn reasons(step: &Step, parts: &KeyParts, last: Option<&KeyParts>, known: &Known
                 "a cell of a collecting matrix is never replayed".to_owned()
             }
             StepKind::Put { .. } => "a put is never replayed".to_owned(),
-            StepKind::Approval(_) => "an approval is never replayed".to_owned(),
-            StepKind::Input(_) => "a question is never replayed".to_owned(),
+            StepKind::Approval { .. } => "an approval is never replayed".to_owned(),
+            StepKind::Input { .. } => "a question is never replayed".to_owned(),
             _ => "unchanged, but its cache entry was evicted or is corrupt".to_owned(),
         });
     }

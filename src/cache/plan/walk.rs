@@ -238,7 +238,7 @@ impl<'s, 'a> Walk<'s, 'a> {
                     false => self.decide(step, &entry),
                 }
             }
-            StepKind::LoadVar(_) => {
+            StepKind::LoadVar { .. } => {
                 self.note(
                     &entry.path,
                     Planned::Run(vec!["reads a var: never cached".into()]),
