@@ -61,7 +61,7 @@ fn needs_sh(pipeline: &Pipeline) -> Option<String> {
     for job in &pipeline.jobs {
         visit_job(job, &mut |s| {
             if shell_step.is_none()
-                && let Ok(StepKind::Task(run)) = s.kind()
+                && let StepKind::Task { run, .. } = &s.kind
                 && let RunSpec::Shell(_) = &run.value
             {
                 shell_step = Some(s.display_name());

@@ -200,7 +200,7 @@ impl AgentStep {
         step: &Step,
         depth: usize,
     ) -> Result<Self, BuildError> {
-        let name = step.agent.as_ref().ok_or(BuildError::NotAgent)?;
+        let name = step.agent_name().ok_or(BuildError::NotAgent)?;
         let agent = loaded
             .agent(&name.value)
             .ok_or_else(|| BuildError::UnknownAgent(name.value.clone()))?;
@@ -329,7 +329,7 @@ impl AgentStep {
         let name = step
             .name
             .as_ref()
-            .or(step.agent.as_ref())
+            .or(step.agent_name())
             .map_or_else(|| agent.name.value.clone(), |n| n.value.clone());
 
         let string_tool_choice = agent.source.string_tool_choice.as_ref().map_or_else(
@@ -516,7 +516,7 @@ mod tests {
 
     use super::*;
     use crate::pipeline::tool_grant::ToolGrant;
-    use crate::pipeline::{At, Budget, Pos};
+    use crate::pipeline::{At, Budget, Pos, StepKind};
 
     fn model() -> ResolvedModel {
         ResolvedModel {
@@ -555,7 +555,6 @@ mod tests {
         let mut reject = BTreeMap::new();
         reject.insert("reject".to_owned(), At::new("escalate".to_owned()));
         let step = Step {
-            agent: Some(At::new("reviewer".into())),
             prompt: Some("Review.".into()),
             messages: Some(vec!["Be brief.".into()]),
             tools: Some(vec![
@@ -570,7 +569,7 @@ mod tests {
                 tokens: Some(500),
                 ..Budget::default()
             }),
-            ..Step::default()
+            ..Step::of_kind(StepKind::Agent(At::new("reviewer".into())))
         };
         let spec = AgentStep::from_pipeline(
             &agent(Some(&["read_file", "write_file"]), Some(800)),
@@ -605,9 +604,8 @@ mod tests {
     #[test]
     fn the_default_grant_is_read_only() {
         let step = Step {
-            agent: Some(At::new("reviewer".into())),
             prompt: Some("x".into()),
-            ..Step::default()
+            ..Step::of_kind(StepKind::Agent(At::new("reviewer".into())))
         };
         let spec = AgentStep::from_pipeline(&agent(None, None), &step, model(), PathBuf::new());
         assert_eq!(spec.tools, DEFAULT_GRANT);
@@ -617,7 +615,7 @@ mod tests {
 
     #[test]
     fn prices_are_found_by_model_name() {
-        let step = Step::default();
+        let step = Step::of_kind(StepKind::Agent(At::new("reviewer".into())));
         let mut prices = Prices::new();
         prices.insert(
             "tiny".into(),
@@ -674,7 +672,10 @@ mod tests {
         assert_eq!(keyed, built.tools);
         // The directory is not part of the key.
         assert_eq!(built.clone().in_dir("/tmp/x".into()).key_view(), view);
-        let not_agent = crate::pipeline::Step::default();
+        let not_agent = crate::pipeline::Step::of_kind(crate::pipeline::StepKind::LoadVar {
+            name: crate::pipeline::At::new("v".to_owned()),
+            file: None,
+        });
         assert!(matches!(
             AgentStep::build(&loaded, &not_agent),
             Err(BuildError::NotAgent)

@@ -83,12 +83,12 @@ impl Chain {
                     .filter_map(|c| outline.entry(c).map(|e| e.seq))
                     .collect()
             };
-            match s.kind() {
-                Ok(StepKind::Do(children)) => {
+            match &s.kind {
+                StepKind::Do(children) => {
                     self.walk(children, link, outline);
                     self.composite.insert(seq, Composite::Last(seqs(children)));
                 }
-                Ok(StepKind::InParallel(p)) => {
+                StepKind::InParallel(p) => {
                     for (i, child) in p.steps().iter().enumerate() {
                         let branch = Link {
                             pred: link.pred,
@@ -100,7 +100,7 @@ impl Chain {
                 }
                 // An ensemble's members (and its judge, never replayed) are branches
                 // like a race's.
-                Ok(StepKind::Race(_) | StepKind::Ensemble(_)) => {
+                StepKind::Race(_) | StepKind::Ensemble(_) => {
                     let children = s.children();
                     for (i, child) in children.iter().enumerate() {
                         let branch = Link {
@@ -115,7 +115,7 @@ impl Chain {
                         .collect();
                     self.composite.insert(seq, Composite::All(all));
                 }
-                Ok(StepKind::Try(inner)) => {
+                StepKind::Try(inner) => {
                     self.walk(std::slice::from_ref(inner), link, outline);
                     self.composite
                         .insert(seq, Composite::Last(seqs(std::slice::from_ref(inner))));

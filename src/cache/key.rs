@@ -223,15 +223,15 @@ fn config(
         "env": step.env,
         "assert": step.assert.as_ref().map(|a| serde_json::to_value(&a.value).unwrap_or(Value::Null)),
     });
-    let kind = step.kind().map_err(|e| ConfigError(e.to_string()))?;
+    let kind = &step.kind;
     let specific = match kind {
-        StepKind::Task(run) => json!({ "run": run_json(&run.value) }),
+        StepKind::Task { run, .. } => json!({ "run": run_json(&run.value) }),
         StepKind::Agent(name) => {
             let agent = agent
                 .ok_or_else(|| ConfigError(format!("agent step `{}` was not built", name.value)))?;
             agent_config(step, agent)
         }
-        StepKind::Get(res) | StepKind::Put(res) => {
+        StepKind::Get { resource: res, .. } | StepKind::Put { resource: res, .. } => {
             let resource = loaded
                 .pipeline
                 .resources
@@ -241,7 +241,7 @@ fn config(
             let mut config = json!({
                 "type": resource.kind.value,
                 "source": resource.source,
-                "params": step.params,
+                "params": step.params(),
                 "version": version,
             });
             // A scripted type's scripts decide what a get fetches: a changed script is a
@@ -263,15 +263,21 @@ fn config(
             }
             config
         }
-        StepKind::Approval => json!({ "message": step.message }),
-        StepKind::Input => json!({
-            "question": step.question.as_ref().map(|q| &q.value),
-            "schema": step.schema,
-            "choices": step.choices,
-            "default": step.default,
+        StepKind::Approval { message, .. } => json!({ "message": message }),
+        StepKind::Input {
+            question,
+            schema,
+            choices,
+            default,
+            ..
+        } => json!({
+            "question": question.as_ref().map(|q| &q.value),
+            "schema": schema,
+            "choices": choices,
+            "default": default,
         }),
-        StepKind::LoadVar(name) => {
-            json!({ "load_var": name.value, "file": step.file.as_ref().map(|f| &f.value) })
+        StepKind::LoadVar { name, file } => {
+            json!({ "load_var": name.value, "file": file.as_ref().map(|f| &f.value) })
         }
         StepKind::Do(_)
         | StepKind::InParallel(_)

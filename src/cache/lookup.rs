@@ -59,7 +59,7 @@ pub(crate) enum Miss {
 /// The artifacts a leaf step produces: its `outputs`, and a `get`'s own artifact.
 pub(crate) fn produced(step: &Step) -> Vec<String> {
     let mut out: Vec<String> = step.outputs.iter().map(|o| o.value.clone()).collect();
-    if let Some(g) = &step.get
+    if let StepKind::Get { name: g, .. } = &step.kind
         && !out.contains(&g.value)
     {
         out.push(g.value.clone());
@@ -70,13 +70,13 @@ pub(crate) fn produced(step: &Step) -> Vec<String> {
 /// Whether the step has a key of its own (containers are keyed by their steps).
 pub(crate) fn is_leaf(step: &Step) -> bool {
     matches!(
-        step.kind(),
-        Ok(StepKind::Task(_)
+        step.kind,
+        StepKind::Task { .. }
             | StepKind::Agent(_)
-            | StepKind::Get(_)
-            | StepKind::Put(_)
-            | StepKind::Approval
-            | StepKind::Input)
+            | StepKind::Get { .. }
+            | StepKind::Put { .. }
+            | StepKind::Approval { .. }
+            | StepKind::Input { .. }
     )
 }
 
@@ -99,15 +99,15 @@ fn replayable_kind(step: &Step) -> bool {
         && step.when.is_none()
         && !uses_captured_var(step)
         && matches!(
-            step.kind(),
-            Ok(StepKind::Task(_) | StepKind::Agent(_) | StepKind::Get(_))
+            step.kind,
+            StepKind::Task { .. } | StepKind::Agent(_) | StepKind::Get { .. }
         )
 }
 
 /// Whether a task's command holds a `((name))` a `load_var:` fills at run time (the
 /// key sees the text before it is filled, so such a step cannot be replayed by key).
 fn uses_captured_var(step: &Step) -> bool {
-    match step.run.as_ref().map(|r| &r.value) {
+    match step.run().map(|r| &r.value) {
         Some(crate::pipeline::RunSpec::Shell(line)) => line.contains("(("),
         Some(crate::pipeline::RunSpec::Exec(cfg)) => {
             cfg.path.contains("((") || cfg.args.iter().any(|a| a.contains("(("))

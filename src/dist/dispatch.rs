@@ -117,7 +117,7 @@ impl RemoteSteps for RemoteRun {
             inputs,
             tokens_spent: ctx.tokens.load(Ordering::Relaxed),
             micro_usd_spent: ctx.micro_usd.load(Ordering::Relaxed),
-            agent: matches!(step.kind(), Ok(crate::pipeline::StepKind::Agent(_))),
+            agent: matches!(&step.kind, crate::pipeline::StepKind::Agent(_)),
         };
         let payload = match serde_json::to_vec(&job) {
             Ok(p) => bytes::Bytes::from(p),

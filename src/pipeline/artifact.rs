@@ -47,7 +47,11 @@ pub fn check_step(file: &Path, step: &Step) -> Vec<Diagnostic> {
         .filter(|n| n.value != super::resource_type::ALL_INPUTS)
         .map(|n| ("input", n));
     let named = named.chain(step.outputs.iter().map(|n| ("output", n)));
-    let named = named.chain(step.get.iter().map(|n| ("get", n)));
+    let got = match &step.kind {
+        super::kind::StepKind::Get { name, .. } => Some(name),
+        _ => None,
+    };
+    let named = named.chain(got.map(|n| ("get", n)));
     named
         .filter_map(|(what, n): (&str, &At<String>)| {
             let why = name_problem(&n.value)?;

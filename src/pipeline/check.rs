@@ -249,14 +249,8 @@ impl<'a> Checker<'a> {
     }
 
     fn step(&mut self, step: &'a At<Step>, available: &mut BTreeSet<String>) {
-        let kind = match step.kind() {
-            Ok(k) => k,
-            Err(e) => {
-                self.push(step.pos, Problem::BadStep, e.to_string(), "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `input: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`, `race: [...]`, `ensemble: {...}`, `load_var: NAME`");
-                return;
-            }
-        };
-        self.step_keys(step, kind);
+        let kind = &step.kind;
+        self.step_keys(step);
         self.inputs(step, available);
         self.step_kind(step, kind, available);
         for o in &step.outputs {
@@ -267,22 +261,9 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// The keys every step may carry: each belongs to its kind, artifacts, containers, and
-    /// `attempts`.
-    fn step_keys(&mut self, step: &'a At<Step>, kind: StepKind<'a>) {
-        for (key, kinds, pos) in step.specific_keys() {
-            if !kinds.contains(&kind.key()) {
-                self.push(
-                    pos.unwrap_or(step.pos),
-                    Problem::BadStep,
-                    format!("`{key}` does not belong on a `{}` step", kind.key()),
-                    format!(
-                        "`{key}` is a key of {} steps; remove it here",
-                        kinds.join("/")
-                    ),
-                );
-            }
-        }
+    /// The keys every step may carry (that each belongs to its kind was made sure when
+    /// the step was typed): artifacts, containers, and `attempts`.
+    fn step_keys(&mut self, step: &'a At<Step>) {
         self.out
             .extend(super::artifact::check_step(self.file, step));
         for (pos, problem, message, hint) in super::container::step(step) {
@@ -304,11 +285,11 @@ impl<'a> Checker<'a> {
     fn step_kind(
         &mut self,
         step: &'a At<Step>,
-        kind: StepKind<'a>,
+        kind: &'a StepKind,
         available: &mut BTreeSet<String>,
     ) {
         match kind {
-            StepKind::Task(run) => {
+            StepKind::Task { run, .. } => {
                 if let RunSpec::Exec(cfg) = &run.value
                     && cfg.path.trim().is_empty()
                 {
@@ -321,7 +302,7 @@ impl<'a> Checker<'a> {
                 }
             }
             StepKind::Agent(name) => self.agent_step(step, name),
-            StepKind::Get(r) | StepKind::Put(r) => {
+            StepKind::Get { resource: r, .. } | StepKind::Put { resource: r, .. } => {
                 if !self
                     .pipeline
                     .resources
@@ -335,14 +316,16 @@ impl<'a> Checker<'a> {
                         "add it under `resources:` with a `name`, `type` and `source`",
                     );
                 }
-                if matches!(kind, StepKind::Get(_)) {
+                if matches!(kind, StepKind::Get { .. }) {
                     available.insert(step.display_name());
                 }
             }
-            StepKind::Approval => self.approval_step(step),
-            StepKind::Input => self.input_step(step),
-            StepKind::LoadVar(name) => {
-                for (pos, problem, message, hint) in super::check_flow::load_var(step, name) {
+            StepKind::Approval { on_timeout, .. } => self.approval_step(step, on_timeout.as_ref()),
+            StepKind::Input { .. } => self.input_step(step),
+            StepKind::LoadVar { name, file } => {
+                for (pos, problem, message, hint) in
+                    super::check_flow::load_var(step, name, file.as_ref())
+                {
                     self.push(pos, problem, message, hint);
                 }
             }
@@ -375,8 +358,7 @@ impl<'a> Checker<'a> {
                     }
                     // A judge that is no agent was reported just now, as the rule it is not.
                     children.retain(|c| {
-                        c.agent
-                            .as_ref()
+                        c.agent_name()
                             .is_none_or(|a| self.agents.contains_key(a.value.as_str()))
                     });
                 }
@@ -394,7 +376,7 @@ impl<'a> Checker<'a> {
     fn inputs(&mut self, step: &Step, available: &BTreeSet<String>) {
         for input in &step.inputs {
             if input.value == super::resource_type::ALL_INPUTS {
-                if !matches!(step.kind(), Ok(StepKind::Put(_))) {
+                if !matches!(step.kind, StepKind::Put { .. }) {
                     self.push(
                         input.pos,
                         Problem::InvalidValue,
@@ -470,8 +452,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn approval_step(&mut self, step: &Step) {
-        let Some(t) = &step.on_timeout else {
+    fn approval_step(&mut self, step: &Step, on_timeout: Option<&At<String>>) {
+        let Some(t) = on_timeout else {
             return;
         };
         if !matches!(t.value.as_str(), "approve" | "reject") {

@@ -358,9 +358,8 @@ fn step(
     deciders: &BTreeSet<String>,
     out: &mut Vec<Finding>,
 ) {
-    let kind = s.kind().ok();
-    let is_task = matches!(kind, Some(StepKind::Task(_)));
-    let is_agent = matches!(kind, Some(StepKind::Agent(_)));
+    let is_task = matches!(s.kind, StepKind::Task { .. });
+    let is_agent = matches!(s.kind, StepKind::Agent(_));
     let name = s.display_name();
     let mut not_here = |present: Option<Pos>, key: &str, kinds: &str| {
         if let Some(pos) = present {

@@ -139,8 +139,8 @@ fn walk(s: &At<Step>, top: bool, out: &mut Vec<Finding>) {
 /// (not nested in a block or a hook), the only place a route can leave from.
 pub fn step(step: &At<Step>, top: bool) -> Vec<Finding> {
     let mut out = Vec::new();
-    let kind = step.kind().ok();
-    if let (Some(w), Some(StepKind::Get(_))) = (&step.when, kind) {
+    let kind = &step.kind;
+    if let (Some(w), StepKind::Get { .. }) = (&step.when, kind) {
         out.push(finding(
             w.pos,
             Problem::BadStep,
@@ -185,7 +185,7 @@ pub fn step(step: &At<Step>, top: bool) -> Vec<Finding> {
         ));
     }
     out.extend(verdicts(step));
-    if let Some(StepKind::Race(r)) = kind {
+    if let StepKind::Race(r) = kind {
         out.extend(race(step, r));
     }
     out.extend(across(step));
@@ -403,7 +403,7 @@ fn across(step: &At<Step>) -> Vec<Finding> {
 fn templated_texts(step: &Step) -> Vec<String> {
     let mut texts = vec![step.display_name()];
     texts.extend(step.prompt.iter().cloned());
-    match step.run.as_ref().map(|r| &r.value) {
+    match step.run().map(|r| &r.value) {
         Some(RunSpec::Shell(line)) => texts.push(line.clone()),
         Some(RunSpec::Exec(cfg)) => {
             texts.push(cfg.path.clone());
@@ -415,7 +415,7 @@ fn templated_texts(step: &Step) -> Vec<String> {
 }
 
 /// A `load_var:` step names a plain var and a file inside one of its inputs.
-pub fn load_var(step: &At<Step>, name: &At<String>) -> Vec<Finding> {
+pub fn load_var(step: &At<Step>, name: &At<String>, file: Option<&At<String>>) -> Vec<Finding> {
     let plain = !name.value.is_empty()
         && name
             .value
@@ -429,7 +429,7 @@ pub fn load_var(step: &At<Step>, name: &At<String>) -> Vec<Finding> {
             "use letters, digits, `_`, `-` and `.`, e.g. `load_var: tag`",
         )];
     }
-    match &step.file {
+    match file {
         None => vec![finding(
             name.pos,
             Problem::MissingKey,

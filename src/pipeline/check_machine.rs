@@ -31,7 +31,7 @@ pub fn check(
     }
     for j in &pipeline.jobs {
         visit_job(j, &mut |s| {
-            if let Ok(StepKind::Task(run)) = s.kind()
+            if let StepKind::Task { run, .. } = &s.kind
                 && let RunSpec::Exec(cfg) = &run.value
                 && !cfg.path.contains('/')
                 && find_program(&cfg.path).is_none()

@@ -105,9 +105,9 @@ fn step<'p>(
     every: &mut BTreeSet<&'p str>,
     out: &mut Vec<Finding>,
 ) {
-    let (res, is_get) = match s.kind() {
-        Ok(StepKind::Get(r)) => (r, true),
-        Ok(StepKind::Put(r)) => (r, false),
+    let (res, is_get) = match &s.kind {
+        StepKind::Get { resource: r, .. } => (r, true),
+        StepKind::Put { resource: r, .. } => (r, false),
         _ => return,
     };
     let Some(resource) = pipeline
@@ -140,7 +140,7 @@ fn step<'p>(
             format!("add `{script}:` under the type's `config:`, or remove this step"),
         ));
     }
-    if let Some(v) = &s.version
+    if let Some(v) = s.version()
         && v.value == VersionSpec::Every
     {
         if !top {

@@ -14,7 +14,7 @@ use super::walk::visit_job;
 pub fn resources_got(job: &Job) -> Vec<String> {
     let mut out = Vec::new();
     visit_job(job, &mut |s| {
-        if let Ok(StepKind::Get(r)) = s.kind()
+        if let StepKind::Get { resource: r, .. } = &s.kind
             && !out.contains(&r.value)
         {
             out.push(r.value.clone());
@@ -86,7 +86,12 @@ fn passed(pipeline: &Pipeline, job: &Job) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut gated: Vec<(String, Vec<At<String>>)> = Vec::new();
     visit_job(job, &mut |s| {
-        if let (Ok(StepKind::Get(r)), Some(p)) = (s.kind(), &s.passed) {
+        if let StepKind::Get {
+            resource: r,
+            passed: Some(p),
+            ..
+        } = &s.kind
+        {
             gated.push((r.value.clone(), p.value.clone()));
         }
     });
@@ -147,7 +152,7 @@ fn one_passed(
 fn puts(job: &Job, resource: &str) -> bool {
     let mut found = false;
     visit_job(job, &mut |s| {
-        found |= matches!(s.kind(), Ok(StepKind::Put(r)) if r.value == resource);
+        found |= matches!(&s.kind, StepKind::Put { resource: r, .. } if r.value == resource);
     });
     found
 }

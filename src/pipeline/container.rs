@@ -212,7 +212,7 @@ pub fn empty_limits(limits: &At<ContainerLimits>) -> Option<Finding> {
 /// Checks the container keys of a step.
 pub fn step(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
-    let resource = matches!(step.kind(), Ok(StepKind::Get(_) | StepKind::Put(_)));
+    let resource = matches!(&step.kind, StepKind::Get { .. } | StepKind::Put { .. });
     let keys: [(&str, Option<Pos>); 5] = [
         ("image", step.image.as_ref().map(|i| i.pos)),
         ("network", step.network.as_ref().map(|n| n.pos)),

@@ -133,7 +133,7 @@ pub fn job_findings(job: &Job, agents: &HashMap<&str, &Agent>, prices: &Prices) 
     }
     let mut seen = std::collections::BTreeSet::new();
     super::walk::visit_job(job, &mut |step| {
-        if let Some(name) = &step.agent
+        if let Some(name) = step.agent_name()
             && seen.insert(name.value.clone())
             && let Some(agent) = agents.get(name.value.as_str())
         {

@@ -15,7 +15,7 @@ use super::at::{At, Pos};
 use super::check_flow::Finding;
 use super::diagnostic::{Problem, did_you_mean};
 use super::flow::{FAILURE_VERDICT, Verdict, VerdictEntry};
-use super::format::Step;
+use super::format::{RawStep, Step};
 
 /// The rules `decide:` names besides an agent.
 pub const RULES: [&str; 3] = ["majority", "unanimous", "any"];
@@ -26,7 +26,8 @@ pub const MEMBER_ERRORS: [&str; 2] = ["fail", "exclude"];
 /// `ensemble:`: the members, their shared vocabulary and how their votes are decided.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Ensemble {
+#[schemars(rename = "Ensemble")]
+pub struct Ensemble<S = Step> {
     /// The verdicts every member votes in, in order, each with where the block goes when
     /// it is the decision (`- approve: publish`; a bare name continues in order).
     pub verdicts: Vec<VerdictEntry>,
@@ -39,11 +40,11 @@ pub struct Ensemble {
     #[serde(default)]
     pub member_errors: Option<At<String>>,
     /// The members: agent steps (`{ agent: NAME, prompt: ... }`), run at once.
-    pub agents: Vec<At<Step>>,
+    pub agents: Vec<At<S>>,
     /// The judge's step, made at load when `decide:` names an agent.
     #[serde(skip)]
     #[schemars(skip)]
-    pub judge: Option<Box<At<Step>>>,
+    pub judge: Option<Box<At<S>>>,
 }
 
 /// How an ensemble decides.
@@ -59,7 +60,7 @@ pub enum Rule<'a> {
     Judge(&'a str),
 }
 
-impl Ensemble {
+impl<S> Ensemble<S> {
     /// The rule `decide:` names (`majority` when it is left out).
     pub fn rule(&self) -> Rule<'_> {
         match self.decide.as_ref().map(|d| d.value.as_str()) {
@@ -96,6 +97,13 @@ impl Ensemble {
             .collect()
     }
 
+    /// The nested steps: the members, then the judge.
+    pub fn steps(&self) -> impl Iterator<Item = &At<S>> {
+        self.agents.iter().chain(self.judge.as_deref())
+    }
+}
+
+impl Ensemble<RawStep> {
     /// Gives every member the block's vocabulary, and makes the judge's step when
     /// `decide:` names an agent. A member that writes `verdicts:` of its own keeps them
     /// (the checks refuse it).
@@ -108,7 +116,7 @@ impl Ensemble {
         }
         self.judge = match (self.rule(), &self.decide) {
             (Rule::Judge(agent), Some(decide)) => Some(Box::new(At {
-                value: Step {
+                value: RawStep {
                     agent: Some(At {
                         value: agent.to_owned(),
                         pos: decide.pos,
@@ -117,17 +125,12 @@ impl Ensemble {
                     verdicts: Some(verdicts),
                     // Its prompt is the votes of this run, which its key cannot see.
                     volatile: true,
-                    ..Step::default()
+                    ..RawStep::default()
                 },
                 pos: decide.pos,
             })),
             _ => None,
         };
-    }
-
-    /// The nested steps: the members, then the judge.
-    pub fn steps(&self) -> impl Iterator<Item = &At<Step>> {
-        self.agents.iter().chain(self.judge.as_deref())
     }
 }
 
@@ -173,7 +176,7 @@ pub fn check(e: &Ensemble, pos: Pos, agents: &[&str]) -> Vec<Finding> {
     let members: Vec<&str> = e
         .agents
         .iter()
-        .filter_map(|m| m.agent.as_ref().map(|a| a.value.as_str()))
+        .filter_map(|m| m.agent_name().map(|a| a.value.as_str()))
         .collect();
     if let (Rule::Judge(judge), Some(decide)) = (e.rule(), &e.decide) {
         if !agents.contains(&judge) {
@@ -198,7 +201,7 @@ pub fn check(e: &Ensemble, pos: Pos, agents: &[&str]) -> Vec<Finding> {
         }
     }
     for m in &e.agents {
-        if m.agent.is_none() {
+        if m.agent_name().is_none() {
             push(
                 m.pos,
                 Problem::BadStep,

@@ -124,36 +124,37 @@ pub type VerdictEntry = At<Verdict>;
 
 /// `race:` steps run at once; the first to succeed wins and the others are cancelled.
 #[derive(Debug, Clone, Default, JsonSchema)]
-pub struct Race {
+#[schemars(rename = "Race")]
+pub struct Race<S = Step> {
     /// The competing steps.
-    pub steps: Vec<At<Step>>,
+    pub steps: Vec<At<S>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RaceConfig {
-    steps: Vec<At<Step>>,
+struct RaceConfig<S> {
+    steps: Vec<At<S>>,
 }
 
 // `race: [a, b]` and `race: { steps: [a, b] }` both read.
-impl<'de> Deserialize<'de> for Race {
+impl<'de, S: Deserialize<'de>> Deserialize<'de> for Race<S> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Race;
+        struct V<S>(std::marker::PhantomData<S>);
+        impl<'de, S: Deserialize<'de>> Visitor<'de> for V<S> {
+            type Value = Race<S>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of steps, or a mapping with `steps`")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Race, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Race<S>, A::Error> {
                 Vec::deserialize(de::value::SeqAccessDeserializer::new(seq))
                     .map(|steps| Race { steps })
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Race, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Race<S>, A::Error> {
                 RaceConfig::deserialize(de::value::MapAccessDeserializer::new(map))
                     .map(|c| Race { steps: c.steps })
             }
         }
-        deserializer.deserialize_any(V)
+        deserializer.deserialize_any(V(std::marker::PhantomData))
     }
 }
 

@@ -4,8 +4,8 @@
 //! of steps. A step is one mapping that names its kind with one key (`task:`, `agent:`,
 //! `approval:`, `get:`, `put:`, `do:`, `in_parallel:`, `try:`) next to the keys every step
 //! takes (`inputs`, `outputs`, `env`, `timeout`, `attempts`, hooks). The mapping is read
-//! into one flat [`Step`] so that an unknown key is reported where it is written; which
-//! keys belong to which kind is checked afterwards by [`super::check`].
+//! into one flat [`RawStep`] so that an unknown key is reported where it is written; which
+//! keys belong to which kind is decided when loading types it ([`super::step`]).
 //!
 //! Every struct denies unknown fields: a typo is a load error, never silently ignored.
 
@@ -21,11 +21,14 @@ use super::at::At;
 use super::duration::DurationSpec;
 pub use super::flow::VerdictEntry;
 use super::flow::{Axis, Race, To, When};
+pub use super::step::Step;
+pub use super::step_keys::{RunConfig, RunSpec};
 
 /// A whole pipeline file.
+// `S` is the step: `RawStep` as read, the typed `Step` once loaded.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Pipeline {
+pub struct Pipeline<S = Step> {
     /// Things steps fetch with `get:` and publish with `put:` (`git` and `time` are
     /// built in).
     #[serde(default)]
@@ -42,16 +45,16 @@ pub struct Pipeline {
     pub agents: Vec<Agent>,
     /// Tasks defined once: a `task:` step without `run:` takes the entry of its name.
     #[serde(default)]
-    pub tasks: Vec<At<Step>>,
+    pub tasks: Vec<At<RawStep>>,
     /// MCP servers agents may be granted with `{ mcp: NAME }`.
     #[serde(default)]
     pub mcp_servers: Vec<super::agent_def::McpServerSpec>,
     /// The jobs; `treadle run --job NAME` picks one when there are several.
     #[serde(default)]
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<Job<S>>,
     /// Shorthand for a file with a single job: its plan, written at the top level.
     #[serde(default)]
-    pub plan: Option<Vec<At<Step>>>,
+    pub plan: Option<Vec<At<S>>>,
     /// Prices per model (`provider/model` or the served name), in US dollars per million
     /// tokens; a model without a price is shown as unpriced.
     #[serde(default)]
@@ -84,7 +87,7 @@ pub struct PipelineAssert {
     pub execution: Option<Vec<String>>,
 }
 
-impl Pipeline {
+impl<S> Pipeline<S> {
     /// The step output limit in force, in bytes.
     pub fn step_output_limit(&self) -> u64 {
         self.limits.as_ref().map_or(
@@ -116,9 +119,10 @@ pub struct Resource {
 }
 
 /// A job: a named plan.
+// `S` is the step, as in `Pipeline`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Job {
+pub struct Job<S = Step> {
     /// Job name (`treadle run --job NAME`).
     pub name: At<String>,
     /// What the job is for (shown by nothing; for the reader).
@@ -129,7 +133,7 @@ pub struct Job {
     #[serde(default)]
     pub timeout: Option<At<DurationSpec>>,
     /// The steps, run in order.
-    pub plan: Vec<At<Step>>,
+    pub plan: Vec<At<S>>,
     /// Checks on the whole job once it ends.
     #[serde(default)]
     pub assert: Option<JobAssert>,
@@ -156,26 +160,29 @@ pub struct Job {
     pub budget: Option<Budget>,
     /// Runs when the job succeeded.
     #[serde(default)]
-    pub on_success: Option<Box<At<Step>>>,
+    pub on_success: Option<Box<At<S>>>,
     /// Runs when the job failed (a step said no, or a timeout passed).
     #[serde(default)]
-    pub on_failure: Option<Box<At<Step>>>,
+    pub on_failure: Option<Box<At<S>>>,
     /// Runs when the job errored (something could not be run).
     #[serde(default)]
-    pub on_error: Option<Box<At<Step>>>,
+    pub on_error: Option<Box<At<S>>>,
     /// Runs when the run was interrupted (Ctrl-C, SIGTERM).
     #[serde(default)]
-    pub on_abort: Option<Box<At<Step>>>,
+    pub on_abort: Option<Box<At<S>>>,
     /// Runs whatever happened.
     #[serde(default)]
-    pub ensure: Option<Box<At<Step>>>,
+    pub ensure: Option<Box<At<S>>>,
 }
 
 /// One step of a plan. Exactly one of the kind keys (`task`, `agent`, `approval`, `get`,
 /// `put`, `do`, `in_parallel`, `try`, `race`, `ensemble`, `load_var`) must be set.
+// The wire form (these docs are the JSON Schema's): loading turns it into a typed
+// `super::step::Step`, once (`super::step::Typer`).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Step {
+#[schemars(rename = "Step")]
+pub struct RawStep {
     // ---- kinds ----
     /// A shell task; the value is the step's name.
     #[serde(default)]
@@ -199,20 +206,20 @@ pub struct Step {
     pub put: Option<At<String>>,
     /// Runs the nested steps in order.
     #[serde(default, rename = "do")]
-    pub do_: Option<Vec<At<Step>>>,
+    pub do_: Option<Vec<At<RawStep>>>,
     /// Runs the nested steps at the same time.
     #[serde(default)]
-    pub in_parallel: Option<InParallel>,
+    pub in_parallel: Option<InParallel<RawStep>>,
     /// Runs the nested step and succeeds whatever it does (unless the run is aborted).
     #[serde(default, rename = "try")]
-    pub try_: Option<Box<At<Step>>>,
+    pub try_: Option<Box<At<RawStep>>>,
     /// Runs the nested steps at once; the first to succeed wins, the others are cancelled.
     #[serde(default)]
-    pub race: Option<Race>,
+    pub race: Option<Race<RawStep>>,
     /// Several agents answer in one vocabulary; a rule decides, and the block routes on
     /// the decision (see docs/agents.md).
     #[serde(default)]
-    pub ensemble: Option<At<super::ensemble::Ensemble>>,
+    pub ensemble: Option<At<super::ensemble::Ensemble<RawStep>>>,
     /// Reads a file of the step's inputs into the var of this name, for `((name))` in the
     /// steps after it.
     #[serde(default)]
@@ -410,37 +417,37 @@ pub struct Step {
     pub volatile: bool,
     /// Runs after the step succeeded; its failure fails the step.
     #[serde(default)]
-    pub on_success: Option<Box<At<Step>>>,
+    pub on_success: Option<Box<At<RawStep>>>,
     /// Runs after the step failed; the step stays failed.
     #[serde(default)]
-    pub on_failure: Option<Box<At<Step>>>,
+    pub on_failure: Option<Box<At<RawStep>>>,
     /// Runs after the step errored (it could not be run); the step stays errored.
     #[serde(default)]
-    pub on_error: Option<Box<At<Step>>>,
+    pub on_error: Option<Box<At<RawStep>>>,
     /// Runs after the run was interrupted during the step.
     #[serde(default)]
-    pub on_abort: Option<Box<At<Step>>>,
+    pub on_abort: Option<Box<At<RawStep>>>,
     /// Runs after the step whatever happened; its failure fails the step.
     #[serde(default)]
-    pub ensure: Option<Box<At<Step>>>,
+    pub ensure: Option<Box<At<RawStep>>>,
 }
 
 /// `in_parallel:` either as a list of steps or as `{ steps, limit, fail_fast }`.
 #[derive(Debug, Clone, JsonSchema)]
 #[schemars(untagged)]
-pub enum InParallel {
+pub enum InParallel<S = Step> {
     /// A bare list: `in_parallel: [step, step]`.
-    Steps(Vec<At<Step>>),
+    Steps(Vec<At<S>>),
     /// The long form.
-    Config(InParallelConfig),
+    Config(InParallelConfig<S>),
 }
 
 /// The long form of `in_parallel:`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct InParallelConfig {
+pub struct InParallelConfig<S = Step> {
     /// The steps to run together.
-    pub steps: Vec<At<Step>>,
+    pub steps: Vec<At<S>>,
     /// At most this many at once (default: all).
     #[serde(default)]
     pub limit: Option<At<u32>>,
@@ -449,9 +456,9 @@ pub struct InParallelConfig {
     pub fail_fast: bool,
 }
 
-impl InParallel {
+impl<S> InParallel<S> {
     /// The nested steps.
-    pub fn steps(&self) -> &[At<Step>] {
+    pub fn steps(&self) -> &[At<S>] {
         match self {
             Self::Steps(s) => s,
             Self::Config(c) => &c.steps,
@@ -472,80 +479,23 @@ impl InParallel {
 
 // A visitor, not `#[serde(untagged)]`: untagged buffers the input and loses both the
 // locations of nested values and the precise error of the form the user meant.
-impl<'de> Deserialize<'de> for InParallel {
+impl<'de, S: Deserialize<'de>> Deserialize<'de> for InParallel<S> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = InParallel;
+        struct V<S>(std::marker::PhantomData<S>);
+        impl<'de, S: Deserialize<'de>> Visitor<'de> for V<S> {
+            type Value = InParallel<S>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of steps, or a mapping with `steps`, `limit`, `fail_fast`")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<InParallel, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<InParallel<S>, A::Error> {
                 Vec::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(InParallel::Steps)
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<InParallel, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<InParallel<S>, A::Error> {
                 InParallelConfig::deserialize(de::value::MapAccessDeserializer::new(map))
                     .map(InParallel::Config)
             }
         }
-        deserializer.deserialize_any(V)
-    }
-}
-
-/// A task's command.
-#[derive(Debug, Clone, JsonSchema)]
-#[schemars(untagged)]
-pub enum RunSpec {
-    /// `run: "make test"`: a shell command line, run with `sh -c`.
-    Shell(String),
-    /// `run: { path: make, args: [test] }`: a program run directly, as in Concourse.
-    Exec(RunConfig),
-}
-
-/// The Concourse form of a command.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunConfig {
-    /// The program (looked up in PATH, or relative to the step directory).
-    pub path: String,
-    /// Its arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Working directory, relative to the step directory.
-    #[serde(default)]
-    pub dir: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for RunSpec {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RunSpec;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a shell command string, or a mapping with `path` and `args`")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v.to_owned()))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v))
-            }
-            // `run: true` and `run: 7` are commands too: YAML types them, the shell does not.
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RunSpec, E> {
-                Ok(RunSpec::Shell(v.to_string()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RunSpec, A::Error> {
-                RunConfig::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(RunSpec::Exec)
-            }
-        }
-        deserializer.deserialize_any(V)
+        deserializer.deserialize_any(V(std::marker::PhantomData))
     }
 }
 

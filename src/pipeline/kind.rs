@@ -1,40 +1,91 @@
-//! What a [`Step`] is: the typed view of its kind key, its display name, and the keys that
-//! belong to each kind.
+//! What a step is: the typed [`StepKind`] a loaded step holds, its display name, and
+//! the keys that belong to each kind (read off a written [`RawStep`] when it is typed).
+
+use std::collections::BTreeMap;
 
 use super::at::{At, Pos};
+use super::ensemble::Ensemble;
 use super::flow::{FAILURE_VERDICT, Race};
-use super::format::{InParallel, Job, RunSpec, Step};
+use super::format::{InParallel, Job, RawStep, RunSpec, Step};
 
-/// The kind of a step, borrowing its configuration.
-#[derive(Debug, Clone, Copy)]
-pub enum StepKind<'a> {
+/// The kind of a loaded step, holding the kind's own configuration.
+#[derive(Debug, Clone)]
+pub enum StepKind {
     /// `task:` with its command.
-    Task(&'a At<RunSpec>),
+    Task {
+        /// The value of `task:`.
+        name: At<String>,
+        /// The command.
+        run: At<RunSpec>,
+    },
     /// `agent:` naming an agent.
-    Agent(&'a At<String>),
+    Agent(At<String>),
     /// `approval:`.
-    Approval,
-    /// `input:`.
-    Input,
+    Approval {
+        /// The value of `approval:` (its long form is resolved into the keys below).
+        name: At<super::step_keys::Approval>,
+        /// Text shown to the person asked.
+        message: Option<String>,
+        /// What the step's `timeout` answers: `approve` or `reject`.
+        on_timeout: Option<At<String>>,
+    },
+    /// `input:`: a question a person answers.
+    Input {
+        /// The value of `input:`, the step's name.
+        name: At<String>,
+        /// What is asked.
+        question: Option<At<String>>,
+        /// The JSON Schema the answer must fit.
+        schema: Option<serde_json::Value>,
+        /// The only answers allowed.
+        choices: Option<Vec<String>>,
+        /// The answer taken when the step's `timeout` passes.
+        default: Option<serde_json::Value>,
+    },
     /// `get:` of a resource.
-    Get(&'a At<String>),
+    Get {
+        /// The value of `get:`, the artifact fetched into.
+        name: At<String>,
+        /// The resource: `resource:`, else the name.
+        resource: At<String>,
+        /// Resource-specific parameters.
+        params: Option<BTreeMap<String, serde_json::Value>>,
+        /// `latest`, `every`, or a pinned version.
+        version: Option<At<super::resource_type::VersionSpec>>,
+        /// Whether `treadle watch` builds the job on a new version.
+        trigger: Option<At<bool>>,
+        /// Only versions that passed these jobs together.
+        passed: Option<At<Vec<At<String>>>>,
+    },
     /// `put:` to a resource.
-    Put(&'a At<String>),
+    Put {
+        /// The value of `put:`.
+        name: At<String>,
+        /// The resource: `resource:`, else the name.
+        resource: At<String>,
+        /// Resource-specific parameters.
+        params: Option<BTreeMap<String, serde_json::Value>>,
+    },
     /// `do:`.
-    Do(&'a [At<Step>]),
+    Do(Vec<At<Step>>),
     /// `in_parallel:`.
-    InParallel(&'a InParallel),
+    InParallel(InParallel),
     /// `try:`.
-    Try(&'a At<Step>),
+    Try(Box<At<Step>>),
     /// `race:`.
-    Race(&'a Race),
+    Race(Race),
     /// `ensemble:`.
-    Ensemble(&'a super::ensemble::Ensemble),
+    Ensemble(At<Ensemble>),
     /// `load_var:` naming the var.
-    LoadVar(&'a At<String>),
+    LoadVar {
+        /// The var.
+        name: At<String>,
+        /// `ARTIFACT/path` of the file read.
+        file: Option<At<String>>,
+    },
 }
 
-impl StepKind<'_> {
+impl StepKind {
     /// The kind's key, as written in the file.
     pub fn key(&self) -> &'static str {
         self.kind().key()
@@ -43,18 +94,36 @@ impl StepKind<'_> {
     /// The kind without its configuration.
     pub fn kind(&self) -> Kind {
         match self {
-            Self::Task(_) => Kind::Task,
+            Self::Task { .. } => Kind::Task,
             Self::Agent(_) => Kind::Agent,
-            Self::Approval => Kind::Approval,
-            Self::Input => Kind::Input,
-            Self::Get(_) => Kind::Get,
-            Self::Put(_) => Kind::Put,
+            Self::Approval { .. } => Kind::Approval,
+            Self::Input { .. } => Kind::Input,
+            Self::Get { .. } => Kind::Get,
+            Self::Put { .. } => Kind::Put,
             Self::Do(_) => Kind::Do,
             Self::InParallel(_) => Kind::InParallel,
             Self::Try(_) => Kind::Try,
             Self::Race(_) => Kind::Race,
             Self::Ensemble(_) => Kind::Ensemble,
-            Self::LoadVar(_) => Kind::LoadVar,
+            Self::LoadVar { .. } => Kind::LoadVar,
+        }
+    }
+
+    /// The value of the kind key that names the step (`None` for containers).
+    fn named(&self) -> Option<String> {
+        match self {
+            Self::Task { name, .. }
+            | Self::Agent(name)
+            | Self::Input { name, .. }
+            | Self::Get { name, .. }
+            | Self::Put { name, .. }
+            | Self::LoadVar { name, .. } => Some(name.value.clone()),
+            Self::Approval { name, .. } => Some(name.value.name().to_owned()),
+            Self::Do(_)
+            | Self::InParallel(_)
+            | Self::Try(_)
+            | Self::Race(_)
+            | Self::Ensemble(_) => None,
         }
     }
 }
@@ -88,15 +157,16 @@ pub enum Kind {
     Ensemble,
     /// `load_var:`.
     LoadVar,
-    /// A step with no single kind, which the checks refuse; it never runs.
+    /// A step with no single kind: never made by loading, kept so that records written
+    /// with it still read.
     #[serde(rename = "step")]
     Invalid,
 }
 
 impl Kind {
-    /// The kind of `step` ([`Kind::Invalid`] when it has none or several).
+    /// The kind of `step`.
     pub fn of(step: &Step) -> Self {
-        step.kind().map_or(Self::Invalid, |k| k.kind())
+        step.kind.kind()
     }
 
     /// The key, as written in the file.
@@ -164,9 +234,9 @@ pub enum KindError {
     TaskWithoutRun(String),
 }
 
-impl Step {
+impl RawStep {
     /// The names of the kind keys present.
-    fn kind_keys(&self) -> Vec<&'static str> {
+    pub(super) fn kind_keys(&self) -> Vec<&'static str> {
         [
             ("task", self.task.is_some()),
             ("agent", self.agent.is_some()),
@@ -184,85 +254,6 @@ impl Step {
         .into_iter()
         .filter_map(|(k, present)| present.then_some(k))
         .collect()
-    }
-
-    /// The step's kind; the checks make sure this succeeds for every loaded step.
-    pub fn kind(&self) -> Result<StepKind<'_>, KindError> {
-        let keys = self.kind_keys();
-        if keys.len() > 1 {
-            return Err(KindError::Several(keys.join(", ")));
-        }
-        if let Some(name) = &self.task {
-            return match &self.run {
-                Some(run) => Ok(StepKind::Task(run)),
-                None => Err(KindError::TaskWithoutRun(name.value.clone())),
-            };
-        }
-        if let Some(a) = &self.agent {
-            return Ok(StepKind::Agent(a));
-        }
-        if self.approval.is_some() {
-            return Ok(StepKind::Approval);
-        }
-        if self.input.is_some() {
-            return Ok(StepKind::Input);
-        }
-        if let Some(g) = &self.get {
-            return Ok(StepKind::Get(self.resource.as_ref().unwrap_or(g)));
-        }
-        if let Some(p) = &self.put {
-            return Ok(StepKind::Put(self.resource.as_ref().unwrap_or(p)));
-        }
-        if let Some(d) = &self.do_ {
-            return Ok(StepKind::Do(d));
-        }
-        if let Some(p) = &self.in_parallel {
-            return Ok(StepKind::InParallel(p));
-        }
-        if let Some(t) = &self.try_ {
-            return Ok(StepKind::Try(t));
-        }
-        if let Some(r) = &self.race {
-            return Ok(StepKind::Race(r));
-        }
-        if let Some(e) = &self.ensemble {
-            return Ok(StepKind::Ensemble(e));
-        }
-        if let Some(v) = &self.load_var {
-            return Ok(StepKind::LoadVar(v));
-        }
-        Err(KindError::None)
-    }
-
-    /// The step's name: `name:` if given, else the value of its kind key, else the kind.
-    pub fn display_name(&self) -> String {
-        if let Some(n) = &self.name {
-            return n.value.clone();
-        }
-        let approval = self.approval.as_ref().map(|a| At {
-            value: a.value.name().to_owned(),
-            pos: a.pos,
-        });
-        [
-            &self.task,
-            &self.agent,
-            &approval,
-            &self.input,
-            &self.get,
-            &self.put,
-            &self.load_var,
-        ]
-        .into_iter()
-        .flatten()
-        .map(|v| v.value.clone())
-        .next()
-        .unwrap_or_else(|| {
-            self.kind_keys()
-                .first()
-                .copied()
-                .unwrap_or("step")
-                .to_owned()
-        })
     }
 
     /// Kind-specific keys present on this step, with the kinds they belong to.
@@ -370,42 +361,105 @@ impl Step {
         );
         keys
     }
+}
+
+impl Step {
+    /// The agent of an `agent:` step.
+    pub fn agent_name(&self) -> Option<&At<String>> {
+        match &self.kind {
+            StepKind::Agent(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The artifact a `get:` step fetches into: the value of `get:`.
+    pub fn got(&self) -> Option<&At<String>> {
+        match &self.kind {
+            StepKind::Get { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The `params:` of a `get:` or `put:` step.
+    pub fn params(&self) -> Option<&BTreeMap<String, serde_json::Value>> {
+        match &self.kind {
+            StepKind::Get { params, .. } | StepKind::Put { params, .. } => params.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The `version:` of a `get:` step.
+    pub fn version(&self) -> Option<&At<super::resource_type::VersionSpec>> {
+        match &self.kind {
+            StepKind::Get { version, .. } => version.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The command of a `task:` step.
+    pub fn run(&self) -> Option<&At<RunSpec>> {
+        match &self.kind {
+            StepKind::Task { run, .. } => Some(run),
+            _ => None,
+        }
+    }
+
+    /// The step's name: `name:` if given, else the value of its kind key, else the kind.
+    pub fn display_name(&self) -> String {
+        if let Some(n) = &self.name {
+            return n.value.clone();
+        }
+        self.kind
+            .named()
+            .unwrap_or_else(|| self.kind.key().to_owned())
+    }
 
     /// The question of an `input:` step (`None` without `question:`): its schema (default:
     /// any string), choices and default answer.
     pub fn input_question(&self) -> Option<treadle_session::HumanQuestion> {
-        let text = &self.question.as_ref()?.value;
+        let StepKind::Input {
+            question,
+            schema,
+            choices,
+            default,
+            ..
+        } = &self.kind
+        else {
+            return None;
+        };
+        let text = &question.as_ref()?.value;
         let mut question = treadle_session::HumanQuestion::new(text.clone());
-        let choices = self.choices.clone().unwrap_or_default();
-        question.schema = match (&self.schema, choices.is_empty()) {
+        let choices = choices.clone().unwrap_or_default();
+        question.schema = match (schema, choices.is_empty()) {
             (Some(schema), _) => schema.clone(),
             (None, false) => serde_json::json!({ "enum": choices }),
             (None, true) => question.schema,
         };
         question.choices = choices;
-        question.default = self.default.clone();
+        question.default = default.clone();
         Some(question)
     }
 
     /// The nested steps of a container (not its hooks), in the order they are written:
     /// an ensemble's members, then its judge.
     pub fn children(&self) -> Vec<&At<Step>> {
-        match self.kind() {
-            Ok(StepKind::Do(steps)) => steps.iter().collect(),
-            Ok(StepKind::InParallel(p)) => p.steps().iter().collect(),
-            Ok(StepKind::Race(r)) => r.steps.iter().collect(),
-            Ok(StepKind::Try(inner)) => vec![inner],
-            Ok(StepKind::Ensemble(e)) => e.steps().collect(),
+        match &self.kind {
+            StepKind::Do(steps) => steps.iter().collect(),
+            StepKind::InParallel(p) => p.steps().iter().collect(),
+            StepKind::Race(r) => r.steps.iter().collect(),
+            StepKind::Try(inner) => vec![inner],
+            StepKind::Ensemble(e) => e.steps().collect(),
             _ => Vec::new(),
         }
     }
 
     /// The step's `verdicts:` entries: its own, or an ensemble's (which route the block).
     fn verdict_entries(&self) -> impl Iterator<Item = &super::flow::VerdictEntry> {
-        self.verdicts
-            .iter()
-            .flatten()
-            .chain(self.ensemble.iter().flat_map(|e| e.verdicts.iter()))
+        let ensemble = match &self.kind {
+            StepKind::Ensemble(e) => e.verdicts.as_slice(),
+            _ => &[],
+        };
+        self.verdicts.iter().flatten().chain(ensemble)
     }
 
     /// The routes of this step's verdicts that name a target: `(verdict, target)` pairs,
@@ -445,11 +499,8 @@ impl Step {
     /// Whether this is a `get` with `version: every` (from it on, the plan runs once per
     /// version not taken yet).
     pub fn is_every_get(&self) -> bool {
-        matches!(self.kind(), Ok(StepKind::Get(_)))
-            && self
-                .version
-                .as_ref()
-                .is_some_and(|v| v.value == super::resource_type::VersionSpec::Every)
+        matches!(&self.kind, StepKind::Get { version: Some(v), .. }
+            if v.value == super::resource_type::VersionSpec::Every)
     }
 
     /// Every route target this step names, with the outcome or verdict that takes it.
@@ -487,9 +538,9 @@ impl Step {
     }
 }
 
-impl Job {
+impl<S> Job<S> {
     /// The job's hooks present, in the order they may run.
-    pub fn hooks(&self) -> impl Iterator<Item = (&'static str, &At<Step>)> {
+    pub fn hooks(&self) -> impl Iterator<Item = (&'static str, &At<S>)> {
         [
             ("on_success", &self.on_success),
             ("on_failure", &self.on_failure),

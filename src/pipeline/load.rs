@@ -7,7 +7,7 @@ use serde_saphyr::Error as YamlError;
 
 use super::at::Pos;
 use super::diagnostic::{Diagnostic, LoadError, Problem, did_you_mean};
-use super::format::Pipeline;
+use super::format::{Pipeline, RawStep};
 
 /// The largest pipeline file read by default (bytes); `TREADLE_MAX_PIPELINE_BYTES` changes it.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -24,7 +24,7 @@ pub fn max_file_bytes() -> u64 {
 }
 
 /// Reads and parses `path`. Semantic checks are [`super::check`]'s job.
-pub fn read(path: &Path) -> Result<Pipeline, LoadError> {
+pub fn read(path: &Path) -> Result<Pipeline<RawStep>, LoadError> {
     parse(path, &read_source(path)?)
 }
 
@@ -101,7 +101,7 @@ fn read_text(path: &Path, limit: u64) -> Result<String, TextError> {
 }
 
 /// Parses pipeline text; `path` is only used in messages.
-pub fn parse(path: &Path, text: &str) -> Result<Pipeline, LoadError> {
+pub fn parse(path: &Path, text: &str) -> Result<Pipeline<RawStep>, LoadError> {
     if text.trim().is_empty() {
         return Err(LoadError(vec![Diagnostic::new(
             path,
@@ -111,7 +111,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Pipeline, LoadError> {
             "start with `jobs:` and a job with a `plan:` (see docs/pipelines.md)",
         )]));
     }
-    serde_saphyr::from_str::<Pipeline>(text).map_err(|e| LoadError(vec![diagnose(path, text, &e)]))
+    serde_saphyr::from_str::<Pipeline<RawStep>>(text)
+        .map_err(|e| LoadError(vec![diagnose(path, text, &e)]))
 }
 
 fn pos_of(e: &YamlError) -> Pos {

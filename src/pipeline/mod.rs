@@ -17,7 +17,8 @@
 //! * `ensemble`: `ensemble:` (members, vocabulary, decision rules, the judge's step).
 //! * `settings`: `prices:`, `cache:` and the size parser.
 //! * `duration`: durations (`90s`, `1h30m`).
-//! * `kind`: a step's kind, worked out from its keys.
+//! * `kind`: a step's kind ([`StepKind`], typed) and the keys each kind takes.
+//! * `step`: the typed [`Step`] loading makes of a written one, and that conversion.
 //! * `load`: reading and parsing with located errors.
 //! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean.
 //! * `check`: the checks before anything runs.
@@ -74,6 +75,7 @@ pub mod resolve;
 pub mod resource_type;
 pub mod secrets;
 pub mod settings;
+pub mod step;
 pub mod step_keys;
 pub mod tool_grant;
 pub mod vars;
@@ -86,8 +88,8 @@ pub use check::CheckScope;
 pub use diagnostic::{Diagnostic, LoadError, Problem};
 pub use duration::DurationSpec;
 pub use format::{
-    Agent, AgentSource, Budget, InParallel, Job, JobAssert, McpServerSpec, Pipeline, Resource,
-    RunConfig, RunSpec, Step, StepAssert, ToolCallAssert,
+    Agent, AgentSource, Budget, InParallel, Job, JobAssert, McpServerSpec, Pipeline, RawStep,
+    Resource, RunConfig, RunSpec, Step, StepAssert, ToolCallAssert,
 };
 pub use kind::{Kind, StepKind};
 pub use model::ResolvedModel;
@@ -170,25 +172,17 @@ pub fn load_text_leaving(
     scope: &CheckScope<'_>,
     data: &std::collections::BTreeSet<String>,
 ) -> Result<Loaded, LoadError> {
-    let pipeline = load::parse(file, text)?;
-    let captured: std::collections::BTreeSet<String> = pipeline
-        .jobs
-        .iter()
-        .flat_map(|j| {
-            let mut names = Vec::new();
-            walk::visit_job(j, &mut |s| {
-                names.extend(s.load_var.as_ref().map(|v| v.value.clone()))
-            });
-            names
-        })
-        .chain(
-            pipeline
-                .plan
-                .iter()
-                .flatten()
-                .filter_map(|s| s.load_var.as_ref().map(|v| v.value.clone())),
-        )
-        .collect();
+    let mut pipeline = load::parse(file, text)?;
+    let mut captured = std::collections::BTreeSet::new();
+    let mut capture =
+        |s: &mut At<RawStep>| captured.extend(s.load_var.as_ref().map(|v| v.value.clone()));
+    for j in &mut pipeline.jobs {
+        resolve::walk_job(j, &mut capture);
+    }
+    resolve::walk(
+        pipeline.plan.as_deref_mut().unwrap_or_default(),
+        &mut capture,
+    );
     let unresolved: Vec<Diagnostic> = vars::uses(text)
         .into_iter()
         .filter(|(name, _)| !captured.contains(name) && !data.contains(name))
@@ -216,7 +210,7 @@ pub fn load_text(file: &Path, text: &str, scope: &CheckScope<'_>) -> Result<Load
 
 fn checked(
     file: &Path,
-    mut pipeline: Pipeline,
+    mut pipeline: Pipeline<RawStep>,
     scope: &CheckScope<'_>,
 ) -> Result<Loaded, LoadError> {
     if let Some(plan) = pipeline.plan.take() {
@@ -250,7 +244,12 @@ fn checked(
     for agent in &mut pipeline.agents {
         agent.env.retain(|name| !keys.contains(&name.value));
     }
-    let problems = check::check(file, &pipeline, scope);
+    let mut typer = step::Typer::new(file);
+    let Some(pipeline) = typer.pipeline(pipeline) else {
+        return Err(LoadError(typer.out));
+    };
+    let mut problems = typer.out;
+    problems.extend(check::check(file, &pipeline, scope));
     if !problems.is_empty() {
         return Err(LoadError(problems));
     }
@@ -263,7 +262,7 @@ fn checked(
 
 /// Moves the names of an `env: [NAME]` list (how `steps` spells it) into `pass_env`, so
 /// everything after loading sees one spelling.
-fn env_names_to_pass_env(step: &mut At<Step>) {
+fn env_names_to_pass_env(step: &mut At<RawStep>) {
     if let container::Env::Names(names) = &step.env {
         let names = names.clone();
         step.value.pass_env.extend(names);
@@ -281,7 +280,7 @@ pub fn dir_of(file: &Path) -> PathBuf {
 
 /// The JSON Schema of the pipeline format, for `# yaml-language-server: $schema=...`.
 pub fn schema() -> serde_json::Value {
-    let mut schema = schemars::schema_for!(Pipeline);
+    let mut schema = schemars::schema_for!(Pipeline<RawStep>);
     schema.insert("title".to_owned(), "treadle pipeline".into());
     schema.to_value()
 }

@@ -83,12 +83,12 @@ impl Outline {
             name: step.display_name(),
             kind,
             depth,
-            agent: step.agent.as_ref().map(|a| a.value.clone()),
+            agent: step.agent_name().map(|a| a.value.clone()),
             cell: None,
         });
-        match step.kind() {
-            Ok(StepKind::Try(s)) => self.add(s, format!("{path}/try"), depth + 1),
-            Ok(StepKind::Ensemble(e)) => {
+        match &step.kind {
+            StepKind::Try(s) => self.add(s, format!("{path}/try"), depth + 1),
+            StepKind::Ensemble(e) => {
                 for (i, s) in e.agents.iter().enumerate() {
                     self.add(s, format!("{path}/{i}"), depth + 1);
                 }

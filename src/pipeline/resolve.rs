@@ -18,11 +18,11 @@ use std::path::{Path, PathBuf};
 use super::agent_def::{Agent, McpServerSpec};
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem};
-use super::format::{InParallel, Job, Pipeline, RunSpec, Step};
+use super::format::{InParallel, Job, Pipeline, RawStep, RunSpec};
 use super::step_keys::{Approval, PromptFile};
 
 /// Fills in `pipeline`; the problems found (unreadable files, keys set twice).
-pub fn resolve(file: &Path, pipeline: &mut Pipeline) -> Vec<Diagnostic> {
+pub fn resolve(file: &Path, pipeline: &mut Pipeline<RawStep>) -> Vec<Diagnostic> {
     let mut r = Resolver {
         file,
         base: super::dir_of(file),
@@ -56,14 +56,14 @@ pub fn resolve(file: &Path, pipeline: &mut Pipeline) -> Vec<Diagnostic> {
     }
     let (tasks, agents) = (&pipeline.tasks, &pipeline.agents);
     for job in &mut pipeline.jobs {
-        walk_job(job, &mut |s: &mut At<Step>| r.step(s, tasks, agents));
+        walk_job(job, &mut |s: &mut At<RawStep>| r.step(s, tasks, agents));
     }
     r.out
 }
 
 /// Calls `f` on every step of `job`, its plan and then its hooks, nested steps included,
 /// parents first.
-pub fn walk_job(job: &mut Job, f: &mut dyn FnMut(&mut At<Step>)) {
+pub fn walk_job(job: &mut Job<RawStep>, f: &mut dyn FnMut(&mut At<RawStep>)) {
     walk(&mut job.plan, f);
     for hook in [
         &mut job.on_success,
@@ -80,7 +80,7 @@ pub fn walk_job(job: &mut Job, f: &mut dyn FnMut(&mut At<Step>)) {
 }
 
 /// Calls `f` on every step of `steps`, nested ones and hooks included, parents first.
-pub fn walk(steps: &mut [At<Step>], f: &mut dyn FnMut(&mut At<Step>)) {
+pub fn walk(steps: &mut [At<RawStep>], f: &mut dyn FnMut(&mut At<RawStep>)) {
     for step in steps {
         f(step);
         let s = &mut step.value;
@@ -184,16 +184,16 @@ impl Resolver<'_> {
     }
 
     /// A `tasks:` entry: its `file:` document, then its `run_file:`.
-    fn task_entry(&mut self, task: &mut At<Step>) {
+    fn task_entry(&mut self, task: &mut At<RawStep>) {
         if let Some(path) = task.value.file.take()
-            && let Some(doc) = self.include::<Step>(&path, None)
+            && let Some(doc) = self.include::<RawStep>(&path, None)
         {
             fill_step(&mut task.value, &doc);
         }
         self.run_file(task);
     }
 
-    fn run_file(&mut self, step: &mut At<Step>) {
+    fn run_file(&mut self, step: &mut At<RawStep>) {
         let Some(path) = step.value.run_file.take() else {
             return;
         };
@@ -262,7 +262,7 @@ impl Resolver<'_> {
         }
     }
 
-    fn step(&mut self, step: &mut At<Step>, tasks: &[At<Step>], agents: &[Agent]) {
+    fn step(&mut self, step: &mut At<RawStep>, tasks: &[At<RawStep>], agents: &[Agent]) {
         self.run_file(step);
         // Before its members are walked: they get the block's vocabulary, and the judge's
         // step is made so that it is walked (and filled in) like theirs.
@@ -319,7 +319,7 @@ impl Resolver<'_> {
     /// `input_mapping:` / `output_mapping:` name, in `inputs:` and `outputs:`, the artifact
     /// instead of the name the command uses; the step directory shows it under that name
     /// (see `Step::mounts`).
-    fn mappings(&mut self, s: &mut Step) {
+    fn mappings(&mut self, s: &mut RawStep) {
         for (mapping, list, key) in [
             (&s.input_mapping, &mut s.inputs, "input_mapping"),
             (&s.output_mapping, &mut s.outputs, "output_mapping"),
@@ -362,7 +362,7 @@ fn fill_vec<T: Clone>(mine: &mut Vec<T>, theirs: &[T]) {
 
 /// What a `task:` step takes from its definition (a `tasks:` entry or an included
 /// document): everything it leaves out, except its name and where it goes next.
-fn fill_step(s: &mut Step, d: &Step) {
+fn fill_step(s: &mut RawStep, d: &RawStep) {
     fill(&mut s.run, &d.run);
     fill(&mut s.fix, &d.fix);
     fill(&mut s.description, &d.description);

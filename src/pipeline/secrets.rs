@@ -26,7 +26,7 @@ pub const PROVIDER_KEYS: &[&str] = &["OPENAI_API_KEY", "OPENROUTER_API_KEY"];
 /// let pipeline = load::parse(std::path::Path::new("treadle.yml"), yaml).unwrap();
 /// assert!(secrets::key_vars(&pipeline).contains("MY_KEY"));
 /// ```
-pub fn key_vars(pipeline: &Pipeline) -> BTreeSet<String> {
+pub fn key_vars<S>(pipeline: &Pipeline<S>) -> BTreeSet<String> {
     let mut vars: BTreeSet<String> = PROVIDER_KEYS.iter().map(|s| (*s).to_owned()).collect();
     for agent in &pipeline.agents {
         vars.extend(source_key(&agent.source));

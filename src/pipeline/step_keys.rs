@@ -1,7 +1,7 @@
 //! The keys of task and agent steps that point elsewhere: `fix:` (an agent that repairs a
 //! failing task), `context: { from }` (another step's decision, delivered), and
-//! `prompt_file:` (the prompt in a file, or in an artifact read at run time), and the
-//! mapping form of `approval:`.
+//! `prompt_file:` (the prompt in a file, or in an artifact read at run time), the
+//! mapping form of `approval:`, and a task's `run:` in both its forms.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -188,6 +188,63 @@ impl<'de> Deserialize<'de> for Approval {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Approval, A::Error> {
                 ApprovalSpec::deserialize(de::value::MapAccessDeserializer::new(map))
                     .map(Approval::Spec)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A task's command.
+#[derive(Debug, Clone, JsonSchema)]
+#[schemars(untagged)]
+pub enum RunSpec {
+    /// `run: "make test"`: a shell command line, run with `sh -c`.
+    Shell(String),
+    /// `run: { path: make, args: [test] }`: a program run directly, as in Concourse.
+    Exec(RunConfig),
+}
+
+/// The Concourse form of a command.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// The program (looked up in PATH, or relative to the step directory).
+    pub path: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Working directory, relative to the step directory.
+    #[serde(default)]
+    pub dir: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RunSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RunSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a shell command string, or a mapping with `path` and `args`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v))
+            }
+            // `run: true` and `run: 7` are commands too: YAML types them, the shell does not.
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RunSpec, E> {
+                Ok(RunSpec::Shell(v.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RunSpec, A::Error> {
+                RunConfig::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RunSpec::Exec)
             }
         }
         deserializer.deserialize_any(V)

@@ -20,7 +20,7 @@ pub fn used_agents<'p>(
         .filter(|j| job.is_none_or(|n| j.name.value == n))
     {
         visit_job(j, &mut |s| {
-            if let Ok(StepKind::Agent(a)) = s.kind() {
+            if let StepKind::Agent(a) = &s.kind {
                 names.insert(a.value.clone());
             }
         });

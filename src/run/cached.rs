@@ -180,14 +180,14 @@ impl<'a> Ctx<'a> {
             before.insert(name, path);
         }
         cache.set_inputs_before(entry.seq, before);
-        let version = match step.kind() {
-            Ok(StepKind::Get(res)) => {
+        let version = match &step.kind {
+            StepKind::Get { resource: res, .. } => {
                 Some(self.resolve_version(cache, step, &res.value, entry).await?)
             }
             _ => None,
         };
-        let agent = match step.kind() {
-            Ok(StepKind::Agent(_)) => Some(self.agent_step(step, entry)?),
+        let agent = match &step.kind {
+            StepKind::Agent(_) => Some(self.agent_step(step, entry)?),
             _ => None,
         };
         let delivered = self.delivered(step);
@@ -306,13 +306,10 @@ impl<'a> Ctx<'a> {
                 cache.know_tree(path, t.digest, t.manifest.clone());
             }
         }
-        if let (Some(v), Ok(StepKind::Get(res))) = (&outcome.version, step.kind()) {
-            let artifact = step
-                .get
-                .as_ref()
-                .map_or(res.value.clone(), |g| g.value.clone());
+        if let (Some(v), StepKind::Get { name, resource, .. }) = (&outcome.version, &step.kind) {
+            let artifact = name.value.clone();
             cache.set_version(entry.seq, v.clone());
-            cache.set_git_input(artifact, res.value.clone(), v.clone());
+            cache.set_git_input(artifact, resource.value.clone(), v.clone());
         }
         let touched = outcome.run == from_run && cache.recorded_from(entry.seq).is_none();
         cache.reused(slot(entry, is_cell(entry)), outcome.key, touched);

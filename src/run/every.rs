@@ -20,8 +20,8 @@ pub(crate) fn first_every(plan: &[At<Step>]) -> Option<usize> {
 fn every_gets<'p>(ctx: &Ctx<'_>, plan: &'p [At<Step>]) -> Vec<(u32, &'p str)> {
     plan.iter()
         .filter(|s| s.is_every_get())
-        .filter_map(|s| match (s.kind(), ctx.outline.entry(s)) {
-            (Ok(StepKind::Get(r)), Some(e)) => Some((e.seq, r.value.as_str())),
+        .filter_map(|s| match (&s.kind, ctx.outline.entry(s)) {
+            (StepKind::Get { resource: r, .. }, Some(e)) => Some((e.seq, r.value.as_str())),
             _ => None,
         })
         .collect()

@@ -33,6 +33,7 @@ pub(crate) use super::hooks::Hooks;
 use super::ports::AgentRunner;
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
+use super::work::Work;
 use crate::assert::AssertFailure;
 use crate::cache::StepCache;
 use crate::cache::digest::Digest;
@@ -403,8 +404,8 @@ impl<'a> Ctx<'a> {
     ) -> Done {
         // An agent step's `attempts:` bounds its requests to the provider (the session's
         // retry policy, see `agent::session_builder`), not how often the step runs.
-        let attempts = match step.kind() {
-            Ok(StepKind::Agent(_)) => 1,
+        let attempts = match &step.kind {
+            StepKind::Agent(_) => 1,
             _ => step.attempts.as_ref().map_or(1, |a| a.value.max(1)),
         };
         let mut done = Done::aborted();
@@ -463,8 +464,8 @@ impl<'a> Ctx<'a> {
         if let Ok(mut log) = self.log.lock() {
             // A get is logged under the resource it fetched (`resource:` renames only
             // its artifact), as `steps` records it.
-            let name = match (&step.get, &step.resource) {
-                (Some(_), Some(r)) => r.value.clone(),
+            let name = match &step.kind {
+                StepKind::Get { resource, .. } => resource.value.clone(),
                 _ => entry.name.clone(),
             };
             log.push(Logged {
@@ -517,10 +518,12 @@ impl<'a> Ctx<'a> {
         let work = self.kind(step, entry, attempt, token.clone(), cell);
         // An approval's (or input's) timeout is its deadline, which its `on_timeout` (or
         // `default:`) answers.
-        let limit = step
-            .timeout
-            .as_ref()
-            .filter(|_| step.approval.is_none() && step.input.is_none());
+        let limit = step.timeout.as_ref().filter(|_| {
+            !matches!(
+                step.kind,
+                StepKind::Approval { .. } | StepKind::Input { .. }
+            )
+        });
         // Zero means no limit (steps' convention for every dial of an agent step): `timeout:
         // "0"` is no deadline, not one that has already passed.
         let Some(limit) = limit.map(|t| t.value.0).filter(|d| !d.is_zero()) else {
@@ -550,21 +553,20 @@ impl<'a> Ctx<'a> {
             if let Some(image) = &step.image {
                 return Done::errored(crate::pipeline::container::no_runtime(&image.value));
             }
-            match step.kind() {
-                Err(e) => Done::errored(e.to_string()),
-                Ok(StepKind::Task(_) | StepKind::Agent(_)) => match (&self.remote, cell) {
-                    // A cell keeps its values here, and so does a step handed text, so
-                    // only whole steps go to workers.
-                    (Some(remote), None) if !self.is_handed(entry) => {
-                        remote.leaf(self, step, entry, attempt, cancel).await
-                    }
-                    _ => self.leaf(step, entry, attempt, cancel, cell).await,
-                },
-                Ok(StepKind::Do(steps)) => self.sequence(steps, &cancel).await,
-                Ok(StepKind::InParallel(p)) => self.parallel(entry, p, &cancel).await,
-                Ok(StepKind::Race(r)) => self.race(entry, r, &cancel).await,
-                Ok(StepKind::Ensemble(e)) => self.ensemble(entry, e, &cancel).await,
-                Ok(StepKind::Try(inner)) => {
+            match &step.kind {
+                StepKind::Task { run, .. } => {
+                    let work = Work::Task(run);
+                    self.leaf(step, work, entry, attempt, cancel, cell).await
+                }
+                StepKind::Agent(_) => {
+                    self.leaf(step, Work::Agent, entry, attempt, cancel, cell)
+                        .await
+                }
+                StepKind::Do(steps) => self.sequence(steps, &cancel).await,
+                StepKind::InParallel(p) => self.parallel(entry, p, &cancel).await,
+                StepKind::Race(r) => self.race(entry, r, &cancel).await,
+                StepKind::Ensemble(e) => self.ensemble(entry, e, &cancel).await,
+                StepKind::Try(inner) => {
                     let d = self.exec(inner, cancel).await;
                     if d.status == Status::Aborted {
                         d
@@ -576,31 +578,49 @@ impl<'a> Ctx<'a> {
                         }
                     }
                 }
-                Ok(StepKind::Approval) => self.approval(step, entry, cancel).await,
-                Ok(StepKind::Input) => self.input(step, entry, attempt, cancel).await,
-                Ok(StepKind::LoadVar(name)) => self.load_var(step, &name.value).await,
-                Ok(StepKind::Get(res)) => {
+                StepKind::Approval {
+                    message,
+                    on_timeout,
+                    ..
+                } => {
+                    self.approval(step, (message, on_timeout.as_ref()), entry, cancel)
+                        .await
+                }
+                StepKind::Input { .. } => self.input(step, entry, attempt, cancel).await,
+                StepKind::LoadVar { name, file } => self.load_var(&name.value, file.as_ref()).await,
+                StepKind::Get { resource: res, .. } => {
                     self.get_step(step, entry, attempt, &res.value, &cancel)
                         .await
                 }
-                Ok(StepKind::Put(res)) => self.put_step(step, entry, &res.value, &cancel).await,
+                StepKind::Put { resource: res, .. } => {
+                    self.put_step(step, entry, &res.value, &cancel).await
+                }
             }
         }
         .boxed()
     }
 
-    /// Runs a task or agent step here: the one leaf-running function, which a worker
-    /// (`treadle worker`) calls too.
+    /// Runs a task or agent step: on a worker when there are workers and the step may go
+    /// to one, else here. The one leaf-running function, which a worker (`treadle
+    /// worker`, whose context has no workers) calls too.
     pub(crate) async fn leaf(
         &'a self,
         step: &'a At<Step>,
+        work: Work<'a>,
         entry: &'a Entry,
         attempt: u32,
         cancel: CancellationToken,
         cell: Option<&'a Cell>,
     ) -> Done {
-        match step.kind() {
-            Ok(StepKind::Task(run)) => {
+        // A cell keeps its values here, and so does a step handed text, so only whole
+        // steps go to workers.
+        if let (Some(remote), None) = (&self.remote, cell)
+            && !self.is_handed(entry)
+        {
+            return remote.leaf(self, step, entry, attempt, cancel).await;
+        }
+        match work {
+            Work::Task(run) => {
                 let run = match cell {
                     Some(c) => c.render_run(&run.value),
                     None => run.value.clone(),
@@ -608,9 +628,7 @@ impl<'a> Ctx<'a> {
                 let run = self.with_vars(&run);
                 self.task(step, entry, attempt, &run, cancel).await
             }
-            Ok(StepKind::Agent(_)) => self.agent(step, entry, attempt, cancel).await,
-            Ok(_) => Done::errored(format!("step `{}` is not a task or an agent", entry.name)),
-            Err(e) => Done::errored(e.to_string()),
+            Work::Agent => self.agent(step, entry, attempt, cancel).await,
         }
     }
 

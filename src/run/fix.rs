@@ -17,7 +17,7 @@ use super::transcript::Event;
 use crate::agent::AgentStep;
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{At, RunSpec, Step};
+use crate::pipeline::{At, RunSpec, Step, StepKind};
 
 /// What the fixer is told, besides the `prompt:` of a `fix:` mapping.
 fn instruction(task: &str, run: &RunSpec, failure: &str, output: &str) -> String {
@@ -54,12 +54,11 @@ impl<'a> Ctx<'a> {
             prompt = format!("{extra}\n\n{prompt}");
         }
         let fixer = Step {
-            agent: Some(At::new(spec.agent.value.clone())),
             name: Some(At::new(spec.agent.value.clone())),
             prompt: Some(prompt),
             tools: spec.tools.clone(),
             timeout: spec.timeout.clone(),
-            ..Step::default()
+            ..Step::of_kind(StepKind::Agent(At::new(spec.agent.value.clone())))
         };
         let built = AgentStep::build(self.loaded, &fixer)
             .map_err(|e| Done::errored(format!("fix: {e}")))?;

@@ -97,8 +97,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// A `load_var:` step: reads its file (inside one of its inputs), trimmed, into the var.
-    pub(crate) async fn load_var(&self, step: &Step, name: &str) -> Done {
-        let Some(file) = &step.file else {
+    pub(crate) async fn load_var(&self, name: &str, file: Option<&At<String>>) -> Done {
+        let Some(file) = file else {
             return Done::errored(format!("`load_var: {name}` has no `file:`"));
         };
         let path = &file.value;
@@ -352,7 +352,7 @@ impl<'a> Ctx<'a> {
         let reserve = budget
             .and_then(|b| b.reserve_per_cell.as_ref().map(|r| r.value))
             .or_else(|| {
-                let name = &step.agent.as_ref()?.value;
+                let name = &step.agent_name()?.value;
                 let agent = self
                     .loaded
                     .pipeline

@@ -105,7 +105,7 @@ impl<'a> Ctx<'a> {
                 // An agent step's directory stays until the run has ended: until its
                 // record says it succeeded (a durable write after this), a process stopped
                 // here goes on in its session, in that directory (`continued`).
-                if !matches!(step.kind(), Ok(crate::pipeline::StepKind::Agent(_))) {
+                if !matches!(&step.kind, crate::pipeline::StepKind::Agent(_)) {
                     self.artifacts.discard(dir);
                 }
                 Done::ok()
@@ -377,7 +377,7 @@ impl<'a> Ctx<'a> {
             Err(done) => return done,
         };
         // Which source serves is availability, not content: the key is the primary's.
-        let built = match (&step.agent, self.picked.lock()) {
+        let built = match (step.agent_name(), self.picked.lock()) {
             (Some(name), Ok(picked)) if !picked.is_empty() => Arc::new(
                 crate::agent::source_pick::on_picked((*built).clone(), &name.value, &picked),
             ),

@@ -21,6 +21,7 @@
 //! * `input.rs`: `input:` steps and an agent step's `ask_human` answerer;
 //! * `leaf.rs`: task and agent steps;
 //! * `one_leaf.rs`: one task or agent step run alone, for a worker (`treadle worker`);
+//! * `work.rs`: what such a step does (a command or an agent), taken from the typed step;
 //! * `agents.rs`: the agent runner (real sessions, optionally through a model tape);
 //! * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
 //!   instead of running it, its outputs stored after;
@@ -82,6 +83,7 @@ pub mod task;
 pub mod terminal;
 pub mod transcript;
 mod upstream;
+mod work;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;

@@ -13,6 +13,7 @@ use super::exec::{Ctx, Done};
 use super::ports::AgentRunner;
 use super::state::{StepRecord, Store};
 use super::transcript::Transcript;
+use super::work::Work;
 use crate::pipeline::outline::Outline;
 use crate::pipeline::vars::Vars;
 use crate::pipeline::{At, Job, Loaded, Step};
@@ -81,6 +82,14 @@ pub enum OneLeafError {
         /// The seq asked for.
         seq: u32,
     },
+    /// The step asked for is neither a task nor an agent (only those go to workers).
+    #[error("step {seq} of job `{job}` is not a task or an agent")]
+    NotWork {
+        /// The job.
+        job: String,
+        /// The seq asked for.
+        seq: u32,
+    },
 }
 
 /// The step of `job` whose outline seq is `seq`.
@@ -105,6 +114,10 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         seq: req.seq,
     };
     let step = find(req.job, &outline, req.seq).ok_or_else(no_step)?;
+    let work = Work::of(step).ok_or_else(|| OneLeafError::NotWork {
+        job: req.job.name.value.clone(),
+        seq: req.seq,
+    })?;
     let entry = outline
         .entries
         .get(req.seq as usize)
@@ -145,7 +158,7 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         questions: req.questions.clone(),
     };
     let done = ctx
-        .leaf(step, &entry, req.attempt, req.cancel.clone(), None)
+        .leaf(step, work, &entry, req.attempt, req.cancel.clone(), None)
         .await;
     let record = ctx
         .records

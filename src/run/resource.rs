@@ -61,11 +61,7 @@ impl<'a> Ctx<'a> {
         entry: &Entry,
         resource: &str,
     ) -> Result<String, Done> {
-        let mode = step
-            .version
-            .as_ref()
-            .map(|v| v.value.clone())
-            .unwrap_or_default();
+        let mode = step.version().map(|v| v.value.clone()).unwrap_or_default();
         // An `every` get of an input set: the set decided its version.
         if mode == VersionSpec::Every
             && let Some(v) = self.every_version(entry.seq)
@@ -146,7 +142,7 @@ impl<'a> Ctx<'a> {
         };
         let known = match self.cache.as_ref().and_then(|c| c.version(entry.seq)) {
             Some(v) => Some(v),
-            None if step.version.is_some() => {
+            None if step.version().is_some() => {
                 match self.pick_version(step, entry, resource).await {
                     Ok(v) => Some(v),
                     Err(d) => return d,
@@ -155,8 +151,7 @@ impl<'a> Ctx<'a> {
             None => None,
         };
         let artifact = step
-            .get
-            .as_ref()
+            .got()
             .map_or_else(|| resource.to_owned(), |g| g.value.clone());
         let (ws, mirror) = (
             self.artifacts.clone(),
@@ -213,8 +208,7 @@ impl<'a> Ctx<'a> {
             Err(e) => return Done::errored(e.to_string()),
         };
         let param = |k: &str| {
-            step.params
-                .as_ref()
+            step.params()
                 .and_then(|p| p.get(k))
                 .and_then(|v| v.as_str())
                 .map(str::to_owned)
@@ -263,7 +257,7 @@ impl<'a> Ctx<'a> {
         step: &At<Step>,
         entry: &Entry,
     ) -> Result<(), ResourceError> {
-        if step.agent.is_none() {
+        if step.agent_name().is_none() {
             return Ok(());
         }
         let outputs: Vec<&str> = step.outputs.iter().map(|o| o.value.as_str()).collect();

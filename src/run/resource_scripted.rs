@@ -13,9 +13,7 @@ use crate::resource::history::History;
 use crate::resource::{Kind, time};
 
 fn params_of(step: &Step) -> Option<Value> {
-    step.params
-        .as_ref()
-        .and_then(|p| serde_json::to_value(p).ok())
+    step.params().and_then(|p| serde_json::to_value(p).ok())
 }
 
 impl<'a> Ctx<'a> {
@@ -52,8 +50,7 @@ impl<'a> Ctx<'a> {
             Err(e) => return Done::errored(format!("get `{resource}`: bad version {text}: {e}")),
         };
         let artifact = step
-            .get
-            .as_ref()
+            .got()
             .map_or_else(|| resource.to_owned(), |g| g.value.clone());
         let arts = std::slice::from_ref(&artifact);
         let dir = match self

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::pipeline::container::Env;
 use crate::pipeline::format::{Job, Pipeline, RunSpec, Step};
 use crate::pipeline::vars::{Vars, substitute, uses};
-use crate::pipeline::{At, InParallel};
+use crate::pipeline::{At, InParallel, StepKind};
 
 /// The environment variables API vars reach a shell command through start with this.
 pub const ENV_PREFIX: &str = "TREADLE_VAR_";
@@ -111,7 +111,7 @@ impl Filler<'_> {
 
     fn step(&mut self, step: &mut Step) {
         let mut env_of_shell = Vec::new();
-        if let Some(run) = &mut step.run {
+        if let StepKind::Task { run, .. } = &mut step.kind {
             match &mut run.value {
                 RunSpec::Shell(line) => {
                     env_of_shell = self.count(line);
@@ -174,19 +174,13 @@ impl Filler<'_> {
 /// [`Step::hooks`] see them.
 fn children_mut(step: &mut Step) -> Vec<&mut At<Step>> {
     let mut out: Vec<&mut At<Step>> = Vec::new();
-    if let Some(steps) = &mut step.do_ {
-        out.extend(steps.iter_mut());
-    }
-    match &mut step.in_parallel {
-        Some(InParallel::Steps(steps)) => out.extend(steps.iter_mut()),
-        Some(InParallel::Config(c)) => out.extend(c.steps.iter_mut()),
-        None => {}
-    }
-    if let Some(race) = &mut step.race {
-        out.extend(race.steps.iter_mut());
-    }
-    if let Some(inner) = &mut step.try_ {
-        out.push(inner);
+    match &mut step.kind {
+        StepKind::Do(steps) => out.extend(steps.iter_mut()),
+        StepKind::InParallel(InParallel::Steps(steps)) => out.extend(steps.iter_mut()),
+        StepKind::InParallel(InParallel::Config(c)) => out.extend(c.steps.iter_mut()),
+        StepKind::Race(race) => out.extend(race.steps.iter_mut()),
+        StepKind::Try(inner) => out.push(inner),
+        _ => {}
     }
     for hook in [
         &mut step.on_success,

@@ -365,7 +365,7 @@ fn spend_of(usage: Option<&serde_json::Value>) -> report::Spend {
 fn find_step<'j>(job: &'j Job, name: &str) -> Option<&'j Step> {
     job_steps(job)
         .into_iter()
-        .find(|s| s.agent.is_some() && s.display_name() == name)
+        .find(|s| s.agent_name().is_some() && s.display_name() == name)
 }
 
 /// Every step of a job (nested and hooks included), in file order.

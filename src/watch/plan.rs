@@ -81,12 +81,17 @@ impl Watched {
 fn job_plan(job: &Job) -> JobPlan {
     let mut gets: Vec<Get> = Vec::new();
     visit_job(job, &mut |s| {
-        let Ok(StepKind::Get(r)) = s.kind() else {
+        let StepKind::Get {
+            resource: r,
+            trigger,
+            passed,
+            ..
+        } = &s.kind
+        else {
             return;
         };
-        let trigger = s.trigger.as_ref().is_some_and(|t| t.value);
-        let passed: Vec<String> = s
-            .passed
+        let trigger = trigger.as_ref().is_some_and(|t| t.value);
+        let passed: Vec<String> = passed
             .iter()
             .flat_map(|p| p.value.iter().map(|n| n.value.clone()))
             .collect();

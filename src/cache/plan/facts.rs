@@ -101,7 +101,7 @@ impl Facts {
             }
         }
         k.delivered = self.delivered(step, &mut k.delivered_sure);
-        if let Ok(StepKind::Get(res)) = step.kind() {
+        if let StepKind::Get { resource: res, .. } = &step.kind {
             k.version = Some(sh.version(&res.value));
         }
         k

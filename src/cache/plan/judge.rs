@@ -78,8 +78,8 @@ pub(super) fn judge(
             .map(|i| format!("input `{i}` is made by no step before it"))
             .collect());
     }
-    let agent = match step.kind() {
-        Ok(StepKind::Agent(_)) => match AgentStep::build(loaded, step) {
+    let agent = match &step.kind {
+        StepKind::Agent(_) => match AgentStep::build(loaded, step) {
             Ok(a) => Some(a),
             Err(e) => return run(vec![e.to_string()]),
         },
@@ -216,15 +216,15 @@ fn reasons(step: &Step, parts: &KeyParts, last: Option<&KeyParts>, known: &Known
         None => vec!["never succeeded".to_owned()],
     };
     if why.is_empty() {
-        why.push(match step.kind() {
+        why.push(match &step.kind {
             _ if step.volatile => "volatile: never replayed".to_owned(),
             _ if step.when.is_some() => "a guarded step is never replayed".to_owned(),
             _ if step.across.is_some() && !step.outputs.is_empty() => {
                 "a cell of a collecting matrix is never replayed".to_owned()
             }
-            Ok(StepKind::Put(_)) => "a put is never replayed".to_owned(),
-            Ok(StepKind::Approval) => "an approval is never replayed".to_owned(),
-            Ok(StepKind::Input) => "a question is never replayed".to_owned(),
+            StepKind::Put { .. } => "a put is never replayed".to_owned(),
+            StepKind::Approval { .. } => "an approval is never replayed".to_owned(),
+            StepKind::Input { .. } => "a question is never replayed".to_owned(),
             _ => "unchanged, but its cache entry was evicted or is corrupt".to_owned(),
         });
     }

@@ -209,12 +209,12 @@ impl<'s, 'a> Walk<'s, 'a> {
             self.unknown_tree(step);
             return Out::default();
         }
-        let out = match step.kind() {
-            Ok(StepKind::Do(children)) => {
+        let out = match &step.kind {
+            StepKind::Do(children) => {
                 self.note(&entry.path, Planned::Container);
                 self.sequence(children)
             }
-            Ok(StepKind::Try(inner)) => {
+            StepKind::Try(inner) => {
                 self.note(&entry.path, Planned::Container);
                 let d = self.exec(inner);
                 Out {
@@ -223,7 +223,7 @@ impl<'s, 'a> Walk<'s, 'a> {
                     ..d
                 }
             }
-            Ok(StepKind::InParallel(_) | StepKind::Race(_) | StepKind::Ensemble(_)) => {
+            StepKind::InParallel(_) | StepKind::Race(_) | StepKind::Ensemble(_) => {
                 self.note(&entry.path, Planned::Container);
                 let mut sure = true;
                 for child in step.children() {
@@ -238,7 +238,7 @@ impl<'s, 'a> Walk<'s, 'a> {
                     false => self.decide(step, &entry),
                 }
             }
-            Ok(StepKind::LoadVar(_)) => {
+            StepKind::LoadVar { .. } => {
                 self.note(
                     &entry.path,
                     Planned::Run(vec!["reads a var: never cached".into()]),

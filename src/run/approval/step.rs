@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::mailbox::{ANSWERED, Answer, Mailbox, MailboxError, POLL, Pending, Reply};
 use super::{ApprovalRecord, ApprovalStatus};
-use crate::pipeline::Step;
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::Entry;
+use crate::pipeline::{At, Step};
 use crate::run::exec::{Ctx, Done, now_ms};
 use crate::run::transcript::Event;
 
@@ -31,13 +31,12 @@ impl<'a> Ctx<'a> {
     pub(crate) async fn approval(
         &'a self,
         step: &'a Step,
+        (message, on_timeout): (&'a Option<String>, Option<&'a At<String>>),
         entry: &'a Entry,
         cancel: CancellationToken,
     ) -> Done {
         let deadline = step.timeout.as_ref().map(|t| t.value.0);
-        let on_timeout = step
-            .on_timeout
-            .as_ref()
+        let on_timeout = on_timeout
             .and_then(|t| Answer::parse(&t.value))
             .unwrap_or(Answer::Reject);
         let asked_ms = now_ms();
@@ -45,7 +44,7 @@ impl<'a> Ctx<'a> {
             run: self.run,
             seq: entry.seq,
             name: entry.name.clone(),
-            message: step.message.clone(),
+            message: message.clone(),
             status: ApprovalStatus::Pending,
             asked_ms,
             deadline_ms: deadline.map(|d| asked_ms.saturating_add(millis(d))),
@@ -74,7 +73,7 @@ impl<'a> Ctx<'a> {
             run: self.run,
             seq: entry.seq,
             name: entry.name.clone(),
-            message: step.message.clone(),
+            message: message.clone(),
             job: self.job.name.value.clone(),
             asked_ms,
             deadline_ms: record.deadline_ms,
@@ -140,7 +139,7 @@ impl<'a> Ctx<'a> {
             run,
             seq,
             name: entry.name.clone(),
-            message: step.message.clone(),
+            message: pending.message.clone(),
             deadline_ms: pending.deadline_ms,
             summary: format!(
                 "waiting for approval: `treadle approve {answer}` or `treadle reject {answer}`{wait}"

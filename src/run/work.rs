@@ -1,0 +1,24 @@
+//! The work of a leaf step that may run here or on a worker: a task's command or an
+//! agent, taken from the typed step where the executor (or a worker) meets it.
+
+use crate::pipeline::{At, RunSpec, Step, StepKind};
+
+/// What a leaf that runs here or on a worker does: a task's command, or an agent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Work<'a> {
+    /// `task:` with this command.
+    Task(&'a At<RunSpec>),
+    /// `agent:`.
+    Agent,
+}
+
+impl<'a> Work<'a> {
+    /// The work of `step`, when it is a task or an agent.
+    pub(crate) fn of(step: &'a Step) -> Option<Self> {
+        match &step.kind {
+            StepKind::Task { run, .. } => Some(Self::Task(run)),
+            StepKind::Agent(_) => Some(Self::Agent),
+            _ => None,
+        }
+    }
+}
