@@ -321,11 +321,11 @@ impl Scripted<'_> {
             return std::fs::write(&file, text + "\n").map_err(|e| io(&file, e));
         }
         if let Some(files) = self.expr("in", Some(version), params, None).await? {
-            return crate::resource::expr::write_files(&files, &dest).map_err(|detail| {
+            return crate::resource::expr::write_files(&files, &dest).map_err(|e| {
                 ScriptedError::Expr {
                     resource: self.name(),
                     script: "in",
-                    detail,
+                    detail: e.to_string(),
                 }
             });
         }
