@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use treadle_session::event::{FailureCause, SessionId};
-use treadle_session::inference::is_outage_message;
 use treadle_session::{Journal, Tool, TurnOutcome, TurnReport};
 
 use super::budget::BudgetGuard;
@@ -105,7 +104,8 @@ fn outage(report: &TurnReport) -> Option<&str> {
         TurnOutcome::Failed {
             error,
             failure: FailureCause::Model,
-        } if is_outage_message(error) => Some(error),
+            model: Some(kind),
+        } if kind.is_outage() => Some(error),
         _ => None,
     }
 }

@@ -389,7 +389,7 @@ fn step_status(
 ) -> AgentStatus {
     let verdict = slot.get();
     match &turns.last.outcome {
-        TurnOutcome::Failed { error, failure } => {
+        TurnOutcome::Failed { error, failure, .. } => {
             match (guard.tripped(), guard.tripped_dollars()) {
                 (Some(tripped), _) => AgentStatus::BudgetExceeded {
                     spent: tripped.spent,
