@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentStep, Quiet, RecordedCall, run_agent_step};
 use crate::pipeline::{Agent, AgentSource, At, Job, Loaded, Step};
-use crate::run::state::{RunRecord, StepRecord, StepStatus, Store};
+use crate::run::state::{RunRecord, StateError, StepRecord, StepStatus, Store};
 pub use report::{ShadowReport, StepReport};
 
 /// What to shadow, and against what.
@@ -255,13 +255,13 @@ async fn read_run(state: &Path, scratch: &Path, run: u64) -> Result<Recorded, Sh
         reason,
     };
     std::fs::copy(state, &copy).map_err(|e| error(e.to_string()))?;
-    let read = tokio::task::spawn_blocking(move || -> Result<Recorded, String> {
-        let store = Store::open(&copy).map_err(|e| e.to_string())?;
+    let read = crate::blocking::blocking(move || -> Result<Recorded, ReadRun> {
+        let store = Store::open(&copy)?;
         let record = store
             .run(run)
-            .map_err(|e| format!("there is no run {run}: {e}"))?;
+            .map_err(|source| ReadRun::NoRun { run, source })?;
         let mut agent_steps = Vec::new();
-        for step in store.steps(run).map_err(|e| e.to_string())? {
+        for step in store.steps(run)? {
             if step.kind != "agent"
                 || matches!(step.status, StepStatus::Skipped | StepStatus::Pending)
             {
@@ -270,8 +270,7 @@ async fn read_run(state: &Path, scratch: &Path, run: u64) -> Result<Recorded, Sh
             // A step replayed from the cache was recorded by the run it came from.
             let source = step.cached_from.unwrap_or(run);
             let calls = store
-                .agent_events(source, step.seq)
-                .map_err(|e| e.to_string())?
+                .agent_events(source, step.seq)?
                 .into_iter()
                 .filter(|e| e["what"] == "tool_call")
                 .filter_map(|e| serde_json::from_value(e["data"].clone()).ok())
@@ -283,7 +282,26 @@ async fn read_run(state: &Path, scratch: &Path, run: u64) -> Result<Recorded, Sh
             agent_steps,
         })
     });
-    read.await.map_err(|e| error(e.to_string()))?.map_err(error)
+    read.await.map_err(|e| error(e.to_string()))
+}
+
+/// Why the copy of the state file did not give the run.
+#[derive(Debug, thiserror::Error)]
+enum ReadRun {
+    /// The copy cannot be read.
+    #[error("{0}")]
+    State(#[from] StateError),
+    /// The reading task ended without returning.
+    #[error(transparent)]
+    Stopped(#[from] crate::blocking::WorkerStopped),
+    /// It holds no such run.
+    #[error("there is no run {run}: {source}")]
+    NoRun {
+        /// The run asked for.
+        run: u64,
+        /// Why.
+        source: StateError,
+    },
 }
 
 /// The tokens and cost a step's record holds.
