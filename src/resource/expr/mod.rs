@@ -30,6 +30,7 @@
 //! * `syntax`: reading an expression into a tree;
 //! * `eval`: evaluating one, with the stage's functions from an [`eval::Host`];
 //! * `builtins`: operators and builtins without a predicate;
+//! * `value_error`: why one of them refused its values;
 //! * `host`: why a stage's own function failed;
 //! * `http`: `http()`.
 
@@ -39,6 +40,7 @@ pub mod host;
 pub mod http;
 pub mod lex;
 pub mod syntax;
+pub mod value_error;
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
