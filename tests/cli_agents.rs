@@ -10,6 +10,7 @@
 //! without it, each test says so and skips.
 
 use crate::browser::Browser;
+use crate::common::cli::{CLAUDE, scripted};
 use crate::common::server::Server;
 use crate::common::{self, Fixture, Run};
 
@@ -19,22 +20,11 @@ use serde_json::{Value, json};
 use treadle_scripted::{RecordedRequest, Reply, Script, ScriptedServer, ToolCall};
 
 /// The variable holding the scripted endpoint's (meaningless) key: the CLI needs a key.
-const KEY_ENV: &str = "CLI_TEST_KEY";
+const KEY_ENV: &str = CLAUDE.key_env;
 
 /// The claude CLI to run, or `None` (said on stderr) when it is not installed.
 fn claude(test: &str) -> Option<String> {
-    match std::env::var("TREADLE_CLAUDE_BIN") {
-        Ok(bin) if !bin.is_empty() => Some(bin),
-        _ if std::env::var_os("TREADLE_REQUIRE_CLAUDE").is_some() => {
-            panic!("{test}: TREADLE_REQUIRE_CLAUDE is set but TREADLE_CLAUDE_BIN is not")
-        }
-        _ => {
-            eprintln!(
-                "SKIP {test}: TREADLE_CLAUDE_BIN is not set (scripts/test installs the claude CLI and sets it)"
-            );
-            None
-        }
-    }
+    CLAUDE.find(test)
 }
 
 /// A one-agent pipeline whose agent is the claude CLI aimed at `url`, with `tools`,
@@ -45,30 +35,9 @@ fn pipeline(url: &str, tools: &str, agent_extra: &str, plan: &str) -> String {
     )
 }
 
-/// `treadle ARGS` in the fixture with the CLI and the key, on a blocking thread so that
-/// the scripted server on this test's runtime keeps answering.
+/// `treadle ARGS` in the fixture with the CLI and the key.
 async fn treadle(f: &Fixture, bin: &str, args: &[&str]) -> Run {
-    let (dir, bin) = (f.path().to_path_buf(), bin.to_owned());
-    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_treadle"));
-        cmd.args(&args)
-            .current_dir(dir)
-            .env("TREADLE_CLAUDE_BIN", bin)
-            .env(KEY_ENV, "scripted-key")
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("ANTHROPIC_BASE_URL");
-        Run(cmd.output().expect("run treadle"))
-    })
-    .await
-    .expect("treadle's thread")
-}
-
-/// The scripted server answering `replies` in order.
-async fn scripted(replies: impl IntoIterator<Item = Reply>) -> ScriptedServer {
-    ScriptedServer::start(Script::new(replies))
-        .await
-        .expect("scripted server")
+    CLAUDE.treadle(f, bin, args).await
 }
 
 /// The names of the tools a request offered.

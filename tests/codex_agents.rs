@@ -9,28 +9,18 @@
 //! installing it with npm (and where its absence is a failure). In a plain `cargo test`
 //! without it, each test says so and skips.
 
+use crate::common::cli::{CODEX, scripted};
 use crate::common::{Fixture, Run};
 
 use serde_json::{Value, json};
 use treadle_scripted::{RecordedRequest, Reply, Script, ScriptedServer};
 
 /// The variable holding the scripted endpoint's (meaningless) key.
-const KEY_ENV: &str = "CODEX_TEST_KEY";
+const KEY_ENV: &str = CODEX.key_env;
 
 /// The codex CLI to run, or `None` (said on stderr) when it is not installed.
 fn codex(test: &str) -> Option<String> {
-    match std::env::var("TREADLE_CODEX_BIN") {
-        Ok(bin) if !bin.is_empty() => Some(bin),
-        _ if std::env::var_os("TREADLE_REQUIRE_CODEX").is_some() => {
-            panic!("{test}: TREADLE_REQUIRE_CODEX is set but TREADLE_CODEX_BIN is not")
-        }
-        _ => {
-            eprintln!(
-                "SKIP {test}: TREADLE_CODEX_BIN is not set (scripts/test installs the codex CLI and sets it)"
-            );
-            None
-        }
-    }
+    CODEX.find(test)
 }
 
 /// A one-agent pipeline whose agent is the codex CLI aimed at `url`, with `tools`,
@@ -41,30 +31,9 @@ fn pipeline(url: &str, tools: &str, extra: &str, plan: &str) -> String {
     )
 }
 
-/// `treadle ARGS` in the fixture with the CLI and the key, on a blocking thread so that
-/// the scripted server on this test's runtime keeps answering.
+/// `treadle ARGS` in the fixture with the CLI and the key.
 async fn treadle(f: &Fixture, bin: &str, args: &[&str]) -> Run {
-    let (dir, bin) = (f.path().to_path_buf(), bin.to_owned());
-    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_treadle"));
-        cmd.args(&args)
-            .current_dir(dir)
-            .env("TREADLE_CODEX_BIN", bin)
-            .env(KEY_ENV, "scripted-key")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("CODEX_HOME");
-        Run(cmd.output().expect("run treadle"))
-    })
-    .await
-    .expect("treadle's thread")
-}
-
-async fn scripted(replies: impl IntoIterator<Item = Reply>) -> ScriptedServer {
-    ScriptedServer::start(Script::new(replies))
-        .await
-        .expect("scripted server")
+    CODEX.treadle(f, bin, args).await
 }
 
 /// The tools a request offered, a namespace's as `NAMESPACE__TOOL` (how codex offers an

@@ -3,7 +3,8 @@
 //! a retry honouring `Retry-After`, `env()` limited to the type's `env:`, `check_file:`, an
 //! `in` that writes files, an `out` that reads its inputs with `file()` and posts JSON, and
 //! each bad input (an env name not listed, a refused `fail()`, a request with no response,
-//! `tolerate_errors`, `max_response_bytes`, a per-call timeout, a parse error, a path out
+//! `tolerate_errors`, `max_response_bytes`, a per-call timeout, a parse error, an unknown
+//! name on line 2 (its place given), a path out
 //! of the artifact) giving an error that names the resource.
 
 use crate::common;
@@ -263,6 +264,11 @@ async fn bad_expressions_and_failed_requests_name_the_resource() {
             "does not parse: line 1".to_owned(),
         ),
         ("[1] + [2]".to_owned(), "concat(a, b)".to_owned()),
+        // A failure while it runs names the line and column, and shows the text there.
+        (
+            "let n = source.pages;\nn + nothing".to_owned(),
+            "line 2, column 5: unknown name `nothing`".to_owned(),
+        ),
     ];
     for (check, says) in &cases {
         let yaml = pipeline(&url, IN, OUT, SHOW);

@@ -252,6 +252,10 @@ pub enum EventKind {
         /// Named `failure` because `cause` is the header's field in the flat encoding.
         #[serde(default)]
         failure: FailureCause,
+        /// With [`FailureCause::Model`], how the model endpoint failed (absent in events
+        /// written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<ModelFailure>,
     },
     TurnInterrupted {
         reason: String,
@@ -303,6 +307,51 @@ pub enum FailureCause {
     /// Anything else (and events written before causes were recorded).
     #[default]
     Other,
+}
+
+/// How a model endpoint failed, so that a caller (`fallback:`) decides on the kind of
+/// failure, not on its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ModelFailure {
+    /// No HTTP response: refused, DNS, reset before the head.
+    Unreachable,
+    /// Silent past the idle timeout, over the call time limit, or HTTP 408.
+    Timeout,
+    /// HTTP 429.
+    RateLimited,
+    /// HTTP 5xx.
+    ServerError,
+    /// Any other non-success status (a 4xx refusal: bad key, bad request...).
+    Refused,
+    /// A stream chunk that is not the JSON a chat-completions server sends.
+    Malformed,
+    /// The stream ended before the answer finished.
+    StreamCut,
+    /// The server reported an error inside the stream.
+    Remote,
+    /// The answer passed the response size limit.
+    TooLarge,
+    /// Any other failure of the HTTP exchange (TLS, protocol).
+    Transport,
+}
+
+impl ModelFailure {
+    /// Whether the endpoint itself failed (an outage) rather than answered: another model
+    /// may succeed where this one did. A refusal, a malformed or oversized answer and an
+    /// error the model reported are answers: another model would not be a fix for them.
+    pub fn is_outage(self) -> bool {
+        match self {
+            Self::Unreachable
+            | Self::Timeout
+            | Self::RateLimited
+            | Self::ServerError
+            | Self::StreamCut
+            | Self::Transport => true,
+            Self::Refused | Self::Malformed | Self::Remote | Self::TooLarge => false,
+        }
+    }
 }
 
 /// The three ways a turn can end.

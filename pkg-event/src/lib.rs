@@ -49,8 +49,8 @@ pub mod ids;
 
 pub use content::{Block, Message, Role, ToolUse, Usage};
 pub use event::{
-    Cause, Class, DeltaKind, Event, EventKind, FailureCause, GateAnswer, Header, ParentLink, Scope,
-    TerminalKind,
+    Cause, Class, DeltaKind, Event, EventKind, FailureCause, GateAnswer, Header, ModelFailure,
+    ParentLink, Scope, TerminalKind,
 };
 pub use filter::{Delivery, EventFilter, LoopScope};
 pub use fork::{ForkLink, ForkPoint};

@@ -95,6 +95,7 @@ fn every_kind() -> Vec<EventKind> {
             steps: 1,
             usage,
             failure: FailureCause::Model,
+            model: Some(ModelFailure::ServerError),
         },
         EventKind::TurnInterrupted {
             reason: "interrupt".into(),

@@ -389,7 +389,7 @@ async fn human(
     prior: Option<PriorGate>,
 ) -> Prepared {
     if let Err(reason) = question.compiles() {
-        return Prepared::Refused(reason);
+        return Prepared::Refused(reason.to_string());
     }
     let default = question.default.clone();
     let text = question.question.clone();

@@ -13,6 +13,12 @@
 
 use std::fmt::Debug;
 
+/// Why a fence refuses the session's writes: the right it guards is lost (as the
+/// embedder says it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
 /// Whether the session may still write. Set with [`SessionBuilder::fence`].
 ///
 /// [`SessionBuilder::fence`]: crate::SessionBuilder::fence
@@ -21,13 +27,13 @@ pub trait WriteFence: Send + Sync + Debug + 'static {
     /// `Ok` when the next append may go ahead; waits while that is in doubt (the right is
     /// being confirmed); `Err` with the reason once it is known lost. The append then
     /// fails with [`AppendError::Fenced`](crate::journal::AppendError::Fenced).
-    async fn admit(&self) -> Result<(), String>;
+    async fn admit(&self) -> Result<(), Refused>;
 
     /// Called with each event after its durable append and before it is published (so
     /// before the session acts on it). `Err` with the reason stops the session's writes as
     /// a refused [`admit`](Self::admit) does: the append reports
     /// [`AppendError::Fenced`](crate::journal::AppendError::Fenced). Does nothing by default.
-    async fn committed(&self, event: &treadle_event::Event) -> Result<(), String> {
+    async fn committed(&self, event: &treadle_event::Event) -> Result<(), Refused> {
         let _ = event;
         Ok(())
     }

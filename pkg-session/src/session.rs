@@ -10,7 +10,7 @@ use ractor::rpc::CallResult;
 use tokio::runtime::RuntimeFlavor;
 use treadle_event::{
     Cause, Event, EventFilter, EventKind, FailureCause, GateAnswer, InputId, LoopId, LoopScope,
-    Message, SessionId, Usage,
+    Message, ModelFailure, SessionId, Usage,
 };
 
 use crate::error::{GateError, RunError, SessionClosed, SubmitError};
@@ -129,6 +129,8 @@ pub enum TurnOutcome {
     Failed {
         error: String,
         failure: FailureCause,
+        /// With [`FailureCause::Model`], how the endpoint failed.
+        model: Option<ModelFailure>,
     },
     Interrupted {
         reason: String,
@@ -159,7 +161,7 @@ impl TurnReport {
     pub fn answer(&self) -> Result<&str, TurnError> {
         match &self.outcome {
             TurnOutcome::Done { text } => Ok(text),
-            TurnOutcome::Failed { error, failure } => Err(TurnError::Failed {
+            TurnOutcome::Failed { error, failure, .. } => Err(TurnError::Failed {
                 error: error.clone(),
                 failure: *failure,
             }),
@@ -186,6 +188,7 @@ impl TurnReport {
             let outcome = TurnOutcome::Failed {
                 error: reason.clone(),
                 failure: FailureCause::Other,
+                model: None,
             };
             return Some(TurnReport {
                 input,
@@ -206,10 +209,12 @@ impl TurnReport {
                 steps,
                 usage,
                 failure,
+                model,
             } => (
                 TurnOutcome::Failed {
                     error: error.clone(),
                     failure: *failure,
+                    model: *model,
                 },
                 *steps,
                 *usage,

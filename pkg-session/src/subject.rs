@@ -101,7 +101,7 @@ impl GateKind {
                     .into(),
             ),
             (GateKind::HumanInput, GateAnswer::Answer { value }) => match human {
-                Some(question) => question.check(value),
+                Some(question) => question.check(value).map_err(|e| e.to_string()),
                 None => Ok(()),
             },
             (GateKind::HumanInput, _) => {

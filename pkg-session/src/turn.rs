@@ -16,7 +16,7 @@ use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use treadle_event::{Block, EventKind, FailureCause, Message, Role, StepId, Usage};
+use treadle_event::{Block, EventKind, FailureCause, Message, ModelFailure, Role, StepId, Usage};
 use treadle_hook::{Active, HookCall, Operation, OperationOutcome, Payload};
 
 use crate::batch::{self, BatchOutcome};
@@ -36,6 +36,8 @@ const TURN_OVER: &str = "not run: the turn was over (its final tool call already
 enum End {
     Done(String),
     Failed(FailureCause, String),
+    /// The model endpoint failed ([`FailureCause::Model`]), and how.
+    ModelFailed(ModelFailure, String),
     Interrupted(String),
 }
 
@@ -150,7 +152,7 @@ pub(crate) async fn run(start: TurnStart) {
         "turn.outcome",
         match &end {
             End::Done(_) => "done",
-            End::Failed(..) => "failed",
+            End::Failed(..) | End::ModelFailed(..) => "failed",
             End::Interrupted(_) => "interrupted",
         },
     );
@@ -161,6 +163,14 @@ pub(crate) async fn run(start: TurnStart) {
             steps,
             usage,
             failure,
+            model: None,
+        },
+        End::ModelFailed(kind, error) => EventKind::TurnFailed {
+            error,
+            steps,
+            usage,
+            failure: FailureCause::Model,
+            model: Some(kind),
         },
         End::Interrupted(reason) => EventKind::TurnInterrupted {
             reason,
@@ -398,12 +408,13 @@ impl Turn {
                 return Err(End::Interrupted("interrupted".into()));
             }
             Some(Err(error)) => {
+                let kind = error.failure();
                 let error = error.to_string();
                 let outcome = OperationOutcome::Failed {
                     error: error.clone(),
                 };
                 finish(inference_hook, outcome, None).await;
-                return Err(End::Failed(FailureCause::Model, error));
+                return Err(End::ModelFailed(kind, error));
             }
             Some(Ok(completion)) => completion,
         };
@@ -655,7 +666,7 @@ async fn finish(
 fn outcome_of(end: &End) -> OperationOutcome {
     match end {
         End::Done(_) => OperationOutcome::Completed,
-        End::Failed(_, error) => OperationOutcome::Failed {
+        End::Failed(_, error) | End::ModelFailed(_, error) => OperationOutcome::Failed {
             error: error.clone(),
         },
         End::Interrupted(_) => OperationOutcome::Canceled,

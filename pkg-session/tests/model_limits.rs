@@ -23,7 +23,7 @@ async fn run_failing(session: &Session, bound: Duration) -> (String, TurnReport)
         .expect("the turn ends instead of hanging")
         .expect("a report");
     assert!(started.elapsed() < bound);
-    let TurnOutcome::Failed { error, failure } = &report.outcome else {
+    let TurnOutcome::Failed { error, failure, .. } = &report.outcome else {
         panic!("the turn must fail: {report:?}");
     };
     assert_eq!(*failure, FailureCause::Model, "{error}");

@@ -126,7 +126,7 @@ async fn a_model_repeating_one_call_is_nudged_then_stopped() {
         .unwrap();
     let report = session.run("write it").await.unwrap();
     match &report.outcome {
-        TurnOutcome::Failed { error, failure } => {
+        TurnOutcome::Failed { error, failure, .. } => {
             assert_eq!(*failure, FailureCause::Repeated);
             assert!(
                 error.contains("stuck in a loop") && error.contains("write"),

@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use treadle_scripted::{Reply, Script, ScriptedServer};
-use treadle_session::{FnTool, RunError, ToolError, WriteFence};
+use treadle_session::{FnTool, Refused, RunError, ToolError, WriteFence};
 
 /// Admits appends until `open` is cleared.
 #[derive(Debug)]
@@ -24,12 +24,12 @@ struct Switch {
 
 #[async_trait::async_trait]
 impl WriteFence for Switch {
-    async fn admit(&self) -> Result<(), String> {
+    async fn admit(&self) -> Result<(), Refused> {
         if self.open.load(Ordering::SeqCst) {
             Ok(())
         } else {
             self.refused.fetch_add(1, Ordering::SeqCst);
-            Err("the lease went to another worker".to_owned())
+            Err(Refused("the lease went to another worker".to_owned()))
         }
     }
 }
@@ -86,11 +86,11 @@ struct Mirror {
 
 #[async_trait::async_trait]
 impl WriteFence for Mirror {
-    async fn admit(&self) -> Result<(), String> {
+    async fn admit(&self) -> Result<(), Refused> {
         Ok(())
     }
 
-    async fn committed(&self, event: &treadle_session::event::Event) -> Result<(), String> {
+    async fn committed(&self, event: &treadle_session::event::Event) -> Result<(), Refused> {
         if let Ok(mut seen) = self.seen.lock() {
             seen.push(event.kind.name().to_owned());
         }

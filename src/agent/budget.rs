@@ -25,8 +25,18 @@ use treadle_event::{EventKind, Usage};
 use treadle_hook::{Decision, Hook, HookCall, Operation};
 use treadle_session::Subscription;
 
-use super::controls::DollarBudget;
 use super::cost::{Cost, ModelPrice, cost};
+
+/// A dollar limit an agent step runs under.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DollarBudget {
+    /// Where the limit comes from.
+    pub scope: BudgetScope,
+    /// US dollars.
+    pub limit: f64,
+    /// Dollars already spent against it before this step (earlier steps of the job).
+    pub spent_before: f64,
+}
 
 /// Which budget a limit comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

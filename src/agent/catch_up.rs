@@ -9,7 +9,7 @@
 //! transcript has each committed call and result once, in the order they were made.
 //!
 //! A committed step is turned into the events the live forwarder makes of one
-//! (`super::observe::forward`): the model's text as lines, each call, each result. Those the
+//! (`super::forward`): the model's text as lines, each call, each result. Those the
 //! transcript showed before the stop are matched by content, each match used once. A call a
 //! stop caught between its intent and its result is said in a notice: it may have taken
 //! effect, and `on_unfinished_effect:` decides what happens to it.

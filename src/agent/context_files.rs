@@ -19,13 +19,41 @@ use crate::tools::Workspace;
 /// `max_context_bytes:` (100 KB).
 pub const DEFAULT_CONTEXT_BYTES: u64 = 100_000;
 
+/// Why a file handed to the model (`context_paths:`, `prompt_file:`) could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The path is not inside the directory (or the directory is not usable).
+    #[error("`{path}`: {reason}")]
+    Outside {
+        /// As the step wrote it.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The file cannot be read.
+    #[error("`{path}` cannot be read: {source}")]
+    Read {
+        /// As the step wrote it.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// Reads `path` (relative to `dir`), confined to `dir`.
-pub fn read_confined(dir: &Path, path: &str) -> Result<String, String> {
-    let ws = Workspace::new(dir).map_err(|e| format!("`{path}`: {e}"))?;
-    let full = ws.resolve(path).map_err(|e| format!("`{path}`: {e}"))?;
+pub fn read_confined(dir: &Path, path: &str) -> Result<String, ReadError> {
+    let outside = |reason: String| ReadError::Outside {
+        path: path.to_owned(),
+        reason,
+    };
+    let ws = Workspace::new(dir).map_err(|e| outside(e.to_string()))?;
+    let full = ws.resolve(path).map_err(|e| outside(e.to_string()))?;
     std::fs::read(&full)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|e| format!("`{path}` cannot be read: {e}"))
+        .map_err(|source| ReadError::Read {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// A `context_paths:` file as the model is handed it: the path as the step wrote it
@@ -99,12 +127,16 @@ impl Handed {
 
 /// Reads the `paths` (relative to `dir`, confined to it), each cut at `limit` bytes
 /// (`0`: no cap) with a note saying where the rest is.
-pub fn read_context(dir: &Path, paths: &[String], limit: u64) -> Result<Vec<ContextFile>, String> {
+pub fn read_context(
+    dir: &Path,
+    paths: &[String],
+    limit: u64,
+) -> Result<Vec<ContextFile>, ReadError> {
     let cap = usize::try_from(limit).unwrap_or(usize::MAX);
     paths
         .iter()
         .map(|path| {
-            let mut text = read_confined(dir, path).map_err(|e| format!("context_paths: {e}"))?;
+            let mut text = read_confined(dir, path)?;
             if limit > 0 && text.len() > cap {
                 let total = text.len();
                 let mut cut = cap;

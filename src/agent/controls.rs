@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use treadle_hook::{Action, Policy, Rule};
 
-use super::budget::BudgetScope;
+use super::budget::{BudgetScope, DollarBudget};
 use super::verdict::VERDICT_TOOL;
 use crate::pipeline::ResolvedModel;
 
@@ -119,17 +119,6 @@ pub struct TypedOutput {
     pub schema: Value,
     /// The output directory's name (relative to the step directory).
     pub output: String,
-}
-
-/// A dollar limit an agent step runs under.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DollarBudget {
-    /// Where the limit comes from.
-    pub scope: BudgetScope,
-    /// US dollars.
-    pub limit: f64,
-    /// Dollars already spent against it before this step (earlier steps of the job).
-    pub spent_before: f64,
 }
 
 /// Everything [`StepControls`] holds; `Default` is a step with none of them.

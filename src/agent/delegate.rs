@@ -37,12 +37,11 @@ use tokio_util::sync::CancellationToken;
 use treadle_event::{ParentLink, SessionId};
 use treadle_session::{Effect, Tool, ToolError};
 
-use super::budget::{BudgetGuard, BudgetScope, Delegated, TokenBudget};
-use super::controls::DollarBudget;
-use super::granted::Delegate;
+use super::budget::{BudgetGuard, BudgetScope, Delegated, DollarBudget, TokenBudget};
 use super::observe::{AgentEvent, AgentObserver};
 use super::record::AgentOutcome;
 use super::spec::AgentStep;
+use super::spec::Delegate;
 use crate::tools::{MAX_OUTPUT_BYTES, truncate};
 
 /// The built-in tool through which a model asks a person.
@@ -62,10 +61,18 @@ pub(crate) type Runner = Arc<
             AgentStep,
             Box<dyn AgentObserver>,
             CancellationToken,
-        ) -> BoxFuture<'static, Result<AgentOutcome, String>>
+        ) -> BoxFuture<'static, Result<AgentOutcome, RunFailure>>
         + Send
         + Sync,
 >;
+
+/// Why a sub-agent's step could not run: its own error, whatever the runner is.
+pub(crate) type RunFailure = Box<dyn std::error::Error + Send + Sync>;
+
+/// A CLI-backed agent has no runner for a sub-agent.
+#[derive(Debug, thiserror::Error)]
+#[error("a CLI agent cannot delegate to a sub-agent")]
+pub(crate) struct NoDelegation;
 
 /// What every delegation of one parent step shares.
 #[derive(Clone)]

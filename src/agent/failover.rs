@@ -7,36 +7,15 @@
 //! budget (`max_turns`) is the step's, so a resumed source gets what is left of it. A
 //! refusal (a 4xx), a budget, a denial or an interrupt never switches sources.
 
-use std::sync::Arc;
-
-use tokio_util::sync::CancellationToken;
 use treadle_session::event::{FailureCause, SessionId};
-use treadle_session::inference::is_outage_message;
-use treadle_session::{Journal, Tool, TurnOutcome, TurnReport};
+use treadle_session::{TurnOutcome, TurnReport};
 
-use super::budget::BudgetGuard;
-use super::observe::{AgentEvent, AgentObserver};
-use super::required::Required;
+use super::error::AgentError;
+use super::observe::AgentEvent;
 use super::session_builder::session_builder;
 use super::spec::AgentStep;
-use super::step::AgentError;
-use super::turns::{Turns, converse};
-use super::verdict::VerdictSlot;
+use super::turns::{Sources, Turns, converse};
 use crate::pipeline::ResolvedModel;
-
-/// What every source's session is built and driven with: the same step, tools, guard and
-/// verdict slot, whichever model serves.
-pub(super) struct Sources<'a> {
-    pub(super) step: &'a AgentStep,
-    pub(super) journal: &'a Journal,
-    pub(super) tools: &'a [Arc<dyn Tool>],
-    pub(super) guard: &'a Arc<BudgetGuard>,
-    pub(super) command_hooks: &'a [Arc<treadle_hook::CommandHook>],
-    pub(super) slot: &'a VerdictSlot,
-    pub(super) required: &'a Required,
-    pub(super) observer: &'a dyn AgentObserver,
-    pub(super) cancel: &'a CancellationToken,
-}
 
 impl Sources<'_> {
     /// While the conversation of session `id` ended in an outage, hands it to the next
@@ -105,7 +84,8 @@ fn outage(report: &TurnReport) -> Option<&str> {
         TurnOutcome::Failed {
             error,
             failure: FailureCause::Model,
-        } if is_outage_message(error) => Some(error),
+            model: Some(kind),
+        } if kind.is_outage() => Some(error),
         _ => None,
     }
 }

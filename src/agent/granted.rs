@@ -11,7 +11,7 @@ use treadle_session::Tool;
 use super::custom_tool::{CustomSpec, CustomTool, Tally};
 use super::delegate::{DelegateTool, Parent};
 use super::required::Required;
-use super::spec::{AgentStep, BuildError};
+use super::spec::{AgentStep, BuildError, Delegate, Granted};
 use crate::pipeline::check_agent::MAX_DELEGATION_DEPTH;
 use crate::pipeline::tool_grant::{ToolKind, ToolObject};
 use crate::pipeline::{Agent, Loaded, Step, StepKind};
@@ -21,30 +21,6 @@ use crate::tools::{Fence, Workspace};
 /// The share of what is left of its budget an agent gives a sub-agent when neither it nor
 /// `defaults:` says (`delegate_budget_percent:`).
 pub const DEFAULT_DELEGATE_PERCENT: u32 = 10;
-
-/// What a step's grant holds besides built-in and MCP tool names.
-#[derive(Debug, Clone, Default)]
-pub struct Granted {
-    /// The custom tools granted (after the step's narrowing).
-    pub custom: Vec<CustomSpec>,
-    /// The hosts `web_fetch` may reach (empty: any).
-    pub fence: Fence,
-    /// The sub-agents granted (after the step's narrowing).
-    pub delegates: Vec<Delegate>,
-}
-
-/// A sub-agent the step's model may call as a tool.
-#[derive(Debug, Clone)]
-pub struct Delegate {
-    /// The tool's name: the sub-agent's name.
-    pub name: String,
-    /// What the parent model is told (the grant's `description:`, else the agent's).
-    pub description: String,
-    /// The sub-agent's own step: model, persona, tools, limits; its prompt is the request.
-    pub step: Box<AgentStep>,
-    /// The share (percent) of the parent's remaining token budget each call may spend.
-    pub percent: u32,
-}
 
 impl Granted {
     /// Reads the grant of `agent`, keeping only what `tools` (the step's tools after

@@ -12,14 +12,18 @@
 //!
 //! # Layout
 //!
-//! * `spec`: [`AgentStep`], the step's inputs.
+//! * `spec`: [`AgentStep`], the step's inputs (with [`Granted`] and [`Delegate`], which
+//!   hold sub-agents' own steps).
+//! * `spec_build`: reading a pipeline's agent step into an [`AgentStep`].
 //! * [`cli`]: a CLI-backed agent (`@claude/MODEL`, `@codex/MODEL`): the CLI runs the
 //!   conversation, treadle the step around it.
-//! * `step`: [`run_agent_step`] and [`AgentError`].
+//! * `step`: [`run_agent_step`].
+//! * `error`: [`AgentError`].
 //! * `session_builder`: a step's settings made into its session (endpoint, key, tools,
 //!   hooks, limits, who answers its gates), and the secret values it must never show.
 //! * `turns`: the turns of a step on its session (prompt, reminders, the typed-output
-//!   retry) and interrupting them when the step is cancelled.
+//!   retry), and the `Sources` every `fallback:` source is driven with.
+//! * `interrupt`: one turn, interrupted when the step is cancelled.
 //! * `mcp`: starting and stopping the MCP servers a step's grant names.
 //! * `verdict`: the `verdict` tool and the reminder when it was not called.
 //! * `budget`: [`TokenBudget`], dollar budgets, and the guard hook that enforces them.
@@ -36,6 +40,7 @@
 //!   primary cannot be reached before the first step.
 //! * `observe`: [`AgentEvent`] and [`AgentObserver`], for the transcript.
 //! * `timing`: each model call's start, first token and end, from the session's stamps.
+//! * `forward`: the task that turns a session's event stream into [`AgentEvent`]s.
 //! * `catch_up`: what a restored session committed that the run's transcript does not
 //!   show yet (its process stopped before that part was synced), shown before it goes on.
 //! * `hooks`: [`StepHooks`], the pipeline's command hooks (`hooks:`) made into
@@ -95,10 +100,13 @@ pub mod controls;
 mod cost;
 mod custom_tool;
 mod delegate;
+mod error;
 mod escalation;
 mod failover;
+mod forward;
 mod granted;
 mod hooks;
+mod interrupt;
 mod mcp;
 mod observe;
 pub mod preflight;
@@ -109,23 +117,27 @@ mod resumed;
 mod session_builder;
 pub mod source_pick;
 mod spec;
+mod spec_build;
 mod step;
 mod timing;
 mod turns;
 mod typed_output;
 mod verdict;
 
-pub use budget::{BudgetScope, TokenBudget};
-pub use controls::{Answered, Asker, DollarBudget, Question, QuestionKind, StepControls};
+pub use budget::{BudgetScope, DollarBudget, TokenBudget};
+pub use controls::{Answered, Asker, Question, QuestionKind, StepControls};
 pub use cost::{Cost, ModelPrice, Prices, cost, find_price};
 pub use custom_tool::{CustomSpec, CustomTool, Tally};
-pub use granted::{DEFAULT_DELEGATE_PERCENT, Delegate, Granted};
+pub use error::AgentError;
+pub use granted::DEFAULT_DELEGATE_PERCENT;
 pub use hooks::StepHooks;
 pub use mcp::{McpToolsError, MissingMcpTool};
 pub use observe::{AgentEvent, AgentObserver, PREVIEW_BYTES, Quiet};
 pub use record::{AgentOutcome, AgentStatus, EscalationRecord, RecordedCall};
 pub(crate) use required::relative_to_dir;
 pub(crate) use session_builder::secret_values;
-pub use spec::{AgentStep, Answerer, BuildError, Conversation, DEFAULT_MAX_TURNS, Dials};
-pub use step::{AgentError, run_agent_step};
+pub use spec::{
+    AgentStep, Answerer, BuildError, Conversation, DEFAULT_MAX_TURNS, Delegate, Dials, Granted,
+};
+pub use step::run_agent_step;
 pub use verdict::{Chosen, VERDICT_TOOL};

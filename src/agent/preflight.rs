@@ -24,13 +24,53 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The most bytes of an endpoint's error body shown.
 const BODY_PREVIEW: usize = 300;
 
+/// Why a preflight check failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    /// The model's source does not resolve (unknown provider, no key...).
+    #[error("{message} ({hint})")]
+    Source {
+        /// What is wrong.
+        message: String,
+        /// How to fix it.
+        hint: String,
+    },
+    /// The model's key variable is not set.
+    #[error("environment variable {0} is not set")]
+    NoKey(String),
+    /// No HTTP client could be made.
+    #[error("cannot make an HTTP client: {0}")]
+    Client(String),
+    /// The endpoint did not answer (the key scrubbed from the detail).
+    #[error("no answer from {url}: {detail}")]
+    NoAnswer {
+        /// Where.
+        url: String,
+        /// Why.
+        detail: String,
+    },
+    /// The endpoint answered with an error status (the key scrubbed from the body).
+    #[error("{url} answered HTTP {status}: {body}")]
+    Status {
+        /// Where.
+        url: String,
+        /// The status with its reason.
+        status: String,
+        /// The start of the body.
+        body: String,
+    },
+    /// An MCP server did not start.
+    #[error("{0}")]
+    Server(String),
+}
+
 /// One thing preflight checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
     /// What was checked: `model local/qwen at http://...` or `MCP server fixture (agent calc)`.
     pub what: String,
     /// `Ok(how long it took)` or why it failed.
-    pub result: Result<Duration, String>,
+    pub result: Result<Duration, ProbeError>,
 }
 
 impl Probe {
@@ -67,7 +107,10 @@ pub async fn preflight(loaded: &Loaded, job: &Job) -> Vec<Probe> {
             }
             Err(e) => probes.push(Probe {
                 what: format!("model of agent {name}"),
-                result: Err(format!("{e} ({})", e.hint())),
+                result: Err(ProbeError::Source {
+                    message: e.to_string(),
+                    hint: e.hint(),
+                }),
             }),
         }
         probes.extend(probe_servers(agent).await);
@@ -86,12 +129,12 @@ async fn probe_model(model: &ResolvedModel) -> Probe {
     Probe { what, result }
 }
 
-async fn ask(model: &ResolvedModel) -> Result<(), String> {
+async fn ask(model: &ResolvedModel) -> Result<(), ProbeError> {
     let key = match &model.api_key_env {
         Some(var) => Some(
             crate::environ::var(var)
                 .map(|k| k.trim().to_owned())
-                .ok_or_else(|| format!("environment variable {var} is not set"))?,
+                .ok_or_else(|| ProbeError::NoKey(var.clone()))?,
         ),
         None => None,
     };
@@ -99,7 +142,7 @@ async fn ask(model: &ResolvedModel) -> Result<(), String> {
     let client = reqwest::Client::builder()
         .timeout(PROBE_TIMEOUT)
         .build()
-        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+        .map_err(|e| ProbeError::Client(e.to_string()))?;
     let url = format!("{}/chat/completions", model.base_url.trim_end_matches('/'));
     let mut request = client.post(&url).json(&json!({
         "model": model.model,
@@ -114,17 +157,21 @@ async fn ask(model: &ResolvedModel) -> Result<(), String> {
         Some(key) if !key.is_empty() => text.replace(key.as_str(), "***"),
         _ => text,
     };
-    let response = request
-        .send()
-        .await
-        .map_err(|e| scrub(format!("no answer from {url}: {}", error_chain(&e))))?;
+    let response = request.send().await.map_err(|e| ProbeError::NoAnswer {
+        url: url.clone(),
+        detail: scrub(error_chain(&e)),
+    })?;
     let status = response.status();
     if status.is_success() {
         return Ok(());
     }
     let body = response.text().await.unwrap_or_default();
     let body = crate::tools::truncate(body.trim().to_owned(), BODY_PREVIEW, " …");
-    Err(scrub(format!("{url} answered HTTP {status}: {body}")))
+    Err(ProbeError::Status {
+        url,
+        status: status.to_string(),
+        body: scrub(body),
+    })
 }
 
 /// Starts the agent's MCP servers that its grant names, then stops them.
@@ -153,7 +200,7 @@ async fn probe_servers(agent: &crate::pipeline::Agent) -> Vec<Probe> {
                 servers.shutdown().await;
                 Ok(started.elapsed())
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(ProbeError::Server(e.to_string())),
         };
         probes.push(Probe {
             what: format!("MCP server {} (agent {})", config.name, agent.name.value),

@@ -135,7 +135,7 @@ pub(super) async fn first_turn(
     };
     match last {
         Some(report) if !matches!(report.outcome, TurnOutcome::Interrupted { .. }) => Ok(report),
-        Some(_) => super::turns::run_turn(session, CONTINUE, cancel).await,
-        None => super::turns::run_turn(session, prompt, cancel).await,
+        Some(_) => super::interrupt::run_turn(session, CONTINUE, cancel).await,
+        None => super::interrupt::run_turn(session, prompt, cancel).await,
     }
 }

@@ -164,22 +164,36 @@ async fn pick_one(agent: &Agent, timeout: Duration) -> Result<Option<Picked>, No
     Err(NoSource { agent: name, down })
 }
 
+/// Why a source's endpoint is passed over.
+#[derive(Debug, thiserror::Error)]
+enum Down {
+    /// No HTTP client could be made.
+    #[error("cannot make an HTTP client: {0}")]
+    Client(reqwest::Error),
+    /// It answered with a server error.
+    #[error("answered HTTP {0}")]
+    ServerError(reqwest::StatusCode),
+    /// It did not answer in time.
+    #[error("no answer within {}s", .0.as_secs())]
+    Timeout(Duration),
+    /// It cannot be reached.
+    #[error("unreachable ({})", super::preflight::error_chain(.0))]
+    Unreachable(reqwest::Error),
+}
+
 /// Whether the endpoint of `model` answers: `Err` says why not.
-async fn reachable(model: &ResolvedModel, timeout: Duration) -> Result<(), String> {
+async fn reachable(model: &ResolvedModel, timeout: Duration) -> Result<(), Down> {
     treadle_session::tls::install_crypto_provider();
     let client = reqwest::Client::builder()
         .timeout(timeout)
         .build()
-        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+        .map_err(Down::Client)?;
     let url = format!("{}/models", model.base_url.trim_end_matches('/'));
     match client.get(&url).send().await {
-        Ok(r) if r.status().is_server_error() => Err(format!("answered HTTP {}", r.status())),
+        Ok(r) if r.status().is_server_error() => Err(Down::ServerError(r.status())),
         Ok(_) => Ok(()),
-        Err(e) if e.is_timeout() => Err(format!("no answer within {}s", timeout.as_secs())),
-        Err(e) => Err(format!(
-            "unreachable ({})",
-            super::preflight::error_chain(&e)
-        )),
+        Err(e) if e.is_timeout() => Err(Down::Timeout(timeout)),
+        Err(e) => Err(Down::Unreachable(e)),
     }
 }
 

@@ -14,14 +14,14 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 use treadle_session::mcp::{McpServerConfig, McpTransport};
 
-use crate::pipeline::model::{self, ModelError, process_env};
-use crate::pipeline::{Agent, Loaded, ResolvedModel, Step, mcp};
-use crate::tools::DEFAULT_GRANT;
+use crate::pipeline::model::ModelError;
+use crate::pipeline::{ResolvedModel, mcp};
+use crate::tools::Fence;
 
 use super::budget::{BudgetScope, TokenBudget};
 use super::controls::StepControls;
 use super::cost::{ModelPrice, Prices, find_price};
-use super::granted::Granted;
+use super::custom_tool::CustomSpec;
 
 /// One agent step, ready to run.
 #[derive(Debug, Clone)]
@@ -94,7 +94,7 @@ pub struct AgentStep {
     /// session's start).
     pub parent: Option<treadle_event::ParentLink>,
     /// What a CLI-backed agent (`@claude/MODEL`, `@codex/MODEL`) needs besides.
-    pub cli: super::cli::CliStep,
+    pub cli: CliStep,
     /// The step's `assert: files:`: a model that ends its turn without one of them is
     /// told which it owes and goes on (see `required.rs`).
     pub owed_files: Vec<String>,
@@ -187,49 +187,6 @@ pub enum BuildError {
 }
 
 impl AgentStep {
-    /// Builds the agent step `step` runs, from the loaded pipeline: its agent, its model
-    /// (resolved against the process environment) and its price. The directory is the
-    /// executor's to add with [`AgentStep::in_dir`] once it is made.
-    pub fn build(loaded: &Loaded, step: &Step) -> Result<Self, BuildError> {
-        Self::build_nested(loaded, step, 0)
-    }
-
-    /// [`AgentStep::build`] for a step `depth` delegations down (a sub-agent's own step).
-    pub(crate) fn build_nested(
-        loaded: &Loaded,
-        step: &Step,
-        depth: usize,
-    ) -> Result<Self, BuildError> {
-        let name = step.agent_name().ok_or(BuildError::NotAgent)?;
-        let agent = loaded
-            .agent(&name.value)
-            .ok_or_else(|| BuildError::UnknownAgent(name.value.clone()))?;
-        let model = model::resolve(&agent.source, agent.name.pos, &process_env)?;
-        if let Some(why) = super::refuse::unsupported(agent, step, &model) {
-            return Err(BuildError::Unsupported(why));
-        }
-        let controls = super::controls::from_pipeline(loaded, agent, step)?;
-        let mut fallbacks = Vec::new();
-        for fb in &agent.fallback {
-            let m = model::resolve(&fb.source, fb.pos, &process_env)?;
-            // A CLI-backed source has its own resume, outside this cascade: it ends here.
-            if m.provider == model::CLI_PROVIDER {
-                break;
-            }
-            fallbacks.push(m);
-        }
-        let mut built = Self::from_pipeline(agent, step, model, PathBuf::new())
-            .with_prices(&loaded.pipeline.prices);
-        built.controls = controls;
-        built.fallbacks = fallbacks;
-        built.unfinished_effects = loaded.pipeline.on_unfinished_effect.unwrap_or_default();
-        built.granted = Granted::read(loaded, agent, &built.tools, depth)?;
-        built.secret_vars = crate::pipeline::secrets::key_vars(&loaded.pipeline)
-            .into_iter()
-            .collect();
-        Ok(built)
-    }
-
     /// The step, confined to `dir`.
     #[must_use]
     pub fn in_dir(mut self, dir: PathBuf) -> Self {
@@ -275,148 +232,6 @@ impl AgentStep {
             map.insert("hooks".to_owned(), hooks);
         }
         view
-    }
-
-    /// Builds the step from its pipeline definition.
-    ///
-    /// * tools: the step's `tools:` where given (the checks already refused any that widen
-    ///   the agent's grant; they are filtered here too), else the agent's `tools:`, else the
-    ///   read-only [`DEFAULT_GRANT`]; MCP tools stay names (and `{server}__*` patterns)
-    ///   until the step starts their servers;
-    /// * prompt: `prompt:`, then each of `messages:`, separated by blank lines;
-    /// * verdicts: the keys of `verdicts:`, in order;
-    /// * budget: the smaller of the agent's and the step's `budget: { tokens }` (an
-    ///   `across:` step's is its block's, not each cell's). A job budget is the executor's
-    ///   to add with [`AgentStep::with_job_budget`].
-    pub fn from_pipeline(agent: &Agent, step: &Step, model: ResolvedModel, dir: PathBuf) -> Self {
-        let granted: Vec<String> = match agent.grant() {
-            Some(tools) => tools.into_iter().map(|t| t.value).collect(),
-            None => DEFAULT_GRANT.iter().map(|t| (*t).to_owned()).collect(),
-        };
-        let tools = match &step.tools {
-            Some(narrowed) => narrowed
-                .iter()
-                .map(|t| t.value.clone())
-                .filter(|t| mcp::covers(&granted, t))
-                .collect(),
-            None => granted,
-        };
-
-        let mut parts: Vec<&str> = Vec::new();
-        if let Some(prompt) = &step.prompt {
-            parts.push(prompt);
-        }
-        parts.extend(step.messages.iter().flatten().map(String::as_str));
-
-        let verdicts = step.verdict_choices();
-
-        // On an `across:` step, `budget:` is the block's, shared by its cells and checked
-        // before each starts (`crate::run::admit`); a started cell is never cut off by it.
-        let own = step.budget.as_ref().filter(|_| step.across.is_none());
-        let limit = [agent.budget.as_ref(), own]
-            .into_iter()
-            .filter_map(|b| b.and_then(|b| b.tokens))
-            .min();
-        let budgets = limit
-            .map(|limit| TokenBudget {
-                scope: BudgetScope::Step,
-                limit,
-                spent_before: 0,
-            })
-            .into_iter()
-            .collect();
-
-        let name = step
-            .name
-            .as_ref()
-            .or(step.agent_name())
-            .map_or_else(|| agent.name.value.clone(), |n| n.value.clone());
-
-        let string_tool_choice = agent.source.string_tool_choice.as_ref().map_or_else(
-            || matches!(model.provider.as_str(), "lmstudio" | "ollama"),
-            |s| s.value,
-        );
-        let secret_vars = model.api_key_env.iter().cloned().collect();
-        let conversation = Conversation {
-            context_window: crate::pipeline::conversation::context_window(agent, &model.provider),
-            compact_after_tokens: agent.compact_after_tokens,
-            max_context_bytes: step
-                .max_context_bytes
-                .or(agent.max_context_bytes)
-                .map(|s| s.0),
-        };
-        Self {
-            name,
-            model,
-            fallbacks: Vec::new(),
-            system: agent.system.clone(),
-            tools,
-            prompt: parts.join("\n\n"),
-            verdicts,
-            max_turns: step.max_turns.as_ref().map(|m| m.value).or(agent.max_turns),
-            budgets,
-            prices: Prices::new(),
-            dir,
-            env: step
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            // A step naming its own variables replaces the agent's list.
-            pass_env: if step.pass_env.is_empty() {
-                agent.env.iter().map(|v| v.value.clone()).collect()
-            } else {
-                step.pass_env.clone()
-            },
-            confined: step.confined.unwrap_or(true),
-            answerer: None,
-            unfinished_effects: Default::default(),
-            // The model's own key at least; [`AgentStep::build`] adds the pipeline's.
-            secret_vars,
-            temperature: agent.temperature,
-            dials: Dials {
-                top_p: agent.top_p.as_ref().map(|p| p.value),
-                max_tokens: agent.max_tokens.as_ref().map(|m| m.value),
-                reasoning_effort: agent.reasoning_effort.as_ref().map(|r| r.value.clone()),
-            },
-            model_idle: agent
-                .limits
-                .as_ref()
-                .and_then(|l| l.model_idle.map(|d| d.0)),
-            string_tool_choice,
-            // The step's `attempts:` (its agent's filled in at load).
-            attempts: step.attempts.as_ref().map(|a| a.value.max(1)),
-            model_response: agent
-                .limits
-                .as_ref()
-                .and_then(|l| l.model_response.map(|s| s.0)),
-            model_call: agent
-                .limits
-                .as_ref()
-                .and_then(|l| l.model_call.map(|d| d.0)),
-            mcp: mcp::configs(agent),
-            conversation,
-            controls: StepControls::default(),
-            granted: Granted::default(),
-            parent: None,
-            cli: super::cli::CliStep {
-                settings_project: agent
-                    .settings
-                    .as_ref()
-                    .is_some_and(|s| s.value == "project"),
-                attempts: step
-                    .attempts
-                    .as_ref()
-                    .or(agent.attempts.as_ref())
-                    .map_or(1, |a| a.value),
-            },
-            owed_files: step
-                .assert
-                .as_ref()
-                .map(|a| a.value.files.clone())
-                .unwrap_or_default(),
-            handed: Vec::new(),
-        }
     }
 
     /// The `tool_choice` that forces a call of `tool`: the tool by name, or (with
@@ -468,6 +283,39 @@ impl AgentStep {
     }
 }
 
+/// What a step's grant holds besides built-in and MCP tool names.
+#[derive(Debug, Clone, Default)]
+pub struct Granted {
+    /// The custom tools granted (after the step's narrowing).
+    pub custom: Vec<CustomSpec>,
+    /// The hosts `web_fetch` may reach (empty: any).
+    pub fence: Fence,
+    /// The sub-agents granted (after the step's narrowing).
+    pub delegates: Vec<Delegate>,
+}
+
+/// A sub-agent the step's model may call as a tool.
+#[derive(Debug, Clone)]
+pub struct Delegate {
+    /// The tool's name: the sub-agent's name.
+    pub name: String,
+    /// What the parent model is told (the grant's `description:`, else the agent's).
+    pub description: String,
+    /// The sub-agent's own step: model, persona, tools, limits; its prompt is the request.
+    pub step: Box<AgentStep>,
+    /// The share (percent) of the parent's remaining token budget each call may spend.
+    pub percent: u32,
+}
+
+/// What a CLI-backed step needs besides what every agent step has.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CliStep {
+    /// `settings: project`: the repository's own CLI settings load.
+    pub settings_project: bool,
+    /// The step's `attempts:` (1 when unset).
+    pub attempts: u32,
+}
+
 fn server_view(server: &McpServerConfig) -> Value {
     let (command, args, env, endpoint) = match &server.transport {
         McpTransport::Stdio {
@@ -516,7 +364,8 @@ mod tests {
 
     use super::*;
     use crate::pipeline::tool_grant::ToolGrant;
-    use crate::pipeline::{At, Budget, Pos, StepKind};
+    use crate::pipeline::{Agent, At, Budget, Pos, Step, StepKind};
+    use crate::tools::DEFAULT_GRANT;
 
     fn model() -> ResolvedModel {
         ResolvedModel {

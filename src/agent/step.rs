@@ -6,15 +6,15 @@ use tokio_util::sync::CancellationToken;
 use treadle_event::Usage;
 use treadle_hook::HookEvent;
 use treadle_session::event::FailureCause;
-use treadle_session::{Journal, RunError, StartError, Tool, TurnOutcome};
+use treadle_session::{Journal, Tool, TurnOutcome};
 
 use super::budget::{BudgetGuard, add_costs};
 use super::controls::{ConfidenceFloor, Escalation, Question, QuestionKind};
 use super::cost::{Cost, cost};
 use super::delegate::{Parent, Runner};
+use super::error::AgentError;
 use super::escalation;
-use super::failover;
-use super::mcp::{McpToolsError, StepServers};
+use super::mcp::StepServers;
 use super::observe::{AgentEvent, AgentObserver};
 use super::record::{AgentOutcome, AgentStatus};
 use super::required::Required;
@@ -23,42 +23,7 @@ use super::spec::AgentStep;
 use super::turns::converse;
 use super::verdict::{VerdictSlot, VerdictTool};
 use crate::pipeline::mcp::server_of;
-use crate::resource::template::TemplateError;
-use crate::tools::{UnknownTool, Workspace, WorkspaceError, grant};
-
-/// Why an agent step could not run at all. These are configuration or infrastructure
-/// errors (exit code 2); a step that ran and failed is an [`AgentOutcome`] whose status says
-/// why.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// The step directory is unusable.
-    #[error(transparent)]
-    Workspace(#[from] WorkspaceError),
-    /// The grant names a tool that does not exist.
-    #[error(transparent)]
-    UnknownTool(#[from] UnknownTool),
-    /// An MCP server did not start, or lacks a granted tool.
-    #[error(transparent)]
-    Mcp(#[from] McpToolsError),
-    /// The session did not start (a missing API key variable, an unusable journal, ...).
-    #[error("cannot start the agent session: {0}")]
-    Start(#[from] StartError),
-    /// The session stopped answering in the middle of the step.
-    #[error("the agent session ended unexpectedly: {0}")]
-    Session(#[from] RunError),
-    /// A custom tool's `run:` is not a template treadle reads.
-    #[error("a custom tool's `run:` cannot be read: {0}")]
-    CustomTool(#[from] TemplateError),
-    /// The conversation could not be restored on a `fallback:` source.
-    #[error("cannot continue the conversation on the fallback model: {0}")]
-    Restore(#[from] treadle_session::RestoreError),
-    /// The session of the run a forked run forks could not be forked.
-    #[error("cannot fork the agent session: {0}")]
-    Fork(#[from] treadle_session::ForkError),
-    /// A CLI-backed agent's CLI could not be run.
-    #[error(transparent)]
-    Cli(#[from] super::cli::CliError),
-}
+use crate::tools::{Workspace, grant};
 
 /// Runs one agent step: starts a session on `journal` with the step's tools confined to its
 /// directory, runs the prompt as one turn, and reports what happened.
@@ -118,7 +83,7 @@ fn runner(journal: &Journal) -> Runner {
         Box::pin(async move {
             run_agent_step(&step, &journal, observer.as_ref(), &cancel)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(super::delegate::RunFailure::from)
         })
     })
 }
@@ -330,7 +295,7 @@ async fn run_session(
         )));
     }
 
-    let sources = failover::Sources {
+    let sources = super::turns::Sources {
         step,
         journal,
         tools: &tools,
@@ -389,7 +354,7 @@ fn step_status(
 ) -> AgentStatus {
     let verdict = slot.get();
     match &turns.last.outcome {
-        TurnOutcome::Failed { error, failure } => {
+        TurnOutcome::Failed { error, failure, .. } => {
             match (guard.tripped(), guard.tripped_dollars()) {
                 (Some(tripped), _) => AgentStatus::BudgetExceeded {
                     spent: tripped.spent,
@@ -422,7 +387,7 @@ fn step_status(
         }
         TurnOutcome::Done { .. } => match &turns.typed {
             Some(Err(reason)) => AgentStatus::InvalidOutput {
-                reason: reason.clone(),
+                reason: reason.to_string(),
             },
             _ => AgentStatus::Succeeded,
         },

@@ -8,26 +8,7 @@
 
 use treadle_event::EventKind;
 
-use super::observe::{AgentEvent, AgentObserver};
-
-/// The times of one model call, all in ms since the Unix epoch.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelCall {
-    /// The step's index in its turn (from 0).
-    pub index: u32,
-    /// When the request could go out.
-    pub started_ms: Option<u64>,
-    /// The first streamed piece (text or reasoning); `None` when nothing streamed.
-    pub first_token_ms: Option<u64>,
-    /// The answer complete.
-    pub ended_ms: u64,
-    /// Prompt tokens of this call.
-    pub prompt_tokens: u64,
-    /// Completion tokens of this call.
-    pub completion_tokens: u64,
-    /// The model that served it.
-    pub model: String,
-}
+use super::observe::{AgentEvent, AgentObserver, ModelCall};
 
 /// Follows one session's events and says each model call's times when its step commits.
 #[derive(Debug, Default)]

@@ -1,32 +1,44 @@
 //! The turns of one agent step on its session: the prompt, the required-tool and verdict
 //! reminders, the `output_schema:` retry, and interrupting a turn when the step is cancelled.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use treadle_event::{Block, EventFilter, LoopScope, Message, Usage};
-use treadle_session::inference::ToolChoice;
-use treadle_session::{RunError, Session, TurnReport};
+use treadle_session::{Journal, RunError, Session, Tool, TurnReport};
 
+use super::budget::BudgetGuard;
 use super::catch_up::Shown;
 use super::context_files::Handed;
-use super::failover;
-use super::observe::{AgentEvent, AgentObserver, Events, forward};
+use super::forward::{Events, forward};
+use super::interrupt::{interruptible, run_forcing, run_turn};
+use super::observe::{AgentEvent, AgentObserver};
 use super::record::calls_from_history;
+use super::required::Required;
 use super::spec::AgentStep;
 use super::typed_output;
-use super::verdict::{VERDICT_TOOL, reminder};
+use super::verdict::{VERDICT_TOOL, VerdictSlot, reminder};
 
-/// How often an interrupt is repeated while a cancelled turn has not ended: an input that
-/// was still queued when the first interrupt came starts a turn the first one missed.
-const INTERRUPT_RETRY: Duration = Duration::from_millis(100);
+/// What every source's session is built and driven with: the same step, tools, guard and
+/// verdict slot, whichever model serves.
+pub(super) struct Sources<'a> {
+    pub(super) step: &'a AgentStep,
+    pub(super) journal: &'a Journal,
+    pub(super) tools: &'a [Arc<dyn Tool>],
+    pub(super) guard: &'a Arc<BudgetGuard>,
+    pub(super) command_hooks: &'a [Arc<treadle_hook::CommandHook>],
+    pub(super) slot: &'a VerdictSlot,
+    pub(super) required: &'a Required,
+    pub(super) observer: &'a dyn AgentObserver,
+    pub(super) cancel: &'a CancellationToken,
+}
 
 /// Runs the step's turns (as `sources` gives it) on `session` with the guard counting its
 /// usage and the observer shown its events; what they added up to and the model that
 /// served.
 pub(super) async fn converse(
     session: &Session,
-    sources: &failover::Sources<'_>,
+    sources: &Sources<'_>,
 ) -> Result<(Turns, Option<String>), RunError> {
     sources.guard.attach(session.subscribe(EventFilter {
         ephemeral: LoopScope::None,
@@ -64,7 +76,7 @@ pub(super) struct Turns {
     pub steps: u32,
     pub calls: Vec<super::RecordedCall>,
     /// The typed answer (`output_schema:`), or why there is none.
-    pub typed: Option<Result<serde_json::Value, String>>,
+    pub typed: Option<Result<serde_json::Value, typed_output::OutputError>>,
 }
 
 impl Turns {
@@ -82,7 +94,7 @@ impl Turns {
 
 /// Runs the turn (and the verdict reminder), reads the history, and shuts the session down
 /// whatever happened.
-async fn drive(session: &Session, sources: &failover::Sources<'_>) -> Result<Turns, RunError> {
+async fn drive(session: &Session, sources: &Sources<'_>) -> Result<Turns, RunError> {
     let result = turns(session, sources).await;
     let calls = match &result {
         Ok(_) => session
@@ -99,8 +111,8 @@ async fn drive(session: &Session, sources: &failover::Sources<'_>) -> Result<Tur
     })
 }
 
-async fn turns(session: &Session, sources: &failover::Sources<'_>) -> Result<Turns, RunError> {
-    let failover::Sources {
+async fn turns(session: &Session, sources: &Sources<'_>) -> Result<Turns, RunError> {
+    let Sources {
         step,
         slot,
         required,
@@ -178,14 +190,15 @@ async fn typed_turns(
     turns: &mut Turns,
     observer: &dyn AgentObserver,
     cancel: &CancellationToken,
-) -> Result<Result<serde_json::Value, String>, RunError> {
+) -> Result<Result<serde_json::Value, typed_output::OutputError>, RunError> {
     let checked = match typed_output::check(&turns.text, typed) {
         Ok(value) => Ok(value),
         Err(reason) => {
             observer.on_event(AgentEvent::Notice(format!(
                 "the answer does not match output_schema; asking once more: {reason}"
             )));
-            let again = run_turn(session, &typed_output::retry(&reason), cancel).await?;
+            let again =
+                run_turn(session, &typed_output::retry(&reason.to_string()), cancel).await?;
             turns.usage += again.usage;
             turns.steps += again.steps;
             turns.text = outcome_text(&again);
@@ -248,45 +261,4 @@ async fn seeded_turn(
         .map(|(i, handed)| handed.seeded(i))
         .collect();
     interruptible(session, session.run_seeded(prompt, seed), cancel).await
-}
-
-/// Runs one turn, interrupting it when `cancel` fires.
-pub(super) async fn run_turn(
-    session: &Session,
-    input: &str,
-    cancel: &CancellationToken,
-) -> Result<TurnReport, RunError> {
-    interruptible(session, session.run(input), cancel).await
-}
-
-/// Runs one turn whose first model call is made under `choice` (`tool_choice`).
-async fn run_forcing(
-    session: &Session,
-    input: &str,
-    cancel: &CancellationToken,
-    choice: ToolChoice,
-) -> Result<TurnReport, RunError> {
-    interruptible(session, session.run_choosing(input, choice), cancel).await
-}
-
-/// Waits for the turn `run`, interrupting it when `cancel` fires.
-async fn interruptible(
-    session: &Session,
-    run: impl std::future::Future<Output = Result<TurnReport, RunError>>,
-    cancel: &CancellationToken,
-) -> Result<TurnReport, RunError> {
-    tokio::pin!(run);
-    tokio::select! {
-        report = &mut run => return report,
-        () = cancel.cancelled() => {}
-    }
-    loop {
-        // Interrupting a session that is already shut down only fails; the turn's report
-        // (or its error) still comes from `run`.
-        let _ = session.interrupt().await;
-        tokio::select! {
-            report = &mut run => return report,
-            () = tokio::time::sleep(INTERRUPT_RETRY) => {}
-        }
-    }
 }

@@ -32,11 +32,33 @@ pub(crate) fn retry(reason: &str) -> String {
     )
 }
 
+/// Why an answer is not the typed output (`output_schema:`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OutputError {
+    /// No JSON in it (the start of the answer).
+    #[error("the answer is not JSON: {0:?}")]
+    NotJson(String),
+    /// The schema does not compile.
+    #[error("the schema does not compile: {0}")]
+    Schema(String),
+    /// It does not fit the schema: each problem, with where.
+    #[error("{}", .0.join("; "))]
+    DoesNotFit(Vec<String>),
+    /// The valid answer could not be written to its output.
+    #[error("cannot write {}: {reason}", .path.display())]
+    Write {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
 /// The answer as a JSON value that satisfies the schema, or why it is not one.
-pub(crate) fn check(text: &str, typed: &TypedOutput) -> Result<Value, String> {
+pub(crate) fn check(text: &str, typed: &TypedOutput) -> Result<Value, OutputError> {
     let value = parse(text)?;
-    let validator = jsonschema::validator_for(&typed.schema)
-        .map_err(|e| format!("the schema does not compile: {e}"))?;
+    let validator =
+        jsonschema::validator_for(&typed.schema).map_err(|e| OutputError::Schema(e.to_string()))?;
     let errors: Vec<String> = validator
         .iter_errors(&value)
         .map(|e| {
@@ -51,13 +73,13 @@ pub(crate) fn check(text: &str, typed: &TypedOutput) -> Result<Value, String> {
     if errors.is_empty() {
         Ok(value)
     } else {
-        Err(errors.join("; "))
+        Err(OutputError::DoesNotFit(errors))
     }
 }
 
 /// Parses the answer: the whole text, else the inside of its last ```json fence, else from
 /// its first `{` or `[` to the end.
-fn parse(text: &str) -> Result<Value, String> {
+fn parse(text: &str) -> Result<Value, OutputError> {
     let trimmed = text.trim();
     if let Ok(value) = serde_json::from_str(trimmed) {
         return Ok(value);
@@ -73,7 +95,7 @@ fn parse(text: &str) -> Result<Value, String> {
         return Ok(value);
     }
     let shown: String = trimmed.chars().take(200).collect();
-    Err(format!("the answer is not JSON: {shown:?}"))
+    Err(OutputError::NotJson(shown))
 }
 
 fn last_fence(text: &str) -> Option<&str> {
@@ -84,12 +106,20 @@ fn last_fence(text: &str) -> Option<&str> {
 }
 
 /// Writes the value to `OUTPUT/output.json` under `dir`.
-pub(crate) fn write(dir: &Path, typed: &TypedOutput, value: &Value) -> Result<(), String> {
+pub(crate) fn write(dir: &Path, typed: &TypedOutput, value: &Value) -> Result<(), OutputError> {
+    let failed = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e: std::io::Error| OutputError::Write {
+            path,
+            reason: e.to_string(),
+        }
+    };
     let out = dir.join(&typed.output);
-    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    std::fs::create_dir_all(&out).map_err(failed(&out))?;
     let path = out.join(OUTPUT_FILE);
-    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
-    std::fs::write(&path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+    // A JSON value always writes back as JSON.
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    std::fs::write(&path, text + "\n").map_err(failed(&path))
 }
 
 #[cfg(test)]
@@ -122,9 +152,11 @@ mod tests {
     #[test]
     fn says_why_an_answer_does_not_fit() {
         let err = check(r#"{"title": "t", "score": "high"}"#, &typed()).unwrap_err();
+        assert!(matches!(err, OutputError::DoesNotFit(_)), "{err}");
+        let err = err.to_string();
         assert!(err.contains("/score"), "{err}");
         assert!(err.contains("integer"), "{err}");
         let err = check("no json here", &typed()).unwrap_err();
-        assert!(err.starts_with("the answer is not JSON"), "{err}");
+        assert!(matches!(err, OutputError::NotJson(_)), "{err}");
     }
 }

@@ -21,12 +21,26 @@ fn by() -> String {
         .unwrap_or_else(|| "someone".to_owned())
 }
 
+/// Why no answer was read.
+#[derive(Debug, thiserror::Error)]
+enum ReadAnswerError {
+    /// The terminal could not be read.
+    #[error("cannot read the answer: {0}")]
+    Read(#[from] std::io::Error),
+    /// No `--json` and no terminal to ask on.
+    #[error("give the answer with --json '...' (stdin is not a terminal)")]
+    NoTerminal,
+    /// The answer is not JSON.
+    #[error("the answer is not JSON ({0}); a string is written with quotes: --json '\"yes\"'")]
+    NotJson(#[from] serde_json::Error),
+}
+
 /// The answer as JSON: `--json`, or a prompt on a terminal showing `question`.
 fn value(
     json: Option<String>,
     question: &str,
     schema: &serde_json::Value,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, ReadAnswerError> {
     let text = match json {
         Some(text) => text,
         None if std::io::stdin().is_terminal() => {
@@ -35,17 +49,12 @@ fn value(
             let _ = write!(out, "> ");
             let _ = out.flush();
             let mut line = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut line)
-                .map_err(|e| format!("cannot read the answer: {e}"))?;
+            std::io::stdin().lock().read_line(&mut line)?;
             line
         }
-        None => return Err("give the answer with --json '...' (stdin is not a terminal)".into()),
+        None => return Err(ReadAnswerError::NoTerminal),
     };
-    serde_json::from_str(text.trim()).map_err(|e| {
-        format!("the answer is not JSON ({e}); a string is written with quotes: --json '\"yes\"'")
-    })
+    Ok(serde_json::from_str(text.trim())?)
 }
 
 /// The answer to the question waiting at the step (`question`: its text and schema), or

@@ -14,7 +14,7 @@ use crate::run::approval::mailbox::Answer;
 use crate::run::state::StepRecord;
 use crate::run::transcript::{Redactor, Style, Transcript};
 use crate::server::approvals::ApprovalView;
-use crate::server::client::{Client, SseParser};
+use crate::server::client::{Client, ClientError, SseParser};
 use crate::server::views::{PipelineView, RunView, StepNode};
 
 /// The server that owns `file`'s state file, if one runs.
@@ -22,26 +22,44 @@ pub(super) async fn server_for(file: &Path, state: Option<PathBuf>) -> Option<Cl
     Client::find(&crate::run::state_path(file, state)).await
 }
 
+/// Why a command could not go through the server.
+#[derive(Debug, thiserror::Error)]
+enum RemoteError {
+    /// The server did not answer, or refused.
+    #[error("{0}")]
+    Client(#[from] ClientError),
+    /// The server owns the file's state file but does not serve the file.
+    #[error(
+        "{} is not served by {server}, which owns its state file\nhint: serve it too (`treadle serve {}`), or stop that server",
+        .file.display(),
+        .dir.display()
+    )]
+    NotServed {
+        /// The pipeline file.
+        file: PathBuf,
+        /// The server (`who()`).
+        server: String,
+        /// The directory to serve.
+        dir: PathBuf,
+    },
+}
+
 /// The name the server serves `file` under.
-async fn served_name(client: &Client, file: &Path) -> Result<String, String> {
-    let pipelines: Vec<PipelineView> = client
-        .get("/api/v1/pipelines")
-        .await
-        .map_err(|e| e.to_string())?;
+async fn served_name(client: &Client, file: &Path) -> Result<String, RemoteError> {
+    let pipelines: Vec<PipelineView> = client.get("/api/v1/pipelines").await?;
     // The server owns this file's state file, so it serves the files of this file's
     // directory: the file name identifies it (the server's paths are relative to where it
     // was started, not to here).
     let found = pipelines
         .iter()
         .find(|p| Path::new(&p.file).file_name() == file.file_name());
-    found.map(|p| p.name.clone()).ok_or_else(|| {
-        format!(
-            "{} is not served by {}, which owns its state file\nhint: serve it too (`treadle serve {}`), or stop that server",
-            file.display(),
-            client.who(),
-            crate::pipeline::dir_of(file).display()
-        )
-    })
+    found
+        .map(|p| p.name.clone())
+        .ok_or_else(|| RemoteError::NotServed {
+            file: file.to_path_buf(),
+            server: client.who(),
+            dir: crate::pipeline::dir_of(file),
+        })
 }
 
 fn say_refused(e: impl std::fmt::Display) -> u8 {
@@ -187,11 +205,8 @@ fn exit_code_of(data: &str) -> u8 {
 }
 
 /// Every run (oldest first, as the state file lists them), with their steps when asked.
-async fn all_runs(client: &Client, with_steps: bool) -> Result<Vec<RunView>, String> {
-    let mut runs: Vec<RunView> = client
-        .get("/api/v1/runs")
-        .await
-        .map_err(|e| e.to_string())?;
+async fn all_runs(client: &Client, with_steps: bool) -> Result<Vec<RunView>, ClientError> {
+    let mut runs: Vec<RunView> = client.get("/api/v1/runs").await?;
     runs.reverse();
     if with_steps {
         for r in &mut runs {
@@ -201,11 +216,8 @@ async fn all_runs(client: &Client, with_steps: bool) -> Result<Vec<RunView>, Str
     Ok(runs)
 }
 
-async fn one_run(client: &Client, id: u64) -> Result<RunView, String> {
-    client
-        .get(&format!("/api/v1/runs/{id}"))
-        .await
-        .map_err(|e| e.to_string())
+async fn one_run(client: &Client, id: u64) -> Result<RunView, ClientError> {
+    client.get(&format!("/api/v1/runs/{id}")).await
 }
 
 fn steps_of(view: &RunView) -> Vec<StepRecord> {

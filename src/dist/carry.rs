@@ -129,9 +129,7 @@ pub fn unpack(packed: &[u8], dest: &Path) -> Result<(), DistError> {
 /// Stores the directory `dir`; returns its digest (the object's name).
 pub async fn send(bus: &Bus, dir: &Path) -> Result<String, DistError> {
     let owned = dir.to_path_buf();
-    let packed = tokio::task::spawn_blocking(move || pack(&owned))
-        .await
-        .map_err(|e| DistError::Artifact(e.to_string()))??;
+    let packed = crate::blocking::blocking(move || pack(&owned)).await?;
     Ok(put(bus, &packed).await)
 }
 
@@ -176,9 +174,7 @@ pub async fn get(bus: &Bus, digest: &str) -> Result<Vec<u8>, DistError> {
 pub async fn receive(bus: &Bus, digest: &str, dest: &Path) -> Result<(), DistError> {
     let packed = get(bus, digest).await?;
     let dest = dest.to_path_buf();
-    tokio::task::spawn_blocking(move || unpack(&packed, &dest))
-        .await
-        .map_err(|e| DistError::Artifact(e.to_string()))?
+    crate::blocking::blocking(move || unpack(&packed, &dest)).await
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ use async_nats::jetstream::kv::{self, CreateErrorKind, UpdateErrorKind};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use treadle_session::Refused;
 
 use super::bus::{ACK_WAIT, Bus, retrying};
 use super::wire::StepResult;
@@ -69,7 +70,18 @@ enum Standing {
     /// Trusted until then.
     Until(Instant),
     /// Lost, for this reason.
-    Lost(String),
+    Lost(LeaseLost),
+}
+
+/// Why a worker no longer holds a step's lease: its result must not be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseLost {
+    /// Another worker took the lease over.
+    #[error("another worker took over the step's lease")]
+    TakenOver,
+    /// The renewer stopped without a verdict.
+    #[error("the step's lease is no longer renewed")]
+    NotRenewed,
 }
 
 #[derive(Debug, Clone)]
@@ -201,7 +213,7 @@ impl Lease {
 
     /// Commits the step: its result into the lease, at the holder's revision. `Err` (why)
     /// when the lease was lost: the result must not be used.
-    pub async fn commit(mut self, result: &StepResult) -> Result<(), String> {
+    pub async fn commit(mut self, result: &StepResult) -> Result<(), LeaseLost> {
         // The renewer finishes the renewal it may be sending, so its revision is known.
         self.stop.cancel();
         if let Some(task) = self.renewing.take() {
@@ -229,7 +241,11 @@ impl Lease {
                     let ours = now
                         .and_then(|e| serde_json::from_slice::<Value>(&e.value).ok())
                         .is_some_and(|v| v.holder == self.holder && v.result.is_some());
-                    return if ours { Ok(()) } else { Err(taken()) };
+                    return if ours {
+                        Ok(())
+                    } else {
+                        Err(LeaseLost::TakenOver)
+                    };
                 }
                 Err(e) => {
                     tracing::warn!(
@@ -247,10 +263,6 @@ impl Drop for Lease {
     fn drop(&mut self) {
         self.stop.cancel();
     }
-}
-
-fn taken() -> String {
-    "another worker took over the step's lease".to_owned()
 }
 
 /// Renews a lease every [`RENEW_EVERY`] until stopped or lost.
@@ -294,10 +306,10 @@ impl Renewer {
                     tracing::warn!(
                         "step {}: {}; its session's writes are refused and its result will not be committed",
                         self.key,
-                        taken()
+                        LeaseLost::TakenOver
                     );
                     self.state
-                        .send_modify(|s| s.standing = Standing::Lost(taken()));
+                        .send_modify(|s| s.standing = Standing::Lost(LeaseLost::TakenOver));
                     self.lost.cancel();
                     return;
                 }
@@ -332,28 +344,28 @@ impl std::fmt::Debug for LeaseFence {
 
 #[async_trait::async_trait]
 impl treadle_session::WriteFence for LeaseFence {
-    async fn admit(&self) -> Result<(), String> {
+    async fn admit(&self) -> Result<(), Refused> {
         let mut state = self.state.clone();
         loop {
             match &state.borrow_and_update().standing {
-                Standing::Lost(why) => return Err(why.clone()),
+                Standing::Lost(why) => return Err(Refused(why.to_string())),
                 Standing::Until(t) if Instant::now() < *t => return Ok(()),
                 Standing::Until(_) => {}
             }
             // In doubt: the renewer's next answer decides.
             if let Ok(Err(_)) = tokio::time::timeout(RENEW_EVERY, state.changed()).await {
-                return Err("the step's lease is no longer renewed".to_owned());
+                return Err(Refused(LeaseLost::NotRenewed.to_string()));
             }
         }
     }
 
     /// Mirrors the event before the session acts on it; through NATS outages, until the
     /// lease is lost.
-    async fn committed(&self, event: &treadle_session::event::Event) -> Result<(), String> {
+    async fn committed(&self, event: &treadle_session::event::Event) -> Result<(), Refused> {
         let mut said = false;
         loop {
             if let Standing::Lost(why) = &self.state.borrow().standing {
-                return Err(why.clone());
+                return Err(Refused(why.to_string()));
             }
             match super::takeover::publish(&self.js, &self.key, event).await {
                 Ok(()) => return Ok(()),

@@ -72,6 +72,12 @@ pub enum DistError {
     Pipeline(String),
 }
 
+impl From<crate::blocking::WorkerStopped> for DistError {
+    fn from(stopped: crate::blocking::WorkerStopped) -> Self {
+        DistError::Artifact(stopped.to_string())
+    }
+}
+
 /// An id unlikely to repeat: this process, now, hashed.
 pub(crate) fn unique_id() -> String {
     let now = std::time::SystemTime::now()

@@ -29,18 +29,25 @@ pub fn subject(key: &str) -> String {
     format!("treadle.events.{key}.session")
 }
 
+/// Why a session event could not be mirrored (retried until the lease is lost).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MirrorError {
+    /// The event does not encode.
+    #[error("encoding the event: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// The stream did not take it.
+    #[error("{0}")]
+    Publish(#[from] async_nats::jetstream::context::PublishError),
+}
+
 /// Publishes one session event of step `key` and waits for the stream to store it.
-pub(crate) async fn publish(js: &Context, key: &str, event: &Event) -> Result<(), String> {
-    let body = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+pub(crate) async fn publish(js: &Context, key: &str, event: &Event) -> Result<(), MirrorError> {
+    let body = serde_json::to_vec(event)?;
     let id = format!("{key}.{}", event.id());
     let message = PublishMessage::build()
         .payload(bytes::Bytes::from(body))
         .message_id(&id);
-    js.send_publish(subject(key), message)
-        .await
-        .map_err(|e| e.to_string())?
-        .await
-        .map_err(|e| e.to_string())?;
+    js.send_publish(subject(key), message).await?.await?;
     Ok(())
 }
 

@@ -195,7 +195,7 @@ impl Worker {
                 let result = self.run(job, Some(&lease)).await;
                 match lease.commit(&result).await {
                     Ok(()) => Leased::Ran(Box::new(result)),
-                    Err(why) => Leased::Lost(why),
+                    Err(why) => Leased::Lost(why.to_string()),
                 }
             }
         }

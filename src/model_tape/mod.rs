@@ -45,6 +45,7 @@ mod record;
 mod replay;
 mod scrub;
 mod server;
+mod shared;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -177,7 +178,7 @@ impl ModelTape {
                 })?;
         }
         let counter = self.counter(&folder);
-        server::start(server::StepSpec {
+        server::start(shared::StepSpec {
             mode: self.mode,
             step: step.to_owned(),
             dir,

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::server::{Shared, refuse};
+use super::shared::{Shared, refuse};
 use super::{TapeError, request_path, response_path, scrub};
 
 /// Chunks in flight between the endpoint and the session.

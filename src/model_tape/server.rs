@@ -2,8 +2,6 @@
 //! the record or the replay handler, and reports a mismatch or a failed recording when the
 //! step ends.
 
-use std::path::PathBuf;
-use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -11,58 +9,15 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::shared::{Shared, StepSpec, refuse};
 use super::{TapeError, TapeMode, record, replay};
 
 /// How long recording waits to connect to the real endpoint.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What one step's server needs.
-pub(super) struct StepSpec {
-    pub mode: TapeMode,
-    pub step: String,
-    /// `DIR/<job>/<step>`.
-    pub dir: PathBuf,
-    /// The real base URL (record only).
-    pub upstream: String,
-    /// The step's model calls so far, shared by its attempts.
-    pub counter: Arc<AtomicU32>,
-    /// Masked in what is recorded.
-    pub secrets: Arc<treadle_session::Secrets>,
-}
-
-/// State shared by the handlers of one step's server.
-pub(super) struct Shared {
-    pub spec: StepSpec,
-    /// The client that forwards to the real endpoint (record only).
-    pub http: Option<reqwest::Client>,
-    /// The first mismatch or recording failure.
-    failure: Mutex<Option<TapeError>>,
-    /// Tasks still writing a recorded answer.
-    writers: Mutex<Vec<JoinHandle<()>>>,
-}
-
-impl Shared {
-    /// Keeps the first failure: later ones usually follow from it.
-    pub fn fail(&self, error: TapeError) {
-        let mut slot = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_none() {
-            *slot = Some(error);
-        }
-    }
-
-    /// Remembers a writer, so [`StepTape::finish`] waits for its file.
-    pub fn track(&self, writer: JoinHandle<()>) {
-        self.writers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(writer);
-    }
-}
 
 /// The running server of one agent step.
 pub struct StepTape {
@@ -179,10 +134,4 @@ async fn unknown() -> Response {
         StatusCode::NOT_FOUND,
         "the model tape serves POST /v1/chat/completions only",
     )
-}
-
-/// An OpenAI-style error answer, so the client shows `message`.
-pub(super) fn refuse(status: StatusCode, message: &str) -> Response {
-    let body = serde_json::json!({"error": {"message": message, "type": "model_tape"}});
-    (status, axum::Json(body)).into_response()
 }

@@ -110,9 +110,8 @@ impl Checker {
         let found = self.find_with(resource, cursor, cancel).await?;
         let history = self.history.clone();
         let (name, cap) = (resource.to_owned(), self.cap);
-        tokio::task::spawn_blocking(move || history.record(&name, &found, cap, cursor))
+        crate::blocking::blocking(move || history.record(&name, &found, cap, cursor))
             .await
-            .map_err(|e| HistoryError::Db(e.to_string()))?
             .map_err(CheckError::from)
     }
 
@@ -135,7 +134,7 @@ impl Checker {
         found: Vec<(String, Vec<Version>)>,
     ) -> Result<Vec<Option<Version>>, CheckError> {
         let (history, cap) = (self.history.clone(), self.cap);
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::blocking(move || {
             let checks: Vec<(&str, &[Version])> = found
                 .iter()
                 .map(|(r, v)| (r.as_str(), v.as_slice()))
@@ -145,7 +144,6 @@ impl Checker {
             history.latest_of(&names)
         })
         .await
-        .map_err(|e| HistoryError::Db(e.to_string()))?
         .map_err(CheckError::from)
     }
 

@@ -59,6 +59,12 @@ pub enum HistoryError {
     },
 }
 
+impl From<crate::blocking::WorkerStopped> for HistoryError {
+    fn from(stopped: crate::blocking::WorkerStopped) -> Self {
+        HistoryError::Db(stopped.to_string())
+    }
+}
+
 macro_rules! db_err {
     ($($t:ty),*) => {$(
         impl From<$t> for HistoryError {

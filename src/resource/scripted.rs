@@ -287,9 +287,9 @@ impl Scripted<'_> {
         }
         let text = self.render("check", cursor, None)?;
         let out = self.run("check", &text, scratch, scratch, cancel).await?;
-        parse_versions(&out).map_err(|detail| ScriptedError::NotVersions {
+        parse_versions(&out).map_err(|e| ScriptedError::NotVersions {
             resource: self.name(),
-            detail,
+            detail: e.to_string(),
             printed: excerpt(&out),
         })
     }
@@ -321,11 +321,11 @@ impl Scripted<'_> {
             return std::fs::write(&file, text + "\n").map_err(|e| io(&file, e));
         }
         if let Some(files) = self.expr("in", Some(version), params, None).await? {
-            return crate::resource::expr::write_files(&files, &dest).map_err(|detail| {
+            return crate::resource::expr::write_files(&files, &dest).map_err(|e| {
                 ScriptedError::Expr {
                     resource: self.name(),
                     script: "in",
-                    detail,
+                    detail: e.to_string(),
                 }
             });
         }
@@ -420,30 +420,61 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// Why a check's output is not a list of versions.
+#[derive(Debug, thiserror::Error)]
+pub enum VersionsError {
+    /// Not JSON.
+    #[error("its output is not JSON ({0})")]
+    NotJson(#[from] serde_json::Error),
+    /// JSON, but not a list.
+    #[error("its output is JSON but not a list")]
+    NotAList,
+    /// An item that is not a version.
+    #[error("item {index}: {source}")]
+    Item {
+        /// Its place in the list.
+        index: usize,
+        /// Why.
+        source: VersionError,
+    },
+}
+
+/// Why a value is not a version.
+#[derive(Debug, thiserror::Error)]
+pub enum VersionError {
+    /// Not an object.
+    #[error("a version must be an object of strings")]
+    NotAnObject,
+    /// A value that is not a string (nor a number or a boolean).
+    #[error("the value of `{0}` must be a string")]
+    NotAString(String),
+}
+
 /// Reads a check's output: a JSON list of flat objects.
-pub fn parse_versions(out: &str) -> Result<Vec<Version>, String> {
-    let value: Value =
-        serde_json::from_str(out.trim()).map_err(|e| format!("its output is not JSON ({e})"))?;
+pub fn parse_versions(out: &str) -> Result<Vec<Version>, VersionsError> {
+    let value: Value = serde_json::from_str(out.trim())?;
     let Value::Array(items) = value else {
-        return Err("its output is JSON but not a list".to_owned());
+        return Err(VersionsError::NotAList);
     };
     items
         .into_iter()
         .enumerate()
-        .map(|(i, item)| version_of(item).map_err(|e| format!("item {i}: {e}")))
+        .map(|(index, item)| {
+            version_of(item).map_err(|source| VersionsError::Item { index, source })
+        })
         .collect()
 }
 
-fn version_of(item: Value) -> Result<Version, String> {
+fn version_of(item: Value) -> Result<Version, VersionError> {
     let Value::Object(map) = item else {
-        return Err("a version must be an object of strings".to_owned());
+        return Err(VersionError::NotAnObject);
     };
     map.into_iter()
         .map(|(k, v)| match v {
             Value::String(s) => Ok((k, s)),
             Value::Number(n) => Ok((k, n.to_string())),
             Value::Bool(b) => Ok((k, b.to_string())),
-            _ => Err(format!("the value of `{k}` must be a string")),
+            _ => Err(VersionError::NotAString(k)),
         })
         .collect()
 }
@@ -478,15 +509,22 @@ mod tests {
         let v = parse_versions(r#"[{"ref": "a"}, {"n": 2, "ok": true}]"#).unwrap();
         assert_eq!(v[0]["ref"], "a");
         assert_eq!(v[1]["n"], "2");
-        assert!(parse_versions("not json").unwrap_err().contains("not JSON"));
+        assert!(
+            parse_versions("not json")
+                .unwrap_err()
+                .to_string()
+                .contains("not JSON")
+        );
         assert!(
             parse_versions(r#"{"ref": "a"}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("not a list")
         );
         assert!(
             parse_versions(r#"[{"ref": {"x": 1}}]"#)
                 .unwrap_err()
+                .to_string()
                 .contains("`ref`")
         );
         assert_eq!(parse_versions(" [] \n").unwrap(), Vec::<Version>::new());

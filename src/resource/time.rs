@@ -38,7 +38,9 @@ impl TimeSource {
             (Some(_), Some(_)) => Err(bad(
                 "give `interval:` or `schedule:`, not both".to_owned(),
             )),
-            (Some(i), None) => interval(i).map(Self::Interval).map_err(bad),
+            (Some(i), None) => interval(i)
+                .map(Self::Interval)
+                .map_err(|e| bad(e.to_string())),
             (None, Some(serde_json::Value::String(pattern))) => croner::Cron::from_str(pattern)
                 .map(|c| Self::Schedule(Box::new(c)))
                 .map_err(|e| bad(format!("`schedule: {pattern}` is not a cron pattern ({e}); write five fields, e.g. \"0 2 * * *\""))),
@@ -77,16 +79,29 @@ impl TimeSource {
     }
 }
 
-fn interval(value: &serde_json::Value) -> Result<Duration, String> {
+/// Why `interval:` is refused.
+#[derive(Debug, thiserror::Error)]
+enum IntervalError {
+    /// Text that is not a duration.
+    #[error("{0}")]
+    NotADuration(String),
+    /// Neither text nor a number.
+    #[error("`interval` must be a duration like 1h")]
+    NotText,
+    /// Zero.
+    #[error("`interval` must be more than zero")]
+    Zero,
+}
+
+fn interval(value: &serde_json::Value) -> Result<Duration, IntervalError> {
     let d = match value {
-        serde_json::Value::String(text) => {
-            crate::pipeline::duration::parse_duration(text).map_err(|e| e.to_string())?
-        }
+        serde_json::Value::String(text) => crate::pipeline::duration::parse_duration(text)
+            .map_err(|e| IntervalError::NotADuration(e.to_string()))?,
         serde_json::Value::Number(n) => Duration::from_secs(n.as_u64().unwrap_or(0)),
-        _ => return Err("`interval` must be a duration like 1h".to_owned()),
+        _ => return Err(IntervalError::NotText),
     };
     if d.is_zero() {
-        return Err("`interval` must be more than zero".to_owned());
+        return Err(IntervalError::Zero);
     }
     Ok(d)
 }

@@ -59,7 +59,7 @@ pub(super) fn handed_files(
                 None => p.value.clone(),
             })
             .collect();
-        context = read_context(work, &paths, limit)?;
+        context = read_context(work, &paths, limit).map_err(|e| format!("context_paths: {e}"))?;
     }
     let mut prompt = String::new();
     if let Some(At {

@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentStep, Quiet, RecordedCall, run_agent_step};
 use crate::pipeline::{Agent, AgentSource, At, Job, Loaded, Step};
-use crate::run::state::{RunRecord, StepRecord, StepStatus, Store};
+use crate::run::state::{RunRecord, StateError, StepRecord, StepStatus, Store};
 pub use kept::{StepTrace, Traced};
 pub use report::{ShadowReport, StepReport};
 
@@ -132,13 +132,11 @@ pub async fn shadow_in_store(
 ) -> Result<Traced, ShadowError> {
     let state_path = store.path().to_path_buf();
     let run = options.run;
-    let read = tokio::task::spawn_blocking(move || recorded_from(&store, run)).await;
-    let recorded = read
-        .map_err(|e| e.to_string())
-        .and_then(|r| r)
-        .map_err(|reason| ShadowError::State {
+    let recorded = crate::blocking::blocking(move || recorded_from(&store, run))
+        .await
+        .map_err(|e| ShadowError::State {
             path: state_path.clone(),
-            reason,
+            reason: e.to_string(),
         })?;
     let scratch = Scratch::new()?;
     let result = shadow_in(loaded, options, recorded, &state_path, &scratch.0).await;
@@ -311,20 +309,39 @@ async fn read_run(state: &Path, scratch: &Path, run: u64) -> Result<Recorded, Sh
         reason,
     };
     std::fs::copy(state, &copy).map_err(|e| error(e.to_string()))?;
-    let read = tokio::task::spawn_blocking(move || -> Result<Recorded, String> {
-        let store = Store::open(&copy).map_err(|e| e.to_string())?;
+    let read = crate::blocking::blocking(move || -> Result<Recorded, ReadRun> {
+        let store = Store::open(&copy)?;
         recorded_from(&store, run)
     });
-    read.await.map_err(|e| error(e.to_string()))?.map_err(error)
+    read.await.map_err(|e| error(e.to_string()))
+}
+
+/// Why the copy of the state file did not give the run.
+#[derive(Debug, thiserror::Error)]
+enum ReadRun {
+    /// The copy cannot be read.
+    #[error("{0}")]
+    State(#[from] StateError),
+    /// The reading task ended without returning.
+    #[error(transparent)]
+    Stopped(#[from] crate::blocking::WorkerStopped),
+    /// It holds no such run.
+    #[error("there is no run {run}: {source}")]
+    NoRun {
+        /// The run asked for.
+        run: u64,
+        /// Why.
+        source: StateError,
+    },
 }
 
 /// What `store` recorded of `run` (see [`Recorded`]).
-fn recorded_from(store: &Store, run: u64) -> Result<Recorded, String> {
+fn recorded_from(store: &Store, run: u64) -> Result<Recorded, ReadRun> {
     let record = store
         .run(run)
-        .map_err(|e| format!("there is no run {run}: {e}"))?;
+        .map_err(|source| ReadRun::NoRun { run, source })?;
     let mut agent_steps = Vec::new();
-    for step in store.steps(run).map_err(|e| e.to_string())? {
+    for step in store.steps(run)? {
         if step.kind != "agent" || matches!(step.status, StepStatus::Skipped | StepStatus::Pending)
         {
             continue;
@@ -332,8 +349,7 @@ fn recorded_from(store: &Store, run: u64) -> Result<Recorded, String> {
         // A step replayed from the cache was recorded by the run it came from.
         let source = step.cached_from.unwrap_or(run);
         let calls = store
-            .agent_events(source, step.seq)
-            .map_err(|e| e.to_string())?
+            .agent_events(source, step.seq)?
             .into_iter()
             .filter(|e| e["what"] == "tool_call")
             .filter_map(|e| serde_json::from_value(e["data"].clone()).ok())

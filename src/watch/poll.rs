@@ -34,7 +34,21 @@ pub struct CheckNow {
 
 /// One resource checked in a round: (pipeline index, resource, its newest version as a
 /// build is pinned to, or why the check failed).
-type Checked = (usize, String, Result<Option<String>, String>);
+type Checked = (usize, String, Result<Option<String>, CheckFailed>);
+
+/// Why a resource's check failed in a round.
+#[derive(Debug, thiserror::Error)]
+enum CheckFailed {
+    /// The check failed.
+    #[error("{0}")]
+    Check(#[from] crate::resource::check::CheckError),
+    /// Recording the pipeline's checks failed: one error for each of its resources.
+    #[error("{0}")]
+    Recording(Arc<crate::resource::check::CheckError>),
+    /// The check's task ended without an answer.
+    #[error("its task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// What one poll round did.
 #[derive(Debug, Clone, Copy, Default)]
@@ -147,8 +161,8 @@ impl Watcher {
                 break;
             };
             let (id, got) = match done {
-                Ok((id, got)) => (id, got.map_err(|e| e.to_string())),
-                Err(e) => (e.id(), Err(format!("its task failed: {e}"))),
+                Ok((id, got)) => (id, got.map_err(CheckFailed::from)),
+                Err(e) => (e.id(), Err(CheckFailed::from(e))),
             };
             if let Some((i, resource)) = ids.remove(&id) {
                 found.push((i, resource, got));
@@ -167,9 +181,16 @@ impl Watcher {
             match check::record(&self.checkers[i], &self.pipelines[i].loaded, found).await {
                 Ok(each) => out.extend(
                     each.into_iter()
-                        .map(|(r, got)| (i, r, got.map_err(|e| e.to_string()))),
+                        .map(|(r, got)| (i, r, got.map_err(CheckFailed::from))),
                 ),
-                Err(e) => out.extend(names.into_iter().map(|r| (i, r, Err(e.to_string())))),
+                Err(e) => {
+                    let e = Arc::new(e);
+                    out.extend(
+                        names
+                            .into_iter()
+                            .map(|r| (i, r, Err(CheckFailed::Recording(e.clone())))),
+                    );
+                }
             }
         }
         out

@@ -196,7 +196,7 @@ pub fn put(db: &Database, q: &Queued) -> Result<(), StateError> {
 
 /// How a finished build counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum BuildCount {
     /// The job succeeded: its versions pass, its failures reset.
     Green,
     /// The job failed or errored: one more failure in a row.
@@ -213,7 +213,7 @@ pub fn finish(
     db: &Database,
     q: &Queued,
     run: u64,
-    outcome: Outcome,
+    outcome: BuildCount,
     max_failures: Option<u32>,
     published: &Versions,
 ) -> Result<JobStanding, StateError> {
@@ -226,23 +226,23 @@ pub fn finish(
             None => JobStanding::default(),
         };
         match outcome {
-            Outcome::Green => standing.failures = 0,
-            Outcome::Red => {
+            BuildCount::Green => standing.failures = 0,
+            BuildCount::Red => {
                 standing.failures = standing.failures.saturating_add(1);
                 if max_failures.is_some_and(|m| standing.failures >= m) {
                     standing.paused = true;
                 }
             }
-            Outcome::Cancelled => {}
+            BuildCount::Cancelled => {}
         }
         jobs.insert(key, encode(&standing)?.as_slice())
             .map_err(db_err)?;
-        if outcome != Outcome::Cancelled {
+        if outcome != BuildCount::Cancelled {
             let mut versions = q.versions.clone();
             versions.extend(published.iter().map(|(r, v)| (r.clone(), v.clone())));
             let build = Build {
                 versions,
-                green: outcome == Outcome::Green,
+                green: outcome == BuildCount::Green,
             };
             txn.open_table(BUILDS)
                 .map_err(db_err)?

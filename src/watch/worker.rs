@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::Watcher;
 use super::plan::JobPlan;
 use super::poll::show_versions;
-use super::store::{self, Outcome, Queued};
+use super::store::{self, BuildCount, Queued};
 use crate::cache::Start;
 use crate::console::tell;
 use crate::resource::history::History;
@@ -201,13 +201,15 @@ impl Watcher {
         loaded: &crate::pipeline::Loaded,
         cancel: CancellationToken,
         stops: &Stops,
-    ) -> Option<(u64, Outcome)> {
+    ) -> Option<(u64, BuildCount)> {
         let start = match row.run {
             None => Start::Fresh,
             Some(run) => match self.earlier(run).await {
                 // It ended before the process that ran it could record so.
-                Some(RunStatus::Succeeded) => return Some((run, Outcome::Green)),
-                Some(RunStatus::Failed | RunStatus::Errored) => return Some((run, Outcome::Red)),
+                Some(RunStatus::Succeeded) => return Some((run, BuildCount::Green)),
+                Some(RunStatus::Failed | RunStatus::Errored) => {
+                    return Some((run, BuildCount::Red));
+                }
                 Some(RunStatus::Running | RunStatus::Aborted) => Start::Resume(run),
                 None => Start::Fresh,
             },
@@ -264,13 +266,13 @@ impl Watcher {
                     row.id,
                     row.job
                 );
-                return Some((row.run.unwrap_or(0), Outcome::Red));
+                return Some((row.run.unwrap_or(0), BuildCount::Red));
             }
         };
         self.hooks.ended(report.run);
         let outcome = match report.status {
-            Status::Succeeded => Outcome::Green,
-            Status::Failed | Status::Errored => Outcome::Red,
+            Status::Succeeded => BuildCount::Green,
+            Status::Failed | Status::Errored => BuildCount::Red,
             Status::Aborted if stops.stop.is_cancelled() => {
                 tell!(
                     "treadle watch: `{}` run {} interrupted; the next start resumes it",
@@ -279,7 +281,7 @@ impl Watcher {
                 );
                 return None;
             }
-            Status::Aborted => Outcome::Cancelled,
+            Status::Aborted => BuildCount::Cancelled,
         };
         Some((report.run, outcome))
     }
@@ -316,7 +318,7 @@ impl Watcher {
     }
 
     /// Records the build's end, counts a failure, pauses the job at its ceiling.
-    async fn finish(&self, row: &Queued, job: &JobPlan, run: u64, outcome: Outcome) {
+    async fn finish(&self, row: &Queued, job: &JobPlan, run: u64, outcome: BuildCount) {
         let published = self.published(row, run).await;
         let (db, row2, max) = (self.store.database(), row.clone(), job.max_failures);
         let standing = tokio::task::spawn_blocking(move || {
@@ -332,15 +334,15 @@ impl Watcher {
             Err(_) => return,
         };
         let word = match outcome {
-            Outcome::Green => "succeeded".to_owned(),
-            Outcome::Red => match job.max_failures {
+            BuildCount::Green => "succeeded".to_owned(),
+            BuildCount::Red => match job.max_failures {
                 Some(m) => format!("failed ({}/{m} in a row)", standing.failures),
                 None => "failed".to_owned(),
             },
-            Outcome::Cancelled => "was cancelled".to_owned(),
+            BuildCount::Cancelled => "was cancelled".to_owned(),
         };
         tell!("treadle watch: `{}` run {run} {word}", row.job);
-        if outcome == Outcome::Red && standing.paused {
+        if outcome == BuildCount::Red && standing.paused {
             tell!(
                 "treadle watch: `{}` PAUSED after {} failures in a row; resume it with `treadle jobs resume {}`",
                 row.job,

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod mcp;
 pub mod nats;
 pub mod server;

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use treadle_event::ModelFailure;
+
 /// How many characters of an error body an [`InferenceError::Status`] keeps.
 pub(crate) const BODY_LIMIT: usize = 500;
 
@@ -203,41 +205,31 @@ impl InferenceError {
 }
 
 impl InferenceError {
-    /// Whether the endpoint itself failed (an outage) rather than answered: unreachable,
-    /// HTTP 408, 429 or 5xx after the retries, the stream cut off or silent, a transport
-    /// error. A 4xx refusal, a malformed or oversized answer and an error the model
-    /// reported in its stream are answers: another model would not be a fix for them.
-    pub fn is_outage(&self) -> bool {
+    /// How the endpoint failed, as a failed turn records it (`TurnFailed`'s `model`), so
+    /// that a caller decides on the kind, not on the message.
+    pub fn failure(&self) -> ModelFailure {
         match self {
-            Self::Connect { .. }
-            | Self::StreamCut { .. }
-            | Self::Idle { .. }
-            | Self::TooSlow { .. }
-            | Self::Transport { .. } => true,
-            Self::Status { status, .. } => is_retryable_status(*status),
-            Self::Malformed { .. } | Self::TooLarge { .. } | Self::Remote { .. } => false,
+            Self::Connect { .. } => ModelFailure::Unreachable,
+            Self::Status { status: 408, .. } | Self::Idle { .. } | Self::TooSlow { .. } => {
+                ModelFailure::Timeout
+            }
+            Self::Status { status: 429, .. } => ModelFailure::RateLimited,
+            Self::Status { status, .. } if (500..600).contains(status) => ModelFailure::ServerError,
+            Self::Status { .. } => ModelFailure::Refused,
+            Self::Malformed { .. } => ModelFailure::Malformed,
+            Self::StreamCut { .. } => ModelFailure::StreamCut,
+            Self::Remote { .. } => ModelFailure::Remote,
+            Self::TooLarge { .. } => ModelFailure::TooLarge,
+            Self::Transport { .. } => ModelFailure::Transport,
         }
     }
-}
 
-/// [`InferenceError::is_outage`] of the message a failed turn reports (a `TurnFailed`
-/// with cause `Model` carries the error's text, not its value). Read from the fixed parts
-/// of each message, which the tests below keep in step with the `Display` forms.
-pub fn is_outage_message(message: &str) -> bool {
-    if message.starts_with("cannot reach ")
-        || message.starts_with("transport error talking to ")
-        || (message.starts_with("the stream from ")
-            && message.contains(" ended before the answer finished"))
-        || message.contains(" sent nothing for ")
-        || message.contains(" to answer one model call ")
-    {
-        return true;
+    /// Whether the endpoint itself failed (an outage) rather than answered: unreachable,
+    /// HTTP 408, 429 or 5xx after the retries, the stream cut off or silent, a transport
+    /// error ([`ModelFailure::is_outage`]).
+    pub fn is_outage(&self) -> bool {
+        self.failure().is_outage()
     }
-    message
-        .split_once(" answered HTTP ")
-        .and_then(|(_, rest)| rest.get(..3))
-        .and_then(|code| code.parse::<u16>().ok())
-        .is_some_and(is_retryable_status)
 }
 
 /// HTTP statuses worth another attempt: request timeout, rate limit, server errors.
@@ -314,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn outages_are_read_back_from_their_messages() {
+    fn outages_are_the_retryable_failures_of_the_endpoint() {
         let at = || "http://x/v1".to_owned();
         let status = |status| InferenceError::Status {
             endpoint: at(),
@@ -363,9 +355,25 @@ mod tests {
                 detail: "tls".into(),
             },
         ];
-        for e in &all {
-            assert_eq!(is_outage_message(&e.to_string()), e.is_outage(), "{e}");
-        }
+        let outages: Vec<String> = all
+            .iter()
+            .filter(|e| e.is_outage())
+            .map(|e| e.kind().to_owned() + &e.status().map(|s| s.to_string()).unwrap_or_default())
+            .collect();
+        assert_eq!(
+            outages,
+            [
+                "connect",
+                "http_status503",
+                "http_status429",
+                "stream_cut",
+                "idle_timeout",
+                "too_slow",
+                "transport"
+            ]
+        );
+        assert_eq!(status(408).failure(), ModelFailure::Timeout);
+        assert_eq!(status(401).failure(), ModelFailure::Refused);
         assert!(status(502).is_outage() && !status(400).is_outage());
     }
 

@@ -56,7 +56,7 @@ pub use config::{
     ApiKey, DEFAULT_CALL_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, LimitNames,
     ModelConfig, RetryPolicy, StructuredOutput,
 };
-pub use error::{ClientError, InferenceError, MissingApiKey, is_outage_message};
+pub use error::{ClientError, InferenceError, MissingApiKey};
 pub(crate) use request::PreparedRequest;
 pub use request::ToolChoice;
 pub(crate) use request::{InferenceRequest, ToolSpec};

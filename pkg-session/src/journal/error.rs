@@ -147,7 +147,7 @@ pub enum AppendError {
     #[error("the session may no longer write here: {why}")]
     Fenced {
         /// Why, as the fence says.
-        why: String,
+        why: crate::fence::Refused,
     },
 }
 

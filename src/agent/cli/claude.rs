@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::bridge::Bridge;
-use super::command::{CliError, Join, Run, write_private};
-use super::driver::Cli;
+use super::command::{Join, Run, write_private};
+use super::driver::{Cli, CliError};
 use super::tools::BRIDGE;
 
 /// Adds claude's arguments and environment to `cmd` / `env`; returns the directories to

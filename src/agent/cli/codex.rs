@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use super::bridge::Bridge;
-use super::command::{CliError, Join, Run, write_private};
+use super::command::{Join, Run, write_private};
+use super::driver::CliError;
 use super::tools::BRIDGE;
 use crate::agent::spec::AgentStep;
 

@@ -4,58 +4,10 @@
 //! (and that only with `settings: project`), a scratch `HOME`, and of treadle's
 //! environment only what a task gets.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::driver::Cli;
+use super::driver::{Cli, CliError};
 use crate::agent::spec::AgentStep;
-
-/// Why the CLI could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// No CLI to run.
-    #[error(
-        "agent step `{step}` runs the {} CLI, which is not installed: put `{}` on PATH \
-         (`npm install -g {}`) or set {} to its path",
-        cli.name(), cli.name(), cli.package(), cli.bin_env()
-    )]
-    NotInstalled {
-        /// The step.
-        step: String,
-        /// The CLI.
-        cli: Cli,
-    },
-    /// A CLI treadle does not drive.
-    #[error(
-        "agent step `{step}` names the CLI `{cli}`, which treadle does not run; write `@claude/MODEL` or `@codex/MODEL`"
-    )]
-    UnknownCli {
-        /// The step.
-        step: String,
-        /// The part before the slash.
-        cli: String,
-    },
-    /// The scratch home or the bridge's configuration could not be written.
-    #[error("cannot prepare the CLI's scratch home {path}: {source}")]
-    Home {
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The bridge did not start.
-    #[error(transparent)]
-    Bridge(#[from] super::bridge::BridgeError),
-    /// The process did not start, or could not be confined.
-    #[error("cannot start the {} CLI for step `{step}`: {source}", cli.name())]
-    Start {
-        /// The step.
-        step: String,
-        /// The CLI.
-        cli: Cli,
-        /// Why.
-        source: crate::confine::ConfineError,
-    },
-}
 
 /// How this run joins the step's conversation.
 pub enum Join<'a> {
@@ -85,38 +37,6 @@ pub struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// The command, with its arguments and environment, not yet started.
-    pub fn command(&self) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(self.program);
-        let mut env: Vec<(String, String)> = self.step.env.clone();
-        env.push(("HOME".to_owned(), self.home.display().to_string()));
-        let path_dirs = match self.cli {
-            Cli::Claude => super::claude::command(self, &mut cmd, &mut env),
-            Cli::Codex => super::codex::command(self, &mut cmd, &mut env),
-        };
-        // The CLI's own directories first on `PATH`, so that a confined CLI may read its
-        // install (everything on `PATH` is readable to a confined command).
-        let system_path = crate::environ::var("PATH").unwrap_or_default();
-        let mut path: Vec<String> = path_dirs
-            .iter()
-            .filter(|d| d.is_absolute())
-            .map(|d| d.display().to_string())
-            .collect();
-        path.push(system_path);
-        env.push(("PATH".to_owned(), path.join(":")));
-        crate::environ::set_command_env(
-            &mut cmd,
-            &self.step.pass_env,
-            env.iter().map(|(k, v)| (k, v)),
-        );
-        cmd.current_dir(&self.step.dir)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        cmd
-    }
-
     /// The step's key, read from `api_key_env:`, when it names one that is set.
     pub fn key(&self) -> Option<String> {
         self.step

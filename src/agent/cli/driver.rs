@@ -4,8 +4,62 @@
 
 use std::path::PathBuf;
 
-use super::command::CliError;
 use crate::agent::spec::AgentStep;
+
+/// Why the CLI could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// No CLI to run.
+    #[error(
+        "agent step `{step}` runs the {} CLI, which is not installed: put `{}` on PATH \
+         (`npm install -g {}`) or set {} to its path",
+        cli.name(), cli.name(), cli.package(), cli.bin_env()
+    )]
+    NotInstalled {
+        /// The step.
+        step: String,
+        /// The CLI.
+        cli: Cli,
+    },
+    /// A CLI treadle does not drive.
+    #[error(
+        "agent step `{step}` names the CLI `{cli}`, which treadle does not run; write `@claude/MODEL` or `@codex/MODEL`"
+    )]
+    UnknownCli {
+        /// The step.
+        step: String,
+        /// The part before the slash.
+        cli: String,
+    },
+    /// The scratch home or the bridge's configuration could not be written.
+    #[error("cannot prepare the CLI's scratch home {path}: {source}")]
+    Home {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The bridge did not start.
+    #[error(transparent)]
+    Bridge(#[from] super::bridge::BridgeError),
+    /// The process did not start, or could not be confined.
+    #[error("cannot start the {} CLI for step `{step}`: {source}", cli.name())]
+    Start {
+        /// The step.
+        step: String,
+        /// The CLI.
+        cli: Cli,
+        /// Why.
+        source: crate::confine::ConfineError,
+    },
+}
+
+// The agent's error boxes this one, so that its file does not name this module.
+impl From<CliError> for crate::agent::error::AgentError {
+    fn from(e: CliError) -> Self {
+        Self::Cli(Box::new(e))
+    }
+}
 
 /// The variable naming the claude CLI to run; without it, `claude` on `PATH`.
 pub const CLAUDE_BIN_ENV: &str = "TREADLE_CLAUDE_BIN";

@@ -11,9 +11,11 @@
 //!
 //! # Layout
 //!
-//! * `driver`: [`Cli`], which CLI a step names, its program and its native tools.
+//! * `driver`: [`Cli`], which CLI a step names, its program and its native tools, and
+//!   [`CliError`].
 //! * `run`: [`run_cli_step`], the runs of one step (the first, then resumed ones).
-//! * `command`: what the command line and environment of one run share, [`CliError`].
+//! * `command`: what the command line and environment of one run share.
+//! * `launch`: a run's command, each CLI's arguments with what every run has.
 //! * `claude`: claude's flags, environment and `--mcp-config`.
 //! * `codex`: codex's flags, environment and scratch `config.toml`.
 //! * `stream`: the step's transcript, and reading claude's `stream-json` into it.
@@ -56,20 +58,12 @@ mod codex;
 mod codex_stream;
 mod command;
 mod driver;
+mod launch;
 mod run;
 mod stream;
 mod tools;
 
-pub use command::CliError;
-pub use driver::{CLAUDE_BIN_ENV, CODEX_BIN_ENV, Cli};
+pub use crate::agent::spec::CliStep;
+pub use driver::{CLAUDE_BIN_ENV, CODEX_BIN_ENV, Cli, CliError};
 pub use run::run_cli_step;
 pub use tools::{CLAUDE_NATIVE, CODEX_NATIVE};
-
-/// What a CLI-backed step needs besides what every agent step has.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CliStep {
-    /// `settings: project`: the repository's own CLI settings load.
-    pub settings_project: bool,
-    /// The step's `attempts:` (1 when unset).
-    pub attempts: u32,
-}

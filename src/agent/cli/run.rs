@@ -11,17 +11,17 @@ use treadle_event::FailureCause;
 use treadle_session::Tool;
 
 use super::bridge::Bridge;
-use super::command::{CliError, Join, Run};
-use super::driver::Cli;
+use super::command::{Join, Run};
+use super::driver::{Cli, CliError};
 use super::stream::Transcript;
 use crate::agent::cost::{Cost, cost};
 use crate::agent::delegate::Parent;
+use crate::agent::error::AgentError;
 use crate::agent::mcp::StepServers;
 use crate::agent::observe::{AgentEvent, AgentObserver};
 use crate::agent::record::{AgentOutcome, AgentStatus};
 use crate::agent::session_builder::secret_values;
 use crate::agent::spec::AgentStep;
-use crate::agent::step::AgentError;
 use crate::agent::verdict::{VerdictSlot, VerdictTool};
 use crate::pipeline::mcp::server_of;
 use crate::tools::{Workspace, grant};
@@ -86,7 +86,7 @@ async fn bridged_tools(
     let parent = Parent {
         step: step.clone(),
         run: Arc::new(|_, _, _| {
-            Box::pin(async { Err("a CLI agent cannot delegate to a sub-agent".to_owned()) })
+            Box::pin(async { Err(crate::agent::delegate::NoDelegation.into()) })
         }),
         events,
         cancel: cancel.clone(),

@@ -6,6 +6,22 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
+pub use super::value_error::ValueError;
+
+fn not_parsed(text: &str, want: &str) -> ValueError {
+    ValueError::NotParsed {
+        text: text.to_owned(),
+        want: want.to_owned(),
+    }
+}
+
+fn expected(want: &'static str, v: &Value) -> ValueError {
+    ValueError::Expected {
+        want,
+        found: show_type(v),
+    }
+}
+
 /// A number, as an integer when it is one.
 #[derive(Debug, Clone, Copy)]
 pub enum N {
@@ -38,22 +54,22 @@ impl N {
 }
 
 /// `v` as a number.
-pub fn num(v: &Value) -> Result<N, String> {
+pub fn num(v: &Value) -> Result<N, ValueError> {
     match v {
         Value::Number(n) => Ok(n
             .as_i64()
             .map(N::Int)
             .unwrap_or_else(|| N::Float(n.as_f64().unwrap_or(f64::NAN)))),
-        other => Err(format!("expected a number, not {}", show_type(other))),
+        other => Err(expected("a number", other)),
     }
 }
 
-fn from_n(n: N) -> Result<Value, String> {
+fn from_n(n: N) -> Result<Value, ValueError> {
     match n {
         N::Int(i) => Ok(Value::from(i)),
         N::Float(f) => serde_json::Number::from_f64(f)
             .map(Value::Number)
-            .ok_or_else(|| format!("the result is not a finite number ({f})")),
+            .ok_or(ValueError::NotFinite(f)),
     }
 }
 
@@ -84,33 +100,35 @@ pub fn text(v: &Value) -> String {
 }
 
 /// `+ - * / % **` on numbers, `+` on strings.
-pub fn arith(op: &str, a: &Value, b: &Value) -> Result<Value, String> {
+pub fn arith(op: &str, a: &Value, b: &Value) -> Result<Value, ValueError> {
     if let (Value::String(x), Value::String(y), "+") = (a, b, op) {
         return Ok(Value::String(format!("{x}{y}")));
     }
     if let (Value::Array(_), _, "+") | (_, Value::Array(_), "+") = (a, b, op) {
-        return Err("`+` adds numbers or joins strings; join lists with concat(a, b)".to_owned());
+        return Err(ValueError::Misuse(
+            "`+` adds numbers or joins strings; join lists with concat(a, b)",
+        ));
     }
     let (x, y) = match (num(a), num(b)) {
         (Ok(x), Ok(y)) => (x, y),
         _ => {
-            return Err(format!(
-                "`{op}` cannot apply to {} and {}",
-                show_type(a),
-                show_type(b)
-            ));
+            return Err(ValueError::Operands {
+                op: op.to_owned(),
+                left: show_type(a),
+                right: show_type(b),
+            });
         }
     };
-    let overflow = || format!("`{op}` overflows");
+    let overflow = || ValueError::Overflow(op.to_owned());
     let out = match (op, x, y) {
         ("+", N::Int(x), N::Int(y)) => N::Int(x.checked_add(y).ok_or_else(overflow)?),
         ("-", N::Int(x), N::Int(y)) => N::Int(x.checked_sub(y).ok_or_else(overflow)?),
         ("*", N::Int(x), N::Int(y)) => N::Int(x.checked_mul(y).ok_or_else(overflow)?),
         ("%", N::Int(_), N::Int(0)) | ("/", _, N::Int(0)) => {
-            return Err("division by zero".to_owned());
+            return Err(ValueError::DivisionByZero);
         }
         ("%", N::Int(x), N::Int(y)) => N::Int(x % y),
-        ("%", _, _) => return Err("`%` needs integers".to_owned()),
+        ("%", _, _) => return Err(ValueError::Misuse("`%` needs integers")),
         ("+", x, y) => N::Float(x.as_f64() + y.as_f64()),
         ("-", x, y) => N::Float(x.as_f64() - y.as_f64()),
         ("*", x, y) => N::Float(x.as_f64() * y.as_f64()),
@@ -137,29 +155,25 @@ pub fn equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Ordering of two numbers or two strings.
-pub fn compare(a: &Value, b: &Value) -> Result<Ordering, String> {
+pub fn compare(a: &Value, b: &Value) -> Result<Ordering, ValueError> {
     match (a, b) {
         (Value::String(x), Value::String(y)) => Ok(x.cmp(y)),
         (Value::Number(_), Value::Number(_)) => match (num(a)?, num(b)?) {
             (N::Int(x), N::Int(y)) => Ok(x.cmp(&y)),
-            (x, y) => x
-                .as_f64()
-                .partial_cmp(&y.as_f64())
-                .ok_or_else(|| "cannot order NaN".to_owned()),
+            (x, y) => x.as_f64().partial_cmp(&y.as_f64()).ok_or(ValueError::NaN),
         },
-        _ => Err(format!(
-            "cannot order {} and {}",
-            show_type(a),
-            show_type(b)
-        )),
+        _ => Err(ValueError::Unordered(show_type(a), show_type(b))),
     }
 }
 
 /// A binary operator other than `&&`, `||` and `??` (which short-circuit).
-pub fn operate(op: &str, a: &Value, b: &Value, max_range: i64) -> Result<Value, String> {
+pub fn operate(op: &str, a: &Value, b: &Value, max_range: i64) -> Result<Value, ValueError> {
     let s = |v: &Value| match v {
         Value::String(s) => Ok(s.clone()),
-        other => Err(format!("`{op}` needs strings, not {}", show_type(other))),
+        other => Err(ValueError::NeedsStrings {
+            op: op.to_owned(),
+            found: show_type(other),
+        }),
     };
     Ok(match op {
         "==" => Value::Bool(equal(a, b)),
@@ -174,10 +188,7 @@ pub fn operate(op: &str, a: &Value, b: &Value, max_range: i64) -> Result<Value, 
                 Value::Object(m) => m.contains_key(&text(a)),
                 Value::Null => false,
                 other => {
-                    return Err(format!(
-                        "`in` needs a list or a map, not {}",
-                        show_type(other)
-                    ));
+                    return Err(ValueError::NotAContainer(show_type(other)));
                 }
             };
             Value::Bool(found == (op == "in"))
@@ -186,17 +197,19 @@ pub fn operate(op: &str, a: &Value, b: &Value, max_range: i64) -> Result<Value, 
         "startsWith" => Value::Bool(s(a)?.starts_with(&s(b)?)),
         "endsWith" => Value::Bool(s(a)?.ends_with(&s(b)?)),
         "matches" => {
-            let re = regex::Regex::new(&s(b)?).map_err(|e| format!("`matches`: {e}"))?;
+            let re = regex::Regex::new(&s(b)?)?;
             Value::Bool(re.is_match(&s(a)?))
         }
         ".." => {
             let (Some(from), Some(to)) = (num(a)?.as_i64(), num(b)?.as_i64()) else {
-                return Err("a range `a..b` needs integers".to_owned());
+                return Err(ValueError::Misuse("a range `a..b` needs integers"));
             };
             if to.saturating_sub(from) >= max_range {
-                return Err(format!(
-                    "the range {from}..{to} has more than {max_range} elements"
-                ));
+                return Err(ValueError::RangeTooLong {
+                    from,
+                    to,
+                    max: max_range,
+                });
             }
             Value::Array((from..=to).map(Value::from).collect())
         }
@@ -205,10 +218,12 @@ pub fn operate(op: &str, a: &Value, b: &Value, max_range: i64) -> Result<Value, 
 }
 
 /// `of[from:to]` of a list or string.
-pub fn slice(of: &Value, from: Option<&Value>, to: Option<&Value>) -> Result<Value, String> {
-    let bound = |v: Option<&Value>, len: usize, default: usize| -> Result<usize, String> {
+pub fn slice(of: &Value, from: Option<&Value>, to: Option<&Value>) -> Result<Value, ValueError> {
+    let bound = |v: Option<&Value>, len: usize, default: usize| -> Result<usize, ValueError> {
         let Some(v) = v else { return Ok(default) };
-        let i = num(v)?.as_i64().ok_or("a slice bound must be an integer")?;
+        let i = num(v)?
+            .as_i64()
+            .ok_or(ValueError::Misuse("a slice bound must be an integer"))?;
         let len_i = i64::try_from(len).unwrap_or(i64::MAX);
         let i = if i < 0 { len_i + i } else { i };
         Ok(usize::try_from(i.clamp(0, len_i)).unwrap_or(0))
@@ -226,21 +241,21 @@ pub fn slice(of: &Value, from: Option<&Value>, to: Option<&Value>) -> Result<Val
             );
             Ok(Value::String(chars[f.min(t)..t].iter().collect()))
         }
-        other => Err(format!("cannot slice {}", show_type(other))),
+        other => Err(expected("a list or a string to slice", other)),
     }
 }
 
-fn list(v: &Value) -> Result<&Vec<Value>, String> {
+fn list(v: &Value) -> Result<&Vec<Value>, ValueError> {
     match v {
         Value::Array(a) => Ok(a),
-        other => Err(format!("expected a list, not {}", show_type(other))),
+        other => Err(expected("a list", other)),
     }
 }
 
-fn string(v: &Value) -> Result<&str, String> {
+fn string(v: &Value) -> Result<&str, ValueError> {
     match v {
         Value::String(s) => Ok(s),
-        other => Err(format!("expected a string, not {}", show_type(other))),
+        other => Err(expected("a string", other)),
     }
 }
 
@@ -251,44 +266,43 @@ fn flatten_into(v: &Value, out: &mut Vec<Value>) {
     }
 }
 
-/// What a group of builtins answers for a name it does not have.
-const NONE: &str = "";
-
-fn arity(args: &[Value], n: usize) -> Result<(), String> {
+fn arity(args: &[Value], n: usize) -> Result<(), ValueError> {
     if args.len() == n {
         Ok(())
     } else {
-        Err(format!("takes {n} argument(s), got {}", args.len()))
+        Err(ValueError::Arity {
+            want: n,
+            got: args.len(),
+        })
     }
 }
 
-fn a0(args: &[Value]) -> Result<&Value, String> {
-    args.first().ok_or_else(|| "needs an argument".to_owned())
+fn a0(args: &[Value]) -> Result<&Value, ValueError> {
+    args.first().ok_or(ValueError::NoArgument)
 }
 
-/// A group of builtins: the result of the named one, or [`NONE`] when it has none of that
+/// A group of builtins: the result of the named one, or `None` when it has none of that
 /// name.
-type Group = fn(&str, &[Value]) -> Result<Value, String>;
+type Group = fn(&str, &[Value]) -> Result<Option<Value>, ValueError>;
 
 /// A builtin without a predicate; `None` when there is none of that name.
-pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, String>> {
+pub fn call(name: &str, args: &[Value]) -> Option<Result<Value, ValueError>> {
     let groups: [Group; 3] = [lists, texts, conversions];
-    groups.iter().find_map(|group| match group(name, args) {
-        Err(m) if m == NONE => None,
-        other => Some(other),
-    })
+    groups
+        .iter()
+        .find_map(|group| group(name, args).transpose())
 }
 
 /// Builtins over lists (and `len` of anything).
-fn lists(name: &str, args: &[Value]) -> Result<Value, String> {
-    Ok(match name {
+fn lists(name: &str, args: &[Value]) -> Result<Option<Value>, ValueError> {
+    Ok(Some(match name {
         "len" => {
             arity(args, 1)?;
             Value::from(match a0(args)? {
                 Value::Array(a) => a.len(),
                 Value::Object(m) => m.len(),
                 Value::String(s) => s.chars().count(),
-                other => return Err(format!("has no length for {}", show_type(other))),
+                other => return Err(ValueError::NoLength(show_type(other))),
             })
         }
         "concat" => {
@@ -361,11 +375,11 @@ fn lists(name: &str, args: &[Value]) -> Result<Value, String> {
             };
             let mut it = l.into_iter();
             let Some(mut acc) = it.next() else {
-                return Ok(if name == "sum" {
+                return Ok(Some(if name == "sum" {
                     Value::from(0)
                 } else {
                     Value::Null
-                });
+                }));
             };
             num(&acc)?;
             for v in it {
@@ -381,17 +395,20 @@ fn lists(name: &str, args: &[Value]) -> Result<Value, String> {
         "abs" => {
             arity(args, 1)?;
             match num(a0(args)?)? {
-                N::Int(i) => Value::from(i.checked_abs().ok_or("overflows")?),
+                N::Int(i) => Value::from(
+                    i.checked_abs()
+                        .ok_or(ValueError::Overflow("abs".to_owned()))?,
+                ),
                 N::Float(f) => from_n(N::Float(f.abs()))?,
             }
         }
-        _ => return Err(NONE.to_owned()),
-    })
+        _ => return Ok(None),
+    }))
 }
 
 /// Builtins over strings.
-fn texts(name: &str, args: &[Value]) -> Result<Value, String> {
-    Ok(match name {
+fn texts(name: &str, args: &[Value]) -> Result<Option<Value>, ValueError> {
+    Ok(Some(match name {
         "trim" | "trimPrefix" | "trimSuffix" => {
             let s = string(a0(args)?)?;
             let cut = args.get(1).map(string).transpose()?;
@@ -400,7 +417,7 @@ fn texts(name: &str, args: &[Value]) -> Result<Value, String> {
                 ("trim", Some(c)) => s.trim_matches(|ch| c.contains(ch)).to_owned(),
                 ("trimPrefix", Some(c)) => s.strip_prefix(c).unwrap_or(s).to_owned(),
                 ("trimSuffix", Some(c)) => s.strip_suffix(c).unwrap_or(s).to_owned(),
-                _ => return Err("needs the text to cut".to_owned()),
+                _ => return Err(ValueError::Misuse("needs the text to cut")),
             })
         }
         "upper" | "lower" => {
@@ -430,22 +447,25 @@ fn texts(name: &str, args: &[Value]) -> Result<Value, String> {
                     .map_or(-1, |b| i64::try_from(s[..b].chars().count()).unwrap_or(-1)),
             )
         }
-        _ => return Err(NONE.to_owned()),
-    })
+        _ => return Ok(None),
+    }))
 }
 
 /// Conversions between kinds of value, and builtins over maps.
-fn conversions(name: &str, args: &[Value]) -> Result<Value, String> {
-    Ok(match name {
+fn conversions(name: &str, args: &[Value]) -> Result<Option<Value>, ValueError> {
+    Ok(Some(match name {
         "toJSON" => {
             arity(args, 1)?;
-            serde_json::to_string_pretty(a0(args)?)
-                .map_err(|e| e.to_string())?
-                .into()
+            // A JSON value always writes back as JSON.
+            Value::String(serde_json::to_string_pretty(a0(args)?).unwrap_or_default())
         }
         "fromJSON" => {
             arity(args, 1)?;
-            serde_json::from_str(string(a0(args)?)?).map_err(|e| format!("not JSON: {e}"))?
+            let s = string(a0(args)?)?;
+            serde_json::from_str(s).map_err(|e| ValueError::NotParsed {
+                text: s.to_owned(),
+                want: format!("JSON ({e})"),
+            })?
         }
         "string" => {
             arity(args, 1)?;
@@ -457,7 +477,7 @@ fn conversions(name: &str, args: &[Value]) -> Result<Value, String> {
                 Value::String(s) => Value::from(
                     s.trim()
                         .parse::<i64>()
-                        .map_err(|_| format!("{s:?} is not an integer"))?,
+                        .map_err(|_| not_parsed(s, "an integer"))?,
                 ),
                 v => match num(v)? {
                     N::Int(i) => Value::from(i),
@@ -473,7 +493,7 @@ fn conversions(name: &str, args: &[Value]) -> Result<Value, String> {
                 Value::String(s) => s
                     .trim()
                     .parse::<f64>()
-                    .map_err(|_| format!("{s:?} is not a number"))?,
+                    .map_err(|_| not_parsed(s, "a number"))?,
                 v => num(v)?.as_f64(),
             };
             from_n(N::Float(f))?
@@ -481,7 +501,7 @@ fn conversions(name: &str, args: &[Value]) -> Result<Value, String> {
         "keys" | "values" => {
             arity(args, 1)?;
             let Value::Object(m) = a0(args)? else {
-                return Err(format!("needs a map, not {}", show_type(a0(args)?)));
+                return Err(expected("a map", a0(args)?));
             };
             Value::Array(if name == "keys" {
                 m.keys().map(|k| Value::String(k.clone())).collect()
@@ -522,7 +542,7 @@ fn conversions(name: &str, args: &[Value]) -> Result<Value, String> {
         "toPairs" => {
             arity(args, 1)?;
             let Value::Object(m) = a0(args)? else {
-                return Err("needs a map".to_owned());
+                return Err(expected("a map", a0(args)?));
             };
             Value::Array(
                 m.iter()
@@ -538,11 +558,11 @@ fn conversions(name: &str, args: &[Value]) -> Result<Value, String> {
                 if let [k, v] = pair.as_slice() {
                     m.insert(text(k), v.clone());
                 } else {
-                    return Err("each pair must be a list of two".to_owned());
+                    return Err(ValueError::Misuse("each pair must be a list of two"));
                 }
             }
             Value::Object(m)
         }
-        _ => return Err(NONE.to_owned()),
-    })
+        _ => return Ok(None),
+    }))
 }

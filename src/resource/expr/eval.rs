@@ -8,27 +8,114 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
-use super::builtins::{self, num, show_type, text};
+use super::builtins::{self, ValueError, num, show_type, text};
+use super::host::HostError;
 use super::syntax::{Kind, Node, Pos};
 
 /// The functions a stage adds to the language (`env`, `file`, `fail`, `http`).
 pub trait Host {
     /// Calls `name`; `None` when the stage has no function of that name.
-    fn call(&self, name: &str, args: &[Value]) -> Option<Result<Value, String>>;
+    fn call(&self, name: &str, args: &[Value]) -> Option<Result<Value, HostError>>;
 }
 
-/// An expression that failed while it ran.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{pos}: {message}")]
+/// An expression that failed while it ran: where, and what.
+#[derive(Debug, thiserror::Error)]
+#[error("{pos}: {kind}")]
 pub struct EvalError {
-    /// Where.
+    /// Where in the expression.
     pub pos: Pos,
     /// What went wrong.
-    pub message: String,
-    /// A key was read from nil (forgiven on the left of `??`).
-    nil_access: bool,
-    /// `fail(message)` was called: the message is the whole error.
-    pub failed: bool,
+    pub kind: EvalErrorKind,
+}
+
+impl EvalError {
+    /// `fail(message)` was called.
+    pub fn failed(&self) -> bool {
+        matches!(self.kind, EvalErrorKind::Host(HostError::Fail(_)))
+    }
+}
+
+/// What went wrong while an expression ran.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalErrorKind {
+    /// A name neither a variable nor a `let`.
+    #[error("unknown name `{0}` (a stage sees `source`, `version`, `params` and its `let`s)")]
+    UnknownName(String),
+    /// `#`, `#index` or `#acc` outside a predicate.
+    #[error(
+        "`{0}` is only defined inside a predicate (the second argument of map, filter, reduce...)"
+    )]
+    OutsidePredicate(String),
+    /// A key read from nil (forgiven on the left of `??`).
+    #[error("cannot read {0} of nil (write `?.` to get nil instead)")]
+    NilAccess(String),
+    /// An index past the end of a list or string.
+    #[error("index {index} is out of range{}", .len.map(|l| format!(" (the list has {l})")).unwrap_or_default())]
+    OutOfRange {
+        /// The index.
+        index: serde_json::Number,
+        /// The list's length (not given for a string).
+        len: Option<usize>,
+    },
+    /// A key read from a value that has none.
+    #[error("cannot read {key} of {of}")]
+    NoMember {
+        /// The key, as text.
+        key: String,
+        /// [`show_type`] of the value.
+        of: String,
+    },
+    /// A unary operator on the wrong kind of value.
+    #[error("`{op}` cannot apply to {found}")]
+    Unary {
+        /// The operator.
+        op: &'static str,
+        /// [`show_type`] of the operand.
+        found: String,
+    },
+    /// An operator refused its operands.
+    #[error("{0}")]
+    Operator(#[from] ValueError),
+    /// A condition (`?:`, `&&`, `||`) that is not a boolean.
+    #[error("a condition must be true or false, not {0}")]
+    Condition(String),
+    /// A predicate of `filter`, `all`... that gave no boolean.
+    #[error("the predicate must give true or false, not {0}")]
+    Predicate(String),
+    /// A builtin refused its arguments.
+    #[error("{name}(): {source}")]
+    Builtin {
+        /// The builtin.
+        name: String,
+        /// Why.
+        source: ValueError,
+    },
+    /// No function of that name.
+    #[error("there is no function `{0}`")]
+    NoFunction(String),
+    /// A stage's own function failed (`fail()`'s message is the whole error).
+    #[error("{0}")]
+    Host(#[from] HostError),
+    /// A predicated builtin without its list and predicate.
+    #[error("{0}() takes a list and a predicate, like {0}(list, #.x)")]
+    PredicateUsage(String),
+    /// A predicated builtin over something that is not a list.
+    #[error("{name}() needs a list, not {found}")]
+    NeedsList {
+        /// The builtin.
+        name: String,
+        /// [`show_type`] of the value.
+        found: String,
+    },
+    /// `sortBy`'s order that is neither `asc` nor `desc`.
+    #[error("sortBy(): the order is \"asc\" or \"desc\", not {0}")]
+    SortOrder(Value),
+    /// `sortBy` keys without an order.
+    #[error("sortBy(): {0}")]
+    SortBy(ValueError),
+    /// `reduce` of nothing, from nothing.
+    #[error("reduce() of an empty list needs an initial value")]
+    EmptyReduce,
 }
 
 /// The most elements a range (`a..b`) may have.
@@ -45,12 +132,10 @@ struct Evaluator<'h> {
     host: &'h dyn Host,
 }
 
-fn err(pos: Pos, message: impl Into<String>) -> EvalError {
+fn err(pos: Pos, kind: impl Into<EvalErrorKind>) -> EvalError {
     EvalError {
         pos,
-        message: message.into(),
-        nil_access: false,
-        failed: false,
+        kind: kind.into(),
     }
 }
 
@@ -85,10 +170,7 @@ impl Evaluator<'_> {
             Kind::Member { of, key, optional } => {
                 let of = self.eval(of)?;
                 let key = self.eval(key)?;
-                member(&of, &key, *optional).map_err(|(message, nil_access)| EvalError {
-                    nil_access,
-                    ..err(pos, message)
-                })
+                member(&of, &key, *optional).map_err(|kind| err(pos, kind))
             }
             Kind::Slice(of, from, to) => {
                 let of = self.eval(of)?;
@@ -101,9 +183,14 @@ impl Evaluator<'_> {
                 let v = self.eval(operand)?;
                 match (*op, &v) {
                     ("!", Value::Bool(b)) => Ok(Value::Bool(!b)),
-                    ("-", Value::Number(_)) => builtins::arith("-", &Value::from(0), &v),
+                    ("-", Value::Number(_)) => {
+                        builtins::arith("-", &Value::from(0), &v).map_err(Into::into)
+                    }
                     ("+", Value::Number(_)) => Ok(v),
-                    _ => Err(format!("`{op}` cannot apply to {}", show_type(&v))),
+                    _ => Err(EvalErrorKind::Unary {
+                        op,
+                        found: show_type(&v),
+                    }),
                 }
                 .map_err(|m| err(pos, m))
             }
@@ -128,13 +215,7 @@ impl Evaluator<'_> {
     fn truth(&mut self, node: &Node) -> Result<bool, EvalError> {
         match self.eval(node)? {
             Value::Bool(b) => Ok(b),
-            other => Err(err(
-                node.pos,
-                format!(
-                    "a condition must be true or false, not {}",
-                    show_type(&other)
-                ),
-            )),
+            other => Err(err(node.pos, EvalErrorKind::Condition(show_type(&other)))),
         }
     }
 
@@ -145,7 +226,10 @@ impl Evaluator<'_> {
             "??" => {
                 return match self.eval(l) {
                     Ok(Value::Null) => self.eval(r),
-                    Err(e) if e.nil_access => self.eval(r),
+                    Err(EvalError {
+                        kind: EvalErrorKind::NilAccess(_),
+                        ..
+                    }) => self.eval(r),
                     other => other,
                 };
             }
@@ -164,14 +248,20 @@ impl Evaluator<'_> {
             .map(|a| self.eval(a))
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(out) = self.host.call(name, &values) {
-            return out.map_err(|message| EvalError {
-                failed: name == "fail",
-                ..err(pos, message)
-            });
+            return out.map_err(|e| err(pos, e));
         }
-        builtins::call(name, &values)
-            .unwrap_or_else(|| Err(format!("there is no function `{name}`")))
-            .map_err(|m| err(pos, format!("{name}(): {m}")))
+        match builtins::call(name, &values) {
+            Some(out) => out.map_err(|source| {
+                err(
+                    pos,
+                    EvalErrorKind::Builtin {
+                        name: name.to_owned(),
+                        source,
+                    },
+                )
+            }),
+            None => Err(err(pos, EvalErrorKind::NoFunction(name.to_owned()))),
+        }
     }
 
     /// Runs `pred` with `#` bound to `item` (and `#index`, and `#acc` when given).
@@ -196,23 +286,12 @@ impl Evaluator<'_> {
     fn test(&mut self, pred: &Node, item: &Value, index: usize) -> Result<bool, EvalError> {
         match self.with_item(pred, item, index, None)? {
             Value::Bool(b) => Ok(b),
-            other => Err(err(
-                pred.pos,
-                format!(
-                    "the predicate must give true or false, not {}",
-                    show_type(&other)
-                ),
-            )),
+            other => Err(err(pred.pos, EvalErrorKind::Predicate(show_type(&other)))),
         }
     }
 
     fn predicated(&mut self, name: &str, args: &[Node], pos: Pos) -> Result<Value, EvalError> {
-        let usage = || {
-            err(
-                pos,
-                format!("{name}() takes a list and a predicate, like {name}(list, #.x)"),
-            )
-        };
+        let usage = || err(pos, EvalErrorKind::PredicateUsage(name.to_owned()));
         let (Some(list), Some(pred)) = (args.first(), args.get(1)) else {
             return Err(usage());
         };
@@ -222,7 +301,10 @@ impl Evaluator<'_> {
             other => {
                 return Err(err(
                     pos,
-                    format!("{name}() needs a list, not {}", show_type(&other)),
+                    EvalErrorKind::NeedsList {
+                        name: name.to_owned(),
+                        found: show_type(&other),
+                    },
                 ));
             }
         };
@@ -319,10 +401,7 @@ impl Evaluator<'_> {
             Some(Value::String(o)) if o == "asc" => false,
             None => false,
             Some(other) => {
-                return Err(err(
-                    pos,
-                    format!("sortBy(): the order is \"asc\" or \"desc\", not {other}"),
-                ));
+                return Err(err(pos, EvalErrorKind::SortOrder(other)));
             }
         };
         let mut bad = None;
@@ -333,7 +412,7 @@ impl Evaluator<'_> {
             })
         });
         if let Some(m) = bad {
-            return Err(err(pos, format!("sortBy(): {m}")));
+            return Err(err(pos, EvalErrorKind::SortBy(m)));
         }
         if desc {
             keyed.reverse();
@@ -355,7 +434,7 @@ impl Evaluator<'_> {
             None => match iter.next() {
                 Some((_, first)) => first,
                 None => {
-                    return Err(err(pos, "reduce() of an empty list needs an initial value"));
+                    return Err(err(pos, EvalErrorKind::EmptyReduce));
                 }
             },
         };
@@ -384,49 +463,40 @@ const PREDICATED: &[&str] = &[
     "reduce",
 ];
 
-fn unknown_name(n: &str) -> String {
+fn unknown_name(n: &str) -> EvalErrorKind {
     match n {
-        "#" | "#index" | "#acc" => {
-            format!(
-                "`{n}` is only defined inside a predicate (the second argument of map, filter, reduce...)"
-            )
-        }
-        _ => format!(
-            "unknown name `{n}` (a stage sees `source`, `version`, `params` and its `let`s)"
-        ),
+        "#" | "#index" | "#acc" => EvalErrorKind::OutsidePredicate(n.to_owned()),
+        _ => EvalErrorKind::UnknownName(n.to_owned()),
     }
 }
 
-/// `of[key]`; on failure the message and whether it was a read from nil.
-fn member(of: &Value, key: &Value, optional: bool) -> Result<Value, (String, bool)> {
+/// `of[key]`.
+fn member(of: &Value, key: &Value, optional: bool) -> Result<Value, EvalErrorKind> {
     match (of, key) {
         (Value::Null, _) if optional => Ok(Value::Null),
-        (Value::Null, k) => Err((
-            format!(
-                "cannot read {} of nil (write `?.` to get nil instead)",
-                text(k)
-            ),
-            true,
-        )),
+        (Value::Null, k) => Err(EvalErrorKind::NilAccess(text(k))),
         (Value::Object(m), k) => Ok(m.get(&text(k)).cloned().unwrap_or(Value::Null)),
         (Value::Array(a), Value::Number(n)) => {
-            index(a.len(), n).map(|i| a[i].clone()).ok_or_else(|| {
-                (
-                    format!("index {n} is out of range (the list has {})", a.len()),
-                    false,
-                )
-            })
+            index(a.len(), n)
+                .map(|i| a[i].clone())
+                .ok_or_else(|| EvalErrorKind::OutOfRange {
+                    index: n.clone(),
+                    len: Some(a.len()),
+                })
         }
         (Value::String(s), Value::Number(n)) => {
             let chars: Vec<char> = s.chars().collect();
             index(chars.len(), n)
                 .map(|i| Value::String(chars[i].to_string()))
-                .ok_or_else(|| (format!("index {n} is out of range"), false))
+                .ok_or_else(|| EvalErrorKind::OutOfRange {
+                    index: n.clone(),
+                    len: None,
+                })
         }
-        (other, k) => Err((
-            format!("cannot read {} of {}", text(k), show_type(other)),
-            false,
-        )),
+        (other, k) => Err(EvalErrorKind::NoMember {
+            key: text(k),
+            of: show_type(other),
+        }),
     }
 }
 

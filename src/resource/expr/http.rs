@@ -20,6 +20,129 @@ const MAX_WAIT: Duration = Duration::from_secs(60);
 /// First backoff when the server gives no `Retry-After`; doubled per retry.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 
+/// Why `http()` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// Its first argument is neither a request nor a list of them.
+    #[error("http() takes a request map or a list of them, not {0}")]
+    NotARequest(String),
+    /// It has no argument.
+    #[error("http() needs a request, like http({{url: \"...\"}})")]
+    NoRequest,
+    /// It has more than two.
+    #[error("http() takes a request (or a list) and settings")]
+    TooManyArguments,
+    /// Its settings are wrong.
+    #[error("http(): {0}")]
+    Settings(#[from] SettingsError),
+    /// A request is wrong (`index` in a list).
+    #[error("http(): {}{source}", .index.map(|i| format!("request {i}: ")).unwrap_or_default())]
+    Request {
+        /// Its place in the list, when a list was given.
+        index: Option<usize>,
+        /// What is wrong.
+        source: RequestError,
+    },
+    /// No HTTP client could be made.
+    #[error("http(): cannot make an HTTP client: {0}")]
+    Client(reqwest::Error),
+    /// A request got no response (and `tolerate_errors` is off).
+    #[error("http(): {method} {url}: {source}")]
+    NoResponse {
+        /// Its method.
+        method: String,
+        /// Its URL.
+        url: String,
+        /// Why.
+        source: Unanswered,
+    },
+}
+
+/// What is wrong with `http()`'s settings.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// They are not a map.
+    #[error("settings must be a map, not {0}")]
+    NotAMap(String),
+    /// A setting of the wrong kind.
+    #[error("setting `{key}` must be {want}, not {found}")]
+    Kind {
+        /// The setting.
+        key: String,
+        /// What it must be.
+        want: &'static str,
+        /// What it is.
+        found: String,
+    },
+    /// `timeout` that is not a duration.
+    #[error("setting `timeout`: {text:?}: {source}")]
+    Timeout {
+        /// As written.
+        text: String,
+        /// Why it does not read.
+        source: humantime::DurationError,
+    },
+    /// A setting that does not exist.
+    #[error(
+        "unknown setting `{0}` (settings: headers, concurrency, timeout, max_response_bytes, retry, tolerate_errors)"
+    )]
+    Unknown(String),
+    /// `retry` that is not a map.
+    #[error("setting `retry` must be a map like {{on: [429, 503], max: 3}}, not {0}")]
+    RetryNotAMap(String),
+    /// `retry.on` that is not a list.
+    #[error("`retry.on` must be a list of status numbers")]
+    RetryOnNotAList,
+    /// An element of `retry.on` that is not a status.
+    #[error("`retry.on` takes status numbers like 429, not {0}")]
+    RetryOn(String),
+    /// `retry.max` that is not a count.
+    #[error("`retry.max` must be a number, not {0}")]
+    RetryMax(String),
+    /// A key of `retry` that does not exist.
+    #[error("unknown key `retry.{0}` (keys: on, max)")]
+    UnknownRetryKey(String),
+}
+
+/// What is wrong with one request.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// It is not a map.
+    #[error("a request must be a map with `url`, not {0}")]
+    NotAMap(String),
+    /// A key of the wrong kind.
+    #[error("`{key}` must be {want}")]
+    Kind {
+        /// The key.
+        key: String,
+        /// What it must be.
+        want: &'static str,
+    },
+    /// A key that does not exist.
+    #[error("unknown request key `{0}` (keys: url, method, query, headers, json, body)")]
+    Unknown(String),
+    /// It has no `url`.
+    #[error("a request needs `url`")]
+    NoUrl,
+    /// `method` that is not an HTTP method.
+    #[error("`method` {0:?} is not an HTTP method")]
+    Method(String),
+}
+
+/// Why a request got no response.
+#[derive(Debug, thiserror::Error)]
+pub enum Unanswered {
+    /// Sending it failed.
+    #[error("{}", reason(.0))]
+    Send(reqwest::Error),
+    /// Reading the response failed.
+    #[error("reading the response: {}", reason(.0))]
+    Read(reqwest::Error),
+    /// The response is over `max_response_bytes`.
+    #[error("the response is larger than max_response_bytes ({0})")]
+    TooLarge(usize),
+}
+
 /// The settings of one call (`http(requests, settings)`).
 #[derive(Debug, Clone)]
 struct Settings {
@@ -44,32 +167,26 @@ struct Request {
 }
 
 /// Runs `http(args...)` on `runtime` (the caller is a blocking thread).
-pub fn call(args: &[Value], runtime: &tokio::runtime::Handle) -> Result<Value, String> {
+pub fn call(args: &[Value], runtime: &tokio::runtime::Handle) -> Result<Value, HttpError> {
     let (requests, single) = match args.first() {
         Some(Value::Array(list)) => (list.clone(), false),
         Some(one @ Value::Object(_)) => (vec![one.clone()], true),
         Some(other) => {
-            return Err(format!(
-                "http() takes a request map or a list of them, not {}",
-                show_type(other)
-            ));
+            return Err(HttpError::NotARequest(show_type(other)));
         }
-        None => return Err("http() needs a request, like http({url: \"...\"})".to_owned()),
+        None => return Err(HttpError::NoRequest),
     };
     if args.len() > 2 {
-        return Err("http() takes a request (or a list) and settings".to_owned());
+        return Err(HttpError::TooManyArguments);
     }
     let settings = settings(args.get(1))?;
     let requests = requests
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
-            request(r, &settings).map_err(|e| {
-                if single {
-                    format!("http(): {e}")
-                } else {
-                    format!("http(): request {i}: {e}")
-                }
+            request(r, &settings).map_err(|source| HttpError::Request {
+                index: (!single).then_some(i),
+                source,
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -77,8 +194,8 @@ pub fn call(args: &[Value], runtime: &tokio::runtime::Handle) -> Result<Value, S
     let client = reqwest::Client::builder()
         .timeout(settings.timeout)
         .build()
-        .map_err(|e| format!("http(): cannot make an HTTP client: {e}"))?;
-    let answers: Vec<Result<Value, String>> = runtime.block_on(async {
+        .map_err(HttpError::Client)?;
+    let answers: Vec<Result<Value, HttpError>> = runtime.block_on(async {
         futures::stream::iter(requests)
             .map(|r| send(&client, r, &settings))
             .buffered(settings.concurrency)
@@ -96,7 +213,7 @@ pub fn call(args: &[Value], runtime: &tokio::runtime::Handle) -> Result<Value, S
     })
 }
 
-fn settings(v: Option<&Value>) -> Result<Settings, String> {
+fn settings(v: Option<&Value>) -> Result<Settings, SettingsError> {
     let mut s = Settings {
         headers: BTreeMap::new(),
         concurrency: 4,
@@ -110,18 +227,17 @@ fn settings(v: Option<&Value>) -> Result<Settings, String> {
         None | Some(Value::Null) => return Ok(s),
         Some(Value::Object(m)) => m,
         Some(other) => {
-            return Err(format!(
-                "http(): settings must be a map, not {}",
-                show_type(other)
-            ));
+            return Err(SettingsError::NotAMap(show_type(other)));
         }
     };
-    let bad = |k: &str, want: &str, v: &Value| {
-        format!("http(): setting `{k}` must be {want}, not {}", show_type(v))
+    let bad = |k: &str, want: &'static str, v: &Value| SettingsError::Kind {
+        key: k.to_owned(),
+        want,
+        found: show_type(v),
     };
     for (k, v) in m {
         match k.as_str() {
-            "headers" => s.headers = strings(v).map_err(|w| bad(k, &w, v))?,
+            "headers" => s.headers = strings(v).ok_or_else(|| bad(k, STRINGS, v))?,
             "concurrency" => {
                 s.concurrency = count(v)
                     .filter(|n| *n > 0)
@@ -131,8 +247,11 @@ fn settings(v: Option<&Value>) -> Result<Settings, String> {
                 let Value::String(t) = v else {
                     return Err(bad(k, "a duration like \"30s\"", v));
                 };
-                s.timeout = humantime::parse_duration(t)
-                    .map_err(|e| format!("http(): setting `timeout`: {t:?}: {e}"))?;
+                s.timeout =
+                    humantime::parse_duration(t).map_err(|source| SettingsError::Timeout {
+                        text: t.clone(),
+                        source,
+                    })?;
             }
             "max_response_bytes" => {
                 s.max_response_bytes = count(v).ok_or_else(|| bad(k, "a number of bytes", v))?;
@@ -142,51 +261,37 @@ fn settings(v: Option<&Value>) -> Result<Settings, String> {
             }
             "retry" => retry(v, &mut s)?,
             other => {
-                return Err(format!(
-                    "http(): unknown setting `{other}` (settings: headers, concurrency, timeout, max_response_bytes, retry, tolerate_errors)"
-                ));
+                return Err(SettingsError::Unknown(other.to_owned()));
             }
         }
     }
     Ok(s)
 }
 
-fn retry(v: &Value, s: &mut Settings) -> Result<(), String> {
+fn retry(v: &Value, s: &mut Settings) -> Result<(), SettingsError> {
     let Value::Object(m) = v else {
-        return Err(format!(
-            "http(): setting `retry` must be a map like {{on: [429, 503], max: 3}}, not {}",
-            show_type(v)
-        ));
+        return Err(SettingsError::RetryNotAMap(show_type(v)));
     };
     for (k, v) in m {
         match k.as_str() {
             "on" => {
-                let list = v
-                    .as_array()
-                    .ok_or("http(): `retry.on` must be a list of status numbers")?;
+                let list = v.as_array().ok_or(SettingsError::RetryOnNotAList)?;
                 s.retry_on = list
                     .iter()
                     .map(|x| {
-                        count(x).and_then(|n| u16::try_from(n).ok()).ok_or_else(|| {
-                            format!(
-                                "http(): `retry.on` takes status numbers like 429, not {}",
-                                show_type(x)
-                            )
-                        })
+                        count(x)
+                            .and_then(|n| u16::try_from(n).ok())
+                            .ok_or_else(|| SettingsError::RetryOn(show_type(x)))
                     })
                     .collect::<Result<_, _>>()?;
             }
             "max" => {
                 s.retry_max = count(v)
                     .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| {
-                        format!("http(): `retry.max` must be a number, not {}", show_type(v))
-                    })?;
+                    .ok_or_else(|| SettingsError::RetryMax(show_type(v)))?;
             }
             other => {
-                return Err(format!(
-                    "http(): unknown key `retry.{other}` (keys: on, max)"
-                ));
+                return Err(SettingsError::UnknownRetryKey(other.to_owned()));
             }
         }
     }
@@ -197,29 +302,32 @@ fn count(v: &Value) -> Option<usize> {
     num(v).ok()?.as_i64().and_then(|n| usize::try_from(n).ok())
 }
 
-/// A map of strings (numbers and booleans written as text), or what it should be.
-fn strings(v: &Value) -> Result<BTreeMap<String, String>, String> {
+/// What [`strings`] wants.
+const STRINGS: &str = "a map of strings";
+
+/// A map of strings (numbers and booleans written as text); `None` when it is not one.
+fn strings(v: &Value) -> Option<BTreeMap<String, String>> {
     let Value::Object(m) = v else {
-        return Err("a map of strings".to_owned());
+        return None;
     };
     m.iter()
         .map(|(k, v)| match v {
-            Value::String(s) => Ok((k.clone(), s.clone())),
-            Value::Number(n) => Ok((k.clone(), n.to_string())),
-            Value::Bool(b) => Ok((k.clone(), b.to_string())),
-            _ => Err("a map of strings".to_owned()),
+            Value::String(s) => Some((k.clone(), s.clone())),
+            Value::Number(n) => Some((k.clone(), n.to_string())),
+            Value::Bool(b) => Some((k.clone(), b.to_string())),
+            _ => None,
         })
         .collect()
 }
 
-fn request(v: Value, settings: &Settings) -> Result<Request, String> {
+fn request(v: Value, settings: &Settings) -> Result<Request, RequestError> {
     let Value::Object(m) = &v else {
-        return Err(format!(
-            "a request must be a map with `url`, not {}",
-            show_type(&v)
-        ));
+        return Err(RequestError::NotAMap(show_type(&v)));
     };
-    let field = |k: &str, want: &str| format!("`{k}` must be {want}");
+    let field = |k: &str, want: &'static str| RequestError::Kind {
+        key: k.to_owned(),
+        want,
+    };
     let mut out = Request {
         echo: v.clone(),
         method: reqwest::Method::GET,
@@ -241,14 +349,17 @@ fn request(v: Value, settings: &Settings) -> Result<Request, String> {
             }
             "query" => {
                 out.query = strings(val)
-                    .map_err(|w| field(k, &w))?
+                    .ok_or_else(|| field(k, STRINGS))?
                     .into_iter()
                     .collect()
             }
             // A request's own header wins over the settings' one of the same name.
-            "headers" => out.headers.extend(strings(val).map_err(|w| field(k, &w))?),
+            "headers" => out
+                .headers
+                .extend(strings(val).ok_or_else(|| field(k, STRINGS))?),
             "json" => {
-                let bytes = serde_json::to_vec(val).map_err(|e| e.to_string())?;
+                // A JSON value always writes back as JSON.
+                let bytes = serde_json::to_vec(val).unwrap_or_default();
                 out.body = Some((bytes, Some("application/json")));
             }
             "body" => {
@@ -256,14 +367,12 @@ fn request(v: Value, settings: &Settings) -> Result<Request, String> {
                 out.body = Some((text.as_bytes().to_vec(), None));
             }
             other => {
-                return Err(format!(
-                    "unknown request key `{other}` (keys: url, method, query, headers, json, body)"
-                ));
+                return Err(RequestError::Unknown(other.to_owned()));
             }
         }
     }
     if out.url.is_empty() {
-        return Err("a request needs `url`".to_owned());
+        return Err(RequestError::NoUrl);
     }
     let implied = if m.contains_key("json") {
         "POST"
@@ -272,12 +381,12 @@ fn request(v: Value, settings: &Settings) -> Result<Request, String> {
     };
     let method = method.unwrap_or_else(|| implied.to_owned());
     out.method = reqwest::Method::from_bytes(method.as_bytes())
-        .map_err(|_| format!("`method` {method:?} is not an HTTP method"))?;
+        .map_err(|_| RequestError::Method(method.clone()))?;
     Ok(out)
 }
 
 /// Sends one request with its retries; its envelope, or why it got no response.
-async fn send(client: &reqwest::Client, r: Request, s: &Settings) -> Result<Value, String> {
+async fn send(client: &reqwest::Client, r: Request, s: &Settings) -> Result<Value, HttpError> {
     let mut attempt = 0u32;
     loop {
         let mut b = client.request(r.method.clone(), &r.url).query(&r.query);
@@ -290,17 +399,21 @@ async fn send(client: &reqwest::Client, r: Request, s: &Settings) -> Result<Valu
             }
             b = b.body(body.clone());
         }
-        let failed = |e: String| {
-            let message = format!("{} {}: {e}", r.method, r.url);
+        let failed = |source: Unanswered| {
             if s.tolerate_errors {
+                let message = format!("{} {}: {source}", r.method, r.url);
                 Ok(envelope(&r.echo, 0, Map::new(), "", Some(message)))
             } else {
-                Err(format!("http(): {message}"))
+                Err(HttpError::NoResponse {
+                    method: r.method.to_string(),
+                    url: r.url.clone(),
+                    source,
+                })
             }
         };
         let resp = match b.send().await {
             Ok(resp) => resp,
-            Err(e) => return failed(reason(&e)),
+            Err(e) => return failed(Unanswered::Send(e)),
         };
         let status = resp.status().as_u16();
         if s.retry_on.contains(&status) && attempt < s.retry_max {
@@ -359,17 +472,11 @@ fn reason(e: &reqwest::Error) -> String {
     out
 }
 
-async fn read(mut resp: reqwest::Response, cap: usize) -> Result<String, String> {
+async fn read(mut resp: reqwest::Response, cap: usize) -> Result<String, Unanswered> {
     let mut body = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| format!("reading the response: {}", reason(&e)))?
-    {
+    while let Some(chunk) = resp.chunk().await.map_err(Unanswered::Read)? {
         if body.len() + chunk.len() > cap {
-            return Err(format!(
-                "the response is larger than max_response_bytes ({cap})"
-            ));
+            return Err(Unanswered::TooLarge(cap));
         }
         body.extend_from_slice(&chunk);
     }
@@ -405,9 +512,13 @@ mod tests {
     #[test]
     fn settings_spelled_or_typed_wrong_are_errors() {
         let e = settings(Some(&json!({"retries": 3}))).unwrap_err();
-        assert!(e.contains("unknown setting `retries`"), "{e}");
+        assert!(
+            matches!(&e, SettingsError::Unknown(k) if k == "retries"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("unknown setting `retries`"), "{e}");
         let e = settings(Some(&json!({"retry": {"on": ["429"]}}))).unwrap_err();
-        assert!(e.contains("status numbers"), "{e}");
+        assert!(e.to_string().contains("status numbers"), "{e}");
         let s = settings(Some(
             &json!({"retry": {"on": [429], "max": 2}, "timeout": "2s"}),
         ))
@@ -417,7 +528,10 @@ mod tests {
             (vec![429], 2, Duration::from_secs(2))
         );
         let e = request(json!({"url": "http://x", "header": {}}), &s).unwrap_err();
-        assert!(e.contains("unknown request key `header`"), "{e}");
+        assert!(
+            e.to_string().contains("unknown request key `header`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -3,13 +3,16 @@
 
 use serde_json::Value;
 
-/// Where in the expression: 1-based line and column.
+/// Where in the expression: 1-based line and column, and the 0-based offset in
+/// characters from its start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pos {
     /// Line.
     pub line: usize,
     /// Column (in characters).
     pub column: usize,
+    /// Characters before it in the whole expression.
+    pub offset: usize,
 }
 
 impl std::fmt::Display for Pos {
@@ -67,7 +70,11 @@ pub fn lex(text: &str) -> Result<Vec<(Tok, Pos)>, SyntaxError> {
     };
     while i < chars.len() {
         let c = chars[i];
-        let pos = Pos { line, column: col };
+        let pos = Pos {
+            line,
+            column: col,
+            offset: i,
+        };
         let rest: String = chars[i..chars.len().min(i + 2)].iter().collect();
         if c.is_whitespace() {
             advance(&mut i, &mut line, &mut col, 1);
@@ -154,7 +161,14 @@ pub fn lex(text: &str) -> Result<Vec<(Tok, Pos)>, SyntaxError> {
             });
         }
     }
-    out.push((Tok::End, Pos { line, column: col }));
+    out.push((
+        Tok::End,
+        Pos {
+            line,
+            column: col,
+            offset: i,
+        },
+    ));
     Ok(out)
 }
 

@@ -30,13 +30,17 @@
 //! * `syntax`: reading an expression into a tree;
 //! * `eval`: evaluating one, with the stage's functions from an [`eval::Host`];
 //! * `builtins`: operators and builtins without a predicate;
+//! * `value_error`: why one of them refused its values;
+//! * `host`: why a stage's own function failed;
 //! * `http`: `http()`.
 
 pub mod builtins;
 pub mod eval;
+pub mod host;
 pub mod http;
 pub mod lex;
 pub mod syntax;
+pub mod value_error;
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -44,22 +48,69 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::pipeline::Version;
+use host::HostError;
 
 /// Why an expression stage failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ExprError {
     /// The expression does not parse.
-    #[error("the expression does not parse: {0}")]
-    Syntax(#[from] syntax::SyntaxError),
+    #[error("the expression does not parse: {source}{}", near(.text, .source.pos))]
+    Syntax {
+        /// Where and why.
+        source: syntax::SyntaxError,
+        /// The expression.
+        text: String,
+    },
     /// It failed while it ran.
-    #[error("{0}")]
-    Eval(#[from] eval::EvalError),
+    #[error("{source}{}", near(.text, .source.pos))]
+    Eval {
+        /// Where and what (boxed: a host's error, an HTTP one, is large).
+        source: Box<eval::EvalError>,
+        /// The expression.
+        text: String,
+    },
     /// It ran past the type's `timeout:`.
     #[error("did not finish within {} (raise the type's `timeout:` if it needs longer)", humantime::format_duration(*.0))]
     TimedOut(Duration),
     /// Its thread ended without an answer.
     #[error("stopped: {0}")]
     Stopped(String),
+}
+
+/// ` (at `...`)`: the expression's text from `pos` to the end of its line (at most 40
+/// characters), so that the place is seen without counting columns; nothing at the end.
+fn near(text: &str, pos: syntax::Pos) -> String {
+    let rest: String = text
+        .chars()
+        .skip(pos.offset)
+        .take_while(|c| *c != '\n')
+        .take(40)
+        .collect();
+    let rest = rest.trim_end();
+    if rest.is_empty() {
+        String::new()
+    } else {
+        format!(" (at `{rest}`)")
+    }
+}
+
+/// Why what an `in` returned could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// It is not a map.
+    #[error("`in` must return a map of artifact-relative path to file contents, not {0}")]
+    NotAMap(String),
+    /// A path that leaves the artifact directory.
+    #[error("`in` returned the path {0:?}, which is not relative or leaves the artifact directory")]
+    Outside(String),
+    /// A file or directory could not be written.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// Which.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// One stage to evaluate.
@@ -80,7 +131,11 @@ pub struct Stage<'a> {
 
 /// Evaluates `stage` on a blocking thread (its `http()` calls wait there).
 pub async fn run(stage: Stage<'_>) -> Result<Value, ExprError> {
-    let tree = syntax::parse(stage.text)?;
+    let text = stage.text;
+    let tree = syntax::parse(text).map_err(|source| ExprError::Syntax {
+        source,
+        text: text.to_owned(),
+    })?;
     let runtime = tokio::runtime::Handle::current();
     let host = StageHost {
         stage: stage.name,
@@ -93,7 +148,10 @@ pub async fn run(stage: Stage<'_>) -> Result<Value, ExprError> {
     match tokio::time::timeout(stage.timeout, job).await {
         Err(_) => Err(ExprError::TimedOut(stage.timeout)),
         Ok(Err(e)) => Err(ExprError::Stopped(e.to_string())),
-        Ok(Ok(out)) => Ok(out?),
+        Ok(Ok(out)) => out.map_err(|source| ExprError::Eval {
+            source: Box::new(source),
+            text: text.to_owned(),
+        }),
     }
 }
 
@@ -105,23 +163,21 @@ struct StageHost {
 }
 
 impl eval::Host for StageHost {
-    fn call(&self, name: &str, args: &[Value]) -> Option<Result<Value, String>> {
+    fn call(&self, name: &str, args: &[Value]) -> Option<Result<Value, HostError>> {
         Some(match name {
             "env" => self.env(args),
             "file" => self.file(args),
             "fail" => Err(match args {
-                [Value::String(m)] => m.clone(),
-                [other] => builtins::text(other),
-                _ => "fail() takes one message".to_owned(),
+                [Value::String(m)] => HostError::Fail(m.clone()),
+                [other] => HostError::Fail(builtins::text(other)),
+                _ => HostError::FailUsage,
             }),
-            "http" => http::call(args, &self.runtime),
-            "now" | "date" | "duration" if self.stage != "out" => Err(format!(
-                "{name}() is not available in `{}`: its result must be the same for the same input (a check's versions are compared across polls, an `in`'s files are cached)",
-                self.stage
-            )),
-            "now" | "date" | "duration" => Err(format!(
-                "{name}() is not available in this treadle's expressions"
-            )),
+            "http" => http::call(args, &self.runtime).map_err(HostError::from),
+            "now" | "date" | "duration" if self.stage != "out" => Err(HostError::NotRepeatable {
+                name: name.to_owned(),
+                stage: self.stage,
+            }),
+            "now" | "date" | "duration" => Err(HostError::Unavailable(name.to_owned())),
             _ => return None,
         })
     }
@@ -129,47 +185,41 @@ impl eval::Host for StageHost {
 
 /// `(name)` or `(name, default)`.
 fn name_and_default<'a>(
-    what: &str,
+    what: &'static str,
     args: &'a [Value],
-) -> Result<(&'a str, Option<&'a Value>), String> {
+) -> Result<(&'a str, Option<&'a Value>), HostError> {
     match args {
         [Value::String(n)] => Ok((n, None)),
         [Value::String(n), d] => Ok((n, Some(d))),
-        _ => Err(format!("{what}() takes a name and, optionally, a default")),
+        _ => Err(HostError::NameAndDefault(what)),
     }
 }
 
 impl StageHost {
-    fn env(&self, args: &[Value]) -> Result<Value, String> {
+    fn env(&self, args: &[Value]) -> Result<Value, HostError> {
         let (name, default) = name_and_default("env", args)?;
         if !self.env.iter().any(|n| n == name) {
-            return Err(format!(
-                "env({name:?}): not in this resource type's env: (list it under the type's or the resource's `env:`)"
-            ));
+            return Err(HostError::EnvNotListed(name.to_owned()));
         }
         match (crate::environ::var(name), default) {
             (Some(v), _) => Ok(Value::String(v)),
             (None, Some(d)) => Ok(d.clone()),
-            (None, None) => Err(format!(
-                "env({name:?}): the variable is not set (give a default to allow that: env({name:?}, \"\"))"
-            )),
+            (None, None) => Err(HostError::EnvUnset(name.to_owned())),
         }
     }
 
-    fn file(&self, args: &[Value]) -> Result<Value, String> {
+    fn file(&self, args: &[Value]) -> Result<Value, HostError> {
         let Some(root) = &self.files else {
-            return Err(format!(
-                "file() is only available in `out` (this is `{}`)",
-                self.stage
-            ));
+            return Err(HostError::FileOutsideOut(self.stage));
         };
         let (path, default) = name_and_default("file", args)?;
-        let rel = inside(path).ok_or_else(|| {
-            format!("file({path:?}): the path must be relative and stay inside the put's inputs")
-        })?;
+        let rel = inside(path).ok_or_else(|| HostError::FileOutside(path.to_owned()))?;
         match (std::fs::read_to_string(root.join(rel)), default) {
             (Ok(text), _) => Ok(Value::String(text)),
-            (Err(e), None) => Err(format!("file({path:?}): {e}")),
+            (Err(source), None) => Err(HostError::FileRead {
+                path: path.to_owned(),
+                source,
+            }),
             (Err(_), Some(d)) => Ok(d.clone()),
         }
     }
@@ -205,26 +255,25 @@ pub fn vars(
 }
 
 /// Writes what an `in` returned (path → contents) under `dest`; the error names the path.
-pub fn write_files(value: &Value, dest: &Path) -> Result<(), String> {
+pub fn write_files(value: &Value, dest: &Path) -> Result<(), WriteError> {
     let Value::Object(files) = value else {
-        return Err(format!(
-            "`in` must return a map of artifact-relative path to file contents, not {}",
-            builtins::show_type(value)
-        ));
+        return Err(WriteError::NotAMap(builtins::show_type(value)));
+    };
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| WriteError::Io { path, source }
     };
     for (path, contents) in files {
-        let rel = inside(path).ok_or_else(|| {
-            format!("`in` returned the path {path:?}, which is not relative or leaves the artifact directory")
-        })?;
+        let rel = inside(path).ok_or_else(|| WriteError::Outside(path.clone()))?;
         let text = match contents {
             Value::String(s) => s.clone(),
             other => builtins::text(other),
         };
         let file = dest.join(rel);
         if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
         }
-        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+        std::fs::write(&file, text).map_err(io(&file))?;
     }
     Ok(())
 }
@@ -235,15 +284,21 @@ mod tests {
 
     struct NoHost;
     impl eval::Host for NoHost {
-        fn call(&self, _: &str, _: &[Value]) -> Option<Result<Value, String>> {
+        fn call(&self, _: &str, _: &[Value]) -> Option<Result<Value, HostError>> {
             None
         }
     }
 
-    fn ev(text: &str) -> Result<Value, String> {
-        let tree = syntax::parse(text).map_err(|e| e.to_string())?;
+    fn ev(text: &str) -> Result<Value, ExprError> {
+        let tree = syntax::parse(text).map_err(|source| ExprError::Syntax {
+            source,
+            text: text.to_owned(),
+        })?;
         let vars = vars(&json!({"count": 3, "url": "u"}), None, None);
-        eval::eval(&tree, vars, &NoHost).map_err(|e| e.to_string())
+        eval::eval(&tree, vars, &NoHost).map_err(|source| ExprError::Eval {
+            source: Box::new(source),
+            text: text.to_owned(),
+        })
     }
 
     #[test]
@@ -291,7 +346,10 @@ mod tests {
             ("toJSON({a: 1})", json!("{\n  \"a\": 1\n}")),
         ];
         for (text, want) in cases {
-            assert_eq!(ev(text), Ok(want), "{text}");
+            match ev(text) {
+                Ok(got) => assert_eq!(got, want, "{text}"),
+                Err(e) => panic!("{text}: {e}"),
+            }
         }
     }
 
@@ -309,9 +367,29 @@ mod tests {
             ("1 +\n  * 2", "line 2, column 3"),
             ("nope(1)", "no function `nope`"),
         ] {
-            let e = ev(text).unwrap_err();
+            let e = ev(text).unwrap_err().to_string();
             assert!(e.contains(says), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn an_error_carries_its_place_and_shows_the_text_there() {
+        let text = "let n = source.count;\nn + nothing";
+        let Err(ExprError::Eval { source, .. }) = ev(text) else {
+            panic!("{text}: expected an evaluation error");
+        };
+        assert!(
+            matches!(&source.kind, eval::EvalErrorKind::UnknownName(n) if n == "nothing"),
+            "{source}"
+        );
+        assert_eq!((source.pos.line, source.pos.column), (2, 5));
+        assert_eq!(text.chars().nth(source.pos.offset), Some('n'));
+        let shown = ev(text).unwrap_err().to_string();
+        assert!(
+            shown.starts_with("line 2, column 5: unknown name `nothing`")
+                && shown.ends_with("(at `nothing`)"),
+            "{shown}"
+        );
     }
 
     #[test]

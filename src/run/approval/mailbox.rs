@@ -300,7 +300,9 @@ impl Mailbox {
 /// refusal); a plain approval takes no value.
 pub fn check_reply(waiting: &Pending, reply: &Reply) -> Result<(), String> {
     match (&waiting.question, reply.answer, &reply.value) {
-        (Some(question), Answer::Approve, Some(value)) => question.check(value),
+        (Some(question), Answer::Approve, Some(value)) => {
+            question.check(value).map_err(|e| e.to_string())
+        }
         (Some(question), Answer::Approve, None) => Err(format!(
             "this step asks a question ({}); answer it with a value: `treadle answer RUN STEP \
              --json '...'`",
