@@ -12,7 +12,8 @@
 //! * [`model_tape`]: recording and replaying agent steps' model traffic (`--record`,
 //!   `--replay-model`).
 //! * [`shadow`]: `treadle run --shadow RUN`: a recorded run's agent steps again on another
-//!   model or prompt, tool calls answered from the recording, what changed reported.
+//!   model or prompt, tool calls answered from the recording, what changed reported; the
+//!   server runs the same shadow and keeps its report (`POST /api/v1/runs/{id}/shadow`).
 //! * [`cache`]: step keys, the content-addressed store, hit or miss, resume, `plan`.
 //! * [`resource`]: `get` / `put` resources; git is built in.
 //! * [`blocking`]: blocking work (redb, git, files) off the async threads, one helper.
