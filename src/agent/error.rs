@@ -7,7 +7,7 @@ use crate::resource::template::TemplateError;
 use crate::tools::{UnknownTool, WorkspaceError};
 
 /// Why an agent step could not run at all. These are configuration or infrastructure
-/// errors (exit code 2); a step that ran and failed is an [`AgentOutcome`] whose status says
+/// errors (exit code 2); a step that ran and failed is an [`AgentOutcome`](super::AgentOutcome) whose status says
 /// why.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
