@@ -38,6 +38,7 @@
 //!   left mid-way goes on in its session and directory, a task left mid-way starts again;
 //! * `step_sessions.rs`: the session each agent step is on, kept for a resume;
 //! * `state.rs`: the redb state file;
+//! * `state_records.rs`: what it records of a run and its steps, and their statuses;
 //! * `state_view.rs`: a state file opened to read only (`treadle runs` on a read-only
 //!   `.treadle`);
 //! * `state_lock.rs`: one process per state file, and who holds it;
@@ -77,6 +78,7 @@ mod resource_scripted;
 pub mod start;
 pub mod state;
 pub mod state_lock;
+pub mod state_records;
 pub mod state_view;
 pub mod step_sessions;
 pub mod task;

@@ -1,0 +1,153 @@
+//! What the state file records of a run and of each of its steps: [`RunRecord`],
+//! [`StepRecord`] and their statuses (the store that reads and writes them is `state`).
+
+use serde::{Deserialize, Serialize};
+
+/// How a run ended (or that it has not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still going (or the process died; see `treadle runs`).
+    Running,
+    /// Every step succeeded.
+    Succeeded,
+    /// A step failed.
+    Failed,
+    /// The pipeline could not be run (infrastructure or configuration).
+    Errored,
+    /// Interrupted (Ctrl-C).
+    Aborted,
+}
+
+/// A step's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Not reached yet.
+    Pending,
+    /// In progress.
+    Running,
+    /// Finished well.
+    Succeeded,
+    /// Finished badly (non-zero exit, timeout, failed assert, interrupted).
+    Failed,
+    /// Never ran (an earlier failure, a verdict route, fail_fast).
+    Skipped,
+}
+
+impl StepStatus {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+impl RunStatus {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Errored => "errored",
+            Self::Aborted => "aborted",
+        }
+    }
+}
+
+/// One run of a job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Run id, increasing from 1 per state file.
+    pub id: u64,
+    /// The pipeline file as given.
+    pub pipeline: String,
+    /// The job.
+    pub job: String,
+    /// Status.
+    pub status: RunStatus,
+    /// Start, in milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// Duration once ended.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    /// Why it failed or errored.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// One step of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Position in the plan outline (nested steps and hooks included).
+    pub seq: u32,
+    /// Where it is in the plan, e.g. `2/in_parallel/0`.
+    pub path: String,
+    /// Display name.
+    pub name: String,
+    /// Kind key (`task`, `agent`, `do`, ...).
+    pub kind: String,
+    /// Status.
+    pub status: StepStatus,
+    /// Start, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub started_ms: Option<u64>,
+    /// How long it ran (all attempts).
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    /// A task's exit code (the last attempt's).
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// Attempts made.
+    #[serde(default)]
+    pub attempts: u32,
+    /// The end of its output (stdout and stderr, secrets masked).
+    #[serde(default)]
+    pub stdout_tail: String,
+    /// Why it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// An agent's verdict.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// The reason an agent gave with its verdict (what `context: { from }` hands on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// An agent's token usage and cost, as the agent step reports it. For a step
+    /// taken from the cache, what it cost when it ran (see `cached_from`).
+    #[serde(default)]
+    pub usage: Option<serde_json::Value>,
+    /// The run whose record this step was taken from (a cache hit), instead of running:
+    /// it spent nothing in this run. Older state files call it `replayed_from`.
+    #[serde(default, alias = "replayed_from")]
+    pub cached_from: Option<u64>,
+}
+
+impl StepRecord {
+    /// A step of the outline before it runs: the run's first record of it.
+    pub fn pending(seq: u32, path: String, name: String, kind: String) -> Self {
+        Self {
+            seq,
+            path,
+            name,
+            kind,
+            status: StepStatus::Pending,
+            started_ms: None,
+            duration_ms: None,
+            exit_code: None,
+            attempts: 0,
+            stdout_tail: String::new(),
+            error: None,
+            verdict: None,
+            note: None,
+            usage: None,
+            cached_from: None,
+        }
+    }
+}
