@@ -136,7 +136,7 @@ impl Artifacts {
     }
 
     /// Makes a fresh directory for one attempt of a step, with its inputs and empty
-    /// outputs.
+    /// outputs, named `SEQ-NAME-ATTEMPT` (read back by [`seq_of_step_dir`]).
     pub fn prepare(
         &self,
         seq: u32,
@@ -192,10 +192,12 @@ impl Artifacts {
             }
             let dest = self.next_version(output)?;
             fs::rename(&src, &dest).map_err(io("cannot collect output", &src))?;
-            if let Ok(mut map) = self.artifacts.lock() {
-                let before = map.insert(output.clone(), dest.clone());
-                self.note_collected(dir, output, &dest, before.as_deref());
-            }
+            let before = match self.artifacts.lock() {
+                Ok(mut map) => map.insert(output.clone(), dest.clone()),
+                Err(_) => None,
+            };
+            // Outside the lock: other steps collect while this line is written.
+            self.note_collected(dir, output, &dest, before.as_deref());
         }
         Ok(())
     }
@@ -207,6 +209,7 @@ impl Artifacts {
         use std::io::Write;
         let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
         let line = serde_json::json!({
+            "seq": name(dir).as_deref().and_then(seq_of_step_dir),
             "step": name(dir),
             "output": output,
             "dir": name(dest),
@@ -336,4 +339,9 @@ pub fn copy_tree(src: &Path, dest: &Path, writable: bool) -> Result<(), Artifact
         }
     }
     Ok(())
+}
+
+/// The step sequence number a step directory's name starts with (see [`Artifacts::prepare`]).
+pub(crate) fn seq_of_step_dir(name: &str) -> Option<u32> {
+    name.split('-').next()?.parse().ok()
 }

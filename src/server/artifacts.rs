@@ -227,7 +227,7 @@ pub(super) async fn changes(
             .lines()
             .filter_map(|l| serde_json::from_str::<Note>(l).ok())
         {
-            if note.seq() == Some(seq) {
+            if note.seq == Some(seq) {
                 last.insert(note.output, (note.dir, note.before));
             }
         }
@@ -254,17 +254,11 @@ pub(super) async fn changes(
 /// A line of `collected.jsonl`.
 #[derive(Debug, Deserialize)]
 struct Note {
-    step: Option<String>,
+    /// The step that collected it (`None` for a directory not named for a step).
+    seq: Option<u32>,
     output: String,
     dir: String,
     before: Option<String>,
-}
-
-impl Note {
-    /// The step: its directory is `SEQ-NAME-ATTEMPT`.
-    fn seq(&self) -> Option<u32> {
-        self.step.as_deref()?.split('-').next()?.parse().ok()
-    }
 }
 
 /// Every regular file under `dir`, by path relative to it.
