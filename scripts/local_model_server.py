@@ -23,6 +23,8 @@ def parse_args(argv):
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8091)
     ap.add_argument("--ctx", type=int, default=8192, help="context window in tokens")
+    ap.add_argument("--max-tokens", type=int, default=512,
+                    help="most tokens one answer may generate (a request asking more gets this)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--alias", action="append", default=[],
                     help="model name(s) the server reports; repeatable")
@@ -51,6 +53,10 @@ def main(argv):
     params.hostnames = [args.host]
     params.port = args.port
     params.n_ctx = args.ctx
+    # A 0.5B model can fall into repeating itself until the context is full: 4,500 tokens,
+    # nine minutes at 8 tokens/s on a loaded machine. The cap bounds every answer; the
+    # tests that use this model want a sentence or a tool call, far below it.
+    params.n_predict = args.max_tokens
     params.n_parallel = 1                 # a single slot: requests are served one after another
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
