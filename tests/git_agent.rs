@@ -1,6 +1,6 @@
 //! An agent's work on a git input, against the scripted server and a real repository:
 //! without `commit:` it is wiped and only declared outputs survive; with `commit:` it is
-//! committed and pushed to the input's branch.
+//! committed and pushed to the run's branch (`treadle/run-1`), the input's branch untouched.
 
 use crate::common;
 
@@ -82,13 +82,14 @@ async fn agent_work_is_wiped_without_commit_and_pushed_with_it() {
     assert!(out.contains("wiped the agent's changes to `repo`"), "{out}");
     assert!(out.contains("noted"), "declared outputs survive:\n{out}");
     assert!(out.contains("│ kept"), "later steps see the commit:\n{out}");
-    assert_eq!(git(&bare, &["show", "main:words.txt"]), "kept");
+    assert_eq!(git(&bare, &["show", "treadle/run-1:words.txt"]), "kept");
     assert_eq!(
-        git(&bare, &["log", "-1", "--format=%s", "main"]),
+        git(&bare, &["log", "-1", "--format=%s", "treadle/run-1"]),
         "builder: kept words"
     );
-    assert_eq!(git(&bare, &["rev-list", "--count", "main"]), "2");
-    let tree = git(&bare, &["ls-tree", "--name-only", "main"]);
+    assert_eq!(git(&bare, &["rev-list", "--count", "treadle/run-1"]), "2");
+    assert_eq!(git(&bare, &["rev-list", "--count", "main"]), "1");
+    let tree = git(&bare, &["ls-tree", "--name-only", "treadle/run-1"]);
     assert!(
         !tree.contains("new.txt"),
         "the wiped file never reached the branch"

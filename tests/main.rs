@@ -6,6 +6,7 @@
 //! `crate::browser` for the page's tests). Run one file's tests with
 //! `cargo test --test integration FILE::`.
 
+mod agent_commit;
 mod agent_context;
 mod agent_controls;
 mod agent_decisions;

@@ -18,6 +18,8 @@
 //! * [`cli`]: a CLI-backed agent (`@claude/MODEL`, `@codex/MODEL`): the CLI runs the
 //!   conversation, treadle the step around it.
 //! * `step`: [`run_agent_step`].
+//! * [`commit`]: work kept only when committed: the rule of which artifacts are a git
+//!   repository the run manages, and the commit on the run's branch or the wipe.
 //! * `error`: [`AgentError`].
 //! * `session_builder`: a step's settings made into its session (endpoint, key, tools,
 //!   hooks, limits, who answers its gates), and the secret values it must never show.
@@ -95,6 +97,7 @@
 mod budget;
 mod catch_up;
 pub mod cli;
+pub mod commit;
 pub mod context_files;
 pub mod controls;
 mod cost;

@@ -144,6 +144,8 @@ pub(super) struct RunKeys {
     pub inputs_before: HashMap<u32, HashMap<String, PathBuf>>,
     /// Artifacts that came from a git resource: name → (resource, commit).
     pub git_inputs: HashMap<String, (String, String)>,
+    /// The commits an agent step made on its git inputs, by seq: artifact → commit.
+    pub commits: HashMap<u32, std::collections::BTreeMap<String, String>>,
 }
 
 /// Where a key belongs: a step, by its outline seq, or one cell of an `across:` step, by
@@ -426,6 +428,18 @@ impl StepCache {
     /// Artifact `artifact` came from git `resource` at `commit`.
     pub(crate) fn set_git_input(&self, artifact: String, resource: String, commit: String) {
         self.with(|l| l.git_inputs.insert(artifact, (resource, commit)));
+    }
+
+    /// Step `seq` committed its work on `artifact` as `commit` (kept with its outcome).
+    pub(crate) fn set_commit(&self, seq: u32, artifact: String, commit: String) {
+        self.with(|l| l.commits.entry(seq).or_default().insert(artifact, commit));
+    }
+
+    /// The commits step `seq` made on its git inputs: artifact → commit.
+    pub(crate) fn commits(&self, seq: u32) -> std::collections::BTreeMap<String, String> {
+        self.with(|l| l.commits.get(&seq).cloned())
+            .flatten()
+            .unwrap_or_default()
     }
 
     /// The git resource and commit artifact `artifact` came from, if it did.

@@ -114,6 +114,10 @@ pub struct Outcome {
     /// A `get`'s version.
     #[serde(default)]
     pub version: Option<String>,
+    /// An agent step's commits on its git inputs (`commit:`): artifact → commit, brought
+    /// back on the replaying run's branch.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub commits: std::collections::BTreeMap<String, String>,
     /// Last time it was stored or replayed (ms since the epoch), for LRU eviction.
     #[serde(default)]
     pub last_used_ms: u64,

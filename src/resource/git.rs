@@ -6,8 +6,9 @@
 //! * [`fetch`] brings that commit into a bare mirror under `.treadle/git/` (one per URI,
 //!   kept between runs so later fetches are incremental) and [`export`] writes its tree,
 //!   without `.git`, into the step's artifact;
-//! * [`commit_tree`] + [`push`] publish a directory as a commit on a branch (`put`, and an
-//!   agent's work with `commit:`).
+//! * [`commit_tree`] + [`push`] publish a directory as a commit on a branch (`put`);
+//!   [`force_push`] moves a run's own branch (an agent's work with `commit:`, see
+//!   `crate::agent::commit`).
 //!
 //! `GIT_TERMINAL_PROMPT=0` everywhere: a remote that asks for credentials fails at once
 //! instead of waiting for a terminal that is not there.
@@ -57,7 +58,7 @@ pub enum GitError {
     },
 }
 
-fn git() -> Command {
+pub(crate) fn git() -> Command {
     let mut c = Command::new("git");
     c.env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "true")
@@ -67,7 +68,7 @@ fn git() -> Command {
     c
 }
 
-fn output(mut cmd: Command, what: &'static str) -> Result<String, GitError> {
+pub(crate) fn output(mut cmd: Command, what: &'static str) -> Result<String, GitError> {
     let out = cmd.output().map_err(GitError::NoGit)?;
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned());
@@ -153,7 +154,7 @@ pub fn fetch(mirror: &Path, uri: &str, branch: &str, commit: &str) -> Result<(),
     }
 }
 
-fn has_commit(mirror: &Path, commit: &str) -> bool {
+pub(crate) fn has_commit(mirror: &Path, commit: &str) -> bool {
     let mut c = git();
     c.arg("-C")
         .arg(mirror)
@@ -211,6 +212,13 @@ pub fn commit_tree(
         c.args(["-p", p]);
     }
     c.args(["-m", message]);
+    with_identity(&mut c);
+    output(c, "commit-tree")
+}
+
+/// Commits made by treadle are authored by `treadle <treadle@localhost>`, unless treadle's
+/// own environment names someone (`GIT_AUTHOR_NAME` and the rest).
+pub(crate) fn with_identity(c: &mut Command) {
     for (var, value) in [
         ("GIT_AUTHOR_NAME", "treadle"),
         ("GIT_AUTHOR_EMAIL", "treadle@localhost"),
@@ -221,16 +229,24 @@ pub fn commit_tree(
             c.env(var, value);
         }
     }
-    output(c, "commit-tree")
 }
 
 /// Pushes `commit` from the mirror to `branch` on `uri`.
 pub fn push(mirror: &Path, uri: &str, commit: &str, branch: &str) -> Result<(), GitError> {
+    push_ref(mirror, uri, &format!("{commit}:refs/heads/{branch}"))
+}
+
+/// Sets `branch` on `uri` to `commit` whatever it pointed at: for a branch treadle owns
+/// (a run's branch, which follows the run's work, also back to an earlier commit).
+pub fn force_push(mirror: &Path, uri: &str, commit: &str, branch: &str) -> Result<(), GitError> {
+    push_ref(mirror, uri, &format!("+{commit}:refs/heads/{branch}"))
+}
+
+fn push_ref(mirror: &Path, uri: &str, refspec: &str) -> Result<(), GitError> {
     let mut p = git();
     p.arg("-C")
         .arg(mirror)
-        .args(["push", "--quiet", "--", uri])
-        .arg(format!("{commit}:refs/heads/{branch}"));
+        .args(["push", "--quiet", "--", uri, refspec]);
     output(p, "push").map(|_| ())
 }
 

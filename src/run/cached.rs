@@ -224,6 +224,18 @@ impl<'a> Ctx<'a> {
             cache.forget(&outcome.key);
             return None;
         }
+        // A committed agent step's commit goes back on this run's branch with its files.
+        let mut outcome = outcome;
+        match self.restore_commits(cache, entry, &outcome).await {
+            Ok(commits) => outcome.commits = commits,
+            Err(e) => {
+                crate::console::tell!(
+                    "treadle: cannot bring back the commit of `{}` ({e}); running it again",
+                    entry.name
+                );
+                return None;
+            }
+        }
         self.note_reused(cache, step, entry, &outcome, from_run);
         if from_run == self.run {
             // A run going on under its own id (adopted after its process stopped): the step
@@ -391,9 +403,6 @@ impl<'a> Ctx<'a> {
         let Some(parts) = cache.take_parts(&entry.path) else {
             return;
         };
-        if let Err(e) = self.git_work(&cache, step, entry).await {
-            crate::console::tell!("treadle: {e}");
-        }
         match self.record_success(&cache, step, entry, parts).await {
             Ok(()) => {}
             Err(e) => crate::console::tell!("treadle: step `{}` was not cached: {e}", entry.name),
@@ -454,6 +463,7 @@ impl<'a> Ctx<'a> {
             usage: record.as_ref().and_then(|r| r.usage.clone()),
             events,
             version: cache.version(entry.seq),
+            commits: cache.commits(entry.seq),
             last_used_ms: now_ms(),
         };
         let replay = if is_cell(entry) {

@@ -364,9 +364,16 @@ impl<'a> Ctx<'a> {
                 r.error = None;
             })
             .await;
-            let done = self
+            let mut done = self
                 .attempts(step, entry, before.as_ref(), &cancel, cell)
                 .await;
+            // An agent's work on the run's git repositories is committed or wiped before the
+            // step counts as succeeded (the rule: `crate::agent::commit`).
+            if done.is_ok()
+                && let Some(failed) = self.keep_work(step, entry).await
+            {
+                done = failed;
+            }
             self.finished(entry, &done, started.elapsed());
             // The outcome is stored (durably) before the step is marked succeeded: a run
             // killed between the two is resumed from the stored outcome, so a step its

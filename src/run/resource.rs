@@ -1,23 +1,25 @@
-//! Running `get:` and `put:` on the built-in git resource, and committing or wiping an
-//! agent's work on a git input.
+//! Running `get:` and `put:` on the built-in git resource, and keeping or wiping an agent
+//! step's work on the git artifacts the run manages.
 //!
-//! An agent step changes a git input only when the input is also one of its outputs (the
-//! run's artifacts give it a writable copy). After it succeeds, with `commit: MESSAGE`
-//! that tree is committed on top of the fetched commit and pushed to the resource's
-//! branch, and later steps see it; without `commit:` the artifact goes back to what was
-//! fetched — every edit, new file and deletion is dropped — and only the step's other
-//! outputs survive. Inputs carry no `.git`, so an agent cannot make commits of its own.
+//! Which artifacts those are, and whether the work is committed or wiped, is one rule
+//! (`crate::agent::commit::managed_work`); here is the executor's side of it: after the
+//! step succeeded, a commit on the run's branch (`treadle/run-N`) or the artifact back to
+//! the tree the step started from, and a replayed step's commit brought back on the
+//! replaying run's branch.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::artifacts::copy_tree;
 use super::exec::{Ctx, Done};
 use super::transcript::Event;
+use crate::agent::commit::{self, Keep, ManagedWork};
 use crate::blocking::blocking;
 use crate::cache::StepCache;
+use crate::cache::records::Outcome;
+use crate::pipeline::Step;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{At, Step};
 use crate::pipeline::{Version, VersionSpec};
 use crate::resource::check::Checker;
 use crate::resource::{GitSource, Kind, ResourceError, git, ops};
@@ -250,70 +252,105 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// After an agent step succeeded: commit its work on git inputs, or wipe it.
-    pub(crate) async fn git_work(
-        &self,
-        cache: &Arc<StepCache>,
-        step: &At<Step>,
-        entry: &Entry,
-    ) -> Result<(), ResourceError> {
-        if step.agent_name().is_none() {
-            return Ok(());
-        }
-        let outputs: Vec<&str> = step.outputs.iter().map(|o| o.value.as_str()).collect();
-        let touched: Vec<(String, String, String)> = step
-            .inputs
-            .iter()
-            .filter(|i| outputs.contains(&i.value.as_str()))
-            .filter_map(|i| {
-                cache
-                    .git_input(&i.value)
-                    .map(|(res, commit)| (i.value.clone(), res, commit))
-            })
-            .collect();
-        for (artifact, resource, commit) in touched {
-            match step
-                .commit
-                .as_deref()
-                .map(str::trim)
-                .filter(|m| !m.is_empty())
-            {
-                Some(message) => {
-                    self.commit_work(cache, entry, &artifact, &resource, &commit, message)
-                        .await?;
+    /// After an agent step succeeded: its work on the git artifacts the run manages kept
+    /// as one commit on the run's branch, or wiped, as `crate::agent::commit`'s rule says.
+    /// `Some`: the step fails instead (a commit that could not be made; its changes wiped).
+    pub(crate) async fn keep_work(&self, step: &Step, entry: &Entry) -> Option<Done> {
+        let cache = self.cache.clone()?;
+        for work in commit::managed_work(step, |a| cache.git_input(a)) {
+            let Keep::Commit(message) = &work.keep else {
+                let wiped = self.wipe_work(&cache, entry, &work.artifact, "no `commit:`");
+                match wiped.await {
+                    Ok(()) => continue,
+                    Err(e) => return Some(Done::errored(e.to_string())),
                 }
-                None => self.wipe_work(cache, entry, &artifact).await?,
+            };
+            if let Err(e) = self.commit_work(&cache, entry, &work, message).await {
+                // A step that fails keeps nothing: its changes go too.
+                let why = "its commit failed";
+                if let Err(wipe) = self.wipe_work(&cache, entry, &work.artifact, why).await {
+                    crate::console::tell!("treadle: {wipe}");
+                }
+                let artifact = &work.artifact;
+                return Some(Done::errored(format!(
+                    "cannot commit the agent's work on `{artifact}`: {e}"
+                )));
             }
         }
-        Ok(())
+        None
     }
 
     async fn commit_work(
         &self,
         cache: &Arc<StepCache>,
         entry: &Entry,
-        artifact: &str,
-        resource: &str,
-        parent: &str,
+        work: &ManagedWork,
         message: &str,
     ) -> Result<(), ResourceError> {
-        let src = self.git_source(resource)?;
-        let Some(path) = self.artifacts.artifact(artifact) else {
+        let src = self.git_source(&work.resource)?;
+        let Some(path) = self.artifacts.artifact(&work.artifact) else {
             return Ok(());
         };
         let mirror = git::mirror_of(&self.git_dir(), &src.uri);
-        let (parent, message) = (parent.to_owned(), message.to_owned());
-        let (commit, src) = blocking::<_, ResourceError>(move || {
-            let commit = ops::commit_on(&src, &mirror, &path, Some(&parent), &message)?;
-            Ok((commit, src))
+        let branch = commit::run_branch(self.run);
+        let text = commit::commit_text(message, self.run, &entry.name);
+        let (base, uri, to) = (work.base.clone(), src.uri.clone(), branch.clone());
+        let made = blocking::<_, ResourceError>(move || {
+            Ok(commit::commit_work(
+                &mirror, &uri, &path, &base, &text, &to,
+            )?)
         })
         .await?;
         self.say(
             entry,
-            format!("committed {commit} to {} {}", src.uri, src.branch),
+            format!("committed {made} to {} {branch}: {message}", src.uri),
         );
-        cache.set_git_input(artifact.to_owned(), resource.to_owned(), commit);
+        cache.set_git_input(work.artifact.clone(), work.resource.clone(), made.clone());
+        cache.set_commit(entry.seq, work.artifact.clone(), made);
         Ok(())
+    }
+
+    /// A replayed agent step's commits brought back on this run's branch (see
+    /// `commit::restore_commit`), and the artifacts' git state with them; the commits now.
+    pub(crate) async fn restore_commits(
+        &self,
+        cache: &Arc<StepCache>,
+        entry: &Entry,
+        outcome: &Outcome,
+    ) -> Result<BTreeMap<String, String>, ResourceError> {
+        let mut now = BTreeMap::new();
+        for (artifact, made) in &outcome.commits {
+            let Some((resource, base)) = cache.git_input(artifact) else {
+                return Err(ResourceError::Git(git::GitError::Failed {
+                    what: "replay",
+                    detail: format!("`{artifact}` holds no git resource in this run"),
+                }));
+            };
+            let src = self.git_source(&resource)?;
+            let mirror = git::mirror_of(&self.git_dir(), &src.uri);
+            let (branch, made_on) = (
+                commit::run_branch(self.run),
+                commit::run_branch(outcome.run),
+            );
+            let (uri, made, to) = (src.uri.clone(), made.clone(), branch.clone());
+            let kept = blocking::<_, ResourceError>(move || {
+                Ok(commit::restore_commit(
+                    &mirror, &uri, &made, &base, &made_on, &to,
+                )?)
+            })
+            .await?;
+            self.say(
+                entry,
+                format!(
+                    "restored commit {kept} (made in run {}) on {} {branch}",
+                    outcome.run, src.uri
+                ),
+            );
+            cache.set_git_input(artifact.clone(), resource, kept.clone());
+            cache.set_commit(entry.seq, artifact.clone(), kept.clone());
+            now.insert(artifact.clone(), kept);
+        }
+        Ok(now)
     }
 
     async fn wipe_work(
@@ -321,6 +358,7 @@ impl<'a> Ctx<'a> {
         cache: &Arc<StepCache>,
         entry: &Entry,
         artifact: &str,
+        why: &str,
     ) -> Result<(), ResourceError> {
         let Some(before) = cache.input_before(entry.seq, artifact) else {
             return Ok(());
@@ -348,7 +386,7 @@ impl<'a> Ctx<'a> {
         .await?;
         self.say(
             entry,
-            format!("wiped the agent's changes to `{artifact}` (no `commit:`)"),
+            format!("wiped the agent's changes to `{artifact}` ({why})"),
         );
         Ok(())
     }

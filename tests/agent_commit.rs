@@ -1,0 +1,232 @@
+//! Work kept only when committed (`commit:`), against the scripted server, a real bare
+//! repository and the real git binary: the agent edits a tracked file, adds one and makes
+//! commits of its own with `run_shell`; with `commit:` that is one commit on the run's
+//! branch (`treadle/run-N`), brought back by a replaying run; without it, it is wiped; a
+//! failing step commits nothing; a blank message is refused before any model call.
+
+use crate::common;
+
+use common::{Fixture, git};
+use serde_json::json;
+use treadle_scripted::{Reply, Script, ScriptedServer};
+
+/// A pipeline whose agent step `builder` works on the git input `repo`, with `extra`
+/// (e.g. its `commit:`) added to the step, and a task after it printing what it sees.
+fn pipeline(uri: &str, extra: &str) -> String {
+    format!(
+        r#"
+resources:
+  - name: repo
+    type: git
+    source: {{ uri: "{uri}", branch: main }}
+agents:
+  - name: coder
+    tools: [read_file, write_file, run_shell]
+jobs:
+  - name: work
+    plan:
+      - get: repo
+      - agent: coder
+        name: builder
+        inputs: [repo]
+        outputs: [repo, notes]
+        prompt: Change the words.
+{extra}
+      - task: after
+        inputs: [repo, notes]
+        run: |
+          echo "words: $(cat repo/words.txt)"
+          test -e repo/new.txt && echo has-new
+          test -e repo/.git || echo no-dot-git
+          cat notes/own.txt
+"#
+    )
+}
+
+/// The agent: a tracked edit, a new file, and a repository of its own with a commit (its
+/// log kept in `notes/own.txt`, a plain output, which shows the commit was made).
+fn agent_replies() -> Vec<Reply> {
+    // HOME is the step directory: a confined command cannot read the real one.
+    let own = "export HOME=\"$PWD\" && cd repo && git init -q && git add -A && git -c user.name=agent -c user.email=agent@example.com commit -q -m 'the agent own commit' && git log --format=%s > ../notes/own.txt";
+    vec![
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "repo/words.txt", "content": "changed\n"}),
+        ),
+        Reply::tool_call(
+            "write_file",
+            json!({"path": "repo/new.txt", "content": "new\n"}),
+        ),
+        Reply::tool_call("run_shell", json!({ "command": own })),
+        Reply::text("Done."),
+    ]
+}
+
+/// A fixture with a bare remote (`main` holding `words.txt` = alpha) and the pipeline.
+fn fixture(extra: &str) -> (Fixture, std::path::PathBuf) {
+    let f = Fixture::new("plan: []\n");
+    let (bare, _) = common::git_remote(f.path());
+    let uri = bare.to_str().expect("utf-8 path").to_owned();
+    std::fs::write(f.file(), pipeline(&uri, extra)).expect("pipeline");
+    (f, bare)
+}
+
+fn branches(bare: &std::path::Path) -> String {
+    git(bare, &["branch", "--list", "--format=%(refname:short)"])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn committed_work_is_one_commit_on_the_runs_branch_and_a_replay_brings_it_back() {
+    let server = ScriptedServer::start(Script::new(agent_replies()))
+        .await
+        .expect("server");
+    let (f, bare) = fixture("        commit: \"builder: change the words\"");
+    let base = git(&bare, &["rev-parse", "main"]);
+
+    let (f, run) = f.run_at(server.base_url()).await;
+    run.expect_code(0);
+    let out = run.stdout();
+    assert!(
+        out.contains("words: changed"),
+        "later steps see the commit:\n{out}"
+    );
+    assert!(
+        out.contains("has-new") && out.contains("no-dot-git"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the agent own commit"),
+        "the agent did commit:\n{out}"
+    );
+    assert!(
+        out.contains("treadle/run-1: builder: change the words"),
+        "{out}"
+    );
+
+    let tip = git(&bare, &["rev-parse", "treadle/run-1"]);
+    assert_eq!(git(&bare, &["rev-parse", "treadle/run-1^"]), base);
+    assert_eq!(git(&bare, &["rev-list", "--count", "treadle/run-1"]), "2");
+    assert_eq!(
+        git(&bare, &["log", "-1", "--format=%s", &tip]),
+        "builder: change the words"
+    );
+    let body = git(&bare, &["log", "-1", "--format=%B", &tip]);
+    assert!(
+        body.contains("Treadle-Run: 1\nTreadle-Step: builder"),
+        "{body}"
+    );
+    let author = format!(
+        "{} <{}>",
+        std::env::var("GIT_AUTHOR_NAME").unwrap_or_else(|_| "treadle".into()),
+        std::env::var("GIT_AUTHOR_EMAIL").unwrap_or_else(|_| "treadle@localhost".into())
+    );
+    assert_eq!(
+        git(&bare, &["log", "-1", "--format=%an <%ae>", &tip]),
+        author
+    );
+    // The agent's own repository and commit are not in it: one commit of the files.
+    assert_eq!(
+        git(
+            &bare,
+            &["ls-tree", "-r", "--format=%(objectmode) %(path)", &tip]
+        ),
+        "100644 new.txt\n100644 words.txt"
+    );
+    assert_eq!(
+        git(&bare, &["show", &format!("{tip}:words.txt")]),
+        "changed"
+    );
+    assert_eq!(
+        git(&bare, &["show", "main:words.txt"]),
+        "alpha",
+        "main is untouched"
+    );
+    let asked = server.request_count();
+
+    // Run 2 replays the step: no model call, its commit on run 2's branch.
+    let (f, run) = f.run_at(server.base_url()).await;
+    run.expect_code(0);
+    let out = run.stdout();
+    assert_eq!(
+        server.request_count(),
+        asked,
+        "the step was replayed:\n{out}"
+    );
+    assert!(out.contains("restored commit"), "{out}");
+    assert!(out.contains("words: changed"), "{out}");
+    assert_eq!(git(&bare, &["rev-parse", "treadle/run-2"]), tip);
+
+    // Run 3 with the local mirror gone: the commit is fetched from run 1's branch.
+    std::fs::remove_dir_all(f.path().join(".treadle/git")).expect("remove the mirror");
+    let (f, run) = f.run_at(server.base_url()).await;
+    run.expect_code(0);
+    assert_eq!(server.request_count(), asked, "{}", run.stdout());
+    assert_eq!(git(&bare, &["rev-parse", "treadle/run-3"]), tip);
+    drop(f);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_commit_the_work_is_wiped_and_plain_outputs_survive() {
+    let server = ScriptedServer::start(Script::new(agent_replies()))
+        .await
+        .expect("server");
+    let (f, bare) = fixture("");
+    let (f, run) = f.run_at(server.base_url()).await;
+    run.expect_code(0);
+    let out = run.stdout();
+    assert!(
+        out.contains("wiped the agent's changes to `repo` (no `commit:`)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("words: alpha"),
+        "the tracked edit is reverted:\n{out}"
+    );
+    assert!(!out.contains("has-new"), "the new file is deleted:\n{out}");
+    assert!(
+        out.contains("no-dot-git"),
+        "its own commits are dropped:\n{out}"
+    );
+    assert!(
+        out.contains("the agent own commit"),
+        "a plain output survives:\n{out}"
+    );
+    assert_eq!(branches(&bare), "main", "nothing was pushed");
+    drop(f);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_that_fails_commits_nothing() {
+    let server = ScriptedServer::start(Script::new(agent_replies()))
+        .await
+        .expect("server");
+    let extra = "        commit: \"builder: never kept\"\n        assert:\n          stdout: something the agent never says";
+    let (f, bare) = fixture(extra);
+    let (f, run) = f.run_at(server.base_url()).await;
+    assert_ne!(run.code(), 0, "{}", run.stdout());
+    let out = run.stdout();
+    assert!(server.request_count() > 0, "the agent ran");
+    assert!(!out.contains("committed"), "{out}");
+    assert!(
+        !out.contains("words:"),
+        "no step after the failed one ran:\n{out}"
+    );
+    assert_eq!(branches(&bare), "main", "no run branch was pushed");
+    assert_eq!(git(&bare, &["rev-list", "--count", "main"]), "1");
+    drop(f);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blank_message_is_refused_before_the_agent_starts() {
+    let server = ScriptedServer::start(Script::new(agent_replies()))
+        .await
+        .expect("server");
+    let (f, bare) = fixture("        commit: \"   \"");
+    let (f, run) = f.run_at(server.base_url()).await;
+    assert_ne!(run.code(), 0);
+    let err = run.stderr();
+    assert!(err.contains("`commit:` is empty"), "{err}");
+    assert_eq!(server.request_count(), 0, "no model call was made");
+    assert_eq!(branches(&bare), "main");
+    drop(f);
+}
