@@ -2,7 +2,8 @@
 //! repository and the real git binary: the agent edits a tracked file, adds one and makes
 //! commits of its own with `run_shell`; with `commit:` that is one commit on the run's
 //! branch (`treadle/run-N`), brought back by a replaying run; without it, it is wiped; a
-//! failing step commits nothing; a blank message is refused before any model call.
+//! failing step commits nothing; a push the remote refuses errors the step and caches
+//! nothing; a blank message is refused before any model call.
 
 use crate::common;
 
@@ -228,5 +229,47 @@ async fn a_blank_message_is_refused_before_the_agent_starts() {
     assert!(err.contains("`commit:` is empty"), "{err}");
     assert_eq!(server.request_count(), 0, "no model call was made");
     assert_eq!(branches(&bare), "main");
+    drop(f);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_push_errors_the_step_wipes_its_work_and_caches_nothing() {
+    let replies = agent_replies().into_iter().chain(agent_replies());
+    let server = ScriptedServer::start(Script::new(replies))
+        .await
+        .expect("server");
+    let (f, bare) = fixture("        commit: \"builder: refused\"");
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho no run branches here >&2\nexit 1\n").expect("hook");
+    let mut perms = std::fs::metadata(&hook).expect("hook").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&hook, perms).expect("chmod");
+
+    let (f, run) = f.run_at(server.base_url()).await;
+    run.expect_code(2);
+    let out = run.stdout();
+    assert!(
+        out.contains("cannot commit the agent's work on `repo`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("no run branches here"),
+        "git's reason is shown:\n{out}"
+    );
+    assert!(
+        out.contains("wiped the agent's changes to `repo` (its commit failed)"),
+        "{out}"
+    );
+    assert!(!out.contains("words:"), "no step after it ran:\n{out}");
+    assert_eq!(branches(&bare), "main");
+    let asked = server.request_count();
+
+    // The errored step was not cached: with the remote accepting, it runs and commits.
+    std::fs::remove_file(&hook).expect("remove the hook");
+    let (f, run) = f.run_at(server.base_url()).await;
+    run.expect_code(0);
+    assert!(server.request_count() > asked, "the agent ran again");
+    assert!(run.stdout().contains("words: changed"), "{}", run.stdout());
+    assert_eq!(branches(&bare), "main\ntreadle/run-2");
     drop(f);
 }
