@@ -303,7 +303,11 @@ impl<'a> Ctx<'a> {
         .await?;
         self.say(
             entry,
-            format!("committed {made} to {} {branch}: {message}", src.uri),
+            format!(
+                "committed {made} to {} {branch}: {}",
+                src.uri,
+                message.lines().next().unwrap_or_default()
+            ),
         );
         cache.set_git_input(work.artifact.clone(), work.resource.clone(), made.clone());
         cache.set_commit(entry.seq, work.artifact.clone(), made);
