@@ -243,6 +243,16 @@ fn impossible_values_of_the_new_keys_are_located_and_named() {
             "`max_turns:` does not apply to step `t`",
         ),
         (
+            "agents:\n- name: a\njobs:\n- name: j\n  plan:\n  - task: t\n    run: 'true'\n    max_context_bytes: 10KB\n",
+            ":6:5:",
+            "`max_context_bytes` does not belong on a `task` step",
+        ),
+        (
+            "agents:\n- name: a\njobs:\n- name: j\n  plan:\n  - agent: a\n    fix: a\n",
+            ":7:10:",
+            "`fix:` does not apply to step `a`",
+        ),
+        (
             "tasks:\n- run: echo\njobs:\n- name: j\n  plan:\n  - task: t\n    run: 'true'\n",
             ":2:3:",
             "a `tasks:` entry has no `name:`",

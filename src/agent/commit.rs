@@ -24,7 +24,7 @@
 
 use std::path::Path;
 
-use crate::pipeline::{Step, StepKind};
+use crate::pipeline::{AgentCall, Step, StepKind};
 use crate::resource::git::{self, GitError};
 
 /// The branch a run's committed agent work goes to: its own, so that an agent never moves
@@ -57,8 +57,8 @@ pub struct ManagedWork {
 }
 
 /// The step's `commit:` message, if it has a non-blank one (the only reader of the key).
-pub fn commit_message(step: &Step) -> Option<&str> {
-    step.commit
+pub fn commit_message(call: &AgentCall) -> Option<&str> {
+    call.commit
         .as_deref()
         .map(str::trim)
         .filter(|m| !m.is_empty())
@@ -70,10 +70,10 @@ pub fn managed_work(
     step: &Step,
     git_input: impl Fn(&str) -> Option<(String, String)>,
 ) -> Vec<ManagedWork> {
-    if !matches!(step.kind, StepKind::Agent(_)) {
+    let StepKind::Agent(call) = &step.kind else {
         return Vec::new();
-    }
-    let keep = match commit_message(step) {
+    };
+    let keep = match commit_message(call) {
         Some(m) => Keep::Commit(m.to_owned()),
         None => Keep::Wipe,
     };
@@ -200,10 +200,12 @@ mod tests {
 
     fn agent_step(inputs: &[&str], outputs: &[&str], commit: Option<&str>) -> Step {
         let at = |s: &&str| At::new((*s).to_owned());
-        let mut step = Step::of_kind(StepKind::Agent(At::new("coder".to_owned())));
+        let mut step = Step::agent(AgentCall {
+            commit: commit.map(str::to_owned),
+            ..AgentCall::new(At::new("coder".to_owned()))
+        });
         step.inputs = inputs.iter().map(at).collect();
         step.outputs = outputs.iter().map(at).collect();
-        step.commit = commit.map(str::to_owned);
         step
     }
 
@@ -236,6 +238,7 @@ mod tests {
         task.kind = StepKind::Task {
             name: At::new("t".to_owned()),
             run: At::new(crate::pipeline::RunSpec::Shell("true".into())),
+            keys: crate::pipeline::TaskKeys::default(),
         };
         assert!(managed_work(&task, from_git).is_empty());
     }

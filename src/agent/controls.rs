@@ -242,14 +242,14 @@ impl StepControls {
 pub fn from_pipeline(
     loaded: &crate::pipeline::Loaded,
     agent: &crate::pipeline::Agent,
-    step: &crate::pipeline::Step,
+    call: &crate::pipeline::AgentCall,
 ) -> Result<StepControls, super::BuildError> {
     use crate::pipeline::controls::HUMAN;
     use crate::pipeline::model::{self, process_env};
 
-    let confidence = match &step.min_confidence {
+    let confidence = match &call.min_confidence {
         Some(min) => {
-            let escalate_to = match step.escalate_to.as_ref().map(|t| t.value.as_str()) {
+            let escalate_to = match call.escalate_to.as_ref().map(|t| t.value.as_str()) {
                 None | Some(HUMAN) => Escalation::Human,
                 Some(name) => {
                     let stronger = loaded
@@ -269,7 +269,7 @@ pub fn from_pipeline(
         }
         None => None,
     };
-    let dollars = [&agent.budget, &step.budget]
+    let dollars = [&agent.budget, &call.budget]
         .into_iter()
         .filter_map(|b| b.as_ref().and_then(|b| b.dollars))
         .min_by(f64::total_cmp)
@@ -282,7 +282,7 @@ pub fn from_pipeline(
         .collect();
     Ok(StepControls {
         permissions: agent.permissions.as_ref().map(|p| p.value.clone()),
-        output: step.output_schema.as_ref().map(|o| TypedOutput {
+        output: call.output_schema.as_ref().map(|o| TypedOutput {
             schema: o.value.schema.clone(),
             output: o.value.output.clone(),
         }),

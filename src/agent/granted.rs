@@ -14,7 +14,7 @@ use super::required::Required;
 use super::spec::{AgentStep, BuildError, Delegate, Granted};
 use crate::pipeline::check_agent::MAX_DELEGATION_DEPTH;
 use crate::pipeline::tool_grant::{ToolKind, ToolObject};
-use crate::pipeline::{Agent, Loaded, Step, StepKind};
+use crate::pipeline::{Agent, AgentCall, Loaded, Step};
 use crate::resource::template::TemplateError;
 use crate::tools::{Fence, Workspace};
 
@@ -127,7 +127,7 @@ fn delegate(
     let agent = loaded
         .agent(child)
         .ok_or_else(|| BuildError::UnknownAgent(child.to_owned()))?;
-    let step = Step::of_kind(StepKind::Agent(agent.name.clone()));
+    let step = Step::agent(AgentCall::new(agent.name.clone()));
     let built = AgentStep::build_nested(loaded, &step, depth + 1)?;
     let percent = parent
         .delegate_budget_percent

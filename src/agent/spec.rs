@@ -364,7 +364,7 @@ mod tests {
 
     use super::*;
     use crate::pipeline::tool_grant::ToolGrant;
-    use crate::pipeline::{Agent, At, Budget, Pos, Step, StepKind};
+    use crate::pipeline::{Agent, AgentCall, At, Budget, Pos, Step};
     use crate::tools::DEFAULT_GRANT;
 
     fn model() -> ResolvedModel {
@@ -403,7 +403,7 @@ mod tests {
         verdict.insert("approve".to_owned(), At::new("publish".to_owned()));
         let mut reject = BTreeMap::new();
         reject.insert("reject".to_owned(), At::new("escalate".to_owned()));
-        let step = Step {
+        let call = AgentCall {
             prompt: Some("Review.".into()),
             messages: Some(vec!["Be brief.".into()]),
             tools: Some(vec![
@@ -418,11 +418,13 @@ mod tests {
                 tokens: Some(500),
                 ..Budget::default()
             }),
-            ..Step::of_kind(StepKind::Agent(At::new("reviewer".into())))
+            ..AgentCall::new(At::new("reviewer".into()))
         };
+        let step = Step::agent(call.clone());
         let spec = AgentStep::from_pipeline(
             &agent(Some(&["read_file", "write_file"]), Some(800)),
             &step,
+            &call,
             model(),
             PathBuf::from("/tmp/step"),
         )
@@ -452,11 +454,13 @@ mod tests {
 
     #[test]
     fn the_default_grant_is_read_only() {
-        let step = Step {
+        let call = AgentCall {
             prompt: Some("x".into()),
-            ..Step::of_kind(StepKind::Agent(At::new("reviewer".into())))
+            ..AgentCall::new(At::new("reviewer".into()))
         };
-        let spec = AgentStep::from_pipeline(&agent(None, None), &step, model(), PathBuf::new());
+        let step = Step::agent(call.clone());
+        let spec =
+            AgentStep::from_pipeline(&agent(None, None), &step, &call, model(), PathBuf::new());
         assert_eq!(spec.tools, DEFAULT_GRANT);
         assert!(spec.budgets.is_empty());
         assert!(spec.verdicts.is_empty());
@@ -464,7 +468,8 @@ mod tests {
 
     #[test]
     fn prices_are_found_by_model_name() {
-        let step = Step::of_kind(StepKind::Agent(At::new("reviewer".into())));
+        let call = AgentCall::new(At::new("reviewer".into()));
+        let step = Step::agent(call.clone());
         let mut prices = Prices::new();
         prices.insert(
             "tiny".into(),
@@ -474,8 +479,9 @@ mod tests {
                 cached: None,
             },
         );
-        let spec = AgentStep::from_pipeline(&agent(None, None), &step, model(), PathBuf::new())
-            .with_prices(&prices);
+        let spec =
+            AgentStep::from_pipeline(&agent(None, None), &step, &call, model(), PathBuf::new())
+                .with_prices(&prices);
         assert_eq!(spec.price("other").map(|p| p.completion), Some(2.0));
         prices.insert(
             "served".into(),

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::pipeline::model::{self, process_env};
-use crate::pipeline::{Agent, Loaded, ResolvedModel, Step, mcp};
+use crate::pipeline::{Agent, AgentCall, Loaded, ResolvedModel, Step, StepKind, mcp};
 use crate::tools::DEFAULT_GRANT;
 
 use super::budget::{BudgetScope, TokenBudget};
@@ -27,7 +27,10 @@ impl AgentStep {
         step: &Step,
         depth: usize,
     ) -> Result<Self, BuildError> {
-        let name = step.agent_name().ok_or(BuildError::NotAgent)?;
+        let StepKind::Agent(call) = &step.kind else {
+            return Err(BuildError::NotAgent);
+        };
+        let name = &call.agent;
         let agent = loaded
             .agent(&name.value)
             .ok_or_else(|| BuildError::UnknownAgent(name.value.clone()))?;
@@ -35,7 +38,7 @@ impl AgentStep {
         if let Some(why) = super::refuse::unsupported(agent, step, &model) {
             return Err(BuildError::Unsupported(why));
         }
-        let controls = super::controls::from_pipeline(loaded, agent, step)?;
+        let controls = super::controls::from_pipeline(loaded, agent, call)?;
         let mut fallbacks = Vec::new();
         for fb in &agent.fallback {
             let m = model::resolve(&fb.source, fb.pos, &process_env)?;
@@ -45,7 +48,7 @@ impl AgentStep {
             }
             fallbacks.push(m);
         }
-        let mut built = Self::from_pipeline(agent, step, model, PathBuf::new())
+        let mut built = Self::from_pipeline(agent, step, call, model, PathBuf::new())
             .with_prices(&loaded.pipeline.prices);
         built.controls = controls;
         built.fallbacks = fallbacks;
@@ -68,12 +71,18 @@ impl AgentStep {
     /// * budget: the smaller of the agent's and the step's `budget: { tokens }` (an
     ///   `across:` step's is its block's, not each cell's). A job budget is the executor's
     ///   to add with [`AgentStep::with_job_budget`].
-    pub fn from_pipeline(agent: &Agent, step: &Step, model: ResolvedModel, dir: PathBuf) -> Self {
+    pub fn from_pipeline(
+        agent: &Agent,
+        step: &Step,
+        call: &AgentCall,
+        model: ResolvedModel,
+        dir: PathBuf,
+    ) -> Self {
         let granted: Vec<String> = match agent.grant() {
             Some(tools) => tools.into_iter().map(|t| t.value).collect(),
             None => DEFAULT_GRANT.iter().map(|t| (*t).to_owned()).collect(),
         };
-        let tools = match &step.tools {
+        let tools = match &call.tools {
             Some(narrowed) => narrowed
                 .iter()
                 .map(|t| t.value.clone())
@@ -83,16 +92,16 @@ impl AgentStep {
         };
 
         let mut parts: Vec<&str> = Vec::new();
-        if let Some(prompt) = &step.prompt {
+        if let Some(prompt) = &call.prompt {
             parts.push(prompt);
         }
-        parts.extend(step.messages.iter().flatten().map(String::as_str));
+        parts.extend(call.messages.iter().flatten().map(String::as_str));
 
         let verdicts = step.verdict_choices();
 
         // On an `across:` step, `budget:` is the block's, shared by its cells and checked
         // before each starts (`crate::run::admit`); a started cell is never cut off by it.
-        let own = step.budget.as_ref().filter(|_| step.across.is_none());
+        let own = call.budget.as_ref().filter(|_| step.across.is_none());
         let limit = [agent.budget.as_ref(), own]
             .into_iter()
             .filter_map(|b| b.and_then(|b| b.tokens))
@@ -106,11 +115,7 @@ impl AgentStep {
             .into_iter()
             .collect();
 
-        let name = step
-            .name
-            .as_ref()
-            .or(step.agent_name())
-            .map_or_else(|| agent.name.value.clone(), |n| n.value.clone());
+        let name = step.name.as_ref().unwrap_or(&call.agent).value.clone();
 
         let string_tool_choice = agent.source.string_tool_choice.as_ref().map_or_else(
             || matches!(model.provider.as_str(), "lmstudio" | "ollama"),
@@ -120,7 +125,7 @@ impl AgentStep {
         let conversation = Conversation {
             context_window: crate::pipeline::conversation::context_window(agent, &model.provider),
             compact_after_tokens: agent.compact_after_tokens,
-            max_context_bytes: step
+            max_context_bytes: call
                 .max_context_bytes
                 .or(agent.max_context_bytes)
                 .map(|s| s.0),
@@ -133,7 +138,7 @@ impl AgentStep {
             tools,
             prompt: parts.join("\n\n"),
             verdicts,
-            max_turns: step.max_turns.as_ref().map(|m| m.value).or(agent.max_turns),
+            max_turns: call.max_turns.as_ref().map(|m| m.value).or(agent.max_turns),
             budgets,
             prices: Prices::new(),
             dir,

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use super::digest::Digest;
 use crate::agent::AgentStep;
-use crate::pipeline::{Kind, Loaded, RunSpec, Step, StepKind};
+use crate::pipeline::{AgentCall, Kind, Loaded, RunSpec, Step, StepKind};
 
 /// Everything a step's key is made of besides the step itself, as the caller knows it:
 /// the run from the artifacts and records it has, `plan` from the cache's records.
@@ -226,10 +226,11 @@ fn config(
     let kind = &step.kind;
     let specific = match kind {
         StepKind::Task { run, .. } => json!({ "run": run_json(&run.value) }),
-        StepKind::Agent(name) => {
-            let agent = agent
-                .ok_or_else(|| ConfigError(format!("agent step `{}` was not built", name.value)))?;
-            agent_config(step, agent)
+        StepKind::Agent(call) => {
+            let agent = agent.ok_or_else(|| {
+                ConfigError(format!("agent step `{}` was not built", call.agent.value))
+            })?;
+            agent_config(step, call, agent)
         }
         StepKind::Get { resource: res, .. } | StepKind::Put { resource: res, .. } => {
             let resource = loaded
@@ -290,7 +291,7 @@ fn config(
 
 // The agent's part is a view of the very value the runner gets; routes and `commit` are
 // the step's (where a verdict goes, what happens to the work after).
-fn agent_config(step: &Step, agent: &AgentStep) -> Value {
+fn agent_config(step: &Step, call: &AgentCall, agent: &AgentStep) -> Value {
     let verdicts: Vec<(String, String)> = step
         .routes()
         .into_iter()
@@ -299,7 +300,7 @@ fn agent_config(step: &Step, agent: &AgentStep) -> Value {
     let mut config = agent.key_view();
     if let Value::Object(map) = &mut config {
         map.insert("verdicts".to_owned(), json!(verdicts));
-        map.insert("commit".to_owned(), json!(step.commit));
+        map.insert("commit".to_owned(), json!(call.commit));
     }
     config
 }

@@ -10,6 +10,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
+use super::agent_call::AgentCall;
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem, did_you_mean};
 use super::format::{Agent, Job, Pipeline, RunSpec, Step};
@@ -301,7 +302,7 @@ impl<'a> Checker<'a> {
                     );
                 }
             }
-            StepKind::Agent(name) => self.agent_step(step, name),
+            StepKind::Agent(call) => self.agent_step(step, call),
             StepKind::Get { resource: r, .. } | StepKind::Put { resource: r, .. } => {
                 if !self
                     .pipeline
@@ -473,9 +474,10 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn agent_step(&mut self, step: &Step, name: &At<String>) {
+    fn agent_step(&mut self, step: &Step, call: &AgentCall) {
+        let name = &call.agent;
         // Refused before the agent starts, as in `steps`: an empty message commits nothing.
-        if step.commit.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        if call.commit.as_deref().is_some_and(|m| m.trim().is_empty()) {
             self.push(
                 name.pos,
                 Problem::InvalidValue,
@@ -513,7 +515,7 @@ impl<'a> Checker<'a> {
             Some(t) => t.iter().map(|t| t.value.as_str()).collect(),
             None => DEFAULT_GRANT.to_vec(),
         };
-        for t in step.tools.iter().flatten() {
+        for t in call.tools.iter().flatten() {
             if self.tool(t, agent) && !mcp::covers(&grant, &t.value) {
                 self.push(
                     t.pos,
@@ -530,11 +532,11 @@ impl<'a> Checker<'a> {
             }
         }
         for finding in
-            super::controls::step_findings(step, name, agent, &self.agents, &self.pipeline.prices)
+            super::controls::step_findings(step, call, agent, &self.agents, &self.pipeline.prices)
         {
             self.push_finding(finding);
         }
-        if step.prompt.is_some() && step.messages.is_some() {
+        if call.prompt.is_some() && call.messages.is_some() {
             self.push(
                 name.pos,
                 Problem::BadStep,
@@ -542,7 +544,7 @@ impl<'a> Checker<'a> {
                 "keep one of them",
             );
         }
-        for entry in step.verdicts.iter().flatten() {
+        for entry in call.verdicts.iter().flatten() {
             if entry.value.pairs().len() != 1 {
                 self.push(
                     entry.pos,

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::agent_call::{AgentCall, TaskKeys};
 use super::agent_def::Agent;
 use super::at::{At, Pos};
 use super::check_flow::Finding;
@@ -91,7 +92,7 @@ pub fn check(pipeline: &Pipeline) -> Vec<Finding> {
         let mut all = BTreeSet::new();
         super::walk::visit_job(job, &mut |s| {
             all.insert(s.display_name());
-            if s.verdicts.is_some() {
+            if s.agent_call().is_some_and(|c| c.verdicts.is_some()) {
                 deciders.insert(s.display_name());
             }
         });
@@ -358,103 +359,11 @@ fn step(
     deciders: &BTreeSet<String>,
     out: &mut Vec<Finding>,
 ) {
-    let is_task = matches!(s.kind, StepKind::Task { .. });
-    let is_agent = matches!(s.kind, StepKind::Agent(_));
     let name = s.display_name();
-    let mut not_here = |present: Option<Pos>, key: &str, kinds: &str| {
-        if let Some(pos) = present {
-            out.push(finding(
-                pos,
-                Problem::BadStep,
-                format!("`{key}:` does not apply to step `{name}`"),
-                &format!("`{key}:` belongs to {kinds}; remove it here"),
-            ));
-        }
-    };
-    not_here(
-        s.fix.as_ref().filter(|_| !is_task).map(|f| f.pos),
-        "fix",
-        "task steps",
-    );
-    not_here(
-        s.dir.as_ref().filter(|_| !is_agent).map(|d| d.pos),
-        "dir",
-        "agent steps",
-    );
-    not_here(
-        s.max_turns.as_ref().filter(|_| !is_agent).map(|m| m.pos),
-        "max_turns",
-        "agent steps",
-    );
-    not_here(
-        s.context_paths
-            .as_ref()
-            .filter(|_| !is_agent)
-            .and_then(|c| c.first())
-            .map(|c| c.pos),
-        "context_paths",
-        "agent steps",
-    );
-    not_here(
-        s.prompt_file.as_ref().filter(|_| !is_agent).map(|p| p.pos),
-        "prompt_file",
-        "agent steps",
-    );
-    not_here(
-        s.input_mapping
-            .as_ref()
-            .or(s.output_mapping.as_ref())
-            .filter(|_| !is_task)
-            .map(|m| m.pos),
-        "input_mapping",
-        "task steps",
-    );
-    if let Some(fix) = &s.fix
-        && !agents.contains_key(fix.value.agent())
-    {
-        out.push(finding(
-            fix.pos,
-            Problem::UnknownAgent,
-            format!(
-                "`fix:` of step `{name}` names unknown agent `{}`",
-                fix.value.agent()
-            ),
-            "define the fixer under `agents:`, or fix the name",
-        ));
-    }
-    if let Some(dir) = &s.dir {
-        let artifact = dir.value.split('/').next().unwrap_or_default();
-        let declared = s
-            .inputs
-            .iter()
-            .chain(&s.outputs)
-            .any(|i| i.value == artifact);
-        if !declared || dir.value.starts_with('/') || dir.value.split('/').any(|c| c == "..") {
-            out.push(finding(
-                dir.pos,
-                Problem::InvalidValue,
-                format!(
-                    "`dir: {}` of step `{name}` is not inside one of its inputs or outputs",
-                    dir.value
-                ),
-                &format!(
-                    "start it with an artifact the step declares, e.g. add `inputs: [{artifact}]`"
-                ),
-            ));
-        }
-    }
-    if let Some(At {
-        value: PromptFile::Artifact(f),
-        ..
-    }) = &s.prompt_file
-        && !s.inputs.iter().any(|i| i.value == f.artifact.value)
-    {
-        out.push(finding(
-            f.artifact.pos,
-            Problem::InvalidValue,
-            format!("`prompt_file` of step `{name}` reads artifact `{}`, which is not one of its inputs", f.artifact.value),
-            &format!("add `inputs: [{}]`", f.artifact.value),
-        ));
+    match &s.kind {
+        StepKind::Task { keys, .. } => task_keys(keys, &name, agents, out),
+        StepKind::Agent(call) => agent_keys(s, call, &name, out),
+        _ => {}
     }
     if let Some(ctx) = &s.context {
         for (from, level) in &ctx.value.from {
@@ -486,6 +395,61 @@ fn step(
                 ));
             }
         }
+    }
+}
+
+/// The checks of a task's `fix:`.
+fn task_keys(keys: &TaskKeys, name: &str, agents: &BTreeMap<&str, &Agent>, out: &mut Vec<Finding>) {
+    if let Some(fix) = &keys.fix
+        && !agents.contains_key(fix.value.agent())
+    {
+        out.push(finding(
+            fix.pos,
+            Problem::UnknownAgent,
+            format!(
+                "`fix:` of step `{name}` names unknown agent `{}`",
+                fix.value.agent()
+            ),
+            "define the fixer under `agents:`, or fix the name",
+        ));
+    }
+}
+
+/// The checks of an agent step's `dir:` and `prompt_file:` against its inputs and outputs.
+fn agent_keys(s: &Step, call: &AgentCall, name: &str, out: &mut Vec<Finding>) {
+    if let Some(dir) = &call.dir {
+        let artifact = dir.value.split('/').next().unwrap_or_default();
+        let declared = s
+            .inputs
+            .iter()
+            .chain(&s.outputs)
+            .any(|i| i.value == artifact);
+        if !declared || dir.value.starts_with('/') || dir.value.split('/').any(|c| c == "..") {
+            out.push(finding(
+                dir.pos,
+                Problem::InvalidValue,
+                format!(
+                    "`dir: {}` of step `{name}` is not inside one of its inputs or outputs",
+                    dir.value
+                ),
+                &format!(
+                    "start it with an artifact the step declares, e.g. add `inputs: [{artifact}]`"
+                ),
+            ));
+        }
+    }
+    if let Some(At {
+        value: PromptFile::Artifact(f),
+        ..
+    }) = &call.prompt_file
+        && !s.inputs.iter().any(|i| i.value == f.artifact.value)
+    {
+        out.push(finding(
+            f.artifact.pos,
+            Problem::InvalidValue,
+            format!("`prompt_file` of step `{name}` reads artifact `{}`, which is not one of its inputs", f.artifact.value),
+            &format!("add `inputs: [{}]`", f.artifact.value),
+        ));
     }
 }
 

@@ -157,7 +157,7 @@ pub fn step(step: &At<Step>, top: bool) -> Vec<Finding> {
                 "move `to:` to the enclosing top-level step (the block or the `try:`)",
             ));
         }
-        if step.verdicts.is_some() {
+        if step.agent_call().is_some_and(|c| c.verdicts.is_some()) {
             out.push(finding(
                 to.pos,
                 Problem::BadStep,
@@ -194,7 +194,10 @@ pub fn step(step: &At<Step>, top: bool) -> Vec<Finding> {
 
 fn verdicts(step: &Step) -> Vec<Finding> {
     let mut out = Vec::new();
-    for entry in step.verdicts.iter().flatten() {
+    let Some(call) = step.agent_call() else {
+        return out;
+    };
+    for entry in call.verdicts.iter().flatten() {
         for (name, target) in entry.value.pairs() {
             if name == FAILURE_VERDICT && target.is_none() {
                 out.push(finding(
@@ -278,7 +281,7 @@ pub fn reserve_outside_across(budget: Option<&Budget>, whose: &str) -> Vec<Findi
 
 /// An `across:` block's `budget:`: tokens only, and a reservation needs a ceiling.
 fn across_budget(step: &At<Step>) -> Vec<Finding> {
-    let Some(b) = &step.budget else {
+    let Some(b) = step.agent_call().and_then(|c| c.budget.as_ref()) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -310,7 +313,7 @@ fn across(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
     let Some(axes) = &step.across else {
         out.extend(reserve_outside_across(
-            step.budget.as_ref(),
+            step.agent_call().and_then(|c| c.budget.as_ref()),
             &format!("step `{}`", step.display_name()),
         ));
         for (key, pos) in [
@@ -402,7 +405,7 @@ fn across(step: &At<Step>) -> Vec<Finding> {
 /// The texts of a step `{{ .vars.NAME }}` is replaced in.
 fn templated_texts(step: &Step) -> Vec<String> {
     let mut texts = vec![step.display_name()];
-    texts.extend(step.prompt.iter().cloned());
+    texts.extend(step.agent_call().and_then(|c| c.prompt.clone()));
     match step.run().map(|r| &r.value) {
         Some(RunSpec::Shell(line)) => texts.push(line.clone()),
         Some(RunSpec::Exec(cfg)) => {

@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::at::{At, Pos};
+use super::agent_call::AgentCall;
+use super::at::Pos;
 use super::check_flow::Finding;
 use super::diagnostic::Problem;
 use super::format::{Agent, Budget, Job, Step};
@@ -156,13 +157,13 @@ pub fn agent_findings(agent: &Agent, prices: &Prices) -> Vec<Finding> {
 /// The checks of an agent step's control keys, given its agent and the file's agents.
 pub fn step_findings(
     step: &Step,
-    name: &At<String>,
+    call: &AgentCall,
     agent: &Agent,
     agents: &HashMap<&str, &Agent>,
     prices: &Prices,
 ) -> Vec<Finding> {
-    let mut out = dollars_findings(step.budget.as_ref(), agent, prices, name.pos);
-    if let Some(typed) = &step.output_schema {
+    let mut out = dollars_findings(call.budget.as_ref(), agent, prices, call.agent.pos);
+    if let Some(typed) = &call.output_schema {
         if !step.outputs.iter().any(|o| o.value == typed.value.output) {
             out.push((
                 typed.pos,
@@ -184,7 +185,7 @@ pub fn step_findings(
             ));
         }
     }
-    if let Some(min) = &step.min_confidence {
+    if let Some(min) = &call.min_confidence {
         if !(0.0..=1.0).contains(&min.value) {
             out.push((
                 min.pos,
@@ -193,7 +194,7 @@ pub fn step_findings(
                 "write a confidence between 0 and 1, e.g. `min_confidence: 0.8`".to_owned(),
             ));
         }
-        if step.verdicts.is_none() {
+        if call.verdicts.is_none() {
             out.push((
                 min.pos,
                 Problem::BadStep,
@@ -203,8 +204,8 @@ pub fn step_findings(
             ));
         }
     }
-    if let Some(to) = &step.escalate_to {
-        if step.min_confidence.is_none() {
+    if let Some(to) = &call.escalate_to {
+        if call.min_confidence.is_none() {
             out.push((
                 to.pos,
                 Problem::BadStep,

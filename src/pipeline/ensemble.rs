@@ -16,6 +16,7 @@ use super::check_flow::Finding;
 use super::diagnostic::{Problem, did_you_mean};
 use super::flow::{FAILURE_VERDICT, Verdict, VerdictEntry};
 use super::format::{RawStep, Step};
+use super::kind::StepKind;
 
 /// The rules `decide:` names besides an agent.
 pub const RULES: [&str; 3] = ["majority", "unanimous", "any"];
@@ -201,15 +202,17 @@ pub fn check(e: &Ensemble, pos: Pos, agents: &[&str]) -> Vec<Finding> {
         }
     }
     for m in &e.agents {
-        if m.agent_name().is_none() {
+        let StepKind::Agent(call) = &m.kind else {
             push(
                 m.pos,
                 Problem::BadStep,
                 "a member of an `ensemble` is not an agent step".to_owned(),
                 "write each member as `{agent: NAME, prompt: ...}`".to_owned(),
             );
-        } else if m.verdict_choices() != choices || !m.routes().is_empty() {
-            let at = m
+            continue;
+        };
+        if m.verdict_choices() != choices || !m.routes().is_empty() {
+            let at = call
                 .verdicts
                 .as_ref()
                 .and_then(|v| v.first())

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::agent_call::{AgentCall, TaskKeys};
 use super::at::{At, Pos};
 use super::ensemble::Ensemble;
 use super::flow::{FAILURE_VERDICT, Race};
@@ -17,9 +18,11 @@ pub enum StepKind {
         name: At<String>,
         /// The command.
         run: At<RunSpec>,
+        /// `fix:` and the mappings.
+        keys: TaskKeys,
     },
-    /// `agent:` naming an agent.
-    Agent(At<String>),
+    /// `agent:` naming an agent, with the keys of an agent step.
+    Agent(Box<AgentCall>),
     /// `approval:`.
     Approval {
         /// The value of `approval:` (its long form is resolved into the keys below).
@@ -112,8 +115,8 @@ impl StepKind {
     /// The value of the kind key that names the step (`None` for containers).
     fn named(&self) -> Option<String> {
         match self {
+            Self::Agent(call) => Some(call.agent.value.clone()),
             Self::Task { name, .. }
-            | Self::Agent(name)
             | Self::Input { name, .. }
             | Self::Get { name, .. }
             | Self::Put { name, .. }
@@ -312,6 +315,12 @@ impl RawStep {
             self.escalate_to.is_some(),
             self.escalate_to.as_ref().map(|t| t.pos),
         );
+        add(
+            "max_context_bytes",
+            AGENT,
+            self.max_context_bytes.is_some(),
+            None,
+        );
         add("message", APPROVAL, self.message.is_some(), None);
         add(
             "question",
@@ -366,8 +375,21 @@ impl RawStep {
 impl Step {
     /// The agent of an `agent:` step.
     pub fn agent_name(&self) -> Option<&At<String>> {
+        self.agent_call().map(|c| &c.agent)
+    }
+
+    /// The keys of an `agent:` step.
+    pub fn agent_call(&self) -> Option<&AgentCall> {
         match &self.kind {
-            StepKind::Agent(a) => Some(a),
+            StepKind::Agent(call) => Some(call),
+            _ => None,
+        }
+    }
+
+    /// The `fix:` and mappings of a `task:` step.
+    pub fn task_keys(&self) -> Option<&TaskKeys> {
+        match &self.kind {
+            StepKind::Task { keys, .. } => Some(keys),
             _ => None,
         }
     }
@@ -455,11 +477,12 @@ impl Step {
 
     /// The step's `verdicts:` entries: its own, or an ensemble's (which route the block).
     fn verdict_entries(&self) -> impl Iterator<Item = &super::flow::VerdictEntry> {
-        let ensemble = match &self.kind {
+        match &self.kind {
             StepKind::Ensemble(e) => e.verdicts.as_slice(),
+            StepKind::Agent(call) => call.verdicts.as_deref().unwrap_or_default(),
             _ => &[],
-        };
-        self.verdicts.iter().flatten().chain(ensemble)
+        }
+        .iter()
     }
 
     /// The routes of this step's verdicts that name a target: `(verdict, target)` pairs,
@@ -516,7 +539,10 @@ impl Step {
     /// The artifacts this step sees under another name (`input_mapping:`,
     /// `output_mapping:`), as `(artifact, name in the step directory)`.
     pub fn mounts(&self) -> Vec<(String, String)> {
-        [&self.input_mapping, &self.output_mapping]
+        let Some(keys) = self.task_keys() else {
+            return Vec::new();
+        };
+        [&keys.input_mapping, &keys.output_mapping]
             .into_iter()
             .flatten()
             .flat_map(|m| m.value.iter())

@@ -19,6 +19,8 @@
 //! * `duration`: durations (`90s`, `1h30m`).
 //! * `kind`: a step's kind ([`StepKind`], typed) and the keys each kind takes.
 //! * `step`: the typed [`Step`] loading makes of a written one, and that conversion.
+//! * `agent_call`: the keys of an agent step ([`AgentCall`]) and those only a task takes
+//!   ([`TaskKeys`]), typed once, and such keys found on a step of another kind.
 //! * `load`: reading and parsing with located errors.
 //! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean.
 //! * `check`: the checks before anything runs.
@@ -46,6 +48,7 @@
 //! [`load`] is what every command calls: read, parse, check, and either a [`Loaded`]
 //! pipeline or a [`LoadError`] listing each problem as `FILE:LINE:COL: what` + `hint:`.
 
+pub mod agent_call;
 pub mod agent_def;
 pub mod artifact;
 pub mod at;
@@ -83,6 +86,7 @@ pub mod walk;
 
 use std::path::{Path, PathBuf};
 
+pub use agent_call::{AgentCall, TaskKeys};
 pub use at::{At, Pos};
 pub use check::CheckScope;
 pub use diagnostic::{Diagnostic, LoadError, Problem};

@@ -4,20 +4,20 @@
 //! [`Typer`] is the one conversion; a step with no kind, several, or a key of another
 //! kind is a located load error there.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::agent_call::{AgentCall, TaskKeys};
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem};
 use super::duration::DurationSpec;
 use super::ensemble::Ensemble;
-use super::flow::{Axis, Race, To, VerdictEntry, When};
-use super::format::{Budget, InParallel, InParallelConfig, Job, Pipeline, RawStep, StepAssert};
+use super::flow::{Axis, Race, To, When};
+use super::format::{InParallel, InParallelConfig, Job, Pipeline, RawStep, StepAssert};
 use super::kind::StepKind;
 
-/// One loaded step: its kind with the kind's configuration, and the keys every step
-/// takes. The agent keys (`prompt` to `max_context_bytes`), `fix` and the mappings of a
-/// task are still flat here; typing and the checks make sure only their kind carries them.
+/// One loaded step: its kind with the kind's configuration (an agent step's keys in its
+/// [`AgentCall`], a task's `fix:` and mappings in its [`TaskKeys`]), and the keys every
+/// step takes.
 #[derive(Debug, Clone)]
 pub struct Step {
     /// The kind and what only that kind has.
@@ -36,48 +36,8 @@ pub struct Step {
     pub fail_fast: Option<bool>,
     /// Step name, when the kind key does not give one (e.g. two steps of the same agent).
     pub name: Option<At<String>>,
-    /// The agent step's instruction.
-    pub prompt: Option<String>,
-    /// The instruction as several user messages (joined by blank lines).
-    pub messages: Option<Vec<String>>,
-    /// Narrows the agent's tool grant for this step (it cannot widen it).
-    pub tools: Option<Vec<At<String>>>,
-    /// The choices the agent must pick from: `- choice` continues in order,
-    /// `- choice: step` routes the plan, `- failure: step` catches a failed step.
-    pub verdicts: Option<Vec<VerdictEntry>>,
-    /// Token budget for this step.
-    pub budget: Option<Budget>,
-    /// Commit what the agent changed in a git input to that input's branch, with this
-    /// message; without it the agent's changes there are wiped.
-    pub commit: Option<String>,
-    /// The agent's answer as JSON checked against a schema, written to one of `outputs:`.
-    pub output_schema: Option<At<super::controls::OutputSchema>>,
-    /// With `verdicts:`, the least confidence (0 to 1) a verdict needs; below it the
-    /// decision escalates (see `escalate_to`).
-    pub min_confidence: Option<At<f64>>,
-    /// Where a verdict below `min_confidence` goes: `human` (the default, an approval) or
-    /// the name of a stronger agent of this file, which decides again.
-    pub escalate_to: Option<At<String>>,
-    /// Upper bound on model requests in this step (wins over the agent's).
-    pub max_turns: Option<At<u32>>,
-    /// The agent's working directory: `ARTIFACT/sub/dir`, inside one of the step's inputs
-    /// or outputs; tool paths are relative to it.
-    pub dir: Option<At<String>>,
-    /// Files (relative to the step directory) handed to the agent before its first turn.
-    pub context_paths: Option<Vec<At<String>>>,
-    /// The most bytes of one tool result or context file put into the conversation (wins
-    /// over the agent's).
-    pub max_context_bytes: Option<super::settings::SizeSpec>,
     /// Decisions of other steps handed to this one.
     pub context: Option<At<super::step_keys::StepContext>>,
-    /// The prompt, from a file beside the pipeline or inside an input.
-    pub prompt_file: Option<At<super::step_keys::PromptFile>>,
-    /// An agent that repairs this task when its command fails; the command then runs again.
-    pub fix: Option<At<super::step_keys::Fix>>,
-    /// Inputs seen under another name: `{ NAME_IN_STEP: ARTIFACT }`.
-    pub input_mapping: Option<At<BTreeMap<String, String>>>,
-    /// Outputs collected under another name: `{ NAME_IN_STEP: ARTIFACT }`.
-    pub output_mapping: Option<At<BTreeMap<String, String>>>,
     /// Artifacts this step sees, each as a read-only directory of that name; on a put,
     /// `all`: every artifact produced so far.
     pub inputs: Vec<At<String>>,
@@ -126,8 +86,13 @@ pub struct Step {
 }
 
 impl Step {
-    /// A step of `kind` with no other key set (an agent step made by treadle itself: an
-    /// ensemble's judge, a task's fixer).
+    /// An agent step of `call` with no other key set (an ensemble's judge, a task's fixer,
+    /// a step built in code).
+    pub fn agent(call: AgentCall) -> Self {
+        Self::of_kind(StepKind::Agent(Box::new(call)))
+    }
+
+    /// A step of `kind` with no other key set.
     pub fn of_kind(kind: StepKind) -> Self {
         Self {
             kind,
@@ -138,24 +103,7 @@ impl Step {
             max_in_flight: None,
             fail_fast: None,
             name: None,
-            prompt: None,
-            messages: None,
-            tools: None,
-            verdicts: None,
-            budget: None,
-            commit: None,
-            output_schema: None,
-            min_confidence: None,
-            escalate_to: None,
-            max_turns: None,
-            dir: None,
-            context_paths: None,
-            max_context_bytes: None,
             context: None,
-            prompt_file: None,
-            fix: None,
-            input_mapping: None,
-            output_mapping: None,
             inputs: Vec::new(),
             outputs: Vec::new(),
             env: super::container::Env::default(),
@@ -316,6 +264,7 @@ impl<'f> Typer<'f> {
                 );
             }
         }
+        let misplaced = raw.misplaced(key);
         let kind = self.kind(&mut raw);
         let [on_success, on_failure, on_error, on_abort, ensure] = [
             raw.on_success.take(),
@@ -334,24 +283,7 @@ impl<'f> Typer<'f> {
             max_in_flight: raw.max_in_flight,
             fail_fast: raw.fail_fast,
             name: raw.name,
-            prompt: raw.prompt,
-            messages: raw.messages,
-            tools: raw.tools,
-            verdicts: raw.verdicts,
-            budget: raw.budget,
-            commit: raw.commit,
-            output_schema: raw.output_schema,
-            min_confidence: raw.min_confidence,
-            escalate_to: raw.escalate_to,
-            max_turns: raw.max_turns,
-            dir: raw.dir,
-            context_paths: raw.context_paths,
-            max_context_bytes: raw.max_context_bytes,
             context: raw.context,
-            prompt_file: raw.prompt_file,
-            fix: raw.fix,
-            input_mapping: raw.input_mapping,
-            output_mapping: raw.output_mapping,
             inputs: raw.inputs,
             outputs: raw.outputs,
             env: raw.env,
@@ -373,16 +305,26 @@ impl<'f> Typer<'f> {
             on_abort: on_abort?,
             ensure: ensure?,
         };
+        // Reported once the name is known; the key itself is dropped with the raw step.
+        let name = value.display_name();
+        for m in misplaced {
+            self.push(
+                m.pos.unwrap_or(pos),
+                format!("`{}:` does not apply to step `{name}`", m.key),
+                format!("`{}:` belongs to {}; remove it here", m.key, m.kinds),
+            );
+        }
         Some(At { value, pos })
     }
 
     /// Takes the kind key (exactly one is present) and its configuration out of `raw`.
     fn kind(&mut self, raw: &mut RawStep) -> Option<StepKind> {
         if let (Some(name), Some(run)) = (raw.task.take(), raw.run.take()) {
-            return Some(StepKind::Task { name, run });
+            let keys = TaskKeys::take(raw);
+            return Some(StepKind::Task { name, run, keys });
         }
         if let Some(a) = raw.agent.take() {
-            return Some(StepKind::Agent(a));
+            return Some(StepKind::Agent(Box::new(AgentCall::take(a, raw))));
         }
         if let Some(name) = raw.approval.take() {
             return Some(StepKind::Approval {

@@ -21,7 +21,7 @@ pub fn used_agents<'p>(
     {
         visit_job(j, &mut |s| {
             if let StepKind::Agent(a) = &s.kind {
-                names.insert(a.value.clone());
+                names.insert(a.agent.value.clone());
             }
         });
     }

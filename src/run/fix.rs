@@ -17,7 +17,7 @@ use super::transcript::Event;
 use crate::agent::AgentStep;
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{At, RunSpec, Step, StepKind};
+use crate::pipeline::{AgentCall, At, RunSpec, Step};
 
 /// What the fixer is told, besides the `prompt:` of a `fix:` mapping.
 fn instruction(task: &str, run: &RunSpec, failure: &str, output: &str) -> String {
@@ -45,7 +45,7 @@ impl<'a> Ctx<'a> {
         (run, failure, output): (&RunSpec, &str, &str),
         cancel: &CancellationToken,
     ) -> Result<(), Done> {
-        let Some(fix) = &step.fix else {
+        let Some(fix) = step.task_keys().and_then(|k| k.fix.as_ref()) else {
             return Ok(());
         };
         let spec = fix.value.spec();
@@ -55,10 +55,12 @@ impl<'a> Ctx<'a> {
         }
         let fixer = Step {
             name: Some(At::new(spec.agent.value.clone())),
-            prompt: Some(prompt),
-            tools: spec.tools.clone(),
             timeout: spec.timeout.clone(),
-            ..Step::of_kind(StepKind::Agent(At::new(spec.agent.value.clone())))
+            ..Step::agent(AgentCall {
+                prompt: Some(prompt),
+                tools: spec.tools.clone(),
+                ..AgentCall::new(At::new(spec.agent.value.clone()))
+            })
         };
         let built = AgentStep::build(self.loaded, &fixer)
             .map_err(|e| Done::errored(format!("fix: {e}")))?;

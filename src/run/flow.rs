@@ -347,7 +347,7 @@ impl<'a> Ctx<'a> {
     /// each running cell its reservation (the block's `reserve_per_cell:`, else the cell
     /// agent's own `budget.tokens`). Warns when the ceiling can hold nothing back.
     fn admission(&self, step: &Step, total: usize, in_flight: usize) -> Admission {
-        let budget = step.budget.as_ref();
+        let budget = step.agent_call().and_then(|c| c.budget.as_ref());
         let limit = budget.and_then(|b| b.tokens);
         let reserve = budget
             .and_then(|b| b.reserve_per_cell.as_ref().map(|r| r.value))

@@ -51,7 +51,7 @@ pub(super) fn handed_files(
     use crate::agent::context_files::{read_confined, read_context};
     use crate::pipeline::step_keys::PromptFile;
     let mut context = Vec::new();
-    if let Some(paths) = &step.context_paths {
+    if let Some(paths) = step.agent_call().and_then(|c| c.context_paths.as_ref()) {
         let paths: Vec<String> = paths
             .iter()
             .map(|p| match vars {
@@ -65,7 +65,7 @@ pub(super) fn handed_files(
     if let Some(At {
         value: PromptFile::Artifact(f),
         ..
-    }) = &step.prompt_file
+    }) = step.agent_call().and_then(|c| c.prompt_file.as_ref())
     {
         let path = format!("{}/{}", f.artifact.value, f.path.value);
         prompt = read_confined(dir, &path).map_err(|e| format!("prompt_file: {e}"))?;

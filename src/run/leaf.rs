@@ -176,7 +176,8 @@ impl<'a> Ctx<'a> {
             TaskEnd::TimedOut(t) => Some(format!("timed out after {t:?}")),
             TaskEnd::Canceled => None,
         };
-        if let Some(failure) = failed.filter(|_| step.fix.is_some()) {
+        if let Some(failure) = failed.filter(|_| step.task_keys().is_some_and(|k| k.fix.is_some()))
+        {
             let output = self.transcript.redactor().mask(&result.tail);
             if let Err(done) = self
                 .fix(step, entry, &dir, (run, &failure, &output), &cancel)
@@ -321,10 +322,8 @@ impl<'a> Ctx<'a> {
         dir: &Path,
     ) -> Result<AgentStep, Done> {
         // `dir:` is where the agent works: its tool paths are relative to it.
-        let work = step
-            .dir
-            .as_ref()
-            .map_or(dir.to_path_buf(), |d| dir.join(&d.value));
+        let sub = step.agent_call().and_then(|c| c.dir.as_ref());
+        let work = sub.map_or(dir.to_path_buf(), |d| dir.join(&d.value));
         let mut agent_step = built.clone().in_dir(work.clone());
         // A cell of an `across:` step gets its values in its prompt.
         let vars = self
@@ -355,7 +354,7 @@ impl<'a> Ctx<'a> {
             .map_err(Done::failed)?;
         agent_step.prompt = format!("{before}{prompt}{}", agent_step.prompt);
         // `assert: files:` is relative to the step directory; the agent works in `dir:`.
-        if let Some(sub) = &step.dir {
+        if let Some(sub) = sub {
             agent_step.owed_files = agent_step
                 .owed_files
                 .iter()
