@@ -2,6 +2,7 @@
 //! artifact digests, senders' decisions, and from them what a leaf's key is made of.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use super::judge::Known;
 use crate::cache::chain::Chain;
@@ -10,6 +11,7 @@ use crate::cache::key::{self, Decision, Delivered};
 use crate::cache::records::Records;
 use crate::pipeline::outline::Outline;
 use crate::pipeline::{Job, Loaded, Step, StepKind};
+use crate::resource::ResourceError;
 
 /// What every walk of one job shares.
 pub(super) struct Shared<'a> {
@@ -18,20 +20,21 @@ pub(super) struct Shared<'a> {
     pub outline: Outline,
     pub chain: Chain,
     pub records: Option<&'a Records>,
-    /// A `get`'s version by resource, asked once.
-    pub versions: std::cell::RefCell<HashMap<String, Result<String, String>>>,
+    /// A `get`'s version by resource, asked once (the error shared, as every `get` of the
+    /// resource is told it).
+    pub versions: std::cell::RefCell<HashMap<String, Result<String, Arc<ResourceError>>>>,
 }
 
 impl Shared<'_> {
     /// A git resource's version (its branch's commit); an error for another type, whose
     /// version only its `check` knows.
-    fn version(&self, resource: &str) -> Result<String, String> {
+    fn version(&self, resource: &str) -> Result<String, Arc<ResourceError>> {
         if let Some(v) = self.versions.borrow().get(resource) {
             return v.clone();
         }
         let v = crate::resource::ops::source(self.loaded, resource)
             .and_then(|src| crate::resource::ops::latest(&src))
-            .map_err(|e| e.to_string());
+            .map_err(Arc::new);
         self.versions
             .borrow_mut()
             .insert(resource.to_owned(), v.clone());

@@ -31,7 +31,7 @@ pub(super) struct Known {
     pub delivered: Vec<Delivered>,
     pub delivered_sure: bool,
     /// A `get`'s version, or why it cannot be known.
-    pub version: Option<Result<String, String>>,
+    pub version: Option<Result<String, std::sync::Arc<crate::resource::ResourceError>>>,
     /// The `across:` cell's values.
     pub cell: Option<BTreeMap<String, String>>,
 }
