@@ -481,7 +481,7 @@ impl StepCache {
     }
 }
 
-fn objects(o: &super::records::Outcome) -> Vec<Digest> {
+fn objects(o: &super::records::SuccessRecord) -> Vec<Digest> {
     o.outputs
         .iter()
         .flat_map(|t| t.manifest.entries.iter())

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::StepCache;
 use super::cas::CasError;
 use super::digest::{self, Digest, DigestError, Manifest};
-use super::records::{Outcome, OutputTree, RecordError};
+use super::records::{OutputTree, RecordError, SuccessRecord};
 use crate::blocking::{WorkerStopped, blocking};
 use crate::pipeline::{Step, StepKind};
 
@@ -38,7 +38,7 @@ pub enum CacheError {
 #[derive(Debug)]
 pub(crate) enum Lookup {
     /// A succeeded record with the step's key.
-    Hit(Box<Outcome>),
+    Hit(Box<SuccessRecord>),
     /// The step must run.
     Miss(Miss),
 }
@@ -150,7 +150,7 @@ impl StepCache {
     }
 
     /// Run `of`'s record of step `seq`, when it succeeded there.
-    pub(crate) fn recorded(&self, of: u64, seq: u32) -> Result<Option<Outcome>, CacheError> {
+    pub(crate) fn recorded(&self, of: u64, seq: u32) -> Result<Option<SuccessRecord>, CacheError> {
         Ok(self.records.result(of, seq)?)
     }
 
@@ -173,7 +173,7 @@ impl StepCache {
     }
 
     /// Restores `outcome`'s output trees under `dir`, checking every object. Blocking.
-    pub(crate) fn restore(&self, outcome: &Outcome, dir: &Path) -> Result<(), CacheError> {
+    pub(crate) fn restore(&self, outcome: &SuccessRecord, dir: &Path) -> Result<(), CacheError> {
         for t in &outcome.outputs {
             self.cas.restore(&t.manifest, &dir.join(&t.name))?;
         }
@@ -218,7 +218,7 @@ impl StepCache {
     pub(crate) fn put_success(
         &self,
         path: &str,
-        outcome: &Outcome,
+        outcome: &SuccessRecord,
         replayable: bool,
         durable: bool,
     ) -> Result<(), CacheError> {

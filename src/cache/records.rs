@@ -1,8 +1,8 @@
 //! The cache's tables in the state file (`.treadle/state.redb`, shared with runs, steps
 //! and the agent journal):
 //!
-//! * `cache_entries`: step key → the [`Outcome`] a replay restores (replayable steps only);
-//! * `step_results`: (run, seq) → the [`Outcome`] of each step that succeeded in a run,
+//! * `cache_entries`: step key → the [`SuccessRecord`] a replay restores (replayable steps only);
+//! * `step_results`: (run, seq) → the [`SuccessRecord`] of each step that succeeded in a run,
 //!   replayable or not, which `--resume` and `--replay` read;
 //! * `cache_last`: (job, step path) → the [`KeyParts`] of its last success, which
 //!   `treadle plan` compares with;
@@ -81,7 +81,7 @@ pub struct OutputTree {
 
 /// What a succeeded step left: enough to replay it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Outcome {
+pub struct SuccessRecord {
     /// The step key.
     pub key: Digest,
     /// What the key was made of.
@@ -158,7 +158,7 @@ impl Records {
     }
 
     /// The replayable outcome stored under a key.
-    pub fn entry(&self, key: &Digest) -> Result<Option<Outcome>, RecordError> {
+    pub fn entry(&self, key: &Digest) -> Result<Option<SuccessRecord>, RecordError> {
         let txn = self.db.begin_read()?;
         let t = match txn.open_table(ENTRIES) {
             Ok(t) => t,
@@ -169,7 +169,7 @@ impl Records {
     }
 
     /// The outcome of step `seq` in `run`, if it succeeded there.
-    pub fn result(&self, run: u64, seq: u32) -> Result<Option<Outcome>, RecordError> {
+    pub fn result(&self, run: u64, seq: u32) -> Result<Option<SuccessRecord>, RecordError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(RESULTS)?;
         t.get((run, seq))?.map(|v| decode(v.value())).transpose()
@@ -195,7 +195,7 @@ impl Records {
         &self,
         job: &str,
         path: &str,
-        outcome: &Outcome,
+        outcome: &SuccessRecord,
         replayable: bool,
         durable: bool,
     ) -> Result<(), RecordError> {
@@ -237,7 +237,7 @@ impl Records {
         {
             let mut t = txn.open_table(ENTRIES)?;
             for k in keys {
-                let Some(mut o): Option<Outcome> =
+                let Some(mut o): Option<SuccessRecord> =
                     t.get(&k.0)?.map(|v| decode(v.value())).transpose()?
                 else {
                     continue;
@@ -251,10 +251,10 @@ impl Records {
     }
 
     /// Every cache entry, least recently used first.
-    pub fn entries_by_age(&self) -> Result<Vec<Outcome>, RecordError> {
+    pub fn entries_by_age(&self) -> Result<Vec<SuccessRecord>, RecordError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(ENTRIES)?;
-        let mut out: Vec<Outcome> = Vec::new();
+        let mut out: Vec<SuccessRecord> = Vec::new();
         for e in t.iter()? {
             out.push(decode(e?.1.value())?);
         }
@@ -263,7 +263,7 @@ impl Records {
     }
 
     /// Every step result of every run (their objects are kept while the cache holds them).
-    pub fn results(&self) -> Result<Vec<Outcome>, RecordError> {
+    pub fn results(&self) -> Result<Vec<SuccessRecord>, RecordError> {
         let txn = self.db.begin_read()?;
         let t = txn.open_table(RESULTS)?;
         let mut out = Vec::new();

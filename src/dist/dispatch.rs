@@ -15,7 +15,7 @@ use super::wire::{CANCELLED, Carried, StepJob, StepResult};
 use super::{DistError, carry};
 use crate::cache::StepCache;
 use crate::cache::digest::Digest;
-use crate::cache::records::Outcome;
+use crate::cache::records::SuccessRecord;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
 use crate::run::exec::{Ctx, Done, RemoteSteps};
@@ -70,11 +70,11 @@ impl RemoteSteps for RemoteRun {
         cache: &Arc<StepCache>,
         key: &Digest,
         scratch: PathBuf,
-    ) -> Option<Outcome> {
+    ) -> Option<SuccessRecord> {
         super::shared_cache::fetch(&self.dispatcher.bus, cache, key, scratch).await
     }
 
-    async fn share(&self, outcome: &Outcome, dirs: Vec<(String, PathBuf)>) {
+    async fn share(&self, outcome: &SuccessRecord, dirs: Vec<(String, PathBuf)>) {
         super::shared_cache::share(&self.dispatcher.bus, outcome, dirs).await;
     }
 

@@ -21,7 +21,7 @@ use super::carry;
 use super::wire::Carried;
 use crate::cache::StepCache;
 use crate::cache::digest::Digest;
-use crate::cache::records::Outcome;
+use crate::cache::records::SuccessRecord;
 
 /// The largest record kept in the bucket itself.
 pub const INLINE_MAX: usize = 256 * 1024;
@@ -41,7 +41,7 @@ enum Stored {
 #[derive(Serialize, Deserialize)]
 struct Shared {
     /// The record.
-    outcome: Outcome,
+    outcome: SuccessRecord,
     /// Each output tree, packed in the object store.
     trees: Vec<Carried>,
 }
@@ -54,7 +54,7 @@ pub async fn fetch(
     cache: &Arc<StepCache>,
     key: &Digest,
     scratch: PathBuf,
-) -> Option<Outcome> {
+) -> Option<SuccessRecord> {
     let value = bus.cache.get(key.hex()).await.ok()??;
     let shared = match serde_json::from_slice(&value).ok()? {
         Stored::Inline(shared) => *shared,
@@ -101,7 +101,7 @@ pub async fn fetch(
 
 /// Shares a replayable step's record: its output trees (`dirs`, by name) to the object
 /// store, then the record. Best effort: a step not shared is only not found elsewhere.
-pub async fn share(bus: &Bus, outcome: &Outcome, dirs: Vec<(String, PathBuf)>) {
+pub async fn share(bus: &Bus, outcome: &SuccessRecord, dirs: Vec<(String, PathBuf)>) {
     let mut trees = Vec::new();
     for (name, dir) in dirs {
         match carry::send(bus, &dir).await {

@@ -16,7 +16,7 @@ use super::transcript::Event;
 use crate::blocking::{WorkerStopped, blocking};
 use crate::cache::digest::Digest;
 use crate::cache::key::{self, KeyFacts, KeyParts};
-use crate::cache::records::Outcome;
+use crate::cache::records::SuccessRecord;
 use crate::cache::{
     CacheError, Lookup, Miss, Slot, StepCache, cell_replayable, is_leaf, produced, replayable,
 };
@@ -134,14 +134,14 @@ impl<'a> Ctx<'a> {
     }
 
     /// The record of `key` shared through NATS, its trees now in the local object store.
-    async fn shared_hit(&self, cache: &Arc<StepCache>, key: &Digest) -> Option<Outcome> {
+    async fn shared_hit(&self, cache: &Arc<StepCache>, key: &Digest) -> Option<SuccessRecord> {
         let remote = self.remote.as_ref()?;
         let scratch = self.artifacts.root().join("incoming");
         remote.shared_hit(cache, key, scratch).await
     }
 
     /// Run `of`'s record of a step that succeeded in it, if any.
-    fn recorded(&self, cache: &StepCache, of: u64, entry: &Entry) -> Option<Outcome> {
+    fn recorded(&self, cache: &StepCache, of: u64, entry: &Entry) -> Option<SuccessRecord> {
         cache.recorded(of, entry.seq).unwrap_or_else(|e| {
             crate::console::tell!(
                 "treadle: cannot read run {of}'s record of `{}`: {e}",
@@ -211,7 +211,7 @@ impl<'a> Ctx<'a> {
         cache: &Arc<StepCache>,
         step: &At<Step>,
         entry: &Entry,
-        outcome: Outcome,
+        outcome: SuccessRecord,
         from_run: u64,
     ) -> Option<Done> {
         let started = std::time::Instant::now();
@@ -264,7 +264,7 @@ impl<'a> Ctx<'a> {
         });
         // The record now holds the outcome's exit code and verdict, which the line shows.
         self.finished(entry, &Done::ok(), std::time::Duration::from_millis(took));
-        let mine = Outcome {
+        let mine = SuccessRecord {
             run: self.run,
             seq: entry.seq,
             last_used_ms: now_ms(),
@@ -293,7 +293,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Where a reused outcome's verdict sends the run (`None`: on in order).
-    fn route_of(&self, step: &At<Step>, outcome: &Outcome) -> Option<String> {
+    fn route_of(&self, step: &At<Step>, outcome: &SuccessRecord) -> Option<String> {
         outcome.verdict.as_ref().and_then(|v| {
             step.routes()
                 .into_iter()
@@ -310,7 +310,7 @@ impl<'a> Ctx<'a> {
         cache: &StepCache,
         step: &At<Step>,
         entry: &Entry,
-        outcome: &Outcome,
+        outcome: &SuccessRecord,
         from_run: u64,
     ) {
         for t in &outcome.outputs {
@@ -332,7 +332,7 @@ impl<'a> Ctx<'a> {
         &self,
         cache: &Arc<StepCache>,
         entry: &Entry,
-        outcome: &Outcome,
+        outcome: &SuccessRecord,
     ) -> Result<(), CachedError> {
         if outcome.outputs.is_empty() {
             return Ok(());
@@ -355,7 +355,7 @@ impl<'a> Ctx<'a> {
         .await
     }
 
-    fn show_reused(&self, entry: &Entry, outcome: &Outcome, from_run: u64) {
+    fn show_reused(&self, entry: &Entry, outcome: &SuccessRecord, from_run: u64) {
         self.emit(Event::StepCached {
             run: self.run,
             seq: entry.seq,
@@ -447,7 +447,7 @@ impl<'a> Ctx<'a> {
             .await?;
             (record, events)
         };
-        let outcome = Outcome {
+        let outcome = SuccessRecord {
             key: parts.key(),
             parts,
             run: self.run,

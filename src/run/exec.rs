@@ -37,7 +37,7 @@ use super::work::Work;
 use crate::assert::AssertFailure;
 use crate::cache::StepCache;
 use crate::cache::digest::Digest;
-use crate::cache::records::Outcome;
+use crate::cache::records::SuccessRecord;
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::{Entry, Outline};
 use crate::pipeline::{At, InParallel, Job, Kind, Loaded, Step, StepKind};
@@ -156,11 +156,11 @@ pub(crate) trait RemoteSteps: Send + Sync {
         cache: &Arc<StepCache>,
         key: &Digest,
         scratch: PathBuf,
-    ) -> Option<Outcome>;
+    ) -> Option<SuccessRecord>;
 
     /// Shares a step's record and its output trees (`dirs`, by output name) with the
     /// other processes.
-    async fn share(&self, outcome: &Outcome, dirs: Vec<(String, PathBuf)>);
+    async fn share(&self, outcome: &SuccessRecord, dirs: Vec<(String, PathBuf)>);
 }
 
 /// Everything a run shares.

@@ -17,7 +17,7 @@ use super::transcript::Event;
 use crate::agent::commit::{self, Keep, ManagedWork};
 use crate::blocking::blocking;
 use crate::cache::StepCache;
-use crate::cache::records::Outcome;
+use crate::cache::records::SuccessRecord;
 use crate::pipeline::Step;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{Version, VersionSpec};
@@ -320,7 +320,7 @@ impl<'a> Ctx<'a> {
         &self,
         cache: &Arc<StepCache>,
         entry: &Entry,
-        outcome: &Outcome,
+        outcome: &SuccessRecord,
     ) -> Result<BTreeMap<String, String>, ResourceError> {
         let mut now = BTreeMap::new();
         for (artifact, made) in &outcome.commits {

@@ -13,7 +13,7 @@ use super::lines::Cond;
 use crate::agent::AgentStep;
 use crate::cache::digest::Digest;
 use crate::cache::key::{self, Delivered, KeyFacts, KeyParts};
-use crate::cache::records::{Outcome, Records};
+use crate::cache::records::{Records, SuccessRecord};
 use crate::pipeline::{Job, Loaded, Step, StepKind};
 
 /// What the plan knows of a leaf's facts.
@@ -39,10 +39,10 @@ pub(super) struct Known {
 /// The plan's verdict on a leaf.
 pub(super) enum Judged {
     /// Replayed from this record.
-    Cached(Box<Outcome>),
+    Cached(Box<SuccessRecord>),
     /// Replayed from this record if these come out as they did then, else run for the
     /// reasons given.
-    CachedIf(Box<Outcome>, Vec<Cond>, Vec<String>),
+    CachedIf(Box<SuccessRecord>, Vec<Cond>, Vec<String>),
     /// Run, for these reasons.
     Run(Vec<String>),
 }

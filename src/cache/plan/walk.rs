@@ -14,7 +14,7 @@ use crate::cache::chain::fold_cells;
 use crate::cache::digest::Digest;
 use crate::cache::key::Decision;
 use crate::cache::lookup::produced;
-use crate::cache::records::Outcome;
+use crate::cache::records::SuccessRecord;
 use crate::pipeline::outline::{Entry, cell_path};
 use crate::pipeline::{At, Step, StepKind, flow};
 
@@ -392,7 +392,7 @@ impl<'s, 'a> Walk<'s, 'a> {
     }
 
     /// What a replayed step leaves: its recorded outputs, its decision, its route.
-    fn replayed(&mut self, step: &Step, o: &Outcome, outputs: &[String]) -> Out {
+    fn replayed(&mut self, step: &Step, o: &SuccessRecord, outputs: &[String]) -> Out {
         for name in outputs {
             let digest = o.outputs.iter().find(|t| t.name == *name).map(|t| t.digest);
             self.facts.artifacts.insert(name.clone(), digest);

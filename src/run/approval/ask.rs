@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::mailbox::{Answer, Mailbox, Pending};
-use super::step::{Outcome, wait_for};
+use super::step::{WaitEnd, wait_for};
 use super::{ApprovalRecord, ApprovalStatus};
 use crate::agent::{Answered, Asker, Question};
 use crate::run::exec::now_ms;
@@ -128,13 +128,13 @@ impl Asker for MailboxAsker {
         .await;
         let _ = mailbox.clear(self.run, self.seq);
         let answered = match outcome {
-            Ok(Outcome::Answered(reply)) => Answered {
+            Ok(WaitEnd::Answered(reply)) => Answered {
                 approved: reply.answer == Answer::Approve,
                 by: reply.by,
                 comment: reply.comment,
             },
-            Ok(Outcome::TimedOut(_)) => Answered::refused("timeout"),
-            Ok(Outcome::Aborted) => Answered::refused("treadle (the step was interrupted)"),
+            Ok(WaitEnd::TimedOut(_)) => Answered::refused("timeout"),
+            Ok(WaitEnd::Aborted) => Answered::refused("treadle (the step was interrupted)"),
             Err(e) => Answered::refused(format!("nobody ({e})")),
         };
         let status = if answered.approved {

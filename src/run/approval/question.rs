@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use treadle_session::HumanQuestion;
 
 use super::mailbox::{Answer, Mailbox, Pending, check_reply};
-use super::step::{Outcome, wait_for};
+use super::step::{WaitEnd, wait_for};
 use super::{ApprovalRecord, ApprovalStatus};
 use crate::clock::now_ms;
 use crate::run::state::Store;
@@ -146,15 +146,15 @@ impl Asker {
             (Err(e), _) | (Ok(_), Err(e)) => Asked::Failed {
                 reason: e.to_string(),
             },
-            (Ok(Outcome::Aborted), _) => Asked::Aborted,
-            (Ok(Outcome::TimedOut(_)), _) => match question.default.clone() {
+            (Ok(WaitEnd::Aborted), _) => Asked::Aborted,
+            (Ok(WaitEnd::TimedOut(_)), _) => match question.default.clone() {
                 Some(value) => Asked::Answered {
                     value,
                     by: "timeout".to_owned(),
                 },
                 None => Asked::TimedOut,
             },
-            (Ok(Outcome::Answered(reply)), _) => match check_reply(&pending, &reply) {
+            (Ok(WaitEnd::Answered(reply)), _) => match check_reply(&pending, &reply) {
                 Err(reason) => Asked::Declined { reason },
                 Ok(()) => match (reply.answer, reply.value) {
                     (Answer::Approve, Some(value)) => Asked::Answered {

@@ -15,7 +15,7 @@ use crate::run::exec::{Ctx, Done, now_ms};
 use crate::run::transcript::Event;
 
 /// How a wait ended.
-pub(super) enum Outcome {
+pub(super) enum WaitEnd {
     Answered(Reply),
     TimedOut(Answer),
     Aborted,
@@ -89,14 +89,14 @@ impl<'a> Ctx<'a> {
         let outcome = wait_for(&mailbox, run, seq, deadline, on_timeout, &cancel).await;
         let cleared = mailbox.clear(run, seq);
         let (status, by) = match &outcome {
-            Ok(Outcome::Answered(r)) => (status_of(r.answer), r.by.clone()),
-            Ok(Outcome::TimedOut(a)) => (status_of(*a), "timeout".to_owned()),
-            Ok(Outcome::Aborted) | Err(_) => (ApprovalStatus::Aborted, "treadle".to_owned()),
+            Ok(WaitEnd::Answered(r)) => (status_of(r.answer), r.by.clone()),
+            Ok(WaitEnd::TimedOut(a)) => (status_of(*a), "timeout".to_owned()),
+            Ok(WaitEnd::Aborted) | Err(_) => (ApprovalStatus::Aborted, "treadle".to_owned()),
         };
         record.status = status;
         record.answered_ms = Some(now_ms());
         record.by = Some(by.clone());
-        if let Ok(Outcome::Answered(r)) = &outcome {
+        if let Ok(WaitEnd::Answered(r)) = &outcome {
             record.comment = r.comment.clone();
         }
         self.record_approval(&record).await;
@@ -113,9 +113,9 @@ impl<'a> Ctx<'a> {
             by: by.clone(),
         });
         match (outcome, status) {
-            (Outcome::Aborted, _) => self.cancelled(),
+            (WaitEnd::Aborted, _) => self.cancelled(),
             (_, ApprovalStatus::Approved) => Done::ok(),
-            (Outcome::TimedOut(_), _) => Done::failed(format!(
+            (WaitEnd::TimedOut(_), _) => Done::failed(format!(
                 "approval `{}` timed out and was rejected (on_timeout)",
                 entry.name
             )),
@@ -184,19 +184,19 @@ pub(super) async fn wait_for(
     deadline: Option<Duration>,
     on_timeout: Answer,
     cancel: &CancellationToken,
-) -> Result<Outcome, MailboxError> {
+) -> Result<WaitEnd, MailboxError> {
     let started = Instant::now();
     loop {
         if let Some(reply) = mailbox.reply(run, seq)? {
-            return Ok(Outcome::Answered(reply));
+            return Ok(WaitEnd::Answered(reply));
         }
         let left = deadline.map(|d| d.saturating_sub(started.elapsed()));
         if left.is_some_and(|l| l.is_zero()) {
-            return Ok(Outcome::TimedOut(on_timeout));
+            return Ok(WaitEnd::TimedOut(on_timeout));
         }
         let nap = left.map_or(POLL, |l| l.min(POLL));
         tokio::select! {
-            () = cancel.cancelled() => return Ok(Outcome::Aborted),
+            () = cancel.cancelled() => return Ok(WaitEnd::Aborted),
             () = tokio::time::sleep(nap) => {}
             // An answer written in this process (`treadle serve`): read it now.
             () = ANSWERED.notified() => {}
