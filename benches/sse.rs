@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use treadle::run::journal::{LIVE_CAPACITY, RunJournal};
-use treadle::server::app::{App, LiveRun, router};
+use treadle::server::app::router;
 use treadle::server::client::SseParser;
+use treadle::server::shared::{App, LiveRun};
 use treadle::server::sse::QUEUE;
 
 const CLIENTS: usize = 10;

@@ -10,8 +10,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::app::App;
 use super::error::ApiError;
+use super::shared::App;
 use super::triggers;
 use super::views::{PipelineView, RunView, tree};
 use crate::pipeline::{CheckScope, Loaded};

@@ -1,7 +1,6 @@
-//! The server process: what it serves, its shared state, its router, and its life from
-//! binding the address to removing the discovery file.
+//! The server process: how it is told what to serve, its router, and its life from
+//! binding the address to removing the discovery file (its shared state is `super::shared`).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -10,59 +9,8 @@ use axum::Router;
 use tokio_util::sync::CancellationToken;
 
 use super::discovery::{self, Discovery};
-use super::views::pipeline_name;
-use crate::run::journal::RunJournal;
-use crate::run::{AgentRunner, Store};
-
-/// A pipeline file the server serves.
-#[derive(Debug, Clone)]
-pub struct ServedFile {
-    /// Its name in the API: the file's stem.
-    pub name: String,
-    /// The file, as given.
-    pub file: PathBuf,
-}
-
-/// A run going on in this process.
-#[derive(Debug, Clone)]
-pub struct LiveRun {
-    /// Its journal, which followers subscribe to.
-    pub journal: Arc<RunJournal>,
-    /// Cancels it.
-    pub cancel: CancellationToken,
-}
-
-/// What every handler shares.
-pub struct App {
-    /// The state file, owned by this process while it serves.
-    pub store: Arc<Store>,
-    /// The served pipeline files, listed again at each look (see `super::folder`).
-    pub files: super::folder::Folder,
-    /// Runs going on now, by id.
-    pub live: Mutex<HashMap<u64, LiveRun>>,
-    /// The token every request must carry (`None`: loopback, no token).
-    pub token: Option<String>,
-    /// Named tokens and the approver header: who answers an approval.
-    pub identity: super::identity::Identity,
-    /// Runs agent steps.
-    pub agents: Arc<dyn AgentRunner>,
-    /// Cancelled when the server shuts down: its runs are aborted.
-    pub shutdown: CancellationToken,
-    /// Runs task and agent steps on workers over NATS (`--nats`); `None`: here.
-    pub dispatcher: Option<Arc<crate::dist::Dispatcher>>,
-}
-
-impl App {
-    /// The live run `id`, if it runs here now.
-    pub fn live_run(&self, id: u64) -> Option<LiveRun> {
-        self.live.lock().ok()?.get(&id).cloned()
-    }
-
-    /// The file served under `name` now.
-    pub fn file(&self, name: &str) -> Option<ServedFile> {
-        self.files.file(name)
-    }
-}
+use super::folder::{ServedFile, served_files};
+use super::shared::App;
 
 /// How to serve.
 #[derive(Debug, Clone)]
@@ -93,31 +41,9 @@ pub struct ServeOptions {
 /// Why the server cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// A path cannot be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Nothing to serve.
-    #[error(
-        "no pipeline files to serve in {0}\nhint: give `treadle serve` a pipeline file or a directory holding *.yml files"
-    )]
-    Nothing(String),
-    /// Two files would have the same name.
-    #[error(
-        "{a} and {b} would both be served as `{name}`\nhint: serve them from separate `treadle serve` processes"
-    )]
-    SameName {
-        /// The name.
-        name: String,
-        /// One file.
-        a: String,
-        /// The other.
-        b: String,
-    },
+    /// The paths give no usable set of pipeline files.
+    #[error(transparent)]
+    Folder(#[from] super::folder::FolderError),
     /// The files are in different directories, so they have different state files.
     #[error(
         "{a} and {b} keep their runs in different state files\nhint: serve files of one directory, or give `--state`"
@@ -156,55 +82,6 @@ pub enum ServeError {
     /// NATS cannot be used (`--nats`).
     #[error(transparent)]
     Nats(#[from] crate::dist::DistError),
-}
-
-/// The pipeline files of `paths`: files as given, directories' `*.yml` and `*.yaml` files
-/// in name order.
-pub fn served_files(paths: &[PathBuf]) -> Result<Vec<ServedFile>, ServeError> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let read = |source| ServeError::Read {
-                path: path.clone(),
-                source,
-            };
-            let mut found = Vec::new();
-            for entry in std::fs::read_dir(path).map_err(read)? {
-                let entry = entry.map_err(read)?;
-                // `treadle serve .` serves `hello.yml`, not `./hello.yml`.
-                let p = if path == Path::new(".") {
-                    PathBuf::from(entry.file_name())
-                } else {
-                    entry.path()
-                };
-                let yaml = p.extension().is_some_and(|e| e == "yml" || e == "yaml");
-                if yaml && p.is_file() {
-                    found.push(p);
-                }
-            }
-            found.sort();
-            files.extend(found);
-        } else {
-            files.push(path.clone());
-        }
-    }
-    let mut served: Vec<ServedFile> = Vec::new();
-    for file in files {
-        let name = pipeline_name(&file.display().to_string());
-        if let Some(other) = served.iter().find(|s| s.name == name) {
-            return Err(ServeError::SameName {
-                name,
-                a: other.file.display().to_string(),
-                b: file.display().to_string(),
-            });
-        }
-        served.push(ServedFile { name, file });
-    }
-    if served.is_empty() {
-        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        return Err(ServeError::Nothing(shown.join(", ")));
-    }
-    Ok(served)
 }
 
 /// The one state file of the served files.

@@ -16,8 +16,8 @@ use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 
 use super::api::{blocking, run_id};
-use super::app::App;
 use super::error::ApiError;
+use super::shared::App;
 use super::views::pipeline_name;
 use crate::run::approval::mailbox::{Answer, Mailbox, MailboxError, Reply};
 use crate::run::approval::{ApprovalRecord, ApprovalStatus};

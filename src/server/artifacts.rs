@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::api::run_id;
-use super::app::App;
 use super::error::ApiError;
+use super::shared::App;
 
 /// The largest text file whose diff is shown (bytes, either side).
 const DIFF_BYTES: u64 = 256 * 1024;

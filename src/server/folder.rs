@@ -7,10 +7,10 @@
 //! with no background task: a listing costs one `read_dir` per served directory, which is
 //! nothing beside loading the pipeline the request then loads.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::app::{ServedFile, served_files};
+use super::views::pipeline_name;
 
 /// What `treadle serve` was given, and what it served when it last looked.
 #[derive(Debug)]
@@ -65,4 +65,92 @@ impl Folder {
     pub fn file(&self, name: &str) -> Option<ServedFile> {
         self.files().into_iter().find(|f| f.name == name)
     }
+}
+
+/// A pipeline file the server serves.
+#[derive(Debug, Clone)]
+pub struct ServedFile {
+    /// Its name in the API: the file's stem.
+    pub name: String,
+    /// The file, as given.
+    pub file: PathBuf,
+}
+
+/// Why the paths given to `treadle serve` give no usable set of pipeline files.
+#[derive(Debug, thiserror::Error)]
+pub enum FolderError {
+    /// A path cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Nothing to serve.
+    #[error(
+        "no pipeline files to serve in {0}\nhint: give `treadle serve` a pipeline file or a directory holding *.yml files"
+    )]
+    Nothing(String),
+    /// Two files would have the same name.
+    #[error(
+        "{a} and {b} would both be served as `{name}`\nhint: serve them from separate `treadle serve` processes"
+    )]
+    SameName {
+        /// The name.
+        name: String,
+        /// One file.
+        a: String,
+        /// The other.
+        b: String,
+    },
+}
+
+/// The pipeline files of `paths`: files as given, directories' `*.yml` and `*.yaml` files
+/// in name order.
+pub(super) fn served_files(paths: &[PathBuf]) -> Result<Vec<ServedFile>, FolderError> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let read = |source| FolderError::Read {
+                path: path.clone(),
+                source,
+            };
+            let mut found = Vec::new();
+            for entry in std::fs::read_dir(path).map_err(read)? {
+                let entry = entry.map_err(read)?;
+                // `treadle serve .` serves `hello.yml`, not `./hello.yml`.
+                let p = if path == Path::new(".") {
+                    PathBuf::from(entry.file_name())
+                } else {
+                    entry.path()
+                };
+                let yaml = p.extension().is_some_and(|e| e == "yml" || e == "yaml");
+                if yaml && p.is_file() {
+                    found.push(p);
+                }
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut served: Vec<ServedFile> = Vec::new();
+    for file in files {
+        let name = pipeline_name(&file.display().to_string());
+        if let Some(other) = served.iter().find(|s| s.name == name) {
+            return Err(FolderError::SameName {
+                name,
+                a: other.file.display().to_string(),
+                b: file.display().to_string(),
+            });
+        }
+        served.push(ServedFile { name, file });
+    }
+    if served.is_empty() {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(FolderError::Nothing(shown.join(", ")));
+    }
+    Ok(served)
 }

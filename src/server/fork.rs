@@ -15,8 +15,8 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::api::{blocking, load, run_id};
-use super::app::App;
 use super::error::ApiError;
+use super::shared::App;
 use super::start;
 use crate::run::RunStatus;
 

@@ -16,10 +16,10 @@ use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::app::App;
 use super::error::ApiError;
 use super::identity::Caller;
 use super::routes::{self, Access};
+use super::shared::App;
 
 /// Whether `given` equals `token`, in time that does not depend on where they differ.
 fn same_token(given: &[u8], token: &[u8]) -> bool {

@@ -13,8 +13,8 @@ use axum::response::IntoResponse;
 use serde_json::Value;
 
 use super::api::blocking;
-use super::app::App;
 use super::error::ApiError;
+use super::shared::App;
 use crate::run::Store;
 
 /// `GET /metrics` (behind the token, as the API: see `routes.rs`).

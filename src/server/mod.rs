@@ -4,8 +4,11 @@
 //!
 //! # Layout
 //!
-//! * `app.rs`: what is served, the shared [`app::App`], the router, start-up and shutdown;
-//! * `folder.rs`: the served files, listed again at each look (new and removed files);
+//! * `app.rs`: the serve options, the router, start-up and shutdown;
+//! * `shared.rs`: what every handler shares, [`shared::App`] (the store, the served files,
+//!   the live runs);
+//! * `folder.rs`: the served files, listed again at each look (new and removed files), and
+//!   why the paths given serve none;
 //! * `discovery.rs`: `.treadle/server.json`, where the other commands find the server;
 //! * `listen.rs`: accepting connections, with header-read and write-stall time limits;
 //! * `hosts.rs`: the names the server answers to (`--allowed-host`), checked before routing;
@@ -50,6 +53,7 @@ pub mod metrics;
 mod receipt;
 pub mod routes;
 pub mod shadows;
+pub mod shared;
 pub mod sse;
 mod start;
 mod triggers;

@@ -9,8 +9,8 @@ use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
 use super::api::{blocking, run_id};
-use super::app::App;
 use super::error::ApiError;
+use super::shared::App;
 use crate::cache::records::Records;
 
 /// The receipt of one step.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{MethodRouter, get, post};
 
-use super::app::App;
+use super::shared::App;
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 
 use super::api::{blocking, load, run_id};
-use super::app::App;
 use super::error::ApiError;
+use super::shared::App;
 use super::start;
 use crate::run::RunStatus;
 use crate::shadow::kept::{self, ShadowRecord, ShadowStatus};

@@ -19,8 +19,8 @@ use futures::{Stream, StreamExt};
 use serde::Deserialize;
 
 use super::api::{blocking, run_id};
-use super::app::App;
 use super::error::ApiError;
+use super::shared::App;
 use crate::run::journal::{Live, Pace, follow_paced};
 
 /// How many live items may wait for one client before it is cut off.

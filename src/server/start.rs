@@ -18,8 +18,8 @@ use serde::Deserialize;
 use tokio::sync::oneshot;
 
 use super::api::{blocking, not_served};
-use super::app::{App, LiveRun};
 use super::error::ApiError;
+use super::shared::{App, LiveRun};
 use super::triggers;
 use crate::run::{RunOptions, Served, Style};
 
@@ -258,7 +258,7 @@ async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(),
 pub(super) fn served_of(
     app: &App,
     run: &crate::run::state::RunRecord,
-) -> Result<super::app::ServedFile, ApiError> {
+) -> Result<super::folder::ServedFile, ApiError> {
     app.files
         .files()
         .into_iter()

@@ -10,8 +10,8 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 
 use super::api::{blocking, run_id};
-use super::app::App;
 use super::error::ApiError;
+use super::shared::App;
 use crate::run::journal::read_after;
 
 /// What a get step fetched.

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::app::{App, LiveRun, ServedFile};
+use super::folder::ServedFile;
+use super::shared::{App, LiveRun};
 use super::triggers;
 use crate::console::tell;
 use crate::pipeline::CheckScope;
