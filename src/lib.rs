@@ -16,6 +16,8 @@
 //!   server runs the same shadow and keeps its report (`POST /api/v1/runs/{id}/shadow`).
 //! * [`cache`]: step keys, the content-addressed store, hit or miss, resume, `plan`.
 //! * [`resource`]: `get` / `put` resources; git is built in.
+//! * [`template`]: the one `{{ }}` engine (the Go-template subset of `steps`): resource
+//!   scripts, custom tools' commands, `across:` cells' `{{ .vars.NAME }}`.
 //! * [`blocking`]: blocking work (redb, git, files) off the async threads, one helper.
 //! * [`clock`]: wall-clock milliseconds, as the state file records them.
 //! * [`environ`]: API keys taken out of treadle's environment at start-up; the allow-listed
@@ -58,6 +60,7 @@ pub mod run;
 pub mod server;
 pub mod shadow;
 pub mod telemetry;
+pub mod template;
 pub mod tools;
 pub mod watch;
 pub mod web;

@@ -343,3 +343,34 @@ jobs:
     );
     assert!(err.contains("`budget.usd` on the `across:` step"), "{err}");
 }
+
+/// One `across:` task with `run` as its command, then `more` (keys of the step).
+fn across_task(run: &str, more: &str) -> String {
+    format!(
+        "jobs:\n- name: j\n  plan:\n  - across:\n    - var: dim\n      values: [api]\n    task: t\n    run: {run}\n{more}"
+    )
+}
+
+#[test]
+fn a_cells_texts_are_one_template_and_an_unknown_name_is_a_load_error() {
+    // The engine of resource scripts, and its rule: `.State` is no field of a cell, so the
+    // file does not load (it used to reach the shell as written).
+    let yaml = across_task("docker inspect --format '{{ .State }}' {{ .vars.dim }}", "");
+    let run = Fixture::new(&yaml).treadle(&["validate"]);
+    run.expect_code(2);
+    let err = run.stderr();
+    assert!(err.contains("cannot be filled in per cell"), "{err}");
+    assert!(err.contains("`.State` is not set"), "{err}");
+    // Its functions work in a cell, and literal braces are written as a string.
+    let yaml = across_task(
+        r#"echo '{{ "{{" }}x}} {{ .vars.dim | upper }}'"#,
+        "    assert: { stdout: \"{{x}} API\" }\n  assert:\n    outcome: succeeded\n",
+    );
+    let run = Fixture::new(&yaml).treadle(&["test"]);
+    assert!(
+        run.stdout().contains("1 passed, 0 failed"),
+        "{}{}",
+        run.stdout(),
+        run.stderr()
+    );
+}

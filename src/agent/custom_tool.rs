@@ -4,7 +4,7 @@
 //!
 //! * Every value the model gives reaches the shell as one quoted word: an action reading
 //!   `.args` is shell-quoted whether or not it ends in `| shellquote`
-//!   (`crate::resource::template::render_for_shell`), so backticks, `$(...)` and `;` in a
+//!   (`crate::template::render_for_shell`), so backticks, `$(...)` and `;` in a
 //!   model's argument are text, never code.
 //! * `args:` pins values: a pinned name is left out of the schema the model sees, and the
 //!   pinned value is put over whatever the model sent before the command is rendered.
@@ -26,7 +26,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use treadle_session::{Effect, Footprint, Tool, ToolError};
 
-use crate::resource::template::{TemplateError, fields_under, render_for_shell};
+use crate::template::{TemplateError, fields_under, render_for_shell};
 use crate::tools::{MAX_OUTPUT_BYTES, Ran, Workspace, describe_exit, execute, place_of, truncate};
 
 /// How long a custom tool's command may run.

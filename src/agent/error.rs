@@ -3,7 +3,7 @@
 use treadle_session::{RunError, StartError};
 
 use super::mcp::McpToolsError;
-use crate::resource::template::TemplateError;
+use crate::template::TemplateError;
 use crate::tools::{UnknownTool, WorkspaceError};
 
 /// Why an agent step could not run at all. These are configuration or infrastructure

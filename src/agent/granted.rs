@@ -15,7 +15,7 @@ use super::spec::{AgentStep, BuildError, Delegate, Granted};
 use crate::pipeline::check_agent::MAX_DELEGATION_DEPTH;
 use crate::pipeline::tool_grant::{ToolKind, ToolObject};
 use crate::pipeline::{Agent, AgentCall, Loaded, Step};
-use crate::resource::template::TemplateError;
+use crate::template::TemplateError;
 use crate::tools::{Fence, Workspace};
 
 /// The share of what is left of its budget an agent gives a sub-agent when neither it nor

@@ -5,7 +5,7 @@
 //! Each check returns findings `(position, problem, message, hint)`; [`super::check`]
 //! turns them into located diagnostics.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::agent_def::Budget;
 use super::at::{At, Pos};
@@ -13,6 +13,7 @@ use super::diagnostic::{Problem, did_you_mean};
 use super::flow::{FAILURE_VERDICT, Race, Verdict};
 use super::format::{RunSpec, Step};
 use super::kind::StepKind;
+use crate::template::TemplateError;
 
 /// One problem found: where, what kind, what is wrong, how to fix it.
 pub type Finding = (Pos, Problem, String, String);
@@ -383,10 +384,9 @@ fn across(step: &At<Step>) -> Vec<Finding> {
             "leave it out to run the cells one at a time",
         ));
     }
-    for used in templated_texts(step)
-        .iter()
-        .flat_map(|t| super::flow::vars_used(t))
-    {
+    let texts = templated_texts(step);
+    out.extend(unrenderable(&texts, &vars, axes.pos));
+    for used in texts.iter().flat_map(|t| super::flow::vars_used(t)) {
         if !vars.contains(&used) {
             out.push(finding(
                 axes.pos,
@@ -402,15 +402,39 @@ fn across(step: &At<Step>) -> Vec<Finding> {
     out
 }
 
+/// The texts of an `across:` step that are not templates the engine reads (a name the
+/// axes lack is reported apart, by name).
+fn unrenderable(texts: &[String], vars: &BTreeSet<String>, pos: Pos) -> Vec<Finding> {
+    let blank: BTreeMap<String, String> = vars.iter().map(|v| (v.clone(), String::new())).collect();
+    texts
+        .iter()
+        .filter_map(|text| match super::flow::render(text, &blank) {
+            Err(TemplateError::MissingKey { key, .. }) if key.starts_with(".vars.") => None,
+            Err(e) => Some(finding(
+                pos,
+                Problem::InvalidValue,
+                format!("`{text}` cannot be filled in per cell: {e}"),
+                "on an `across:` step `{{ }}` is a template: `{{ .vars.NAME }}` is a value, and `{{ \"{{\" }}` writes literal braces",
+            )),
+            Ok(_) => None,
+        })
+        .collect()
+}
+
 /// The texts of a step `{{ .vars.NAME }}` is replaced in.
 fn templated_texts(step: &Step) -> Vec<String> {
     let mut texts = vec![step.display_name()];
-    texts.extend(step.agent_call().and_then(|c| c.prompt.clone()));
+    if let Some(call) = step.agent_call() {
+        texts.extend(call.prompt.clone());
+        texts.extend(call.messages.iter().flatten().cloned());
+        texts.extend(call.context_paths.iter().flatten().map(|p| p.value.clone()));
+    }
     match step.run().map(|r| &r.value) {
         Some(RunSpec::Shell(line)) => texts.push(line.clone()),
         Some(RunSpec::Exec(cfg)) => {
             texts.push(cfg.path.clone());
             texts.extend(cfg.args.iter().cloned());
+            texts.extend(cfg.dir.clone());
         }
         None => {}
     }

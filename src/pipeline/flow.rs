@@ -246,50 +246,33 @@ pub fn cells(
         .into_iter()
         .map(|combo| {
             let vars: BTreeMap<String, String> = combo.iter().cloned().collect();
-            let name = if vars_used(&base).is_empty() {
-                let coords: Vec<String> = combo.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                format!("{base} [{}]", coords.join(" "))
-            } else {
-                render(&base, &vars)
+            // A name that uses no variable (or, not loaded, one that does not render) is
+            // given the coordinates.
+            let name = match render(&base, &vars) {
+                Ok(name) if !vars_used(&base).is_empty() => name,
+                _ => {
+                    let coords: Vec<String> =
+                        combo.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("{base} [{}]", coords.join(" "))
+                }
             };
             (name, vars)
         })
         .collect()
 }
 
-/// Replaces each `{{ .vars.NAME }}` (spaces inside the braces optional) with its value;
-/// any other `{{ ... }}` is left as written.
-pub fn render(text: &str, vars: &BTreeMap<String, String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        let Some(len) = rest[start..].find("}}") else {
-            break;
-        };
-        let inner = rest[start + 2..start + len].trim();
-        out.push_str(&rest[..start]);
-        match inner.strip_prefix(".vars.").and_then(|n| vars.get(n)) {
-            Some(v) => out.push_str(v),
-            None => out.push_str(&rest[start..start + len + 2]),
-        }
-        rest = &rest[start + len + 2..];
-    }
-    out.push_str(rest);
-    out
+/// Renders `text` for one `across:` cell: `{{ .vars.NAME }}` is the cell's value. The
+/// template engine is the one of resource scripts ([`crate::template`]), and so is its
+/// rule: a name that is not there is an error (loading refuses such a text first, see
+/// `check_flow::across`).
+pub fn render(
+    text: &str,
+    vars: &BTreeMap<String, String>,
+) -> Result<String, crate::template::TemplateError> {
+    crate::template::render(text, &serde_json::json!({ "vars": vars }))
 }
 
-/// The `{{ .vars.NAME }}` names a text uses.
+/// The `{{ .vars.NAME }}` names a text uses (none when it is no template).
 pub fn vars_used(text: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        let Some(len) = rest[start..].find("}}") else {
-            break;
-        };
-        if let Some(n) = rest[start + 2..start + len].trim().strip_prefix(".vars.") {
-            names.push(n.to_owned());
-        }
-        rest = &rest[start + len + 2..];
-    }
-    names
+    crate::template::fields_under(text, "vars").unwrap_or_default()
 }

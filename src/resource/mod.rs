@@ -6,7 +6,6 @@
 //! * `ops`: what `get:` and `put:` do to a git resource, as functions over paths (the
 //!   executor runs the steps, in `crate::run::resource`);
 //! * `time`: the built-in `time` type (`interval:`);
-//! * `template`: `{{ }}` templates (the Go-template subset) of type scripts;
 //! * `script`: running one script, confined, with a timeout;
 //! * `scripted`: types written as `check`/`in`/`out` scripts (`resource_types:`);
 //! * `expr`: types whose stages are expressions (`config.expr:`), evaluated in-process;
@@ -23,7 +22,6 @@ pub mod ops;
 pub mod puts;
 pub mod script;
 pub mod scripted;
-pub mod template;
 pub mod time;
 
 use crate::pipeline::{Loaded, Resource};

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::script::{self, Script, ScriptError};
-use super::template::{self, TemplateError};
 use crate::pipeline::resource_type::Backend;
 use crate::pipeline::{Resource, ResourceType, Version};
+use crate::template::{self, TemplateError};
 
 /// The file a get of a type without `in` writes: the version, as JSON.
 pub const VERSION_FILE: &str = "version.json";

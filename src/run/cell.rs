@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use crate::pipeline::flow::render;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{RunSpec, Step};
+use crate::template::TemplateError;
 
 /// Whether an outline entry is one cell of an `across:` step.
 pub(crate) fn is_cell(entry: &Entry) -> bool {
@@ -33,17 +34,22 @@ impl Cell {
     }
 
     /// The command with `{{ .vars.NAME }}` replaced by this cell's values.
-    pub(crate) fn render_run(&self, run: &RunSpec) -> RunSpec {
-        match run {
-            RunSpec::Shell(line) => RunSpec::Shell(render(line, &self.vars)),
+    pub(crate) fn render_run(&self, run: &RunSpec) -> Result<RunSpec, TemplateError> {
+        Ok(match run {
+            RunSpec::Shell(line) => RunSpec::Shell(render(line, &self.vars)?),
             RunSpec::Exec(cfg) => {
                 let mut cfg = cfg.clone();
-                cfg.path = render(&cfg.path, &self.vars);
-                cfg.args = cfg.args.iter().map(|a| render(a, &self.vars)).collect();
-                cfg.dir = cfg.dir.as_deref().map(|d| render(d, &self.vars));
+                cfg.path = render(&cfg.path, &self.vars)?;
+                cfg.args =
+                    (cfg.args.iter().map(|a| render(a, &self.vars))).collect::<Result<_, _>>()?;
+                cfg.dir = cfg
+                    .dir
+                    .as_deref()
+                    .map(|d| render(d, &self.vars))
+                    .transpose()?;
                 RunSpec::Exec(cfg)
             }
-        }
+        })
     }
 }
 

@@ -629,7 +629,10 @@ impl<'a> Ctx<'a> {
         match work {
             Work::Task(run) => {
                 let run = match cell {
-                    Some(c) => c.render_run(&run.value),
+                    Some(c) => match c.render_run(&run.value) {
+                        Ok(run) => run,
+                        Err(e) => return Done::errored(format!("run: {e}")),
+                    },
                     None => run.value.clone(),
                 };
                 let run = self.with_vars(&run);

@@ -56,9 +56,10 @@ pub(super) fn handed_files(
             .iter()
             .map(|p| match vars {
                 Some(v) => crate::pipeline::flow::render(&p.value, v),
-                None => p.value.clone(),
+                None => Ok(p.value.clone()),
             })
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("context_paths: {e}"))?;
         context = read_context(work, &paths, limit).map_err(|e| format!("context_paths: {e}"))?;
     }
     let mut prompt = String::new();

@@ -332,7 +332,8 @@ impl<'a> Ctx<'a> {
             .ok()
             .and_then(|m| m.get(&entry.path).cloned());
         if let Some(vars) = &vars {
-            agent_step.prompt = crate::pipeline::flow::render(&agent_step.prompt, vars);
+            agent_step.prompt = crate::pipeline::flow::render(&agent_step.prompt, vars)
+                .map_err(|e| Done::errored(format!("prompt: {e}")))?;
         }
         if let Some(text) = self
             .handed
