@@ -61,22 +61,21 @@ pub(super) async fn run_one(
             (content, is_error, canceled)
         }
     };
-    ctx.emit(
-        ctx.turn_header(scope.coords, Some(scope.step)),
+    ctx.emit(ctx.turn_header(scope.coords, Some(scope.step)), || {
         EventKind::ToolCallCompleted {
             call_id: call.id.clone(),
             name: call.name.clone(),
             content: content.clone(),
             is_error: is_error || canceled,
-        },
-    );
+        }
+    });
     (content, is_error)
 }
 
 fn started(scope: &BatchScope<'_>, call: &Call) {
     scope.ctx.emit(
         scope.ctx.turn_header(scope.coords, Some(scope.step)),
-        EventKind::ToolCallStarted {
+        || EventKind::ToolCallStarted {
             call_id: call.id.clone(),
             name: call.name.clone(),
             arguments: call.arguments.clone(),

@@ -383,14 +383,11 @@ impl Turn {
 
         let header = ctx.turn_header(self.coords, Some(step));
         let on_delta = |kind, index, text: &str| {
-            ctx.emit(
-                header.clone(),
-                EventKind::TokenDelta {
-                    kind,
-                    index,
-                    text: text.to_owned(),
-                },
-            );
+            ctx.emit(header.clone(), || EventKind::TokenDelta {
+                kind,
+                index,
+                text: text.to_owned(),
+            });
         };
         let result = tokio::select! {
             biased;

@@ -123,23 +123,17 @@ impl Turn {
         // and a transcript replayed from it, show it answered as not run.
         for call in assistant.tool_uses() {
             let header = || self.ctx.turn_header(self.coords, Some(step));
-            self.ctx.emit(
-                header(),
-                EventKind::ToolCallStarted {
-                    call_id: call.id.to_owned(),
-                    name: call.name.to_owned(),
-                    arguments: call.arguments.to_owned(),
-                },
-            );
-            self.ctx.emit(
-                header(),
-                EventKind::ToolCallCompleted {
-                    call_id: call.id.to_owned(),
-                    name: call.name.to_owned(),
-                    content: TURN_OVER.to_owned(),
-                    is_error: true,
-                },
-            );
+            self.ctx.emit(header(), || EventKind::ToolCallStarted {
+                call_id: call.id.to_owned(),
+                name: call.name.to_owned(),
+                arguments: call.arguments.to_owned(),
+            });
+            self.ctx.emit(header(), || EventKind::ToolCallCompleted {
+                call_id: call.id.to_owned(),
+                name: call.name.to_owned(),
+                content: TURN_OVER.to_owned(),
+                is_error: true,
+            });
         }
         let results = Message {
             role: Role::Tool,
