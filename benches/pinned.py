@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU and memory per step on a pinned core (issue 32): treadle against a raw client.
 
-    python3 benches/pinned.py [--repeats 3] [--bin PATH] [--quick]
+    python3 benches/pinned.py [--repeats 3] [--bin PATH] [--before PATH] [--quick]
 
 An independent echo server (benches/pinned_server.py: uvloop + httptools) runs in its own
 process pinned to core 1; each driver runs pinned to core 0: the raw reqwest + serde_json
@@ -15,6 +15,10 @@ would carry the forking Python's size across the exec); the log sync is the medi
 journal's own operation (512 bytes written in place, fdatasync) taken by treadle's driver
 after each run, beside the journal's mean. One more treadle run of 20 x 100 counts the heap
 to give what an idle session holds between turns.
+
+--before PATH adds a third driver, an earlier build of bench_turn (a copy of the binary
+before a change), interleaved with the other two, and a table of that change: CPU per
+step, peak RSS and the idle session before and after, from the same run.
 
 Without --bin the release build of the driver is made first
 (`cargo build --release -p treadle-session --example bench_turn`). --quick runs tiny sizes
@@ -72,6 +76,9 @@ def cpu_seconds(pid):
 
 
 def drive(binary, url, k, s, driver, server_pid, extra=()):
+    """One run of `driver`; `binary` is a path, or a dict of paths by driver."""
+    if isinstance(binary, dict):
+        binary = binary[driver]
     argv = [binary, "--endpoint", url, "--steps", str(k), "--sessions", str(s), *extra]
     if driver == "raw":
         argv.append("--raw")
@@ -93,24 +100,29 @@ def med(runs, key):
 
 
 def measure(binary, configs, repeats):
+    drivers = tuple(binary) if isinstance(binary, dict) else DRIVERS
     rows = []
     for k, s in configs:
         server, kind, url = start_server(k)
         try:
-            runs = {d: [] for d in DRIVERS}
+            runs = {d: [] for d in drivers}
             for rep in range(repeats):
-                order = DRIVERS if rep % 2 == 0 else DRIVERS[::-1]
+                order = drivers if rep % 2 == 0 else drivers[::-1]
                 for driver in order:
                     runs[driver].append(drive(binary, url, k, s, driver, server.pid))
             idle = None
+            idle_before = None
             if (k, s) in ((20, 100), QUICK[-1]):
                 line = drive(binary, url, k, s, "treadle", server.pid, ("--count-heap",))
                 idle = line.get("heap_per_idle_session_kb")
+                if "before" in drivers:
+                    line = drive(binary, url, k, s, "before", server.pid, ("--count-heap",))
+                    idle_before = line.get("heap_per_idle_session_kb")
         finally:
             server.kill()
             server.wait()
         rows.append({"k": k, "s": s, "server": kind, "runs": runs, "idle_kb": idle,
-                     "loadavg": loadavg()})
+                     "idle_before_kb": idle_before, "loadavg": loadavg()})
         print(f"# {k} x {s}: " + json.dumps(runs), file=sys.stderr, flush=True)
     return rows
 
@@ -153,6 +165,23 @@ def table(rows):
     return "\n".join(out)
 
 
+def change_table(rows):
+    """Before and after a change (--before), from the same interleaved run."""
+    out = ["| K x S | CPU µs/step before | after | change | peak RSS MB before | after | "
+           "change | idle session KB before | after |",
+           "|" + "---|" * 9]
+    for row in rows:
+        b, a = row["runs"]["before"], row["runs"]["treadle"]
+        b_cpu, a_cpu = med(b, "cpu_per_step_us"), med(a, "cpu_per_step_us")
+        b_rss, a_rss = med(b, "peak_rss_mb"), med(a, "peak_rss_mb")
+        idle = ("", "") if row["idle_kb"] is None else (
+            f"{row['idle_before_kb']:.1f}", f"{row['idle_kb']:.1f}")
+        out.append(f"| {row['k']} x {row['s']:,} | {b_cpu:,.0f} | {a_cpu:,.0f} | "
+                   f"{a_cpu / b_cpu - 1:+.0%} | {b_rss:.1f} | {a_rss:.1f} | "
+                   f"{a_rss / b_rss - 1:+.0%} | {idle[0]} | {idle[1]} |")
+    return "\n".join(out)
+
+
 def verdicts(rows):
     by = {(r["k"], r["s"]): r for r in rows}
     lines = []
@@ -184,6 +213,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--bin", help="bench_turn binary (default: build the release one)")
+    ap.add_argument("--before", help="an earlier bench_turn binary, run as a third driver")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, once (smoke run)")
     ap.add_argument("--configs", help="K x S list, e.g. 200x1,20x100")
     args = ap.parse_args()
@@ -198,6 +228,8 @@ def main():
     repeats = 1 if args.quick else args.repeats
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load_before = loadavg()
+    if args.before:
+        binary = {"raw": binary, "before": args.before, "treadle": binary}
     rows = measure(binary, configs, repeats)
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; pinned: "
           f"{'driver core 0, server core 1' if cores() >= 2 else 'no (one core)'}; "
@@ -207,6 +239,9 @@ def main():
     print(table(rows))
     for line in verdicts(rows):
         print(line)
+    if args.before:
+        print()
+        print(change_table(rows))
 
 
 if __name__ == "__main__":

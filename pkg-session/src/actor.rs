@@ -242,13 +242,11 @@ impl LoopState {
             return Err(SubmitError::QueueFull { input, capacity });
         }
         self.queue.push_back((input, text, options));
-        self.ctx.emit(
-            self.ctx.loop_header(),
-            EventKind::InputQueued {
+        self.ctx
+            .emit(self.ctx.loop_header(), || EventKind::InputQueued {
                 input,
                 position: self.queue.len() as u32,
-            },
-        );
+            });
         Ok(input)
     }
 
@@ -378,6 +376,12 @@ impl LoopState {
                     tracing::error!(%error, %input, "could not start a queued turn");
                 }
             }
+        }
+        if self.running.is_none() {
+            // Parked until the next input, perhaps for long: hold the history, not the
+            // room it grew into (a Vec doubles), and no empty queue's buffer.
+            self.history.shrink_to_fit();
+            self.queue.shrink_to_fit();
         }
     }
 

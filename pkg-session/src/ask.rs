@@ -12,9 +12,10 @@ use ractor::rpc::CallResult;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 use treadle_event::{GateAnswer, GateId};
-use treadle_hook::{APPROVAL_REQUIRED, OperationOutcome, Payload};
+use treadle_hook::{OperationOutcome, Payload};
 
 use crate::batch_scope::{BatchScope, Call, hook_call};
+use crate::error::GateOpenError;
 use crate::gate;
 use crate::protocol::{GateOpen, LoopMsg};
 use crate::question::HumanQuestion;
@@ -37,7 +38,7 @@ pub(crate) struct Ask<'a> {
 pub(crate) enum Asked {
     Answered(GateAnswer),
     /// Nobody can answer in this session; the reason says why.
-    Unanswerable(String),
+    Unanswerable(GateOpenError),
     /// The turn was interrupted while the call waited.
     Canceled,
 }
@@ -116,27 +117,21 @@ async fn open(
     scope: &BatchScope<'_>,
     call: &Call,
     ask: &Ask<'_>,
-) -> Result<(GateId, oneshot::Receiver<GateAnswer>, Duration), String> {
+) -> Result<(GateId, oneshot::Receiver<GateAnswer>, Duration), GateOpenError> {
     let ctx = scope.ctx;
     let handler = ctx.batch.on_gate.clone();
     // A headless session answers no permission; a question may still go to its handler
     // (a pipeline relays questions to people that way).
     if ctx.batch.headless && (ask.kind == GateKind::Permission || handler.is_none()) {
-        return Err(format!(
-            "{APPROVAL_REQUIRED}: this call needs an answer and nobody can answer in this \
-             session ({})",
-            ask.question
-        ));
+        let question = ask.question.to_owned();
+        return Err(GateOpenError::Headless { question });
     }
     let gate = GateId::new();
     let header = ctx.turn_header(scope.coords, Some(scope.step));
     if handler.is_none() && !gate::announced(ctx, header, gate, ask.question) {
         // Nobody would see the gate, so waiting out the deadline only stalls the turn.
-        return Err(format!(
-            "{APPROVAL_REQUIRED}: this call needs an answer and nobody can answer: the \
-             session has no on_gate handler and no subscriber ({})",
-            ask.question
-        ));
+        let question = ask.question.to_owned();
+        return Err(GateOpenError::Unseen { question });
     }
     let (answer_tx, answer_rx) = oneshot::channel();
     let gate_call = GateCall {
@@ -196,10 +191,8 @@ async fn open(
             }
             Ok((gate, answer_rx, ask.deadline))
         }
-        Ok(CallResult::Success(Err(error))) => {
-            Err(format!("the gate could not be opened ({error})"))
-        }
-        _ => Err("the session stopped before the gate opened".into()),
+        Ok(CallResult::Success(Err(error))) => Err(GateOpenError::Journal(error)),
+        _ => Err(GateOpenError::Stopped),
     }
 }
 

@@ -19,7 +19,7 @@ use treadle_event::{Block, Message, Role, StepId};
 use treadle_hook::{HookCall, OperationOutcome, Payload};
 
 use crate::context::LoopContext;
-use crate::error::CommitError;
+use crate::error::{CommitError, CompactError};
 use crate::inference::{InferenceRequest, PreparedRequest};
 use crate::protocol::{Compacted, LoopMsg, TurnCoords};
 
@@ -75,7 +75,7 @@ pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, request: &mut Prepa
         let outcome = match &result {
             Ok(_) => OperationOutcome::Completed,
             Err(error) => OperationOutcome::Failed {
-                error: error.clone(),
+                error: error.to_string(),
             },
         };
         active.finish(outcome, result.ok()).await;
@@ -89,20 +89,19 @@ async fn summarise_and_commit(
     messages: &[Message],
     at: usize,
     tokens_before: u64,
-) -> Result<(Vec<Message>, serde_json::Value), String> {
+) -> Result<(Vec<Message>, serde_json::Value), CompactError> {
     let ctx = scope.ctx;
     let request = PreparedRequest::new(summary_request(&messages[..at]));
     let completion = tokio::select! {
         biased;
-        _ = scope.cancel.cancelled() => return Err("interrupted".to_owned()),
+        _ = scope.cancel.cancelled() => return Err(CompactError::Interrupted),
         result = ctx.client.complete(&request, |_, _, _| {}) => result,
-    }
-    .map_err(|e| format!("the summary request failed: {e}"))?;
+    }?;
     let mut answer = completion.message;
     ctx.secrets.scrub_message(&mut answer);
     let text = answer.text_content();
     if text.trim().is_empty() {
-        return Err("the model gave an empty summary".to_owned());
+        return Err(CompactError::EmptySummary);
     }
     *ctx.delegated.lock().unwrap_or_else(PoisonError::into_inner) += completion.usage;
     let summary = summary_message(&text);
@@ -129,8 +128,8 @@ async fn summarise_and_commit(
         .await;
     match reply {
         Ok(CallResult::Success(Ok(()))) => {}
-        Ok(CallResult::Success(Err(error))) => return Err(error.to_string()),
-        _ => return Err(CommitError::ActorGone.to_string()),
+        Ok(CallResult::Success(Err(error))) => return Err(error.into()),
+        _ => return Err(CommitError::ActorGone.into()),
     }
     let report = serde_json::json!({
         "replaced": at,

@@ -113,8 +113,15 @@ impl LoopContext {
         self.hub.commit(Event::new(header, kind)).await
     }
 
-    /// Publishes an ephemeral event. Never journaled, never blocks.
-    pub(crate) fn emit(&self, header: Header, kind: EventKind) {
+    /// Publishes an ephemeral event. Never journaled, never blocks. `kind` is built only
+    /// when a subscriber takes the loop's ephemeral events: most turns (`Session::run`, a
+    /// pipeline step) have none, and building each token delta's event (its id, time,
+    /// text and `Arc`) for nobody was a measurable share of a step (docs/benchmarks.md).
+    pub(crate) fn emit(&self, header: Header, kind: impl FnOnce() -> EventKind) {
+        if !self.hub.wants_ephemeral(header.loop_id) {
+            return;
+        }
+        let kind = kind();
         debug_assert!(!kind.class().is_enduring());
         self.hub.publish(Arc::new(Event::new(header, kind)), None);
     }

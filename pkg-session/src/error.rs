@@ -93,3 +93,62 @@ pub enum GateError {
     #[error("cannot journal the answer, so the call was denied: {0}")]
     Journal(#[from] AppendError),
 }
+
+/// Why an effect's intent or result, sent through the loop actor, was not journaled.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecordError {
+    #[error(transparent)]
+    Journal(#[from] AppendError),
+    #[error("the session stopped")]
+    Stopped,
+}
+
+/// Why a gate could not be opened for a call: nobody could answer it, or the actor could
+/// not journal it. The message is what the model (or the failed turn) is told.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GateOpenError {
+    #[error(
+        "{}: this call needs an answer and nobody can answer in this session ({question})",
+        treadle_hook::APPROVAL_REQUIRED
+    )]
+    Headless { question: String },
+    #[error(
+        "{}: this call needs an answer and nobody can answer: the session has no on_gate \
+         handler and no subscriber ({question})",
+        treadle_hook::APPROVAL_REQUIRED
+    )]
+    Unseen { question: String },
+    #[error("the gate could not be opened ({0})")]
+    Journal(#[from] AppendError),
+    #[error("the session stopped before the gate opened")]
+    Stopped,
+}
+
+/// Why an answer does not answer a gate of its kind (the gate stays open).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WrongAnswer {
+    #[error("a permission gate is answered approve, approve_always or deny, not with a value")]
+    ValueForPermission,
+    #[error(transparent)]
+    Schema(#[from] crate::question::AnswerError),
+    #[error("this gate asks a question: answer it with a value (answer), or deny it")]
+    QuestionWithoutValue,
+    #[error(
+        "an unfinished effect is answered approve (run it again), answer (skip it with this \
+         value as its result) or deny (fail the turn)"
+    )]
+    AlwaysForEffect,
+}
+
+/// Why a compaction did not happen (the turn goes on with its history as it was).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CompactError {
+    #[error("interrupted")]
+    Interrupted,
+    #[error("the summary request failed: {0}")]
+    Summary(#[from] crate::inference::InferenceError),
+    #[error("the model gave an empty summary")]
+    EmptySummary,
+    #[error(transparent)]
+    Commit(#[from] CommitError),
+}

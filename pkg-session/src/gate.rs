@@ -127,7 +127,8 @@ impl Gates {
         answer: GateAnswer,
     ) -> Result<(), GateError> {
         let pending = self.pending.get(&gate).ok_or(GateError::NotOpen(gate))?;
-        if let Err(reason) = pending.kind.admits(pending.human.as_ref(), &answer) {
+        if let Err(wrong) = pending.kind.admits(pending.human.as_ref(), &answer) {
+            let reason = wrong.to_string();
             return Err(GateError::Refused { gate, reason });
         }
         let pending = self.pending.remove(&gate).ok_or(GateError::NotOpen(gate))?;

@@ -82,7 +82,9 @@ pub mod mcp;
 pub mod tls;
 
 // The private modules, for readers of the source:
-// * `session` and `builder`: the `Session` handle and its `SessionBuilder`.
+// * `session` and `builder`: the `Session` handle and its `SessionBuilder`; the builder's
+//   setters in `builder/mod.rs`, starting the client, journal, hub and loops in
+//   `builder/launch.rs`.
 // * `from_env`: `SessionBuilder::from_env`, endpoint, model and key from the environment.
 // * `hub`: fan-out of a session's events to its subscribers (`Subscription`, `CatchUp`);
 //   private, so that only the loop actor publishes (rule 2).
@@ -94,10 +96,13 @@ pub mod tls;
 //   (journaled as `Compacted`), and the cap on one tool result's inline size.
 // * `compaction`: the settings that bound a loop's history (budget, inline cap).
 // * `context`: what every turn of a loop shares (model client, tools, hooks, hub).
-// * `turn`: the task that runs one turn, step by step, outside the actor.
+// * `turn`: the task that runs one turn, step by step, outside the actor; a step's model
+//   call in `turn/mod.rs`, its tool batch, loop detection and commit in `turn/tools.rs`.
 // * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
 //   JSON schema, authorized by the guards in call order, then run in parallel (at most
-//   `max_parallel_tools`), except that a call waits for the earlier calls it conflicts with.
+//   `max_parallel_tools`), except that a call waits for the earlier calls it conflicts with;
+//   preparing and authorizing in `batch/mod.rs`, running one call (its hooks, its effect's
+//   intent and result journaled) in `batch/execute.rs`.
 // * `footprint`: `Footprint` and `Place`, what a call reads and writes, and the batch's
 //   dependency graph (which earlier calls each call waits for).
 // * `batch_scope`: a tool call as the model wrote it and the scope its batch runs in,
@@ -122,7 +127,8 @@ pub mod tls;
 // * `resume`: settles the in-flight turns restore found, resuming one parked on a gate.
 // * `delegate`: sub-agents, loops the main agent delegates to through a tool.
 // * `typed`: `Session::ask`, answers in a typed shape.
-// * `error`: the typed errors of the session API, one enum per operation.
+// * `error`: the typed errors of the session API, one enum per operation, and the
+//   crate-private ones of a gate's opening and answer, an effect's record, a compaction.
 // * `fork`: `SessionBuilder::fork`, a new session whose history is another's up to a
 //   committed point (`ForkPoint`), written in one append by the fork's own hub; and
 //   `JournalView::committed_turns`, the points a fork can name.

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use treadle_event::{Event, EventKind, GateAnswer, GateId, Message, StepId, Usage};
 
+use crate::error::WrongAnswer;
 use crate::question::HumanQuestion;
 
 /// The step a gate parked: what the turn needs to run its batch and commit it, without
@@ -92,27 +93,20 @@ impl GateKind {
         self,
         human: Option<&HumanQuestion>,
         answer: &GateAnswer,
-    ) -> Result<(), String> {
+    ) -> Result<(), WrongAnswer> {
         match (self, answer) {
             (_, GateAnswer::Deny { .. } | GateAnswer::Expired) => Ok(()),
             (GateKind::Permission, GateAnswer::Approve | GateAnswer::ApproveAlways) => Ok(()),
-            (GateKind::Permission, GateAnswer::Answer { .. }) => Err(
-                "a permission gate is answered approve, approve_always or deny, not with a value"
-                    .into(),
-            ),
+            (GateKind::Permission, GateAnswer::Answer { .. }) => {
+                Err(WrongAnswer::ValueForPermission)
+            }
             (GateKind::HumanInput, GateAnswer::Answer { value }) => match human {
-                Some(question) => question.check(value).map_err(|e| e.to_string()),
+                Some(question) => Ok(question.check(value)?),
                 None => Ok(()),
             },
-            (GateKind::HumanInput, _) => {
-                Err("this gate asks a question: answer it with a value (answer), or deny it".into())
-            }
+            (GateKind::HumanInput, _) => Err(WrongAnswer::QuestionWithoutValue),
             (GateKind::Effect, GateAnswer::Approve | GateAnswer::Answer { .. }) => Ok(()),
-            (GateKind::Effect, GateAnswer::ApproveAlways) => Err(
-                "an unfinished effect is answered approve (run it again), answer (skip it with \
-                 this value as its result) or deny (fail the turn)"
-                    .into(),
-            ),
+            (GateKind::Effect, GateAnswer::ApproveAlways) => Err(WrongAnswer::AlwaysForEffect),
         }
     }
 }

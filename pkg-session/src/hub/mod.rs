@@ -40,7 +40,7 @@ mod tests;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use treadle_event::{Delivery, Event, EventFilter, LoopId, SessionId};
+use treadle_event::{Delivery, Event, EventFilter, LoopId, LoopScope, SessionId};
 use treadle_hook::{HookCall, HookRunner, OperationOutcome, Payload};
 
 use crate::journal::{AppendError, Journal, ReadError};
@@ -418,6 +418,19 @@ impl Hub {
             .subscribers
             .iter()
             .any(|s| s.watcher && s.filter.admits(event) && s.queue.is_open())
+    }
+
+    /// Whether some subscriber takes ephemeral events of `loop_id` (every ephemeral event
+    /// is loop-scoped): when none does, the event need not be built at all. A subscriber
+    /// that is already gone still counts until the next publish prunes it.
+    pub(crate) fn wants_ephemeral(&self, loop_id: Option<LoopId>) -> bool {
+        let state = self.state();
+        !state.closed
+            && state.subscribers.iter().any(|s| match &s.filter.ephemeral {
+                LoopScope::All => true,
+                LoopScope::None => false,
+                LoopScope::Only(loops) => loop_id.is_some_and(|l| loops.contains(&l)),
+            })
     }
 
     /// A live subscription for the session's own use (not a watcher, see [`Hub::watched`]).
