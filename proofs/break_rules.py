@@ -55,12 +55,20 @@ breaks = [
   "        let (of, _) = self.left_by(entry).await?;",
   "        let (of, _) = self.left_by(entry).await.filter(|_| false)?;",
   "run_survives_restart"),
+ # A resume reuses a recorded step whatever its key: a step whose configuration changed
+ # (and every step chained after it) is skipped. The proof runs the workflow example
+ # binary, built with the break (and again once the file is restored).
+ ("workflow-resume", "src/run/cached.rs",
+  "            if outcome.key == key {",
+  "            if outcome.key == key || cache.resuming() {",
+  "workflow_resume"),
 ]
-# Proofs that run the `treadle` binary, which their crate does not build.
-binary = {"run-survives-restart"}
+# Proofs that run a binary of the treadle crate, which their crate does not build.
+binary = {"run-survives-restart": ['--bin','treadle'],
+          "workflow-resume": ['--example','resume_workflow']}
 
-def build_binary():
-    out = subprocess.run(['cargo','build','-q','-p','treadle','--bin','treadle'], cwd=R, capture_output=True, text=True, timeout=1800)
+def build_binary(name):
+    out = subprocess.run(['cargo','build','-q','-p','treadle'] + binary[name], cwd=R, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         print(out.stdout[-3000:] + out.stderr[-3000:])
     return out.returncode == 0
@@ -71,7 +79,7 @@ for name, path, old, new, test in breaks:
     assert old in src, (name, 'pattern not found')
     open(R+path,'w').write(src.replace(old, new, 1))
     try:
-        if name in binary and not build_binary():
+        if name in binary and not build_binary(name):
             print(f"{name}: the binary did not build with the break", flush=True)
             continue
         out = subprocess.run(['cargo','test','-q','-p','treadle-proofs','--test','proofs',test+'::'], cwd=R, capture_output=True, text=True, timeout=900)
@@ -84,4 +92,4 @@ for name, path, old, new, test in breaks:
     finally:
         open(R+path,'w').write(src)
         if name in binary:
-            build_binary()
+            build_binary(name)

@@ -14,6 +14,8 @@
 //! * [`shadow`]: `treadle run --shadow RUN`: a recorded run's agent steps again on another
 //!   model or prompt, tool calls answered from the recording, what changed reported; the
 //!   server runs the same shadow and keeps its report (`POST /api/v1/runs/{id}/shadow`).
+//! * [`workflow`]: workflows written in Rust: async functions whose calls are typed steps
+//!   run by the same executor as YAML's (same keys, records, transcript, resume).
 //! * [`cache`]: step keys, the content-addressed store, hit or miss, resume, `plan`.
 //! * [`resource`]: `get` / `put` resources; git is built in.
 //! * [`template`]: the one `{{ }}` engine (the Go-template subset of `steps`): resource
@@ -64,3 +66,4 @@ pub mod template;
 pub mod tools;
 pub mod watch;
 pub mod web;
+pub mod workflow;

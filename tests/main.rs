@@ -117,3 +117,5 @@ mod web_run_details;
 mod web_run_page;
 mod web_runs_chart;
 mod web_shadow;
+mod workflow_examples;
+mod workflow_keys;

@@ -20,3 +20,4 @@ mod restore_exact;
 mod run_survives_restart;
 mod single_writer;
 mod two_writers;
+mod workflow_resume;

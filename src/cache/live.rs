@@ -181,7 +181,8 @@ impl Slot<'_> {
 pub struct StepCache {
     pub(crate) records: Records,
     pub(crate) cas: Cas,
-    pub(crate) chain: Chain,
+    /// Replaced as a workflow's plan grows (`rechain`); a YAML run's never changes.
+    pub(crate) chain: std::sync::RwLock<Chain>,
     pub(crate) job: String,
     pub(crate) mode: Mode,
     pub(crate) max_size: u64,
@@ -288,7 +289,7 @@ impl StepCache {
         Ok(Self {
             records,
             cas: Cas::new(state_dir.join("cas")),
-            chain,
+            chain: std::sync::RwLock::new(chain),
             job: job.to_owned(),
             mode,
             max_size,
@@ -370,8 +371,19 @@ impl StepCache {
 
     /// The key of the step chained before `seq` (zero for the first).
     pub(crate) fn prev_key(&self, seq: u32) -> Digest {
-        self.with(|l| self.chain.prev_key(seq, &l.keys))
+        let Ok(chain) = self.chain.read() else {
+            return Digest::ZERO;
+        };
+        self.with(|l| chain.prev_key(seq, &l.keys))
             .unwrap_or(Digest::ZERO)
+    }
+
+    /// The chain of a plan that grew (a workflow's, one step at a time): the keys already
+    /// given stay, the steps added chain by the same rule.
+    pub(crate) fn rechain(&self, chain: Chain) {
+        if let Ok(mut c) = self.chain.write() {
+            *c = chain;
+        }
     }
 
     /// The key parts of the step (or cell) at `path`, taken to store its outcome (once).

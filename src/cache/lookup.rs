@@ -149,9 +149,22 @@ impl StepCache {
         })
     }
 
-    /// Run `of`'s record of step `seq`, when it succeeded there.
+    /// Run `of`'s record of step `seq`, when it succeeded there. A run that resumed
+    /// another and was stopped before it brought a step back holds no record of it: the
+    /// run it resumed does (and so on back), so a resume of the latest run never runs
+    /// again a step one of them recorded. (The caller still reuses it only for its key.)
     pub(crate) fn recorded(&self, of: u64, seq: u32) -> Result<Option<SuccessRecord>, CacheError> {
-        Ok(self.records.result(of, seq)?)
+        let mut run = of;
+        loop {
+            if let Some(outcome) = self.records.result(run, seq)? {
+                return Ok(Some(outcome));
+            }
+            match self.records.link_of(run)? {
+                // Links point to earlier runs only, so this ends.
+                Some(link) if link.how == "resume" && link.of < run => run = link.of,
+                _ => return Ok(None),
+            }
+        }
     }
 
     /// The digest of an artifact tree, hashed once per run and path.

@@ -21,6 +21,8 @@
 //! * `input.rs`: `input:` steps and an agent step's `ask_human` answerer;
 //! * `leaf.rs`: task and agent steps;
 //! * `one_leaf.rs`: one task or agent step run alone, for a worker (`treadle worker`);
+//! * `open_run.rs`: a run begun without its plan, whose typed steps are handed to the
+//!   walker one at a time (a Rust workflow, `crate::workflow`);
 //! * `work.rs`: what such a step does (a command or an agent), taken from the typed step;
 //! * `agents.rs`: the agent runner (real sessions, optionally through a model tape);
 //! * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
@@ -71,6 +73,7 @@ mod job;
 pub mod journal;
 pub mod leaf;
 pub mod one_leaf;
+pub mod open_run;
 pub(crate) mod output_limit;
 pub mod ports;
 mod resource;

@@ -1,0 +1,190 @@
+//! What a workflow's calls build: each is a typed [`Step`], the value loading makes of
+//! the same step written in YAML, and what a step gives back once it ran.
+
+use std::time::Duration;
+
+use crate::pipeline::container::Env;
+use crate::pipeline::controls::OutputSchema;
+use crate::pipeline::flow::Verdict;
+use crate::pipeline::{At, DurationSpec, RunSpec, Step, StepKind, TaskKeys};
+
+fn names<I: IntoIterator<Item = S>, S: Into<String>>(list: I) -> Vec<At<String>> {
+    list.into_iter().map(|s| At::new(s.into())).collect()
+}
+
+/// A shell step (a `task:` with `run:`): the command, the artifacts it reads and makes.
+#[derive(Debug, Clone)]
+pub struct Shell {
+    step: Step,
+}
+
+impl Shell {
+    /// Runs `command` with `sh -c` in the step directory (confined to it, as a task is).
+    pub fn new(command: impl Into<String>) -> Self {
+        let kind = StepKind::Task {
+            name: At::new(String::new()),
+            run: At::new(RunSpec::Shell(command.into())),
+            keys: TaskKeys::default(),
+        };
+        Self {
+            step: Step::of_kind(kind),
+        }
+    }
+
+    /// Artifacts it reads, each a read-only directory of that name (`inputs:`).
+    pub fn inputs<S: Into<String>>(mut self, names_: impl IntoIterator<Item = S>) -> Self {
+        self.step.inputs = names(names_);
+        self
+    }
+
+    /// Artifacts it makes, each an empty directory collected after it (`outputs:`).
+    pub fn outputs<S: Into<String>>(mut self, names_: impl IntoIterator<Item = S>) -> Self {
+        self.step.outputs = names(names_);
+        self
+    }
+
+    /// Sets variable `name` to `value` in its environment (`env:`): the way to hand a
+    /// value to the command without quoting it into the command line.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let Env::Map(map) = &mut self.step.env {
+            map.insert(name.into(), value.into());
+        }
+        self
+    }
+
+    /// Not confined to its step directory (`confined: false`: a deploy, a counter).
+    pub fn unconfined(mut self) -> Self {
+        self.step.confined = Some(false);
+        self
+    }
+
+    /// Never replayed from the cache (`volatile: true`); a resume still keeps it.
+    pub fn volatile(mut self) -> Self {
+        self.step.volatile = true;
+        self
+    }
+
+    /// Killed after this long (`timeout:`).
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.step.timeout = Some(At::new(DurationSpec(limit)));
+        self
+    }
+
+    /// The typed step, named `name` (`task: NAME`).
+    pub fn into_step(mut self, name: &str) -> Step {
+        if let StepKind::Task { name: n, .. } = &mut self.step.kind {
+            n.value = name.to_owned();
+        }
+        self.step
+    }
+}
+
+/// An agent step: the agent (one of the workflow's [`super::Agents`]) and its prompt,
+/// with the keys a YAML agent step takes (the step's [`crate::pipeline::AgentCall`] and
+/// the keys every step has).
+#[derive(Debug, Clone)]
+pub struct AgentCall {
+    call: crate::pipeline::AgentCall,
+    step: Step,
+}
+
+impl AgentCall {
+    /// Asks agent `agent` to do `prompt`.
+    pub fn new(agent: impl Into<String>, prompt: impl Into<String>) -> Self {
+        let mut call = crate::pipeline::AgentCall::new(At::new(agent.into()));
+        call.prompt = Some(prompt.into());
+        // The step's kind is set from `call` when the step is made.
+        let step = Step::of_kind(StepKind::Do(Vec::new()));
+        Self { call, step }
+    }
+
+    /// Artifacts it reads (`inputs:`).
+    pub fn inputs<S: Into<String>>(mut self, names_: impl IntoIterator<Item = S>) -> Self {
+        self.step.inputs = names(names_);
+        self
+    }
+
+    /// Artifacts it makes (`outputs:`).
+    pub fn outputs<S: Into<String>>(mut self, names_: impl IntoIterator<Item = S>) -> Self {
+        self.step.outputs = names(names_);
+        self
+    }
+
+    /// The choices it must pick one of (`verdicts:`, bare: the workflow's own code
+    /// decides where each goes).
+    pub fn verdicts<S: Into<String>>(mut self, choices: impl IntoIterator<Item = S>) -> Self {
+        let entries = choices
+            .into_iter()
+            .map(|c| At::new(Verdict::Bare(c.into())))
+            .collect();
+        self.call.verdicts = Some(entries);
+        self
+    }
+
+    /// Narrows the agent's tools for this step (`tools:`).
+    pub fn tools<S: Into<String>>(mut self, tools: impl IntoIterator<Item = S>) -> Self {
+        self.call.tools = Some(names(tools));
+        self
+    }
+
+    /// Keeps what the agent changed in a git input as a commit with this message
+    /// (`commit:`); without it the changes are wiped.
+    pub fn commit(mut self, message: impl Into<String>) -> Self {
+        self.call.commit = Some(message.into());
+        self
+    }
+
+    /// Upper bound on its model requests (`max_turns:`).
+    pub fn max_turns(mut self, turns: u32) -> Self {
+        self.call.max_turns = Some(At::new(turns));
+        self
+    }
+
+    /// Stopped after this long (`timeout:`).
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.step.timeout = Some(At::new(DurationSpec(limit)));
+        self
+    }
+
+    /// Its answer as JSON checked against `schema`, written to `output/output.json`
+    /// (`output_schema:`; `output` joins its outputs).
+    pub(crate) fn output_schema(mut self, output: &str, schema: serde_json::Value) -> Self {
+        if !self.step.outputs.iter().any(|o| o.value == output) {
+            self.step.outputs.push(At::new(output.to_owned()));
+        }
+        self.call.output_schema = Some(At::new(OutputSchema {
+            output: output.to_owned(),
+            schema,
+        }));
+        self
+    }
+
+    /// The typed step, named `name` (`name:`).
+    pub fn into_step(self, name: &str) -> Step {
+        let Self { call, mut step } = self;
+        step.kind = StepKind::Agent(Box::new(call));
+        step.name = Some(At::new(name.to_owned()));
+        step
+    }
+}
+
+/// What a shell step gave back (as its record in the state file keeps it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellOutput {
+    /// Its exit code.
+    pub exit_code: Option<i32>,
+    /// The end of its output (the last 4 KiB, secrets masked).
+    pub stdout: String,
+}
+
+/// What an agent step gave back (as its record keeps it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentReply {
+    /// The end of its final answer (the last 4 KiB, secrets masked); a longer result
+    /// belongs in an output artifact or a typed answer.
+    pub text: String,
+    /// The verdict it picked, with `verdicts`.
+    pub verdict: Option<String>,
+    /// The reason it gave with its verdict.
+    pub note: Option<String>,
+}

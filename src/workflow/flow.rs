@@ -1,0 +1,348 @@
+//! The flow a workflow runs on: its calls, each one typed step through the executor, the
+//! run it is in, and what a workflow is ([`Workflow`]).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use super::agents::Agents;
+use super::calls::{AgentCall, AgentReply, Shell, ShellOutput};
+use crate::cache::Start;
+use crate::pipeline::controls::OUTPUT_FILE;
+use crate::pipeline::{At, Loaded, Step};
+use crate::run::exec::Done;
+use crate::run::open_run::OpenRun;
+use crate::run::state::StepRecord;
+use crate::run::{AgentRunner, RunError, Status, Style};
+
+/// A workflow: a named async function of a [`Flow`] from a typed input to a typed output.
+pub trait Workflow: Sync {
+    /// What it is given.
+    type Input: Send;
+    /// What it gives back.
+    type Output: Send;
+    /// Its name: the run's job (and pipeline) in `treadle runs`; a child's steps are
+    /// named `NAME.step`.
+    const NAME: &'static str;
+
+    /// Its body: the steps it calls on `flow`, in an order decided by `input` and their
+    /// results only (a resume calls them again in that order).
+    fn run(
+        &self,
+        flow: &mut Flow,
+        input: Self::Input,
+    ) -> impl Future<Output = Result<Self::Output, FlowError>> + Send;
+}
+
+/// Why a workflow did not give its output.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// A step did not succeed.
+    #[error("step `{name}` {}{}", .status.name(), .error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
+    Step {
+        /// The step.
+        name: String,
+        /// How it ended.
+        status: Status,
+        /// Why.
+        error: Option<String>,
+    },
+    /// A typed answer is missing or is not the type asked for.
+    #[error("step `{name}` gave no typed answer: {reason}")]
+    Output {
+        /// The step.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A step was refused before it ran (as loading refuses it in a YAML file).
+    #[error("step `{name}`: {reason}")]
+    Refused {
+        /// The step.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The workflow's own code gave up.
+    #[error("{0}")]
+    Failed(String),
+    /// The run could not start or its end could not be recorded.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+impl FlowError {
+    /// The status the run ends with.
+    fn status(&self) -> Status {
+        match self {
+            Self::Step { status, .. } => *status,
+            Self::Output { .. } | Self::Failed(_) => Status::Failed,
+            Self::Refused { .. } => Status::Errored,
+            Self::Run(_) => Status::Errored,
+        }
+    }
+}
+
+/// How a workflow runs: where it is recorded, its agents, and whether it resumes a run.
+pub struct Options {
+    /// The state file (`.treadle/state.redb` is what `treadle` uses beside a pipeline).
+    pub state: PathBuf,
+    /// The agents its agent steps name.
+    pub agents: Agents,
+    /// The run it resumes (`treadle run --resume RUN`): its recorded steps with unchanged
+    /// keys give back their results without running.
+    pub resume: Option<u64>,
+    /// How the transcript is printed.
+    pub style: Style,
+    /// Cancelled to stop the run (Ctrl-C): the step running is aborted.
+    pub cancel: CancellationToken,
+    /// Runs agent steps (`None`: real sessions, as `treadle run`).
+    pub runner: Option<Arc<dyn AgentRunner>>,
+}
+
+impl Options {
+    /// A fresh run recorded in `state`, no agents, plain transcript.
+    pub fn new(state: impl Into<PathBuf>) -> Self {
+        Self {
+            state: state.into(),
+            agents: Agents::none(),
+            resume: None,
+            style: Style::Plain,
+            cancel: CancellationToken::new(),
+            runner: None,
+        }
+    }
+
+    /// With these agents.
+    pub fn agents(mut self, agents: Agents) -> Self {
+        self.agents = agents;
+        self
+    }
+
+    /// Resuming run `run` (`None`: fresh).
+    pub fn resume(mut self, run: Option<u64>) -> Self {
+        self.resume = run;
+        self
+    }
+
+    /// With this transcript style.
+    pub fn style(mut self, style: Style) -> Self {
+        self.style = style;
+        self
+    }
+}
+
+/// How a workflow's run ended.
+#[derive(Debug)]
+pub struct Report<O> {
+    /// The run's id in the state file.
+    pub run: u64,
+    /// How it ended (its exit code: [`crate::run::RunReport::exit_code`]'s).
+    pub status: Status,
+    /// Its output, or why there is none.
+    pub output: Result<O, FlowError>,
+}
+
+impl<O> Report<O> {
+    /// The process exit code `treadle run` would give: 0, 1 (a step failed), 2 (could not
+    /// run), 130 (interrupted).
+    pub fn exit_code(&self) -> u8 {
+        match self.status {
+            Status::Succeeded => 0,
+            Status::Failed => 1,
+            Status::Errored => 2,
+            Status::Aborted => 130,
+        }
+    }
+}
+
+/// The context of a workflow's run: each call is one step of it.
+pub struct Flow {
+    loaded: Loaded,
+    open: OpenRun,
+    /// The child workflows being run, outermost first (their names prefix step names).
+    within: Vec<&'static str>,
+}
+
+/// Runs `workflow` on `input` as one run of the state file in `options`.
+pub async fn run<W: Workflow>(
+    workflow: &W,
+    input: W::Input,
+    options: Options,
+) -> Result<Report<W::Output>, FlowError> {
+    let Options {
+        state,
+        agents,
+        resume,
+        style,
+        cancel,
+        runner,
+    } = options;
+    let mut pipeline = agents.pipeline;
+    pipeline.jobs = vec![super::agents::empty_job(W::NAME)];
+    let loaded = Loaded {
+        file: PathBuf::from(W::NAME),
+        dir: crate::pipeline::dir_of(&agents.file),
+        pipeline,
+    };
+    let store = crate::run::open_store(state)
+        .await
+        .map_err(RunError::from)?;
+    let kept = store.clone();
+    let runner = runner.unwrap_or_else(crate::run::agents::default_agent_runner);
+    let start = resume.map_or(Start::Fresh, Start::Resume);
+    let job = loaded.pipeline.jobs.first().ok_or(FlowError::Failed(
+        "the workflow's job is missing".to_owned(),
+    ))?;
+    let open = OpenRun::begin(&loaded, job, store, runner, &start, style, cancel).await?;
+    let mut flow = Flow {
+        loaded,
+        open,
+        within: Vec::new(),
+    };
+    let output = workflow.run(&mut flow, input).await;
+    let done = match &output {
+        Ok(_) => Done::ok(),
+        Err(e) => Done {
+            status: e.status(),
+            error: Some(e.to_string()),
+            ..Done::ok()
+        },
+    };
+    let ended = flow.open.end(done).await?;
+    close(kept).await;
+    Ok(Report {
+        run: ended.run,
+        status: ended.status,
+        output,
+    })
+}
+
+/// Closes the state file before [`run`] returns, so that a workflow run again at once in
+/// this process (a resume) finds it free: agent sessions let go of it a moment after
+/// their steps end, and the last handle is dropped here, where its closing (redb's, then
+/// the lock's) is waited for, not on whichever thread let go last. A session that does
+/// not stop within [`RELEASE_WAIT`] is left to close it.
+async fn close(store: Arc<crate::run::Store>) {
+    let start = std::time::Instant::now();
+    while Arc::strong_count(&store) > 1 && start.elapsed() < RELEASE_WAIT {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let _ = tokio::task::spawn_blocking(move || drop(store)).await;
+}
+
+/// How long [`run`] waits for its agent sessions to let go of the state file.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Flow {
+    /// The run's id in the state file.
+    pub fn run_id(&self) -> u64 {
+        self.open.id()
+    }
+
+    /// Where artifact `name` is now (made by the last step that output it).
+    pub fn artifact(&self, name: &str) -> Option<PathBuf> {
+        self.open.artifact(name)
+    }
+
+    /// The name a step of this flow gets: a child's steps carry its name.
+    fn named(&self, name: &str) -> String {
+        let mut full: String = self.within.iter().map(|w| format!("{w}.")).collect();
+        full.push_str(name);
+        full
+    }
+
+    /// Runs one typed step (any kind a YAML plan takes) as the next step of the run, and
+    /// gives back its record; a step that did not succeed is [`FlowError::Step`].
+    pub async fn step(&mut self, step: Step) -> Result<StepRecord, FlowError> {
+        let name = step.display_name();
+        // As the checks refuse it in a file: an empty message would commit nothing.
+        let commit = match &step.kind {
+            crate::pipeline::StepKind::Agent(call) => call.commit.as_deref(),
+            _ => None,
+        };
+        if commit.is_some_and(|m| m.trim().is_empty()) {
+            return Err(FlowError::Refused {
+                name,
+                reason: "its commit message is empty".to_owned(),
+            });
+        }
+        let job = match self.loaded.pipeline.jobs.first_mut() {
+            Some(job) => job,
+            None => return Err(FlowError::Failed("the workflow's job is missing".into())),
+        };
+        job.plan.push(At::new(step));
+        let job = &self.loaded.pipeline.jobs[0];
+        let (done, seq) = self.open.step(&self.loaded, job).await;
+        if !done.is_ok() {
+            return Err(FlowError::Step {
+                name,
+                status: done.status,
+                error: done.error,
+            });
+        }
+        self.open
+            .record(seq)
+            .cloned()
+            .ok_or_else(|| FlowError::Failed(format!("step `{name}` has no record")))
+    }
+
+    /// Runs a shell command as step `name` (a `task:`).
+    pub async fn shell(&mut self, name: &str, shell: Shell) -> Result<ShellOutput, FlowError> {
+        let record = self.step(shell.into_step(&self.named(name))).await?;
+        Ok(ShellOutput {
+            exit_code: record.exit_code,
+            stdout: record.stdout_tail,
+        })
+    }
+
+    /// Runs an agent step named `name`; gives back its answer and verdict.
+    pub async fn agent(&mut self, name: &str, call: AgentCall) -> Result<AgentReply, FlowError> {
+        let record = self.step(call.into_step(&self.named(name))).await?;
+        Ok(AgentReply {
+            text: record.stdout_tail,
+            verdict: record.verdict,
+            note: record.note,
+        })
+    }
+
+    /// Runs an agent step named `name` whose answer is a `T`: its JSON Schema (schemars)
+    /// is the step's `output_schema:`, written to an output artifact named `name`.
+    pub async fn agent_typed<T>(&mut self, name: &str, call: AgentCall) -> Result<T, FlowError>
+    where
+        T: DeserializeOwned + schemars::JsonSchema,
+    {
+        let full = self.named(name);
+        let schema = schemars::schema_for!(T).to_value();
+        let call = call.output_schema(&full, schema);
+        self.step(call.into_step(&full)).await?;
+        let bad = |reason: String| FlowError::Output {
+            name: full.clone(),
+            reason,
+        };
+        let path = self
+            .artifact(&full)
+            .ok_or_else(|| bad("its output artifact is missing".to_owned()))?
+            .join(OUTPUT_FILE);
+        let text = tokio::fs::read_to_string(&path)
+            .await
+            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        serde_json::from_str(&text).map_err(|e| bad(e.to_string()))
+    }
+
+    /// Runs `child` on `input` as steps of this run (named `CHILD.step`), and gives back
+    /// its output.
+    pub async fn workflow<W: Workflow>(
+        &mut self,
+        child: &W,
+        input: W::Input,
+    ) -> Result<W::Output, FlowError> {
+        self.within.push(W::NAME);
+        let out = child.run(self, input).await;
+        self.within.pop();
+        out
+    }
+}

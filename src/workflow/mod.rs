@@ -1,0 +1,55 @@
+//! Workflows written in Rust: one executor, two front ends.
+//!
+//! A workflow is an async function of a [`Flow`]. Each call on the flow ([`Flow::shell`],
+//! [`Flow::agent`], [`Flow::agent_typed`], [`Flow::workflow`], or [`Flow::step`] with any
+//! typed step) builds a [`crate::pipeline::Step`], the very value loading makes of the
+//! same step written in YAML, appends it to the run's plan and hands it to the executor
+//! that runs YAML steps (`crate::run::open_run`). So a step of a workflow has the key a
+//! YAML step has (kind, configuration, inputs, and the key of the step before it), the
+//! same record in the state file, the same transcript, and shows in `treadle runs` and on
+//! `treadle serve`'s page like a YAML run's.
+//!
+//! Why this shape:
+//! * **The Rust front end makes typed steps, nothing else.** It has no executor, cache or
+//!   record of its own to drift from YAML's; `tests/workflow_keys.rs` runs a workflow and
+//!   the equivalent pipeline and finds the same keys and records.
+//! * **Control flow is Rust's.** Loops, branches on a verdict and fan-outs over a typed
+//!   value are plain code, so the calls are few: a step, and what it gave back.
+//! * **Steps are identified by the order they are called in.** A workflow run again with
+//!   [`Options::resume`] calls the same steps in the same order; each recorded step whose
+//!   key is unchanged gives back its recorded result without running, and a changed step
+//!   (and so, through the chained keys, every step after it) runs again. A workflow must
+//!   therefore decide what to call from its input and its steps' results only.
+//! * **`&mut Flow`** makes the steps of one run sequential, which gives each a place in
+//!   the chain; work that should run at once belongs in one step.
+//!
+//! ```no_run
+//! use treadle::workflow::{self, Flow, FlowError, Options, Shell, Workflow};
+//!
+//! struct Hello;
+//!
+//! impl Workflow for Hello {
+//!     type Input = String;
+//!     type Output = String;
+//!     const NAME: &'static str = "hello";
+//!
+//!     async fn run(&self, flow: &mut Flow, who: String) -> Result<String, FlowError> {
+//!         let out = flow.shell("greet", Shell::new(format!("echo hello {who}"))).await?;
+//!         Ok(out.stdout)
+//!     }
+//! }
+//!
+//! # async fn go() -> Result<(), FlowError> {
+//! let report = workflow::run(&Hello, "you".into(), Options::new(".treadle/state.redb")).await?;
+//! println!("run {}: {:?}", report.run, report.output);
+//! # Ok(())
+//! # }
+//! ```
+
+mod agents;
+mod calls;
+mod flow;
+
+pub use agents::Agents;
+pub use calls::{AgentCall, AgentReply, Shell, ShellOutput};
+pub use flow::{Flow, FlowError, Options, Report, Workflow, run};
