@@ -7,7 +7,7 @@
 //! ```
 
 use serde::Deserialize;
-use treadle::workflow::{self, AgentCall, Agents, Flow, FlowError, Options, Shell, Workflow};
+use treadle::workflow::{self, AgentTask, Agents, Flow, FlowError, Options, Shell, Workflow};
 
 /// The agent's answer: the chapters of a short guide.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -33,7 +33,7 @@ impl Workflow for Guide {
     const NAME: &'static str = "guide";
 
     async fn run(&self, flow: &mut Flow, subject: String) -> Result<String, FlowError> {
-        let ask = AgentCall::new(
+        let ask = AgentTask::new(
             "planner",
             format!("List 2 to 5 chapter titles for a guide to {subject}."),
         );

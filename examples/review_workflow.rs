@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use treadle::workflow::{self, AgentCall, Agents, Flow, FlowError, Options, Shell, Workflow};
+use treadle::workflow::{self, AgentTask, Agents, Flow, FlowError, Options, Shell, Workflow};
 
 /// The reviewer's instruction (review.yml's prompt).
 pub const PROMPT: &str = "Do these three steps, one tool call each:
@@ -30,7 +30,7 @@ impl Workflow for Review {
     async fn run(&self, flow: &mut Flow, (): ()) -> Result<String, FlowError> {
         flow.shell("draft", Shell::new(DRAFT).outputs(["draft"]))
             .await?;
-        let review = AgentCall::new("reviewer", PROMPT)
+        let review = AgentTask::new("reviewer", PROMPT)
             .inputs(["draft"])
             .outputs(["report"])
             .verdicts(["approve", "reject"])

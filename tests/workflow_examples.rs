@@ -236,7 +236,7 @@ impl workflow::Workflow for BlankCommit {
     const NAME: &'static str = "blank";
 
     async fn run(&self, flow: &mut workflow::Flow, (): ()) -> Result<(), workflow::FlowError> {
-        let call = workflow::AgentCall::new("planner", "change nothing").commit("  ");
+        let call = workflow::AgentTask::new("planner", "change nothing").commit("  ");
         flow.agent("edit", call).await.map(drop)
     }
 }

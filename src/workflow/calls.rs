@@ -83,12 +83,12 @@ impl Shell {
 /// with the keys a YAML agent step takes (the step's [`crate::pipeline::AgentCall`] and
 /// the keys every step has).
 #[derive(Debug, Clone)]
-pub struct AgentCall {
+pub struct AgentTask {
     call: crate::pipeline::AgentCall,
     step: Step,
 }
 
-impl AgentCall {
+impl AgentTask {
     /// Asks agent `agent` to do `prompt`.
     pub fn new(agent: impl Into<String>, prompt: impl Into<String>) -> Self {
         let mut call = crate::pipeline::AgentCall::new(At::new(agent.into()));

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::agents::Agents;
-use super::calls::{AgentCall, AgentReply, Shell, ShellOutput};
+use super::calls::{AgentReply, AgentTask, Shell, ShellOutput};
 use crate::cache::Start;
 use crate::pipeline::controls::OUTPUT_FILE;
 use crate::pipeline::{At, Loaded, Step};
@@ -300,7 +300,7 @@ impl Flow {
     }
 
     /// Runs an agent step named `name`; gives back its answer and verdict.
-    pub async fn agent(&mut self, name: &str, call: AgentCall) -> Result<AgentReply, FlowError> {
+    pub async fn agent(&mut self, name: &str, call: AgentTask) -> Result<AgentReply, FlowError> {
         let record = self.step(call.into_step(&self.named(name))).await?;
         Ok(AgentReply {
             text: record.stdout_tail,
@@ -311,7 +311,7 @@ impl Flow {
 
     /// Runs an agent step named `name` whose answer is a `T`: its JSON Schema (schemars)
     /// is the step's `output_schema:`, written to an output artifact named `name`.
-    pub async fn agent_typed<T>(&mut self, name: &str, call: AgentCall) -> Result<T, FlowError>
+    pub async fn agent_typed<T>(&mut self, name: &str, call: AgentTask) -> Result<T, FlowError>
     where
         T: DeserializeOwned + schemars::JsonSchema,
     {

@@ -51,5 +51,5 @@ mod calls;
 mod flow;
 
 pub use agents::Agents;
-pub use calls::{AgentCall, AgentReply, Shell, ShellOutput};
+pub use calls::{AgentReply, AgentTask, Shell, ShellOutput};
 pub use flow::{Flow, FlowError, Options, Report, Workflow, run};
