@@ -16,7 +16,7 @@ impl Ctx<'_> {
         if judged.is_ok() || judged.status == Status::Aborted {
             return judged;
         }
-        let records = self.records.lock().map(|r| r.clone()).unwrap_or_default();
+        let records = self.state.with(|s| s.records.clone());
         let culprit = plan.error.as_deref().and_then(|e| failed_with(&records, e));
         let mut error = judged.error.take().unwrap_or_default();
         if let Some(step) = culprit {

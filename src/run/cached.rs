@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::artifacts::ArtifactError;
-use super::cell::{Cell, is_cell};
+use super::cell::{Cell, CellAt, is_cell};
 use super::exec::{Ctx, Done, now_ms};
 use super::state::{StateError, StepStatus};
 use super::transcript::Event;
@@ -248,8 +248,8 @@ impl<'a> Ctx<'a> {
         self.show_reused(entry, &outcome, from_run);
         let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let o = outcome.clone();
-        let record = self.records.lock().ok().and_then(|mut records| {
-            let r = records.get_mut(entry.seq as usize)?;
+        let record = self.state.with(|s| {
+            let r = s.records.get_mut(entry.seq as usize)?;
             r.status = StepStatus::Succeeded;
             r.started_ms = Some(now_ms());
             r.duration_ms = Some(took);
@@ -427,19 +427,13 @@ impl<'a> Ctx<'a> {
         }
         // A cell's own view of the record its siblings share; its agent events are kept
         // under the step with theirs, so a replayed cell shows its text, not its calls.
-        let (record, events) = if is_cell(entry) {
-            let record = self
-                .cell_records
-                .lock()
-                .ok()
-                .and_then(|c| c.get(&entry.path).cloned());
+        let (record, events) = if let Some(at) = CellAt::of(entry) {
+            let record = self.state.with(|s| s.cell_records.get(&at).cloned());
             (record, Vec::new())
         } else {
             let record = self
-                .records
-                .lock()
-                .ok()
-                .and_then(|r| r.get(entry.seq as usize).cloned());
+                .state
+                .with(|s| s.records.get(entry.seq as usize).cloned());
             let (store, run, seq) = (self.store.clone(), self.run, entry.seq);
             let events = blocking::<_, CachedError>(move || {
                 Ok(store.agent_events(run, seq).unwrap_or_default())

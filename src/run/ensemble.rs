@@ -10,6 +10,7 @@
 use futures::future::join_all;
 use tokio_util::sync::CancellationToken;
 
+use super::cell::Given;
 use super::exec::{Ctx, Done, worst};
 use super::transcript::Event;
 use crate::pipeline::ensemble::{self, Ensemble, Rule, Vote};
@@ -25,7 +26,7 @@ impl<'a> Ctx<'a> {
     ) -> Done {
         let mark = self.log_mark();
         let results = join_all(e.agents.iter().map(|m| self.exec(m, cancel.clone()))).await;
-        self.order_log(mark, &entry.path, '/');
+        self.order_log(mark, &entry.path, super::flow::Members::Children);
         if self.root.is_cancelled() {
             return Done::aborted();
         }
@@ -108,9 +109,10 @@ impl<'a> Ctx<'a> {
 
     /// The verdict a step recorded and what it said with it.
     fn vote_of(&self, seq: u32) -> Option<(String, String)> {
-        let records = self.records.lock().ok()?;
-        let r = records.get(seq as usize)?;
-        Some((r.verdict.clone()?, r.stdout_tail.clone()))
+        self.state.with(|s| {
+            let r = s.records.get(seq as usize)?;
+            Some((r.verdict.clone()?, r.stdout_tail.clone()))
+        })
     }
 
     /// Hands the votes to the judge's step and runs it; its verdict is the decision.
@@ -128,13 +130,10 @@ impl<'a> Ctx<'a> {
                 "the ensemble's judge is missing from the outline",
             ));
         };
-        if let Ok(mut handed) = self.handed.lock() {
-            handed.insert(
-                entry.path.clone(),
-                ensemble::judge_prompt(votes, excluded, choices),
-            );
-        }
-        let done = self.exec(judge, cancel.clone()).await;
+        let votes = ensemble::judge_prompt(votes, excluded, choices);
+        let done = self
+            .exec_given(judge, cancel.clone(), Given::handed(&votes))
+            .await;
         if !done.is_ok() {
             return Err(Done {
                 error: Some(format!(

@@ -31,7 +31,7 @@ impl<'a> Ctx<'a> {
     /// The version an `every` get at outline `seq` takes in the current set, if a set is
     /// running.
     pub(crate) fn every_version(&self, seq: u32) -> Option<String> {
-        self.every_versions.lock().ok()?.get(&seq).cloned()
+        self.state.with(|s| s.every_versions.get(&seq).cloned())
     }
 
     /// Runs the plan with its `every` gets, the first at `start`: the steps before it once,
@@ -100,12 +100,11 @@ impl<'a> Ctx<'a> {
                 );
                 break;
             }
-            if let Ok(mut decided) = self.every_versions.lock() {
-                *decided = held
-                    .iter()
-                    .filter_map(|(k, v)| Some((*k, v.clone()?)))
-                    .collect();
-            }
+            let decided = held
+                .iter()
+                .filter_map(|(k, v)| Some((*k, v.clone()?)))
+                .collect();
+            self.state.with(|s| s.every_versions = decided);
             sets += 1;
             let d = self.walk(start, plan.len()).await;
             if d.status == Status::Aborted {

@@ -18,8 +18,7 @@
 //!   visible to routes.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -28,9 +27,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::artifacts::Artifacts;
-use super::cell::Cell;
+use super::cell::{CellAt, Given};
 pub(crate) use super::hooks::Hooks;
 use super::ports::AgentRunner;
+pub(crate) use super::run_state::Logged;
+use super::run_state::Owner;
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
 use super::work::Work;
@@ -163,7 +164,9 @@ pub(crate) trait RemoteSteps: Send + Sync {
     async fn share(&self, outcome: &SuccessRecord, dirs: Vec<(String, PathBuf)>);
 }
 
-/// Everything a run shares.
+/// What a run shares: its immutable context (shared by `&` for the whole run) and the
+/// single owner of its mutable state. What one step is given by its block travels as an
+/// argument ([`Given`]), not here.
 pub(crate) struct Ctx<'a> {
     pub loaded: &'a Loaded,
     pub job: &'a Job,
@@ -175,41 +178,13 @@ pub(crate) struct Ctx<'a> {
     pub run: u64,
     /// Cancelled by Ctrl-C.
     pub root: CancellationToken,
-    pub records: Mutex<Vec<StepRecord>>,
-    /// Tokens spent by agent steps, against the job's budget.
-    pub tokens: AtomicU64,
-    /// Micro-dollars spent by agent steps, against the job's dollar budget.
-    pub micro_usd: AtomicU64,
-    /// The first failure to write the state file, which makes the run exit 2.
-    pub state_error: Mutex<Option<String>>,
-    /// Agent steps as built from the pipeline, by outline seq (each is built once).
-    pub agent_steps: Mutex<std::collections::HashMap<u32, std::sync::Arc<crate::agent::AgentStep>>>,
     /// The step cache (`None`: every step runs).
     pub cache: Option<std::sync::Arc<crate::cache::StepCache>>,
     /// Someone can answer approvals while the run waits even though its stdin is not a
     /// terminal (`treadle serve` runs it).
     pub answerable: bool,
-    /// The steps that ran, in the order `assert: execution` checks.
-    pub log: Mutex<Vec<Logged>>,
-    /// The vars `load_var:` steps captured in this run.
-    pub vars: Mutex<crate::pipeline::vars::Vars>,
     /// When the job's `timeout:` passes: no step or cell starts after it.
     pub deadline: Option<Instant>,
-    /// The variables of each `across:` cell that ran, by the cell's outline path.
-    pub cell_vars: Mutex<std::collections::HashMap<String, crate::pipeline::vars::Vars>>,
-    /// Text handed to an agent step's prompt when it runs, by its outline path (the votes
-    /// an ensemble's judge decides from).
-    pub handed: Mutex<std::collections::HashMap<String, String>>,
-    /// Each `across:` cell's view of its step's record (the cells share it) as the cell
-    /// last changed it, by the cell's outline path: what its cache entry stores.
-    pub cell_records: Mutex<std::collections::HashMap<String, StepRecord>>,
-    /// The agents that start this run on a `fallback:` entry (its index) because the
-    /// pre-run probe found their primary down.
-    pub picked: Mutex<std::collections::HashMap<String, usize>>,
-    /// Where the outputs of `across:` cells are collected, by the cell's outline path.
-    pub collect_at: Mutex<std::collections::HashMap<String, Vec<String>>>,
-    /// The versions the `every` gets take in the input set running now, by outline seq.
-    pub every_versions: Mutex<std::collections::HashMap<u32, String>>,
     /// The version each `get` of a resource fetches, by resource (a triggered build's
     /// inputs); others fetch their latest.
     pub versions: std::collections::BTreeMap<String, String>,
@@ -228,15 +203,8 @@ pub(crate) struct Ctx<'a> {
     /// process left them, which say what that process left unfinished (`continued`); the
     /// records themselves change as this process runs the steps.
     pub left: Option<std::sync::Arc<Vec<StepRecord>>>,
-}
-
-/// One entry of the execution log: a leaf step (or a cell) that ran to its end.
-#[derive(Debug, Clone)]
-pub(crate) struct Logged {
-    /// The step's place in the outline (`2/0`, `1/on_failure`, `3#1` for a cell).
-    pub path: String,
-    /// The name `assert: execution` matches.
-    pub name: String,
+    /// The run's mutable state (records, log, vars, ...) and its budget counters.
+    pub state: Owner,
 }
 
 pub(crate) use crate::clock::now_ms;
@@ -270,9 +238,9 @@ impl<'a> Ctx<'a> {
 
     /// Keeps the first failure to write the state file.
     pub(crate) fn keep_state_error(&self, error: String) {
-        if let Ok(mut slot) = self.state_error.lock() {
-            slot.get_or_insert(error);
-        }
+        self.state.with(|s| {
+            s.state_error.get_or_insert(error);
+        });
     }
 
     pub(crate) fn emit(&self, event: Event) {
@@ -308,10 +276,20 @@ impl<'a> Ctx<'a> {
         step: &'a At<Step>,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Done> {
+        self.exec_given(step, cancel, Given::default())
+    }
+
+    /// [`Self::exec`] with what the block running the step gives it.
+    pub(crate) fn exec_given(
+        &'a self,
+        step: &'a At<Step>,
+        cancel: CancellationToken,
+        given: Given<'a>,
+    ) -> BoxFuture<'a, Done> {
         // The step's span covers its attempts and hooks, and ends with its outcome.
         let span = crate::telemetry::spans::step(step, self.outline.entry(step));
         let traced = span.clone();
-        self.exec_in(step, cancel, None)
+        self.exec_in(step, cancel, given)
             .map(move |done| {
                 crate::telemetry::spans::record_status(&traced, done.status.name());
                 done
@@ -325,7 +303,7 @@ impl<'a> Ctx<'a> {
         &'a self,
         step: &'a At<Step>,
         cancel: CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> BoxFuture<'a, Done> {
         async move {
             let Some(outlined) = self.outline.entry(step) else {
@@ -334,10 +312,10 @@ impl<'a> Ctx<'a> {
                     step.display_name()
                 ));
             };
-            if step.across.is_some() && cell.is_none() {
+            if step.across.is_some() && given.cell.is_none() {
                 return self.across(step, outlined, &cancel).await;
             }
-            let entry = &match cell {
+            let entry = &match given.cell {
                 Some(c) => c.entry(outlined),
                 None => outlined.clone(),
             };
@@ -353,7 +331,7 @@ impl<'a> Ctx<'a> {
             }
             let started = Instant::now();
             // A replayed step (or cell) has been shown and recorded; only its hooks remain.
-            let before = self.cache_before(step, entry, cell).await;
+            let before = self.cache_before(step, entry, given.cell).await;
             if let Some(d) = before.as_ref().filter(|d| d.is_ok()) {
                 self.log_leaf(step, entry);
                 return self.hooks(step, d.clone(), &cancel).await;
@@ -365,7 +343,7 @@ impl<'a> Ctx<'a> {
             })
             .await;
             let mut done = self
-                .attempts(step, entry, before.as_ref(), &cancel, cell)
+                .attempts(step, entry, before.as_ref(), &cancel, given)
                 .await;
             // An agent's work on the run's git repositories is committed or wiped before the
             // step counts as succeeded (the rule: `crate::agent::commit`).
@@ -392,13 +370,6 @@ impl<'a> Ctx<'a> {
         .boxed()
     }
 
-    /// Whether the step at `entry` is handed text at run time (see `handed`).
-    fn is_handed(&self, entry: &Entry) -> bool {
-        self.handed
-            .lock()
-            .is_ok_and(|h| h.contains_key(&entry.path))
-    }
-
     /// Runs a step's attempts until one succeeds, is aborted or times out, or none is left;
     /// `before` is the cache's answer when the step's key could not be worked out.
     async fn attempts(
@@ -407,7 +378,7 @@ impl<'a> Ctx<'a> {
         entry: &Entry,
         before: Option<&Done>,
         cancel: &CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> Done {
         // An agent step's `attempts:` bounds its requests to the provider (the session's
         // retry policy, see `agent::session_builder`), not how often the step runs.
@@ -437,7 +408,7 @@ impl<'a> Ctx<'a> {
             self.update(entry.seq, |r| r.attempts = attempt).await;
             let t0 = Instant::now();
             let timed_out;
-            (done, timed_out) = self.attempt(step, entry, attempt, cancel, cell).await;
+            (done, timed_out) = self.attempt(step, entry, attempt, cancel, given).await;
             // The same work against the same deadline would time out again.
             if done.is_ok() || done.status == Status::Aborted || timed_out || attempt == attempts {
                 break;
@@ -468,28 +439,37 @@ impl<'a> Ctx<'a> {
         if !Kind::of(step).is_leaf() {
             return;
         }
-        if let Ok(mut log) = self.log.lock() {
-            // A get is logged under the resource it fetched (`resource:` renames only
-            // its artifact), as `steps` records it.
-            let name = match &step.kind {
-                StepKind::Get { resource, .. } => resource.value.clone(),
-                _ => entry.name.clone(),
-            };
-            log.push(Logged {
-                path: entry.path.clone(),
-                name,
-            });
-        }
+        // A get is logged under the resource it fetched (`resource:` renames only its
+        // artifact), as `steps` records it.
+        let name = match &step.kind {
+            StepKind::Get { resource, .. } => resource.value.clone(),
+            _ => entry.name.clone(),
+        };
+        self.log_as(entry, name);
+    }
+
+    /// Adds `name` to the execution log at `entry` (a cell under its step's path and its
+    /// index).
+    pub(crate) fn log_as(&self, entry: &Entry, name: String) {
+        let path = match CellAt::of(entry) {
+            Some(at) => self
+                .outline
+                .entries
+                .get(at.seq as usize)
+                .map_or_else(|| entry.path.clone(), |e| e.path.clone()),
+            None => entry.path.clone(),
+        };
+        let cell = entry.cell;
+        self.state.with(|s| s.log.push(Logged { path, cell, name }));
     }
 
     /// Shows that a step (or one attempt of it) ended, with what its record holds.
     pub(crate) fn finished(&self, entry: &Entry, done: &Done, took: Duration) {
         let (exit_code, verdict) = self
-            .records
-            .lock()
-            .ok()
-            .and_then(|r| {
-                r.get(entry.seq as usize)
+            .state
+            .with(|s| {
+                s.records
+                    .get(entry.seq as usize)
                     .map(|r| (r.exit_code, r.verdict.clone()))
             })
             .unwrap_or_default();
@@ -519,10 +499,10 @@ impl<'a> Ctx<'a> {
         entry: &'a Entry,
         attempt: u32,
         cancel: &CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> (Done, bool) {
         let token = cancel.child_token();
-        let work = self.kind(step, entry, attempt, token.clone(), cell);
+        let work = self.kind(step, entry, attempt, token.clone(), given);
         // An approval's (or input's) timeout is its deadline, which its `on_timeout` (or
         // `default:`) answers.
         let limit = step.timeout.as_ref().filter(|_| {
@@ -554,7 +534,7 @@ impl<'a> Ctx<'a> {
         entry: &'a Entry,
         attempt: u32,
         cancel: CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> BoxFuture<'a, Done> {
         async move {
             if let Some(image) = &step.image {
@@ -563,10 +543,10 @@ impl<'a> Ctx<'a> {
             match &step.kind {
                 StepKind::Task { run, .. } => {
                     let work = Work::Task(run);
-                    self.leaf(step, work, entry, attempt, cancel, cell).await
+                    self.leaf(step, work, entry, attempt, cancel, given).await
                 }
                 StepKind::Agent(_) => {
-                    self.leaf(step, Work::Agent, entry, attempt, cancel, cell)
+                    self.leaf(step, Work::Agent, entry, attempt, cancel, given)
                         .await
                 }
                 StepKind::Do(steps) => self.sequence(steps, &cancel).await,
@@ -617,18 +597,16 @@ impl<'a> Ctx<'a> {
         entry: &'a Entry,
         attempt: u32,
         cancel: CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> Done {
         // A cell keeps its values here, and so does a step handed text, so only whole
         // steps go to workers.
-        if let (Some(remote), None) = (&self.remote, cell)
-            && !self.is_handed(entry)
-        {
+        if let Some(remote) = self.remote.as_ref().filter(|_| !given.is_local()) {
             return remote.leaf(self, step, entry, attempt, cancel).await;
         }
         match work {
             Work::Task(run) => {
-                let run = match cell {
+                let run = match given.cell {
                     Some(c) => match c.render_run(&run.value) {
                         Ok(run) => run,
                         Err(e) => return Done::errored(format!("run: {e}")),
@@ -636,9 +614,9 @@ impl<'a> Ctx<'a> {
                     None => run.value.clone(),
                 };
                 let run = self.with_vars(&run);
-                self.task(step, entry, attempt, &run, cancel).await
+                self.task(step, entry, attempt, &run, cancel, given).await
             }
-            Work::Agent => self.agent(step, entry, attempt, cancel).await,
+            Work::Agent => self.agent(step, entry, attempt, cancel, given).await,
         }
     }
 
@@ -679,7 +657,7 @@ impl<'a> Ctx<'a> {
             .collect()
             .await;
         // Branches finish in any order; the log shows them in declaration order.
-        self.order_log(mark, &entry.path, '/');
+        self.order_log(mark, &entry.path, super::flow::Members::Children);
         if self.root.is_cancelled() {
             return Done::aborted();
         }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
 
-use super::exec::{Ctx, Done, Logged};
+use super::exec::{Ctx, Done};
 use super::ports::{AgentStepError, AgentStepRequest, StepReporter};
 use super::transcript::Event;
 use crate::agent::AgentStep;
@@ -106,12 +106,8 @@ impl<'a> Ctx<'a> {
                 )));
             }
         }
-        if let Ok(mut log) = self.log.lock() {
-            log.push(Logged {
-                path: format!("{}/fix", entry.path),
-                name: spec.agent.value.clone(),
-            });
-        }
+        // Logged beside the step it fixed (the log orders a group by its members' places).
+        self.log_as(entry, spec.agent.value.clone());
         Ok(())
     }
 }

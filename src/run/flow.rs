@@ -14,20 +14,20 @@
 //!   `outputs:` are collected per cell under `ARTIFACT/value/value`.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::admit::{Admission, Admit};
 use super::artifacts::copy_tree;
-use super::cell::{Cell, cells, is_cell};
+use super::cell::{CellAt, Given, cells};
 use super::exec::{Ctx, Done, Status, worst};
+use super::run_state::Logged;
 use super::state::StepRecord;
 use super::task::{TaskEnd, TaskSpec, run_task};
 use super::transcript::Event;
 use crate::pipeline::flow::{Race, When};
-use crate::pipeline::outline::{CELL_SEP, Entry};
+use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, RunSpec, Step};
 
 /// The most items a `from_file:` axis may hold.
@@ -35,36 +35,41 @@ pub const MAX_FILE_ITEMS: usize = 1000;
 /// The largest file a `from_file:` axis reads (bytes).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
+/// Which entries of the execution log belong to a group whose order is put right.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Members {
+    /// The steps nested in it (`in_parallel`, `race`, `ensemble`).
+    Children,
+    /// The cells of an `across:` step.
+    Cells,
+}
+
 impl<'a> Ctx<'a> {
     /// [`Self::update`] for a leaf that may be an `across:` cell: a cell also keeps the
     /// record as its own change left it, since a sibling may change the shared one
     /// before the cell's outcome is stored.
     pub(crate) async fn update_at(&self, entry: &Entry, change: impl FnOnce(&mut StepRecord)) {
-        let cell = is_cell(entry).then_some(entry.path.as_str());
-        self.update_in(entry.seq, cell, change).await;
+        self.update_in(entry.seq, CellAt::of(entry), change).await;
     }
 
     pub(super) async fn update_in(
         &self,
         seq: u32,
-        cell: Option<&str>,
+        cell: Option<CellAt>,
         change: impl FnOnce(&mut StepRecord),
     ) {
-        let record = {
-            let Ok(mut records) = self.records.lock() else {
-                return;
-            };
-            let Some(r) = records.get_mut(seq as usize) else {
-                return;
-            };
+        let record = self.state.with(|s| {
+            let r = s.records.get_mut(seq as usize)?;
             change(r);
-            r.clone()
+            let record = r.clone();
+            if let Some(at) = cell {
+                s.cell_records.insert(at, record.clone());
+            }
+            Some(record)
+        });
+        let Some(record) = record else {
+            return;
         };
-        if let Some(path) = cell
-            && let Ok(mut cells) = self.cell_records.lock()
-        {
-            cells.insert(path.to_owned(), record.clone());
-        }
         let run = self.run;
         self.write_state(move |store| store.put_step(run, &record))
             .await;
@@ -72,28 +77,38 @@ impl<'a> Ctx<'a> {
 
     /// How long the execution log is now, to reorder what a group adds after it.
     pub(crate) fn log_mark(&self) -> usize {
-        self.log.lock().map(|l| l.len()).unwrap_or(0)
+        self.state.with(|s| s.log.len())
     }
 
-    /// Puts the entries a group at `path` added since `mark` in declaration order (by the
-    /// index after `path` and `sep`), leaving entries of other steps where they are.
-    pub(crate) fn order_log(&self, mark: usize, path: &str, sep: char) {
-        let Ok(mut log) = self.log.lock() else {
-            return;
+    /// Puts the entries the group at `path` added since `mark` in declaration order (its
+    /// children by their index after `path/`, or an `across:` step's cells by their
+    /// index), leaving entries of other steps where they are.
+    pub(crate) fn order_log(&self, mark: usize, path: &str, of: Members) {
+        let prefix = format!("{path}/");
+        let index = |l: &Logged| -> Option<usize> {
+            match of {
+                Members::Children => l
+                    .path
+                    .strip_prefix(&prefix)?
+                    .split('/')
+                    .next()?
+                    .parse()
+                    .ok(),
+                Members::Cells if l.path == path => l.cell.map(|c| c as usize),
+                Members::Cells => None,
+            }
         };
-        let prefix = format!("{path}{sep}");
-        let index = |p: &str| -> Option<usize> {
-            let rest = p.strip_prefix(&prefix)?;
-            rest.split(['/', CELL_SEP]).next()?.parse().ok()
-        };
-        let slots: Vec<usize> = (mark..log.len())
-            .filter(|&i| index(&log[i].path).is_some())
-            .collect();
-        let mut mine: Vec<_> = slots.iter().map(|&i| log[i].clone()).collect();
-        mine.sort_by_key(|l| index(&l.path));
-        for (slot, entry) in slots.into_iter().zip(mine) {
-            log[slot] = entry;
-        }
+        self.state.with(|s| {
+            let log = &mut s.log;
+            let slots: Vec<usize> = (mark..log.len())
+                .filter(|&i| index(&log[i]).is_some())
+                .collect();
+            let mut mine: Vec<Logged> = slots.iter().map(|&i| log[i].clone()).collect();
+            mine.sort_by_key(|l| index(l));
+            for (slot, entry) in slots.into_iter().zip(mine) {
+                log[slot] = entry;
+            }
+        });
     }
 
     /// A `load_var:` step: reads its file (inside one of its inputs), trimmed, into the var.
@@ -117,9 +132,8 @@ impl<'a> Ctx<'a> {
         };
         match text {
             Ok(t) => {
-                if let Ok(mut vars) = self.vars.lock() {
-                    vars.insert(name.to_owned(), t.trim().to_owned());
-                }
+                self.state
+                    .with(|s| s.vars.insert(name.to_owned(), t.trim().to_owned()));
                 Done::ok()
             }
             Err(e) => Done::failed(format!("load_var: cannot read `{path}`: {e}")),
@@ -128,9 +142,7 @@ impl<'a> Ctx<'a> {
 
     /// A task's command with the captured vars filled in.
     pub(crate) fn with_vars(&self, run: &RunSpec) -> RunSpec {
-        let Ok(vars) = self.vars.lock() else {
-            return run.clone();
-        };
+        let vars = self.state.with(|s| s.vars.clone());
         let fill = |t: &str| crate::pipeline::vars::substitute(t, &vars);
         match run {
             RunSpec::Shell(line) => RunSpec::Shell(fill(line)),
@@ -234,7 +246,7 @@ impl<'a> Ctx<'a> {
                 failures.push(d);
             }
         }
-        self.order_log(mark, &entry.path, '/');
+        self.order_log(mark, &entry.path, Members::Children);
         if self.root.is_cancelled() {
             return Done::aborted();
         }
@@ -266,15 +278,11 @@ impl<'a> Ctx<'a> {
         }
         let in_flight = step.max_in_flight.as_ref().map_or(1, |m| m.value.max(1)) as usize;
         let admission = self.admission(step, cells.len(), in_flight);
-        let spent_before = self.tokens.load(Ordering::Relaxed);
-        let spent = || {
-            self.tokens
-                .load(Ordering::Relaxed)
-                .saturating_sub(spent_before)
-        };
+        let spent_before = self.state.tokens();
+        let spent = || self.state.tokens().saturating_sub(spent_before);
         let mark = self.log_mark();
         let total = cells.len();
-        let (axes, collect, cells, admission) = (&axes, &collect, &cells, &admission);
+        let (cells, admission) = (&cells, &admission);
         let spent = &spent;
         let results: Vec<Option<Done>> = futures::stream::iter(0..total)
             .map(|i| {
@@ -302,11 +310,7 @@ impl<'a> Ctx<'a> {
                         admission.release();
                         return Some(done);
                     }
-                    self.set_collection(entry, cell, axes, collect);
-                    if let Ok(mut map) = self.cell_vars.lock() {
-                        map.insert(cell.entry(entry).path, cell.vars().clone());
-                    }
-                    let d = self.exec_in(step, cancel.clone(), Some(cell)).await;
+                    let d = self.exec_in(step, cancel.clone(), Given::cell(cell)).await;
                     admission.release();
                     if !d.is_ok() && step.fail_fast == Some(true) {
                         admission.close();
@@ -318,7 +322,7 @@ impl<'a> Ctx<'a> {
             .buffered(in_flight)
             .collect()
             .await;
-        self.order_log(mark, &entry.path, CELL_SEP);
+        self.order_log(mark, &entry.path, Members::Cells);
         // Steps after the block chain to every cell that ran.
         if let Some(cache) = &self.cache {
             let paths: Vec<String> = cells.iter().map(|c| c.entry(entry).path).collect();
@@ -408,25 +412,5 @@ impl<'a> Ctx<'a> {
             return Err(fail(format!("more than {MAX_FILE_ITEMS} items")));
         }
         Ok(items)
-    }
-
-    /// Tells the leaf where the cell's outputs are collected: under its values.
-    fn set_collection(
-        &self,
-        entry: &Entry,
-        cell: &Cell,
-        axes: &[(String, Vec<String>)],
-        outputs: &[String],
-    ) {
-        if outputs.is_empty() {
-            return;
-        }
-        let segments: Vec<String> = axes
-            .iter()
-            .filter_map(|(var, _)| cell.vars().get(var).cloned())
-            .collect();
-        if let Ok(mut map) = self.collect_at.lock() {
-            map.insert(cell.entry(entry).path, segments);
-        }
     }
 }

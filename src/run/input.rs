@@ -106,7 +106,7 @@ impl<'a> Ctx<'a> {
             verdict: None,
             tool_calls: &[],
         };
-        self.conclude(step, entry, &dir, facts).await
+        self.conclude(step, &dir, facts, None).await
     }
 }
 

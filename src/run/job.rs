@@ -106,9 +106,7 @@ impl<'a> Ctx<'a> {
                 run: self.run,
                 text: p.note.clone(),
             });
-            if let Ok(mut map) = self.picked.lock() {
-                map.insert(p.agent, p.fallback);
-            }
+            self.state.with(|s| s.picked.insert(p.agent, p.fallback));
         }
         Ok(())
     }
@@ -133,10 +131,8 @@ impl<'a> Ctx<'a> {
 
     /// The names in the execution log, in order.
     pub(crate) fn executed(&self) -> Vec<String> {
-        self.log
-            .lock()
-            .map(|log| log.iter().map(|l| l.name.clone()).collect())
-            .unwrap_or_default()
+        self.state
+            .with(|s| s.log.iter().map(|l| l.name.clone()).collect())
     }
 
     /// Applies the job's `assert:` to how the job ended.

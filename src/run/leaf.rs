@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::artifacts::ArtifactError;
+use super::cell::{Cell, Given};
 use super::exec::{Ctx, Done, Status};
 use super::output_limit::OutputLimit;
 use super::ports::{AgentStepError, AgentStepRequest, StepReporter};
@@ -67,9 +68,9 @@ impl<'a> Ctx<'a> {
     pub(crate) async fn conclude(
         &self,
         step: &Step,
-        entry: &Entry,
         dir: &Path,
         facts: StepFacts<'_>,
+        cell: Option<&Cell>,
     ) -> Done {
         if let Some(assert) = &step.assert {
             let failures = assert::check_step(&assert.value, &facts);
@@ -83,11 +84,9 @@ impl<'a> Ctx<'a> {
         }
         let (ws, owned) = (self.artifacts.clone(), dir.to_path_buf());
         // A cell of an `across:` step collects into its place in the block's artifact.
-        let cell = self
-            .collect_at
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&entry.path).cloned());
+        let cell = cell
+            .filter(|_| !outputs.is_empty())
+            .map(|c| c.segments().to_vec());
         let collected = tokio::task::spawn_blocking(move || match cell {
             Some(segments) => ws.collect_cell(&owned, &outputs, &segments),
             None => ws.collect(&owned, &outputs),
@@ -122,6 +121,7 @@ impl<'a> Ctx<'a> {
         attempt: u32,
         run: &'a RunSpec,
         cancel: CancellationToken,
+        given: Given<'a>,
     ) -> Done {
         if attempt == 1 {
             self.say_restarted(entry).await;
@@ -230,23 +230,23 @@ impl<'a> Ctx<'a> {
             verdict: None,
             tool_calls: &[],
         };
-        self.conclude(step, entry, &dir, facts).await
+        self.conclude(step, &dir, facts, given.cell).await
     }
 
     /// The agent step of `entry`, built from the pipeline the first time it is needed (for
     /// its key or to run it) and the same value after.
     pub(crate) fn agent_step(&self, step: &Step, entry: &Entry) -> Result<Arc<AgentStep>, Done> {
-        let mut built = self.agent_steps.lock().map_err(|_| {
-            Done::errored(format!("the agent step `{}` cannot be built", entry.name))
-        })?;
-        if let Some(a) = built.get(&entry.seq) {
-            return Ok(a.clone());
+        if let Some(a) = self.state.with(|s| s.agent_steps.get(&entry.seq).cloned()) {
+            return Ok(a);
         }
+        // Built outside the lock; two cells building at once build the same value and the
+        // first one kept is the one every later caller gets.
         let agent = AgentStep::build(self.loaded, step)
             .map(Arc::new)
             .map_err(|e| Done::errored(e.to_string()))?;
-        built.insert(entry.seq, agent.clone());
-        Ok(agent)
+        Ok(self
+            .state
+            .with(|s| s.agent_steps.entry(entry.seq).or_insert(agent).clone()))
     }
 
     /// Who an agent step's questions go to: the approval mailbox, under the step's number.
@@ -274,12 +274,11 @@ impl<'a> Ctx<'a> {
 
     /// Adds the job's token and dollar budgets, less what earlier steps spent.
     pub(super) fn with_job_limits(&self, mut agent_step: AgentStep) -> AgentStep {
-        use std::sync::atomic::Ordering::Relaxed;
         if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.tokens) {
-            agent_step = agent_step.with_job_budget(limit, self.tokens.load(Relaxed));
+            agent_step = agent_step.with_job_budget(limit, self.state.tokens());
         }
         if let Some(limit) = self.job.budget.as_ref().and_then(|b| b.dollars) {
-            let micro = self.micro_usd.load(Relaxed);
+            let micro = self.state.micro_usd();
             agent_step
                 .controls
                 .dollars
@@ -294,21 +293,17 @@ impl<'a> Ctx<'a> {
 
     /// Counts what a step spent against the job's budgets.
     pub(super) fn count_spent(&self, outcome: &super::ports::AgentStepOutcome) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.tokens.fetch_add(outcome.tokens, Relaxed);
         // Whole micro-dollars: an atomic integer, and far finer than any price.
         let micro = outcome
             .usd
             .map_or(0, |usd| (usd * 1_000_000.0).round() as u64);
-        self.micro_usd.fetch_add(micro, Relaxed);
+        self.state.spend(outcome.tokens, micro);
     }
 
     /// The decisions `step` reads (`context: { from }`) from this run's records.
     pub(crate) fn delivered(&self, step: &Step) -> Vec<super::upstream::Delivered> {
-        self.records
-            .lock()
-            .map(|records| super::upstream::delivered(step, &records))
-            .unwrap_or_default()
+        self.state
+            .with(|s| super::upstream::delivered(step, &s.records))
     }
 
     /// The agent step as this run gives it: in its directory (`dir:` inside the step
@@ -318,29 +313,20 @@ impl<'a> Ctx<'a> {
         &self,
         built: &AgentStep,
         step: &Step,
-        entry: &Entry,
         dir: &Path,
+        given: Given<'_>,
     ) -> Result<AgentStep, Done> {
         // `dir:` is where the agent works: its tool paths are relative to it.
         let sub = step.agent_call().and_then(|c| c.dir.as_ref());
         let work = sub.map_or(dir.to_path_buf(), |d| dir.join(&d.value));
         let mut agent_step = built.clone().in_dir(work.clone());
         // A cell of an `across:` step gets its values in its prompt.
-        let vars = self
-            .cell_vars
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&entry.path).cloned());
-        if let Some(vars) = &vars {
-            agent_step.prompt = crate::pipeline::flow::render(&agent_step.prompt, vars)
+        if let Some(cell) = given.cell {
+            agent_step.prompt = cell
+                .render_text(&agent_step.prompt)
                 .map_err(|e| Done::errored(format!("prompt: {e}")))?;
         }
-        if let Some(text) = self
-            .handed
-            .lock()
-            .ok()
-            .and_then(|h| h.get(&entry.path).cloned())
-        {
+        if let Some(text) = given.handed {
             agent_step.prompt = format!("{text}{}", agent_step.prompt);
         }
         let limit = agent_step
@@ -349,7 +335,7 @@ impl<'a> Ctx<'a> {
             .unwrap_or(crate::agent::context_files::DEFAULT_CONTEXT_BYTES);
         let delivered = self.delivered(step);
         let (context, prompt) =
-            super::handing::handed_files(step, dir, &work, vars.as_ref(), limit)
+            super::handing::handed_files(step, dir, &work, given.cell.map(Cell::vars), limit)
                 .map_err(Done::failed)?;
         let before = super::handing::hand_over(&mut agent_step, &delivered, context)
             .map_err(Done::failed)?;
@@ -371,16 +357,20 @@ impl<'a> Ctx<'a> {
         entry: &'a Entry,
         attempt: u32,
         cancel: CancellationToken,
+        given: Given<'a>,
     ) -> Done {
         let built = match self.agent_step(step, entry) {
             Ok(a) => a,
             Err(done) => return done,
         };
         // Which source serves is availability, not content: the key is the primary's.
-        let built = match (step.agent_name(), self.picked.lock()) {
-            (Some(name), Ok(picked)) if !picked.is_empty() => Arc::new(
-                crate::agent::source_pick::on_picked((*built).clone(), &name.value, &picked),
-            ),
+        let picked = self.state.with(|s| s.picked.clone());
+        let built = match step.agent_name() {
+            Some(name) if !picked.is_empty() => Arc::new(crate::agent::source_pick::on_picked(
+                (*built).clone(),
+                &name.value,
+                &picked,
+            )),
             _ => built,
         };
         // The session reads the key itself; a variable that is not set stops the step here,
@@ -424,7 +414,7 @@ impl<'a> Ctx<'a> {
         } else if attempt == 1 {
             self.say_restarted(entry).await;
         }
-        let mut agent_step = match self.shaped(&built, step, entry, &dir) {
+        let mut agent_step = match self.shaped(&built, step, &dir, given) {
             Ok(a) => a,
             Err(done) => return done,
         };
@@ -513,7 +503,7 @@ impl<'a> Ctx<'a> {
             verdict: outcome.verdict.as_deref(),
             tool_calls: &outcome.tool_calls,
         };
-        let done = self.conclude(step, entry, &dir, facts).await;
+        let done = self.conclude(step, &dir, facts, given.cell).await;
         if done.status == Status::Succeeded {
             Done { route, ..done }
         } else {

@@ -12,7 +12,10 @@
 //! * `handing.rs`: what an agent step is handed before its first turn (decisions,
 //!   `context_paths:` files, a `prompt_file:` from an artifact), read when it runs;
 //! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
-//! * `cell.rs`: one cell of an `across:` step (its index, name and values);
+//! * `cell.rs`: one cell of an `across:` step (its typed coordinate, name and values) and
+//!   what a block gives the step it runs (`Given`: the per-step arguments);
+//! * `run_state.rs`: the run's mutable state and its single owner (one lock, never held
+//!   across an `.await`, and the budget counters);
 //! * `admit.rs`: which `across:` cells start, under the block's token ceiling and the
 //!   reservations of its running cells;
 //! * `ensemble.rs`: `ensemble:`, its members at once, the decision among their votes;
@@ -75,6 +78,7 @@ pub(crate) mod output_limit;
 pub mod ports;
 mod resource;
 mod resource_scripted;
+mod run_state;
 pub mod start;
 pub mod state;
 pub mod state_lock;
@@ -88,8 +92,7 @@ mod upstream;
 mod work;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
@@ -402,22 +405,17 @@ async fn go_on(
         run: run_id,
         root: options.cancel.clone(),
         left: adopted.then(|| Arc::new(records.clone())),
-        records: Mutex::new(records),
-        tokens: AtomicU64::new(0),
-        micro_usd: AtomicU64::new(0),
-        state_error: Mutex::new(None),
-        agent_steps: Mutex::default(),
+        state: run_state::Owner::new(
+            run_state::RunState {
+                records,
+                ..Default::default()
+            },
+            0,
+            0,
+        ),
         cache: Some(cache.clone()),
         answerable,
-        log: Mutex::default(),
-        vars: Mutex::default(),
         deadline: job.timeout.as_ref().map(|t| started + t.value.0),
-        collect_at: Mutex::default(),
-        every_versions: Mutex::default(),
-        cell_vars: Mutex::default(),
-        cell_records: Mutex::default(),
-        picked: Mutex::default(),
-        handed: Mutex::default(),
         versions: options.versions.clone(),
         remote,
         fence: None,
@@ -429,7 +427,7 @@ async fn go_on(
     if let Some(warning) = cache.finish() {
         crate::console::tell!("treadle: {warning}");
     }
-    if let Some(e) = ctx.state_error.lock().ok().and_then(|mut e| e.take())
+    if let Some(e) = ctx.state.with(|s| s.state_error.take())
         && done.status != Status::Aborted
     {
         done = exec::Done::errored(format!("cannot record the run: {e}"));
