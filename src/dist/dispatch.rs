@@ -200,7 +200,7 @@ async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> 
         ctx.transcript.emit_line(line);
     }
     if let Some(rec) = result.record.clone() {
-        ctx.update(entry.seq, move |r| {
+        crate::run::exec::record::update(ctx, entry.seq, move |r| {
             r.exit_code = rec.exit_code;
             r.stdout_tail = rec.stdout_tail;
             r.verdict = rec.verdict;

@@ -1,44 +1,56 @@
 //! The executor: runs one job of a loaded pipeline, records it in the state file and
 //! prints its transcript.
 //!
-//! * `exec.rs`: the walker of one step (guard, attempts, timeouts, hooks, containers);
-//! * `job.rs`: the job's walk (routes, `max_visits`, job timeout, job hooks and asserts);
-//! * `blame.rs`: a failed job's error naming the step that failed it, and how to run again
-//!   an agent step the cache brought back before it;
-//! * `every.rs`: `version: every`, the plan run once per input set;
-//! * `hooks.rs`: the five hooks and which one fires;
-//! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
+//! * `exec/`: the walker. `exec/mod.rs` defines the run's context (`Ctx`: what a run
+//!   shares, immutable, plus the owner of its mutable state) and the walker of one step
+//!   (guard, attempts, timeouts, hooks, containers), the context's only methods. Each
+//!   step kind is a child module of functions taking the context as an argument:
+//!   * `job.rs`: the job's walk, its hooks and asserts; `plan.rs`: the plan in order,
+//!     following routes (`max_visits`, the job's timeout);
+//!   * `blame.rs`: a failed job's error naming the step that failed it, and how to run
+//!     again an agent step the cache brought back before it;
+//!   * `every.rs`: `version: every`, the plan run once per input set;
+//!   * `hooks.rs`: the five hooks and which one fires;
+//!   * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
+//!   * `flow.rs`: `when:` guards, `race:`, `across:`;
+//!   * `record.rs`: a step's record changed and written, how it ended shown, and the
+//!     execution log in declaration order;
+//!   * `ensemble.rs`: `ensemble:`, its members at once, the decision among their votes;
+//!   * `approval_step.rs`: an `approval:` step, parked until it is answered;
+//!   * `input.rs`: `input:` steps and an agent step's `ask_human` answerer;
+//!   * `leaf.rs`: task and agent steps; `step_dir.rs`: a leaf's directory prepared and
+//!     concluded (asserts, outputs); `agent_controls.rs`: the job's budgets, the session
+//!     it goes on in, and where its questions go;
+//!   * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
+//!     instead of running it, its outputs stored after;
+//!   * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
+//!     `resource_scripted.rs`: those of `resource_types:` and `time` resources;
+//!     `version.rs`: which version a `get` fetches;
+//!   * `forked.rs`: the agent step a forked run (`--fork RUN --at STEP[/TURN]`) forks;
+//!   * `continued.rs`: what a resumed run continues of the run it resumes: an agent step
+//!     left mid-way goes on in its session and directory, a task left mid-way starts
+//!     again;
+//! * `done.rs`: how a step or a job ended (`Status`, `Done`);
 //! * `upstream.rs`: `context: { from }`, the decisions of earlier steps handed to a step;
 //! * `handing.rs`: what an agent step is handed before its first turn (decisions,
 //!   `context_paths:` files, a `prompt_file:` from an artifact), read when it runs;
-//! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
 //! * `cell.rs`: one cell of an `across:` step (its typed coordinate, name and values) and
 //!   what a block gives the step it runs (`Given`: the per-step arguments);
 //! * `run_state.rs`: the run's mutable state and its single owner (one lock, never held
 //!   across an `.await`, and the budget counters);
 //! * `admit.rs`: which `across:` cells start, under the block's token ceiling and the
 //!   reservations of its running cells;
-//! * `ensemble.rs`: `ensemble:`, its members at once, the decision among their votes;
-//! * `approval/`: approval steps, parked until `treadle approve` answers, and questions
-//!   (`approval/question.rs`), parked until `treadle answer` gives a value that fits;
-//! * `input.rs`: `input:` steps and an agent step's `ask_human` answerer;
-//! * `leaf.rs`: task and agent steps;
+//! * `approval/`: the approval mailbox, and questions (`approval/question.rs`), parked
+//!   until `treadle answer` gives a value that fits; `approval_record.rs`: what the state
+//!   file records of an approval;
 //! * `one_leaf.rs`: one task or agent step run alone, for a worker (`treadle worker`);
 //! * `work.rs`: what such a step does (a command or an agent), taken from the typed step;
 //! * `agents.rs`: the agent runner (real sessions, optionally through a model tape);
-//! * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
-//!   instead of running it, its outputs stored after;
-//! * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
-//! * `resource_scripted.rs`: `get` and `put` of `resource_types:` and `time` resources;
 //! * `task.rs`: running a command in its process group;
 //! * `denied.rs`: a confined command refused a path outside its reach, explained;
 //! * `output_limit.rs`: the most output one task step may print;
 //! * `artifacts.rs`: step directories and artifacts ([`artifacts::Artifacts`]);
 //! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
-//! * `forked.rs`: the agent step a forked run (`--fork RUN --at STEP[/TURN]`) forks: the
-//!   session it had in RUN, the point, and the effects before it that a fork cannot undo.
-//! * `continued.rs`: what a resumed run continues of the run it resumes: an agent step
-//!   left mid-way goes on in its session and directory, a task left mid-way starts again;
 //! * `step_sessions.rs`: the session each agent step is on, kept for a resume;
 //! * `state.rs`: the redb state file;
 //! * `state_records.rs`: what it records of a run and its steps, and their statuses;
@@ -55,29 +67,17 @@
 mod admit;
 pub mod agents;
 pub mod approval;
+mod approval_record;
 pub mod artifacts;
-mod blame;
-mod cached;
 mod cell;
-mod continued;
 mod denied;
-mod ensemble;
-mod every;
+mod done;
 pub mod exec;
-mod fix;
-mod flow;
-mod forked;
 mod handing;
-mod hooks;
-pub mod input;
-mod job;
 pub mod journal;
-pub mod leaf;
 pub mod one_leaf;
 pub(crate) mod output_limit;
 pub mod ports;
-mod resource;
-mod resource_scripted;
 mod run_state;
 pub mod start;
 pub mod state;
@@ -423,7 +423,7 @@ async fn go_on(
         questions: None,
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
-    let mut done = ctx.job().instrument(job_span).await;
+    let mut done = exec::job::job(&ctx).instrument(job_span).await;
     if let Some(warning) = cache.finish() {
         crate::console::tell!("treadle: {warning}");
     }

@@ -1,7 +1,15 @@
 //! The walker: runs one step with its guard, attempts, timeout and hooks, and the
 //! containers (`do`, `in_parallel`, `try`), recording every transition in the state file
-//! and the transcript. The job's own walk (routes, job hooks, job asserts) is `job.rs`;
-//! `race` and `across` are `flow.rs`, `ensemble` is `ensemble.rs`.
+//! and the transcript.
+//!
+//! This module defines the run's context ([`Ctx`]: what a run shares, immutable, and the
+//! single owner of its mutable state) and the walker, its only methods. Each step kind is
+//! a child module of functions that take the context as an argument (`ctx: &Ctx`): the
+//! job's own walk (`job`), `race`/`across`/`when` (`flow`), `ensemble`, hooks, approvals
+//! (`approval_step`), `input`, `get`/`put` (`resource`, `resource_scripted`), the leaf
+//! steps (`leaf`), the cache around them (`cached`), and what the walker records
+//! (`record`). The children call back into the walker (`ctx.exec`) for nested steps, so
+//! no child depends on another in a circle.
 //!
 //! Semantics follow Concourse and `steps`:
 //! * `attempts: N` re-runs a failed step (in a fresh directory) up to N times in all;
@@ -17,122 +25,51 @@
 //! * `try` succeeds whatever its step does, except an abort; the real outcome stays
 //!   visible to routes.
 
+pub(crate) mod agent_controls;
+pub(crate) mod approval_step;
+pub(crate) mod blame;
+pub(crate) mod cached;
+pub(crate) mod continued;
+pub(crate) mod ensemble;
+pub(crate) mod every;
+pub(crate) mod fix;
+pub(crate) mod flow;
+pub(crate) mod forked;
+pub(crate) mod hooks;
+pub mod input;
+pub(crate) mod job;
+pub mod leaf;
+pub(crate) mod plan;
+pub(crate) mod record;
+pub(crate) mod resource;
+pub(crate) mod resource_scripted;
+pub(crate) mod step_dir;
+pub(crate) mod version;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub(crate) use self::hooks::Hooks;
 use super::artifacts::Artifacts;
-use super::cell::{CellAt, Given};
-pub(crate) use super::hooks::Hooks;
+use super::cell::Given;
 use super::ports::AgentRunner;
 pub(crate) use super::run_state::Logged;
 use super::run_state::Owner;
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
 use super::work::Work;
-use crate::assert::AssertFailure;
 use crate::cache::StepCache;
 use crate::cache::digest::Digest;
 use crate::cache::records::SuccessRecord;
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::{Entry, Outline};
-use crate::pipeline::{At, InParallel, Job, Kind, Loaded, Step, StepKind};
-
-/// How a step (or a whole job) ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// It worked.
-    Succeeded,
-    /// It failed (exit code 1).
-    Failed,
-    /// It could not be run (exit code 2).
-    Errored,
-    /// The run was interrupted (exit code 130).
-    Aborted,
-}
-
-impl Status {
-    /// The status as one lower-case word (`succeeded`, `failed`, `errored`, `aborted`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Succeeded => "succeeded",
-            Status::Failed => "failed",
-            Status::Errored => "errored",
-            Status::Aborted => "aborted",
-        }
-    }
-}
-
-/// The result of running one step.
-#[derive(Debug, Clone)]
-pub struct Done {
-    /// How it ended.
-    pub status: Status,
-    /// Why, when not well.
-    pub error: Option<String>,
-    /// Where a verdict sends the plan next.
-    pub route: Option<String>,
-    /// The asserts that failed, typed (the transcript's JSON lines carry them as they are).
-    pub asserts: Vec<AssertFailure>,
-    /// The real outcome of the step a `try:` tolerated.
-    pub masked: Option<Status>,
-}
-
-impl Done {
-    pub(crate) fn ok() -> Self {
-        Self {
-            status: Status::Succeeded,
-            error: None,
-            route: None,
-            asserts: Vec::new(),
-            masked: None,
-        }
-    }
-    pub(crate) fn failed(error: impl Into<String>) -> Self {
-        Self {
-            status: Status::Failed,
-            error: Some(error.into()),
-            route: None,
-            asserts: Vec::new(),
-            masked: None,
-        }
-    }
-    pub(crate) fn errored(error: impl Into<String>) -> Self {
-        Self {
-            status: Status::Errored,
-            error: Some(error.into()),
-            route: None,
-            asserts: Vec::new(),
-            masked: None,
-        }
-    }
-    pub(crate) fn aborted() -> Self {
-        Self {
-            status: Status::Aborted,
-            error: Some("interrupted".to_owned()),
-            route: None,
-            asserts: Vec::new(),
-            masked: None,
-        }
-    }
-    /// A step or job whose asserts failed (`what`: `assert` or `job assert`).
-    pub(crate) fn asserts_failed(what: &str, failures: Vec<AssertFailure>) -> Self {
-        let joined: Vec<String> = failures.iter().map(ToString::to_string).collect();
-        Self {
-            asserts: failures,
-            ..Self::failed(format!("{what} failed: {}", joined.join("; ")))
-        }
-    }
-    /// Whether it succeeded.
-    pub fn is_ok(&self) -> bool {
-        self.status == Status::Succeeded
-    }
-}
+use crate::pipeline::{At, InParallel, Job, Loaded, Step, StepKind};
 
 /// Runs task and agent steps somewhere other than this process, and shares the step cache
 /// with the other processes that do: the NATS dispatcher of `treadle serve --nats`
@@ -207,42 +144,11 @@ pub(crate) struct Ctx<'a> {
     pub state: Owner,
 }
 
+pub(crate) use super::done::worst;
+pub use super::done::{Done, Status};
 pub(crate) use crate::clock::now_ms;
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 impl<'a> Ctx<'a> {
-    /// Changes a step's record and writes it (`update_at` for a leaf that may be a cell).
-    pub(crate) async fn update(&self, seq: u32, change: impl FnOnce(&mut StepRecord)) {
-        self.update_in(seq, None, change).await;
-    }
-
-    /// Writes to the state file off the async threads. A failure does not stop the step
-    /// (what it does matters more than its record), but the first one is kept and makes
-    /// the run exit 2 at its end.
-    pub(crate) async fn write_state<E: std::fmt::Display>(
-        &self,
-        write: impl FnOnce(&Store) -> Result<(), E> + Send + 'static,
-    ) {
-        let store = self.store.clone();
-        let result = tokio::task::spawn_blocking(move || write(&store).map_err(|e| e.to_string()));
-        let error = match result.await {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(e) => e.to_string(),
-        };
-        self.keep_state_error(error);
-    }
-
-    /// Keeps the first failure to write the state file.
-    pub(crate) fn keep_state_error(&self, error: String) {
-        self.state.with(|s| {
-            s.state_error.get_or_insert(error);
-        });
-    }
-
     pub(crate) fn emit(&self, event: Event) {
         self.transcript.emit(&event);
     }
@@ -313,30 +219,30 @@ impl<'a> Ctx<'a> {
                 ));
             };
             if step.across.is_some() && given.cell.is_none() {
-                return self.across(step, outlined, &cancel).await;
+                return flow::across(self, step, outlined, &cancel).await;
             }
             let entry = &match given.cell {
                 Some(c) => c.entry(outlined),
                 None => outlined.clone(),
             };
             if let Some(when) = &step.when {
-                match self.guard(step, entry, &when.value, &cancel).await {
+                match flow::guard(self, step, entry, &when.value, &cancel).await {
                     Ok(true) => {}
                     Ok(false) => {
                         self.skip(std::slice::from_ref(step));
                         return Done::ok();
                     }
-                    Err(done) => return self.hooks(step, done, &cancel).await,
+                    Err(done) => return hooks::hooks(self, step, done, &cancel).await,
                 }
             }
             let started = Instant::now();
             // A replayed step (or cell) has been shown and recorded; only its hooks remain.
-            let before = self.cache_before(step, entry, given.cell).await;
+            let before = cached::cache_before(self, step, entry, given.cell).await;
             if let Some(d) = before.as_ref().filter(|d| d.is_ok()) {
-                self.log_leaf(step, entry);
-                return self.hooks(step, d.clone(), &cancel).await;
+                record::log_leaf(self, step, entry);
+                return hooks::hooks(self, step, d.clone(), &cancel).await;
             }
-            self.update(entry.seq, |r| {
+            record::update(self, entry.seq, |r| {
                 r.status = StepStatus::Running;
                 r.started_ms = Some(now_ms());
                 r.error = None;
@@ -348,24 +254,24 @@ impl<'a> Ctx<'a> {
             // An agent's work on the run's git repositories is committed or wiped before the
             // step counts as succeeded (the rule: `crate::agent::commit`).
             if done.is_ok()
-                && let Some(failed) = self.keep_work(step, entry).await
+                && let Some(failed) = resource::keep_work(self, step, entry).await
             {
                 done = failed;
             }
-            self.finished(entry, &done, started.elapsed());
+            record::finished(self, entry, &done, started.elapsed());
             // The outcome is stored (durably) before the step is marked succeeded: a run
             // killed between the two is resumed from the stored outcome, so a step its
             // record calls succeeded never runs again.
             if done.is_ok() {
-                self.cache_after(step, entry).await;
+                cached::cache_after(self, step, entry).await;
             }
-            self.record_end(entry, &done, started).await;
+            record::record_end(self, entry, &done, started).await;
             // A step its group cancelled (a lost race, a fail_fast sibling) did not run to
             // its end, so it is not in the execution log.
             if done.is_ok() || !cancel.is_cancelled() {
-                self.log_leaf(step, entry);
+                record::log_leaf(self, step, entry);
             }
-            self.hooks(step, done, &cancel).await
+            hooks::hooks(self, step, done, &cancel).await
         }
         .boxed()
     }
@@ -405,7 +311,7 @@ impl<'a> Ctx<'a> {
                 depth: entry.depth,
                 attempt,
             });
-            self.update(entry.seq, |r| r.attempts = attempt).await;
+            record::update(self, entry.seq, |r| r.attempts = attempt).await;
             let t0 = Instant::now();
             let timed_out;
             (done, timed_out) = self.attempt(step, entry, attempt, cancel, given).await;
@@ -413,83 +319,9 @@ impl<'a> Ctx<'a> {
             if done.is_ok() || done.status == Status::Aborted || timed_out || attempt == attempts {
                 break;
             }
-            self.finished(entry, &done, t0.elapsed());
+            record::finished(self, entry, &done, t0.elapsed());
         }
         done
-    }
-
-    /// Records how a step ended in its record.
-    async fn record_end(&self, entry: &Entry, done: &Done, started: Instant) {
-        let error = done.error.clone();
-        let succeeded = done.is_ok();
-        self.update(entry.seq, move |r| {
-            r.status = if succeeded {
-                StepStatus::Succeeded
-            } else {
-                StepStatus::Failed
-            };
-            r.duration_ms = Some(millis(started.elapsed()));
-            r.error = error;
-        })
-        .await;
-    }
-
-    /// Adds a leaf step that ran to the execution log (containers record nothing).
-    pub(crate) fn log_leaf(&self, step: &Step, entry: &Entry) {
-        if !Kind::of(step).is_leaf() {
-            return;
-        }
-        // A get is logged under the resource it fetched (`resource:` renames only its
-        // artifact), as `steps` records it.
-        let name = match &step.kind {
-            StepKind::Get { resource, .. } => resource.value.clone(),
-            _ => entry.name.clone(),
-        };
-        self.log_as(entry, name);
-    }
-
-    /// Adds `name` to the execution log at `entry` (a cell under its step's path and its
-    /// index).
-    pub(crate) fn log_as(&self, entry: &Entry, name: String) {
-        let path = match CellAt::of(entry) {
-            Some(at) => self
-                .outline
-                .entries
-                .get(at.seq as usize)
-                .map_or_else(|| entry.path.clone(), |e| e.path.clone()),
-            None => entry.path.clone(),
-        };
-        let cell = entry.cell;
-        self.state.with(|s| s.log.push(Logged { path, cell, name }));
-    }
-
-    /// Shows that a step (or one attempt of it) ended, with what its record holds.
-    pub(crate) fn finished(&self, entry: &Entry, done: &Done, took: Duration) {
-        let (exit_code, verdict) = self
-            .state
-            .with(|s| {
-                s.records
-                    .get(entry.seq as usize)
-                    .map(|r| (r.exit_code, r.verdict.clone()))
-            })
-            .unwrap_or_default();
-        self.emit(Event::StepFinished {
-            run: self.run,
-            seq: entry.seq,
-            name: entry.name.clone(),
-            kind: entry.kind,
-            depth: entry.depth,
-            status: if done.is_ok() {
-                StepStatus::Succeeded
-            } else {
-                StepStatus::Failed
-            },
-            duration_ms: millis(took),
-            exit_code,
-            verdict,
-            error: done.error.clone(),
-            asserts: done.asserts.clone(),
-        });
     }
 
     /// One attempt, under the step's timeout; `true` when the timeout ended it.
@@ -551,8 +383,8 @@ impl<'a> Ctx<'a> {
                 }
                 StepKind::Do(steps) => self.sequence(steps, &cancel).await,
                 StepKind::InParallel(p) => self.parallel(entry, p, &cancel).await,
-                StepKind::Race(r) => self.race(entry, r, &cancel).await,
-                StepKind::Ensemble(e) => self.ensemble(entry, e, &cancel).await,
+                StepKind::Race(r) => flow::race(self, entry, r, &cancel).await,
+                StepKind::Ensemble(e) => ensemble::ensemble(self, entry, e, &cancel).await,
                 StepKind::Try(inner) => {
                     let d = self.exec(inner, cancel).await;
                     if d.status == Status::Aborted {
@@ -570,17 +402,24 @@ impl<'a> Ctx<'a> {
                     on_timeout,
                     ..
                 } => {
-                    self.approval(step, (message, on_timeout.as_ref()), entry, cancel)
-                        .await
+                    approval_step::approval(
+                        self,
+                        step,
+                        (message, on_timeout.as_ref()),
+                        entry,
+                        cancel,
+                    )
+                    .await
                 }
-                StepKind::Input { .. } => self.input(step, entry, attempt, cancel).await,
-                StepKind::LoadVar { name, file } => self.load_var(&name.value, file.as_ref()).await,
+                StepKind::Input { .. } => input::input(self, step, entry, attempt, cancel).await,
+                StepKind::LoadVar { name, file } => {
+                    flow::load_var(self, &name.value, file.as_ref()).await
+                }
                 StepKind::Get { resource: res, .. } => {
-                    self.get_step(step, entry, attempt, &res.value, &cancel)
-                        .await
+                    resource::get_step(self, step, entry, attempt, &res.value, &cancel).await
                 }
                 StepKind::Put { resource: res, .. } => {
-                    self.put_step(step, entry, &res.value, &cancel).await
+                    resource::put_step(self, step, entry, &res.value, &cancel).await
                 }
             }
         }
@@ -613,10 +452,10 @@ impl<'a> Ctx<'a> {
                     },
                     None => run.value.clone(),
                 };
-                let run = self.with_vars(&run);
-                self.task(step, entry, attempt, &run, cancel, given).await
+                let run = flow::with_vars(self, &run);
+                leaf::task(self, step, entry, attempt, &run, cancel, given).await
             }
-            Work::Agent => self.agent(step, entry, attempt, cancel, given).await,
+            Work::Agent => leaf::agent(self, step, entry, attempt, cancel, given).await,
         }
     }
 
@@ -646,7 +485,7 @@ impl<'a> Ctx<'a> {
         let limit = p.limit().map_or(steps.len(), |l| l as usize).max(1);
         let group = cancel.child_token();
         let fail_fast = p.fail_fast();
-        let mark = self.log_mark();
+        let mark = record::log_mark(self);
         let branches: Vec<BoxFuture<'a, Option<Done>>> = steps
             .iter()
             .map(|s| self.branch(s, group.clone(), fail_fast))
@@ -657,7 +496,7 @@ impl<'a> Ctx<'a> {
             .collect()
             .await;
         // Branches finish in any order; the log shows them in declaration order.
-        self.order_log(mark, &entry.path, super::flow::Members::Children);
+        record::order_log(self, mark, &entry.path, record::Members::Children);
         if self.root.is_cancelled() {
             return Done::aborted();
         }
@@ -683,21 +522,5 @@ impl<'a> Ctx<'a> {
             Some(d)
         }
         .boxed()
-    }
-}
-
-/// The outcome of a group of steps: the worst status wins (errored over failed).
-pub(crate) fn worst(results: &[Done]) -> Done {
-    let mut failures = results.iter().filter(|d| !d.is_ok());
-    match failures
-        .clone()
-        .find(|d| d.status == Status::Errored)
-        .or_else(|| failures.next())
-    {
-        Some(d) => Done {
-            route: None,
-            ..d.clone()
-        },
-        None => Done::ok(),
     }
 }
