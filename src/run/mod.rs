@@ -362,37 +362,8 @@ async fn go_on(
     let journal_was_empty = journal.is_empty();
     let transcript =
         Arc::new(Transcript::new(options.style, redactor(loaded)).with_journal(journal));
-    if adopted && journal_was_empty {
-        // The process stopped before its run's start reached the disk: it is said again,
-        // as the journal's first event (a follower saw it with this seq, if at all).
-        transcript.emit(&Event::RunStarted {
-            run: run_id,
-            job: job_name.clone(),
-            pipeline: pipeline_name.clone(),
-        });
-    }
-    if adopted {
-        transcript.emit(&Event::Notice {
-            run: run_id,
-            text: format!(
-                "the process running this run stopped; process {} goes on with it from its last committed step",
-                std::process::id()
-            ),
-        });
-    } else {
-        transcript.emit(&Event::RunStarted {
-            run: run_id,
-            job: job_name.clone(),
-            pipeline: pipeline_name.clone(),
-        });
-    }
-    if let Some(why) = crate::confine::unavailable() {
-        // Said once per run, not per step: the commands still run, only unconfined.
-        transcript.emit(&Event::Notice {
-            run: run_id,
-            text: format!("tasks run unconfined: {why}"),
-        });
-    }
+    let names = (job_name.as_str(), pipeline_name.as_str());
+    start::announce(&transcript, run_id, adopted, journal_was_empty, names);
     let started = Instant::now();
     let ctx = exec::Ctx {
         loaded,
