@@ -144,7 +144,7 @@ pub struct StepControls {
     /// that stopped (`crate::dist::takeover`); `None`: a fresh session.
     pub resume: Option<treadle_session::event::SessionId>,
     /// The session and point to fork and run on instead of starting a session (a forked
-    /// run's step, `crate::run::forked`); `None`: a fresh session.
+    /// run's step, `crate::run::exec::forked`); `None`: a fresh session.
     pub fork: Option<(
         treadle_session::event::SessionId,
         treadle_session::ForkPoint,

@@ -9,7 +9,7 @@
 //! * `--replay RUN --from STEP`: the steps before STEP come back from RUN's records (its
 //!   recorded inputs, not a fresh fetch); STEP and every step after it run again.
 //! * `--fork RUN --at STEP[/TURN]`: a replay from STEP whose agent step goes on from a fork
-//!   of its session in RUN (see `crate::run::forked`); [`StepCache::fork_at`] tells the step.
+//!   of its session in RUN (see `crate::run::exec::forked`); [`StepCache::fork_at`] tells the step.
 //! * `--force`: no step is taken from the cache, and every step that succeeds is stored as
 //!   usual, so the next ordinary run replays what this one ran (steps' `--force`: persisted
 //!   state is ignored, and what ran is still recorded).

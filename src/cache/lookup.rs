@@ -1,6 +1,6 @@
 //! The cache as a service to the executor: before a leaf step runs, whether a record may
 //! stand in for it (a hit, or a miss and why); after it succeeded, storing its outputs and
-//! its record. The executor (`crate::run::cached`) shows and records what happens; this
+//! its record. The executor (`crate::run::exec::cached`) shows and records what happens; this
 //! module never touches the transcript or the run's records.
 //!
 //! A hit restores the outputs from the object store, checking every digest; a corrupt

@@ -199,7 +199,7 @@ async fn answer(
                 "effect" => QuestionKind::Effect,
                 _ => QuestionKind::Permission,
             };
-            let asker = ctx.asker(step, entry, cancel);
+            let asker = crate::run::exec::agent_controls::asker(ctx, step, entry, cancel);
             let answered = asker.ask(Question { kind, message }).await;
             Some(Ask::Decided {
                 approved: answered.approved,
@@ -209,7 +209,7 @@ async fn answer(
         }
         Ask::Human { question } => {
             let deadline = step.timeout.as_ref().map(|t| t.value.0);
-            let answerer = ctx.answerer(entry, deadline, cancel);
+            let answerer = crate::run::exec::input::answerer(ctx, entry, deadline, cancel);
             Some(Ask::Answered {
                 answer: (answerer.ask)(question).await,
             })

@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -113,10 +112,10 @@ impl RemoteSteps for RemoteRun {
             file: ctx.loaded.file.clone(),
             source: self.source.clone(),
             job: ctx.job.name.value.clone(),
-            vars: ctx.vars.lock().map(|v| v.clone()).unwrap_or_default(),
+            vars: ctx.state.with(|s| s.vars.clone()),
             inputs,
-            tokens_spent: ctx.tokens.load(Ordering::Relaxed),
-            micro_usd_spent: ctx.micro_usd.load(Ordering::Relaxed),
+            tokens_spent: ctx.state.tokens(),
+            micro_usd_spent: ctx.state.micro_usd(),
             agent: matches!(&step.kind, crate::pipeline::StepKind::Agent(_)),
         };
         let payload = match serde_json::to_vec(&job) {
@@ -201,7 +200,7 @@ async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> 
         ctx.transcript.emit_line(line);
     }
     if let Some(rec) = result.record.clone() {
-        ctx.update(entry.seq, move |r| {
+        crate::run::exec::record::update(ctx, entry.seq, move |r| {
             r.exit_code = rec.exit_code;
             r.stdout_tail = rec.stdout_tail;
             r.verdict = rec.verdict;
@@ -209,8 +208,7 @@ async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> 
         })
         .await;
     }
-    ctx.tokens.fetch_add(result.tokens, Ordering::Relaxed);
-    ctx.micro_usd.fetch_add(result.micro_usd, Ordering::Relaxed);
+    ctx.state.spend(result.tokens, result.micro_usd);
     let done = result.done();
     for out in &result.outputs {
         let incoming = ctx

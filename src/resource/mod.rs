@@ -4,7 +4,7 @@
 //!
 //! * `git`: the built-in `git` type, through the `git` command;
 //! * `ops`: what `get:` and `put:` do to a git resource, as functions over paths (the
-//!   executor runs the steps, in `crate::run::resource`);
+//!   executor runs the steps, in `crate::run::exec::resource`);
 //! * `time`: the built-in `time` type (`interval:`);
 //! * `script`: running one script, confined, with a timeout;
 //! * `scripted`: types written as `check`/`in`/`out` scripts (`resource_types:`);

@@ -1,7 +1,7 @@
 //! What `get:` and `put:` do to a git resource, as blocking functions over paths: each
 //! takes the resource's source, the local mirror it works through and the directory or
 //! tree it reads or writes, and knows nothing of runs, steps or the transcript (the
-//! executor's side is `crate::run::resource`).
+//! executor's side is `crate::run::exec::resource`).
 
 use std::path::Path;
 

@@ -1,43 +1,58 @@
 //! The executor: runs one job of a loaded pipeline, records it in the state file and
 //! prints its transcript.
 //!
-//! * `exec.rs`: the walker of one step (guard, attempts, timeouts, hooks, containers);
-//! * `job.rs`: the job's walk (routes, `max_visits`, job timeout, job hooks and asserts);
-//! * `blame.rs`: a failed job's error naming the step that failed it, and how to run again
-//!   an agent step the cache brought back before it;
-//! * `every.rs`: `version: every`, the plan run once per input set;
-//! * `hooks.rs`: the five hooks and which one fires;
-//! * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
+//! * `exec/`: the walker. `exec/mod.rs` defines the run's context (`Ctx`: what a run
+//!   shares, immutable, plus the owner of its mutable state) and the walker of one step
+//!   (guard, attempts, timeouts, hooks, containers), the context's only methods. Each
+//!   step kind is a child module of functions taking the context as an argument:
+//!   * `job.rs`: the job's walk, its hooks and asserts; `plan.rs`: the plan in order,
+//!     following routes (`max_visits`, the job's timeout);
+//!   * `blame.rs`: a failed job's error naming the step that failed it, and how to run
+//!     again an agent step the cache brought back before it;
+//!   * `every.rs`: `version: every`, the plan run once per input set;
+//!   * `hooks.rs`: the five hooks and which one fires;
+//!   * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
+//!   * `flow.rs`: `when:` guards, `race:`, `across:`;
+//!   * `record.rs`: a step's record changed and written, how it ended shown, and the
+//!     execution log in declaration order;
+//!   * `ensemble.rs`: `ensemble:`, its members at once, the decision among their votes;
+//!   * `approval_step.rs`: an `approval:` step, parked until it is answered;
+//!   * `input.rs`: `input:` steps and an agent step's `ask_human` answerer;
+//!   * `leaf.rs`: task and agent steps; `step_dir.rs`: a leaf's directory prepared and
+//!     concluded (asserts, outputs); `agent_controls.rs`: the job's budgets, the session
+//!     it goes on in, and where its questions go;
+//!   * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
+//!     instead of running it, its outputs stored after;
+//!   * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
+//!     `resource_scripted.rs`: those of `resource_types:` and `time` resources;
+//!     `version.rs`: which version a `get` fetches;
+//!   * `forked.rs`: the agent step a forked run (`--fork RUN --at STEP[/TURN]`) forks;
+//!   * `continued.rs`: what a resumed run continues of the run it resumes: an agent step
+//!     left mid-way goes on in its session and directory, a task left mid-way starts
+//!     again;
+//! * `done.rs`: how a step or a job ended (`Status`, `Done`);
 //! * `upstream.rs`: `context: { from }`, the decisions of earlier steps handed to a step;
 //! * `handing.rs`: what an agent step is handed before its first turn (decisions,
 //!   `context_paths:` files, a `prompt_file:` from an artifact), read when it runs;
-//! * `flow.rs`: `when:` guards, `race:`, `across:` and the execution log's order;
-//! * `cell.rs`: one cell of an `across:` step (its index, name and values);
+//! * `cell.rs`: one cell of an `across:` step (its typed coordinate, name and values) and
+//!   what a block gives the step it runs (`Given`: the per-step arguments);
+//! * `run_state.rs`: the run's mutable state and its single owner (one lock, never held
+//!   across an `.await`, and the budget counters);
 //! * `admit.rs`: which `across:` cells start, under the block's token ceiling and the
 //!   reservations of its running cells;
-//! * `ensemble.rs`: `ensemble:`, its members at once, the decision among their votes;
-//! * `approval/`: approval steps, parked until `treadle approve` answers, and questions
-//!   (`approval/question.rs`), parked until `treadle answer` gives a value that fits;
-//! * `input.rs`: `input:` steps and an agent step's `ask_human` answerer;
-//! * `leaf.rs`: task and agent steps;
+//! * `approval/`: the approval mailbox, and questions (`approval/question.rs`), parked
+//!   until `treadle answer` gives a value that fits; `approval_record.rs`: what the state
+//!   file records of an approval;
 //! * `one_leaf.rs`: one task or agent step run alone, for a worker (`treadle worker`);
 //! * `open_run.rs`: a run begun without its plan, whose typed steps are handed to the
 //!   walker one at a time (a Rust workflow, `crate::workflow`);
 //! * `work.rs`: what such a step does (a command or an agent), taken from the typed step;
 //! * `agents.rs`: the agent runner (real sessions, optionally through a model tape);
-//! * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
-//!   instead of running it, its outputs stored after;
-//! * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
-//! * `resource_scripted.rs`: `get` and `put` of `resource_types:` and `time` resources;
 //! * `task.rs`: running a command in its process group;
 //! * `denied.rs`: a confined command refused a path outside its reach, explained;
 //! * `output_limit.rs`: the most output one task step may print;
 //! * `artifacts.rs`: step directories and artifacts ([`artifacts::Artifacts`]);
 //! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
-//! * `forked.rs`: the agent step a forked run (`--fork RUN --at STEP[/TURN]`) forks: the
-//!   session it had in RUN, the point, and the effects before it that a fork cannot undo.
-//! * `continued.rs`: what a resumed run continues of the run it resumes: an agent step
-//!   left mid-way goes on in its session and directory, a task left mid-way starts again;
 //! * `step_sessions.rs`: the session each agent step is on, kept for a resume;
 //! * `state.rs`: the redb state file;
 //! * `state_records.rs`: what it records of a run and its steps, and their statuses;
@@ -54,30 +69,19 @@
 mod admit;
 pub mod agents;
 pub mod approval;
+mod approval_record;
 pub mod artifacts;
-mod blame;
-mod cached;
 mod cell;
-mod continued;
 mod denied;
-mod ensemble;
-mod every;
+mod done;
 pub mod exec;
-mod fix;
-mod flow;
-mod forked;
 mod handing;
-mod hooks;
-pub mod input;
-mod job;
 pub mod journal;
-pub mod leaf;
 pub mod one_leaf;
 pub mod open_run;
 pub(crate) mod output_limit;
 pub mod ports;
-mod resource;
-mod resource_scripted;
+mod run_state;
 pub mod start;
 pub mod state;
 pub mod state_lock;
@@ -91,8 +95,7 @@ mod upstream;
 mod work;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
@@ -362,37 +365,8 @@ async fn go_on(
     let journal_was_empty = journal.is_empty();
     let transcript =
         Arc::new(Transcript::new(options.style, redactor(loaded)).with_journal(journal));
-    if adopted && journal_was_empty {
-        // The process stopped before its run's start reached the disk: it is said again,
-        // as the journal's first event (a follower saw it with this seq, if at all).
-        transcript.emit(&Event::RunStarted {
-            run: run_id,
-            job: job_name.clone(),
-            pipeline: pipeline_name.clone(),
-        });
-    }
-    if adopted {
-        transcript.emit(&Event::Notice {
-            run: run_id,
-            text: format!(
-                "the process running this run stopped; process {} goes on with it from its last committed step",
-                std::process::id()
-            ),
-        });
-    } else {
-        transcript.emit(&Event::RunStarted {
-            run: run_id,
-            job: job_name.clone(),
-            pipeline: pipeline_name.clone(),
-        });
-    }
-    if let Some(why) = crate::confine::unavailable() {
-        // Said once per run, not per step: the commands still run, only unconfined.
-        transcript.emit(&Event::Notice {
-            run: run_id,
-            text: format!("tasks run unconfined: {why}"),
-        });
-    }
+    let names = (job_name.as_str(), pipeline_name.as_str());
+    start::announce(&transcript, run_id, adopted, journal_was_empty, names);
     let started = Instant::now();
     let ctx = exec::Ctx {
         loaded,
@@ -405,22 +379,17 @@ async fn go_on(
         run: run_id,
         root: options.cancel.clone(),
         left: adopted.then(|| Arc::new(records.clone())),
-        records: Mutex::new(records),
-        tokens: AtomicU64::new(0),
-        micro_usd: AtomicU64::new(0),
-        state_error: Mutex::new(None),
-        agent_steps: Mutex::default(),
+        state: run_state::Owner::new(
+            run_state::RunState {
+                records,
+                ..Default::default()
+            },
+            0,
+            0,
+        ),
         cache: Some(cache.clone()),
         answerable,
-        log: Mutex::default(),
-        vars: Mutex::default(),
         deadline: job.timeout.as_ref().map(|t| started + t.value.0),
-        collect_at: Mutex::default(),
-        every_versions: Mutex::default(),
-        cell_vars: Mutex::default(),
-        cell_records: Mutex::default(),
-        picked: Mutex::default(),
-        handed: Mutex::default(),
         versions: options.versions.clone(),
         remote,
         fence: None,
@@ -428,11 +397,11 @@ async fn go_on(
         questions: None,
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
-    let mut done = ctx.job().instrument(job_span).await;
+    let mut done = exec::job::job(&ctx).instrument(job_span).await;
     if let Some(warning) = cache.finish() {
         crate::console::tell!("treadle: {warning}");
     }
-    if let Some(e) = ctx.state_error.lock().ok().and_then(|mut e| e.take())
+    if let Some(e) = ctx.state.with(|s| s.state_error.take())
         && done.status != Status::Aborted
     {
         done = exec::Done::errored(format!("cannot record the run: {e}"));

@@ -3,14 +3,15 @@
 //! walker uses and calls the same leaf-running function (`Ctx::leaf`), so a step runs on a
 //! worker exactly as it runs in `treadle run`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use super::artifacts::Artifacts;
+use super::cell::Given;
 use super::exec::{Ctx, Done};
 use super::ports::AgentRunner;
+use super::run_state::{Owner, RunState};
 use super::state::{StepRecord, Store};
 use super::transcript::Transcript;
 use super::work::Work;
@@ -134,23 +135,19 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         agents: req.agents,
         run: req.run,
         root: req.cancel.clone(),
-        records: Mutex::new(records),
-        tokens: AtomicU64::new(req.tokens_spent),
-        micro_usd: AtomicU64::new(req.micro_usd_spent),
-        every_versions: Mutex::default(),
+        state: Owner::new(
+            RunState {
+                records,
+                vars: req.vars,
+                ..Default::default()
+            },
+            req.tokens_spent,
+            req.micro_usd_spent,
+        ),
         versions: std::collections::BTreeMap::new(),
-        state_error: Mutex::new(None),
-        agent_steps: Mutex::default(),
         cache: None,
         answerable: false,
-        log: Mutex::default(),
-        vars: Mutex::new(req.vars),
         deadline: None,
-        collect_at: Mutex::default(),
-        cell_vars: Mutex::default(),
-        cell_records: Mutex::default(),
-        picked: Mutex::default(),
-        handed: Mutex::default(),
         remote: None,
         fence: req.fence.clone(),
         resume: req.resume,
@@ -158,21 +155,18 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         questions: req.questions.clone(),
     };
     let done = ctx
-        .leaf(step, work, &entry, req.attempt, req.cancel.clone(), None)
+        .leaf(
+            step,
+            work,
+            &entry,
+            req.attempt,
+            req.cancel.clone(),
+            Given::default(),
+        )
         .await;
-    let record = ctx
-        .records
-        .lock()
-        .ok()
-        .and_then(|r| r.get(req.seq as usize).cloned());
-    let tokens = ctx
-        .tokens
-        .load(Ordering::Relaxed)
-        .saturating_sub(req.tokens_spent);
-    let micro_usd = ctx
-        .micro_usd
-        .load(Ordering::Relaxed)
-        .saturating_sub(req.micro_usd_spent);
+    let record = ctx.state.with(|s| s.records.get(req.seq as usize).cloned());
+    let tokens = ctx.state.tokens().saturating_sub(req.tokens_spent);
+    let micro_usd = ctx.state.micro_usd().saturating_sub(req.micro_usd_spent);
     Ok(LeafOutcome {
         done,
         record,

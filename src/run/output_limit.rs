@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
-use super::exec::Done;
+use super::done::Done;
 
 /// One step's output budget.
 pub(crate) struct OutputLimit {

@@ -1,10 +1,11 @@
 //! Opening the cache for a run: which job a resumed or replayed run is of, checking that
-//! the earlier run exists, and linking the new run to it.
+//! the earlier run exists, and linking the new run to it; and the run's start announced.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::state::{RunStatus, StateError, Store};
+use super::transcript::{Event, Transcript};
 use crate::blocking::blocking;
 use crate::cache::chain::Chain;
 use crate::cache::records::RecordError;
@@ -98,4 +99,44 @@ pub async fn link(store: &Arc<Store>, cache: &Arc<StepCache>, start: &Start, run
         }
     })
     .await;
+}
+
+/// Says that run `run` starts (job and pipeline: `names`), or that this process goes on
+/// with a run whose process stopped (`adopted`), and that tasks run unconfined when they
+/// cannot be confined.
+pub(crate) fn announce(
+    transcript: &Transcript,
+    run: u64,
+    adopted: bool,
+    journal_was_empty: bool,
+    (job, pipeline): (&str, &str),
+) {
+    let started = Event::RunStarted {
+        run,
+        job: job.to_owned(),
+        pipeline: pipeline.to_owned(),
+    };
+    if adopted && journal_was_empty {
+        // The process stopped before its run's start reached the disk: it is said again,
+        // as the journal's first event (a follower saw it with this seq, if at all).
+        transcript.emit(&started);
+    }
+    if adopted {
+        transcript.emit(&Event::Notice {
+            run,
+            text: format!(
+                "the process running this run stopped; process {} goes on with it from its last committed step",
+                std::process::id()
+            ),
+        });
+    } else {
+        transcript.emit(&started);
+    }
+    if let Some(why) = crate::confine::unavailable() {
+        // Said once per run, not per step: the commands still run, only unconfined.
+        transcript.emit(&Event::Notice {
+            run,
+            text: format!("tasks run unconfined: {why}"),
+        });
+    }
 }

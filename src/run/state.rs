@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use treadle_session::Journal;
 use treadle_session::journal::{self, JournalOpenError, JournalOptions};
 
-pub use super::approval::{ApprovalRecord, ApprovalStatus};
+pub use super::approval_record::{ApprovalRecord, ApprovalStatus};
 pub use super::state_records::{RunRecord, RunStatus, StepRecord, StepStatus};
 
 const RUNS: TableDefinition<u64, &[u8]> = TableDefinition::new("runs");

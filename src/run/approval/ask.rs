@@ -18,7 +18,7 @@ use super::mailbox::{Answer, Mailbox, Pending};
 use super::step::{WaitEnd, wait_for};
 use super::{ApprovalRecord, ApprovalStatus};
 use crate::agent::{Answered, Asker, Question};
-use crate::run::exec::now_ms;
+use crate::clock::now_ms;
 use crate::run::state::Store;
 use crate::run::transcript::{Event, Transcript};
 

@@ -22,26 +22,7 @@ pub fn dir_for(state: &Path) -> PathBuf {
     state.with_extension("approvals")
 }
 
-/// An answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Answer {
-    /// Go on.
-    Approve,
-    /// Fail the step.
-    Reject,
-}
-
-impl Answer {
-    /// `approve` or `reject`, as written in `on_timeout:`.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "approve" => Some(Self::Approve),
-            "reject" => Some(Self::Reject),
-            _ => None,
-        }
-    }
-}
+pub use crate::run::approval_record::Answer;
 
 /// What a waiting run publishes about itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]

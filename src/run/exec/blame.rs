@@ -6,38 +6,36 @@
 //! failed through its containers and hooks, so the failed record holding the job's error,
 //! deepest in the outline, is the step that failed it.
 
-use super::exec::{Ctx, Done, Status};
-use super::state::{StepRecord, StepStatus};
+use super::{Ctx, Done, Status};
+use crate::run::state::{StepRecord, StepStatus};
 
-impl Ctx<'_> {
-    /// `judged` (the job's result after its asserts) with its error naming the step that
-    /// failed `plan` (the result before them), and the cached agent step to run again.
-    pub(crate) fn blame(&self, plan: &Done, mut judged: Done) -> Done {
-        if judged.is_ok() || judged.status == Status::Aborted {
-            return judged;
-        }
-        let records = self.records.lock().map(|r| r.clone()).unwrap_or_default();
-        let culprit = plan.error.as_deref().and_then(|e| failed_with(&records, e));
-        let mut error = judged.error.take().unwrap_or_default();
-        if let Some(step) = culprit {
-            let own = step.error.as_deref().unwrap_or_default();
-            error = if error == own {
-                format!("step `{}` failed: {error}", step.name)
-            } else {
-                // A job assert replaced the plan's failure: say both.
-                format!("{error}; the plan failed at step `{}`: {own}", step.name)
-            };
-        } else if let Some(own) = plan.error.as_deref().filter(|own| *own != error) {
-            // No step failed it (it stopped before the first, as when no source of an
-            // agent answered): the reason would otherwise be lost under the job assert.
-            error = format!("{error}; the plan failed: {own}");
-        }
-        if let Some(hint) = rerun_hint(&records, culprit.map(|s| s.seq)) {
-            error = format!("{error}; {hint}");
-        }
-        judged.error = Some(error);
-        judged
+/// `judged` (the job's result after its asserts) with its error naming the step that
+/// failed `plan` (the result before them), and the cached agent step to run again.
+pub(crate) fn blame(ctx: &Ctx<'_>, plan: &Done, mut judged: Done) -> Done {
+    if judged.is_ok() || judged.status == Status::Aborted {
+        return judged;
     }
+    let records = ctx.state.with(|s| s.records.clone());
+    let culprit = plan.error.as_deref().and_then(|e| failed_with(&records, e));
+    let mut error = judged.error.take().unwrap_or_default();
+    if let Some(step) = culprit {
+        let own = step.error.as_deref().unwrap_or_default();
+        error = if error == own {
+            format!("step `{}` failed: {error}", step.name)
+        } else {
+            // A job assert replaced the plan's failure: say both.
+            format!("{error}; the plan failed at step `{}`: {own}", step.name)
+        };
+    } else if let Some(own) = plan.error.as_deref().filter(|own| *own != error) {
+        // No step failed it (it stopped before the first, as when no source of an
+        // agent answered): the reason would otherwise be lost under the job assert.
+        error = format!("{error}; the plan failed: {own}");
+    }
+    if let Some(hint) = rerun_hint(&records, culprit.map(|s| s.seq)) {
+        error = format!("{error}; {hint}");
+    }
+    judged.error = Some(error);
+    judged
 }
 
 /// The failed step whose error is `error`, deepest in the outline.

@@ -1,7 +1,15 @@
 //! The walker: runs one step with its guard, attempts, timeout and hooks, and the
 //! containers (`do`, `in_parallel`, `try`), recording every transition in the state file
-//! and the transcript. The job's own walk (routes, job hooks, job asserts) is `job.rs`;
-//! `race` and `across` are `flow.rs`, `ensemble` is `ensemble.rs`.
+//! and the transcript.
+//!
+//! This module defines the run's context ([`Ctx`]: what a run shares, immutable, and the
+//! single owner of its mutable state) and the walker, its only methods. Each step kind is
+//! a child module of functions that take the context as an argument (`ctx: &Ctx`): the
+//! job's own walk (`job`), `race`/`across`/`when` (`flow`), `ensemble`, hooks, approvals
+//! (`approval_step`), `input`, `get`/`put` (`resource`, `resource_scripted`), the leaf
+//! steps (`leaf`), the cache around them (`cached`), and what the walker records
+//! (`record`). The children call back into the walker (`ctx.exec`) for nested steps, so
+//! no child depends on another in a circle.
 //!
 //! Semantics follow Concourse and `steps`:
 //! * `attempts: N` re-runs a failed step (in a fresh directory) up to N times in all;
@@ -17,121 +25,51 @@
 //! * `try` succeeds whatever its step does, except an abort; the real outcome stays
 //!   visible to routes.
 
+pub(crate) mod agent_controls;
+pub(crate) mod approval_step;
+pub(crate) mod blame;
+pub(crate) mod cached;
+pub(crate) mod continued;
+pub(crate) mod ensemble;
+pub(crate) mod every;
+pub(crate) mod fix;
+pub(crate) mod flow;
+pub(crate) mod forked;
+pub(crate) mod hooks;
+pub mod input;
+pub(crate) mod job;
+pub mod leaf;
+pub(crate) mod plan;
+pub(crate) mod record;
+pub(crate) mod resource;
+pub(crate) mod resource_scripted;
+pub(crate) mod step_dir;
+pub(crate) mod version;
+
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub(crate) use self::hooks::Hooks;
 use super::artifacts::Artifacts;
-use super::cell::Cell;
-pub(crate) use super::hooks::Hooks;
+use super::cell::Given;
 use super::ports::AgentRunner;
+pub(crate) use super::run_state::Logged;
+use super::run_state::Owner;
 use super::state::{StepRecord, StepStatus, Store};
 use super::transcript::{Event, Transcript};
 use super::work::Work;
-use crate::assert::AssertFailure;
 use crate::cache::StepCache;
 use crate::cache::digest::Digest;
 use crate::cache::records::SuccessRecord;
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::outline::{Entry, Outline};
-use crate::pipeline::{At, InParallel, Job, Kind, Loaded, Step, StepKind};
-
-/// How a step (or a whole job) ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// It worked.
-    Succeeded,
-    /// It failed (exit code 1).
-    Failed,
-    /// It could not be run (exit code 2).
-    Errored,
-    /// The run was interrupted (exit code 130).
-    Aborted,
-}
-
-impl Status {
-    /// The status as one lower-case word (`succeeded`, `failed`, `errored`, `aborted`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Succeeded => "succeeded",
-            Status::Failed => "failed",
-            Status::Errored => "errored",
-            Status::Aborted => "aborted",
-        }
-    }
-}
-
-/// The result of running one step.
-#[derive(Debug, Clone)]
-pub struct Done {
-    /// How it ended.
-    pub status: Status,
-    /// Why, when not well.
-    pub error: Option<String>,
-    /// Where a verdict sends the plan next.
-    pub route: Option<String>,
-    /// The asserts that failed, typed (the transcript's JSON lines carry them as they are).
-    pub asserts: Vec<AssertFailure>,
-    /// The real outcome of the step a `try:` tolerated.
-    pub masked: Option<Status>,
-}
-
-impl Done {
-    pub(crate) fn ok() -> Self {
-        Self {
-            status: Status::Succeeded,
-            error: None,
-            route: None,
-            asserts: Vec::new(),
-            masked: None,
-        }
-    }
-    pub(crate) fn failed(error: impl Into<String>) -> Self {
-        Self {
-            status: Status::Failed,
-            error: Some(error.into()),
-            route: None,
-            asserts: Vec::new(),
-            masked: None,
-        }
-    }
-    pub(crate) fn errored(error: impl Into<String>) -> Self {
-        Self {
-            status: Status::Errored,
-            error: Some(error.into()),
-            route: None,
-            asserts: Vec::new(),
-            masked: None,
-        }
-    }
-    pub(crate) fn aborted() -> Self {
-        Self {
-            status: Status::Aborted,
-            error: Some("interrupted".to_owned()),
-            route: None,
-            asserts: Vec::new(),
-            masked: None,
-        }
-    }
-    /// A step or job whose asserts failed (`what`: `assert` or `job assert`).
-    pub(crate) fn asserts_failed(what: &str, failures: Vec<AssertFailure>) -> Self {
-        let joined: Vec<String> = failures.iter().map(ToString::to_string).collect();
-        Self {
-            asserts: failures,
-            ..Self::failed(format!("{what} failed: {}", joined.join("; ")))
-        }
-    }
-    /// Whether it succeeded.
-    pub fn is_ok(&self) -> bool {
-        self.status == Status::Succeeded
-    }
-}
+use crate::pipeline::{At, InParallel, Job, Loaded, Step, StepKind};
 
 /// Runs task and agent steps somewhere other than this process, and shares the step cache
 /// with the other processes that do: the NATS dispatcher of `treadle serve --nats`
@@ -163,7 +101,9 @@ pub(crate) trait RemoteSteps: Send + Sync {
     async fn share(&self, outcome: &SuccessRecord, dirs: Vec<(String, PathBuf)>);
 }
 
-/// Everything a run shares.
+/// What a run shares: its immutable context (shared by `&` for the whole run) and the
+/// single owner of its mutable state. What one step is given by its block travels as an
+/// argument ([`Given`]), not here.
 pub(crate) struct Ctx<'a> {
     pub loaded: &'a Loaded,
     pub job: &'a Job,
@@ -175,41 +115,13 @@ pub(crate) struct Ctx<'a> {
     pub run: u64,
     /// Cancelled by Ctrl-C.
     pub root: CancellationToken,
-    pub records: Mutex<Vec<StepRecord>>,
-    /// Tokens spent by agent steps, against the job's budget.
-    pub tokens: AtomicU64,
-    /// Micro-dollars spent by agent steps, against the job's dollar budget.
-    pub micro_usd: AtomicU64,
-    /// The first failure to write the state file, which makes the run exit 2.
-    pub state_error: Mutex<Option<String>>,
-    /// Agent steps as built from the pipeline, by outline seq (each is built once).
-    pub agent_steps: Mutex<std::collections::HashMap<u32, std::sync::Arc<crate::agent::AgentStep>>>,
     /// The step cache (`None`: every step runs).
     pub cache: Option<std::sync::Arc<crate::cache::StepCache>>,
     /// Someone can answer approvals while the run waits even though its stdin is not a
     /// terminal (`treadle serve` runs it).
     pub answerable: bool,
-    /// The steps that ran, in the order `assert: execution` checks.
-    pub log: Mutex<Vec<Logged>>,
-    /// The vars `load_var:` steps captured in this run.
-    pub vars: Mutex<crate::pipeline::vars::Vars>,
     /// When the job's `timeout:` passes: no step or cell starts after it.
     pub deadline: Option<Instant>,
-    /// The variables of each `across:` cell that ran, by the cell's outline path.
-    pub cell_vars: Mutex<std::collections::HashMap<String, crate::pipeline::vars::Vars>>,
-    /// Text handed to an agent step's prompt when it runs, by its outline path (the votes
-    /// an ensemble's judge decides from).
-    pub handed: Mutex<std::collections::HashMap<String, String>>,
-    /// Each `across:` cell's view of its step's record (the cells share it) as the cell
-    /// last changed it, by the cell's outline path: what its cache entry stores.
-    pub cell_records: Mutex<std::collections::HashMap<String, StepRecord>>,
-    /// The agents that start this run on a `fallback:` entry (its index) because the
-    /// pre-run probe found their primary down.
-    pub picked: Mutex<std::collections::HashMap<String, usize>>,
-    /// Where the outputs of `across:` cells are collected, by the cell's outline path.
-    pub collect_at: Mutex<std::collections::HashMap<String, Vec<String>>>,
-    /// The versions the `every` gets take in the input set running now, by outline seq.
-    pub every_versions: Mutex<std::collections::HashMap<u32, String>>,
     /// The version each `get` of a resource fetches, by resource (a triggered build's
     /// inputs); others fetch their latest.
     pub versions: std::collections::BTreeMap<String, String>,
@@ -228,53 +140,15 @@ pub(crate) struct Ctx<'a> {
     /// process left them, which say what that process left unfinished (`continued`); the
     /// records themselves change as this process runs the steps.
     pub left: Option<std::sync::Arc<Vec<StepRecord>>>,
+    /// The run's mutable state (records, log, vars, ...) and its budget counters.
+    pub state: Owner,
 }
 
-/// One entry of the execution log: a leaf step (or a cell) that ran to its end.
-#[derive(Debug, Clone)]
-pub(crate) struct Logged {
-    /// The step's place in the outline (`2/0`, `1/on_failure`, `3#1` for a cell).
-    pub path: String,
-    /// The name `assert: execution` matches.
-    pub name: String,
-}
-
+pub(crate) use super::done::worst;
+pub use super::done::{Done, Status};
 pub(crate) use crate::clock::now_ms;
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 impl<'a> Ctx<'a> {
-    /// Changes a step's record and writes it (`update_at` for a leaf that may be a cell).
-    pub(crate) async fn update(&self, seq: u32, change: impl FnOnce(&mut StepRecord)) {
-        self.update_in(seq, None, change).await;
-    }
-
-    /// Writes to the state file off the async threads. A failure does not stop the step
-    /// (what it does matters more than its record), but the first one is kept and makes
-    /// the run exit 2 at its end.
-    pub(crate) async fn write_state<E: std::fmt::Display>(
-        &self,
-        write: impl FnOnce(&Store) -> Result<(), E> + Send + 'static,
-    ) {
-        let store = self.store.clone();
-        let result = tokio::task::spawn_blocking(move || write(&store).map_err(|e| e.to_string()));
-        let error = match result.await {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(e) => e.to_string(),
-        };
-        self.keep_state_error(error);
-    }
-
-    /// Keeps the first failure to write the state file.
-    pub(crate) fn keep_state_error(&self, error: String) {
-        if let Ok(mut slot) = self.state_error.lock() {
-            slot.get_or_insert(error);
-        }
-    }
-
     pub(crate) fn emit(&self, event: Event) {
         self.transcript.emit(&event);
     }
@@ -308,10 +182,20 @@ impl<'a> Ctx<'a> {
         step: &'a At<Step>,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Done> {
+        self.exec_given(step, cancel, Given::default())
+    }
+
+    /// [`Self::exec`] with what the block running the step gives it.
+    pub(crate) fn exec_given(
+        &'a self,
+        step: &'a At<Step>,
+        cancel: CancellationToken,
+        given: Given<'a>,
+    ) -> BoxFuture<'a, Done> {
         // The step's span covers its attempts and hooks, and ends with its outcome.
         let span = crate::telemetry::spans::step(step, self.outline.entry(step));
         let traced = span.clone();
-        self.exec_in(step, cancel, None)
+        self.exec_in(step, cancel, given)
             .map(move |done| {
                 crate::telemetry::spans::record_status(&traced, done.status.name());
                 done
@@ -325,7 +209,7 @@ impl<'a> Ctx<'a> {
         &'a self,
         step: &'a At<Step>,
         cancel: CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> BoxFuture<'a, Done> {
         async move {
             let Some(outlined) = self.outline.entry(step) else {
@@ -334,69 +218,62 @@ impl<'a> Ctx<'a> {
                     step.display_name()
                 ));
             };
-            if step.across.is_some() && cell.is_none() {
-                return self.across(step, outlined, &cancel).await;
+            if step.across.is_some() && given.cell.is_none() {
+                return flow::across(self, step, outlined, &cancel).await;
             }
-            let entry = &match cell {
+            let entry = &match given.cell {
                 Some(c) => c.entry(outlined),
                 None => outlined.clone(),
             };
             if let Some(when) = &step.when {
-                match self.guard(step, entry, &when.value, &cancel).await {
+                match flow::guard(self, step, entry, &when.value, &cancel).await {
                     Ok(true) => {}
                     Ok(false) => {
                         self.skip(std::slice::from_ref(step));
                         return Done::ok();
                     }
-                    Err(done) => return self.hooks(step, done, &cancel).await,
+                    Err(done) => return hooks::hooks(self, step, done, &cancel).await,
                 }
             }
             let started = Instant::now();
             // A replayed step (or cell) has been shown and recorded; only its hooks remain.
-            let before = self.cache_before(step, entry, cell).await;
+            let before = cached::cache_before(self, step, entry, given.cell).await;
             if let Some(d) = before.as_ref().filter(|d| d.is_ok()) {
-                self.log_leaf(step, entry);
-                return self.hooks(step, d.clone(), &cancel).await;
+                record::log_leaf(self, step, entry);
+                return hooks::hooks(self, step, d.clone(), &cancel).await;
             }
-            self.update(entry.seq, |r| {
+            record::update(self, entry.seq, |r| {
                 r.status = StepStatus::Running;
                 r.started_ms = Some(now_ms());
                 r.error = None;
             })
             .await;
             let mut done = self
-                .attempts(step, entry, before.as_ref(), &cancel, cell)
+                .attempts(step, entry, before.as_ref(), &cancel, given)
                 .await;
             // An agent's work on the run's git repositories is committed or wiped before the
             // step counts as succeeded (the rule: `crate::agent::commit`).
             if done.is_ok()
-                && let Some(failed) = self.keep_work(step, entry).await
+                && let Some(failed) = resource::keep_work(self, step, entry).await
             {
                 done = failed;
             }
-            self.finished(entry, &done, started.elapsed());
+            record::finished(self, entry, &done, started.elapsed());
             // The outcome is stored (durably) before the step is marked succeeded: a run
             // killed between the two is resumed from the stored outcome, so a step its
             // record calls succeeded never runs again.
             if done.is_ok() {
-                self.cache_after(step, entry).await;
+                cached::cache_after(self, step, entry).await;
             }
-            self.record_end(entry, &done, started).await;
+            record::record_end(self, entry, &done, started).await;
             // A step its group cancelled (a lost race, a fail_fast sibling) did not run to
             // its end, so it is not in the execution log.
             if done.is_ok() || !cancel.is_cancelled() {
-                self.log_leaf(step, entry);
+                record::log_leaf(self, step, entry);
             }
-            self.hooks(step, done, &cancel).await
+            hooks::hooks(self, step, done, &cancel).await
         }
         .boxed()
-    }
-
-    /// Whether the step at `entry` is handed text at run time (see `handed`).
-    fn is_handed(&self, entry: &Entry) -> bool {
-        self.handed
-            .lock()
-            .is_ok_and(|h| h.contains_key(&entry.path))
     }
 
     /// Runs a step's attempts until one succeeds, is aborted or times out, or none is left;
@@ -407,7 +284,7 @@ impl<'a> Ctx<'a> {
         entry: &Entry,
         before: Option<&Done>,
         cancel: &CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> Done {
         // An agent step's `attempts:` bounds its requests to the provider (the session's
         // retry policy, see `agent::session_builder`), not how often the step runs.
@@ -434,82 +311,17 @@ impl<'a> Ctx<'a> {
                 depth: entry.depth,
                 attempt,
             });
-            self.update(entry.seq, |r| r.attempts = attempt).await;
+            record::update(self, entry.seq, |r| r.attempts = attempt).await;
             let t0 = Instant::now();
             let timed_out;
-            (done, timed_out) = self.attempt(step, entry, attempt, cancel, cell).await;
+            (done, timed_out) = self.attempt(step, entry, attempt, cancel, given).await;
             // The same work against the same deadline would time out again.
             if done.is_ok() || done.status == Status::Aborted || timed_out || attempt == attempts {
                 break;
             }
-            self.finished(entry, &done, t0.elapsed());
+            record::finished(self, entry, &done, t0.elapsed());
         }
         done
-    }
-
-    /// Records how a step ended in its record.
-    async fn record_end(&self, entry: &Entry, done: &Done, started: Instant) {
-        let error = done.error.clone();
-        let succeeded = done.is_ok();
-        self.update(entry.seq, move |r| {
-            r.status = if succeeded {
-                StepStatus::Succeeded
-            } else {
-                StepStatus::Failed
-            };
-            r.duration_ms = Some(millis(started.elapsed()));
-            r.error = error;
-        })
-        .await;
-    }
-
-    /// Adds a leaf step that ran to the execution log (containers record nothing).
-    pub(crate) fn log_leaf(&self, step: &Step, entry: &Entry) {
-        if !Kind::of(step).is_leaf() {
-            return;
-        }
-        if let Ok(mut log) = self.log.lock() {
-            // A get is logged under the resource it fetched (`resource:` renames only
-            // its artifact), as `steps` records it.
-            let name = match &step.kind {
-                StepKind::Get { resource, .. } => resource.value.clone(),
-                _ => entry.name.clone(),
-            };
-            log.push(Logged {
-                path: entry.path.clone(),
-                name,
-            });
-        }
-    }
-
-    /// Shows that a step (or one attempt of it) ended, with what its record holds.
-    pub(crate) fn finished(&self, entry: &Entry, done: &Done, took: Duration) {
-        let (exit_code, verdict) = self
-            .records
-            .lock()
-            .ok()
-            .and_then(|r| {
-                r.get(entry.seq as usize)
-                    .map(|r| (r.exit_code, r.verdict.clone()))
-            })
-            .unwrap_or_default();
-        self.emit(Event::StepFinished {
-            run: self.run,
-            seq: entry.seq,
-            name: entry.name.clone(),
-            kind: entry.kind,
-            depth: entry.depth,
-            status: if done.is_ok() {
-                StepStatus::Succeeded
-            } else {
-                StepStatus::Failed
-            },
-            duration_ms: millis(took),
-            exit_code,
-            verdict,
-            error: done.error.clone(),
-            asserts: done.asserts.clone(),
-        });
     }
 
     /// One attempt, under the step's timeout; `true` when the timeout ended it.
@@ -519,10 +331,10 @@ impl<'a> Ctx<'a> {
         entry: &'a Entry,
         attempt: u32,
         cancel: &CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> (Done, bool) {
         let token = cancel.child_token();
-        let work = self.kind(step, entry, attempt, token.clone(), cell);
+        let work = self.kind(step, entry, attempt, token.clone(), given);
         // An approval's (or input's) timeout is its deadline, which its `on_timeout` (or
         // `default:`) answers.
         let limit = step.timeout.as_ref().filter(|_| {
@@ -554,7 +366,7 @@ impl<'a> Ctx<'a> {
         entry: &'a Entry,
         attempt: u32,
         cancel: CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> BoxFuture<'a, Done> {
         async move {
             if let Some(image) = &step.image {
@@ -563,16 +375,16 @@ impl<'a> Ctx<'a> {
             match &step.kind {
                 StepKind::Task { run, .. } => {
                     let work = Work::Task(run);
-                    self.leaf(step, work, entry, attempt, cancel, cell).await
+                    self.leaf(step, work, entry, attempt, cancel, given).await
                 }
                 StepKind::Agent(_) => {
-                    self.leaf(step, Work::Agent, entry, attempt, cancel, cell)
+                    self.leaf(step, Work::Agent, entry, attempt, cancel, given)
                         .await
                 }
                 StepKind::Do(steps) => self.sequence(steps, &cancel).await,
                 StepKind::InParallel(p) => self.parallel(entry, p, &cancel).await,
-                StepKind::Race(r) => self.race(entry, r, &cancel).await,
-                StepKind::Ensemble(e) => self.ensemble(entry, e, &cancel).await,
+                StepKind::Race(r) => flow::race(self, entry, r, &cancel).await,
+                StepKind::Ensemble(e) => ensemble::ensemble(self, entry, e, &cancel).await,
                 StepKind::Try(inner) => {
                     let d = self.exec(inner, cancel).await;
                     if d.status == Status::Aborted {
@@ -590,17 +402,24 @@ impl<'a> Ctx<'a> {
                     on_timeout,
                     ..
                 } => {
-                    self.approval(step, (message, on_timeout.as_ref()), entry, cancel)
-                        .await
+                    approval_step::approval(
+                        self,
+                        step,
+                        (message, on_timeout.as_ref()),
+                        entry,
+                        cancel,
+                    )
+                    .await
                 }
-                StepKind::Input { .. } => self.input(step, entry, attempt, cancel).await,
-                StepKind::LoadVar { name, file } => self.load_var(&name.value, file.as_ref()).await,
+                StepKind::Input { .. } => input::input(self, step, entry, attempt, cancel).await,
+                StepKind::LoadVar { name, file } => {
+                    flow::load_var(self, &name.value, file.as_ref()).await
+                }
                 StepKind::Get { resource: res, .. } => {
-                    self.get_step(step, entry, attempt, &res.value, &cancel)
-                        .await
+                    resource::get_step(self, step, entry, attempt, &res.value, &cancel).await
                 }
                 StepKind::Put { resource: res, .. } => {
-                    self.put_step(step, entry, &res.value, &cancel).await
+                    resource::put_step(self, step, entry, &res.value, &cancel).await
                 }
             }
         }
@@ -617,28 +436,26 @@ impl<'a> Ctx<'a> {
         entry: &'a Entry,
         attempt: u32,
         cancel: CancellationToken,
-        cell: Option<&'a Cell>,
+        given: Given<'a>,
     ) -> Done {
         // A cell keeps its values here, and so does a step handed text, so only whole
         // steps go to workers.
-        if let (Some(remote), None) = (&self.remote, cell)
-            && !self.is_handed(entry)
-        {
+        if let Some(remote) = self.remote.as_ref().filter(|_| !given.is_local()) {
             return remote.leaf(self, step, entry, attempt, cancel).await;
         }
         match work {
             Work::Task(run) => {
-                let run = match cell {
+                let run = match given.cell {
                     Some(c) => match c.render_run(&run.value) {
                         Ok(run) => run,
                         Err(e) => return Done::errored(format!("run: {e}")),
                     },
                     None => run.value.clone(),
                 };
-                let run = self.with_vars(&run);
-                self.task(step, entry, attempt, &run, cancel).await
+                let run = flow::with_vars(self, &run);
+                leaf::task(self, step, entry, attempt, &run, cancel, given).await
             }
-            Work::Agent => self.agent(step, entry, attempt, cancel).await,
+            Work::Agent => leaf::agent(self, step, entry, attempt, cancel, given).await,
         }
     }
 
@@ -668,7 +485,7 @@ impl<'a> Ctx<'a> {
         let limit = p.limit().map_or(steps.len(), |l| l as usize).max(1);
         let group = cancel.child_token();
         let fail_fast = p.fail_fast();
-        let mark = self.log_mark();
+        let mark = record::log_mark(self);
         let branches: Vec<BoxFuture<'a, Option<Done>>> = steps
             .iter()
             .map(|s| self.branch(s, group.clone(), fail_fast))
@@ -679,7 +496,7 @@ impl<'a> Ctx<'a> {
             .collect()
             .await;
         // Branches finish in any order; the log shows them in declaration order.
-        self.order_log(mark, &entry.path, '/');
+        record::order_log(self, mark, &entry.path, record::Members::Children);
         if self.root.is_cancelled() {
             return Done::aborted();
         }
@@ -705,21 +522,5 @@ impl<'a> Ctx<'a> {
             Some(d)
         }
         .boxed()
-    }
-}
-
-/// The outcome of a group of steps: the worst status wins (errored over failed).
-pub(crate) fn worst(results: &[Done]) -> Done {
-    let mut failures = results.iter().filter(|d| !d.is_ok());
-    match failures
-        .clone()
-        .find(|d| d.status == Status::Errored)
-        .or_else(|| failures.next())
-    {
-        Some(d) => Done {
-            route: None,
-            ..d.clone()
-        },
-        None => Done::ok(),
     }
 }

@@ -15,10 +15,10 @@
 use treadle_session::ForkPoint;
 use treadle_session::event::{EventKind, SessionId, TurnId};
 
-use super::exec::Ctx;
-use super::step_sessions;
-use super::transcript::Event;
+use super::Ctx;
 use crate::pipeline::outline::Entry;
+use crate::run::step_sessions;
+use crate::run::transcript::Event;
 
 /// The fork an agent step starts from.
 pub(crate) struct Forked {
@@ -29,69 +29,67 @@ pub(crate) struct Forked {
     pub prompt: Option<String>,
 }
 
-impl Ctx<'_> {
-    /// The fork step `entry` starts from, when this run forks at it; an error (the step
-    /// fails to start) when the run forked has no session for it or no such turn.
-    pub(crate) async fn forked_agent(&self, entry: &Entry) -> Result<Option<Forked>, String> {
-        let Some(at) = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.fork_at(entry.seq))
-            .cloned()
-        else {
-            return Ok(None);
-        };
-        let (store, path, of) = (self.store.clone(), entry.path.clone(), at.of);
-        let name = entry.name.clone();
-        let found = tokio::task::spawn_blocking(move || -> Result<_, String> {
-            let row = step_sessions::of(&store.database(), of, &path)
-                .map_err(|e| format!("cannot read step `{name}`'s session in run {of}: {e}"))?
-                .ok_or_else(|| format!("step `{name}` of run {of} had no agent session to fork"))?;
-            let journal = store.journal();
-            let turns = journal
-                .committed_turns(row.session)
-                .map_err(|e| format!("cannot read run {of}'s session {}: {e}", row.session))?;
-            let point = point(&turns, at.turn, &name, of)?;
-            let effects = effects_before(journal, row.session, &turns, at.turn)
-                .map_err(|e| format!("cannot read run {of}'s session {}: {e}", row.session))?;
-            Ok((row.session, point, effects))
-        })
-        .await
-        .map_err(|e| e.to_string())??;
-        let (parent, point, effects) = found;
-        let place = match at.turn {
-            Some(n) => format!("after turn {n}"),
-            None => "before its first turn".to_owned(),
-        };
-        self.emit(Event::Notice {
-            run: self.run,
+/// The fork step `entry` starts from, when this run forks at it; an error (the step
+/// fails to start) when the run forked has no session for it or no such turn.
+pub(crate) async fn forked_agent(ctx: &Ctx<'_>, entry: &Entry) -> Result<Option<Forked>, String> {
+    let Some(at) = ctx
+        .cache
+        .as_ref()
+        .and_then(|c| c.fork_at(entry.seq))
+        .cloned()
+    else {
+        return Ok(None);
+    };
+    let (store, path, of) = (ctx.store.clone(), entry.path.clone(), at.of);
+    let name = entry.name.clone();
+    let found = tokio::task::spawn_blocking(move || -> Result<_, String> {
+        let row = step_sessions::of(&store.database(), of, &path)
+            .map_err(|e| format!("cannot read step `{name}`'s session in run {of}: {e}"))?
+            .ok_or_else(|| format!("step `{name}` of run {of} had no agent session to fork"))?;
+        let journal = store.journal();
+        let turns = journal
+            .committed_turns(row.session)
+            .map_err(|e| format!("cannot read run {of}'s session {}: {e}", row.session))?;
+        let point = point(&turns, at.turn, &name, of)?;
+        let effects = effects_before(journal, row.session, &turns, at.turn)
+            .map_err(|e| format!("cannot read run {of}'s session {}: {e}", row.session))?;
+        Ok((row.session, point, effects))
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let (parent, point, effects) = found;
+    let place = match at.turn {
+        Some(n) => format!("after turn {n}"),
+        None => "before its first turn".to_owned(),
+    };
+    ctx.emit(Event::Notice {
+        run: ctx.run,
+        text: format!(
+            "`{}` forks run {of}'s session {parent} {place}: the steps before it came from run {of}, and it goes on with {}",
+            entry.name,
+            if at.prompt.is_some() {
+                "the new message"
+            } else {
+                "its own prompt"
+            }
+        ),
+    });
+    if !effects.is_empty() {
+        // Arguments are the model's words: masked like any output of the step.
+        let effects = ctx.transcript.redactor().mask(&effects.join(", "));
+        ctx.emit(Event::Notice {
+            run: ctx.run,
             text: format!(
-                "`{}` forks run {of}'s session {parent} {place}: the steps before it came from run {of}, and it goes on with {}",
-                entry.name,
-                if at.prompt.is_some() {
-                    "the new message"
-                } else {
-                    "its own prompt"
-                }
+                "`{}`: these calls of run {of} ran before the fork point and had effects, which the fork does not undo (files they wrote are in run {of}'s step directory, not in this one): {}",
+                entry.name, effects
             ),
         });
-        if !effects.is_empty() {
-            // Arguments are the model's words: masked like any output of the step.
-            let effects = self.transcript.redactor().mask(&effects.join(", "));
-            self.emit(Event::Notice {
-                run: self.run,
-                text: format!(
-                    "`{}`: these calls of run {of} ran before the fork point and had effects, which the fork does not undo (files they wrote are in run {of}'s step directory, not in this one): {}",
-                    entry.name, effects
-                ),
-            });
-        }
-        Ok(Some(Forked {
-            parent,
-            point,
-            prompt: at.prompt,
-        }))
     }
+    Ok(Some(Forked {
+        parent,
+        point,
+        prompt: at.prompt,
+    }))
 }
 
 /// The point `--at STEP[/TURN]` names in the step's committed turns.

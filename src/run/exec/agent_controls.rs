@@ -1,0 +1,110 @@
+//! What the run gives an agent step besides its definition: the job's token and dollar
+//! budgets less what earlier steps spent, what it spent counted back, and where its
+//! questions for a person go.
+
+use super::Ctx;
+use crate::agent::AgentStep;
+use crate::pipeline::Step;
+use crate::pipeline::outline::Entry;
+use tokio_util::sync::CancellationToken;
+
+/// Who an agent step's questions go to: the approval mailbox, under the step's number.
+pub(crate) fn asker<'a>(
+    ctx: &Ctx<'a>,
+    step: &Step,
+    entry: &Entry,
+    cancel: &CancellationToken,
+) -> std::sync::Arc<dyn crate::agent::Asker> {
+    use std::io::IsTerminal;
+    std::sync::Arc::new(crate::run::approval::ask::MailboxAsker {
+        store: ctx.store.clone(),
+        transcript: ctx.transcript.clone(),
+        run: ctx.run,
+        seq: entry.seq,
+        name: entry.name.clone(),
+        job: ctx.job.name.value.clone(),
+        answer_args: super::approval_step::answer_args(ctx),
+        deadline: step.timeout.as_ref().map(|t| t.value.0),
+        answerable: ctx.answerable || std::io::stdin().is_terminal(),
+        cancel: cancel.clone(),
+        turn: tokio::sync::Mutex::new(()),
+    })
+}
+
+/// Adds the job's token and dollar budgets, less what earlier steps spent.
+pub(super) fn with_job_limits<'a>(ctx: &Ctx<'a>, mut agent_step: AgentStep) -> AgentStep {
+    if let Some(limit) = ctx.job.budget.as_ref().and_then(|b| b.tokens) {
+        agent_step = agent_step.with_job_budget(limit, ctx.state.tokens());
+    }
+    if let Some(limit) = ctx.job.budget.as_ref().and_then(|b| b.dollars) {
+        let micro = ctx.state.micro_usd();
+        agent_step
+            .controls
+            .dollars
+            .push(crate::agent::DollarBudget {
+                scope: crate::agent::BudgetScope::Job,
+                limit,
+                spent_before: micro as f64 / 1_000_000.0,
+            });
+    }
+    agent_step
+}
+
+/// Counts what a step spent against the job's budgets.
+pub(super) fn count_spent<'a>(ctx: &Ctx<'a>, outcome: &crate::run::ports::AgentStepOutcome) {
+    // Whole micro-dollars: an atomic integer, and far finer than any price.
+    let micro = outcome
+        .usd
+        .map_or(0, |usd| (usd * 1_000_000.0).round() as u64);
+    ctx.state.spend(outcome.tokens, micro);
+}
+
+/// Where an agent step runs: its step, its outline entry, its directory and its token.
+pub(crate) struct Placed<'p> {
+    pub step: &'p Step,
+    pub entry: &'p Entry,
+    pub dir: &'p std::path::Path,
+    pub cancel: &'p CancellationToken,
+}
+
+/// The agent step with the run's controls: the write fence, the session it goes on in
+/// (a worker's takeover, a resumed run's unfinished step) or forks, what the transcript
+/// already showed, where its session is noted, and who its questions go to.
+pub(crate) fn controlled(
+    ctx: &Ctx<'_>,
+    mut agent_step: AgentStep,
+    at: &Placed<'_>,
+    left: Option<&super::continued::Unfinished>,
+    forked: Option<super::forked::Forked>,
+) -> AgentStep {
+    let (step, entry, cancel) = (at.step, at.entry, at.cancel);
+    agent_step.controls.fence = ctx.fence.clone();
+    agent_step.controls.resume = ctx.resume.or(left.map(|l| l.session));
+    if let Some(forked) = forked {
+        agent_step.controls.fork = Some((forked.parent, forked.point));
+        if let Some(prompt) = forked.prompt {
+            agent_step.prompt = prompt;
+        }
+    }
+    agent_step.controls.shown = left.map(|l| l.shown.clone());
+    agent_step.controls.on_session = Some(super::continued::session_noter(ctx, entry, at.dir));
+    agent_step.controls.hooks.run = Some(ctx.run.to_string());
+    agent_step.controls.hooks.job = Some(ctx.job.name.value.clone());
+    let asks_people =
+        agent_step.tools.iter().any(|t| t == "ask_human") || agent_step.granted.asks_people();
+    match &ctx.questions {
+        // On a worker: to the server whose run it is.
+        Some(q) => {
+            agent_step.controls.asker = Some(q.asker.clone());
+            agent_step.answerer = asks_people.then(|| q.answerer.clone());
+        }
+        None => {
+            agent_step.controls.asker = Some(asker(ctx, step, entry, cancel));
+            if asks_people {
+                let deadline = step.timeout.as_ref().map(|t| t.value.0);
+                agent_step.answerer = Some(super::input::answerer(ctx, entry, deadline, cancel));
+            }
+        }
+    }
+    agent_step
+}

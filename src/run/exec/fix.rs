@@ -1,0 +1,111 @@
+//! `fix:` on a task: when its command fails, the fixer agent is handed the command and
+//! its output in the task's directory; the command then runs once more, and that run
+//! decides the step. A green command never starts the fixer.
+//!
+//! Decisions made here: the fixer is told the command (it can rerun it with `run_shell`
+//! when granted) rather than given a tool of its own; one fixer conversation per attempt,
+//! never a loop; the fixer is logged for `assert: execution` under its agent's name,
+//! before the task, and records nothing of its own (its events go to the task's record).
+
+use std::path::Path;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Ctx, Done};
+use crate::agent::AgentStep;
+use crate::pipeline::model::process_env;
+use crate::pipeline::outline::Entry;
+use crate::pipeline::{AgentCall, At, RunSpec, Step};
+use crate::run::ports::{AgentStepError, AgentStepRequest, StepReporter};
+use crate::run::transcript::Event;
+
+/// What the fixer is told, besides the `prompt:` of a `fix:` mapping.
+fn instruction(task: &str, run: &RunSpec, failure: &str, output: &str) -> String {
+    let command = match run {
+        RunSpec::Shell(s) => s.clone(),
+        RunSpec::Exec(c) => format!("{} {}", c.path, c.args.join(" ")),
+    };
+    format!(
+        "The command of task `{task}` failed ({failure}). Make the smallest change that \
+         makes it pass; it runs again once you are done.\n\nThe command:\n```\n{}\n```\n\n\
+         The end of its output:\n```\n{}\n```",
+        command.trim_end(),
+        output.trim_end()
+    )
+}
+
+/// Runs the fixer of `step` (a task that failed with `failure`, printing `output`) in
+/// the task's directory `dir`. `Err` when the fixer could not be run at all.
+pub(crate) async fn fix<'a>(
+    ctx: &Ctx<'a>,
+    step: &Step,
+    entry: &Entry,
+    dir: &Path,
+    (run, failure, output): (&RunSpec, &str, &str),
+    cancel: &CancellationToken,
+) -> Result<(), Done> {
+    let Some(fix) = step.task_keys().and_then(|k| k.fix.as_ref()) else {
+        return Ok(());
+    };
+    let spec = fix.value.spec();
+    let mut prompt = instruction(&entry.name, run, failure, output);
+    if let Some(extra) = &spec.prompt {
+        prompt = format!("{extra}\n\n{prompt}");
+    }
+    let fixer = Step {
+        name: Some(At::new(spec.agent.value.clone())),
+        timeout: spec.timeout.clone(),
+        ..Step::agent(AgentCall {
+            prompt: Some(prompt),
+            tools: spec.tools.clone(),
+            ..AgentCall::new(At::new(spec.agent.value.clone()))
+        })
+    };
+    let built =
+        AgentStep::build(ctx.loaded, &fixer).map_err(|e| Done::errored(format!("fix: {e}")))?;
+    if let Err(e) = built.model.check_key(&process_env) {
+        return Err(Done::errored(format!("fix: {e} ({})", e.hint())));
+    }
+    let work = spec
+        .dir
+        .as_ref()
+        .map_or(dir.to_path_buf(), |d| dir.join(&d.value));
+    let mut agent_step = super::agent_controls::with_job_limits(ctx, built.in_dir(work));
+    agent_step.controls.asker = Some(super::agent_controls::asker(ctx, &fixer, entry, cancel));
+    ctx.emit(Event::Notice {
+        run: ctx.run,
+        text: format!(
+            "fix: `{}` failed; agent `{}` repairs it, then it runs again",
+            entry.name, spec.agent.value
+        ),
+    });
+    let request = AgentStepRequest {
+        step: agent_step,
+        journal: ctx.store.journal().clone(),
+        reporter: StepReporter {
+            transcript: ctx.transcript.clone(),
+            store: ctx.store.clone(),
+            run: ctx.run,
+            seq: entry.seq,
+        },
+        cancel: cancel.clone(),
+    };
+    match ctx.agents.run(request).await {
+        Ok(outcome) => super::agent_controls::count_spent(ctx, &outcome),
+        // The command's rerun decides the step, whatever the fixer concluded.
+        Err(AgentStepError::Failed(m)) => ctx.emit(Event::Notice {
+            run: ctx.run,
+            text: format!("fix: agent `{}` failed: {m}", spec.agent.value),
+        }),
+        Err(AgentStepError::Infrastructure(m)) => {
+            return Err(Done::errored(format!(
+                "fix: agent `{}` could not run: {}",
+                spec.agent.value,
+                ctx.transcript.redactor().mask(&m)
+            )));
+        }
+    }
+    // Logged beside the step it fixed (the log orders a group by its members' places).
+    super::record::log_as(ctx, entry, spec.agent.value.clone());
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! Hooks: after a step (or a job) ended, the one of `on_success`, `on_failure`,
+//! `on_error`, `on_abort` that matches how it ended, then `ensure`.
+//!
+//! A failing `on_success` or `ensure` fails what it belongs to; a failing `on_failure`,
+//! `on_error` or `on_abort` is only shown. Hooks that run after the run was cancelled get
+//! a grace period of their own instead of the cancelled token.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Ctx, Done, Status};
+use crate::pipeline::{At, Step};
+
+/// How long hooks that run after an abort may take.
+const ABORT_GRACE: Duration = Duration::from_secs(60);
+
+/// Runs the hooks of a finished step and folds their result into its own.
+pub(crate) async fn hooks<'a>(
+    ctx: &'a Ctx<'a>,
+    step: &'a Step,
+    done: Done,
+    cancel: &CancellationToken,
+) -> Done {
+    let hooks = Hooks {
+        on_success: step.on_success.as_deref(),
+        on_failure: step.on_failure.as_deref(),
+        on_error: step.on_error.as_deref(),
+        on_abort: step.on_abort.as_deref(),
+        ensure: step.ensure.as_deref(),
+    };
+    run_hooks(ctx, &hooks, done, cancel).await
+}
+
+/// Fires the one hook that matches how `done` ended, then `ensure`.
+pub(crate) async fn run_hooks<'a>(
+    ctx: &'a Ctx<'a>,
+    hooks: &Hooks<'a>,
+    done: Done,
+    cancel: &CancellationToken,
+) -> Done {
+    let mut result = done;
+    // The run is already cancelled: hooks get a grace period of their own.
+    let token = if result.status == Status::Aborted || cancel.is_cancelled() {
+        grace_token()
+    } else {
+        cancel.clone()
+    };
+    let (hook, which) = match result.status {
+        Status::Succeeded => (hooks.on_success, "on_success"),
+        Status::Failed => (hooks.on_failure, "on_failure"),
+        Status::Errored => (hooks.on_error, "on_error"),
+        Status::Aborted => (hooks.on_abort, "on_abort"),
+    };
+    if let Some(h) = hook {
+        let d = ctx.exec(h, token.clone()).await;
+        if !d.is_ok() && result.is_ok() {
+            result = fold(d, which, h);
+        }
+    }
+    if let Some(h) = hooks.ensure {
+        let d = ctx.exec(h, token.clone()).await;
+        if !d.is_ok() && result.is_ok() {
+            result = fold(d, "ensure", h);
+        }
+    }
+    result
+}
+
+/// The hooks of a step or a job.
+pub(crate) struct Hooks<'a> {
+    pub on_success: Option<&'a At<Step>>,
+    pub on_failure: Option<&'a At<Step>>,
+    pub on_error: Option<&'a At<Step>>,
+    pub on_abort: Option<&'a At<Step>>,
+    pub ensure: Option<&'a At<Step>>,
+}
+
+/// A token for hooks that run after the run was cancelled: cancelled itself only when
+/// the grace period is over.
+fn grace_token() -> CancellationToken {
+    let token = CancellationToken::new();
+    let later = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(ABORT_GRACE).await;
+        later.cancel();
+    });
+    token
+}
+
+fn fold(hook: Done, which: &str, step: &At<Step>) -> Done {
+    let why = hook.error.unwrap_or_default();
+    Done {
+        status: hook.status,
+        error: Some(format!(
+            "{which} step `{}` failed: {why}",
+            step.display_name()
+        )),
+        route: None,
+        asserts: hook.asserts,
+        masked: None,
+    }
+}

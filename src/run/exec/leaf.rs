@@ -1,0 +1,394 @@
+//! The leaf steps: a task (a command) and an agent (handed to the [`AgentRunner`]), each in
+//! its own directory, with its asserts checked and its outputs collected.
+//!
+//! [`AgentRunner`]: crate::run::ports::AgentRunner
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Ctx, Done, Status};
+use crate::agent::AgentStep;
+use crate::assert::StepFacts;
+use crate::pipeline::model::process_env;
+use crate::pipeline::outline::Entry;
+use crate::pipeline::{RunSpec, Step};
+use crate::run::cell::{Cell, Given};
+use crate::run::output_limit::OutputLimit;
+use crate::run::ports::{AgentStepError, AgentStepOutcome, AgentStepRequest, StepReporter};
+use crate::run::task::{TaskEnd, TaskResult, TaskSpec, run_task};
+use crate::run::transcript::Event;
+
+pub(crate) async fn task<'a>(
+    ctx: &'a Ctx<'a>,
+    step: &'a Step,
+    entry: &'a Entry,
+    attempt: u32,
+    run: &'a RunSpec,
+    cancel: CancellationToken,
+    given: Given<'a>,
+) -> Done {
+    if attempt == 1 {
+        super::continued::say_restarted(ctx, entry).await;
+    }
+    let dir = match super::step_dir::prepare(ctx, step, entry, attempt).await {
+        Ok(d) => d,
+        Err(done) => return done,
+    };
+    if let Err(e) = crate::run::upstream::write_files(&dir, &delivered(ctx, step)) {
+        return Done::errored(format!("cannot write upstream/ for `context: from`: {e}"));
+    }
+    let extra = task_env(ctx, entry, attempt);
+    let spec = TaskSpec {
+        run,
+        dir: &dir,
+        env: &step.env,
+        extra_env: &extra,
+        pass_env: &step.pass_env,
+        confined: step.confined.unwrap_or(true),
+    };
+    let (run_id, seq) = (ctx.run, entry.seq);
+    let limit = OutputLimit::new(ctx.loaded.pipeline.step_output_limit(), &cancel);
+    let on_line = |stream: &'static str, line: String| {
+        if limit.take(line.len() + 1) {
+            ctx.emit(Event::Output {
+                run: run_id,
+                seq,
+                stream: stream.into(),
+                line,
+            });
+        }
+    };
+    let mut result = match run_task(&spec, None, &limit.token, &on_line).await {
+        Ok(r) => r,
+        // The command could not be started: the machinery, not the step, said no.
+        Err(e) => return Done::errored(e.to_string()),
+    };
+    // `fix:`: a command that ended badly (not one that was cancelled) is handed to
+    // the fixer, then runs once more; that run decides.
+    let failed = match result.end {
+        TaskEnd::Exited(c) => (c != 0).then(|| format!("exit code {c}")),
+        TaskEnd::Signaled(s) => Some(format!("killed by signal {s}")),
+        TaskEnd::TimedOut(t) => Some(format!("timed out after {t:?}")),
+        TaskEnd::Canceled => None,
+    };
+    if let Some(failure) = failed.filter(|_| step.task_keys().is_some_and(|k| k.fix.is_some())) {
+        let output = ctx.transcript.redactor().mask(&result.tail);
+        if let Err(done) =
+            super::fix::fix(ctx, step, entry, &dir, (run, &failure, &output), &cancel).await
+        {
+            return done;
+        }
+        result = match run_task(&spec, None, &limit.token, &on_line).await {
+            Ok(r) => r,
+            Err(e) => return Done::errored(e.to_string()),
+        };
+    }
+    if let Some(reached) = limit.reached() {
+        return reached;
+    }
+    let code = match result.end {
+        TaskEnd::Exited(c) => Some(c),
+        _ => None,
+    };
+    let tail = ctx.transcript.redactor().mask(&result.tail);
+    super::record::update_at(ctx, entry, |r| {
+        r.exit_code = code;
+        r.stdout_tail = tail;
+    })
+    .await;
+    let done = task_end(ctx, step, &result, spec.confined, &dir);
+    if !done.is_ok() {
+        return done;
+    }
+    let facts = StepFacts {
+        dir: &dir,
+        stdout: &result.stdout,
+        stderr: &result.stderr,
+        code,
+        verdict: None,
+        tool_calls: &[],
+    };
+    super::step_dir::conclude(ctx, step, &dir, facts, given.cell).await
+}
+
+/// What a task's command finds in its environment besides the step's `env:`.
+fn task_env(ctx: &Ctx<'_>, entry: &Entry, attempt: u32) -> [(String, String); 4] {
+    [
+        ("TREADLE_RUN".to_owned(), ctx.run.to_string()),
+        ("TREADLE_STEP".to_owned(), entry.name.clone()),
+        ("TREADLE_ATTEMPT".to_owned(), attempt.to_string()),
+        // How a resume finds this command's processes if treadle dies.
+        (
+            crate::keeper::MARK.to_owned(),
+            crate::keeper::mark(ctx.store.path(), ctx.run),
+        ),
+    ]
+}
+
+/// How a task ended, from how its command ended (before its asserts and outputs).
+fn task_end(ctx: &Ctx<'_>, step: &Step, result: &TaskResult, confined: bool, dir: &Path) -> Done {
+    let asserts_code = step.assert.as_ref().is_some_and(|a| a.value.code.is_some());
+    match result.end {
+        TaskEnd::Exited(0) => Done::ok(),
+        // `assert: { code }` judges the exit code instead of "zero is success".
+        TaskEnd::Exited(_) if asserts_code => Done::ok(),
+        TaskEnd::Exited(c) => {
+            let confined = confined && crate::confine::unavailable().is_none();
+            match crate::run::denied::hint(c, &result.stderr, dir).filter(|_| confined) {
+                Some(hint) => Done::failed(format!("exit code {c}; {hint}")),
+                None => Done::failed(format!("exit code {c}")),
+            }
+        }
+        TaskEnd::Signaled(s) => Done::failed(format!("killed by signal {s}")),
+        TaskEnd::TimedOut(t) => Done::failed(format!("timed out after {t:?}")),
+        TaskEnd::Canceled => ctx.cancelled(),
+    }
+}
+
+/// The agent step of `entry`, built from the pipeline the first time it is needed (for
+/// its key or to run it) and the same value after.
+pub(crate) fn agent_step<'a>(
+    ctx: &Ctx<'a>,
+    step: &Step,
+    entry: &Entry,
+) -> Result<Arc<AgentStep>, Done> {
+    if let Some(a) = ctx.state.with(|s| s.agent_steps.get(&entry.seq).cloned()) {
+        return Ok(a);
+    }
+    // Built outside the lock; two cells building at once build the same value and the
+    // first one kept is the one every later caller gets.
+    let agent = AgentStep::build(ctx.loaded, step)
+        .map(Arc::new)
+        .map_err(|e| Done::errored(e.to_string()))?;
+    Ok(ctx
+        .state
+        .with(|s| s.agent_steps.entry(entry.seq).or_insert(agent).clone()))
+}
+
+/// The decisions `step` reads (`context: { from }`) from this run's records.
+pub(crate) fn delivered<'a>(ctx: &Ctx<'a>, step: &Step) -> Vec<crate::run::upstream::Delivered> {
+    ctx.state
+        .with(|s| crate::run::upstream::delivered(step, &s.records))
+}
+
+/// The agent step as this run gives it: in its directory (`dir:` inside the step
+/// directory), with an `across:` cell's values in its prompt, and what it is handed
+/// before its first turn (`context_paths:`, `prompt_file: { artifact, path }`).
+fn shaped<'a>(
+    ctx: &Ctx<'a>,
+    built: &AgentStep,
+    step: &Step,
+    dir: &Path,
+    given: Given<'_>,
+) -> Result<AgentStep, Done> {
+    // `dir:` is where the agent works: its tool paths are relative to it.
+    let sub = step.agent_call().and_then(|c| c.dir.as_ref());
+    let work = sub.map_or(dir.to_path_buf(), |d| dir.join(&d.value));
+    let mut agent_step = built.clone().in_dir(work.clone());
+    // A cell of an `across:` step gets its values in its prompt.
+    if let Some(cell) = given.cell {
+        agent_step.prompt = cell
+            .render_text(&agent_step.prompt)
+            .map_err(|e| Done::errored(format!("prompt: {e}")))?;
+    }
+    if let Some(text) = given.handed {
+        agent_step.prompt = format!("{text}{}", agent_step.prompt);
+    }
+    let limit = agent_step
+        .conversation
+        .max_context_bytes
+        .unwrap_or(crate::agent::context_files::DEFAULT_CONTEXT_BYTES);
+    let delivered = delivered(ctx, step);
+    let (context, prompt) =
+        crate::run::handing::handed_files(step, dir, &work, given.cell.map(Cell::vars), limit)
+            .map_err(Done::failed)?;
+    let before = crate::run::handing::hand_over(&mut agent_step, &delivered, context)
+        .map_err(Done::failed)?;
+    agent_step.prompt = format!("{before}{prompt}{}", agent_step.prompt);
+    // `assert: files:` is relative to the step directory; the agent works in `dir:`.
+    if let Some(sub) = sub {
+        agent_step.owed_files = agent_step
+            .owed_files
+            .iter()
+            .map(|f| crate::agent::relative_to_dir(&sub.value, f))
+            .collect();
+    }
+    Ok(agent_step)
+}
+
+pub(crate) async fn agent<'a>(
+    ctx: &'a Ctx<'a>,
+    step: &'a Step,
+    entry: &'a Entry,
+    attempt: u32,
+    cancel: CancellationToken,
+    given: Given<'a>,
+) -> Done {
+    let built = match agent_step(ctx, step, entry) {
+        Ok(a) => a,
+        Err(done) => return done,
+    };
+    let built = on_picked_source(ctx, step, built);
+    // The session reads the key itself; a variable that is not set stops the step here,
+    // with the hint, before a directory is made.
+    if let Err(e) = built.model.check_key(&process_env) {
+        return Done::errored(format!("{e} ({})", e.hint()));
+    }
+    let routes: Vec<(String, String)> = step
+        .routes()
+        .into_iter()
+        .map(|(v, t)| (v.to_owned(), t.value.clone()))
+        .collect();
+    // A run this one resumes left the step mid-way: it goes on where it was.
+    let left = match attempt {
+        1 => super::continued::unfinished_agent(ctx, entry).await,
+        _ => None,
+    };
+    // A forked run goes on from a fork of the step's session in the run it forks.
+    let forked = match (attempt, &left) {
+        (1, None) => match super::forked::forked_agent(ctx, entry).await {
+            Ok(forked) => forked,
+            Err(why) => return Done::errored(why),
+        },
+        _ => None,
+    };
+    let dir = match super::step_dir::prepare(ctx, step, entry, attempt).await {
+        Ok(d) => d,
+        Err(done) => return done,
+    };
+    if let Some(left) = &left {
+        if let Err(why) = super::continued::take_dir(left, &dir).await {
+            return Done::errored(why);
+        }
+        ctx.emit(crate::run::transcript::Event::Notice {
+            run: ctx.run,
+            text: format!(
+                "`{}` interrupted (run {} stopped while it ran): its session {} goes on, with what it committed and the files it wrote",
+                entry.name, left.of, left.session
+            ),
+        });
+    } else if attempt == 1 {
+        super::continued::say_restarted(ctx, entry).await;
+    }
+    let mut agent_step = match shaped(ctx, &built, step, &dir, given) {
+        Ok(a) => a,
+        Err(done) => return done,
+    };
+    agent_step = super::agent_controls::with_job_limits(ctx, agent_step);
+    let at = super::agent_controls::Placed {
+        step,
+        entry,
+        dir: &dir,
+        cancel: &cancel,
+    };
+    agent_step = super::agent_controls::controlled(ctx, agent_step, &at, left.as_ref(), forked);
+    let request = AgentStepRequest {
+        step: agent_step,
+        journal: ctx.store.journal().clone(),
+        reporter: StepReporter {
+            transcript: ctx.transcript.clone(),
+            store: ctx.store.clone(),
+            run: ctx.run,
+            seq: entry.seq,
+        },
+        cancel: cancel.clone(),
+    };
+    let outcome = match ctx.agents.run(request).await {
+        Ok(o) => o,
+        Err(AgentStepError::Infrastructure(m)) => {
+            return Done::errored(ctx.transcript.redactor().mask(&m));
+        }
+        Err(AgentStepError::Failed(m)) => {
+            return Done::failed(ctx.transcript.redactor().mask(&m));
+        }
+    };
+    super::agent_controls::count_spent(ctx, &outcome);
+    record_outcome(ctx, entry, &outcome).await;
+    if cancel.is_cancelled() {
+        return ctx.cancelled();
+    }
+    if let Some(f) = outcome.failure {
+        return Done::failed(f);
+    }
+    let route = match route(step, &routes, outcome.verdict.as_deref()) {
+        Ok(r) => r,
+        Err(done) => return done,
+    };
+    let facts = StepFacts {
+        dir: &dir,
+        stdout: &outcome.text,
+        stderr: "",
+        code: None,
+        verdict: outcome.verdict.as_deref(),
+        tool_calls: &outcome.tool_calls,
+    };
+    let done = super::step_dir::conclude(ctx, step, &dir, facts, given.cell).await;
+    if done.status == Status::Succeeded {
+        Done { route, ..done }
+    } else {
+        done
+    }
+}
+
+/// The agent step on the source the pre-run probe picked for its agent (a `fallback:`
+/// entry when its primary is down). Which source serves is availability, not content: the
+/// key is the primary's.
+fn on_picked_source(ctx: &Ctx<'_>, step: &Step, built: Arc<AgentStep>) -> Arc<AgentStep> {
+    let picked = ctx.state.with(|s| s.picked.clone());
+    match step.agent_name() {
+        Some(name) if !picked.is_empty() => Arc::new(crate::agent::source_pick::on_picked(
+            (*built).clone(),
+            &name.value,
+            &picked,
+        )),
+        _ => built,
+    }
+}
+
+/// Keeps what an agent step said in its record (masked): its verdict, note, usage and the
+/// tail of its text.
+async fn record_outcome(ctx: &Ctx<'_>, entry: &Entry, outcome: &AgentStepOutcome) {
+    let tail: String = {
+        let masked = ctx.transcript.redactor().mask(&outcome.text);
+        let start = masked.len().saturating_sub(crate::run::task::TAIL_BYTES);
+        masked.get(start..).unwrap_or(&masked).to_owned()
+    };
+    let (verdict, usage) = (outcome.verdict.clone(), outcome.usage.clone());
+    let note = outcome
+        .note
+        .as_ref()
+        .map(|n| ctx.transcript.redactor().mask(n));
+    super::record::update_at(ctx, entry, |r| {
+        r.verdict = verdict;
+        r.note = note;
+        r.usage = usage;
+        r.stdout_tail = tail;
+    })
+    .await;
+}
+
+/// Where an agent's verdict sends the run: `None` continues in order. A step with routes
+/// needs a verdict, and a verdict that is neither routed nor listed fails the step.
+fn route(
+    step: &Step,
+    routes: &[(String, String)],
+    verdict: Option<&str>,
+) -> Result<Option<String>, Done> {
+    if routes.is_empty() {
+        return Ok(None);
+    }
+    let Some(v) = verdict else {
+        return Err(Done::failed("the agent gave no verdict"));
+    };
+    match routes.iter().find(|(name, _)| name == v) {
+        Some((_, target)) if target == "next" => Ok(None),
+        Some((_, target)) => Ok(Some(target.clone())),
+        // A bare verdict records the choice and continues in order.
+        None if step.verdict_choices().iter().any(|c| c == v) => Ok(None),
+        None => Err(Done::failed(format!(
+            "the agent gave verdict `{v}`, which is not one of the listed verdicts"
+        ))),
+    }
+}

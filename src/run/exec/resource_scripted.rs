@@ -1,0 +1,163 @@
+//! Running `get:` and `put:` on resources whose versions are JSON maps: the types of
+//! `resource_types:` (their `in` and `out` scripts) and the built-in `time` type. The git
+//! type's steps are in `super::resource`.
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{Ctx, Done};
+use crate::pipeline::outline::Entry;
+use crate::pipeline::{Defaults, Step, Version};
+use crate::resource::history::History;
+use crate::resource::{Kind, time};
+use crate::run::transcript::Event;
+
+fn params_of(step: &Step) -> Option<Value> {
+    step.params().and_then(|p| serde_json::to_value(p).ok())
+}
+
+fn tell<'a>(ctx: &Ctx<'a>, entry: &Entry, line: String) {
+    ctx.emit(Event::Output {
+        run: ctx.run,
+        seq: entry.seq,
+        stream: "stdout".into(),
+        line,
+    });
+}
+
+/// `get:` of a scripted or `time` resource: its version (resolved before, or now),
+/// fetched into the step's artifact.
+pub(crate) async fn get_versioned<'a>(
+    ctx: &'a Ctx<'a>,
+    kind: Kind<'a>,
+    step: &'a Step,
+    entry: &'a Entry,
+    attempt: u32,
+    resource: &'a str,
+    cancel: &CancellationToken,
+) -> Done {
+    let known = ctx.cache.as_ref().and_then(|c| c.version(entry.seq));
+    let text = match known {
+        Some(v) => v,
+        None => match super::version::pick_version(ctx, step, entry, resource).await {
+            Ok(v) => v,
+            Err(d) => return d,
+        },
+    };
+    let version: Version = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => return Done::errored(format!("get `{resource}`: bad version {text}: {e}")),
+    };
+    let artifact = step
+        .got()
+        .map_or_else(|| resource.to_owned(), |g| g.value.clone());
+    let arts = std::slice::from_ref(&artifact);
+    let dir = match ctx
+        .artifacts
+        .prepare(entry.seq, &entry.name, attempt, &[], arts)
+    {
+        Ok(d) => d,
+        Err(e) => return Done::errored(e.to_string()),
+    };
+    let fetched = match kind {
+        Kind::Scripted(s) => s
+            .fetch(&version, params_of(step).as_ref(), &dir, &artifact, cancel)
+            .await
+            .map_err(|e| e.to_string()),
+        Kind::Time(_) => {
+            let stamp = version.get("time").cloned().unwrap_or_default();
+            std::fs::write(dir.join(&artifact).join(time::FILE), format!("{stamp}\n"))
+                .map_err(|e| format!("get `{resource}`: {e}"))
+        }
+        Kind::Git(_) => Err(format!("get `{resource}`: git is fetched elsewhere")),
+    };
+    let collected = fetched.and_then(|()| {
+        ctx.artifacts
+            .collect(&dir, arts)
+            .map_err(|e| format!("get `{resource}`: {e}"))
+    });
+    ctx.artifacts.discard(&dir);
+    if let Err(e) = collected {
+        return Done::failed(e);
+    }
+    let line = format!("fetched {resource} at {text}");
+    tell(ctx, entry, line.clone());
+    if let Some(c) = &ctx.cache {
+        c.set_version(entry.seq, text);
+    }
+    super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
+    Done::ok()
+}
+
+/// Records the version a put published in the resource's version history, noted with
+/// this run and step ([`crate::resource::puts`]).
+pub(crate) async fn record_put<'a>(
+    ctx: &Ctx<'a>,
+    entry: &Entry,
+    resource: &str,
+    version: Version,
+) -> Result<(), String> {
+    let cap = Defaults::version_history(ctx.loaded.pipeline.defaults.as_ref());
+    let (db, run, seq, name) = (
+        ctx.store.database(),
+        ctx.run,
+        u64::from(entry.seq),
+        resource.to_owned(),
+    );
+    tokio::task::spawn_blocking(move || {
+        History::open(db)?.record_put(run, seq, &name, &version, cap)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("put `{resource}`: cannot record the version it published: {e}"))
+}
+
+/// `put:` to a scripted or `time` resource: its `out` script runs in a directory of
+/// the step's inputs; the version it printed is shown.
+pub(crate) async fn put_versioned<'a>(
+    ctx: &'a Ctx<'a>,
+    kind: Kind<'a>,
+    step: &'a Step,
+    entry: &'a Entry,
+    resource: &'a str,
+    cancel: &CancellationToken,
+) -> Done {
+    let inputs = ctx.artifacts.inputs_of(step);
+    if let Some(missing) = inputs.iter().find(|i| ctx.artifacts.artifact(i).is_none()) {
+        return Done::failed(format!(
+            "input `{missing}` was not produced by any step that ran"
+        ));
+    }
+    let dir = match ctx
+        .artifacts
+        .prepare(entry.seq, &entry.name, 0, &inputs, &[])
+    {
+        Ok(d) => d,
+        Err(e) => return Done::errored(e.to_string()),
+    };
+    let published = match kind {
+        Kind::Scripted(s) => s
+            .publish(params_of(step).as_ref(), &dir, cancel)
+            .await
+            .map_err(|e| e.to_string()),
+        Kind::Time(_) => Ok(Some(time::stamp(std::time::SystemTime::now()))),
+        Kind::Git(_) => Err(format!("put `{resource}`: git is pushed elsewhere")),
+    };
+    ctx.artifacts.discard(&dir);
+    let line = match published {
+        Ok(Some(v)) => {
+            if let Err(e) = record_put(ctx, entry, resource, v.clone()).await {
+                return Done::errored(e);
+            }
+            format!(
+                "put {resource}: version {}",
+                crate::resource::history::canonical(&v)
+            )
+        }
+        Ok(None) => format!("put {resource}: done (no version printed)"),
+        Err(e) => return Done::failed(e),
+    };
+    tell(ctx, entry, line.clone());
+    super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
+    Done::ok()
+}
