@@ -5,18 +5,18 @@
 //! (`Outline::of`, `Chain::of`), and walked by the same `Ctx::exec`, so it has the same
 //! key, the same record in the state file and the same transcript as a YAML step.
 //!
-//! The run's state that lives in `Ctx` (records, spend, the first state-file error) is
-//! carried from one step's `Ctx` to the next; state that only YAML constructs read
+//! The run's state that the executor's `Owner` holds (records, spend, the first state-file
+//! error) is carried from one step's `Ctx` to the next; state that only YAML constructs read
 //! (`across:` cells, `load_var:` vars, the execution log) starts empty for each step.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
 use super::exec::{Ctx, Done};
+use super::run_state::{Owner, RunState};
 use super::state::{StateError, StepRecord, Store};
 use super::transcript::{Event, Style, Transcript};
 use super::{AgentRunner, RunError, RunReport, artifacts, start};
@@ -163,22 +163,18 @@ impl OpenRun {
             run: self.run,
             root: self.cancel.clone(),
             left: None,
-            records: Mutex::new(std::mem::take(&mut self.records)),
-            tokens: AtomicU64::new(self.tokens),
-            micro_usd: AtomicU64::new(self.micro_usd),
-            state_error: Mutex::new(self.state_error.take()),
-            agent_steps: Mutex::default(),
+            state: Owner::new(
+                RunState {
+                    records: std::mem::take(&mut self.records),
+                    state_error: self.state_error.take(),
+                    ..Default::default()
+                },
+                self.tokens,
+                self.micro_usd,
+            ),
             cache: Some(self.cache.clone()),
             answerable: false,
-            log: Mutex::default(),
-            vars: Mutex::default(),
             deadline: None,
-            collect_at: Mutex::default(),
-            every_versions: Mutex::default(),
-            cell_vars: Mutex::default(),
-            cell_records: Mutex::default(),
-            picked: Mutex::default(),
-            handed: Mutex::default(),
             versions: Default::default(),
             remote: None,
             fence: None,
@@ -189,10 +185,13 @@ impl OpenRun {
 
     /// Takes the run's state back from a step's context.
     fn keep(&mut self, ctx: Ctx<'_>) {
-        self.records = ctx.records.into_inner().unwrap_or_default();
-        self.tokens = ctx.tokens.load(Ordering::Relaxed);
-        self.micro_usd = ctx.micro_usd.load(Ordering::Relaxed);
-        self.state_error = ctx.state_error.into_inner().ok().flatten();
+        let (records, state_error) = ctx
+            .state
+            .with(|s| (std::mem::take(&mut s.records), s.state_error.take()));
+        self.records = records;
+        self.state_error = state_error;
+        self.tokens = ctx.state.tokens();
+        self.micro_usd = ctx.state.micro_usd();
     }
 
     /// Ends the run with `done` (the front end's outcome), recorded and shown as a YAML
