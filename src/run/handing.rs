@@ -7,7 +7,24 @@
 use std::path::Path;
 
 use crate::agent::AgentStep;
+use crate::agent::context_files::ReadError;
 use crate::pipeline::{At, Step};
+
+/// Why an agent step could not be handed what it reads before its first turn (the step
+/// fails).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HandingError {
+    #[error("context_paths: {0}")]
+    PathTemplate(#[from] crate::template::TemplateError),
+    #[error("context_paths: {0}")]
+    Context(#[source] ReadError),
+    #[error(
+        "context_paths: the files are handed over as `read_file` results, and this agent is not granted `read_file`; add it to its `tools:`"
+    )]
+    NoReadFile,
+    #[error("prompt_file: {0}")]
+    PromptFile(#[from] ReadError),
+}
 
 /// Hands `agent_step` the decisions it reads (`context: { from }`) and its `context_paths:`
 /// files: a hosted model finds them as `read_step` and `read_file` calls and results after
@@ -17,7 +34,7 @@ pub(super) fn hand_over(
     agent_step: &mut AgentStep,
     delivered: &[super::upstream::Delivered],
     context: Vec<crate::agent::context_files::ContextFile>,
-) -> Result<String, String> {
+) -> Result<String, HandingError> {
     use crate::agent::context_files::{Handed, prompt_block};
     if agent_step.model.provider == crate::pipeline::model::CLI_PROVIDER {
         return Ok(format!(
@@ -27,7 +44,7 @@ pub(super) fn hand_over(
         ));
     }
     if !context.is_empty() && !agent_step.tools.iter().any(|t| t == "read_file") {
-        return Err("context_paths: the files are handed over as `read_file` results, and this agent is not granted `read_file`; add it to its `tools:`".to_owned());
+        return Err(HandingError::NoReadFile);
     }
     // What happened before this step first, then what it was handed to work on.
     agent_step.handed = delivered
@@ -47,7 +64,7 @@ pub(super) fn handed_files(
     work: &Path,
     vars: Option<&crate::pipeline::vars::Vars>,
     limit: u64,
-) -> Result<(Vec<crate::agent::context_files::ContextFile>, String), String> {
+) -> Result<(Vec<crate::agent::context_files::ContextFile>, String), HandingError> {
     use crate::agent::context_files::{read_confined, read_context};
     use crate::pipeline::step_keys::PromptFile;
     let mut context = Vec::new();
@@ -58,9 +75,8 @@ pub(super) fn handed_files(
                 Some(v) => crate::pipeline::flow::render(&p.value, v),
                 None => Ok(p.value.clone()),
             })
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("context_paths: {e}"))?;
-        context = read_context(work, &paths, limit).map_err(|e| format!("context_paths: {e}"))?;
+            .collect::<Result<_, _>>()?;
+        context = read_context(work, &paths, limit).map_err(HandingError::Context)?;
     }
     let mut prompt = String::new();
     if let Some(At {
@@ -69,7 +85,7 @@ pub(super) fn handed_files(
     }) = step.agent_call().and_then(|c| c.prompt_file.as_ref())
     {
         let path = format!("{}/{}", f.artifact.value, f.path.value);
-        prompt = read_confined(dir, &path).map_err(|e| format!("prompt_file: {e}"))?;
+        prompt = read_confined(dir, &path)?;
         prompt.push_str("\n\n");
     }
     Ok((context, prompt))

@@ -136,7 +136,7 @@ pub enum MailboxError {
         /// The step.
         seq: u32,
         /// What is wrong, and what would fit.
-        reason: String,
+        reason: WrongReply,
     },
     /// The waiting process is gone, so nobody would read the answer.
     #[error("run {run} is no longer running (process {pid} exited while it waited)")]
@@ -277,23 +277,33 @@ impl Mailbox {
     }
 }
 
+/// Why a reply does not answer what its step waits for.
+#[derive(Debug, thiserror::Error)]
+pub enum WrongReply {
+    /// The value does not fit the question (its schema or choices).
+    #[error(transparent)]
+    Unfit(#[from] treadle_session::AnswerError),
+    /// The step asks a question and the reply approves without a value.
+    #[error(
+        "this step asks a question ({0}); answer it with a value: `treadle answer RUN STEP --json '...'`"
+    )]
+    NeedsValue(String),
+    /// The step waits for an approval and the reply carries a value.
+    #[error(
+        "this step waits for an approval, not a value: use `treadle approve` or `treadle reject`"
+    )]
+    NotAQuestion,
+}
+
 /// Whether `reply` answers `waiting`: a question takes a value that fits it (or a
 /// refusal); a plain approval takes no value.
-pub fn check_reply(waiting: &Pending, reply: &Reply) -> Result<(), String> {
+pub fn check_reply(waiting: &Pending, reply: &Reply) -> Result<(), WrongReply> {
     match (&waiting.question, reply.answer, &reply.value) {
-        (Some(question), Answer::Approve, Some(value)) => {
-            question.check(value).map_err(|e| e.to_string())
+        (Some(question), Answer::Approve, Some(value)) => Ok(question.check(value)?),
+        (Some(question), Answer::Approve, None) => {
+            Err(WrongReply::NeedsValue(question.question.clone()))
         }
-        (Some(question), Answer::Approve, None) => Err(format!(
-            "this step asks a question ({}); answer it with a value: `treadle answer RUN STEP \
-             --json '...'`",
-            question.question
-        )),
-        (None, _, Some(_)) => Err(
-            "this step waits for an approval, not a value: use `treadle approve` or \
-             `treadle reject`"
-                .to_owned(),
-        ),
+        (None, _, Some(_)) => Err(WrongReply::NotAQuestion),
         _ => Ok(()),
     }
 }

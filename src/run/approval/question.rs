@@ -155,7 +155,9 @@ impl Asker {
                 None => Asked::TimedOut,
             },
             (Ok(WaitEnd::Answered(reply)), _) => match check_reply(&pending, &reply) {
-                Err(reason) => Asked::Declined { reason },
+                Err(wrong) => Asked::Declined {
+                    reason: wrong.to_string(),
+                },
                 Ok(()) => match (reply.answer, reply.value) {
                     (Answer::Approve, Some(value)) => Asked::Answered {
                         value,

@@ -232,23 +232,29 @@ fn key_of(ctx: &Ctx<'_>, entry: &Entry) -> Option<String> {
     cache.key_at(&entry.path).map(|k| k.hex())
 }
 
+/// Why an interrupted step's directory could not be taken over.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TakeDirError {
+    #[error("cannot move the step directory {} to {}: {source}", from.display(), to.display())]
+    Move {
+        from: std::path::PathBuf,
+        to: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Stopped(#[from] crate::blocking::WorkerStopped),
+}
+
 /// Makes `left.dir` this run's directory `dir` of the step (a rename in the state
 /// directory), in place of the fresh one prepared for it.
-pub(crate) async fn take_dir(left: &Unfinished, dir: &Path) -> Result<(), String> {
+pub(crate) async fn take_dir(left: &Unfinished, dir: &Path) -> Result<(), TakeDirError> {
     let (from, to) = (left.dir.clone(), dir.to_path_buf());
-    tokio::task::spawn_blocking(move || {
+    crate::blocking::blocking(move || {
         std::fs::remove_dir_all(&to)
             .and_then(|()| std::fs::rename(&from, &to))
-            .map_err(|e| {
-                format!(
-                    "cannot move the step directory {} to {}: {e}",
-                    from.display(),
-                    to.display()
-                )
-            })
+            .map_err(|source| TakeDirError::Move { from, to, source })
     })
     .await
-    .map_err(|e| e.to_string())?
 }
 
 /// Keeps the id of the session of the agent step at `entry`, working in `dir`, in the

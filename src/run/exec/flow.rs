@@ -77,6 +77,17 @@ pub(crate) fn with_vars<'a>(ctx: &Ctx<'a>, run: &RunSpec) -> RunSpec {
     }
 }
 
+/// Why the directory a `when:` guard runs in could not be made from its inputs.
+#[derive(Debug, thiserror::Error)]
+enum GuardDirError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Copy(#[from] crate::run::artifacts::ArtifactError),
+    #[error(transparent)]
+    Stopped(#[from] crate::blocking::WorkerStopped),
+}
+
 /// Runs a step's `when:` guard: `Ok(true)` when the step runs.
 pub(crate) async fn guard<'a>(
     ctx: &Ctx<'a>,
@@ -101,20 +112,19 @@ pub(crate) async fn guard<'a>(
         .collect();
     let prepared = {
         let dir = dir.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), String> {
+        crate::blocking::blocking(move || -> Result<(), GuardDirError> {
             if dir.exists() {
-                std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
+                std::fs::remove_dir_all(&dir)?;
             }
-            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(&dir)?;
             for (name, src) in inputs {
                 if let Some(src) = src {
-                    copy_tree(&src, &dir.join(name), false).map_err(|e| e.to_string())?;
+                    copy_tree(&src, &dir.join(name), false)?;
                 }
             }
             Ok(())
         })
         .await
-        .unwrap_or_else(|e| Err(e.to_string()))
     };
     if let Err(e) = prepared {
         return Err(Done::errored(format!(

@@ -29,9 +29,46 @@ pub(crate) struct Forked {
     pub prompt: Option<String>,
 }
 
+/// Why a step cannot start from the fork its run asked for (the step fails to start).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ForkError {
+    #[error("cannot read step `{name}`'s session in run {of}: {source}")]
+    Sessions {
+        name: String,
+        of: u64,
+        source: crate::run::StateError,
+    },
+    #[error("step `{name}` of run {of} had no agent session to fork")]
+    NoSession { name: String, of: u64 },
+    #[error("cannot read run {of}'s session {session}: {source}")]
+    Journal {
+        of: u64,
+        session: SessionId,
+        source: treadle_session::journal::ReadError,
+    },
+    #[error("step `{name}` of run {of} committed no turn to fork")]
+    NoTurn { name: String, of: u64 },
+    #[error("step `{name}` of run {of} has {count} turn(s); there is no turn {turn}")]
+    NoSuchTurn {
+        name: String,
+        of: u64,
+        count: usize,
+        turn: u32,
+    },
+    #[error(
+        "turn {turn} of step `{name}` in run {of} did not end; fork at `{name}` or an earlier turn"
+    )]
+    Unended { name: String, of: u64, turn: u32 },
+    #[error(transparent)]
+    Stopped(#[from] crate::blocking::WorkerStopped),
+}
+
 /// The fork step `entry` starts from, when this run forks at it; an error (the step
 /// fails to start) when the run forked has no session for it or no such turn.
-pub(crate) async fn forked_agent(ctx: &Ctx<'_>, entry: &Entry) -> Result<Option<Forked>, String> {
+pub(crate) async fn forked_agent(
+    ctx: &Ctx<'_>,
+    entry: &Entry,
+) -> Result<Option<Forked>, ForkError> {
     let Some(at) = ctx
         .cache
         .as_ref()
@@ -42,21 +79,30 @@ pub(crate) async fn forked_agent(ctx: &Ctx<'_>, entry: &Entry) -> Result<Option<
     };
     let (store, path, of) = (ctx.store.clone(), entry.path.clone(), at.of);
     let name = entry.name.clone();
-    let found = tokio::task::spawn_blocking(move || -> Result<_, String> {
+    let found = crate::blocking::blocking(move || -> Result<_, ForkError> {
         let row = step_sessions::of(&store.database(), of, &path)
-            .map_err(|e| format!("cannot read step `{name}`'s session in run {of}: {e}"))?
-            .ok_or_else(|| format!("step `{name}` of run {of} had no agent session to fork"))?;
+            .map_err(|source| ForkError::Sessions {
+                name: name.clone(),
+                of,
+                source,
+            })?
+            .ok_or_else(|| ForkError::NoSession {
+                name: name.clone(),
+                of,
+            })?;
+        let session = row.session;
         let journal = store.journal();
-        let turns = journal
-            .committed_turns(row.session)
-            .map_err(|e| format!("cannot read run {of}'s session {}: {e}", row.session))?;
+        let unread = |source| ForkError::Journal {
+            of,
+            session,
+            source,
+        };
+        let turns = journal.committed_turns(session).map_err(unread)?;
         let point = point(&turns, at.turn, &name, of)?;
-        let effects = effects_before(journal, row.session, &turns, at.turn)
-            .map_err(|e| format!("cannot read run {of}'s session {}: {e}", row.session))?;
-        Ok((row.session, point, effects))
+        let effects = effects_before(journal, session, &turns, at.turn).map_err(unread)?;
+        Ok((session, point, effects))
     })
-    .await
-    .map_err(|e| e.to_string())??;
+    .await?;
     let (parent, point, effects) = found;
     let place = match at.turn {
         Some(n) => format!("after turn {n}"),
@@ -98,24 +144,23 @@ fn point(
     turn: Option<u32>,
     name: &str,
     of: u64,
-) -> Result<ForkPoint, String> {
+) -> Result<ForkPoint, ForkError> {
+    let name = name.to_owned();
     let Some(n) = turn else {
-        let first = turns
-            .first()
-            .ok_or_else(|| format!("step `{name}` of run {of} committed no turn to fork"))?;
+        let first = turns.first().ok_or(ForkError::NoTurn { name, of })?;
         return Ok(ForkPoint::BeforeTurn(first.turn));
     };
     let index = usize::try_from(n).unwrap_or(usize::MAX).saturating_sub(1);
-    let chosen = turns.get(index).ok_or_else(|| {
-        format!(
-            "step `{name}` of run {of} has {} turn(s); there is no turn {n}",
-            turns.len()
-        )
-    })?;
+    let Some(chosen) = turns.get(index) else {
+        return Err(ForkError::NoSuchTurn {
+            name,
+            of,
+            count: turns.len(),
+            turn: n,
+        });
+    };
     if !chosen.ended {
-        return Err(format!(
-            "turn {n} of step `{name}` in run {of} did not end; fork at `{name}` or an earlier turn"
-        ));
+        return Err(ForkError::Unended { name, of, turn: n });
     }
     Ok(ForkPoint::AfterTurn(chosen.turn))
 }

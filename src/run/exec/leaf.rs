@@ -203,9 +203,9 @@ fn shaped<'a>(
     let delivered = delivered(ctx, step);
     let (context, prompt) =
         crate::run::handing::handed_files(step, dir, &work, given.cell.map(Cell::vars), limit)
-            .map_err(Done::failed)?;
+            .map_err(|e| Done::failed(e.to_string()))?;
     let before = crate::run::handing::hand_over(&mut agent_step, &delivered, context)
-        .map_err(Done::failed)?;
+        .map_err(|e| Done::failed(e.to_string()))?;
     agent_step.prompt = format!("{before}{prompt}{}", agent_step.prompt);
     // `assert: files:` is relative to the step directory; the agent works in `dir:`.
     if let Some(sub) = sub {
@@ -250,7 +250,7 @@ pub(crate) async fn agent<'a>(
     let forked = match (attempt, &left) {
         (1, None) => match super::forked::forked_agent(ctx, entry).await {
             Ok(forked) => forked,
-            Err(why) => return Done::errored(why),
+            Err(why) => return Done::errored(why.to_string()),
         },
         _ => None,
     };
@@ -260,7 +260,7 @@ pub(crate) async fn agent<'a>(
     };
     if let Some(left) = &left {
         if let Err(why) = super::continued::take_dir(left, &dir).await {
-            return Done::errored(why);
+            return Done::errored(why.to_string());
         }
         ctx.emit(crate::run::transcript::Event::Notice {
             run: ctx.run,

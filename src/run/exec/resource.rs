@@ -162,7 +162,7 @@ pub(crate) async fn put_step<'a>(
             if let Err(e) =
                 super::resource_scripted::record_put(ctx, entry, resource, version).await
             {
-                return Done::errored(e);
+                return Done::errored(e.to_string());
             }
             let line = format!("pushed {commit} to {} {}", src.uri, src.branch);
             say(ctx, entry, line.clone());

@@ -89,6 +89,18 @@ pub(crate) async fn get_versioned<'a>(
     Done::ok()
 }
 
+/// A put's published version that the version history could not keep.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PutRecordError {
+    #[error("put `{resource}`: cannot record the version it published: {source}")]
+    History {
+        resource: String,
+        source: crate::resource::history::HistoryError,
+    },
+    #[error(transparent)]
+    Stopped(#[from] crate::blocking::WorkerStopped),
+}
+
 /// Records the version a put published in the resource's version history, noted with
 /// this run and step ([`crate::resource::puts`]).
 pub(crate) async fn record_put<'a>(
@@ -96,7 +108,7 @@ pub(crate) async fn record_put<'a>(
     entry: &Entry,
     resource: &str,
     version: Version,
-) -> Result<(), String> {
+) -> Result<(), PutRecordError> {
     let cap = Defaults::version_history(ctx.loaded.pipeline.defaults.as_ref());
     let (db, run, seq, name) = (
         ctx.store.database(),
@@ -104,12 +116,15 @@ pub(crate) async fn record_put<'a>(
         u64::from(entry.seq),
         resource.to_owned(),
     );
-    tokio::task::spawn_blocking(move || {
-        History::open(db)?.record_put(run, seq, &name, &version, cap)
+    crate::blocking::blocking(move || {
+        History::open(db)
+            .and_then(|h| h.record_put(run, seq, &name, &version, cap))
+            .map_err(|source| PutRecordError::History {
+                resource: name,
+                source,
+            })
     })
     .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| format!("put `{resource}`: cannot record the version it published: {e}"))
 }
 
 /// `put:` to a scripted or `time` resource: its `out` script runs in a directory of
@@ -147,7 +162,7 @@ pub(crate) async fn put_versioned<'a>(
     let line = match published {
         Ok(Some(v)) => {
             if let Err(e) = record_put(ctx, entry, resource, v.clone()).await {
-                return Done::errored(e);
+                return Done::errored(e.to_string());
             }
             format!(
                 "put {resource}: version {}",
