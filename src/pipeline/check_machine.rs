@@ -6,8 +6,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use super::at::Pos;
-use super::check_flow::Finding;
-use super::diagnostic::Problem;
+use super::diagnostic::{Finding, Problem};
 use super::format::{Pipeline, RunSpec};
 use super::kind::StepKind;
 use super::mcp;

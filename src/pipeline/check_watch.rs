@@ -4,8 +4,7 @@
 //! nothing).
 
 use super::at::At;
-use super::check_flow::Finding;
-use super::diagnostic::Problem;
+use super::diagnostic::{Finding, Problem};
 use super::format::{Job, Pipeline, Resource};
 use super::kind::StepKind;
 use super::walk::visit_job;

@@ -95,6 +95,22 @@ impl<S> Pipeline<S> {
             super::settings::LimitsConfig::step_output_bytes,
         )
     }
+
+    /// The hooks `agent` runs with: those of `defaults:` first, then its own.
+    pub fn hook_specs(&self, agent: &Agent) -> Vec<super::hook_def::NamedSpec> {
+        let defaults = self
+            .defaults
+            .as_ref()
+            .and_then(|d| d.hooks.as_ref())
+            .map(|h| h.specs("defaults.hooks"))
+            .unwrap_or_default();
+        let own = agent
+            .hooks
+            .as_ref()
+            .map(|h| h.specs("hooks"))
+            .unwrap_or_default();
+        defaults.into_iter().chain(own).collect()
+    }
 }
 
 /// A resource (`get:` / `put:` target).

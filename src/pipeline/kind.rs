@@ -7,7 +7,9 @@ use super::agent_call::{AgentCall, TaskKeys};
 use super::at::{At, Pos};
 use super::ensemble::Ensemble;
 use super::flow::{FAILURE_VERDICT, Race};
-use super::format::{InParallel, Job, RawStep, RunSpec, Step};
+use super::format::{InParallel, Job, RawStep};
+use super::step::Step;
+use super::step_keys::RunSpec;
 
 /// The kind of a loaded step, holding the kind's own configuration.
 #[derive(Debug, Clone)]
@@ -76,9 +78,9 @@ pub enum StepKind {
     /// `try:`.
     Try(Box<At<Step>>),
     /// `race:`.
-    Race(Race),
+    Race(Race<Step>),
     /// `ensemble:`.
-    Ensemble(At<Ensemble>),
+    Ensemble(At<Ensemble<Step>>),
     /// `load_var:` naming the var.
     LoadVar {
         /// The var.

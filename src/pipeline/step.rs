@@ -85,6 +85,15 @@ pub struct Step {
     pub ensure: Option<Box<At<Step>>>,
 }
 
+impl super::flow::AcrossStep for Step {
+    fn across_axes(&self) -> Option<&At<Vec<Axis>>> {
+        self.across.as_ref()
+    }
+    fn shown_name(&self) -> String {
+        self.display_name()
+    }
+}
+
 impl Step {
     /// An agent step of `call` with no other key set (an ensemble's judge, a task's fixer,
     /// a step built in code).
