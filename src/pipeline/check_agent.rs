@@ -10,7 +10,7 @@ use super::agent_def::Agent;
 use super::at::{At, Pos};
 use super::diagnostic::{Finding, Problem};
 use super::format::{Pipeline, Step};
-use super::kind::StepKind;
+use super::step::StepKind;
 use super::step_keys::{CONTEXT_LEVELS, PromptFile};
 use super::tool_grant::{ToolKind, ToolObject};
 

@@ -7,8 +7,8 @@ use super::at::{At, Pos};
 use super::container::{ContainerLimits, WorkspaceConfig, no_runtime, unsupported};
 use super::diagnostic::{Finding, Problem};
 use super::format::Pipeline;
-use super::kind::StepKind;
 use super::step::Step;
+use super::step::StepKind;
 use super::walk::visit_job;
 
 /// The warnings `validate` gives about what this file needs that treadle cannot do:

@@ -4,8 +4,8 @@
 use super::at::Pos;
 use super::diagnostic::{Finding, Problem, did_you_mean};
 use super::ensemble::{Ensemble, MEMBER_ERRORS, RULES, Rule};
-use super::kind::StepKind;
 use super::step::Step;
+use super::step::StepKind;
 
 /// The checks of an ensemble written at `pos`: its vocabulary, its rule, its members.
 /// `agents` are the names under `agents:`.

@@ -11,8 +11,8 @@ use super::agent_def::Budget;
 use super::at::{At, Pos};
 use super::diagnostic::{Finding, Problem, did_you_mean};
 use super::flow::{FAILURE_VERDICT, Race, Verdict};
-use super::kind::StepKind;
 use super::step::Step;
+use super::step::StepKind;
 use super::step_keys::RunSpec;
 use crate::template::TemplateError;
 

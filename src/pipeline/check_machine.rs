@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::at::Pos;
 use super::diagnostic::{Finding, Problem};
 use super::format::{Pipeline, RunSpec};
-use super::kind::StepKind;
 use super::mcp;
+use super::step::StepKind;
 use super::walk::{used_agents, visit_job};
 use crate::environ::find_program;
 

@@ -6,7 +6,7 @@
 use super::at::At;
 use super::diagnostic::{Finding, Problem};
 use super::format::{Job, Pipeline, Resource};
-use super::kind::StepKind;
+use super::step::StepKind;
 use super::walk::visit_job;
 
 /// The resources a job's `get` steps fetch (after `resource:`), anywhere in the job.

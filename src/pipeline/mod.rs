@@ -4,10 +4,13 @@
 //! # Layout
 //!
 //! * `at`: values with their position in the file.
-//! * `format`: the file's types (serde).
+//! * `format`: the file's types (serde): the pipeline, its resources and jobs.
+//! * `raw_step`: a step as written ([`RawStep`]), every key of every kind in one mapping.
+//! * `in_parallel`: `in_parallel:`, a list of steps or `{ steps, limit, fail_fast }`.
 //! * `agent_def`: the agent definitions of `agents:` (model, tools, dials, budgets).
 //! * `tool_grant`: one entry of an agent's `tools:` (a name, or a builtin/mcp/custom/agent mapping).
-//! * `step_keys`: `fix:`, `context: { from }` and `prompt_file:` of task and agent steps.
+//! * `step_keys`: `fix:`, `context: { from }` and `prompt_file:` of task and agent steps,
+//!   and a step's `assert:`.
 //! * `defaults`: `defaults:`, what agents get when they say nothing.
 //! * `hook_def`: `hooks:` of agents and `defaults:` (command hooks by event) and the
 //!   `treadle_hook::CommandSpec`s they become.
@@ -20,12 +23,12 @@
 //! * `check_ensemble`: the checks of an `ensemble:` block.
 //! * `settings`: `prices:`, `cache:` and the size parser.
 //! * `duration`: durations (`90s`, `1h30m`).
-//! * `kind`: a step's kind ([`StepKind`], typed) and the keys each kind takes.
-//! * `step`: the typed [`Step`] loading makes of a written one, and that conversion.
+//! * `step`: the typed [`Step`] loading makes of a written one, its [`StepKind`] and [`Kind`].
+//! * `kind`: what a step's kind says (display name, nested steps) and the keys each kind takes.
 //! * `agent_call`: the keys of an agent step ([`AgentCall`]) and those only a task takes
 //!   ([`TaskKeys`]).
-//! * `typing`: the agent and task keys taken out of a written step, such keys found on a
-//!   step of another kind, and an `ensemble:` expanded (its judge's step) before typing.
+//! * `typing`: the conversion of written steps into typed ones (a located error for a step
+//!   with no single kind or a key of another), `ensemble:` expanded before it.
 //! * `load`: reading and parsing with located errors.
 //! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean, and the `Finding`
 //!   every check returns.
@@ -81,11 +84,13 @@ pub mod ensemble;
 pub mod flow;
 pub mod format;
 pub mod hook_def;
+pub mod in_parallel;
 pub mod kind;
 pub mod load;
 pub mod mcp;
 pub mod model;
 pub mod outline;
+pub mod raw_step;
 pub mod resolve;
 pub mod resource_type;
 pub mod secrets;
@@ -108,10 +113,10 @@ pub use format::{
     Agent, AgentSource, Budget, InParallel, Job, JobAssert, McpServerSpec, Pipeline, RawStep,
     Resource, RunConfig, RunSpec, Step, StepAssert, ToolCallAssert,
 };
-pub use kind::{Kind, StepKind};
 pub use model::ResolvedModel;
 pub use resource_type::{Defaults, ResourceType, Version, VersionSpec};
 pub use settings::{CacheConfig, ModelPrice, Prices, SizeSpec};
+pub use step::{Kind, StepKind};
 
 /// The name of the pipeline file commands use when none is given.
 pub const DEFAULT_FILE: &str = "treadle.yml";
@@ -261,7 +266,7 @@ fn checked(
     for agent in &mut pipeline.agents {
         agent.env.retain(|name| !keys.contains(&name.value));
     }
-    let mut typer = step::Typer::new(file);
+    let mut typer = typing::Typer::new(file);
     let Some(pipeline) = typer.pipeline(pipeline) else {
         return Err(LoadError(typer.out));
     };

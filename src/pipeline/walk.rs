@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use super::agent_def::Agent;
 use super::format::{Job, Pipeline};
-use super::kind::StepKind;
 use super::model::{self, ResolvedModel};
 use super::step::Step;
+use super::step::StepKind;
 
 /// The agents the given job (or every job) uses, with their resolved models.
 pub fn used_agents<'p>(
