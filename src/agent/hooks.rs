@@ -41,7 +41,7 @@ impl StepHooks {
     /// The hooks of `agent` in `loaded`.
     pub fn read(loaded: &crate::pipeline::Loaded, agent: &crate::pipeline::Agent) -> Self {
         Self {
-            specs: crate::pipeline::hook_def::agent_specs(&loaded.pipeline, agent),
+            specs: loaded.pipeline.hook_specs(agent),
             project: loaded.dir.clone(),
             run: None,
             job: None,

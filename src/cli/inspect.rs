@@ -24,7 +24,7 @@ pub(super) fn validate(file: &Path) -> u8 {
                 .map(|j| Outline::of(j).entries.len())
                 .sum();
             say!("{}: ok ({jobs} job(s), {steps} step(s))", file.display());
-            let warnings = pipeline::container::warnings(&loaded.pipeline)
+            let warnings = pipeline::check_container::warnings(&loaded.pipeline)
                 .into_iter()
                 .chain(pipeline::check_agent::warnings(&loaded.pipeline));
             for (pos, why) in warnings {

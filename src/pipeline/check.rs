@@ -14,9 +14,9 @@ use super::agent_call::AgentCall;
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem, did_you_mean};
 use super::format::{Agent, Job, Pipeline, RunSpec, Step};
-use super::kind::StepKind;
 use super::mcp;
 use super::model;
+use super::step::StepKind;
 use super::tool_grant::{ToolGrant, ToolKind};
 use super::walk::used_agents;
 use crate::tools::{BUILTIN, DEFAULT_GRANT};
@@ -50,7 +50,7 @@ pub fn check(file: &Path, pipeline: &Pipeline, scope: &CheckScope<'_>) -> Vec<Di
     for (pos, problem, message, hint) in pipeline
         .workspace
         .iter()
-        .flat_map(super::container::workspace)
+        .flat_map(super::check_container::workspace)
     {
         c.push(pos, problem, message, hint);
     }
@@ -84,7 +84,7 @@ pub fn check(file: &Path, pipeline: &Pipeline, scope: &CheckScope<'_>) -> Vec<Di
         );
     }
     let project = file.parent().unwrap_or_else(|| Path::new("."));
-    for finding in super::hook_def::check(pipeline, project, scope.machine) {
+    for finding in super::check_hooks::check(pipeline, project, scope.machine) {
         c.push_finding(finding);
     }
     c.models(scope);
@@ -135,7 +135,7 @@ impl<'a> Checker<'a> {
             for finding in mcp::check_servers(a) {
                 self.push_finding(finding);
             }
-            for finding in super::container::agent(a) {
+            for finding in super::check_container::agent(a) {
                 self.push_finding(finding);
             }
             let owner = format!("agent `{}`", a.name.value);
@@ -145,7 +145,7 @@ impl<'a> Checker<'a> {
             for finding in super::conversation::check(a) {
                 self.push_finding(finding);
             }
-            for finding in super::controls::agent_findings(a, &self.pipeline.prices) {
+            for finding in super::check_controls::agent_findings(a, &self.pipeline.prices) {
                 self.push_finding(finding);
             }
             // Custom and sub-agent tools are not names to look up: `check_agent` checks them.
@@ -183,7 +183,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn push_finding(&mut self, (pos, problem, message, hint): super::check_flow::Finding) {
+    fn push_finding(&mut self, (pos, problem, message, hint): super::diagnostic::Finding) {
         self.push(pos, problem, message, hint);
     }
 
@@ -227,7 +227,8 @@ impl<'a> Checker<'a> {
                 "add at least one step under `plan:`",
             );
         }
-        for finding in super::controls::job_findings(job, &self.agents, &self.pipeline.prices) {
+        for finding in super::check_controls::job_findings(job, &self.agents, &self.pipeline.prices)
+        {
             self.push_finding(finding);
         }
         let mut available = BTreeSet::new();
@@ -267,7 +268,7 @@ impl<'a> Checker<'a> {
     fn step_keys(&mut self, step: &'a At<Step>) {
         self.out
             .extend(super::artifact::check_step(self.file, step));
-        for (pos, problem, message, hint) in super::container::step(step) {
+        for (pos, problem, message, hint) in super::check_container::step(step) {
             self.push(pos, problem, message, hint);
         }
         if let Some(a) = &step.attempts
@@ -354,7 +355,7 @@ impl<'a> Checker<'a> {
                 let mut children = step.children();
                 if let StepKind::Ensemble(e) = kind {
                     let names: Vec<&str> = self.agents.keys().copied().collect();
-                    for finding in super::ensemble::check(e, step.pos, &names) {
+                    for finding in super::check_ensemble::check(e, step.pos, &names) {
                         self.push_finding(finding);
                     }
                     // A judge that is no agent was reported just now, as the rule it is not.
@@ -531,9 +532,13 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-        for finding in
-            super::controls::step_findings(step, call, agent, &self.agents, &self.pipeline.prices)
-        {
+        for finding in super::check_controls::step_findings(
+            step,
+            call,
+            agent,
+            &self.agents,
+            &self.pipeline.prices,
+        ) {
             self.push_finding(finding);
         }
         if call.prompt.is_some() && call.messages.is_some() {

@@ -8,10 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::agent_call::{AgentCall, TaskKeys};
 use super::agent_def::Agent;
 use super::at::{At, Pos};
-use super::check_flow::Finding;
-use super::diagnostic::Problem;
+use super::diagnostic::{Finding, Problem};
 use super::format::{Pipeline, Step};
-use super::kind::StepKind;
+use super::step::StepKind;
 use super::step_keys::{CONTEXT_LEVELS, PromptFile};
 use super::tool_grant::{ToolKind, ToolObject};
 
@@ -461,6 +460,6 @@ pub fn warnings(pipeline: &Pipeline) -> Vec<(Pos, String)> {
         .iter()
         .filter_map(|a| a.image.as_ref())
         .map(|i| (i.pos, super::container::no_runtime(&i.value)))
-        .chain(super::hook_def::warnings(pipeline))
+        .chain(super::check_hooks::warnings(pipeline))
         .collect()
 }

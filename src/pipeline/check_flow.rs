@@ -9,14 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::agent_def::Budget;
 use super::at::{At, Pos};
-use super::diagnostic::{Problem, did_you_mean};
+use super::diagnostic::{Finding, Problem, did_you_mean};
 use super::flow::{FAILURE_VERDICT, Race, Verdict};
-use super::format::{RunSpec, Step};
-use super::kind::StepKind;
+use super::step::Step;
+use super::step::StepKind;
+use super::step_keys::RunSpec;
 use crate::template::TemplateError;
-
-/// One problem found: where, what kind, what is wrong, how to fix it.
-pub type Finding = (Pos, Problem, String, String);
 
 fn finding(
     pos: Pos,
@@ -231,7 +229,7 @@ fn verdicts(step: &Step) -> Vec<Finding> {
     out
 }
 
-fn race(step: &At<Step>, race: &Race) -> Vec<Finding> {
+fn race(step: &At<Step>, race: &Race<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
     if race.steps.len() < 2 {
         out.push(finding(

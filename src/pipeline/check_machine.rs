@@ -6,11 +6,10 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use super::at::Pos;
-use super::check_flow::Finding;
-use super::diagnostic::Problem;
+use super::diagnostic::{Finding, Problem};
 use super::format::{Pipeline, RunSpec};
-use super::kind::StepKind;
 use super::mcp;
+use super::step::StepKind;
 use super::walk::{used_agents, visit_job};
 use crate::environ::find_program;
 

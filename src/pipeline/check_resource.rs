@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::check_flow::Finding;
+use super::diagnostic::Finding;
 use super::{At, Pipeline, Problem, Step, StepKind, VersionSpec};
 
 /// The resource types treadle has without a `resource_types:` entry.

@@ -3,8 +3,8 @@
 //! type, which runs in-process), `env:` as variable names, `expr:` stages set once, `mcp:`
 //! naming a server of the file with a stage to call; and a resource's own `env:`.
 
-use super::check_flow::Finding;
 use super::check_watch::is_var_name;
+use super::diagnostic::Finding;
 use super::resource_type::{Backend, ResourceType};
 use super::{At, Pipeline, Problem};
 
@@ -98,7 +98,7 @@ fn containers(t: &ResourceType) -> Vec<Finding> {
     out.extend(
         t.container_limits
             .as_ref()
-            .and_then(super::container::empty_limits),
+            .and_then(super::check_container::empty_limits),
     );
     out
 }

@@ -4,10 +4,9 @@
 //! nothing).
 
 use super::at::At;
-use super::check_flow::Finding;
-use super::diagnostic::Problem;
+use super::diagnostic::{Finding, Problem};
 use super::format::{Job, Pipeline, Resource};
-use super::kind::StepKind;
+use super::step::StepKind;
 use super::walk::visit_job;
 
 /// The resources a job's `get` steps fetch (after `resource:`), anywhere in the job.

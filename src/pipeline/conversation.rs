@@ -1,9 +1,8 @@
 //! The keys that bound an agent's conversation (`context_window:`, `compact_after_tokens:`,
 //! `max_context_bytes:`): their checks, and the budget they give a step's session.
 
-use super::check_flow::Finding;
-use super::diagnostic::Problem;
-use super::format::Agent;
+use super::agent_def::Agent;
+use super::diagnostic::{Finding, Problem};
 
 /// The context window of the local model server (`TREADLE_LOCAL_CTX`'s default).
 pub const LOCAL_CONTEXT_WINDOW: u64 = 8192;

@@ -11,6 +11,9 @@ use serde::Serialize;
 
 use super::at::Pos;
 
+/// One problem found by a check: where, what kind, what is wrong, how to fix it.
+pub type Finding = (Pos, Problem, String, String);
+
 /// What kind of problem a diagnostic reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -11,12 +11,8 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::at::{At, Pos};
-use super::check_flow::Finding;
-use super::diagnostic::{Problem, did_you_mean};
+use super::at::At;
 use super::flow::{FAILURE_VERDICT, Verdict, VerdictEntry};
-use super::format::{RawStep, Step};
-use super::kind::StepKind;
 
 /// The rules `decide:` names besides an agent.
 pub const RULES: [&str; 3] = ["majority", "unanimous", "any"];
@@ -28,7 +24,7 @@ pub const MEMBER_ERRORS: [&str; 2] = ["fail", "exclude"];
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Ensemble")]
-pub struct Ensemble<S = Step> {
+pub struct Ensemble<S> {
     /// The verdicts every member votes in, in order, each with where the block goes when
     /// it is the decision (`- approve: publish`; a bare name continues in order).
     pub verdicts: Vec<VerdictEntry>,
@@ -91,7 +87,7 @@ impl<S> Ensemble<S> {
     }
 
     /// The choices as bare `verdicts:` entries, for a member or the judge.
-    fn bare_verdicts(&self) -> Vec<VerdictEntry> {
+    pub(super) fn bare_verdicts(&self) -> Vec<VerdictEntry> {
         self.choices()
             .into_iter()
             .map(|c| At::new(Verdict::Bare(c)))
@@ -102,131 +98,6 @@ impl<S> Ensemble<S> {
     pub fn steps(&self) -> impl Iterator<Item = &At<S>> {
         self.agents.iter().chain(self.judge.as_deref())
     }
-}
-
-impl Ensemble<RawStep> {
-    /// Gives every member the block's vocabulary, and makes the judge's step when
-    /// `decide:` names an agent. A member that writes `verdicts:` of its own keeps them
-    /// (the checks refuse it).
-    pub fn expand(&mut self) {
-        let verdicts = self.bare_verdicts();
-        for member in &mut self.agents {
-            if member.verdicts.is_none() {
-                member.value.verdicts = Some(verdicts.clone());
-            }
-        }
-        self.judge = match (self.rule(), &self.decide) {
-            (Rule::Judge(agent), Some(decide)) => Some(Box::new(At {
-                value: RawStep {
-                    agent: Some(At {
-                        value: agent.to_owned(),
-                        pos: decide.pos,
-                    }),
-                    prompt: Some(String::new()),
-                    verdicts: Some(verdicts),
-                    // Its prompt is the votes of this run, which its key cannot see.
-                    volatile: true,
-                    ..RawStep::default()
-                },
-                pos: decide.pos,
-            })),
-            _ => None,
-        };
-    }
-}
-
-/// The checks of an ensemble written at `pos`: its vocabulary, its rule, its members.
-/// `agents` are the names under `agents:`.
-pub fn check(e: &Ensemble, pos: Pos, agents: &[&str]) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let mut push = |pos: Pos, problem, message: String, hint: String| {
-        out.push((pos, problem, message, hint));
-    };
-    let choices = e.choices();
-    if choices.is_empty() {
-        push(
-            pos,
-            Problem::MissingKey,
-            "`ensemble` has no verdicts to vote in".to_owned(),
-            "list them under `verdicts:`, e.g. `- approve: publish` and `- reject: revise`"
-                .to_owned(),
-        );
-    }
-    if e.agents.is_empty() {
-        push(
-            pos,
-            Problem::MissingKey,
-            "`ensemble` has no members".to_owned(),
-            "list agent steps under `agents:`, e.g. `- {agent: reviewer-a, prompt: ...}`"
-                .to_owned(),
-        );
-    }
-    if let Some(m) = e
-        .member_errors
-        .as_ref()
-        .filter(|m| !MEMBER_ERRORS.contains(&m.value.as_str()))
-    {
-        push(
-            m.pos,
-            Problem::InvalidValue,
-            format!("`member_errors` is `{}`", m.value),
-            "write `fail` (one failed member fails the block) or `exclude` (decide among the rest)"
-                .to_owned(),
-        );
-    }
-    let members: Vec<&str> = e
-        .agents
-        .iter()
-        .filter_map(|m| m.agent_name().map(|a| a.value.as_str()))
-        .collect();
-    if let (Rule::Judge(judge), Some(decide)) = (e.rule(), &e.decide) {
-        if !agents.contains(&judge) {
-            let near = did_you_mean(judge, RULES.iter().copied().chain(agents.iter().copied()));
-            push(
-                decide.pos,
-                Problem::InvalidValue,
-                format!("`decide` is `{judge}`, which is neither a rule nor an agent"),
-                match near {
-                    Some(n) => format!("did you mean `{n}`? write majority, unanimous, any, or the name of an agent that judges"),
-                    None => "write majority, unanimous, any, or the name of an agent under `agents:` that judges".to_owned(),
-                },
-            );
-        } else if members.contains(&judge) {
-            push(
-                decide.pos,
-                Problem::InvalidValue,
-                format!("agent `{judge}` both votes in the ensemble and judges it"),
-                "a judge must not mark its own homework: name an agent that is not a member"
-                    .to_owned(),
-            );
-        }
-    }
-    for m in &e.agents {
-        let StepKind::Agent(call) = &m.kind else {
-            push(
-                m.pos,
-                Problem::BadStep,
-                "a member of an `ensemble` is not an agent step".to_owned(),
-                "write each member as `{agent: NAME, prompt: ...}`".to_owned(),
-            );
-            continue;
-        };
-        if m.verdict_choices() != choices || !m.routes().is_empty() {
-            let at = call
-                .verdicts
-                .as_ref()
-                .and_then(|v| v.first())
-                .map_or(m.pos, |v| v.pos);
-            push(
-                at,
-                Problem::BadStep,
-                format!("member `{}` of an `ensemble` has verdicts of its own", m.display_name()),
-                "`verdicts:` belongs to the ensemble: every member votes in the block's vocabulary; remove it here"
-                    .to_owned(),
-            );
-        }
-    }
-    out
 }
 
 /// One member's vote: who, what, and the note it gave.

@@ -13,7 +13,6 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::at::At;
-use super::format::Step;
 
 /// `when:` a command whose exit code decides whether the step runs (0: it runs).
 #[derive(Debug, Clone, JsonSchema)]
@@ -125,7 +124,7 @@ pub type VerdictEntry = At<Verdict>;
 /// `race:` steps run at once; the first to succeed wins and the others are cancelled.
 #[derive(Debug, Clone, Default, JsonSchema)]
 #[schemars(rename = "Race")]
-pub struct Race<S = Step> {
+pub struct Race<S> {
     /// The competing steps.
     pub steps: Vec<At<S>>,
 }
@@ -205,10 +204,37 @@ impl<'de> Deserialize<'de> for Scalar {
     }
 }
 
+/// What the cells of an `across:` step are made from: its axes and its name. The typed step
+/// ([`super::step::Step`]) has them; a trait, so that this file needs no step type.
+pub trait AcrossStep {
+    /// The step's `across:`, if written.
+    fn across_axes(&self) -> Option<&At<Vec<Axis>>>;
+    /// The step's name as shown.
+    fn shown_name(&self) -> String;
+}
+
+impl<T: AcrossStep + ?Sized> AcrossStep for &T {
+    fn across_axes(&self) -> Option<&At<Vec<Axis>>> {
+        (**self).across_axes()
+    }
+    fn shown_name(&self) -> String {
+        (**self).shown_name()
+    }
+}
+
+impl<T: AcrossStep> AcrossStep for At<T> {
+    fn across_axes(&self) -> Option<&At<Vec<Axis>>> {
+        self.value.across_axes()
+    }
+    fn shown_name(&self) -> String {
+        self.value.shown_name()
+    }
+}
+
 /// The values of each axis of an `across:` step when all are written in the file (`None`
 /// when one comes `from_file:`, known only when the step runs).
-pub fn static_axes(step: &Step) -> Option<Vec<(String, Vec<String>)>> {
-    step.across
+pub fn static_axes(step: &impl AcrossStep) -> Option<Vec<(String, Vec<String>)>> {
+    step.across_axes()
         .iter()
         .flat_map(|a| a.value.iter())
         .map(|axis| {
@@ -225,7 +251,7 @@ pub fn static_axes(step: &Step) -> Option<Vec<(String, Vec<String>)>> {
 /// last axis varying fastest, each with its name (`STEP [var=value ...]`, or the step's
 /// name with the values put in when it uses them) and its values.
 pub fn cells(
-    step: &Step,
+    step: &impl AcrossStep,
     axes: &[(String, Vec<String>)],
 ) -> Vec<(String, BTreeMap<String, String>)> {
     let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
@@ -241,7 +267,7 @@ pub fn cells(
             })
             .collect();
     }
-    let base = step.display_name();
+    let base = step.shown_name();
     combos
         .into_iter()
         .map(|combo| {

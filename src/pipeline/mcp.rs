@@ -11,14 +11,11 @@ use std::path::Path;
 
 use treadle_session::mcp::{DEFAULT_CALL_TIMEOUT, McpServerConfig, McpTransport};
 
+use super::agent_def::{Agent, McpServerSpec};
 use super::at::Pos;
-use super::check_flow::Finding;
-use super::diagnostic::Problem;
-use super::format::{Agent, McpServerSpec};
+use super::diagnostic::{Finding, Problem};
+use super::tool_grant::SEPARATOR;
 use crate::environ::find_program;
-
-/// What separates the server from the tool in an MCP tool's name.
-pub const SEPARATOR: &str = "__";
 
 /// The server part of an MCP tool name (`fixture` in `fixture__add`), if it has one.
 pub fn server_of(tool: &str) -> Option<&str> {

@@ -4,30 +4,40 @@
 //! # Layout
 //!
 //! * `at`: values with their position in the file.
-//! * `format`: the file's types (serde).
+//! * `format`: the file's types (serde): the pipeline, its resources and jobs.
+//! * `raw_step`: a step as written ([`RawStep`]), every key of every kind in one mapping.
+//! * `in_parallel`: `in_parallel:`, a list of steps or `{ steps, limit, fail_fast }`.
 //! * `agent_def`: the agent definitions of `agents:` (model, tools, dials, budgets).
 //! * `tool_grant`: one entry of an agent's `tools:` (a name, or a builtin/mcp/custom/agent mapping).
-//! * `step_keys`: `fix:`, `context: { from }` and `prompt_file:` of task and agent steps.
+//! * `step_keys`: `fix:`, `context: { from }` and `prompt_file:` of task and agent steps,
+//!   and a step's `assert:`.
 //! * `defaults`: `defaults:`, what agents get when they say nothing.
-//! * `hook_def`: `hooks:` of agents and `defaults:` (command hooks by event), their checks
-//!   and the `treadle_hook::CommandSpec`s they become.
+//! * `hook_def`: `hooks:` of agents and `defaults:` (command hooks by event) and the
+//!   `treadle_hook::CommandSpec`s they become.
+//! * `check_hooks`: the checks of `hooks:` (matchers, commands, timeouts) and their warnings.
 //! * `resolve`: before the checks, `tasks:` entries, `*_file:` includes and `defaults:` filled in.
 //! * `check_agent`: the checks of the agent keys and of `tasks:`.
-//! * `flow`: the control-flow keys (`when`, `to`, `verdicts`, `race`, `across`).
-//! * `ensemble`: `ensemble:` (members, vocabulary, decision rules, the judge's step).
+//! * `flow`: the control-flow keys (`when`, `to`, `verdicts`, `race`, `across`) and the
+//!   cells of an `across:` step.
+//! * `ensemble`: `ensemble:` (members, vocabulary, decision rules).
+//! * `check_ensemble`: the checks of an `ensemble:` block.
 //! * `settings`: `prices:`, `cache:` and the size parser.
 //! * `duration`: durations (`90s`, `1h30m`).
-//! * `kind`: a step's kind ([`StepKind`], typed) and the keys each kind takes.
-//! * `step`: the typed [`Step`] loading makes of a written one, and that conversion.
+//! * `step`: the typed [`Step`] loading makes of a written one, its [`StepKind`] and [`Kind`].
+//! * `kind`: what a step's kind says (display name, nested steps) and the keys each kind takes.
 //! * `agent_call`: the keys of an agent step ([`AgentCall`]) and those only a task takes
-//!   ([`TaskKeys`]), typed once, and such keys found on a step of another kind.
+//!   ([`TaskKeys`]).
+//! * `typing`: the conversion of written steps into typed ones (a located error for a step
+//!   with no single kind or a key of another), `ensemble:` expanded before it.
 //! * `load`: reading and parsing with located errors.
-//! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean.
+//! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean, and the `Finding`
+//!   every check returns.
 //! * `check`: the checks before anything runs.
 //! * `check_machine`: the checks of this machine `validate` adds (programs on PATH, the
 //!   local model server answering).
 //! * `walk`: every step of a job, nested and hooks included, and the agents a job uses.
 //! * `container`: `image:` and its neighbours, `env:` in both spellings, `workspace:`.
+//! * `check_container`: their checks, and `validate`'s warnings about what needs a container.
 //! * `check_resource`: the checks of `resource_types:`, resource types and `version:`.
 //! * `check_resource_type`: the checks of a resource type's own keys (backend, container
 //!   keys, `env:`, `expr:`, `mcp:`) and a resource's `env:`.
@@ -36,7 +46,8 @@
 //!   job concurrency limits).
 //! * `mcp`: the checks and configs of `mcp_servers:`.
 //! * `controls`: `permissions:`, `output_schema:`, `min_confidence:`, `escalate_to:`,
-//!   `budget: { dollars }`, and their checks.
+//!   `budget: { dollars }`.
+//! * `check_controls`: their checks (a dollar budget needs a price) and a model's price names.
 //! * `conversation`: `context_window:`, `compact_after_tokens:`, `max_context_bytes:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
 //! * `secrets`: the variables holding the file's secrets (every agent's key, used or not),
@@ -54,7 +65,11 @@ pub mod artifact;
 pub mod at;
 pub mod check;
 pub mod check_agent;
+pub mod check_container;
+pub mod check_controls;
+pub mod check_ensemble;
 pub mod check_flow;
+pub mod check_hooks;
 pub mod check_machine;
 pub mod check_resource;
 pub mod check_resource_type;
@@ -69,11 +84,13 @@ pub mod ensemble;
 pub mod flow;
 pub mod format;
 pub mod hook_def;
+pub mod in_parallel;
 pub mod kind;
 pub mod load;
 pub mod mcp;
 pub mod model;
 pub mod outline;
+pub mod raw_step;
 pub mod resolve;
 pub mod resource_type;
 pub mod secrets;
@@ -81,6 +98,7 @@ pub mod settings;
 pub mod step;
 pub mod step_keys;
 pub mod tool_grant;
+pub mod typing;
 pub mod vars;
 pub mod walk;
 
@@ -95,10 +113,10 @@ pub use format::{
     Agent, AgentSource, Budget, InParallel, Job, JobAssert, McpServerSpec, Pipeline, RawStep,
     Resource, RunConfig, RunSpec, Step, StepAssert, ToolCallAssert,
 };
-pub use kind::{Kind, StepKind};
 pub use model::ResolvedModel;
 pub use resource_type::{Defaults, ResourceType, Version, VersionSpec};
 pub use settings::{CacheConfig, ModelPrice, Prices, SizeSpec};
+pub use step::{Kind, StepKind};
 
 /// The name of the pipeline file commands use when none is given.
 pub const DEFAULT_FILE: &str = "treadle.yml";
@@ -248,7 +266,7 @@ fn checked(
     for agent in &mut pipeline.agents {
         agent.env.retain(|name| !keys.contains(&name.value));
     }
-    let mut typer = step::Typer::new(file);
+    let mut typer = typing::Typer::new(file);
     let Some(pipeline) = typer.pipeline(pipeline) else {
         return Err(LoadError(typer.out));
     };

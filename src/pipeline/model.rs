@@ -13,8 +13,8 @@
 //! session reads it from the variable when it starts (`treadle_session`'s `ApiKey`), so
 //! no value of treadle's carries it.
 
+use super::agent_def::AgentSource;
 use super::at::{At, Pos};
-use super::format::AgentSource;
 
 /// The local model server's default base URL (see scripts/local-model).
 pub const DEFAULT_LOCAL_URL: &str = "http://127.0.0.1:8091/v1";

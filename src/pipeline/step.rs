@@ -1,19 +1,18 @@
 //! The typed step: what loading makes of a written [`RawStep`]. Its kind is one variant
 //! of [`StepKind`] holding that kind's own configuration (nested steps typed too), so
 //! nothing after loading asks which kind a step is and handles an impossible answer.
-//! [`Typer`] is the one conversion; a step with no kind, several, or a key of another
-//! kind is a located load error there.
+//! [`Kind`] names the kinds. `super::typing::Typer` is the one conversion; a step with no
+//! kind, several, or a key of another kind is a located load error there.
 
-use std::path::Path;
+use std::collections::BTreeMap;
 
 use super::agent_call::{AgentCall, TaskKeys};
-use super::at::{At, Pos};
-use super::diagnostic::{Diagnostic, Problem};
+use super::at::At;
 use super::duration::DurationSpec;
 use super::ensemble::Ensemble;
 use super::flow::{Axis, Race, To, When};
-use super::format::{InParallel, InParallelConfig, Job, Pipeline, RawStep, StepAssert};
-use super::kind::StepKind;
+use super::in_parallel::InParallel;
+use super::step_keys::{RunSpec, StepAssert};
 
 /// One loaded step: its kind with the kind's configuration (an agent step's keys in its
 /// [`AgentCall`], a task's `fix:` and mappings in its [`TaskKeys`]), and the keys every
@@ -85,6 +84,15 @@ pub struct Step {
     pub ensure: Option<Box<At<Step>>>,
 }
 
+impl super::flow::AcrossStep for Step {
+    fn across_axes(&self) -> Option<&At<Vec<Axis>>> {
+        self.across.as_ref()
+    }
+    fn shown_name(&self) -> String {
+        self.display_name()
+    }
+}
+
 impl Step {
     /// An agent step of `call` with no other key set (an ensemble's judge, a task's fixer,
     /// a step built in code).
@@ -128,281 +136,214 @@ impl Step {
     }
 }
 
-/// Turns written steps into typed ones, collecting a located diagnostic for each step that
-/// has no single kind or carries a key of another kind (loading fails on any).
-pub(super) struct Typer<'f> {
-    file: &'f Path,
-    /// The problems found.
-    pub out: Vec<Diagnostic>,
+/// The kind of a loaded step, holding the kind's own configuration.
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    /// `task:` with its command.
+    Task {
+        /// The value of `task:`.
+        name: At<String>,
+        /// The command.
+        run: At<RunSpec>,
+        /// `fix:` and the mappings.
+        keys: TaskKeys,
+    },
+    /// `agent:` naming an agent, with the keys of an agent step.
+    Agent(Box<AgentCall>),
+    /// `approval:`.
+    Approval {
+        /// The value of `approval:` (its long form is resolved into the keys below).
+        name: At<super::step_keys::Approval>,
+        /// Text shown to the person asked.
+        message: Option<String>,
+        /// What the step's `timeout` answers: `approve` or `reject`.
+        on_timeout: Option<At<String>>,
+    },
+    /// `input:`: a question a person answers.
+    Input {
+        /// The value of `input:`, the step's name.
+        name: At<String>,
+        /// What is asked.
+        question: Option<At<String>>,
+        /// The JSON Schema the answer must fit.
+        schema: Option<serde_json::Value>,
+        /// The only answers allowed.
+        choices: Option<Vec<String>>,
+        /// The answer taken when the step's `timeout` passes.
+        default: Option<serde_json::Value>,
+    },
+    /// `get:` of a resource.
+    Get {
+        /// The value of `get:`, the artifact fetched into.
+        name: At<String>,
+        /// The resource: `resource:`, else the name.
+        resource: At<String>,
+        /// Resource-specific parameters.
+        params: Option<BTreeMap<String, serde_json::Value>>,
+        /// `latest`, `every`, or a pinned version.
+        version: Option<At<super::resource_type::VersionSpec>>,
+        /// Whether `treadle watch` builds the job on a new version.
+        trigger: Option<At<bool>>,
+        /// Only versions that passed these jobs together.
+        passed: Option<At<Vec<At<String>>>>,
+    },
+    /// `put:` to a resource.
+    Put {
+        /// The value of `put:`.
+        name: At<String>,
+        /// The resource: `resource:`, else the name.
+        resource: At<String>,
+        /// Resource-specific parameters.
+        params: Option<BTreeMap<String, serde_json::Value>>,
+    },
+    /// `do:`.
+    Do(Vec<At<Step>>),
+    /// `in_parallel:`.
+    InParallel(InParallel<Step>),
+    /// `try:`.
+    Try(Box<At<Step>>),
+    /// `race:`.
+    Race(Race<Step>),
+    /// `ensemble:`.
+    Ensemble(At<Ensemble<Step>>),
+    /// `load_var:` naming the var.
+    LoadVar {
+        /// The var.
+        name: At<String>,
+        /// `ARTIFACT/path` of the file read.
+        file: Option<At<String>>,
+    },
 }
 
-const NO_KIND_HINT: &str = "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `input: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`, `race: [...]`, `ensemble: {...}`, `load_var: NAME`";
+impl StepKind {
+    /// The kind's key, as written in the file.
+    pub fn key(&self) -> &'static str {
+        self.kind().key()
+    }
 
-impl<'f> Typer<'f> {
-    pub(super) fn new(file: &'f Path) -> Self {
-        Self {
-            file,
-            out: Vec::new(),
+    /// The kind without its configuration.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Self::Task { .. } => Kind::Task,
+            Self::Agent(_) => Kind::Agent,
+            Self::Approval { .. } => Kind::Approval,
+            Self::Input { .. } => Kind::Input,
+            Self::Get { .. } => Kind::Get,
+            Self::Put { .. } => Kind::Put,
+            Self::Do(_) => Kind::Do,
+            Self::InParallel(_) => Kind::InParallel,
+            Self::Try(_) => Kind::Try,
+            Self::Race(_) => Kind::Race,
+            Self::Ensemble(_) => Kind::Ensemble,
+            Self::LoadVar { .. } => Kind::LoadVar,
         }
     }
 
-    fn push(&mut self, pos: Pos, message: String, hint: String) {
-        self.out.push(Diagnostic::new(
-            self.file,
-            pos,
-            Problem::BadStep,
-            message,
-            hint,
-        ));
-    }
-
-    /// The typed pipeline (`None` when a step has no single kind; see [`Self::out`]).
-    pub(super) fn pipeline(&mut self, raw: Pipeline<RawStep>) -> Option<Pipeline> {
-        let jobs: Vec<Option<Job>> = raw.jobs.into_iter().map(|j| self.job(j)).collect();
-        let plan = raw.plan.map(|p| self.steps(p));
-        Some(Pipeline {
-            resources: raw.resources,
-            resource_types: raw.resource_types,
-            defaults: raw.defaults,
-            agents: raw.agents,
-            tasks: raw.tasks,
-            mcp_servers: raw.mcp_servers,
-            jobs: jobs.into_iter().collect::<Option<_>>()?,
-            plan: match plan {
-                Some(p) => Some(p?),
-                None => None,
-            },
-            prices: raw.prices,
-            cache: raw.cache,
-            limits: raw.limits,
-            workspace: raw.workspace,
-            assert: raw.assert,
-            on_unfinished_effect: raw.on_unfinished_effect,
-        })
-    }
-
-    fn job(&mut self, raw: Job<RawStep>) -> Option<Job> {
-        let plan = self.steps(raw.plan);
-        let [on_success, on_failure, on_error, on_abort, ensure] = [
-            raw.on_success,
-            raw.on_failure,
-            raw.on_error,
-            raw.on_abort,
-            raw.ensure,
-        ]
-        .map(|h| self.hook(h));
-        Some(Job {
-            name: raw.name,
-            description: raw.description,
-            timeout: raw.timeout,
-            plan: plan?,
-            assert: raw.assert,
-            serial: raw.serial,
-            serial_groups: raw.serial_groups,
-            max_in_flight: raw.max_in_flight,
-            interruptible: raw.interruptible,
-            max_consecutive_failures: raw.max_consecutive_failures,
-            budget: raw.budget,
-            on_success: on_success?,
-            on_failure: on_failure?,
-            on_error: on_error?,
-            on_abort: on_abort?,
-            ensure: ensure?,
-        })
-    }
-
-    /// Every step typed (all are tried, so that each problem is reported).
-    fn steps(&mut self, raw: Vec<At<RawStep>>) -> Option<Vec<At<Step>>> {
-        let typed: Vec<Option<At<Step>>> = raw.into_iter().map(|s| self.step(s)).collect();
-        typed.into_iter().collect()
-    }
-
-    /// A hook typed: `Some(None)` when there is none, `None` when it could not be typed.
-    fn hook(&mut self, raw: Option<Box<At<RawStep>>>) -> Option<Option<Box<At<Step>>>> {
-        match raw {
-            Some(h) => self.step(*h).map(|h| Some(Box::new(h))),
-            None => Some(None),
+    /// The value of the kind key that names the step (`None` for containers).
+    pub(super) fn named(&self) -> Option<String> {
+        match self {
+            Self::Agent(call) => Some(call.agent.value.clone()),
+            Self::Task { name, .. }
+            | Self::Input { name, .. }
+            | Self::Get { name, .. }
+            | Self::Put { name, .. }
+            | Self::LoadVar { name, .. } => Some(name.value.clone()),
+            Self::Approval { name, .. } => Some(name.value.name().to_owned()),
+            Self::Do(_)
+            | Self::InParallel(_)
+            | Self::Try(_)
+            | Self::Race(_)
+            | Self::Ensemble(_) => None,
         }
     }
+}
 
-    /// One step typed, nested steps and hooks included.
-    pub(super) fn step(&mut self, raw: At<RawStep>) -> Option<At<Step>> {
-        let At {
-            value: mut raw,
-            pos,
-        } = raw;
-        let keys = raw.kind_keys();
-        let key = match keys.as_slice() {
-            [one] => *one,
-            [] => {
-                let e = super::kind::KindError::None;
-                self.push(pos, e.to_string(), NO_KIND_HINT.to_owned());
-                return None;
-            }
-            _ => {
-                let e = super::kind::KindError::Several(keys.join(", "));
-                self.push(pos, e.to_string(), NO_KIND_HINT.to_owned());
-                return None;
-            }
-        };
-        if let (Some(name), None) = (&raw.task, &raw.run) {
-            let e = super::kind::KindError::TaskWithoutRun(name.value.clone());
-            self.push(pos, e.to_string(), NO_KIND_HINT.to_owned());
-            return None;
-        }
-        // A key of another kind is reported, and the step is typed all the same, so that
-        // the checks after typing report the rest of the file's problems with it.
-        for (k, kinds, at) in raw.specific_keys() {
-            if !kinds.contains(&key) {
-                self.push(
-                    at.unwrap_or(pos),
-                    format!("`{k}` does not belong on a `{key}` step"),
-                    format!(
-                        "`{k}` is a key of {} steps; remove it here",
-                        kinds.join("/")
-                    ),
-                );
-            }
-        }
-        let misplaced = raw.misplaced(key);
-        let kind = self.kind(&mut raw);
-        let [on_success, on_failure, on_error, on_abort, ensure] = [
-            raw.on_success.take(),
-            raw.on_failure.take(),
-            raw.on_error.take(),
-            raw.on_abort.take(),
-            raw.ensure.take(),
-        ]
-        .map(|h| self.hook(h));
-        let value = Step {
-            kind: kind?,
-            description: raw.description,
-            when: raw.when,
-            to: raw.to,
-            across: raw.across,
-            max_in_flight: raw.max_in_flight,
-            fail_fast: raw.fail_fast,
-            name: raw.name,
-            context: raw.context,
-            inputs: raw.inputs,
-            outputs: raw.outputs,
-            env: raw.env,
-            pass_env: raw.pass_env,
-            confined: raw.confined,
-            timeout: raw.timeout,
-            attempts: raw.attempts,
-            max_visits: raw.max_visits,
-            assert: raw.assert,
-            image: raw.image,
-            network: raw.network,
-            privileged: raw.privileged,
-            user: raw.user,
-            container_limits: raw.container_limits,
-            volatile: raw.volatile,
-            on_success: on_success?,
-            on_failure: on_failure?,
-            on_error: on_error?,
-            on_abort: on_abort?,
-            ensure: ensure?,
-        };
-        // Reported once the name is known; the key itself is dropped with the raw step.
-        let name = value.display_name();
-        for m in misplaced {
-            self.push(
-                m.pos.unwrap_or(pos),
-                format!("`{}:` does not apply to step `{name}`", m.key),
-                format!("`{}:` belongs to {}; remove it here", m.key, m.kinds),
-            );
-        }
-        Some(At { value, pos })
+/// A step's kind without its configuration: what the outline, the transcript and the
+/// records name. Serialized (and shown) as the key written in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// `task:`.
+    Task,
+    /// `agent:`.
+    Agent,
+    /// `approval:`.
+    Approval,
+    /// `input:`.
+    Input,
+    /// `get:`.
+    Get,
+    /// `put:`.
+    Put,
+    /// `do:`.
+    Do,
+    /// `in_parallel:`.
+    InParallel,
+    /// `try:`.
+    Try,
+    /// `race:`.
+    Race,
+    /// `ensemble:`.
+    Ensemble,
+    /// `load_var:`.
+    LoadVar,
+    /// A step with no single kind: never made by loading, kept so that records written
+    /// with it still read.
+    #[serde(rename = "step")]
+    Invalid,
+}
+
+impl Kind {
+    /// The kind of `step`.
+    pub fn of(step: &Step) -> Self {
+        step.kind.kind()
     }
 
-    /// Takes the kind key (exactly one is present) and its configuration out of `raw`.
-    fn kind(&mut self, raw: &mut RawStep) -> Option<StepKind> {
-        if let (Some(name), Some(run)) = (raw.task.take(), raw.run.take()) {
-            let keys = TaskKeys::take(raw);
-            return Some(StepKind::Task { name, run, keys });
+    /// The key, as written in the file.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Task => "task",
+            Self::Agent => "agent",
+            Self::Approval => "approval",
+            Self::Input => "input",
+            Self::Get => "get",
+            Self::Put => "put",
+            Self::Do => "do",
+            Self::InParallel => "in_parallel",
+            Self::Try => "try",
+            Self::Race => "race",
+            Self::Ensemble => "ensemble",
+            Self::LoadVar => "load_var",
+            Self::Invalid => "step",
         }
-        if let Some(a) = raw.agent.take() {
-            return Some(StepKind::Agent(Box::new(AgentCall::take(a, raw))));
-        }
-        if let Some(name) = raw.approval.take() {
-            return Some(StepKind::Approval {
-                name,
-                message: raw.message.take(),
-                on_timeout: raw.on_timeout.take(),
-            });
-        }
-        if let Some(name) = raw.input.take() {
-            return Some(StepKind::Input {
-                name,
-                question: raw.question.take(),
-                schema: raw.schema.take(),
-                choices: raw.choices.take(),
-                default: raw.default.take(),
-            });
-        }
-        if let Some(name) = raw.get.take() {
-            let resource = raw.resource.take().unwrap_or_else(|| name.clone());
-            return Some(StepKind::Get {
-                name,
-                resource,
-                params: raw.params.take(),
-                version: raw.version.take(),
-                trigger: raw.trigger.take(),
-                passed: raw.passed.take(),
-            });
-        }
-        if let Some(name) = raw.put.take() {
-            let resource = raw.resource.take().unwrap_or_else(|| name.clone());
-            return Some(StepKind::Put {
-                name,
-                resource,
-                params: raw.params.take(),
-            });
-        }
-        if let Some(steps) = raw.do_.take() {
-            return self.steps(steps).map(StepKind::Do);
-        }
-        if let Some(p) = raw.in_parallel.take() {
-            return match p {
-                InParallel::Steps(s) => self.steps(s).map(InParallel::Steps),
-                InParallel::Config(c) => self.steps(c.steps).map(|steps| {
-                    InParallel::Config(InParallelConfig {
-                        steps,
-                        limit: c.limit,
-                        fail_fast: c.fail_fast,
-                    })
-                }),
-            }
-            .map(StepKind::InParallel);
-        }
-        if let Some(inner) = raw.try_.take() {
-            return self.step(*inner).map(|s| StepKind::Try(Box::new(s)));
-        }
-        if let Some(r) = raw.race.take() {
-            return self
-                .steps(r.steps)
-                .map(|steps| StepKind::Race(Race { steps }));
-        }
-        if let Some(e) = raw.ensemble.take() {
-            let At { value: e, pos } = e;
-            let agents = self.steps(e.agents);
-            let judge = self.hook(e.judge);
-            return Some(StepKind::Ensemble(At {
-                value: Ensemble {
-                    verdicts: e.verdicts,
-                    decide: e.decide,
-                    member_errors: e.member_errors,
-                    agents: agents?,
-                    judge: judge?,
-                },
-                pos,
-            }));
-        }
-        raw.load_var.take().map(|name| StepKind::LoadVar {
-            name,
-            file: raw.file.take(),
-        })
+    }
+
+    /// Whether it is a leaf step, one that is not a container of others (what
+    /// `assert: execution` lists).
+    pub fn is_leaf(self) -> bool {
+        matches!(
+            self,
+            Self::Task
+                | Self::Agent
+                | Self::Approval
+                | Self::Input
+                | Self::Get
+                | Self::Put
+                | Self::LoadVar
+        )
+    }
+
+    /// Whether it is a leaf that does work of its own (a spinner shows while it runs).
+    pub fn is_work(self) -> bool {
+        matches!(
+            self,
+            Self::Task | Self::Agent | Self::Approval | Self::Input
+        )
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.key())
     }
 }

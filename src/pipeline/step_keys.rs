@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
 
 use super::at::At;
 use super::duration::DurationSpec;
@@ -249,4 +249,45 @@ impl<'de> Deserialize<'de> for RunSpec {
         }
         deserializer.deserialize_any(V)
     }
+}
+
+/// `assert:` on a step: facts checked after it ran.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepAssert {
+    /// Paths (relative to the step directory, e.g. `report/summary.md`) that must exist
+    /// and be non-empty.
+    #[serde(default)]
+    pub files: Vec<String>,
+    /// Text the step's standard output must contain.
+    #[serde(default)]
+    pub stdout: Option<String>,
+    /// Text the step's standard output or its standard error must contain (a task's two
+    /// streams; an agent's final answer).
+    #[serde(default)]
+    pub output: Option<String>,
+    /// The exit code a task must end with.
+    #[serde(default)]
+    pub code: Option<i32>,
+    /// The verdict an agent must have picked.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// Tool calls the agent must have made, in this order (others may come between);
+    /// `args` matches as a subset of the call's arguments.
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCallAssert>,
+}
+
+/// One expected tool call.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallAssert {
+    /// Tool name.
+    pub name: String,
+    /// Arguments that must appear in the call (a subset match).
+    #[serde(default)]
+    pub args: Option<serde_json::Value>,
+    /// `true`: the call must have run and succeeded (not refused, not an error).
+    #[serde(default)]
+    pub ok: Option<bool>,
 }

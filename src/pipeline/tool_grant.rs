@@ -18,7 +18,9 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use super::at::At;
-use super::mcp::SEPARATOR;
+
+/// What separates the server from the tool in an MCP tool's name.
+pub const SEPARATOR: &str = "__";
 
 /// One tool of a grant.
 #[derive(Debug, Clone, JsonSchema)]

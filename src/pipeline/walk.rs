@@ -3,9 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use super::format::{Agent, Job, Pipeline, Step};
-use super::kind::StepKind;
+use super::agent_def::Agent;
+use super::format::{Job, Pipeline};
 use super::model::{self, ResolvedModel};
+use super::step::Step;
+use super::step::StepKind;
 
 /// The agents the given job (or every job) uses, with their resolved models.
 pub fn used_agents<'p>(

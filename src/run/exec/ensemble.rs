@@ -20,7 +20,7 @@ use crate::run::transcript::Event;
 pub(crate) async fn ensemble<'a>(
     ctx: &'a Ctx<'a>,
     entry: &Entry,
-    e: &'a Ensemble,
+    e: &'a Ensemble<crate::pipeline::Step>,
     cancel: &CancellationToken,
 ) -> Done {
     let mark = super::record::log_mark(ctx);

@@ -158,7 +158,7 @@ pub(crate) async fn guard<'a>(
 pub(crate) async fn race<'a>(
     ctx: &'a Ctx<'a>,
     entry: &Entry,
-    race: &'a Race,
+    race: &'a Race<Step>,
     cancel: &CancellationToken,
 ) -> Done {
     let group = cancel.child_token();

@@ -478,7 +478,7 @@ impl<'a> Ctx<'a> {
     async fn parallel(
         &'a self,
         entry: &Entry,
-        p: &'a InParallel,
+        p: &'a InParallel<Step>,
         cancel: &CancellationToken,
     ) -> Done {
         let steps = p.steps();

@@ -1,0 +1,163 @@
+//! The checks of the container keys (`image:`, `network:`, `privileged:`, `user:`,
+//! `container_limits:`) on steps and agents, of `workspace:`, and `validate`'s warnings
+//! about what needs a container runtime; the keys themselves are in [`super::container`].
+
+use super::agent_def::Agent;
+use super::at::{At, Pos};
+use super::container::{ContainerLimits, WorkspaceConfig, no_runtime, unsupported};
+use super::diagnostic::{Finding, Problem};
+use super::format::Pipeline;
+use super::step::Step;
+use super::step::StepKind;
+use super::walk::visit_job;
+
+/// The warnings `validate` gives about what this file needs that treadle cannot do:
+/// `(position, message)`.
+pub fn warnings(pipeline: &Pipeline) -> Vec<(Pos, String)> {
+    let mut out = Vec::new();
+    if let Some(why) = pipeline.workspace.as_ref().and_then(unsupported) {
+        let pos = pipeline
+            .workspace
+            .as_ref()
+            .and_then(|w| w.strategy.as_ref())
+            .map_or(Pos::default(), |s| s.pos);
+        out.push((pos, why));
+    }
+    if let Some(n) = pipeline
+        .defaults
+        .as_ref()
+        .and_then(|d| d.run_history.as_ref())
+    {
+        out.push((
+            n.pos,
+            "`defaults.run_history` has no effect: treadle keeps every run".to_owned(),
+        ));
+    }
+    for t in &pipeline.resource_types {
+        if let Some(image) = &t.image {
+            out.push((image.pos, no_runtime(&image.value)));
+        }
+    }
+    for job in &pipeline.jobs {
+        visit_job(job, &mut |s| {
+            if let Some(image) = &s.image {
+                out.push((image.pos, no_runtime(&image.value)));
+            }
+        });
+    }
+    out
+}
+
+/// Checks a `workspace:` block.
+pub fn workspace(w: &WorkspaceConfig) -> Vec<Finding> {
+    match &w.strategy {
+        Some(s) if s.value != "copy" && s.value != "btrfs" => vec![(
+            s.pos,
+            Problem::InvalidValue,
+            format!("`workspace.strategy` is `{}`", s.value),
+            "write `copy` (the default) or `btrfs`".to_owned(),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// Checks the container keys of an `agents:` entry: each beside `image:`.
+pub fn agent(a: &Agent) -> Vec<Finding> {
+    let keys = [
+        ("network", a.network.as_ref().map(|n| n.pos)),
+        ("privileged", a.privileged.as_ref().map(|p| p.pos)),
+        ("user", a.user.as_ref().map(|u| u.pos)),
+        (
+            "container_limits",
+            a.container_limits.as_ref().map(|c| c.pos),
+        ),
+    ];
+    if a.image.is_some() {
+        return Vec::new();
+    }
+    keys.into_iter()
+        .filter_map(|(key, pos)| Some((key, pos?)))
+        .map(|(key, pos)| {
+            (
+                pos,
+                Problem::BadStep,
+                format!("`{key}` of agent `{}` needs `image:`", a.name.value),
+                format!("its tools run on this machine, with no container to set {key} on; add `image:` or remove `{key}`"),
+            )
+        })
+        .collect()
+}
+
+/// The finding for `container_limits:` that sets no limit (on a step or a resource type).
+pub fn empty_limits(limits: &At<ContainerLimits>) -> Option<Finding> {
+    (limits.value.cpu.is_none() && limits.value.memory.is_none()).then(|| {
+        (
+            limits.pos,
+            Problem::MissingKey,
+            "`container_limits` sets no limit".to_owned(),
+            "give `cpu:` (a share weight, 1024 = default) and/or `memory:` (bytes)".to_owned(),
+        )
+    })
+}
+
+/// Checks the container keys of a step.
+pub fn step(step: &At<Step>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let resource = matches!(&step.kind, StepKind::Get { .. } | StepKind::Put { .. });
+    let keys: [(&str, Option<Pos>); 5] = [
+        ("image", step.image.as_ref().map(|i| i.pos)),
+        ("network", step.network.as_ref().map(|n| n.pos)),
+        ("privileged", step.privileged.as_ref().map(|p| p.pos)),
+        ("user", step.user.as_ref().map(|u| u.pos)),
+        (
+            "container_limits",
+            step.container_limits.as_ref().map(|c| c.pos),
+        ),
+    ];
+    for (key, pos) in keys {
+        let Some(pos) = pos else { continue };
+        if resource {
+            out.push((
+                pos,
+                Problem::BadStep,
+                format!("`{key}` does not belong on a `get`/`put` step"),
+                "a resource's commands run on this machine; set it on a task or agent step"
+                    .to_owned(),
+            ));
+        } else if key != "image" && step.image.is_none() {
+            out.push((
+                pos,
+                Problem::BadStep,
+                format!("`{key}` needs `image:`"),
+                format!("a command without a container has no {key} to set; add `image:` or remove `{key}`"),
+            ));
+        }
+    }
+    for (key, value) in [("network", &step.network), ("user", &step.user)] {
+        if let Some(v) = value
+            && (v.value.starts_with('-') || v.value.is_empty())
+        {
+            out.push((
+                v.pos,
+                Problem::InvalidValue,
+                format!("`{key}: {}` is not a {key} name", v.value),
+                format!(
+                    "write a plain name, e.g. `{key}: {}`",
+                    if key == "user" { "root" } else { "none" }
+                ),
+            ));
+        }
+    }
+    if let Some(image) = &step.image
+        && image.value.trim().is_empty()
+    {
+        out.push((
+            image.pos,
+            Problem::InvalidValue,
+            "`image` is empty".to_owned(),
+            "name an image, e.g. `image: alpine:3.20`, or remove the key".to_owned(),
+        ));
+    }
+    out.extend(step.container_limits.as_ref().and_then(empty_limits));
+    out
+}
