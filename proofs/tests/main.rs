@@ -2,6 +2,7 @@
 //! of one per rule; see the workspace's tests/main.rs). Run one rule's proof with
 //! `cargo test -p treadle-proofs --test proofs RULE::`; `proofs/break_rules.py` does.
 
+mod break_patterns;
 mod commit_before_publish;
 mod deltas_before_done;
 mod discarded_step;

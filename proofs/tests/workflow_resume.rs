@@ -1,7 +1,7 @@
 //! workflow-resume (rule 15): a Rust workflow (`treadle::workflow`) run again with the run
 //! it was in resumes it like AGL and ironflow: a step the run recorded gives back its
 //! result without running, and a step runs again when its kind, its inputs or the work
-//! before it changed. The real workflow binary (examples/resume_workflow.rs), real
+//! before it changed. The real workflow binary (src/bin/workflow_child.rs), real
 //! processes, real SIGKILL; each run of a step appends its number to a counter file.
 //!
 //! Phase one runs [`STEPS`] steps, killed at [`KILLS`] seeded random points and resumed
@@ -12,14 +12,13 @@
 //! `CHANGED` must not run again, every step from it on must (the chained key rule), and
 //! again none twice once recorded.
 //!
-//! The binary is not a dependency of this crate: it is taken from beside the test
-//! executable (`target/debug/examples/resume_workflow`); a missing one or one older than
-//! the sources fails the proof, saying how to build it.
+//! The binary is a bin of this crate (`treadle-workflow-child`), so `cargo test` builds it
+//! from the current sources before the proof runs.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::Value;
 use treadle_proofs::{pick, rng};
@@ -33,56 +32,9 @@ const STEPS: u32 = 40;
 /// fall all along the workflow (and some before its run begins).
 const MAX_KILL_MS: u64 = 500;
 
-/// The example binary built beside this test, or a failure saying how to build it.
+/// The workflow binary: a bin of this crate, so cargo builds it, fresh, with the test.
 fn workflow_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    // target/debug/deps/proofs-HASH -> target/debug/examples/resume_workflow
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|dir| dir.join("examples").join("resume_workflow"))
-        .expect("the test runs from target/PROFILE/deps");
-    let how = "build it first: `cargo build -p treadle --example resume_workflow`";
-    let built = std::fs::metadata(&bin)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|e| panic!("no workflow binary at {} ({e}); {how}", bin.display()));
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for dir in [
-        "src",
-        "examples",
-        "pkg-session/src",
-        "pkg-event/src",
-        "pkg-hook/src",
-    ] {
-        if let Some((changed, file)) = newest_in(&root.join(dir)) {
-            assert!(
-                changed <= built,
-                "the workflow binary at {} is older than {}: {how}",
-                bin.display(),
-                file.display()
-            );
-        }
-    }
-    bin
-}
-
-/// The most recently modified file under `dir`, with its time.
-fn newest_in(dir: &Path) -> Option<(SystemTime, PathBuf)> {
-    let mut newest: Option<(SystemTime, PathBuf)> = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        let found = if path.is_dir() {
-            newest_in(&path)
-        } else {
-            entry.metadata().ok()?.modified().ok().map(|t| (t, path))
-        };
-        if let Some(found) = found
-            && newest.as_ref().is_none_or(|(t, _)| found.0 > *t)
-        {
-            newest = Some(found);
-        }
-    }
-    newest
+    PathBuf::from(env!("CARGO_BIN_EXE_treadle-workflow-child"))
 }
 
 /// One phase's world: the binary, the state file, the counter.

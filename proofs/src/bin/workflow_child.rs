@@ -4,8 +4,8 @@
 //! in their environment (a changed configuration, so a changed key).
 //!
 //! ```text
-//! resume_workflow run STATE COUNTER STEPS CHANGED [RUN]   # RUN: the run it resumes
-//! resume_workflow records STATE                           # the latest run, as JSON
+//! treadle-workflow-child run STATE COUNTER STEPS CHANGED [RUN]   # RUN: the run it resumes
+//! treadle-workflow-child records STATE                           # the latest run, as JSON
 //! ```
 
 use std::path::PathBuf;
@@ -104,7 +104,7 @@ async fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: resume_workflow run STATE COUNTER STEPS CHANGED [RUN] | records STATE"
+                "usage: treadle-workflow-child run STATE COUNTER STEPS CHANGED [RUN] | records STATE"
             );
             ExitCode::from(2)
         }
