@@ -108,3 +108,24 @@ pub(crate) fn controlled(
     }
     agent_step
 }
+
+/// The request that runs `agent_step` as the step at `entry`: the run's journal, and a
+/// reporter writing to the run's transcript and state file under the step's seq.
+pub(super) fn request<'a>(
+    ctx: &Ctx<'a>,
+    entry: &Entry,
+    agent_step: AgentStep,
+    cancel: &CancellationToken,
+) -> crate::run::ports::AgentStepRequest {
+    crate::run::ports::AgentStepRequest {
+        step: agent_step,
+        journal: ctx.store.journal().clone(),
+        reporter: crate::run::ports::StepReporter {
+            transcript: ctx.transcript.clone(),
+            store: ctx.store.clone(),
+            run: ctx.run,
+            seq: entry.seq,
+        },
+        cancel: cancel.clone(),
+    }
+}

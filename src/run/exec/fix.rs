@@ -16,7 +16,7 @@ use crate::agent::AgentStep;
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{AgentCall, At, RunSpec, Step};
-use crate::run::ports::{AgentStepError, AgentStepRequest, StepReporter};
+use crate::run::ports::AgentStepError;
 use crate::run::transcript::Event;
 
 /// What the fixer is told, besides the `prompt:` of a `fix:` mapping.
@@ -79,17 +79,7 @@ pub(crate) async fn fix<'a>(
             entry.name, spec.agent.value
         ),
     });
-    let request = AgentStepRequest {
-        step: agent_step,
-        journal: ctx.store.journal().clone(),
-        reporter: StepReporter {
-            transcript: ctx.transcript.clone(),
-            store: ctx.store.clone(),
-            run: ctx.run,
-            seq: entry.seq,
-        },
-        cancel: cancel.clone(),
-    };
+    let request = super::agent_controls::request(ctx, entry, agent_step, cancel);
     match ctx.agents.run(request).await {
         Ok(outcome) => super::agent_controls::count_spent(ctx, &outcome),
         // The command's rerun decides the step, whatever the fixer concluded.

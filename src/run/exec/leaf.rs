@@ -16,7 +16,7 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{RunSpec, Step};
 use crate::run::cell::{Cell, Given};
 use crate::run::output_limit::OutputLimit;
-use crate::run::ports::{AgentStepError, AgentStepOutcome, AgentStepRequest, StepReporter};
+use crate::run::ports::{AgentStepError, AgentStepOutcome};
 use crate::run::task::{TaskEnd, TaskResult, TaskSpec, run_task};
 use crate::run::transcript::Event;
 
@@ -284,17 +284,7 @@ pub(crate) async fn agent<'a>(
         cancel: &cancel,
     };
     agent_step = super::agent_controls::controlled(ctx, agent_step, &at, left.as_ref(), forked);
-    let request = AgentStepRequest {
-        step: agent_step,
-        journal: ctx.store.journal().clone(),
-        reporter: StepReporter {
-            transcript: ctx.transcript.clone(),
-            store: ctx.store.clone(),
-            run: ctx.run,
-            seq: entry.seq,
-        },
-        cancel: cancel.clone(),
-    };
+    let request = super::agent_controls::request(ctx, entry, agent_step, &cancel);
     let outcome = match ctx.agents.run(request).await {
         Ok(o) => o,
         Err(AgentStepError::Infrastructure(m)) => {
