@@ -171,7 +171,14 @@ async fn a_shell_that_was_not_granted_is_absent_from_codex_and_refused() {
         tools.iter().any(|t| t == "mcp__treadle__read_file"),
         "{tools:?}"
     );
-    for absent in ["exec_command", "write_stdin", "web_search", "spawn_agent"] {
+    for absent in [
+        "exec_command",
+        "write_stdin",
+        "web_search",
+        "spawn_agent",
+        "view_image",
+        "request_user_input",
+    ] {
         assert!(
             !tools.iter().any(|t| t.ends_with(absent)),
             "{absent}: {tools:?}"

@@ -24,7 +24,10 @@ const OPENAI: &str = "https://api.openai.com/v1";
 
 /// codex features that reach past the step (plugins, connectors, hosted image
 /// generation, memories kept across sessions, suggested tools) or would fetch something to
-/// install; a step has none of them. Sub-agents are off in `[agents]`.
+/// install, and its image viewer, which reads any image file by path where the step's
+/// grant decides what may be read. A step has none of them: its tools are exactly its
+/// grant (a small model offered a tool it was not given calls it over and over instead of
+/// answering). Sub-agents are off in `[agents]`.
 const OFF: &[&str] = &[
     "goals",
     "plugins",
@@ -34,6 +37,7 @@ const OFF: &[&str] = &[
     "skill_mcp_dependency_install",
     "image_generation",
     "memories",
+    "view_image",
 ];
 
 /// codex's configuration home inside the scratch `HOME`.
@@ -105,6 +109,9 @@ pub fn write_config(home: &Path, step: &AgentStep, bridge: &Bridge) -> Result<Pa
     toml.push_str(&format!("shell_tool = {shell}\n"));
     // Hooks are configuration scope too.
     toml.push_str(&format!("hooks = {}\n", step.cli.settings_project));
+    // codex's question tool waits for a terminal `codex exec` has not got; a person is
+    // asked through the bridged `ask_human` when the step grants it.
+    toml.push_str("\n[tools.experimental_request_user_input]\nenabled = false\n");
     let url = Some(step.model.base_url.as_str())
         .filter(|u| !u.is_empty())
         .unwrap_or(OPENAI);
