@@ -192,6 +192,23 @@ async fn a_shell_that_was_not_granted_is_absent_from_codex_and_refused() {
     );
 }
 
+/// A step granted nothing is offered nothing: no tool of codex's own (its image viewer, its
+/// question tool) and no MCP server, whose resource tools codex would otherwise add.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_granted_nothing_offers_codex_no_tool() {
+    let Some(bin) = codex("a_step_granted_nothing_offers_codex_no_tool") else {
+        return;
+    };
+    let server = scripted([Reply::text("Hello.")]).await;
+    let plan = "      - agent: coder\n        prompt: Say hello.\n";
+    let f = Fixture::new(&pipeline(server.base_url(), "[]", "", plan));
+    let run = treadle(&f, &bin, &["run"]).await;
+    run.expect_code(0);
+    assert_eq!(server.request_count(), 1, "{}", run.stdout());
+    let tools = offered(&server.requests()[0]);
+    assert!(tools.is_empty(), "{tools:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_custom_tool_reaches_codex_through_the_mcp_bridge() {
     let Some(bin) = codex("a_custom_tool_reaches_codex_through_the_mcp_bridge") else {

@@ -78,14 +78,18 @@ pub fn command(
         .collect()
 }
 
-/// Writes the bridge's `--mcp-config` (its URL and token, nothing else) into the scratch
-/// home; returns its path.
-pub fn write_config(home: &Path, bridge: &Bridge) -> Result<PathBuf, CliError> {
-    let config = serde_json::json!({"mcpServers": {BRIDGE: {
-        "type": "http",
-        "url": bridge.url(),
-        "headers": {"Authorization": format!("Bearer {}", bridge.token())},
-    }}});
+/// Writes the `--mcp-config` (the bridge's URL and token, nothing else; no server without
+/// a bridge) into the scratch home; returns its path.
+pub fn write_config(home: &Path, bridge: Option<&Bridge>) -> Result<PathBuf, CliError> {
+    let servers = match bridge {
+        Some(bridge) => serde_json::json!({BRIDGE: {
+            "type": "http",
+            "url": bridge.url(),
+            "headers": {"Authorization": format!("Bearer {}", bridge.token())},
+        }}),
+        None => serde_json::json!({}),
+    };
+    let config = serde_json::json!({ "mcpServers": servers });
     let path = home.join("treadle-mcp.json");
     write_private(&path, &config.to_string())?;
     Ok(path)

@@ -84,7 +84,11 @@ pub fn command(
 
 /// Writes `CODEX_HOME/config.toml` (and the system prompt beside it) for `step`; returns
 /// the configuration's path.
-pub fn write_config(home: &Path, step: &AgentStep, bridge: &Bridge) -> Result<PathBuf, CliError> {
+pub fn write_config(
+    home: &Path,
+    step: &AgentStep,
+    bridge: Option<&Bridge>,
+) -> Result<PathBuf, CliError> {
     let dir = codex_home(home);
     let path = dir.join("config.toml");
     let mut toml = format!("model_provider = {}\n", quoted(PROVIDER));
@@ -123,11 +127,13 @@ pub fn write_config(home: &Path, step: &AgentStep, bridge: &Bridge) -> Result<Pa
     if step.model.api_key_env.is_some() {
         toml.push_str("env_key = \"OPENAI_API_KEY\"\n");
     }
-    toml.push_str(&format!(
-        "\n[mcp_servers.{BRIDGE}]\nurl = {}\nhttp_headers = {{ Authorization = {} }}\n",
-        quoted(bridge.url()),
-        quoted(&format!("Bearer {}", bridge.token()))
-    ));
+    if let Some(bridge) = bridge {
+        toml.push_str(&format!(
+            "\n[mcp_servers.{BRIDGE}]\nurl = {}\nhttp_headers = {{ Authorization = {} }}\n",
+            quoted(bridge.url()),
+            quoted(&format!("Bearer {}", bridge.token()))
+        ));
+    }
     write_private(&path, &toml)?;
     Ok(path)
 }

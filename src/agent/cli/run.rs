@@ -154,11 +154,16 @@ async fn converse(
     cancel: &CancellationToken,
 ) -> Result<AgentOutcome, AgentError> {
     let step = ran.step;
-    let bridged = !tools.is_empty();
-    let bridge = Bridge::start(tools).await.map_err(CliError::from)?;
+    // No bridge when nothing is bridged: a configured MCP server makes the CLI offer its
+    // own MCP resource tools (codex's `list_mcp_resources`...), which the step never granted.
+    let bridge = match tools.is_empty() {
+        true => None,
+        false => Some(Bridge::start(tools).await.map_err(CliError::from)?),
+    };
+    let bridged = bridge.is_some();
     let config = match ran.cli {
-        Cli::Claude => super::claude::write_config(ran.home, &bridge)?,
-        Cli::Codex => super::codex::write_config(ran.home, step, &bridge)?,
+        Cli::Claude => super::claude::write_config(ran.home, bridge.as_ref())?,
+        Cli::Codex => super::codex::write_config(ran.home, step, bridge.as_ref())?,
     };
     let usd_left = step
         .controls
