@@ -58,6 +58,12 @@ breaks = [
  # A resume reuses a recorded step whatever its key: a step whose configuration changed
  # (and every step chained after it) is skipped. The proof runs the workflow example
  # binary, built with the break (and again once the file is restored).
+ # A workflow's agent step caught mid-way starts a new conversation on resume, as if its
+ # key had changed: the model is asked again for the calls the step had committed.
+ ("workflow-agent-resume", "src/run/exec/continued.rs",
+  "    if row.key != key {",
+  "    if row.key != key || entry.seq < u32::MAX {",
+  "workflow_agent_resume"),
  ("workflow-resume", "src/run/exec/cached.rs",
   "        if outcome.key == key {",
   "        if outcome.key == key || cache.resuming() {",

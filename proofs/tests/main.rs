@@ -21,4 +21,5 @@ mod restore_exact;
 mod run_survives_restart;
 mod single_writer;
 mod two_writers;
+mod workflow_agent_resume;
 mod workflow_resume;

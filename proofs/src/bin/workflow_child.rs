@@ -3,8 +3,15 @@
 //! (so every run of a step is counted), the ones from `CHANGED` on with another variant
 //! in their environment (a changed configuration, so a changed key).
 //!
+//!
+//! It also runs a second workflow, for the proof that an agent step stopped mid-way in a
+//! workflow goes on in its session (proofs/tests/workflow_agent_resume.rs): one agent step
+//! that writes `out/a`, `out/b`, `out/c`, then a shell step that shows them. The model is
+//! the one `TREADLE_LOCAL_URL` names.
+//!
 //! ```text
 //! treadle-workflow-child run STATE COUNTER STEPS CHANGED [RUN]   # RUN: the run it resumes
+//! treadle-workflow-child agent STATE [RUN]                       # the writer workflow
 //! treadle-workflow-child records STATE                           # the latest run, as JSON
 //! ```
 
@@ -12,7 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use treadle::run::Store;
-use treadle::workflow::{self, Flow, FlowError, Options, Shell, Workflow};
+use treadle::workflow::{self, AgentTask, Agents, Flow, FlowError, Options, Shell, Workflow};
 
 /// What the workflow is given.
 pub struct Counted {
@@ -45,6 +52,48 @@ impl Workflow for Counter {
             flow.shell(&format!("s{i}"), count).await?;
         }
         Ok(())
+    }
+}
+
+/// One agent step that writes three files, then a shell step that shows them.
+pub struct Writer;
+
+impl Workflow for Writer {
+    type Input = ();
+    type Output = String;
+    const NAME: &'static str = "writer";
+
+    async fn run(&self, flow: &mut Flow, (): ()) -> Result<String, FlowError> {
+        let task = AgentTask::new("writer", "Write out/a, out/b and out/c, then say done.")
+            .outputs(["out"]);
+        flow.agent("write", task).await?;
+        let show = Shell::new("echo \"files:$(cat out/a out/b out/c)\"").inputs(["out"]);
+        Ok(flow.shell("show", show).await?.stdout)
+    }
+}
+
+/// Runs [`Writer`] in `state`, resuming run `resume`; prints its output.
+async fn writer(state: &str, resume: Option<u64>) -> ExitCode {
+    let agents = match Agents::from_yaml("agents:\n  - name: writer\n    tools: [write_file]\n") {
+        Ok(agents) => agents,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = Options::new(state).agents(agents).resume(resume);
+    match workflow::run(&Writer, (), options).await {
+        Ok(report) => {
+            match &report.output {
+                Ok(out) => print!("{out}"),
+                Err(e) => eprintln!("{e}"),
+            }
+            ExitCode::from(report.exit_code())
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -82,6 +131,9 @@ async fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        ["agent", state, rest @ ..] => {
+            writer(state, rest.first().and_then(|r| r.parse().ok())).await
+        }
         ["run", state, counter, steps, changed, rest @ ..] => {
             let (Ok(steps), Ok(changed)) = (steps.parse(), changed.parse()) else {
                 eprintln!("STEPS and CHANGED are numbers");
@@ -104,7 +156,7 @@ async fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: treadle-workflow-child run STATE COUNTER STEPS CHANGED [RUN] | records STATE"
+                "usage: treadle-workflow-child run STATE COUNTER STEPS CHANGED [RUN] | agent STATE [RUN] | records STATE"
             );
             ExitCode::from(2)
         }
