@@ -11,6 +11,7 @@ use super::EXIT_CONFIG;
 use crate::clock::now_ms;
 use crate::pipeline::duration::format_duration;
 use crate::run::approval::mailbox::{Answer, Mailbox, Reply};
+use crate::run::approval::{Policy, Vote};
 
 fn since(ms: u64, now: u64) -> String {
     format_duration(Duration::from_millis(now.saturating_sub(ms)))
@@ -26,6 +27,44 @@ pub(super) struct Waiting {
     pub(super) deadline_ms: Option<u64>,
     pub(super) on_timeout: Option<Answer>,
     pub(super) message: String,
+    /// Who may answer and how many must approve (`None`: anyone, once).
+    pub(super) policy: Option<Policy>,
+    /// The answers taken so far.
+    pub(super) answers: Vec<Vote>,
+}
+
+/// What the policy asks and who has answered, after the message: `[2 of alice, bob;
+/// approved: alice]`, `[escalated: ops]`; empty without a policy.
+pub(super) fn policy_note(policy: Option<&Policy>, answers: &[Vote]) -> String {
+    let Some(policy) = policy else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    let names = policy.answerers().join(", ");
+    if policy.escalated {
+        parts.push(format!("escalated: {names}"));
+    } else if names.is_empty() {
+        parts.push(format!("needs {} approvals", policy.approvers));
+    } else {
+        parts.push(format!("{} of {names}", policy.approvers));
+    }
+    let said: Vec<String> = answers
+        .iter()
+        .map(|v| match v.answer {
+            Answer::Approve => format!("{} approved", v.by),
+            Answer::Reject => format!("{} rejected", v.by),
+        })
+        .collect();
+    if !said.is_empty() {
+        parts.push(said.join(", "));
+    }
+    if !policy.escalated && !policy.escalate_to.is_empty() {
+        parts.push(format!(
+            "escalates to {} at the deadline",
+            policy.escalate_to.join(", ")
+        ));
+    }
+    format!(" [{}]", parts.join("; "))
 }
 
 pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
@@ -38,6 +77,7 @@ pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
         }
     };
     let rows = pending.into_iter().map(|p| {
+        let answers = mailbox.votes(p.run, p.seq).unwrap_or_default();
         let mut message = p.message.clone().unwrap_or_default();
         if !p.alive() {
             message = format!("(its process {} is gone) {message}", p.pid);
@@ -51,6 +91,8 @@ pub(super) fn list(file: &Path, state: Option<PathBuf>) -> u8 {
             deadline_ms: p.deadline_ms,
             on_timeout: Some(p.on_timeout),
             message,
+            policy: p.policy,
+            answers,
         }
     });
     print(rows.collect());
@@ -74,7 +116,12 @@ pub(super) fn print(rows: Vec<Waiting>) {
         "deadline"
     );
     for p in rows {
-        let deadline = match (p.deadline_ms, p.on_timeout) {
+        let escalates = p
+            .policy
+            .as_ref()
+            .is_some_and(|x| !x.escalated && !x.escalate_to.is_empty());
+        let on_timeout = if escalates { None } else { p.on_timeout };
+        let deadline = match (p.deadline_ms, on_timeout) {
             (Some(d), Some(answer)) if d > now => format!(
                 "in {} → {}",
                 format_duration(Duration::from_millis(d - now)),
@@ -84,7 +131,11 @@ pub(super) fn print(rows: Vec<Waiting>) {
                 }
             ),
             (Some(d), None) if d > now => {
-                format!("in {}", format_duration(Duration::from_millis(d - now)))
+                let then = if escalates { " → escalate" } else { "" };
+                format!(
+                    "in {}{then}",
+                    format_duration(Duration::from_millis(d - now))
+                )
             }
             (Some(_), _) => "passed".to_owned(),
             (None, _) => "none".to_owned(),
@@ -97,7 +148,11 @@ pub(super) fn print(rows: Vec<Waiting>) {
             p.job,
             since(p.asked_ms, now),
             deadline,
-            p.message.lines().next().unwrap_or_default()
+            format!(
+                "{}{}",
+                p.message.lines().next().unwrap_or_default(),
+                policy_note(p.policy.as_ref(), &p.answers)
+            )
         );
     }
 }
@@ -126,7 +181,14 @@ pub(super) fn answer(
                 Answer::Approve => "approved",
                 Answer::Reject => "rejected",
             };
-            say!("{verb} run {} step {} ({})", p.run, p.seq, p.name);
+            let vote = match &p.policy {
+                Some(policy) if policy.approvers > 1 && !policy.escalated => format!(
+                    "; one of the {} approvals it needs (`treadle approvals` shows the others)",
+                    policy.approvers
+                ),
+                _ => String::new(),
+            };
+            say!("{verb} run {} step {} ({}){vote}", p.run, p.seq, p.name);
             0
         }
         Err(e) => {

@@ -298,6 +298,8 @@ pub(super) async fn approvals(client: Client) -> u8 {
         deadline_ms: a.deadline_ms,
         on_timeout: a.on_timeout,
         message: a.message.unwrap_or_default(),
+        policy: a.policy,
+        answers: a.answers,
     });
     super::approvals::print(rows.collect());
     0

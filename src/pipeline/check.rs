@@ -322,7 +322,9 @@ impl<'a> Checker<'a> {
                     available.insert(step.display_name());
                 }
             }
-            StepKind::Approval { on_timeout, .. } => self.approval_step(step, on_timeout.as_ref()),
+            StepKind::Approval {
+                on_timeout, policy, ..
+            } => self.approval_step(step, on_timeout.as_ref(), policy),
             StepKind::Input { .. } => self.input_step(step),
             StepKind::LoadVar { name, file } => {
                 for (pos, problem, message, hint) in
@@ -454,24 +456,14 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn approval_step(&mut self, step: &Step, on_timeout: Option<&At<String>>) {
-        let Some(t) = on_timeout else {
-            return;
-        };
-        if !matches!(t.value.as_str(), "approve" | "reject") {
-            self.push(
-                t.pos,
-                Problem::InvalidValue,
-                format!("`on_timeout` is `{}`", t.value),
-                "write `on_timeout: approve` or `on_timeout: reject`",
-            );
-        } else if step.timeout.is_none() {
-            self.push(
-                t.pos,
-                Problem::InvalidValue,
-                "`on_timeout` without a `timeout`",
-                "add `timeout: 30m` (the deadline on_timeout answers at)",
-            );
+    fn approval_step(
+        &mut self,
+        step: &At<Step>,
+        on_timeout: Option<&At<String>>,
+        policy: &super::approval_policy::ApprovalPolicy,
+    ) {
+        for finding in policy.problems(on_timeout, step.timeout.is_some(), step.pos) {
+            self.push_finding(finding);
         }
     }
 

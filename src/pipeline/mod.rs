@@ -10,7 +10,8 @@
 //! * `agent_def`: the agent definitions of `agents:` (model, tools, dials, budgets).
 //! * `tool_grant`: one entry of an agent's `tools:` (a name, or a builtin/mcp/custom/agent mapping).
 //! * `step_keys`: `fix:`, `context: { from }` and `prompt_file:` of task and agent steps,
-//!   and a step's `assert:`.
+//!   the mapping form of `approval:`, and a step's `assert:`.
+//! * `approval_policy`: an approval's assignees, quorum and deadline policy, and its checks.
 //! * `defaults`: `defaults:`, what agents get when they say nothing.
 //! * `hook_def`: `hooks:` of agents and `defaults:` (command hooks by event) and the
 //!   `treadle_hook::CommandSpec`s they become.
@@ -61,6 +62,7 @@
 
 pub mod agent_call;
 pub mod agent_def;
+pub mod approval_policy;
 pub mod artifact;
 pub mod at;
 pub mod check;

@@ -291,7 +291,8 @@ impl Resolver<'_> {
             fill_step(s, &def.value);
         }
         self.mappings(s);
-        // `approval: { message, timeout }` is the step's own `message:` and `timeout:`.
+        // `approval: { message, timeout, on_timeout }` is the step's own `message:`,
+        // `timeout:` and `on_timeout:`; the policy stays in the mapping (typing reads it).
         if let Some(At {
             value: Approval::Spec(spec),
             pos,
@@ -299,8 +300,16 @@ impl Resolver<'_> {
         {
             fill(&mut s.message, &spec.message);
             fill(&mut s.timeout, &spec.timeout);
+            fill(&mut s.on_timeout, &spec.on_timeout);
+            let name = spec.name.clone().unwrap_or_else(|| "approval".to_owned());
             s.approval = Some(At {
-                value: Approval::Name(spec.name.unwrap_or_else(|| "approval".to_owned())),
+                value: Approval::Spec(super::step_keys::ApprovalSpec {
+                    name: Some(name),
+                    message: None,
+                    timeout: None,
+                    on_timeout: None,
+                    ..spec
+                }),
                 pos,
             });
         }

@@ -156,8 +156,10 @@ pub enum StepKind {
         name: At<super::step_keys::Approval>,
         /// Text shown to the person asked.
         message: Option<String>,
-        /// What the step's `timeout` answers: `approve` or `reject`.
+        /// What the step's `timeout` does: `approve`, `reject` or `escalate`.
         on_timeout: Option<At<String>>,
+        /// Who answers, how many must approve, who the deadline escalates to.
+        policy: super::approval_policy::ApprovalPolicy,
     },
     /// `input:`: a question a person answers.
     Input {

@@ -138,14 +138,15 @@ impl<'de> Deserialize<'de> for PromptFile {
     }
 }
 
-/// `approval:`: the step's name, or a mapping with the approval's `message:` and
-/// `timeout:` (moved to the step's own keys when the file is loaded).
+/// `approval:`: the step's name, or a mapping with the approval's `message:`, `timeout:`
+/// and `on_timeout:` (moved to the step's own keys when the file is loaded) and its policy
+/// (who answers, how many, what the deadline does: [`super::approval_policy`]).
 #[derive(Debug, Clone, JsonSchema)]
 #[schemars(untagged)]
 pub enum Approval {
     /// `approval: publish`.
     Name(String),
-    /// `approval: { message, timeout }`.
+    /// `approval: { message, timeout, assignees, approvers, on_timeout, escalate_to }`.
     Spec(ApprovalSpec),
 }
 
@@ -159,9 +160,26 @@ pub struct ApprovalSpec {
     /// Text shown to the person asked.
     #[serde(default)]
     pub message: Option<String>,
-    /// How long to wait for an answer.
+    /// How long to wait for an answer: the deadline.
     #[serde(default)]
     pub timeout: Option<At<DurationSpec>>,
+    /// The user names allowed to answer (anyone when empty).
+    #[serde(default)]
+    pub assignees: Vec<At<String>>,
+    /// How many distinct people must approve (default 1); one rejection rejects.
+    #[serde(default)]
+    pub approvers: Option<At<u32>>,
+    /// What the deadline does: `approve`, `reject` (the default) or `escalate`.
+    #[serde(default)]
+    pub on_timeout: Option<At<String>>,
+    /// With `on_timeout: escalate`, who may answer after the deadline (one of them
+    /// decides alone).
+    #[serde(default)]
+    pub escalate_to: Vec<At<String>>,
+    /// With `on_timeout: escalate`, how long the escalation waits before it rejects
+    /// (default: no second deadline).
+    #[serde(default)]
+    pub escalate_timeout: Option<At<DurationSpec>>,
 }
 
 impl Approval {

@@ -333,10 +333,12 @@ impl<'f> Typer<'f> {
             return Some(StepKind::Agent(Box::new(AgentCall::take(a, raw))));
         }
         if let Some(name) = raw.approval.take() {
+            let policy = super::approval_policy::ApprovalPolicy::of(&name.value);
             return Some(StepKind::Approval {
                 name,
                 message: raw.message.take(),
                 on_timeout: raw.on_timeout.take(),
+                policy,
             });
         }
         if let Some(name) = raw.input.take() {

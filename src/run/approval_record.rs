@@ -89,4 +89,119 @@ pub struct ApprovalRecord {
     /// The value given (or taken at the deadline) for the question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<serde_json::Value>,
+    /// Who may answer and how many must approve (`None`: anyone, one answer decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+    /// Every answer taken, in the order they came (who, when, what).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<Vote>,
+    /// When the deadline escalated it to `policy.escalate_to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalated_ms: Option<u64>,
+}
+
+impl ApprovalRecord {
+    /// A pending record of step `seq` (`name`) of `run`, asked now, with nothing else set.
+    pub fn asked(run: u64, seq: u32, name: &str, asked_ms: u64) -> Self {
+        Self {
+            run,
+            seq,
+            name: name.to_owned(),
+            message: None,
+            status: ApprovalStatus::Pending,
+            asked_ms,
+            deadline_ms: None,
+            answered_ms: None,
+            by: None,
+            comment: None,
+            on_timeout: None,
+            question: None,
+            value: None,
+            policy: None,
+            answers: Vec::new(),
+            escalated_ms: None,
+        }
+    }
+}
+
+/// Who may answer an approval and how many must approve: what the run keeps of the step's
+/// `assignees:`, `approvers:` and `escalate_to:`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// The user names allowed to answer (anyone when empty).
+    #[serde(default)]
+    pub assignees: Vec<String>,
+    /// How many distinct people must approve; one rejection rejects.
+    #[serde(default = "one")]
+    pub approvers: u32,
+    /// Who may answer once the deadline escalated it (one of them decides alone).
+    #[serde(default)]
+    pub escalate_to: Vec<String>,
+    /// Whether the deadline has escalated it: from then on only `escalate_to` answers.
+    #[serde(default)]
+    pub escalated: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Policy {
+    /// Anyone may answer and one approval suffices: what an approval without a policy
+    /// behaves like.
+    pub fn trivial() -> Self {
+        Self {
+            approvers: 1,
+            ..Self::default()
+        }
+    }
+
+    /// Whether `by` may answer now.
+    pub fn may_answer(&self, by: &str) -> bool {
+        let names = self.answerers();
+        names.is_empty() || names.iter().any(|n| n == by)
+    }
+
+    /// Who may answer now (anyone when empty).
+    pub fn answerers(&self) -> &[String] {
+        if self.escalated {
+            &self.escalate_to
+        } else {
+            &self.assignees
+        }
+    }
+
+    /// The decision `votes` make under this policy, if they make one: one rejection
+    /// rejects, `approvers` distinct approvals approve, and once escalated one answer of
+    /// `escalate_to` decides. Votes of people who may not answer now are not counted.
+    pub fn tally<'v>(&self, votes: &'v [Vote]) -> Option<(Answer, &'v Vote)> {
+        let counted: Vec<&Vote> = votes.iter().filter(|v| self.may_answer(&v.by)).collect();
+        if let Some(no) = counted.iter().find(|v| v.answer == Answer::Reject) {
+            return Some((Answer::Reject, no));
+        }
+        let need = if self.escalated {
+            1
+        } else {
+            self.approvers.max(1)
+        };
+        let mut yes: Vec<&str> = counted.iter().map(|v| v.by.as_str()).collect();
+        yes.sort_unstable();
+        yes.dedup();
+        let last = counted.last()?;
+        (yes.len() >= need as usize).then_some((Answer::Approve, *last))
+    }
+}
+
+/// One person's answer to an approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vote {
+    /// Who answered.
+    pub by: String,
+    /// Approve or reject.
+    pub answer: Answer,
+    /// When (ms since the Unix epoch).
+    pub at_ms: u64,
+    /// Why, when they said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }

@@ -57,6 +57,39 @@ pub struct Held {
     me: String,
     /// The note a previous holder left, until [`Held::clear_note`].
     noted: Option<String>,
+    /// The lock file's device and inode, in [`HELD`] while this is alive.
+    id: Option<(u64, u64)>,
+}
+
+/// The lock files this process holds now (device, inode): a lock that names this process
+/// but is not listed was let go, and only a command being started still has it.
+static HELD: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+fn file_id(file: &File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether a [`Held`] of this process holds the lock file `file` is open on.
+fn held_here(file: &File) -> bool {
+    let id = file_id(file);
+    let held = HELD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    id.is_some_and(|id| held.contains(&id))
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            let mut held = HELD
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(i) = held.iter().position(|h| *h == id) {
+                held.swap_remove(i);
+            }
+        }
+    }
 }
 
 /// A note longer than what the lock file reserves for it.
@@ -129,8 +162,12 @@ pub fn acquire(state: &Path) -> Result<Held, LockError> {
                 // A holder that is dead still holds the lock while a process it forked
                 // has not yet reached exec (where the descriptor closes) or its keeper's
                 // first system calls (which close every descriptor): moments, longer on a
-                // loaded machine. Wait those out rather than blame a dead process.
-                if waited < DEAD_HOLDER_GRACE && holder_is_dead(&holder) {
+                // loaded machine. Wait those out rather than blame a dead process. The same
+                // holds for this very process once it let go (a workflow's state file opened
+                // again): a command another thread is starting holds the descriptor as long.
+                let ours = holder_pid(&holder) == Some(std::process::id());
+                let gone = holder_is_dead(&holder) || (ours && !held_here(&file));
+                if waited < DEAD_HOLDER_GRACE && gone {
                     std::thread::sleep(DEAD_HOLDER_POLL);
                     waited += DEAD_HOLDER_POLL;
                     continue;
@@ -147,7 +184,18 @@ pub fn acquire(state: &Path) -> Result<Held, LockError> {
     let args: Vec<String> = std::env::args().collect();
     let mut me = format!("pid {}: {}", std::process::id(), args.join(" "));
     truncate(&mut me, HOLDER_MAX);
-    let held = Held { file, me, noted };
+    let id = file_id(&file);
+    if let Some(id) = id {
+        HELD.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(id);
+    }
+    let held = Held {
+        file,
+        me,
+        noted,
+        id,
+    };
     // Who holds it is only informational: a failure to say so (or to reserve the room for
     // a note, on a full disk) does not stop the run. A previous note is kept until it is
     // recorded.
@@ -187,11 +235,15 @@ const DEAD_HOLDER_POLL: std::time::Duration = std::time::Duration::from_millis(2
 /// Whether the process named in `holder` (`pid N: ...`, as [`acquire`] writes it) is
 /// gone. A text that names no pid is not taken as dead.
 fn holder_is_dead(holder: &str) -> bool {
+    holder_pid(holder).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// The pid named in `holder` (`pid N: ...`).
+fn holder_pid(holder: &str) -> Option<u32> {
     holder
         .strip_prefix("pid ")
         .and_then(|rest| rest.split(':').next())
         .and_then(|pid| pid.trim().parse::<u32>().ok())
-        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
 }
 
 /// What the holder wrote in the lock file; a holder that has just taken the lock is given
@@ -246,6 +298,32 @@ mod tests {
         let mut child = child.spawn().expect("spawn");
         drop(held);
         std::fs::write(lock_path(&state), "pid 999999999: treadle run").expect("rewrite");
+        let taken = acquire(&state);
+        child.wait().expect("wait");
+        assert!(taken.is_ok(), "{taken:?}");
+    }
+
+    /// The window of a workflow that opens its state file again in the same process: a
+    /// command another thread is starting still holds the descriptor until it execs.
+    #[test]
+    fn a_lock_this_process_let_go_is_taken_once_a_command_it_starts_execs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state.redb");
+        let held = acquire(&state).expect("first lock");
+        let mut child = std::process::Command::new("true");
+        // SAFETY: nanosleep is async-signal-safe; the closure allocates nothing.
+        unsafe {
+            child.pre_exec(|| {
+                let pause = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 400_000_000,
+                };
+                libc::nanosleep(&pause, std::ptr::null_mut());
+                Ok(())
+            });
+        }
+        let mut child = child.spawn().expect("spawn");
+        drop(held);
         let taken = acquire(&state);
         child.wait().expect("wait");
         assert!(taken.is_ok(), "{taken:?}");

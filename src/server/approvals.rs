@@ -3,6 +3,9 @@
 //! `ask_human`) are approvals with a `question`, answered with `decision: answer` and a
 //! `value` that fits it (else 422, and the question stays open).
 //!
+//! An approval with `assignees:` refuses anyone else (403); with `approvers: N` an answer
+//! is one vote, and the view lists every vote taken so far (`answers`).
+//!
 //! An answer goes through the approval control directory, as `treadle approve` writes it
 //! (first answer wins, atomically); the run waiting in this process is woken at once
 //! (`mailbox::ANSWERED`) and records the decision itself. The answer waits for that record,
@@ -20,7 +23,7 @@ use super::error::ApiError;
 use super::shared::App;
 use super::views::pipeline_name;
 use crate::run::approval::mailbox::{Answer, Mailbox, MailboxError, Reply};
-use crate::run::approval::{ApprovalRecord, ApprovalStatus};
+use crate::run::approval::{ApprovalRecord, ApprovalStatus, Policy, Vote};
 use crate::run::state::{RunStatus, Store};
 
 /// An approval, as the API shows it.
@@ -59,6 +62,16 @@ pub struct ApprovalView {
     /// The answer given to a question.
     #[serde(default)]
     pub value: Option<serde_json::Value>,
+    /// Who may answer, how many must approve, who the deadline escalates to (`null`:
+    /// anyone, one answer decides).
+    #[serde(default)]
+    pub policy: Option<Policy>,
+    /// Every answer taken so far: who, when, what.
+    #[serde(default)]
+    pub answers: Vec<Vote>,
+    /// When the deadline escalated it.
+    #[serde(default)]
+    pub escalated_ms: Option<u64>,
 }
 
 fn view(record: &ApprovalRecord, store: &Store) -> ApprovalView {
@@ -89,6 +102,9 @@ fn view(record: &ApprovalRecord, store: &Store) -> ApprovalView {
         on_timeout: record.on_timeout,
         question: record.question.clone(),
         value: record.value.clone(),
+        policy: record.policy.clone(),
+        answers: record.answers.clone(),
+        escalated_ms: record.escalated_ms,
     }
 }
 
@@ -212,9 +228,10 @@ pub async fn answer(
     if record.status != ApprovalStatus::Pending {
         return Err(decided(&record));
     }
+    let by = named.or(req.by).unwrap_or_else(|| "api".to_owned());
     let reply = Reply {
         answer: decision,
-        by: named.or(req.by).unwrap_or_else(|| "api".to_owned()),
+        by: by.clone(),
         at_ms: crate::clock::now_ms(),
         comment: req.comment,
         value: req.value,
@@ -228,10 +245,17 @@ pub async fn answer(
         Ok(_) => {}
         Err(MailboxError::AlreadyAnswered { .. }) => {
             // Someone answered first; what they decided is being recorded.
-            let now = settled(&app, run, seq).await?;
+            let now = settled(&app, run, seq, &by).await?;
             return Err(decided(&now));
         }
-        Err(e @ (MailboxError::NoPending { .. } | MailboxError::NotRunning { .. })) => {
+        Err(e @ MailboxError::NotAssignee { .. }) => {
+            return Err(ApiError::Forbidden(format!("{e}; nothing changed")));
+        }
+        Err(
+            e @ (MailboxError::NoPending { .. }
+            | MailboxError::NotRunning { .. }
+            | MailboxError::AlreadyVoted { .. }),
+        ) => {
             return Err(ApiError::Conflict(format!("{e}; nothing changed")));
         }
         Err(e @ MailboxError::Invalid { .. }) => {
@@ -241,18 +265,19 @@ pub async fn answer(
         }
         Err(e) => return Err(ApiError::Internal(e.to_string())),
     }
-    let now = settled(&app, run, seq).await?;
+    let now = settled(&app, run, seq, &by).await?;
     blocking(&app, move |store| Ok(view(&now, store)))
         .await
         .map(Json)
 }
 
-/// The approval's record once its run has recorded the decision (or after a few seconds,
-/// as it stands).
-async fn settled(app: &Arc<App>, run: u64, seq: u32) -> Result<ApprovalRecord, ApiError> {
+/// The approval's record once its run has recorded the decision, or `by`'s vote when more
+/// answers are needed (or after a few seconds, as it stands).
+async fn settled(app: &Arc<App>, run: u64, seq: u32, by: &str) -> Result<ApprovalRecord, ApiError> {
     for _ in 0..100 {
         let record = blocking(app, move |store| find(store, run, seq)).await?;
-        if record.status != ApprovalStatus::Pending {
+        let counted = record.policy.is_some() && record.answers.iter().any(|v| v.by == by);
+        if record.status != ApprovalStatus::Pending || counted {
             return Ok(record);
         }
         tokio::time::sleep(Duration::from_millis(30)).await;

@@ -159,6 +159,26 @@ impl AgentTask {
         self
     }
 
+    /// With `verdicts`, the least confidence (0 to 1) its verdict needs
+    /// (`min_confidence:`); below it the step asks a person (or [`Self::escalate_to`]).
+    pub fn min_confidence(mut self, floor: f64) -> Self {
+        self.call.min_confidence = Some(At::new(floor));
+        self
+    }
+
+    /// Where a verdict below `min_confidence` goes (`escalate_to:`): `human` (the
+    /// default) or a stronger agent, which decides again.
+    pub fn escalate_to(mut self, to: impl Into<String>) -> Self {
+        self.call.escalate_to = Some(At::new(to.into()));
+        self
+    }
+
+    /// Whether it has `verdicts` and a `min_confidence` (what a decision needs).
+    pub(crate) fn decides(&self) -> bool {
+        self.call.verdicts.as_ref().is_some_and(|v| !v.is_empty())
+            && self.call.min_confidence.is_some()
+    }
+
     /// The typed step, named `name` (`name:`).
     pub fn into_step(self, name: &str) -> Step {
         let Self { call, mut step } = self;

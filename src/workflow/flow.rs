@@ -249,7 +249,7 @@ impl Flow {
     }
 
     /// The name a step of this flow gets: a child's steps carry its name.
-    fn named(&self, name: &str) -> String {
+    pub(super) fn named(&self, name: &str) -> String {
         let mut full: String = self.within.iter().map(|w| format!("{w}.")).collect();
         full.push_str(name);
         full
@@ -319,14 +319,23 @@ impl Flow {
         let schema = schemars::schema_for!(T).to_value();
         let call = call.output_schema(&full, schema);
         self.step(call.into_step(&full)).await?;
+        self.typed_file(&full, OUTPUT_FILE).await
+    }
+
+    /// The `T` in `file` of artifact `name` (made by step `name`).
+    pub(super) async fn typed_file<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        file: &str,
+    ) -> Result<T, FlowError> {
         let bad = |reason: String| FlowError::Output {
-            name: full.clone(),
+            name: name.to_owned(),
             reason,
         };
         let path = self
-            .artifact(&full)
+            .artifact(name)
             .ok_or_else(|| bad("its output artifact is missing".to_owned()))?
-            .join(OUTPUT_FILE);
+            .join(file);
         let text = tokio::fs::read_to_string(&path)
             .await
             .map_err(|e| bad(format!("{}: {e}", path.display())))?;

@@ -1,8 +1,10 @@
 //! Workflows written in Rust: one executor, two front ends.
 //!
 //! A workflow is an async function of a [`Flow`]. Each call on the flow ([`Flow::shell`],
-//! [`Flow::agent`], [`Flow::agent_typed`], [`Flow::workflow`], or [`Flow::step`] with any
-//! typed step) builds a [`crate::pipeline::Step`], the very value loading makes of the
+//! [`Flow::agent`], [`Flow::agent_typed`], [`Flow::workflow`], the calls that wait for
+//! people ([`Flow::approval`], [`Flow::human_input`], [`Flow::decision`]), the labelled
+//! branches ([`Flow::when`], [`Flow::when_dynamic`], [`Flow::skip`]), or [`Flow::step`]
+//! with any typed step) builds a [`crate::pipeline::Step`], the very value loading makes of the
 //! same step written in YAML, appends it to the run's plan and hands it to the executor
 //! that runs YAML steps (`crate::run::open_run`). So a step of a workflow has the key a
 //! YAML step has (kind, configuration, inputs, and the key of the step before it), the
@@ -49,7 +51,9 @@
 mod agents;
 mod calls;
 mod flow;
+mod people;
 
 pub use agents::Agents;
 pub use calls::{AgentReply, AgentTask, Shell, ShellOutput};
 pub use flow::{Flow, FlowError, Options, Report, Workflow, run};
+pub use people::{Approval, Ask, Escalation};

@@ -79,6 +79,9 @@ impl Asker for MailboxAsker {
             on_timeout: self.deadline.map(|_| Answer::Reject),
             question: None,
             value: None,
+            policy: None,
+            answers: Vec::new(),
+            escalated_ms: None,
         };
         if self.deadline.is_none() && !self.answerable {
             record.status = ApprovalStatus::Rejected;
@@ -101,6 +104,7 @@ impl Asker for MailboxAsker {
             on_timeout: Answer::Reject,
             pid: std::process::id(),
             question: None,
+            policy: None,
         };
         if let Err(e) = mailbox.park(&pending) {
             return Answered::refused(format!("nobody (the question could not be parked: {e})"));
@@ -117,15 +121,7 @@ impl Asker for MailboxAsker {
                 question.kind.as_str()
             ),
         });
-        let outcome = wait_for(
-            &mailbox,
-            self.run,
-            self.seq,
-            self.deadline,
-            Answer::Reject,
-            &self.cancel,
-        )
-        .await;
+        let outcome = wait_for(&mailbox, self.run, self.seq, self.deadline, &self.cancel).await;
         let _ = mailbox.clear(self.run, self.seq);
         let answered = match outcome {
             Ok(WaitEnd::Answered(reply)) => Answered {
@@ -133,7 +129,7 @@ impl Asker for MailboxAsker {
                 by: reply.by,
                 comment: reply.comment,
             },
-            Ok(WaitEnd::TimedOut(_)) => Answered::refused("timeout"),
+            Ok(WaitEnd::TimedOut) => Answered::refused("timeout"),
             Ok(WaitEnd::Aborted) => Answered::refused("treadle (the step was interrupted)"),
             Err(e) => Answered::refused(format!("nobody ({e})")),
         };

@@ -4,6 +4,12 @@
 //! `treadle approve` / `treadle reject`. Both are written whole to a temporary name first
 //! and then linked into place, so a reader never sees half a file; the answer is linked
 //! with `hard_link`, which fails when the name exists, so the first answer wins.
+//!
+//! An approval with a policy (`assignees:`, `approvers:`, `escalate_to:`) takes one answer
+//! per person instead: `RUN-SEQ.vote.NAME.json` (the name hex-encoded), linked the same way
+//! so each person answers once; someone the policy does not name is refused before anything
+//! is written, and so is an answer once the votes already decide. The waiting run counts
+//! the votes ([`crate::run::approval_record::Policy::tally`]).
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -23,6 +29,7 @@ pub fn dir_for(state: &Path) -> PathBuf {
 }
 
 pub use crate::run::approval_record::Answer;
+use crate::run::approval_record::{Policy, Vote};
 
 /// What a waiting run publishes about itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,6 +58,9 @@ pub struct Pending {
     /// `ask_human`); `None` for a plain approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<HumanQuestion>,
+    /// Who may answer and how many must approve; `None`: anyone, the first answer decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
 }
 
 impl Pending {
@@ -138,6 +148,34 @@ pub enum MailboxError {
         /// What is wrong, and what would fit.
         reason: WrongReply,
     },
+    /// The approval names who may answer, and this person is not one of them.
+    #[error(
+        "{by} may not answer the approval at run {run} step {seq}: only {} may{}",
+        .allowed.join(", "),
+        if *.escalated { " (it was escalated at its deadline)" } else { "" }
+    )]
+    NotAssignee {
+        /// The run.
+        run: u64,
+        /// The step.
+        seq: u32,
+        /// Who tried.
+        by: String,
+        /// Who may.
+        allowed: Vec<String>,
+        /// Whether the deadline escalated it (the allowed are its `escalate_to`).
+        escalated: bool,
+    },
+    /// This person already answered this approval.
+    #[error("{by} already answered the approval at run {run} step {seq}")]
+    AlreadyVoted {
+        /// The run.
+        run: u64,
+        /// The step.
+        seq: u32,
+        /// Who.
+        by: String,
+    },
     /// The waiting process is gone, so nobody would read the answer.
     #[error("run {run} is no longer running (process {pid} exited while it waited)")]
     NotRunning {
@@ -183,6 +221,55 @@ impl Mailbox {
         self.dir.join(format!("{run}-{seq}.answer.json"))
     }
 
+    fn vote_prefix(run: u64, seq: u32) -> String {
+        format!("{run}-{seq}.vote.")
+    }
+
+    fn vote_path(&self, run: u64, seq: u32, by: &str) -> PathBuf {
+        // Hex: any user name is a safe file name, and two names never share one.
+        let hex: String = by.bytes().map(|b| format!("{b:02x}")).collect();
+        self.dir
+            .join(format!("{}{hex}.json", Self::vote_prefix(run, seq)))
+    }
+
+    /// Every answer given so far to the approval of `run` at `seq`, oldest first: the
+    /// single answer file and the votes.
+    pub fn votes(&self, run: u64, seq: u32) -> Result<Vec<Vote>, MailboxError> {
+        let mut out: Vec<Vote> = self.reply(run, seq)?.into_iter().map(vote_of).collect();
+        let prefix = Self::vote_prefix(run, seq);
+        for path in self.files()? {
+            let is_vote = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".json"));
+            if is_vote && let Some(r) = read::<Reply>(&path)? {
+                out.push(vote_of(r));
+            }
+        }
+        out.sort_by_key(|v| v.at_ms);
+        Ok(out)
+    }
+
+    /// The files of the directory (none when it does not exist).
+    fn files(&self) -> Result<Vec<PathBuf>, MailboxError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io("cannot read", &self.dir)(e)),
+        };
+        entries
+            .map(|e| e.map(|e| e.path()).map_err(io("cannot read", &self.dir)))
+            .collect()
+    }
+
+    /// Rewrites what a run publishes about its wait (an escalation changed who answers and
+    /// the deadline), keeping the answers given so far.
+    pub fn update(&self, pending: &Pending) -> Result<(), MailboxError> {
+        let tmp = self.stage(pending, &format!("{}-{}", pending.run, pending.seq))?;
+        let path = self.pending_path(pending.run, pending.seq);
+        std::fs::rename(&tmp, &path).map_err(io("cannot write", &path))
+    }
+
     /// Writes `value` to a temporary file in the directory and returns its path.
     fn stage<T: Serialize>(&self, value: &T, tag: &str) -> Result<PathBuf, MailboxError> {
         std::fs::create_dir_all(&self.dir).map_err(io("cannot create", &self.dir))?;
@@ -198,8 +285,7 @@ impl Mailbox {
     /// Publishes that a run waits (replacing an earlier file of the same step, e.g. from an
     /// earlier attempt), and removes a stale answer.
     pub fn park(&self, pending: &Pending) -> Result<(), MailboxError> {
-        let answer = self.answer_path(pending.run, pending.seq);
-        remove(&answer)?;
+        self.clear_answers(pending.run, pending.seq)?;
         let tmp = self.stage(pending, &format!("{}-{}", pending.run, pending.seq))?;
         let path = self.pending_path(pending.run, pending.seq);
         std::fs::rename(&tmp, &path).map_err(io("cannot write", &path))
@@ -213,19 +299,29 @@ impl Mailbox {
     /// Removes both files of an approval (it was answered, timed out or aborted).
     pub fn clear(&self, run: u64, seq: u32) -> Result<(), MailboxError> {
         remove(&self.pending_path(run, seq))?;
-        remove(&self.answer_path(run, seq))
+        self.clear_answers(run, seq)
+    }
+
+    /// Removes the answers of an approval (answered, or stale from an earlier attempt).
+    fn clear_answers(&self, run: u64, seq: u32) -> Result<(), MailboxError> {
+        remove(&self.answer_path(run, seq))?;
+        let prefix = Self::vote_prefix(run, seq);
+        for path in self.files()? {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if name.starts_with(&prefix) {
+                remove(&path)?;
+            }
+        }
+        Ok(())
     }
 
     /// Every waiting approval, oldest run and step first.
     pub fn pending(&self) -> Result<Vec<Pending>, MailboxError> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io("cannot read", &self.dir)(e)),
-        };
         let mut out = Vec::new();
-        for entry in entries {
-            let path = entry.map_err(io("cannot read", &self.dir))?.path();
+        for path in self.files()? {
             let is_pending = path
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -259,8 +355,11 @@ impl Mailbox {
             seq: waiting.seq,
             reason,
         })?;
+        let path = match &waiting.policy {
+            Some(policy) => self.ballot(&waiting, policy, reply)?,
+            None => self.answer_path(run, waiting.seq),
+        };
         let tmp = self.stage(reply, &format!("answer-{run}-{}", waiting.seq))?;
-        let path = self.answer_path(run, waiting.seq);
         let linked = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);
         match linked {
@@ -268,12 +367,54 @@ impl Mailbox {
                 ANSWERED.notify_waiters();
                 Ok(waiting)
             }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && waiting.policy.is_some() => {
+                Err(MailboxError::AlreadyVoted {
+                    run,
+                    seq: waiting.seq,
+                    by: reply.by.clone(),
+                })
+            }
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(MailboxError::AlreadyAnswered {
                 run,
                 seq: waiting.seq,
             }),
             Err(e) => Err(io("cannot write", &path)(e)),
         }
+    }
+}
+
+impl Mailbox {
+    /// Where `reply` to an approval with `policy` goes: its person's vote file, once the
+    /// policy lets that person answer and the votes so far decide nothing.
+    fn ballot(
+        &self,
+        waiting: &Pending,
+        policy: &Policy,
+        reply: &Reply,
+    ) -> Result<PathBuf, MailboxError> {
+        let (run, seq) = (waiting.run, waiting.seq);
+        if !policy.may_answer(&reply.by) {
+            return Err(MailboxError::NotAssignee {
+                run,
+                seq,
+                by: reply.by.clone(),
+                allowed: policy.answerers().to_vec(),
+                escalated: policy.escalated,
+            });
+        }
+        if policy.tally(&self.votes(run, seq)?).is_some() {
+            return Err(MailboxError::AlreadyAnswered { run, seq });
+        }
+        Ok(self.vote_path(run, seq, &reply.by))
+    }
+}
+
+fn vote_of(r: Reply) -> Vote {
+    Vote {
+        by: r.by,
+        answer: r.answer,
+        at_ms: r.at_ms,
+        comment: r.comment,
     }
 }
 
@@ -346,6 +487,7 @@ mod tests {
             on_timeout: Answer::Reject,
             pid: std::process::id(),
             question: None,
+            policy: None,
         }
     }
 
@@ -378,6 +520,43 @@ mod tests {
             mb.answer(3, "2", &reply(Answer::Approve)),
             Err(MailboxError::NoPending { .. })
         ));
+    }
+
+    #[test]
+    fn a_policy_takes_one_vote_per_assignee_and_refuses_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let mb = Mailbox::of_state(&dir.path().join("state.redb"));
+        let mut p = pending(4, 1);
+        p.policy = Some(Policy {
+            assignees: vec!["alice".into(), "bob".into()],
+            approvers: 2,
+            ..Policy::default()
+        });
+        mb.park(&p).unwrap();
+        let by = |name: &str| Reply {
+            by: name.into(),
+            ..reply(Answer::Approve)
+        };
+        assert!(matches!(
+            mb.answer(4, "1", &by("mallory")),
+            Err(MailboxError::NotAssignee { .. })
+        ));
+        mb.answer(4, "1", &by("alice")).unwrap();
+        assert!(matches!(
+            mb.answer(4, "1", &by("alice")),
+            Err(MailboxError::AlreadyVoted { .. })
+        ));
+        mb.answer(4, "1", &by("bob")).unwrap();
+        let votes = mb.votes(4, 1).unwrap();
+        let names: Vec<&str> = votes.iter().map(|v| v.by.as_str()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(
+            names.contains(&"alice") && names.contains(&"bob"),
+            "{names:?}"
+        );
+        // The quorum is met: nobody else's answer is taken.
+        mb.clear(4, 1).unwrap();
+        assert!(mb.votes(4, 1).unwrap().is_empty());
     }
 
     #[test]

@@ -24,10 +24,17 @@
 //! Files instead of a socket: nothing to keep listening, an answer given while the run is
 //! between polls is not lost, and everything is plain files a person can inspect.
 //!
-//! # Deadlines and headless runs
+//! # Who answers, how many, and deadlines
 //!
-//! An approval's `timeout:` is its deadline, and `on_timeout: approve | reject` (default
-//! `reject`) decides when it passes. A run whose standard input is not a terminal (CI,
+//! An approval's `assignees:` are the only names whose answers are taken (the mailbox
+//! refuses anyone else before writing anything); `approvers: N` needs N distinct
+//! approvals, and one rejection rejects. Each answer is kept in the approval's record
+//! (who, when, what), as it comes. See [`quorum`].
+//!
+//! An approval's `timeout:` is its deadline, and `on_timeout: approve | reject | escalate`
+//! (default `reject`) decides when it passes. `escalate` keeps the step waiting, from then
+//! on for one answer of `escalate_to:` (the assignees' turn is over), until the optional
+//! `escalate_timeout:`, which rejects. A run whose standard input is not a terminal (CI,
 //! a test) is headless: an approval there without a `timeout:` is rejected at once, since
 //! it could wait forever for nobody (fail closed). With a `timeout:` it waits for an
 //! answer from `treadle approve` up to the deadline, headless or not.
@@ -41,11 +48,12 @@
 pub(crate) mod ask;
 pub mod mailbox;
 pub mod question;
+pub(crate) mod quorum;
 pub mod step;
 
 use super::state::Store;
 
-pub use super::approval_record::{ApprovalRecord, ApprovalStatus};
+pub use super::approval_record::{ApprovalRecord, ApprovalStatus, Policy, Vote};
 
 /// Closes the approvals a killed run left waiting (SIGKILL gives it no chance to): each
 /// is recorded as aborted and its control files are removed, so `treadle approvals` no

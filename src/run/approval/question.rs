@@ -111,6 +111,9 @@ impl Asker {
             value: None,
             // The deadline takes the question's default (or fails it), not approve/reject.
             on_timeout: None,
+            policy: None,
+            answers: Vec::new(),
+            escalated_ms: None,
         };
         self.record(&record).await;
         let mailbox = Mailbox::of_state(self.store.path());
@@ -125,6 +128,7 @@ impl Asker {
             on_timeout: Answer::Reject,
             pid: std::process::id(),
             question: Some(question.clone()),
+            policy: None,
         };
         if let Err(e) = mailbox.park(&pending) {
             return Asked::Failed {
@@ -132,22 +136,14 @@ impl Asker {
             };
         }
         self.announce(&pending, &question);
-        let waited = wait_for(
-            &mailbox,
-            self.run,
-            self.seq,
-            deadline,
-            Answer::Reject,
-            cancel,
-        )
-        .await;
+        let waited = wait_for(&mailbox, self.run, self.seq, deadline, cancel).await;
         let cleared = mailbox.clear(self.run, self.seq);
         let asked = match (waited, cleared) {
             (Err(e), _) | (Ok(_), Err(e)) => Asked::Failed {
                 reason: e.to_string(),
             },
             (Ok(WaitEnd::Aborted), _) => Asked::Aborted,
-            (Ok(WaitEnd::TimedOut(_)), _) => match question.default.clone() {
+            (Ok(WaitEnd::TimedOut), _) => match question.default.clone() {
                 Some(value) => Asked::Answered {
                     value,
                     by: "timeout".to_owned(),

@@ -1,6 +1,6 @@
-//! Waiting for an approval's (or a question's) answer: until one comes, its deadline
-//! passes or the step is cancelled. The approval step itself is the walker's
-//! (`run::exec::approval_step`).
+//! Waiting for a question's answer (an `input:` step, an agent's question): until one
+//! comes, its deadline passes or the step is cancelled. Approval steps wait on their votes
+//! instead ([`super::quorum`], `run::exec::approval_step`).
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use super::mailbox::{ANSWERED, Answer, Mailbox, MailboxError, POLL, Reply};
 /// How a wait ended.
 pub(crate) enum WaitEnd {
     Answered(Reply),
-    TimedOut(Answer),
+    TimedOut,
     Aborted,
 }
 
@@ -30,7 +30,6 @@ pub(crate) async fn wait_for(
     run: u64,
     seq: u32,
     deadline: Option<Duration>,
-    on_timeout: Answer,
     cancel: &CancellationToken,
 ) -> Result<WaitEnd, MailboxError> {
     let started = Instant::now();
@@ -40,7 +39,7 @@ pub(crate) async fn wait_for(
         }
         let left = deadline.map(|d| d.saturating_sub(started.elapsed()));
         if left.is_some_and(|l| l.is_zero()) {
-            return Ok(WaitEnd::TimedOut(on_timeout));
+            return Ok(WaitEnd::TimedOut);
         }
         let nap = left.map_or(POLL, |l| l.min(POLL));
         tokio::select! {

@@ -400,16 +400,15 @@ impl<'a> Ctx<'a> {
                 StepKind::Approval {
                     message,
                     on_timeout,
+                    policy,
                     ..
                 } => {
-                    approval_step::approval(
-                        self,
-                        step,
-                        (message, on_timeout.as_ref()),
-                        entry,
-                        cancel,
-                    )
-                    .await
+                    let asked = approval_step::Asked {
+                        message,
+                        on_timeout: on_timeout.as_ref(),
+                        policy,
+                    };
+                    approval_step::approval(self, step, asked, entry, cancel).await
                 }
                 StepKind::Input { .. } => input::input(self, step, entry, attempt, cancel).await,
                 StepKind::LoadVar { name, file } => {
