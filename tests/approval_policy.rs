@@ -3,7 +3,9 @@
 //! make the quorum, a name the policy does not list is refused with nothing written, one
 //! rejection rejects, and the deadline approves, rejects or escalates to other people
 //! (with its own deadline). Every answer is in the approval's record (who, when, what);
-//! a policy nobody could satisfy is refused at load, located.
+//! a policy nobody could satisfy is refused at load, located. The escalation example of
+//! docs/approvals.md (```yaml escalation, which the docs test leaves to this file) is run
+//! and answered as the page says.
 
 use crate::common;
 
@@ -252,4 +254,52 @@ fn a_policy_nobody_could_satisfy_is_refused_at_load() {
         "7:23",
         "`on_timeout` is `later`",
     );
+}
+
+/// The ```yaml escalation block of docs/approvals.md.
+fn escalation_doc() -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/approvals.md")).expect("docs/approvals.md");
+    let start = doc
+        .find("```yaml escalation\n")
+        .expect("the escalation block");
+    let body = &doc[start..];
+    let body = &body[body.find('\n').map_or(0, |i| i + 1)..];
+    body[..body.find("```").expect("its end")].to_owned()
+}
+
+#[test]
+fn the_escalation_of_the_docs_is_answered_as_they_say() {
+    let f = Fixture::new(&escalation_doc());
+    let child = spawn_run(&f, &[]);
+    wait_until_asked(&f, "publish");
+    f.treadle_env(&["approve", "1", "publish"], &[("USER", "alice")])
+        .expect_code(0);
+    let mut shown = String::new();
+    common::server::eventually("escalated", || {
+        shown = f.treadle(&["approvals"]).stdout();
+        shown.contains("escalated: ops-lead")
+    });
+    assert!(shown.contains("alice approved"), "{shown}");
+    let late = f.treadle_env(&["approve", "1", "publish"], &[("USER", "bob")]);
+    late.expect_code(2);
+    assert!(
+        late.stderr().contains("escalated at its deadline"),
+        "{}",
+        late.stderr()
+    );
+    f.treadle_env(&["approve", "1", "publish"], &[("USER", "ops-lead")])
+        .expect_code(0);
+    let run = finish(child);
+    run.expect_code(0);
+    assert!(run.stdout().contains("publishing"), "{}", run.stdout());
+    let store = Store::open(&f.path().join(".treadle/state.redb")).expect("state");
+    let approvals = store.approvals().expect("approvals");
+    let r = approvals
+        .iter()
+        .find(|r| r.name == "publish")
+        .expect("record");
+    assert_eq!(r.by.as_deref(), Some("ops-lead"));
+    let who: Vec<&str> = r.answers.iter().map(|v| v.by.as_str()).collect();
+    assert_eq!(who, ["alice", "ops-lead"]);
 }

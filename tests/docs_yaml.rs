@@ -34,9 +34,11 @@ pub(crate) fn yaml_blocks() -> Vec<(PathBuf, usize, String)> {
         for (n, line) in text.lines().enumerate() {
             match &mut current {
                 // ```yaml cli / codex: a CLI-backed agent's example, run with the real
-                // CLI by tests/cli_agents.rs / tests/codex_agents.rs.
+                // CLI by tests/cli_agents.rs / tests/codex_agents.rs; ```yaml escalation:
+                // an approval people answer, run by tests/approval_policy.rs.
                 None if line.trim_start().starts_with("```yaml")
-                    && !["```yaml cli", "```yaml codex"].contains(&line.trim()) =>
+                    && !["```yaml cli", "```yaml codex", "```yaml escalation"]
+                        .contains(&line.trim()) =>
                 {
                     current = Some((n + 1, String::new()))
                 }

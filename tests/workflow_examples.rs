@@ -198,10 +198,14 @@ async fn the_fan_out_runs_one_step_per_chapter_of_the_typed_answer_and_resumes_w
 fn the_workflow_docs_show_the_examples_these_tests_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("docs/workflows.md")).expect("docs/workflows.md");
-    let examples: Vec<String> = ["review_workflow.rs", "fanout_workflow.rs"]
-        .iter()
-        .map(|f| std::fs::read_to_string(root.join("examples").join(f)).expect("example"))
-        .collect();
+    let examples: Vec<String> = [
+        "review_workflow.rs",
+        "fanout_workflow.rs",
+        "people_workflow.rs",
+    ]
+    .iter()
+    .map(|f| std::fs::read_to_string(root.join("examples").join(f)).expect("example"))
+    .collect();
     let mut blocks = Vec::new();
     let mut current: Option<Vec<&str>> = None;
     for line in doc.lines() {
