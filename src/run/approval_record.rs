@@ -205,3 +205,57 @@ pub struct Vote {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vote(by: &str, answer: Answer, at_ms: u64) -> Vote {
+        Vote {
+            by: by.to_owned(),
+            answer,
+            at_ms,
+            comment: None,
+        }
+    }
+
+    #[test]
+    fn a_record_written_before_policies_reads_with_none() {
+        let old = r#"{"run":3,"seq":1,"name":"deploy","message":"Ship?","status":"approved",
+            "asked_ms":10,"deadline_ms":null,"answered_ms":20,"by":"pat","comment":null,
+            "on_timeout":null}"#;
+        let r: ApprovalRecord = serde_json::from_str(old).expect("an old record reads");
+        assert_eq!(r.by.as_deref(), Some("pat"));
+        assert!(r.policy.is_none() && r.answers.is_empty() && r.escalated_ms.is_none());
+        let p: Policy = serde_json::from_str(r#"{"assignees":["a"]}"#).expect("policy");
+        assert_eq!(p.approvers, 1, "a policy without approvers needs one");
+    }
+
+    #[test]
+    fn the_tally_counts_distinct_assignees_and_one_rejection_rejects() {
+        let policy = Policy {
+            assignees: vec!["alice".into(), "bob".into()],
+            approvers: 2,
+            escalate_to: vec!["ops".into()],
+            escalated: false,
+        };
+        let alice = vote("alice", Answer::Approve, 1);
+        assert!(policy.tally(std::slice::from_ref(&alice)).is_none());
+        // A stranger's file (written by hand) is not counted.
+        let stranger = vote("mallory", Answer::Approve, 2);
+        assert!(policy.tally(&[alice.clone(), stranger]).is_none());
+        let both = [alice.clone(), vote("bob", Answer::Approve, 3)];
+        assert_eq!(policy.tally(&both).map(|(a, _)| a), Some(Answer::Approve));
+        let no = [alice.clone(), vote("bob", Answer::Reject, 3)];
+        let (answer, by) = policy.tally(&no).expect("decided");
+        assert_eq!((answer, by.by.as_str()), (Answer::Reject, "bob"));
+        // Escalated: the assignees no longer count, one of escalate_to decides.
+        let escalated = Policy {
+            escalated: true,
+            ..policy
+        };
+        assert!(escalated.tally(std::slice::from_ref(&alice)).is_none());
+        let ops = [alice, vote("ops", Answer::Approve, 4)];
+        assert_eq!(escalated.tally(&ops).map(|(a, _)| a), Some(Answer::Approve));
+    }
+}
