@@ -208,7 +208,10 @@ pub async fn run<W: Workflow>(
         Ok(_) => Done::ok(),
         Err(e) => Done {
             status: e.status(),
-            error: Some(e.to_string()),
+            failure: Some(crate::run::StepFailure::new(
+                crate::run::FailureKind::Other,
+                e.to_string(),
+            )),
             ..Done::ok()
         },
     };
@@ -281,7 +284,7 @@ impl Flow {
             return Err(FlowError::Step {
                 name,
                 status: done.status,
-                error: done.error,
+                error: done.error().map(str::to_owned),
             });
         }
         self.open

@@ -20,6 +20,7 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step, StepKind};
 use crate::run::artifacts::ArtifactError;
 use crate::run::cell::{Cell, CellAt, is_cell};
+use crate::run::failure::FailureKind;
 use crate::run::state::{StateError, StepStatus};
 use crate::run::transcript::Event;
 
@@ -178,7 +179,12 @@ async fn key_parts<'a>(
         };
         match cache.tree(path.clone()).await {
             Ok(d) => inputs.insert(name.clone(), d),
-            Err(e) => return Err(Done::errored(format!("cannot hash input `{name}`: {e}"))),
+            Err(e) => {
+                return Err(Done::fail(
+                    FailureKind::Infrastructure,
+                    format!("cannot hash input `{name}`: {e}"),
+                ));
+            }
         };
         before.insert(name, path);
     }
@@ -204,7 +210,7 @@ async fn key_parts<'a>(
     };
     key::step_key(ctx.loaded, step, &facts)
         .map(Some)
-        .map_err(|e| Done::errored(e.to_string()))
+        .map_err(|e| Done::fail(FailureKind::Infrastructure, e.to_string()))
 }
 
 /// Brings a recorded outcome back instead of running the step (a cache hit, or a
