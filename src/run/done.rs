@@ -27,6 +27,17 @@ impl Status {
             Status::Aborted => "aborted",
         }
     }
+
+    /// The process exit code it stands for: 0, 1 (failed), 2 (could not run), 130
+    /// (interrupted).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Status::Succeeded => 0,
+            Status::Failed => 1,
+            Status::Errored => 2,
+            Status::Aborted => 130,
+        }
+    }
 }
 
 /// The result of running one step.

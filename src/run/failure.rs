@@ -3,6 +3,7 @@
 //! and carried unchanged to the state file, the transcript's `--json` lines, the API and
 //! the NATS wire, which show the kind beside the message as a stable snake_case word
 //! (`"failure": "timeout"`), so that a caller branches on the kind, never on the text.
+//! docs/pipelines.md lists the words.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 pub enum FailureKind {
     /// A task's command exited non-zero or was killed by a signal.
     ExitStatus,
-    /// The step's `timeout:` passed (or an approval's deadline).
+    /// The step's `timeout:` passed (or the job's, or an input's deadline).
     Timeout,
     /// The step was stopped before its end: the run was interrupted (Ctrl-C, a stopped
     /// process), or its group stopped it (a `fail_fast` sibling, a race lost).
@@ -20,7 +21,7 @@ pub enum FailureKind {
     /// Its `assert:` (or the job's) did not hold.
     AssertsFailed,
     /// The step reached a limit: an agent's model calls or tool calls (or it repeated the
-    /// same call without effect), a task's `limits: { step_output }`.
+    /// same call without effect), `max_visits`, a task's `limits: { step_output }`.
     Limit,
     /// An agent step (or the job) spent its token or dollar budget.
     Budget,
@@ -35,7 +36,8 @@ pub enum FailureKind {
     Refused,
     /// A person said no: an input declined, an approval or an escalation rejected.
     Declined,
-    /// The step did not leave the outputs it declares, or left bad ones.
+    /// The step did not leave an output it declares, or an input it needs was never
+    /// produced.
     Outputs,
     /// The step cannot run as written: a missing key variable, an unknown route, a
     /// template that does not render, no container runtime for `image:`.

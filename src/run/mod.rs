@@ -196,12 +196,7 @@ pub struct RunReport {
 impl RunReport {
     /// The process exit code: 0, 1 (a step failed), 2 (could not run), 130 (interrupted).
     pub fn exit_code(&self) -> u8 {
-        match self.status {
-            Status::Succeeded => 0,
-            Status::Failed => 1,
-            Status::Errored => 2,
-            Status::Aborted => 130,
-        }
+        self.status.exit_code()
     }
 }
 
@@ -403,10 +398,24 @@ async fn go_on(
         questions: None,
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
-    let mut done = exec::job::job(&ctx).instrument(job_span).await;
+    let done = exec::job::job(&ctx).instrument(job_span).await;
     if let Some(warning) = cache.finish() {
         crate::console::tell!("treadle: {warning}");
     }
+    conclude(&ctx, done, started, &run_span)
+        .instrument(run_span.clone())
+        .await
+}
+
+/// Ends a run whose job was walked: its outcome recorded and shown (errored when the state
+/// file could not record a step), and the steps' directories of a run that ended well
+/// discarded.
+async fn conclude(
+    ctx: &exec::Ctx<'_>,
+    mut done: exec::Done,
+    started: Instant,
+    run_span: &tracing::Span,
+) -> Result<RunReport, RunError> {
     if let Some(e) = ctx.state.with(|s| s.state_error.take())
         && done.status != Status::Aborted
     {
@@ -415,10 +424,8 @@ async fn go_on(
             format!("cannot record the run: {e}"),
         );
     }
-    crate::telemetry::spans::record_status(&run_span, done.status.name());
-    let report = end_run(&store, &transcript, run_id, started, done)
-        .instrument(run_span)
-        .await;
+    crate::telemetry::spans::record_status(run_span, done.status.name());
+    let report = end_run(&ctx.store, &ctx.transcript, ctx.run, started, done).await;
     if matches!(&report, Ok(r) if r.status == Status::Succeeded) {
         // The agent steps' directories, kept for a process that stops before their records
         // are final; a run that ended well goes on nowhere.

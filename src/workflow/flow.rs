@@ -150,12 +150,7 @@ impl<O> Report<O> {
     /// The process exit code `treadle run` would give: 0, 1 (a step failed), 2 (could not
     /// run), 130 (interrupted).
     pub fn exit_code(&self) -> u8 {
-        match self.status {
-            Status::Succeeded => 0,
-            Status::Failed => 1,
-            Status::Errored => 2,
-            Status::Aborted => 130,
-        }
+        self.status.exit_code()
     }
 }
 

@@ -256,6 +256,23 @@ async fn reuse<'a>(
     }
     show_reused(ctx, entry, &outcome, from_run);
     let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    record_reused(ctx, cache, entry, &outcome, from_run, took).await;
+    Some(Done {
+        route: route_of(step, &outcome),
+        ..Done::ok()
+    })
+}
+
+/// Records a step brought back from run `from_run`'s `outcome` in `took` ms: its record
+/// succeeded with the outcome's facts, shown, and the outcome kept as this run's.
+async fn record_reused(
+    ctx: &Ctx<'_>,
+    cache: &Arc<StepCache>,
+    entry: &Entry,
+    outcome: &SuccessRecord,
+    from_run: u64,
+    took: u64,
+) {
     let o = outcome.clone();
     let record = ctx.state.with(|s| {
         let r = s.records.get_mut(entry.seq as usize)?;
@@ -268,7 +285,7 @@ async fn reuse<'a>(
         r.note = o.note;
         r.usage = o.usage;
         r.cached_from = Some(from_run);
-        r.error = None;
+        r.set_failure(None);
         Some(r.clone())
     });
     // The record now holds the outcome's exit code and verdict, which the line shows.
@@ -300,10 +317,6 @@ async fn reuse<'a>(
     if let Err(e) = written {
         super::record::keep_state_error(ctx, e.to_string());
     }
-    Some(Done {
-        route: route_of(step, &outcome),
-        ..Done::ok()
-    })
 }
 
 /// Where a reused outcome's verdict sends the run (`None`: on in order).

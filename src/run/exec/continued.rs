@@ -206,18 +206,7 @@ pub(crate) async fn unfinished_agent(ctx: &Ctx<'_>, entry: &Entry) -> Option<Unf
         }
     }
     let shown = if of == ctx.run {
-        let (db, run, seq) = (ctx.store.database(), ctx.run, entry.seq);
-        match tokio::task::spawn_blocking(move || shown_of_step(&db, run, seq)).await {
-            Ok(Ok(shown)) => shown,
-            Ok(Err(e)) => {
-                crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
-                Vec::new()
-            }
-            Err(e) => {
-                crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
-                Vec::new()
-            }
-        }
+        shown_now(ctx, entry).await
     } else {
         Vec::new()
     };
@@ -227,6 +216,23 @@ pub(crate) async fn unfinished_agent(ctx: &Ctx<'_>, entry: &Entry) -> Option<Unf
         of,
         shown: Arc::new(shown),
     })
+}
+
+/// What this run's transcript already shows of step `entry`'s visit in progress (see
+/// [`shown_of_step`]); none when it cannot be read.
+async fn shown_now(ctx: &Ctx<'_>, entry: &Entry) -> Vec<(String, serde_json::Value)> {
+    let (db, run, seq) = (ctx.store.database(), ctx.run, entry.seq);
+    match tokio::task::spawn_blocking(move || shown_of_step(&db, run, seq)).await {
+        Ok(Ok(shown)) => shown,
+        Ok(Err(e)) => {
+            crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
+            Vec::new()
+        }
+        Err(e) => {
+            crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
+            Vec::new()
+        }
+    }
 }
 
 /// The key step `entry` has in this run (hex), once the cache worked it out.

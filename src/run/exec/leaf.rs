@@ -71,12 +71,7 @@ pub(crate) async fn task<'a>(
     };
     // `fix:`: a command that ended badly (not one that was cancelled) is handed to
     // the fixer, then runs once more; that run decides.
-    let failed = match result.end {
-        TaskEnd::Exited(c) => (c != 0).then(|| format!("exit code {c}")),
-        TaskEnd::Signaled(s) => Some(format!("killed by signal {s}")),
-        TaskEnd::TimedOut(t) => Some(format!("timed out after {t:?}")),
-        TaskEnd::Canceled => None,
-    };
+    let failed = ended_badly(&result.end);
     if let Some(failure) = failed.filter(|_| step.task_keys().is_some_and(|k| k.fix.is_some())) {
         let output = ctx.transcript.redactor().mask(&result.tail);
         if let Err(done) =
@@ -115,6 +110,17 @@ pub(crate) async fn task<'a>(
         tool_calls: &[],
     };
     super::step_dir::conclude(ctx, step, &dir, facts, given.cell).await
+}
+
+/// How a command ended badly, in the words the fixer (`fix:`) is given; `None` when it
+/// exited 0 or was cancelled.
+fn ended_badly(end: &TaskEnd) -> Option<String> {
+    match end {
+        TaskEnd::Exited(c) => (*c != 0).then(|| format!("exit code {c}")),
+        TaskEnd::Signaled(s) => Some(format!("killed by signal {s}")),
+        TaskEnd::TimedOut(t) => Some(format!("timed out after {t:?}")),
+        TaskEnd::Canceled => None,
+    }
 }
 
 /// What a task's command finds in its environment besides the step's `env:`.
