@@ -38,6 +38,7 @@ mod docs_server;
 mod docs_yaml;
 mod examples;
 mod expr_resources;
+mod failure_kinds;
 mod fork_run;
 mod format_across;
 mod format_agent_keys;

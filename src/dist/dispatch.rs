@@ -18,6 +18,7 @@ use crate::cache::records::SuccessRecord;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
 use crate::run::exec::{Ctx, Done, RemoteSteps};
+use crate::run::failure::FailureKind;
 
 /// One server's connection to its workers.
 pub struct Dispatcher {
@@ -101,7 +102,7 @@ impl RemoteSteps for RemoteRun {
                     name: name.value.clone(),
                     digest,
                 }),
-                Err(e) => return Done::errored(e.to_string()),
+                Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
             }
         }
         let job = StepJob {
@@ -120,7 +121,12 @@ impl RemoteSteps for RemoteRun {
         };
         let payload = match serde_json::to_vec(&job) {
             Ok(p) => bytes::Bytes::from(p),
-            Err(e) => return Done::errored(format!("cannot send step `{}`: {e}", entry.name)),
+            Err(e) => {
+                return Done::fail(
+                    FailureKind::Infrastructure,
+                    format!("cannot send step `{}`: {e}", entry.name),
+                );
+            }
         };
         let tokens = self.forward_tokens(ctx, &key, entry.seq).await;
         retrying("queueing a step", || async {
@@ -218,10 +224,10 @@ async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> 
             .join(format!("{}-{}", entry.seq, out.name));
         let _ = std::fs::remove_dir_all(&incoming);
         if let Err(e) = carry::receive(bus, &out.digest, &incoming).await {
-            return Done::errored(e.to_string());
+            return Done::fail(FailureKind::Infrastructure, e.to_string());
         }
         if let Err(e) = ctx.artifacts.adopt(&out.name, &incoming) {
-            return Done::errored(e.to_string());
+            return Done::fail(FailureKind::Infrastructure, e.to_string());
         }
     }
     done

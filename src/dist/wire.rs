@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::run::exec::{Done, Status};
+use crate::run::failure::{FailureKind, StepFailure};
 use crate::run::state::StepRecord;
 
 /// An artifact directory in the object store.
@@ -58,6 +59,9 @@ pub struct StepResult {
     pub status: String,
     /// Why, when not well.
     pub error: Option<String>,
+    /// The kind of that failure (absent from workers that did not send kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
     /// Where an agent's verdict sends the plan.
     pub route: Option<String>,
     /// The step's record (exit code, output tail, verdict, usage).
@@ -84,6 +88,7 @@ impl StepResult {
         Self {
             status: CANCELLED.to_owned(),
             error: None,
+            failure: None,
             route: None,
             record: None,
             events: Vec::new(),
@@ -102,9 +107,10 @@ impl StepResult {
             "aborted" => Status::Aborted,
             _ => Status::Errored,
         };
+        let kind = self.failure.unwrap_or(FailureKind::Other);
         Done {
             status,
-            error: self.error.clone(),
+            failure: self.error.clone().map(|m| StepFailure::new(kind, m)),
             route: self.route.clone(),
             asserts: Vec::new(),
             masked: None,

@@ -224,6 +224,7 @@ impl Worker {
             Err(e) => StepResult {
                 status: "errored".to_owned(),
                 error: Some(e.to_string()),
+                failure: Some(crate::run::FailureKind::Infrastructure),
                 ..StepResult::cancelled()
             },
         };
@@ -312,7 +313,8 @@ impl Worker {
         let events = sink.events.lock().map(|e| e.clone()).unwrap_or_default();
         Ok(StepResult {
             status: outcome.done.status.name().to_owned(),
-            error: outcome.done.error.clone(),
+            error: outcome.done.error().map(str::to_owned),
+            failure: outcome.done.kind(),
             route: outcome.done.route.clone(),
             record: outcome.record,
             events,

@@ -13,8 +13,9 @@ use treadle_session::event::FailureCause;
 
 use async_trait::async_trait;
 
+use super::failure::{FailureKind, StepFailure};
 use super::ports::{AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, StepReporter};
-use crate::agent::{AgentEvent, AgentObserver, AgentStatus, run_agent_step};
+use crate::agent::{AgentEvent, AgentObserver, AgentOutcome, AgentStatus, run_agent_step};
 use crate::model_tape::{ModelTape, StepTape, TapeError};
 
 /// The agent runner `treadle run` uses: real sessions, journaled in the state file.
@@ -35,98 +36,123 @@ struct SessionAgents {
 #[async_trait]
 impl AgentRunner for SessionAgents {
     async fn run(&self, request: AgentStepRequest) -> Result<AgentStepOutcome, AgentStepError> {
-        let journal = &request.journal;
         let mut step = request.step;
-        let tape = match &self.tape {
-            Some(tape) => Some(
-                tape.open_step(
-                    &step.name,
-                    &step.model.base_url,
-                    Arc::new(tape_secrets(&step)),
-                )
-                .await
-                .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?,
-            ),
-            None => None,
-        };
-        if let Some(tape) = &tape {
-            step.model.base_url = tape.base_url().to_owned();
-        }
-        // The sub-agents' calls go through tapes of their own, as the step's do.
-        let sub_tapes = match &self.tape {
-            Some(t) => {
-                let name = step.name.clone();
-                taped_delegates(t, &name, &mut step.granted)
-                    .await
-                    .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?
-            }
-            None => Vec::new(),
-        };
+        let tapes = self.open_tapes(&mut step).await?;
         let observer = Shown(request.reporter.clone());
-        let result = run_agent_step(&step, journal, &observer, &request.cancel).await;
+        let result = run_agent_step(&step, &request.journal, &observer, &request.cancel).await;
         // A replay mismatch explains whatever error the refused request caused, so it wins.
-        for tape in tape.into_iter().chain(sub_tapes) {
-            tape.finish()
-                .await
-                .map_err(|e| AgentStepError::Infrastructure(e.to_string()))?;
+        for tape in tapes {
+            tape.finish().await.map_err(infrastructure)?;
         }
-        let outcome = result.map_err(|e| AgentStepError::Infrastructure(e.to_string()))?;
-        for call in &outcome.tool_calls {
-            request
-                .reporter
-                .record("tool_call", serde_json::to_value(call).unwrap_or_default())
-                .await;
-        }
-        request
-            .reporter
-            .record("text", serde_json::Value::String(outcome.text.clone()))
-            .await;
-        for escalation in &outcome.escalations {
-            request
-                .reporter
-                .record(
-                    "escalation",
-                    serde_json::to_value(escalation).unwrap_or_default(),
-                )
-                .await;
-        }
-        if let Some(typed) = &outcome.typed_output {
-            request.reporter.record("typed_output", typed.clone()).await;
-        }
-        let usage = serde_json::json!({
-            "model": outcome.model,
-            "prompt_tokens": outcome.usage.prompt_tokens,
-            "completion_tokens": outcome.usage.completion_tokens,
-            "cached_tokens": outcome.usage.cached_tokens,
-            "cost": outcome.cost,
-            "model_calls": outcome.steps,
-            "confidence": outcome.confidence,
-            "fallback_model": outcome.fallback_model,
-        });
-        let failure = match &outcome.status {
-            // The endpoint or the journal failing is not the step's doing: exit code 2. A
-            // limit or a denial is the step's own failure, like a task's non-zero exit.
-            AgentStatus::Failed {
-                error,
-                cause: FailureCause::Model | FailureCause::Journal,
-            } => {
-                return Err(AgentStepError::Infrastructure(format!(
-                    "agent step failed: {error}"
-                )));
-            }
-            other => other.error(),
-        };
+        let outcome = result.map_err(infrastructure)?;
+        report(&request.reporter, &outcome).await;
+        let failure = failure_of(&outcome.status)?;
         Ok(AgentStepOutcome {
             verdict: outcome.verdict.clone(),
             note: outcome.verdict_reason.clone(),
             text: outcome.text.clone(),
             tool_calls: outcome.tool_calls.clone(),
-            usage: Some(usage),
+            usage: Some(usage_of(&outcome)),
             tokens: outcome.usage.total(),
             usd: outcome.cost.usd(),
             failure,
         })
     }
+}
+
+impl SessionAgents {
+    /// With a tape: opens the step's (pointing the step at its loopback server) and its
+    /// sub-agents' (the step's tape first); without one, none.
+    async fn open_tapes(
+        &self,
+        step: &mut crate::agent::AgentStep,
+    ) -> Result<Vec<StepTape>, AgentStepError> {
+        let Some(tape) = &self.tape else {
+            return Ok(Vec::new());
+        };
+        let secrets = Arc::new(tape_secrets(step));
+        let own = tape
+            .open_step(&step.name, &step.model.base_url, secrets)
+            .await
+            .map_err(infrastructure)?;
+        step.model.base_url = own.base_url().to_owned();
+        // The sub-agents' calls go through tapes of their own, as the step's do.
+        let name = step.name.clone();
+        let subs = taped_delegates(tape, &name, &mut step.granted)
+            .await
+            .map_err(infrastructure)?;
+        Ok(std::iter::once(own).chain(subs).collect())
+    }
+}
+
+/// The session could not be used: not the step's doing (exit code 2).
+fn infrastructure(e: impl std::fmt::Display) -> AgentStepError {
+    AgentStepError::Infrastructure(e.to_string())
+}
+
+/// Records what the agent did with the step: its tool calls, its text, its escalations and
+/// its typed output.
+async fn report(reporter: &StepReporter, outcome: &AgentOutcome) {
+    for call in &outcome.tool_calls {
+        let call = serde_json::to_value(call).unwrap_or_default();
+        reporter.record("tool_call", call).await;
+    }
+    let text = serde_json::Value::String(outcome.text.clone());
+    reporter.record("text", text).await;
+    for escalation in &outcome.escalations {
+        let escalation = serde_json::to_value(escalation).unwrap_or_default();
+        reporter.record("escalation", escalation).await;
+    }
+    if let Some(typed) = &outcome.typed_output {
+        reporter.record("typed_output", typed.clone()).await;
+    }
+}
+
+/// The step's usage and cost, as its record keeps them.
+fn usage_of(outcome: &AgentOutcome) -> serde_json::Value {
+    serde_json::json!({
+        "model": outcome.model,
+        "prompt_tokens": outcome.usage.prompt_tokens,
+        "completion_tokens": outcome.usage.completion_tokens,
+        "cached_tokens": outcome.usage.cached_tokens,
+        "cost": outcome.cost,
+        "model_calls": outcome.steps,
+        "confidence": outcome.confidence,
+        "fallback_model": outcome.fallback_model,
+    })
+}
+
+/// The step's failure, typed, from how its turn ended; an error when it is not the step's
+/// doing (exit code 2): the endpoint or the journal failing.
+fn failure_of(status: &AgentStatus) -> Result<Option<StepFailure>, AgentStepError> {
+    let kind = match status {
+        AgentStatus::Succeeded => return Ok(None),
+        AgentStatus::Failed { error, cause } => match cause {
+            FailureCause::Model => {
+                let why = format!("agent step failed: {error}");
+                return Err(AgentStepError::ModelOutage(why));
+            }
+            FailureCause::Journal => {
+                let why = format!("agent step failed: {error}");
+                return Err(AgentStepError::Infrastructure(why));
+            }
+            FailureCause::Limit | FailureCause::Repeated => FailureKind::Limit,
+            FailureCause::Denied => FailureKind::Refused,
+            FailureCause::Other => FailureKind::Other,
+        },
+        AgentStatus::BudgetExceeded { .. } | AgentStatus::DollarBudgetExceeded { .. } => {
+            FailureKind::Budget
+        }
+        AgentStatus::NoVerdict { .. } => FailureKind::NoVerdict,
+        AgentStatus::Interrupted { .. } => FailureKind::Interrupted,
+        AgentStatus::InvalidOutput { .. } | AgentStatus::RequiredToolMissing { .. } => {
+            FailureKind::InvalidOutput
+        }
+        AgentStatus::EscalationRejected { .. } => FailureKind::Declined,
+    };
+    Ok(status
+        .error()
+        .map(|message| StepFailure::new(kind, message)))
 }
 
 /// Shows an agent step's events in the run's transcript, and its tokens to live followers.

@@ -31,6 +31,8 @@
 //!     left mid-way goes on in its session and directory, a task left mid-way starts
 //!     again;
 //! * `done.rs`: how a step or a job ended (`Status`, `Done`);
+//! * `failure.rs`: why a step failed, typed (`StepFailure`, `FailureKind`), as the
+//!   record, the transcript, the API and the wire carry it;
 //! * `upstream.rs`: `context: { from }`, the decisions of earlier steps handed to a step;
 //! * `handing.rs`: what an agent step is handed before its first turn (decisions,
 //!   `context_paths:` files, a `prompt_file:` from an artifact), read when it runs;
@@ -75,6 +77,7 @@ mod cell;
 mod denied;
 mod done;
 pub mod exec;
+pub mod failure;
 mod handing;
 pub mod journal;
 pub mod one_leaf;
@@ -102,6 +105,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use exec::Status;
+pub use failure::{FailureKind, StepFailure};
 pub use ports::{
     AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, StepReporter, ToolCallFact,
 };
@@ -185,17 +189,14 @@ pub struct RunReport {
     pub status: Status,
     /// Why, when not well.
     pub error: Option<String>,
+    /// The kind of that failure.
+    pub failure: Option<FailureKind>,
 }
 
 impl RunReport {
     /// The process exit code: 0, 1 (a step failed), 2 (could not run), 130 (interrupted).
     pub fn exit_code(&self) -> u8 {
-        match self.status {
-            Status::Succeeded => 0,
-            Status::Failed => 1,
-            Status::Errored => 2,
-            Status::Aborted => 130,
-        }
+        self.status.exit_code()
     }
 }
 
@@ -397,19 +398,34 @@ async fn go_on(
         questions: None,
     };
     let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
-    let mut done = exec::job::job(&ctx).instrument(job_span).await;
+    let done = exec::job::job(&ctx).instrument(job_span).await;
     if let Some(warning) = cache.finish() {
         crate::console::tell!("treadle: {warning}");
     }
+    conclude(&ctx, done, started, &run_span)
+        .instrument(run_span.clone())
+        .await
+}
+
+/// Ends a run whose job was walked: its outcome recorded and shown (errored when the state
+/// file could not record a step), and the steps' directories of a run that ended well
+/// discarded.
+async fn conclude(
+    ctx: &exec::Ctx<'_>,
+    mut done: exec::Done,
+    started: Instant,
+    run_span: &tracing::Span,
+) -> Result<RunReport, RunError> {
     if let Some(e) = ctx.state.with(|s| s.state_error.take())
         && done.status != Status::Aborted
     {
-        done = exec::Done::errored(format!("cannot record the run: {e}"));
+        done = exec::Done::fail(
+            FailureKind::Infrastructure,
+            format!("cannot record the run: {e}"),
+        );
     }
-    crate::telemetry::spans::record_status(&run_span, done.status.name());
-    let report = end_run(&store, &transcript, run_id, started, done)
-        .instrument(run_span)
-        .await;
+    crate::telemetry::spans::record_status(run_span, done.status.name());
+    let report = end_run(&ctx.store, &ctx.transcript, ctx.run, started, done).await;
     if matches!(&report, Ok(r) if r.status == Status::Succeeded) {
         // The agent steps' directories, kept for a process that stops before their records
         // are final; a run that ended well goes on nowhere.
@@ -502,25 +518,25 @@ async fn end_run(
     started: Instant,
     done: exec::Done,
 ) -> Result<RunReport, RunError> {
-    let status = match done.status {
-        Status::Succeeded => RunStatus::Succeeded,
-        Status::Failed => RunStatus::Failed,
-        Status::Errored => RunStatus::Errored,
-        Status::Aborted => RunStatus::Aborted,
-    };
+    let status = RunStatus::from(done.status);
     let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let error = done.error.clone().map(|e| transcript.redactor().mask(&e));
+    let failure = done.failure.clone().map(|f| StepFailure {
+        message: transcript.redactor().mask(&f.message),
+        ..f
+    });
+    let error = failure.as_ref().map(|f| f.message.clone());
     let finished = Event::RunFinished {
         run: run_id,
         status,
         duration_ms: took,
         error: error.clone(),
+        failure: done.kind(),
         asserts: done.asserts.clone(),
     };
     // The end and `run_finished` in one durable commit: a restarted server would go on
     // with a run whose end a crash lost, and would leave one ended without its last event.
     let ended = {
-        let (transcript, end) = (transcript.clone(), error.clone());
+        let (transcript, end) = (transcript.clone(), failure.clone());
         tokio::task::spawn_blocking(move || {
             transcript.emit_ending(&finished, move |txn| {
                 state::end_run_in(txn, run_id, status, took, end, None)
@@ -535,8 +551,8 @@ async fn end_run(
         // No run journal here, or its commit failed (a full disk): the store records the
         // end alone, and its error says why it cannot (the journal's is redb's own text).
         Ok(false) | Err(_) => {
-            let (store, error) = (store.clone(), error.clone());
-            tokio::task::spawn_blocking(move || store.end_run(run_id, status, took, error))
+            let (store, failure) = (store.clone(), failure.clone());
+            tokio::task::spawn_blocking(move || store.end_run(run_id, status, took, failure))
                 .await
                 .map_err(|e| StateError::Db(e.to_string()))
                 .and_then(|r| r)
@@ -545,9 +561,9 @@ async fn end_run(
     if let Err(source) = recorded {
         // The disk is full, or redb refuses writes after an I/O error: the end goes to the
         // lock file's reserved bytes, for the next open to record.
-        let (store, error) = (store.clone(), error.clone());
+        let (store, failure) = (store.clone(), failure.clone());
         let noted = tokio::task::spawn_blocking(move || {
-            store.note_end(run_id, status, took, error).is_ok()
+            store.note_end(run_id, status, took, failure).is_ok()
         })
         .await
         .unwrap_or(false);
@@ -562,5 +578,6 @@ async fn end_run(
         run: run_id,
         status: done.status,
         error,
+        failure: done.kind(),
     })
 }

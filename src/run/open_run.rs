@@ -24,6 +24,7 @@ use crate::cache::chain::Chain;
 use crate::cache::{Start, StepCache};
 use crate::pipeline::outline::Outline;
 use crate::pipeline::{Job, Loaded};
+use crate::run::failure::FailureKind;
 
 /// A run begun in the state file, whose steps are handed to it one at a time.
 pub struct OpenRun {
@@ -120,12 +121,21 @@ impl OpenRun {
     /// its outline seq.
     pub async fn step(&mut self, loaded: &Loaded, job: &Job) -> (Done, u32) {
         let Some(step) = job.plan.last() else {
-            return (Done::errored("the job has no step to run"), 0);
+            return (
+                Done::fail(FailureKind::Configuration, "the job has no step to run"),
+                0,
+            );
         };
         let outline = Outline::of(job);
         self.cache.rechain(Chain::of(job, &outline));
         let Some(seq) = outline.entry(step).map(|e| e.seq) else {
-            return (Done::errored("the step is missing from the outline"), 0);
+            return (
+                Done::fail(
+                    FailureKind::Infrastructure,
+                    "the step is missing from the outline",
+                ),
+                0,
+            );
         };
         // The new step's entries (itself, its nested steps and hooks) follow every earlier
         // one: records are appended, and written pending as `begin_run` writes a YAML run's.
@@ -201,9 +211,10 @@ impl OpenRun {
             crate::console::tell!("treadle: {warning}");
         }
         let done = match self.state_error {
-            Some(e) if done.status != super::Status::Aborted => {
-                Done::errored(format!("cannot record the run: {e}"))
-            }
+            Some(e) if done.status != super::Status::Aborted => Done::fail(
+                FailureKind::Infrastructure,
+                format!("cannot record the run: {e}"),
+            ),
             _ => done,
         };
         let ok = done.is_ok();

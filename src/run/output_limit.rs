@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio_util::sync::CancellationToken;
 
 use super::done::Done;
+use crate::run::failure::FailureKind;
 
 /// One step's output budget.
 pub(crate) struct OutputLimit {
@@ -48,7 +49,7 @@ impl OutputLimit {
     /// The step's failure, when it went over the limit.
     pub(crate) fn reached(&self) -> Option<Done> {
         self.over.load(Ordering::Relaxed).then(|| {
-            Done::failed(format!(
+            Done::fail(FailureKind::Limit, format!(
                 "step output limit reached ({} bytes; `limits: {{ step_output }}` in the pipeline raises it): the command was stopped",
                 self.limit
             ))

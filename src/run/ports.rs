@@ -11,6 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
+use super::failure::{FailureKind, StepFailure};
 use super::state::Store;
 use super::transcript::{Event, Transcript};
 use crate::agent::AgentStep;
@@ -101,18 +102,33 @@ pub struct AgentStepOutcome {
     /// US dollars spent, for job dollar budgets (`None`: the model has no price).
     pub usd: Option<f64>,
     /// Why the step failed (budget spent, no verdict given, ...), when it did.
-    pub failure: Option<String>,
+    pub failure: Option<StepFailure>,
 }
 
 /// Why an agent step could not be run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentStepError {
-    /// The model server or session could not be used (exit code 2).
+    /// The session, its journal or a model tape could not be used (exit code 2).
     #[error("{0}")]
     Infrastructure(String),
+    /// The model provider failed (exit code 2).
+    #[error("{0}")]
+    ModelOutage(String),
     /// The step failed (exit code 1).
     #[error("{0}")]
     Failed(String),
+}
+
+impl AgentStepError {
+    /// The step's failure it stands for.
+    pub fn failure(&self) -> StepFailure {
+        let kind = match self {
+            Self::Infrastructure(_) => FailureKind::Infrastructure,
+            Self::ModelOutage(_) => FailureKind::ModelOutage,
+            Self::Failed(_) => FailureKind::Other,
+        };
+        StepFailure::new(kind, self.to_string())
+    }
 }
 
 /// Runs agent steps.

@@ -91,7 +91,10 @@ pub async fn link(store: &Arc<Store>, cache: &Arc<StepCache>, start: &Start, run
                 of,
                 RunStatus::Aborted,
                 took,
-                Some(format!("interrupted; resumed as run {run}")),
+                Some(super::StepFailure::new(
+                    super::FailureKind::Interrupted,
+                    format!("interrupted; resumed as run {run}"),
+                )),
             );
             if let Err(e) = super::approval::close_abandoned(&store, of) {
                 crate::console::tell!("treadle: cannot close run {of}'s waiting approvals: {e}");

@@ -23,6 +23,7 @@ use treadle_session::Journal;
 use treadle_session::journal::{self, JournalOpenError, JournalOptions};
 
 pub use super::approval_record::{ApprovalRecord, ApprovalStatus};
+use super::failure::{FailureKind, StepFailure};
 pub use super::state_records::{RunRecord, RunStatus, StepRecord, StepStatus};
 
 const RUNS: TableDefinition<u64, &[u8]> = TableDefinition::new("runs");
@@ -117,6 +118,9 @@ struct UnrecordedEnd {
     status: RunStatus,
     duration_ms: u64,
     error: Option<String>,
+    /// Absent in notes written before kinds were kept.
+    #[serde(default)]
+    failure: Option<FailureKind>,
 }
 
 /// The most of an error message kept in a note: the note must fit in the lock file's
@@ -198,9 +202,11 @@ impl Store {
                 status,
                 duration_ms,
                 error,
+                failure,
             } = end;
+            let failure = error.map(|e| StepFailure::new(failure.unwrap_or(FailureKind::Other), e));
             let why = "not recorded: the state file could not be written when the run ended";
-            if let Err(e) = self.close_run(run, status, duration_ms, error, Some(why)) {
+            if let Err(e) = self.close_run(run, status, duration_ms, failure, Some(why)) {
                 crate::console::tell!(
                     "treadle: run {run} ended {} but the state file still cannot record it: {e}",
                     status.as_str()
@@ -224,9 +230,11 @@ impl Store {
         run: u64,
         status: RunStatus,
         duration_ms: u64,
-        error: Option<String>,
+        failure: Option<StepFailure>,
     ) -> std::io::Result<()> {
-        let error = error.map(|mut e| {
+        let kind = failure.as_ref().map(|f| f.kind);
+        let error = failure.map(|f| {
+            let mut e = f.message;
             super::state_lock::truncate(&mut e, NOTE_ERROR_MAX);
             e
         });
@@ -235,6 +243,7 @@ impl Store {
             status,
             duration_ms,
             error,
+            failure: kind,
         };
         let note = serde_json::to_string(&end).map_err(std::io::Error::other)?;
         self.lock.note(&note)
@@ -297,6 +306,7 @@ impl Store {
                 started_ms,
                 duration_ms: None,
                 error: None,
+                failure: None,
             };
             runs.insert(id, encode(&rec)?.as_slice())?;
             let mut table = txn.open_table(STEPS)?;
@@ -337,15 +347,16 @@ impl Store {
         Ok(())
     }
 
-    /// Ends a run, turning every step still pending or running into skipped or failed.
+    /// Ends a run (with why it did not succeed), turning every step still pending or
+    /// running into skipped or aborted.
     pub fn end_run(
         &self,
         run: u64,
         status: RunStatus,
         duration_ms: u64,
-        error: Option<String>,
+        failure: Option<StepFailure>,
     ) -> Result<(), StateError> {
-        self.close_run(run, status, duration_ms, error, None)
+        self.close_run(run, status, duration_ms, failure, None)
     }
 
     /// [`Store::end_run`]; `unrecorded`: why the steps left open have no record of their
@@ -355,11 +366,11 @@ impl Store {
         run: u64,
         status: RunStatus,
         duration_ms: u64,
-        error: Option<String>,
+        failure: Option<StepFailure>,
         unrecorded: Option<&str>,
     ) -> Result<(), StateError> {
         let txn = self.db.begin_write()?;
-        end_run_in(&txn, run, status, duration_ms, error, unrecorded)?;
+        end_run_in(&txn, run, status, duration_ms, failure, unrecorded)?;
         txn.commit()?;
         Ok(())
     }
@@ -454,7 +465,7 @@ pub(crate) fn end_run_in(
     run: u64,
     status: RunStatus,
     duration_ms: u64,
-    error: Option<String>,
+    failure: Option<StepFailure>,
     unrecorded: Option<&str>,
 ) -> Result<(), StateError> {
     {
@@ -465,7 +476,8 @@ pub(crate) fn end_run_in(
         };
         rec.status = status;
         rec.duration_ms = Some(duration_ms);
-        rec.error = error;
+        rec.failure = failure.as_ref().map(|f| f.kind);
+        rec.error = failure.map(|f| f.message);
         runs.insert(run, encode(&rec)?.as_slice())?;
         let mut steps = txn.open_table(STEPS)?;
         let mut open = Vec::new();
@@ -474,8 +486,10 @@ pub(crate) fn end_run_in(
             let mut s: StepRecord = decode(v.value())?;
             match s.status {
                 StepStatus::Pending => s.status = StepStatus::Skipped,
+                // Its process stopped while it ran (or the run ended around it).
                 StepStatus::Running => {
-                    s.status = StepStatus::Failed;
+                    s.status = StepStatus::Aborted;
+                    s.failure = Some(FailureKind::Interrupted);
                     s.error.get_or_insert_with(|| "interrupted".to_owned());
                 }
                 _ => continue,
@@ -505,5 +519,25 @@ mod tests {
         let now = serde_json::to_value(&record).expect("encode");
         assert_eq!(now["cached_from"], 3);
         assert!(now.get("replayed_from").is_none());
+    }
+
+    #[test]
+    fn a_record_written_before_kinds_reads_without_one_and_new_statuses_round_trip() {
+        let old = r#"{"seq":0,"path":"0","name":"build","kind":"task","status":"failed",
+                      "error":"interrupted"}"#;
+        let record: StepRecord = serde_json::from_str(old).expect("an older record");
+        assert_eq!(record.failure, None);
+        assert_eq!(record.error.as_deref(), Some("interrupted"));
+        for status in ["errored", "aborted"] {
+            let json = format!(
+                r#"{{"seq":0,"path":"0","name":"b","kind":"task","status":"{status}","failure":"interrupted"}}"#
+            );
+            let record: StepRecord = serde_json::from_str(&json).expect("a new record");
+            assert_eq!(record.status.as_str(), status);
+            assert_eq!(
+                serde_json::to_value(&record).expect("encode")["failure"],
+                "interrupted"
+            );
+        }
     }
 }

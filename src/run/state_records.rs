@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::done::Status;
+use super::failure::{FailureKind, StepFailure};
+
 /// How a run ended (or that it has not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -29,8 +32,12 @@ pub enum StepStatus {
     Running,
     /// Finished well.
     Succeeded,
-    /// Finished badly (non-zero exit, timeout, failed assert, interrupted).
+    /// Finished badly (non-zero exit, timeout, failed assert, stopped by its group).
     Failed,
+    /// Could not be run (configuration, infrastructure, the model provider).
+    Errored,
+    /// Stopped by the run's interruption (Ctrl-C, or its process stopped while it ran).
+    Aborted,
     /// Never ran (an earlier failure, a verdict route, fail_fast).
     Skipped,
 }
@@ -43,7 +50,38 @@ impl StepStatus {
             Self::Running => "running",
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
+            Self::Errored => "errored",
+            Self::Aborted => "aborted",
             Self::Skipped => "skipped",
+        }
+    }
+
+    /// Whether it ended without succeeding (failed, errored or aborted).
+    pub fn is_failure(self) -> bool {
+        matches!(self, Self::Failed | Self::Errored | Self::Aborted)
+    }
+}
+
+/// The record of a step that ended: its outcome's status.
+impl From<Status> for StepStatus {
+    fn from(status: Status) -> Self {
+        match status {
+            Status::Succeeded => Self::Succeeded,
+            Status::Failed => Self::Failed,
+            Status::Errored => Self::Errored,
+            Status::Aborted => Self::Aborted,
+        }
+    }
+}
+
+/// The record of a run that ended: its job's status.
+impl From<Status> for RunStatus {
+    fn from(status: Status) -> Self {
+        match status {
+            Status::Succeeded => Self::Succeeded,
+            Status::Failed => Self::Failed,
+            Status::Errored => Self::Errored,
+            Status::Aborted => Self::Aborted,
         }
     }
 }
@@ -80,6 +118,9 @@ pub struct RunRecord {
     /// Why it failed or errored.
     #[serde(default)]
     pub error: Option<String>,
+    /// The kind of that failure (absent in records written before kinds were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
 }
 
 /// One step of a run.
@@ -113,6 +154,9 @@ pub struct StepRecord {
     /// Why it failed.
     #[serde(default)]
     pub error: Option<String>,
+    /// The kind of that failure (absent in records written before kinds were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
     /// An agent's verdict.
     #[serde(default)]
     pub verdict: Option<String>,
@@ -144,10 +188,17 @@ impl StepRecord {
             attempts: 0,
             stdout_tail: String::new(),
             error: None,
+            failure: None,
             verdict: None,
             note: None,
             usage: None,
             cached_from: None,
         }
+    }
+
+    /// Keeps `failure` (message and kind) as why the step ended; `None` clears both.
+    pub fn set_failure(&mut self, failure: Option<StepFailure>) {
+        self.failure = failure.as_ref().map(|f| f.kind);
+        self.error = failure.map(|f| f.message);
     }
 }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use treadle_session::Secrets;
 
+use super::failure::FailureKind;
 use super::journal::RunJournal;
 use super::state::{ApprovalStatus, RunStatus, StepStatus};
 use crate::assert::AssertFailure;
@@ -113,6 +114,9 @@ pub enum Event {
         /// Why it failed.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The kind of that failure (`timeout`, `exit_status`, ...; see docs/pipelines.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<FailureKind>,
         /// The asserts that failed, typed.
         // Not read back: no rendering shows them, and `--json` lines pass through as they are.
         #[serde(skip_serializing_if = "Vec::is_empty", skip_deserializing)]
@@ -186,6 +190,9 @@ pub enum Event {
         /// Why it did not succeed.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The kind of that failure, as a step's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<FailureKind>,
         /// The job's asserts that failed, typed.
         // Not read back: no rendering shows them, and `--json` lines pass through as they are.
         #[serde(skip_serializing_if = "Vec::is_empty", skip_deserializing)]

@@ -16,7 +16,7 @@ use super::api::{blocking, load, run_id};
 use super::error::ApiError;
 use super::shared::App;
 use super::start;
-use crate::run::RunStatus;
+use crate::run::{FailureKind, RunStatus, StepFailure};
 use crate::shadow::kept::{self, ShadowRecord, ShadowStatus};
 use crate::shadow::{ShadowOptions, shadow_in_store};
 
@@ -73,8 +73,13 @@ async fn finish(
     mut record: ShadowRecord,
 ) {
     let ran = tokio::select! {
-        r = shadow_in_store(&loaded, &options, app.store.clone()) => r.map_err(|e| e.to_string()),
-        () = app.shutdown.cancelled() => Err("the server stopped before it ended".to_owned()),
+        r = shadow_in_store(&loaded, &options, app.store.clone()) => {
+            r.map_err(|e| StepFailure::new(e.kind(), e.to_string()))
+        }
+        () = app.shutdown.cancelled() => Err(StepFailure::new(
+            FailureKind::Interrupted,
+            "the server stopped before it ended",
+        )),
     };
     record.ended_ms = Some(crate::clock::now_ms());
     match ran {
@@ -83,10 +88,7 @@ async fn finish(
             record.changed = Some(traced.report.changed());
             record.traced = Some(traced);
         }
-        Err(e) => {
-            record.status = ShadowStatus::Failed;
-            record.error = Some(e);
-        }
+        Err(failure) => record.set_failure(failure),
     }
     let (run, n) = (record.run, record.n);
     let written = blocking(&app, move |store| {

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::run::failure::FailureKind;
 use crate::run::state::{RunRecord, RunStatus, StepRecord, StepStatus};
 
 /// A pipeline the server serves.
@@ -48,6 +49,9 @@ pub struct RunView {
     pub cost_usd: Option<f64>,
     /// Why it did not succeed.
     pub error: Option<String>,
+    /// The kind of that failure (`timeout`, `exit_status`, ...; see docs/pipelines.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
     /// Its steps as a tree (only in `GET /api/v1/runs/{id}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<StepNode>>,
@@ -98,6 +102,9 @@ pub struct StepNode {
     pub verdict: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
+    /// The kind of that failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
     /// Tokens an agent step spent in this run.
     pub tokens: Option<u64>,
     /// Their cost (`None`: unpriced, or not an agent step).
@@ -153,6 +160,7 @@ impl RunView {
             tokens: (agents > 0).then_some(tokens),
             cost_usd: if agents > 0 { cost } else { None },
             error: run.error.clone(),
+            failure: run.failure,
             steps: None,
             forked_from: None,
             interrupted: false,
@@ -169,6 +177,7 @@ impl RunView {
             started_ms: self.started_ms,
             duration_ms: self.duration_ms,
             error: self.error.clone(),
+            failure: self.failure,
         }
     }
 }
@@ -190,6 +199,7 @@ impl StepNode {
             attempts: step.attempts,
             verdict: step.verdict.clone(),
             error: step.error.clone(),
+            failure: step.failure,
             tokens: spent.map(|s| s.0),
             cost_usd: spent.and_then(|s| s.1),
             usage: step.usage.clone(),
@@ -212,6 +222,7 @@ impl StepNode {
             attempts: self.attempts,
             stdout_tail: self.output_tail.clone(),
             error: self.error.clone(),
+            failure: self.failure,
             verdict: self.verdict.clone(),
             note: None,
             usage: self.usage.clone(),

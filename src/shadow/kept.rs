@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::report::{Call, ShadowReport};
 use crate::run::state::StateError;
+use crate::run::{FailureKind, StepFailure};
 
 const SHADOWS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("shadows.v1");
 
@@ -63,6 +64,19 @@ pub struct ShadowRecord {
     pub traced: Option<Traced>,
     /// Why it failed.
     pub error: Option<String>,
+    /// The kind of that failure (`interrupted`, `configuration`, ...); absent in records
+    /// written before kinds were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
+}
+
+impl ShadowRecord {
+    /// Marks it failed with `failure` (message and kind).
+    pub fn set_failure(&mut self, failure: StepFailure) {
+        self.status = ShadowStatus::Failed;
+        self.failure = Some(failure.kind);
+        self.error = Some(failure.message);
+    }
 }
 
 /// Adds a running shadow of `run` under the next free number, and returns it.
@@ -91,6 +105,7 @@ pub fn begin(
             ended_ms: None,
             traced: None,
             error: None,
+            failure: None,
         };
         table.insert((run, record.n), encode(&record)?.as_slice())?;
         record
@@ -143,7 +158,10 @@ pub fn abandon_running(db: &Database, now_ms: u64) -> Result<u32, StateError> {
         for mut record in stale {
             record.status = ShadowStatus::Failed;
             record.ended_ms = Some(now_ms);
-            record.error = Some("the server stopped before it ended".to_owned());
+            record.set_failure(StepFailure::new(
+                FailureKind::Interrupted,
+                "the server stopped before it ended",
+            ));
             table.insert((record.run, record.n), encode(&record)?.as_slice())?;
             count += 1;
         }

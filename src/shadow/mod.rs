@@ -45,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentStep, Quiet, RecordedCall, run_agent_step};
 use crate::pipeline::{Agent, AgentSource, At, Job, Loaded, Step};
+use crate::run::FailureKind;
 use crate::run::state::{RunRecord, StateError, StepRecord, StepStatus, Store};
 pub use kept::{StepTrace, Traced};
 pub use report::{ShadowReport, StepReport};
@@ -108,6 +109,20 @@ pub enum ShadowError {
         /// Why.
         reason: String,
     },
+}
+
+impl ShadowError {
+    /// The kind of failure it is, as a shadow's record keeps it beside the message.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            Self::State { .. } | Self::Scratch { .. } | Self::Agent { .. } => {
+                FailureKind::Infrastructure
+            }
+            Self::Job { .. } | Self::AgentFile { .. } | Self::Build(_) => {
+                FailureKind::Configuration
+            }
+        }
+    }
 }
 
 /// Runs the shadow of `options.run` and reports what changed.

@@ -150,12 +150,7 @@ impl<O> Report<O> {
     /// The process exit code `treadle run` would give: 0, 1 (a step failed), 2 (could not
     /// run), 130 (interrupted).
     pub fn exit_code(&self) -> u8 {
-        match self.status {
-            Status::Succeeded => 0,
-            Status::Failed => 1,
-            Status::Errored => 2,
-            Status::Aborted => 130,
-        }
+        self.status.exit_code()
     }
 }
 
@@ -208,7 +203,10 @@ pub async fn run<W: Workflow>(
         Ok(_) => Done::ok(),
         Err(e) => Done {
             status: e.status(),
-            error: Some(e.to_string()),
+            failure: Some(crate::run::StepFailure::new(
+                crate::run::FailureKind::Other,
+                e.to_string(),
+            )),
             ..Done::ok()
         },
     };
@@ -281,7 +279,7 @@ impl Flow {
             return Err(FlowError::Step {
                 name,
                 status: done.status,
-                error: done.error,
+                error: done.error().map(str::to_owned),
             });
         }
         self.open

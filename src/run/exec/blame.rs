@@ -7,17 +7,18 @@
 //! deepest in the outline, is the step that failed it.
 
 use super::{Ctx, Done, Status};
-use crate::run::state::{StepRecord, StepStatus};
+use crate::run::failure::StepFailure;
+use crate::run::state::StepRecord;
 
 /// `judged` (the job's result after its asserts) with its error naming the step that
 /// failed `plan` (the result before them), and the cached agent step to run again.
-pub(crate) fn blame(ctx: &Ctx<'_>, plan: &Done, mut judged: Done) -> Done {
+pub(crate) fn blame(ctx: &Ctx<'_>, plan: &Done, judged: Done) -> Done {
     if judged.is_ok() || judged.status == Status::Aborted {
         return judged;
     }
     let records = ctx.state.with(|s| s.records.clone());
-    let culprit = plan.error.as_deref().and_then(|e| failed_with(&records, e));
-    let mut error = judged.error.take().unwrap_or_default();
+    let culprit = plan.failure.as_ref().and_then(|f| failed_with(&records, f));
+    let mut error = judged.error().unwrap_or_default().to_owned();
     if let Some(step) = culprit {
         let own = step.error.as_deref().unwrap_or_default();
         error = if error == own {
@@ -26,7 +27,7 @@ pub(crate) fn blame(ctx: &Ctx<'_>, plan: &Done, mut judged: Done) -> Done {
             // A job assert replaced the plan's failure: say both.
             format!("{error}; the plan failed at step `{}`: {own}", step.name)
         };
-    } else if let Some(own) = plan.error.as_deref().filter(|own| *own != error) {
+    } else if let Some(own) = plan.error().filter(|own| *own != error) {
         // No step failed it (it stopped before the first, as when no source of an
         // agent answered): the reason would otherwise be lost under the job assert.
         error = format!("{error}; the plan failed: {own}");
@@ -34,15 +35,17 @@ pub(crate) fn blame(ctx: &Ctx<'_>, plan: &Done, mut judged: Done) -> Done {
     if let Some(hint) = rerun_hint(&records, culprit.map(|s| s.seq)) {
         error = format!("{error}; {hint}");
     }
-    judged.error = Some(error);
-    judged
+    // The job's failure keeps its kind; its message names the step.
+    judged.reworded(|_| error)
 }
 
-/// The failed step whose error is `error`, deepest in the outline.
-fn failed_with<'r>(records: &'r [StepRecord], error: &str) -> Option<&'r StepRecord> {
+/// The failed step whose failure is `failure` (its kind and message), deepest in the
+/// outline.
+fn failed_with<'r>(records: &'r [StepRecord], failure: &StepFailure) -> Option<&'r StepRecord> {
     records
         .iter()
-        .filter(|r| r.status == StepStatus::Failed && r.error.as_deref() == Some(error))
+        .filter(|r| r.status.is_failure() && r.failure == Some(failure.kind))
+        .filter(|r| r.error.as_deref() == Some(failure.message.as_str()))
         .max_by_key(|r| r.seq)
 }
 
@@ -77,6 +80,8 @@ fn shell_word(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::failure::FailureKind;
+    use crate::run::state::StepStatus;
 
     fn record(seq: u32, name: &str, kind: &str, status: StepStatus) -> StepRecord {
         let mut r = StepRecord::pending(seq, seq.to_string(), name.into(), kind.into());
@@ -85,19 +90,24 @@ mod tests {
     }
 
     #[test]
-    fn the_deepest_failed_record_with_the_error_is_blamed() {
+    fn the_deepest_failed_record_with_the_failure_is_blamed() {
+        let boom = StepFailure::new(FailureKind::ExitStatus, "boom");
         let mut outer = record(0, "group", "do", StepStatus::Failed);
-        outer.error = Some("boom".into());
+        outer.set_failure(Some(boom.clone()));
         let mut inner = record(1, "build", "task", StepStatus::Failed);
-        inner.error = Some("boom".into());
+        inner.set_failure(Some(boom.clone()));
         let mut other = record(2, "lint", "task", StepStatus::Failed);
-        other.error = Some("another".into());
-        let records = [outer, inner, other];
+        other.set_failure(Some(StepFailure::new(FailureKind::ExitStatus, "another")));
+        // The same words of another kind are another failure.
+        let mut timed = record(3, "slow", "task", StepStatus::Failed);
+        timed.set_failure(Some(StepFailure::new(FailureKind::Timeout, "boom")));
+        let records = [outer, inner, other, timed];
         assert_eq!(
-            failed_with(&records, "boom").map(|r| &*r.name),
+            failed_with(&records, &boom).map(|r| &*r.name),
             Some("build")
         );
-        assert!(failed_with(&records, "nothing like it").is_none());
+        let none = StepFailure::new(FailureKind::ExitStatus, "nothing like it");
+        assert!(failed_with(&records, &none).is_none());
     }
 
     #[test]

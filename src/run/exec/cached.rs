@@ -20,6 +20,7 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step, StepKind};
 use crate::run::artifacts::ArtifactError;
 use crate::run::cell::{Cell, CellAt, is_cell};
+use crate::run::failure::FailureKind;
 use crate::run::state::{StateError, StepStatus};
 use crate::run::transcript::Event;
 
@@ -178,7 +179,12 @@ async fn key_parts<'a>(
         };
         match cache.tree(path.clone()).await {
             Ok(d) => inputs.insert(name.clone(), d),
-            Err(e) => return Err(Done::errored(format!("cannot hash input `{name}`: {e}"))),
+            Err(e) => {
+                return Err(Done::fail(
+                    FailureKind::Infrastructure,
+                    format!("cannot hash input `{name}`: {e}"),
+                ));
+            }
         };
         before.insert(name, path);
     }
@@ -204,7 +210,7 @@ async fn key_parts<'a>(
     };
     key::step_key(ctx.loaded, step, &facts)
         .map(Some)
-        .map_err(|e| Done::errored(e.to_string()))
+        .map_err(|e| Done::fail(FailureKind::Infrastructure, e.to_string()))
 }
 
 /// Brings a recorded outcome back instead of running the step (a cache hit, or a
@@ -250,6 +256,23 @@ async fn reuse<'a>(
     }
     show_reused(ctx, entry, &outcome, from_run);
     let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    record_reused(ctx, cache, entry, &outcome, from_run, took).await;
+    Some(Done {
+        route: route_of(step, &outcome),
+        ..Done::ok()
+    })
+}
+
+/// Records a step brought back from run `from_run`'s `outcome` in `took` ms: its record
+/// succeeded with the outcome's facts, shown, and the outcome kept as this run's.
+async fn record_reused(
+    ctx: &Ctx<'_>,
+    cache: &Arc<StepCache>,
+    entry: &Entry,
+    outcome: &SuccessRecord,
+    from_run: u64,
+    took: u64,
+) {
     let o = outcome.clone();
     let record = ctx.state.with(|s| {
         let r = s.records.get_mut(entry.seq as usize)?;
@@ -262,7 +285,7 @@ async fn reuse<'a>(
         r.note = o.note;
         r.usage = o.usage;
         r.cached_from = Some(from_run);
-        r.error = None;
+        r.set_failure(None);
         Some(r.clone())
     });
     // The record now holds the outcome's exit code and verdict, which the line shows.
@@ -294,10 +317,6 @@ async fn reuse<'a>(
     if let Err(e) = written {
         super::record::keep_state_error(ctx, e.to_string());
     }
-    Some(Done {
-        route: route_of(step, &outcome),
-        ..Done::ok()
-    })
 }
 
 /// Where a reused outcome's verdict sends the run (`None`: on in order).

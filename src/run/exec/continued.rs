@@ -10,8 +10,8 @@
 //! * A task runs again from its start, and the transcript says it was interrupted.
 //!
 //! "Unfinished" is read from the earlier run's record of the step: still pending or
-//! running (its process died), or failed as `interrupted` (a clean stop). A step that
-//! failed on its own runs again from scratch.
+//! running (its process died), aborted (a clean stop), or stopped by its group (failed,
+//! of kind `interrupted`). A step that failed on its own runs again from scratch.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use treadle_session::event::SessionId;
 use super::Ctx;
 use crate::agent::controls::SessionNoted;
 use crate::pipeline::outline::Entry;
+use crate::run::failure::FailureKind;
 use crate::run::state::{StepRecord, StepStatus};
 use crate::run::step_sessions::{self, StepSession};
 use crate::run::transcript::Event;
@@ -71,8 +72,10 @@ fn shown_of_step(
 /// Whether a step's record in an earlier run says that run stopped while the step ran.
 fn left_unfinished(record: &StepRecord) -> bool {
     match record.status {
-        StepStatus::Pending | StepStatus::Running => true,
-        StepStatus::Failed => record.error.as_deref() == Some("interrupted"),
+        StepStatus::Pending | StepStatus::Running | StepStatus::Aborted => true,
+        StepStatus::Failed | StepStatus::Errored => {
+            record.failure == Some(FailureKind::Interrupted)
+        }
         StepStatus::Succeeded | StepStatus::Skipped => false,
     }
 }
@@ -203,18 +206,7 @@ pub(crate) async fn unfinished_agent(ctx: &Ctx<'_>, entry: &Entry) -> Option<Unf
         }
     }
     let shown = if of == ctx.run {
-        let (db, run, seq) = (ctx.store.database(), ctx.run, entry.seq);
-        match tokio::task::spawn_blocking(move || shown_of_step(&db, run, seq)).await {
-            Ok(Ok(shown)) => shown,
-            Ok(Err(e)) => {
-                crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
-                Vec::new()
-            }
-            Err(e) => {
-                crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
-                Vec::new()
-            }
-        }
+        shown_now(ctx, entry).await
     } else {
         Vec::new()
     };
@@ -224,6 +216,23 @@ pub(crate) async fn unfinished_agent(ctx: &Ctx<'_>, entry: &Entry) -> Option<Unf
         of,
         shown: Arc::new(shown),
     })
+}
+
+/// What this run's transcript already shows of step `entry`'s visit in progress (see
+/// [`shown_of_step`]); none when it cannot be read.
+async fn shown_now(ctx: &Ctx<'_>, entry: &Entry) -> Vec<(String, serde_json::Value)> {
+    let (db, run, seq) = (ctx.store.database(), ctx.run, entry.seq);
+    match tokio::task::spawn_blocking(move || shown_of_step(&db, run, seq)).await {
+        Ok(Ok(shown)) => shown,
+        Ok(Err(e)) => {
+            crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
+            Vec::new()
+        }
+        Err(e) => {
+            crate::console::tell!("treadle: cannot read run {run}'s events: {e}");
+            Vec::new()
+        }
+    }
 }
 
 /// The key step `entry` has in this run (hex), once the cache worked it out.
@@ -273,4 +282,35 @@ pub(crate) fn session_noter(ctx: &Ctx<'_>, entry: &Entry, dir: &Path) -> Session
             crate::console::tell!("treadle: cannot keep the session of step {path}: {e}");
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FailureKind, StepRecord, StepStatus, left_unfinished};
+    use crate::run::failure::StepFailure;
+
+    fn ended(status: StepStatus, failure: StepFailure) -> StepRecord {
+        let mut r = StepRecord::pending(0, "0".into(), "s".into(), "agent".into());
+        r.status = status;
+        r.set_failure(Some(failure));
+        r
+    }
+
+    #[test]
+    fn unfinished_is_decided_by_status_and_kind_not_by_the_text() {
+        let stopped = StepFailure::new(FailureKind::Interrupted, "stopped");
+        assert!(left_unfinished(&ended(
+            StepStatus::Aborted,
+            stopped.clone()
+        )));
+        assert!(left_unfinished(&ended(StepStatus::Failed, stopped)));
+        // A step that failed on its own runs again from scratch, whatever its text says.
+        let own = StepFailure::new(FailureKind::ExitStatus, "interrupted");
+        assert!(!left_unfinished(&ended(StepStatus::Failed, own)));
+        let running = StepRecord {
+            status: StepStatus::Running,
+            ..StepRecord::pending(0, "0".into(), "s".into(), "agent".into())
+        };
+        assert!(left_unfinished(&running));
+    }
 }

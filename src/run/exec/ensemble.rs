@@ -14,6 +14,7 @@ use super::{Ctx, Done, worst};
 use crate::pipeline::ensemble::{self, Ensemble, Rule, Vote};
 use crate::pipeline::outline::Entry;
 use crate::run::cell::Given;
+use crate::run::failure::FailureKind;
 use crate::run::transcript::Event;
 
 /// Runs the ensemble at `entry`: members, decision, route.
@@ -40,19 +41,20 @@ pub(crate) async fn ensemble<'a>(
                 verdict,
                 note,
             }),
-            (true, None) => failed.push((name, Done::failed("it gave no verdict"))),
+            (true, None) => {
+                let no_vote = Done::fail(FailureKind::NoVerdict, "it gave no verdict");
+                failed.push((name, no_vote));
+            }
             (false, _) => failed.push((name, done.clone())),
         }
     }
     if !failed.is_empty() && !e.excludes_errors() {
         let names: Vec<&str> = failed.iter().map(|(n, _)| n.as_str()).collect();
-        let mut d = worst(&failed.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>());
-        d.error = Some(format!(
-            "ensemble: member {} did not vote ({}); a failed member is not a vote (`member_errors: exclude` decides among the rest)",
+        let d = worst(&failed.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>());
+        return d.reworded(|why| format!(
+            "ensemble: member {} did not vote ({why}); a failed member is not a vote (`member_errors: exclude` decides among the rest)",
             names.join(", "),
-            d.error.unwrap_or_default()
         ));
-        return d;
     }
     let excluded: Vec<String> = failed.into_iter().map(|(n, _)| n).collect();
     if !excluded.is_empty() {
@@ -124,7 +126,8 @@ async fn judge_votes<'a>(
     cancel: &CancellationToken,
 ) -> Result<String, Done> {
     let Some(entry) = ctx.outline.entry(judge) else {
-        return Err(Done::errored(
+        return Err(Done::fail(
+            FailureKind::Infrastructure,
             "the ensemble's judge is missing from the outline",
         ));
     };
@@ -133,17 +136,16 @@ async fn judge_votes<'a>(
         .exec_given(judge, cancel.clone(), Given::handed(&votes))
         .await;
     if !done.is_ok() {
-        return Err(Done {
-            error: Some(format!(
-                "ensemble: the judge `{agent}` did not decide: {}",
-                done.error.clone().unwrap_or_default()
-            )),
-            ..done
-        });
+        return Err(
+            done.reworded(|why| format!("ensemble: the judge `{agent}` did not decide: {why}"))
+        );
     }
     vote_of(ctx, entry.seq)
         .map(|(verdict, _)| verdict)
-        .ok_or_else(|| Done::failed(format!("ensemble: the judge `{agent}` gave no verdict")))
+        .ok_or_else(|| {
+            let why = format!("ensemble: the judge `{agent}` gave no verdict");
+            Done::fail(FailureKind::NoVerdict, why)
+        })
 }
 
 /// The rule's name as `decide:` spells it.

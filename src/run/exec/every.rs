@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use super::{Ctx, Done, Status};
 use crate::pipeline::{At, Step, StepKind, VersionSpec};
 use crate::resource::check::Checker;
+use crate::run::failure::FailureKind;
 
 /// Where the plan's first top-level `every` get is, if it has one.
 pub(crate) fn first_every(plan: &[At<Step>]) -> Option<usize> {
@@ -43,7 +44,7 @@ pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
         ctx.artifacts.root().join("checks"),
     ) {
         Ok(c) => c,
-        Err(e) => return Done::errored(e.to_string()),
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let job = ctx.job.name.value.as_str();
     let mut held: HashMap<u32, Option<String>> = HashMap::new();
@@ -51,16 +52,16 @@ pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
     for &(seq, resource) in &gets {
         // `--force` ignores what was taken before; what it takes is recorded again.
         if forcing && let Err(e) = checker.history().rewind(job, resource) {
-            return Done::errored(e.to_string());
+            return Done::fail(FailureKind::Infrastructure, e.to_string());
         }
         if let Err(e) = checker.check_without_cursor(resource, &ctx.root).await {
             ctx.skip(&plan[start..]);
-            return Done::errored(e.to_string());
+            return Done::fail(FailureKind::Infrastructure, e.to_string());
         }
         let last = checker.history().last_taken(job, resource);
         let last = match last {
             Ok(v) => v.map(|v| super::version::version_text(ctx, resource, &v)),
-            Err(e) => return Done::errored(e.to_string()),
+            Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
         };
         held.insert(seq, last);
     }
@@ -75,7 +76,7 @@ pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
                     moved = true;
                 }
                 Ok(None) => {}
-                Err(e) => return Done::errored(e.to_string()),
+                Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
             }
         }
         if !moved {

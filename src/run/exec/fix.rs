@@ -16,8 +16,12 @@ use crate::agent::AgentStep;
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{AgentCall, At, RunSpec, Step};
+use crate::run::failure::FailureKind;
 use crate::run::ports::AgentStepError;
 use crate::run::transcript::Event;
+
+/// A fixer that cannot be built or has no key: the pipeline's to put right.
+const CONFIG: FailureKind = FailureKind::Configuration;
 
 /// What the fixer is told, besides the `prompt:` of a `fix:` mapping.
 fn instruction(task: &str, run: &RunSpec, failure: &str, output: &str) -> String {
@@ -61,10 +65,10 @@ pub(crate) async fn fix<'a>(
             ..AgentCall::new(At::new(spec.agent.value.clone()))
         })
     };
-    let built =
-        AgentStep::build(ctx.loaded, &fixer).map_err(|e| Done::errored(format!("fix: {e}")))?;
+    let built = AgentStep::build(ctx.loaded, &fixer)
+        .map_err(|e| Done::fail(CONFIG, format!("fix: {e}")))?;
     if let Err(e) = built.model.check_key(&process_env) {
-        return Err(Done::errored(format!("fix: {e} ({})", e.hint())));
+        return Err(Done::fail(CONFIG, format!("fix: {e} ({})", e.hint())));
     }
     let work = spec
         .dir
@@ -87,12 +91,14 @@ pub(crate) async fn fix<'a>(
             run: ctx.run,
             text: format!("fix: agent `{}` failed: {m}", spec.agent.value),
         }),
-        Err(AgentStepError::Infrastructure(m)) => {
-            return Err(Done::errored(format!(
+        Err(e @ (AgentStepError::Infrastructure(_) | AgentStepError::ModelOutage(_))) => {
+            let failure = e.failure();
+            let why = format!(
                 "fix: agent `{}` could not run: {}",
                 spec.agent.value,
-                ctx.transcript.redactor().mask(&m)
-            )));
+                ctx.transcript.redactor().mask(&failure.message)
+            );
+            return Err(Done::fail(failure.kind, why));
         }
     }
     // Logged beside the step it fixed (the log orders a group by its members' places).

@@ -25,6 +25,7 @@ use crate::pipeline::{At, RunSpec, Step};
 use crate::run::admit::{Admission, Admit};
 use crate::run::artifacts::copy_tree;
 use crate::run::cell::{Given, cells};
+use crate::run::failure::FailureKind;
 use crate::run::task::{TaskEnd, TaskSpec, run_task};
 use crate::run::transcript::Event;
 
@@ -36,18 +37,25 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// A `load_var:` step: reads its file (inside one of its inputs), trimmed, into the var.
 pub(crate) async fn load_var<'a>(ctx: &Ctx<'a>, name: &str, file: Option<&At<String>>) -> Done {
     let Some(file) = file else {
-        return Done::errored(format!("`load_var: {name}` has no `file:`"));
+        return Done::fail(
+            FailureKind::Configuration,
+            format!("`load_var: {name}` has no `file:`"),
+        );
     };
     let path = &file.value;
     let (artifact, rest) = path.split_once('/').unwrap_or((path, ""));
     let Some(root) = ctx.artifacts.artifact(artifact) else {
-        return Done::failed(format!("load_var: no step produced `{artifact}`"));
+        return Done::fail(
+            FailureKind::Outputs,
+            format!("load_var: no step produced `{artifact}`"),
+        );
     };
     let text = match std::fs::metadata(root.join(rest)) {
         Ok(m) if m.len() > MAX_FILE_BYTES => {
-            return Done::failed(format!(
-                "load_var: `{path}` is larger than {MAX_FILE_BYTES} bytes"
-            ));
+            return Done::fail(
+                FailureKind::Limit,
+                format!("load_var: `{path}` is larger than {MAX_FILE_BYTES} bytes"),
+            );
         }
         Ok(_) => std::fs::read_to_string(root.join(rest)),
         Err(e) => Err(e),
@@ -127,9 +135,10 @@ pub(crate) async fn guard<'a>(
         .await
     };
     if let Err(e) = prepared {
-        return Err(Done::errored(format!(
-            "cannot prepare the `when:` guard: {e}"
-        )));
+        return Err(Done::fail(
+            FailureKind::Infrastructure,
+            format!("cannot prepare the `when:` guard: {e}"),
+        ));
     }
     let run = RunSpec::Shell(when.command().to_owned());
     let spec = TaskSpec {
@@ -148,9 +157,10 @@ pub(crate) async fn guard<'a>(
             TaskEnd::Canceled => Err(ctx.cancelled()),
             TaskEnd::Signaled(_) | TaskEnd::TimedOut(_) => Ok(false),
         },
-        Err(e) => Err(Done::errored(format!(
-            "the `when:` guard could not run: {e}"
-        ))),
+        Err(e) => Err(Done::fail(
+            FailureKind::Infrastructure,
+            format!("the `when:` guard could not run: {e}"),
+        )),
     }
 }
 
@@ -206,7 +216,7 @@ pub(crate) async fn across<'a>(
     }
     let collect: Vec<String> = step.outputs.iter().map(|o| o.value.clone()).collect();
     if let Err(e) = ctx.artifacts.begin_collection(&collect) {
-        return Done::errored(e.to_string());
+        return Done::fail(FailureKind::Infrastructure, e.to_string());
     }
     let in_flight = step.max_in_flight.as_ref().map_or(1, |m| m.value.max(1)) as usize;
     let admission = admission(ctx, step, cells.len(), in_flight);
@@ -269,12 +279,7 @@ pub(crate) async fn across<'a>(
         .filter(|d| d.status != Status::Succeeded)
         .count();
     if failed > 1 {
-        let mut d = worst(&done);
-        d.error = Some(format!(
-            "{failed} cells failed; first: {}",
-            d.error.unwrap_or_default()
-        ));
-        return d;
+        return worst(&done).reworded(|first| format!("{failed} cells failed; first: {first}"));
     }
     worst(&done)
 }

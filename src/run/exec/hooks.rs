@@ -89,15 +89,11 @@ fn grace_token() -> CancellationToken {
 }
 
 fn fold(hook: Done, which: &str, step: &At<Step>) -> Done {
-    let why = hook.error.unwrap_or_default();
+    let name = step.display_name();
     Done {
-        status: hook.status,
-        error: Some(format!(
-            "{which} step `{}` failed: {why}",
-            step.display_name()
-        )),
         route: None,
-        asserts: hook.asserts,
         masked: None,
+        // The hook's own failure, kind and all, said as the step's.
+        ..hook.reworded(|why| format!("{which} step `{name}` failed: {why}"))
     }
 }

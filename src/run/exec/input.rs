@@ -17,6 +17,7 @@ use crate::assert::StepFacts;
 use crate::pipeline::Step;
 use crate::pipeline::outline::Entry;
 use crate::run::approval::question::{Asked, Asker};
+use crate::run::failure::FailureKind;
 
 /// The file an `input:` step writes its answer to, in each of its outputs.
 pub const ANSWER_FILE: &str = "answer.json";
@@ -62,7 +63,10 @@ pub(crate) async fn input<'a>(
     cancel: CancellationToken,
 ) -> Done {
     let Some(question) = step.input_question() else {
-        return Done::errored(format!("input `{}` has no `question:`", entry.name));
+        return Done::fail(
+            FailureKind::Configuration,
+            format!("input `{}` has no `question:`", entry.name),
+        );
     };
     let deadline = step.timeout.as_ref().map(|t| t.value.0);
     let dir = match super::step_dir::prepare(ctx, step, entry, attempt).await {
@@ -75,23 +79,32 @@ pub(crate) async fn input<'a>(
     {
         Asked::Answered { value, .. } => value,
         Asked::Declined { reason } => {
-            return Done::failed(format!("input `{}` was declined: {reason}", entry.name));
+            return Done::fail(
+                FailureKind::Declined,
+                format!("input `{}` was declined: {reason}", entry.name),
+            );
         }
         Asked::TimedOut => {
-            return Done::failed(format!(
-                "input `{}` got no answer before its timeout and has no `default:`",
-                entry.name
-            ));
+            return Done::fail(
+                FailureKind::Timeout,
+                format!(
+                    "input `{}` got no answer before its timeout and has no `default:`",
+                    entry.name
+                ),
+            );
         }
         Asked::Unanswerable { reason } => return Done::failed(reason),
         Asked::Aborted => return ctx.cancelled(),
-        Asked::Failed { reason } => return Done::errored(reason),
+        Asked::Failed { reason } => return Done::fail(FailureKind::Infrastructure, reason),
     };
     let text = format!("{value}\n");
     for output in &step.outputs {
         let path = dir.join(&output.value).join(ANSWER_FILE);
         if let Err(e) = std::fs::write(&path, &text) {
-            return Done::errored(format!("cannot write {}: {e}", path.display()));
+            return Done::fail(
+                FailureKind::Infrastructure,
+                format!("cannot write {}: {e}", path.display()),
+            );
         }
     }
     let tail = ctx.transcript.redactor().mask(&text);

@@ -9,6 +9,7 @@
 
 use super::{Ctx, Done, Hooks, Status};
 use crate::assert::{self, JobFacts, JobOutcome};
+use crate::run::failure::FailureKind;
 
 /// Runs the job's plan, following routes, then its hooks and asserts.
 pub(crate) async fn job<'a>(ctx: &'a Ctx<'a>) -> Done {
@@ -16,10 +17,10 @@ pub(crate) async fn job<'a>(ctx: &'a Ctx<'a>) -> Done {
     let workspace = ctx.loaded.pipeline.workspace.as_ref();
     let result = if let Some(why) = workspace.and_then(crate::pipeline::container::unsupported) {
         ctx.skip(plan);
-        Done::errored(why)
+        Done::fail(FailureKind::Configuration, why)
     } else if let Err(e) = pick_sources(ctx).await {
         ctx.skip(plan);
-        Done::errored(e.to_string())
+        Done::fail(FailureKind::ModelOutage, e.to_string())
     } else {
         match super::every::first_every(plan) {
             Some(start) => super::every::walk_every(ctx, start).await,

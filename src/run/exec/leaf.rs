@@ -3,11 +3,13 @@
 //!
 //! [`AgentRunner`]: crate::run::ports::AgentRunner
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::continued::Unfinished;
+use super::forked::Forked;
 use super::{Ctx, Done, Status};
 use crate::agent::AgentStep;
 use crate::assert::StepFacts;
@@ -15,8 +17,9 @@ use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{RunSpec, Step};
 use crate::run::cell::{Cell, Given};
+use crate::run::failure::{FailureKind, StepFailure};
 use crate::run::output_limit::OutputLimit;
-use crate::run::ports::{AgentStepError, AgentStepOutcome};
+use crate::run::ports::AgentStepOutcome;
 use crate::run::task::{TaskEnd, TaskResult, TaskSpec, run_task};
 use crate::run::transcript::Event;
 
@@ -37,7 +40,8 @@ pub(crate) async fn task<'a>(
         Err(done) => return done,
     };
     if let Err(e) = crate::run::upstream::write_files(&dir, &delivered(ctx, step)) {
-        return Done::errored(format!("cannot write upstream/ for `context: from`: {e}"));
+        let why = format!("cannot write upstream/ for `context: from`: {e}");
+        return Done::fail(FailureKind::Infrastructure, why);
     }
     let extra = task_env(ctx, entry, attempt);
     let spec = TaskSpec {
@@ -63,16 +67,11 @@ pub(crate) async fn task<'a>(
     let mut result = match run_task(&spec, None, &limit.token, &on_line).await {
         Ok(r) => r,
         // The command could not be started: the machinery, not the step, said no.
-        Err(e) => return Done::errored(e.to_string()),
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     // `fix:`: a command that ended badly (not one that was cancelled) is handed to
     // the fixer, then runs once more; that run decides.
-    let failed = match result.end {
-        TaskEnd::Exited(c) => (c != 0).then(|| format!("exit code {c}")),
-        TaskEnd::Signaled(s) => Some(format!("killed by signal {s}")),
-        TaskEnd::TimedOut(t) => Some(format!("timed out after {t:?}")),
-        TaskEnd::Canceled => None,
-    };
+    let failed = ended_badly(&result.end);
     if let Some(failure) = failed.filter(|_| step.task_keys().is_some_and(|k| k.fix.is_some())) {
         let output = ctx.transcript.redactor().mask(&result.tail);
         if let Err(done) =
@@ -82,7 +81,7 @@ pub(crate) async fn task<'a>(
         }
         result = match run_task(&spec, None, &limit.token, &on_line).await {
             Ok(r) => r,
-            Err(e) => return Done::errored(e.to_string()),
+            Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
         };
     }
     if let Some(reached) = limit.reached() {
@@ -113,6 +112,17 @@ pub(crate) async fn task<'a>(
     super::step_dir::conclude(ctx, step, &dir, facts, given.cell).await
 }
 
+/// How a command ended badly, in the words the fixer (`fix:`) is given; `None` when it
+/// exited 0 or was cancelled.
+fn ended_badly(end: &TaskEnd) -> Option<String> {
+    match end {
+        TaskEnd::Exited(c) => (*c != 0).then(|| format!("exit code {c}")),
+        TaskEnd::Signaled(s) => Some(format!("killed by signal {s}")),
+        TaskEnd::TimedOut(t) => Some(format!("timed out after {t:?}")),
+        TaskEnd::Canceled => None,
+    }
+}
+
 /// What a task's command finds in its environment besides the step's `env:`.
 fn task_env(ctx: &Ctx<'_>, entry: &Entry, attempt: u32) -> [(String, String); 4] {
     [
@@ -137,12 +147,15 @@ fn task_end(ctx: &Ctx<'_>, step: &Step, result: &TaskResult, confined: bool, dir
         TaskEnd::Exited(c) => {
             let confined = confined && crate::confine::unavailable().is_none();
             match crate::run::denied::hint(c, &result.stderr, dir).filter(|_| confined) {
-                Some(hint) => Done::failed(format!("exit code {c}; {hint}")),
-                None => Done::failed(format!("exit code {c}")),
+                // Its confinement refused it a path (or a program).
+                Some(hint) => Done::fail(FailureKind::Refused, format!("exit code {c}; {hint}")),
+                None => Done::fail(FailureKind::ExitStatus, format!("exit code {c}")),
             }
         }
-        TaskEnd::Signaled(s) => Done::failed(format!("killed by signal {s}")),
-        TaskEnd::TimedOut(t) => Done::failed(format!("timed out after {t:?}")),
+        TaskEnd::Signaled(s) => {
+            Done::fail(FailureKind::ExitStatus, format!("killed by signal {s}"))
+        }
+        TaskEnd::TimedOut(t) => Done::fail(FailureKind::Timeout, format!("timed out after {t:?}")),
         TaskEnd::Canceled => ctx.cancelled(),
     }
 }
@@ -161,7 +174,7 @@ pub(crate) fn agent_step<'a>(
     // first one kept is the one every later caller gets.
     let agent = AgentStep::build(ctx.loaded, step)
         .map(Arc::new)
-        .map_err(|e| Done::errored(e.to_string()))?;
+        .map_err(|e| Done::fail(FailureKind::Configuration, e.to_string()))?;
     Ok(ctx
         .state
         .with(|s| s.agent_steps.entry(entry.seq).or_insert(agent).clone()))
@@ -191,7 +204,7 @@ fn shaped<'a>(
     if let Some(cell) = given.cell {
         agent_step.prompt = cell
             .render_text(&agent_step.prompt)
-            .map_err(|e| Done::errored(format!("prompt: {e}")))?;
+            .map_err(|e| Done::fail(FailureKind::Configuration, format!("prompt: {e}")))?;
     }
     if let Some(text) = given.handed {
         agent_step.prompt = format!("{text}{}", agent_step.prompt);
@@ -234,44 +247,17 @@ pub(crate) async fn agent<'a>(
     // The session reads the key itself; a variable that is not set stops the step here,
     // with the hint, before a directory is made.
     if let Err(e) = built.model.check_key(&process_env) {
-        return Done::errored(format!("{e} ({})", e.hint()));
+        return Done::fail(FailureKind::Configuration, format!("{e} ({})", e.hint()));
     }
     let routes: Vec<(String, String)> = step
         .routes()
         .into_iter()
         .map(|(v, t)| (v.to_owned(), t.value.clone()))
         .collect();
-    // A run this one resumes left the step mid-way: it goes on where it was.
-    let left = match attempt {
-        1 => super::continued::unfinished_agent(ctx, entry).await,
-        _ => None,
-    };
-    // A forked run goes on from a fork of the step's session in the run it forks.
-    let forked = match (attempt, &left) {
-        (1, None) => match super::forked::forked_agent(ctx, entry).await {
-            Ok(forked) => forked,
-            Err(why) => return Done::errored(why.to_string()),
-        },
-        _ => None,
-    };
-    let dir = match super::step_dir::prepare(ctx, step, entry, attempt).await {
-        Ok(d) => d,
+    let (dir, left, forked) = match agent_dir(ctx, step, entry, attempt).await {
+        Ok(placed) => placed,
         Err(done) => return done,
     };
-    if let Some(left) = &left {
-        if let Err(why) = super::continued::take_dir(left, &dir).await {
-            return Done::errored(why.to_string());
-        }
-        ctx.emit(crate::run::transcript::Event::Notice {
-            run: ctx.run,
-            text: format!(
-                "`{}` interrupted (run {} stopped while it ran): its session {} goes on, with what it committed and the files it wrote",
-                entry.name, left.of, left.session
-            ),
-        });
-    } else if attempt == 1 {
-        super::continued::say_restarted(ctx, entry).await;
-    }
     let mut agent_step = match shaped(ctx, &built, step, &dir, given) {
         Ok(a) => a,
         Err(done) => return done,
@@ -287,11 +273,10 @@ pub(crate) async fn agent<'a>(
     let request = super::agent_controls::request(ctx, entry, agent_step, &cancel);
     let outcome = match ctx.agents.run(request).await {
         Ok(o) => o,
-        Err(AgentStepError::Infrastructure(m)) => {
-            return Done::errored(ctx.transcript.redactor().mask(&m));
-        }
-        Err(AgentStepError::Failed(m)) => {
-            return Done::failed(ctx.transcript.redactor().mask(&m));
+        Err(e) => {
+            let failure = e.failure();
+            let masked = ctx.transcript.redactor().mask(&failure.message);
+            return Done::with(StepFailure::new(failure.kind, masked));
         }
     };
     super::agent_controls::count_spent(ctx, &outcome);
@@ -300,7 +285,7 @@ pub(crate) async fn agent<'a>(
         return ctx.cancelled();
     }
     if let Some(f) = outcome.failure {
-        return Done::failed(f);
+        return Done::with(f);
     }
     let route = match route(step, &routes, outcome.verdict.as_deref()) {
         Ok(r) => r,
@@ -320,6 +305,43 @@ pub(crate) async fn agent<'a>(
     } else {
         done
     }
+}
+
+/// The agent step's directory for this attempt, with what it goes on from: the session a
+/// run this one resumes left it in mid-way (its directory taken over), or the session of
+/// the run this one forks.
+async fn agent_dir(
+    ctx: &Ctx<'_>,
+    step: &Step,
+    entry: &Entry,
+    attempt: u32,
+) -> Result<(PathBuf, Option<Unfinished>, Option<Forked>), Done> {
+    let left = match attempt {
+        1 => super::continued::unfinished_agent(ctx, entry).await,
+        _ => None,
+    };
+    let forked = match (attempt, &left) {
+        (1, None) => super::forked::forked_agent(ctx, entry)
+            .await
+            .map_err(|why| Done::fail(FailureKind::Infrastructure, why.to_string()))?,
+        _ => None,
+    };
+    let dir = super::step_dir::prepare(ctx, step, entry, attempt).await?;
+    if let Some(left) = &left {
+        super::continued::take_dir(left, &dir)
+            .await
+            .map_err(|why| Done::fail(FailureKind::Infrastructure, why.to_string()))?;
+        ctx.emit(crate::run::transcript::Event::Notice {
+            run: ctx.run,
+            text: format!(
+                "`{}` interrupted (run {} stopped while it ran): its session {} goes on, with what it committed and the files it wrote",
+                entry.name, left.of, left.session
+            ),
+        });
+    } else if attempt == 1 {
+        super::continued::say_restarted(ctx, entry).await;
+    }
+    Ok((dir, left, forked))
 }
 
 /// The agent step on the source the pre-run probe picked for its agent (a `fallback:`
@@ -370,15 +392,19 @@ fn route(
         return Ok(None);
     }
     let Some(v) = verdict else {
-        return Err(Done::failed("the agent gave no verdict"));
+        return Err(Done::fail(
+            FailureKind::NoVerdict,
+            "the agent gave no verdict",
+        ));
     };
     match routes.iter().find(|(name, _)| name == v) {
         Some((_, target)) if target == "next" => Ok(None),
         Some((_, target)) => Ok(Some(target.clone())),
         // A bare verdict records the choice and continues in order.
         None if step.verdict_choices().iter().any(|c| c == v) => Ok(None),
-        None => Err(Done::failed(format!(
-            "the agent gave verdict `{v}`, which is not one of the listed verdicts"
-        ))),
+        None => Err(Done::fail(
+            FailureKind::NoVerdict,
+            format!("the agent gave verdict `{v}`, which is not one of the listed verdicts"),
+        )),
     }
 }

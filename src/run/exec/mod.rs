@@ -58,6 +58,7 @@ use tracing::Instrument;
 pub(crate) use self::hooks::Hooks;
 use super::artifacts::Artifacts;
 use super::cell::Given;
+use super::failure::FailureKind;
 use super::ports::AgentRunner;
 pub(crate) use super::run_state::Logged;
 use super::run_state::Owner;
@@ -159,7 +160,7 @@ impl<'a> Ctx<'a> {
         if self.root.is_cancelled() {
             Done::aborted()
         } else {
-            Done::failed("interrupted")
+            Done::interrupted()
         }
     }
 
@@ -213,10 +214,10 @@ impl<'a> Ctx<'a> {
     ) -> BoxFuture<'a, Done> {
         async move {
             let Some(outlined) = self.outline.entry(step) else {
-                return Done::errored(format!(
-                    "step `{}` is missing from the outline",
-                    step.display_name()
-                ));
+                return Done::fail(
+                    FailureKind::Infrastructure,
+                    format!("step `{}` is missing from the outline", step.display_name()),
+                );
             };
             if step.across.is_some() && given.cell.is_none() {
                 return flow::across(self, step, outlined, &cancel).await;
@@ -245,7 +246,7 @@ impl<'a> Ctx<'a> {
             record::update(self, entry.seq, |r| {
                 r.status = StepStatus::Running;
                 r.started_ms = Some(now_ms());
-                r.error = None;
+                r.set_failure(None);
             })
             .await;
             let mut done = self
@@ -355,7 +356,8 @@ impl<'a> Ctx<'a> {
                 // Let the step stop its processes before reporting.
                 token.cancel();
                 let _ = work.await;
-                (Done::failed(format!("timed out after {}", format_duration(limit))), true)
+                let why = format!("timed out after {}", format_duration(limit));
+                (Done::fail(FailureKind::Timeout, why), true)
             }
         }
     }
@@ -370,7 +372,8 @@ impl<'a> Ctx<'a> {
     ) -> BoxFuture<'a, Done> {
         async move {
             if let Some(image) = &step.image {
-                return Done::errored(crate::pipeline::container::no_runtime(&image.value));
+                let why = crate::pipeline::container::no_runtime(&image.value);
+                return Done::fail(FailureKind::Configuration, why);
             }
             match &step.kind {
                 StepKind::Task { run, .. } => {
@@ -447,7 +450,9 @@ impl<'a> Ctx<'a> {
                 let run = match given.cell {
                     Some(c) => match c.render_run(&run.value) {
                         Ok(run) => run,
-                        Err(e) => return Done::errored(format!("run: {e}")),
+                        Err(e) => {
+                            return Done::fail(FailureKind::Configuration, format!("run: {e}"));
+                        }
                     },
                     None => run.value.clone(),
                 };

@@ -5,6 +5,7 @@
 use super::{Ctx, Done, Status};
 use crate::pipeline::duration::format_duration;
 use crate::pipeline::{At, Step};
+use crate::run::failure::FailureKind;
 
 /// The target that continues in declaration order.
 const NEXT: &str = "next";
@@ -26,11 +27,14 @@ pub(crate) async fn walk<'a>(ctx: &'a Ctx<'a>, from: usize, end: usize) -> Done 
         if let Some(max) = &plan[i].max_visits
             && visits[i] > max.value
         {
-            result = Done::failed(format!(
-                "step `{}` would run more than its max_visits ({})",
-                plan[i].display_name(),
-                max.value
-            ));
+            result = Done::fail(
+                FailureKind::Limit,
+                format!(
+                    "step `{}` would run more than its max_visits ({})",
+                    plan[i].display_name(),
+                    max.value
+                ),
+            );
             break;
         }
         let d = ctx.exec(&plan[i], ctx.root.clone()).await;
@@ -50,7 +54,10 @@ pub(crate) async fn walk<'a>(ctx: &'a Ctx<'a>, from: usize, end: usize) -> Done 
                     i = j;
                 }
                 None => {
-                    result = Done::errored(format!("a route goes to `{t}`, which is not a step"));
+                    result = Done::fail(
+                        FailureKind::Configuration,
+                        format!("a route goes to `{t}`, which is not a step"),
+                    );
                     break;
                 }
             },
@@ -104,8 +111,11 @@ pub(crate) fn past_deadline<'a>(ctx: &Ctx<'a>) -> Option<Done> {
         .as_ref()
         .map(|t| t.value.0)
         .unwrap_or_default();
-    Some(Done::failed(format!(
-        "job timeout: {} passed before the next step could start",
-        format_duration(limit)
-    )))
+    Some(Done::fail(
+        FailureKind::Timeout,
+        format!(
+            "job timeout: {} passed before the next step could start",
+            format_duration(limit)
+        ),
+    ))
 }

@@ -56,16 +56,11 @@ pub(crate) fn keep_state_error<'a>(ctx: &Ctx<'a>, error: String) {
 
 /// Records how a step ended in its record.
 pub(crate) async fn record_end<'a>(ctx: &Ctx<'a>, entry: &Entry, done: &Done, started: Instant) {
-    let error = done.error.clone();
-    let succeeded = done.is_ok();
+    let (status, failure) = (StepStatus::from(done.status), done.failure.clone());
     update(ctx, entry.seq, move |r| {
-        r.status = if succeeded {
-            StepStatus::Succeeded
-        } else {
-            StepStatus::Failed
-        };
+        r.status = status;
         r.duration_ms = Some(millis(started.elapsed()));
-        r.error = error;
+        r.set_failure(failure);
     })
     .await;
 }
@@ -115,15 +110,12 @@ pub(crate) fn finished<'a>(ctx: &Ctx<'a>, entry: &Entry, done: &Done, took: Dura
         name: entry.name.clone(),
         kind: entry.kind,
         depth: entry.depth,
-        status: if done.is_ok() {
-            StepStatus::Succeeded
-        } else {
-            StepStatus::Failed
-        },
+        status: StepStatus::from(done.status),
         duration_ms: millis(took),
         exit_code,
         verdict,
-        error: done.error.clone(),
+        error: done.error().map(str::to_owned),
+        failure: done.kind(),
         asserts: done.asserts.clone(),
     });
 }

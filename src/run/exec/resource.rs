@@ -21,6 +21,7 @@ use crate::pipeline::Version;
 use crate::pipeline::outline::Entry;
 use crate::resource::{GitSource, Kind, ResourceError, git, ops};
 use crate::run::artifacts::copy_tree;
+use crate::run::failure::FailureKind;
 use crate::run::transcript::Event;
 use tokio_util::sync::CancellationToken;
 
@@ -60,7 +61,7 @@ pub(crate) async fn get_step<'a>(
             )
             .await;
         }
-        Err(e) => return Done::errored(e.to_string()),
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let known = match ctx.cache.as_ref().and_then(|c| c.version(entry.seq)) {
         Some(v) => Some(v),
@@ -99,7 +100,7 @@ pub(crate) async fn get_step<'a>(
     .await;
     let (commit, src) = match fetched {
         Ok(c) => c,
-        Err(e) => return Done::errored(e.to_string()),
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let line = format!("fetched {} {} at {commit}", src.uri, src.branch);
     say(ctx, entry, line.clone());
@@ -127,7 +128,7 @@ pub(crate) async fn put_step<'a>(
             )
             .await;
         }
-        Err(e) => return Done::errored(e.to_string()),
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let param = |k: &str| {
         step.params()
@@ -138,15 +139,19 @@ pub(crate) async fn put_step<'a>(
     let Some(artifact) =
         param("repository").or_else(|| step.inputs.first().map(|i| i.value.clone()))
     else {
-        return Done::errored(format!(
-            "put `{}` has nothing to push: give `params: {{ repository: ARTIFACT }}` or an input",
-            entry.name
-        ));
+        return Done::fail(
+            FailureKind::Configuration,
+            format!(
+                "put `{}` has nothing to push: give `params: {{ repository: ARTIFACT }}` or an input",
+                entry.name
+            ),
+        );
     };
     let Some(path) = ctx.artifacts.artifact(&artifact) else {
-        return Done::failed(format!(
-            "input `{artifact}` was not produced by any step that ran"
-        ));
+        return Done::fail(
+            FailureKind::Outputs,
+            format!("input `{artifact}` was not produced by any step that ran"),
+        );
     };
     let message =
         param("message").unwrap_or_else(|| format!("treadle run {}: {}", ctx.run, entry.name));
@@ -162,14 +167,14 @@ pub(crate) async fn put_step<'a>(
             if let Err(e) =
                 super::resource_scripted::record_put(ctx, entry, resource, version).await
             {
-                return Done::errored(e.to_string());
+                return Done::fail(FailureKind::Infrastructure, e.to_string());
             }
             let line = format!("pushed {commit} to {} {}", src.uri, src.branch);
             say(ctx, entry, line.clone());
             super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
             Done::ok()
         }
-        Err(e) => Done::errored(e.to_string()),
+        Err(e) => Done::fail(FailureKind::Infrastructure, e.to_string()),
     }
 }
 
@@ -183,7 +188,7 @@ pub(crate) async fn keep_work(ctx: &Ctx<'_>, step: &Step, entry: &Entry) -> Opti
             let wiped = wipe_work(ctx, &cache, entry, &work.artifact, "no `commit:`");
             match wiped.await {
                 Ok(()) => continue,
-                Err(e) => return Some(Done::errored(e.to_string())),
+                Err(e) => return Some(Done::fail(FailureKind::Infrastructure, e.to_string())),
             }
         };
         if let Err(e) = commit_work(ctx, &cache, entry, &work, message).await {
@@ -193,9 +198,10 @@ pub(crate) async fn keep_work(ctx: &Ctx<'_>, step: &Step, entry: &Entry) -> Opti
                 crate::console::tell!("treadle: {wipe}");
             }
             let artifact = &work.artifact;
-            return Some(Done::errored(format!(
-                "cannot commit the agent's work on `{artifact}`: {e}"
-            )));
+            return Some(Done::fail(
+                FailureKind::Infrastructure,
+                format!("cannot commit the agent's work on `{artifact}`: {e}"),
+            ));
         }
     }
     None

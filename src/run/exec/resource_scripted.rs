@@ -10,6 +10,7 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{Defaults, Step, Version};
 use crate::resource::history::History;
 use crate::resource::{Kind, time};
+use crate::run::failure::FailureKind;
 use crate::run::transcript::Event;
 
 fn params_of(step: &Step) -> Option<Value> {
@@ -46,7 +47,12 @@ pub(crate) async fn get_versioned<'a>(
     };
     let version: Version = match serde_json::from_str(&text) {
         Ok(v) => v,
-        Err(e) => return Done::errored(format!("get `{resource}`: bad version {text}: {e}")),
+        Err(e) => {
+            return Done::fail(
+                FailureKind::Infrastructure,
+                format!("get `{resource}`: bad version {text}: {e}"),
+            );
+        }
     };
     let artifact = step
         .got()
@@ -57,7 +63,7 @@ pub(crate) async fn get_versioned<'a>(
         .prepare(entry.seq, &entry.name, attempt, &[], arts)
     {
         Ok(d) => d,
-        Err(e) => return Done::errored(e.to_string()),
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let fetched = match kind {
         Kind::Scripted(s) => s
@@ -148,7 +154,7 @@ pub(crate) async fn put_versioned<'a>(
         .prepare(entry.seq, &entry.name, 0, &inputs, &[])
     {
         Ok(d) => d,
-        Err(e) => return Done::errored(e.to_string()),
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let published = match kind {
         Kind::Scripted(s) => s
@@ -162,7 +168,7 @@ pub(crate) async fn put_versioned<'a>(
     let line = match published {
         Ok(Some(v)) => {
             if let Err(e) = record_put(ctx, entry, resource, v.clone()).await {
-                return Done::errored(e.to_string());
+                return Done::fail(FailureKind::Infrastructure, e.to_string());
             }
             format!(
                 "put {resource}: version {}",

@@ -8,6 +8,7 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
 use crate::run::artifacts::ArtifactError;
 use crate::run::cell::Cell;
+use crate::run::failure::FailureKind;
 use std::path::{Path, PathBuf};
 
 pub(crate) fn names(list: &[At<String>]) -> Vec<String> {
@@ -45,8 +46,10 @@ pub(crate) async fn prepare<'a>(
     result.map_err(|e| match e {
         ArtifactError::MissingInput(_)
         | ArtifactError::MissingOutput(_)
-        | ArtifactError::ReplacedOutput(_) => Done::failed(e.to_string()),
-        ArtifactError::Io { .. } | ArtifactError::BadName { .. } => Done::errored(e.to_string()),
+        | ArtifactError::ReplacedOutput(_) => Done::fail(FailureKind::Outputs, e.to_string()),
+        ArtifactError::Io { .. } | ArtifactError::BadName { .. } => {
+            Done::fail(FailureKind::Infrastructure, e.to_string())
+        }
     })
 }
 
@@ -66,7 +69,7 @@ pub(crate) async fn conclude<'a>(
     }
     let outputs = names(&step.outputs);
     if let Err(e) = remount(dir, &step.mounts(), true) {
-        return Done::errored(e.to_string());
+        return Done::fail(FailureKind::Infrastructure, e.to_string());
     }
     let (ws, owned) = (ctx.artifacts.clone(), dir.to_path_buf());
     // A cell of an `across:` step collects into its place in the block's artifact.
@@ -95,8 +98,8 @@ pub(crate) async fn conclude<'a>(
             }
             Done::ok()
         }
-        Err(e @ ArtifactError::Io { .. }) => Done::errored(e.to_string()),
-        Err(e) => Done::failed(e.to_string()),
+        Err(e @ ArtifactError::Io { .. }) => Done::fail(FailureKind::Infrastructure, e.to_string()),
+        Err(e) => Done::fail(FailureKind::Outputs, e.to_string()),
     }
 }
 

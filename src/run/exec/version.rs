@@ -10,6 +10,7 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{Version, VersionSpec};
 use crate::resource::check::Checker;
 use crate::resource::{Kind, ResourceError, ops};
+use crate::run::failure::FailureKind;
 use std::sync::Arc;
 
 /// The version a `get` of `resource` fetches (a git commit, or a version as canonical
@@ -46,23 +47,24 @@ pub(crate) async fn pick_version<'a>(
     {
         return Ok(v);
     }
-    let kind = Kind::of(ctx.loaded, resource).map_err(|e| Done::errored(e.to_string()))?;
+    let kind = Kind::of(ctx.loaded, resource)
+        .map_err(|e| Done::fail(FailureKind::Configuration, e.to_string()))?;
     if let (Kind::Git(src), VersionSpec::Latest) = (&kind, &mode) {
         let src = src.clone();
         return blocking::<_, ResourceError>(move || ops::latest(&src))
             .await
-            .map_err(|e| Done::errored(e.to_string()));
+            .map_err(|e| Done::fail(FailureKind::Infrastructure, e.to_string()));
     }
     let checker = Checker::new(
         ctx.loaded,
         ctx.store.database(),
         ctx.artifacts.root().join("checks"),
     )
-    .map_err(|e| Done::errored(e.to_string()))?;
+    .map_err(|e| Done::fail(FailureKind::Infrastructure, e.to_string()))?;
     checker
         .check_without_cursor(resource, &ctx.root)
         .await
-        .map_err(|e| Done::errored(e.to_string()))?;
+        .map_err(|e| Done::fail(FailureKind::Infrastructure, e.to_string()))?;
     let job = &ctx.job.name.value;
     // `latest` in a run is what the check reported, not what this run's puts published.
     let picked = match mode {
@@ -74,7 +76,7 @@ pub(crate) async fn pick_version<'a>(
             .next_version(job, resource, &mode)
             .map_err(|e| e.to_string()),
     }
-    .map_err(Done::errored)?;
+    .map_err(|e| Done::fail(FailureKind::Infrastructure, e))?;
     let Some(version) = picked else {
         return Err(Done::failed(match mode {
             VersionSpec::Every => format!(

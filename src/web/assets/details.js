@@ -47,7 +47,7 @@ export function prompt(role, text) {
     h("pre", { class: "output" }, text));
 }
 
-const ENDED = new Set(["succeeded", "failed"]);
+const ENDED = new Set(["succeeded", "failed", "errored", "aborted"]);
 
 /** The step's files and version, fetched once it has ended; calls `done` to repaint. */
 export function loadExtras(step, runId, done) {

@@ -179,7 +179,7 @@ class RunPage {
   /** The failed step deepest in the tree: the one that broke, not the block reporting it. */
   innermostFailure(steps) {
     for (const step of steps) {
-      if (step.data.status !== "failed") continue;
+      if (!["failed", "errored", "aborted"].includes(step.data.status)) continue;
       const kids = (step.data.children || []).map((c) => this.steps.get(c.seq)).filter(Boolean);
       return this.innermostFailure(kids) || step;
     }
@@ -384,7 +384,7 @@ class RunPage {
   }
 }
 
-const RANK = { pending: 0, running: 1, succeeded: 2, failed: 2, skipped: 2 };
+const RANK = { pending: 0, running: 1, succeeded: 2, failed: 2, errored: 2, aborted: 2, skipped: 2 };
 function rank(status) {
   return RANK[status] ?? 0;
 }

@@ -86,15 +86,18 @@ function timed(step, items, what, data) {
   return true;
 }
 
+/** The statuses of a step that ended without succeeding. */
+const ENDED_BADLY = new Set(["failed", "errored", "aborted"]);
+
 function countText(step, steps) {
   const kids = (step.data.children || []).map((c) => steps.get(c.seq)?.data.status ?? c.status);
   if (kids.length === 0) return "";
-  if (kids.length === 1 && kids[0] !== "failed") return "";
+  if (kids.length === 1 && !ENDED_BADLY.has(kids[0])) return "";
   const by = {};
   for (const s of kids) by[s] = (by[s] || 0) + 1;
-  const words = { succeeded: "passed", failed: "failed", running: "running", skipped: "skipped", pending: "pending" };
+  const words = { succeeded: "passed", failed: "failed", errored: "errored", aborted: "aborted", running: "running", skipped: "skipped", pending: "pending" };
   const parts = [`${kids.length} steps`];
-  for (const key of ["succeeded", "failed", "running", "skipped", "pending"]) {
+  for (const key of ["succeeded", "failed", "errored", "aborted", "running", "skipped", "pending"]) {
     if (by[key]) parts.push(`${by[key]} ${words[key]}`);
   }
   return parts.join(" · ");
@@ -153,7 +156,7 @@ function foldedByDefault(step) {
   // A person's decision is what a reader of the run looks for: a step that asked stays open
   // (and its box is repainted when the answer comes, even after the step has ended).
   if (step.approval) return false;
-  if (step.data.status === "failed" || step.data.status === "running") return false;
+  if (ENDED_BADLY.has(step.data.status) || step.data.status === "running") return false;
   if (isBlock(step)) return false;
   return step.data.kind !== "agent";
 }
