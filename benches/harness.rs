@@ -12,6 +12,9 @@
 //!   carry no cost per allocation), with what an idle session holds between turns.
 //! * `fanout`: moved to `pkg-session/src/hub/tests.rs` (`hub_fanout_figure`, ignored), since
 //!   the hub is private to the crate (only the loop actor publishes, rule 2).
+//! * `restore`: restoring one session of 1,000, 10,000 and 100,000 committed tool steps
+//!   (`TREADLE_BENCH_RESTORE_STEPS` for others), each in a child process: time, CPU, the
+//!   journal's bytes and the child's peak memory (`support/restore.rs`).
 //! * `batch_parallel`: one batch of 8 tool calls that each sleep 50 ms, from the first
 //!   `ToolCallStarted` to the last `ToolCallCompleted` as a subscriber sees them (target:
 //!   under 70 ms), without hooks and behind a `Policy` guard.
@@ -33,6 +36,8 @@ use probe::{
 mod heap;
 #[path = "support/probe.rs"]
 mod probe;
+#[path = "support/restore.rs"]
+mod restore;
 
 #[global_allocator]
 static ALLOC: heap::Counting = heap::Counting;
@@ -42,7 +47,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use treadle_scripted::{Script, ScriptedServer};
-use treadle_session::event::{Event, EventFilter, EventKind, Header, LoopId, SessionId};
+use treadle_session::event::{EventFilter, EventKind};
 use treadle_session::journal::JournalStats;
 use treadle_session::{Effect, FnTool, Journal, JournalOptions, Session, ToolError};
 
@@ -403,110 +408,6 @@ async fn concurrent_sessions() {
     );
 }
 
-/// Restoring a session of 10,000 committed steps (each an assistant tool call and its
-/// result), from a journal written beforehand.
-async fn restore_large() {
-    let steps = size(10_000);
-    let dir = tempfile::tempdir().expect("dir");
-    let path = dir.path().join("restore.redb");
-    let server = server(1).await;
-    let session = {
-        let journal = Journal::open_with(
-            &path,
-            JournalOptions {
-                durable: false,
-                ..JournalOptions::default()
-            },
-        )
-        .expect("journal");
-        let (id, main) = (SessionId::new(), LoopId::new());
-        let started = EventKind::SessionStarted {
-            model: "scripted".into(),
-            endpoint: server.base_url().into(),
-            system: None,
-            parent: None,
-            fork: None,
-        };
-        journal
-            .import(vec![Event::new(Header::in_loop(id, main), started)])
-            .await
-            .expect("append");
-        let turn = treadle_session::event::TurnId::new();
-        let input = treadle_session::event::InputId::new();
-        let header = || Header::in_loop(id, main).with_turn(turn);
-        let mut batch = vec![Event::new(
-            header(),
-            EventKind::TurnStarted {
-                input,
-                message: treadle_session::event::Message::user("go"),
-            },
-        )];
-        for i in 0..steps {
-            use treadle_session::event::{Block, Message, Role, Usage};
-            let call = format!("call_{i}");
-            let messages = vec![
-                Message {
-                    role: Role::Assistant,
-                    content: vec![Block::ToolUse {
-                        id: call.clone(),
-                        name: "echo".into(),
-                        arguments: format!("{{\"i\":{i}}}"),
-                    }],
-                },
-                Message {
-                    role: Role::Tool,
-                    content: vec![Block::ToolResult {
-                        call_id: call,
-                        content: i.to_string(),
-                        is_error: false,
-                    }],
-                },
-            ];
-            batch.push(Event::new(
-                header(),
-                EventKind::StepDone {
-                    index: i as u32,
-                    messages,
-                    usage: Usage::default(),
-                    model: "scripted".into(),
-                },
-            ));
-            if batch.len() == 1000 {
-                journal
-                    .import(std::mem::take(&mut batch))
-                    .await
-                    .expect("append");
-            }
-        }
-        batch.push(Event::new(
-            header(),
-            EventKind::TurnDone {
-                text: "done".into(),
-                steps: steps as u32,
-                usage: Default::default(),
-            },
-        ));
-        journal.import(batch).await.expect("append");
-        id
-    };
-    let t = Instant::now();
-    let restored = Session::builder()
-        .endpoint(server.base_url())
-        .model("scripted")
-        .journal_path(&path)
-        .restore(session)
-        .await
-        .expect("restore");
-    let wall = t.elapsed();
-    let history = restored.history().await.expect("history");
-    assert_eq!(history.len(), 1 + 2 * steps);
-    println!(
-        "{}",
-        json!({ "bench": "restore", "steps": steps, "wall_ms": wall.as_secs_f64() * 1e3 })
-    );
-    restored.shutdown().await;
-}
-
 #[derive(Deserialize, JsonSchema)]
 struct Nap {
     ms: u64,
@@ -603,6 +504,10 @@ fn size(n: usize) -> usize {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == restore::CHILD_FLAG) {
+        return restore::child(&args[at + 1..]);
+    }
     if std::env::args().any(|a| a == "--count-heap") {
         heap::count();
     }
@@ -635,7 +540,8 @@ fn main() {
             batch_parallel().await;
         }
         if wanted("restore") {
-            restore_large().await;
+            let server = server(1).await;
+            restore::run(server.base_url(), full_run()).await;
         }
     });
 }
