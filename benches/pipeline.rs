@@ -72,6 +72,9 @@ fn fail(what: &str) -> ! {
 /// Runs `command` to its end and says what it cost. It is waited for twice: first without
 /// reaping it (`waitid` with `WNOWAIT`), so that its own CPU time can be read from /proc,
 /// then by `wait4`, whose rusage adds the children it waited for.
+// The child is reaped by that `wait4`, not by `Child::wait`, which would reap it before its
+// own CPU time could be read.
+#[allow(clippy::zombie_processes)]
 fn measure(mut command: Command) -> Cost {
     let start = Instant::now();
     let child = command
