@@ -12,9 +12,9 @@ use crate::common;
 use std::process::Child;
 
 use common::{Fixture, Run, spawn_run, wait_until_asked};
-use treadle::run::Store;
 use treadle::run::approval::mailbox::Answer;
 use treadle::run::approval::{ApprovalRecord, ApprovalStatus};
+use treadle::run::{FailureKind, Store};
 
 /// A job that waits for approval `deploy` with `keys` (indented as the mapping's), then
 /// deploys.
@@ -41,6 +41,17 @@ fn record(f: &Fixture) -> ApprovalRecord {
     all.into_iter()
         .find(|r| r.run == 1 && r.name == "deploy")
         .expect("deploy's record")
+}
+
+/// The failure kind the state file recorded for run 1's `deploy` step.
+fn kind_of_deploy(f: &Fixture) -> Option<FailureKind> {
+    let store = Store::open(&f.path().join(".treadle/state.redb")).expect("state");
+    let steps = store.steps(1).expect("steps");
+    steps
+        .into_iter()
+        .find(|s| s.name == "deploy")
+        .expect("deploy's step")
+        .failure
 }
 
 /// Waits until `treadle approvals` shows `text` on deploy's line.
@@ -128,6 +139,7 @@ fn one_rejection_rejects_though_another_approved() {
     let r = record(&f);
     assert_eq!(r.status, ApprovalStatus::Rejected);
     assert_eq!(r.answers.len(), 2, "{r:?}");
+    assert_eq!(kind_of_deploy(&f), Some(FailureKind::Declined));
 }
 
 #[test]
@@ -150,6 +162,7 @@ fn a_deadline_short_of_the_quorum_rejects_and_keeps_the_answer_given() {
     assert_eq!(r.by.as_deref(), Some("timeout"));
     assert_eq!(r.answers.len(), 1, "{r:?}");
     assert_eq!(r.answers[0].by, "alice");
+    assert_eq!(kind_of_deploy(&f), Some(FailureKind::Timeout));
 }
 
 #[test]

@@ -16,6 +16,7 @@ use crate::run::approval::mailbox::{Answer, Mailbox, MailboxError, Pending};
 use crate::run::approval::quorum::{OnTimeout, Turn, next_turn};
 use crate::run::approval::{ApprovalRecord, ApprovalStatus, Policy, Vote};
 use crate::run::exec::{Ctx, Done};
+use crate::run::failure::FailureKind;
 use crate::run::transcript::Event;
 
 fn millis(d: Duration) -> u64 {
@@ -71,11 +72,14 @@ pub(crate) async fn approval<'a>(
         record.answered_ms = Some(record.asked_ms);
         record.by = Some("headless".to_owned());
         record_approval(ctx, &record).await;
-        return Done::failed(format!(
-            "approval `{}` was rejected: this run is headless (stdin is not a terminal) and \
+        return Done::fail(
+            FailureKind::Declined,
+            format!(
+                "approval `{}` was rejected: this run is headless (stdin is not a terminal) and \
              the approval has no `timeout:`; give it one to wait for `treadle approve`",
-            entry.name
-        ));
+                entry.name
+            ),
+        );
     }
     record_approval(ctx, &record).await;
     let pending = Pending {
@@ -93,7 +97,10 @@ pub(crate) async fn approval<'a>(
     };
     let mailbox = Mailbox::of_state(ctx.store.path());
     if let Err(e) = mailbox.park(&pending) {
-        return Done::errored(format!("cannot park the run for approval: {e}"));
+        return Done::fail(
+            FailureKind::Infrastructure,
+            format!("cannot park the run for approval: {e}"),
+        );
     }
     let mut wait = Wait {
         ctx,
@@ -222,7 +229,10 @@ impl Wait<'_> {
         }
         record_approval(ctx, &self.record).await;
         if let Err(e) = cleared {
-            return Done::errored(format!("approval `{name}`: {e}"));
+            return Done::fail(
+                FailureKind::Infrastructure,
+                format!("approval `{name}`: {e}"),
+            );
         }
         if let (End::Aborted, Some(why)) = (&end, &self.record.comment) {
             return Done::errored(format!("approval `{name}`: {why}"));
@@ -237,15 +247,22 @@ impl Wait<'_> {
         match (end, status) {
             (End::Aborted, _) => ctx.cancelled(),
             (_, ApprovalStatus::Approved) => Done::ok(),
-            (End::TimedOut(_, true), _) => Done::failed(format!(
-                "approval `{name}` was escalated to {} and got no answer before its \
+            (End::TimedOut(_, true), _) => Done::fail(
+                FailureKind::Timeout,
+                format!(
+                    "approval `{name}` was escalated to {} and got no answer before its \
                  `escalate_timeout`: rejected",
-                self.policy.escalate_to.join(", ")
-            )),
-            (End::TimedOut(..), _) => Done::failed(format!(
-                "approval `{name}` timed out and was rejected (on_timeout)"
-            )),
-            _ => Done::failed(format!("approval `{name}` was rejected by {by}")),
+                    self.policy.escalate_to.join(", ")
+                ),
+            ),
+            (End::TimedOut(..), _) => Done::fail(
+                FailureKind::Timeout,
+                format!("approval `{name}` timed out and was rejected (on_timeout)"),
+            ),
+            _ => Done::fail(
+                FailureKind::Declined,
+                format!("approval `{name}` was rejected by {by}"),
+            ),
         }
     }
 
