@@ -20,7 +20,11 @@ use treadle_scripted::{Reply, Script, ScriptedServer};
 /// The examples that are not treadle-session programs: the workflows, which use the
 /// treadle crate (tests/workflow_examples.rs runs them). The measurement driver
 /// `bench_turn` lives in pkg-session/examples, so its release build skips the CLI crate.
-const NOT_USER_PROGRAMS: &[&str] = &["fanout_workflow.rs", "review_workflow.rs"];
+const NOT_USER_PROGRAMS: &[&str] = &[
+    "fanout_workflow.rs",
+    "people_workflow.rs",
+    "review_workflow.rs",
+];
 
 /// The library examples (every `examples/*.rs` but [`NOT_USER_PROGRAMS`]).
 fn examples() -> Vec<PathBuf> {
