@@ -16,6 +16,8 @@
 //! * `guard.rs`: the token and the cross-site check in front of every route;
 //! * `api.rs`: health, pipelines, plans, runs (list, show, cancel);
 //! * `start.rs`: starting a run in the server;
+//! * `code.rs`: workflows written in Rust, served beside the files: starting one with its
+//!   typed input, and resuming one a stopped server left running;
 //! * `fork.rs`: forking a finished run in the server, and the turns of a step a fork can start from;
 //! * `shadows.rs`: shadow runs in the server, their reports kept for the comparison page;
 //! * `api_vars.rs`: the vars of a run started over the API, filled in as data;
@@ -40,6 +42,7 @@ pub mod app;
 pub mod approvals;
 mod artifacts;
 pub mod client;
+pub mod code;
 mod diff;
 pub mod discovery;
 pub mod error;
@@ -61,4 +64,4 @@ mod versions;
 pub mod views;
 mod watching;
 
-pub use app::{ServeError, ServeOptions, serve};
+pub use app::{ServeError, ServeOptions, serve, serve_with};
