@@ -171,6 +171,17 @@ async fn a_served_workflow_starts_on_a_checked_input_and_is_followed_to_its_end(
         let error = body["error"].as_str().unwrap_or_default();
         assert!(error.contains(says), "{input}: {error}");
     }
+    // As docs/workflows.md shows it.
+    let (_, body) = post(
+        &base,
+        "/api/v1/runs",
+        json!({ "pipeline": "count", "input": { "steps": "two", "pause": 0 } }),
+    )
+    .await;
+    assert_eq!(
+        body["error"],
+        "the input does not fit the workflow's schema: at /steps: \"two\" is not of type \"integer\""
+    );
     let (status, body) = post(
         &base,
         "/api/v1/runs",
