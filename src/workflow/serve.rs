@@ -48,8 +48,11 @@ use crate::server::{ServeError, ServeOptions};
 pub struct Server {
     options: ServeOptions,
     agents: Agents,
-    makers: Vec<Box<dyn FnOnce(&Agents) -> Arc<dyn CodeWorkflow> + Send>>,
+    makers: Vec<Maker>,
 }
+
+/// Makes a registered workflow's entry once the server's agents are known.
+type Maker = Box<dyn FnOnce(&Agents) -> Arc<dyn CodeWorkflow> + Send>;
 
 impl Server {
     /// A server recording its runs in the state file `state`, on loopback, no token.
