@@ -85,7 +85,7 @@ pub enum ServeError {
     /// Only workflows written in Rust are served, and no state file is given.
     #[error("no pipeline file says where the state file is\nhint: give the state file")]
     NoState,
-    /// A workflow's name cannot be served (`super::code`).
+    /// A workflow's name cannot be served (`super::workflows`).
     #[error(
         "workflow `{0}` cannot be served under its name: a name is unique among the served workflows and files, and has no `.` or `/`"
     )]
@@ -147,7 +147,7 @@ pub async fn serve(
 /// empty, with `options.state` given): `crate::workflow::Server`.
 pub async fn serve_with(
     options: ServeOptions,
-    workflows: super::code::CodeWorkflows,
+    workflows: super::workflows::CodeWorkflows,
     stop: CancellationToken,
     ready: impl FnOnce(SocketAddr, &Path),
 ) -> Result<(), ServeError> {
@@ -240,7 +240,7 @@ pub async fn serve_with(
 /// Each workflow's name is its own: a name its runs' pipeline name is (no `.`, no `/`),
 /// not another workflow's or a served file's.
 fn check_names(
-    workflows: &super::code::CodeWorkflows,
+    workflows: &super::workflows::CodeWorkflows,
     files: &[ServedFile],
 ) -> Result<(), ServeError> {
     let mut seen: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();

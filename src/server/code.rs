@@ -1,7 +1,7 @@
-//! Workflows written in Rust, served beside (or instead of) pipeline files: what the
-//! server needs of one ([`CodeWorkflow`], implemented by `crate::workflow::Server`'s
-//! registrations), starting a run of one from `POST /api/v1/runs` with its typed input,
-//! and going on with one a stopped server left running.
+//! Workflows written in Rust, served beside (or instead of) pipeline files (what the
+//! server needs of one is `super::workflows`): starting a run of one from
+//! `POST /api/v1/runs` with its typed input, and going on with one a stopped server left
+//! running.
 //!
 //! A run of a workflow goes through the executor as a YAML run does, so it is listed, shown,
 //! followed, cancelled and answered (approvals, questions) by the same routes; only its
@@ -11,90 +11,19 @@
 //! the next one: a new run, resuming it (its recorded steps with unchanged keys replayed),
 //! since a workflow's plan is made by its code and cannot be taken up under the old id.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::http::StatusCode;
 use redb::{Database, ReadableDatabase, TableDefinition};
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
 use super::api::blocking;
 use super::error::ApiError;
 use super::shared::{App, LiveRun};
-use super::start::StartRequest;
+use super::workflows::{CodeWorkflow, Launch, OnBegin};
+use crate::run::StateError;
 use crate::run::journal::RunJournal;
-use crate::run::{AgentRunner, StateError, Store};
-
-/// How a run of a workflow ended: its id, or why it could not begin or be recorded.
-pub type Ended = Result<u64, Box<dyn std::error::Error + Send + Sync>>;
-
-/// A run of a workflow, to be spawned.
-pub type Running = Pin<Box<dyn Future<Output = Ended> + Send>>;
-
-/// Told a run's id and journal once it has begun.
-pub type OnBegin = Box<dyn FnOnce(u64, Arc<RunJournal>) + Send>;
-
-/// What the server gives a run of a workflow.
-pub struct Launch {
-    /// The state file the server holds.
-    pub store: Arc<Store>,
-    /// Runs its agent steps.
-    pub agents: Arc<dyn AgentRunner>,
-    /// Cancels it (`POST /runs/{id}/cancel`, the server's shutdown).
-    pub cancel: CancellationToken,
-    /// The run it resumes (one a stopped server left running).
-    pub resume: Option<u64>,
-    /// Told its id and journal.
-    pub on_begin: OnBegin,
-}
-
-/// An input that is not the workflow's.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
-
-/// A workflow the server can start.
-pub trait CodeWorkflow: Send + Sync {
-    /// Its name: the `pipeline` a run is started by, and its runs' pipeline and job.
-    fn name(&self) -> &str;
-    /// The JSON Schema of its input.
-    fn input_schema(&self) -> &serde_json::Value;
-    /// Its run on `input` (already checked against the schema), or why `input` is not
-    /// its input (it does not deserialize).
-    fn launch(&self, input: serde_json::Value, launch: Launch) -> Result<Running, InputError>;
-}
-
-/// The workflows a server serves, by name.
-#[derive(Clone, Default)]
-pub struct CodeWorkflows(Vec<Arc<dyn CodeWorkflow>>);
-
-impl CodeWorkflows {
-    /// These workflows.
-    pub fn new(list: Vec<Arc<dyn CodeWorkflow>>) -> Self {
-        Self(list)
-    }
-
-    /// The workflow named `name`.
-    pub fn get(&self, name: &str) -> Option<Arc<dyn CodeWorkflow>> {
-        self.0.iter().find(|w| w.name() == name).cloned()
-    }
-
-    /// Every workflow, in the order registered.
-    pub fn all(&self) -> &[Arc<dyn CodeWorkflow>] {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for CodeWorkflows {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.0.iter().map(|w| w.name()))
-            .finish()
-    }
-}
 
 const INPUTS: TableDefinition<u64, &str> = TableDefinition::new("workflow_inputs");
 
@@ -151,16 +80,10 @@ fn misfits(schema: &serde_json::Value, input: &serde_json::Value) -> Result<(), 
 pub(super) async fn start(
     app: &Arc<App>,
     workflow: Arc<dyn CodeWorkflow>,
-    req: StartRequest,
+    input: Option<serde_json::Value>,
     trigger: String,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    let name = workflow.name().to_owned();
-    if req.job.is_some() || !req.vars.is_empty() || req.rerun.is_some() {
-        return Err(ApiError::BadRequest(format!(
-            "`{name}` is a workflow written in Rust: it takes `input`, not `job`, `vars` or `rerun`"
-        )));
-    }
-    let input = req.input.unwrap_or(serde_json::Value::Null);
+    let input = input.unwrap_or(serde_json::Value::Null);
     misfits(workflow.input_schema(), &input)?;
     let id = begin(app, workflow, input, None).await?;
     blocking(app, move |store| {

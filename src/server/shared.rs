@@ -39,7 +39,7 @@ pub struct App {
     /// Runs task and agent steps on workers over NATS (`--nats`); `None`: here.
     pub dispatcher: Option<Arc<crate::dist::Dispatcher>>,
     /// Workflows written in Rust it serves besides the files (`super::code`).
-    pub workflows: super::code::CodeWorkflows,
+    pub workflows: super::workflows::CodeWorkflows,
 }
 
 impl App {

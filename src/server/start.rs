@@ -64,7 +64,13 @@ pub async fn start(
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let trigger = trigger_of(req.trigger.clone())?;
     if let Some(workflow) = app.workflows.get(&req.pipeline) {
-        return super::code::start(&app, workflow, req, trigger).await;
+        if req.job.is_some() || !req.vars.is_empty() || req.rerun.is_some() {
+            return Err(ApiError::BadRequest(format!(
+                "`{}` is a workflow written in Rust: it takes `input`, not `job`, `vars` or `rerun`",
+                req.pipeline
+            )));
+        }
+        return super::code::start(&app, workflow, req.input, trigger).await;
     }
     if req.input.is_some() {
         return Err(ApiError::BadRequest(format!(

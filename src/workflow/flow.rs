@@ -175,7 +175,7 @@ pub struct Flow {
 /// ([`super::plan()`]), which runs nothing.
 pub(super) enum Mode {
     Run(OpenRun),
-    Plan(Box<super::plan::Planner>),
+    Plan(Box<super::planner::Planner>),
 }
 
 /// Runs `workflow` on `input` as one run of the state file in `options`.
@@ -192,9 +192,6 @@ pub async fn run<W: Workflow>(
     close(kept).await;
     report
 }
-
-/// Told a served run's id and journal once it has begun (`treadle serve` follows it).
-pub(crate) type OnBegin = Box<dyn FnOnce(u64, Arc<crate::run::journal::RunJournal>) + Send>;
 
 /// The loaded "pipeline" of a workflow: its agents' file with one job named after it,
 /// whose plan grows as the workflow calls steps.
@@ -216,7 +213,7 @@ pub(crate) async fn run_in<W: Workflow>(
     input: W::Input,
     options: Options,
     store: Arc<crate::run::Store>,
-    served: Option<OnBegin>,
+    served: Option<crate::server::workflows::OnBegin>,
 ) -> Result<Report<W::Output>, FlowError> {
     let Options {
         agents,
@@ -283,7 +280,7 @@ const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Flow {
     /// A flow whose steps go to `planner` (see `super::plan`).
-    pub(super) fn planning(loaded: Loaded, planner: Box<super::plan::Planner>) -> Self {
+    pub(super) fn planning(loaded: Loaded, planner: Box<super::planner::Planner>) -> Self {
         Self {
             loaded,
             mode: Mode::Plan(planner),

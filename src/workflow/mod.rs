@@ -31,7 +31,8 @@
 //!   against its schema (`serve.rs`; the server's side is `crate::server::code`);
 //! * [`plan()`] calls a workflow whose steps do not run and says which a run would replay
 //!   from the cache, which it would run, and where what follows depends on an output known
-//!   only once its step runs (`plan.rs`).
+//!   only once its step runs (`plan.rs`; the planner the flow's steps go to is
+//!   `planner.rs`).
 //!
 //! ```no_run
 //! use treadle::workflow::{self, Flow, FlowError, Options, Shell, Workflow};
@@ -61,6 +62,7 @@ mod calls;
 mod flow;
 mod people;
 mod plan;
+mod planner;
 mod serve;
 
 pub use agents::Agents;

@@ -19,13 +19,11 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::flow::{Flow, FlowError, Mode, Options, Workflow, loaded_of};
-use crate::cache::cas::{Cas, CasError};
-use crate::cache::plan::{Line, Planned, render, to_json};
-use crate::cache::records::{Records, SuccessRecord};
-use crate::pipeline::outline::Outline;
-use crate::pipeline::{Job, Loaded, controls::OUTPUT_FILE};
-use crate::run::state::StepRecord;
-use crate::run::{RunError, StateError, StepStatus};
+use super::planner::Planner;
+use crate::cache::cas::Cas;
+use crate::cache::plan::{Line, render, to_json};
+use crate::cache::records::Records;
+use crate::run::{RunError, StateError};
 
 /// What a run of a workflow would do, step by step, as far as it can be known before.
 #[derive(Debug, Clone)]
@@ -107,12 +105,7 @@ pub async fn plan<W: Workflow>(
         ),
         None => None,
     };
-    let planner = Planner {
-        records,
-        cas: Cas::new(state_dir(&state).join("cas")),
-        lines: Vec::new(),
-        last: None,
-    };
+    let planner = Planner::new(records, Cas::new(state_dir(&state).join("cas")));
     let mut flow = Flow::planning(loaded, Box::new(planner));
     let output = workflow.run(&mut flow, input).await;
     let Mode::Plan(planner) = flow.into_mode() else {
@@ -126,7 +119,7 @@ pub async fn plan<W: Workflow>(
     drop(store);
     Ok(Plan {
         job: W::NAME.to_owned(),
-        steps: planner.lines,
+        steps: planner.into_lines(),
         unevaluable,
         error,
     })
@@ -136,91 +129,4 @@ fn state_dir(state: &std::path::Path) -> PathBuf {
     state
         .parent()
         .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf)
-}
-
-/// Why a replayed step's typed answer cannot be read in a plan.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum AnswerError {
-    /// Its record has no output of the answer's name.
-    #[error("its recorded outputs hold no `{0}`")]
-    Missing(String),
-    /// The cache cannot give it back.
-    #[error("cannot restore it from the cache: {0}")]
-    Cas(#[from] CasError),
-    /// It cannot be read.
-    #[error("cannot read it: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// The planner behind a planning [`Flow`]: the lines so far, and the record of the last
-/// step when the cache would replay it.
-pub(crate) struct Planner {
-    records: Option<Records>,
-    cas: Cas,
-    lines: Vec<Line>,
-    last: Option<SuccessRecord>,
-}
-
-impl Planner {
-    /// Plans the last step of `job` (just appended): its lines, and the record the flow
-    /// gives back (its recorded result when it would be replayed, else an empty one).
-    pub(super) fn step(&mut self, loaded: &Loaded, job: &Job) -> StepRecord {
-        let outline = Outline::of(job);
-        let entry = job.plan.last().and_then(|s| outline.entry(s)).cloned();
-        let lines = crate::cache::plan::plan(loaded, job, self.records.as_ref());
-        let Some(entry) = entry else {
-            self.last = None;
-            return StepRecord::pending(0, String::new(), String::new(), String::new());
-        };
-        self.lines
-            .extend(lines.iter().filter(|l| l.seq >= entry.seq).cloned());
-        let planned = lines
-            .iter()
-            .find(|l| l.seq == entry.seq)
-            .map(|l| &l.verdict);
-        self.last = match (planned, &self.records) {
-            (Some(Planned::Cached(run)), Some(records)) => records
-                .result(*run, entry.seq)
-                .ok()
-                .flatten()
-                .filter(|r| r.run == *run && r.seq == entry.seq),
-            _ => None,
-        };
-        let mut record =
-            StepRecord::pending(entry.seq, entry.path, entry.name, entry.kind.to_string());
-        record.exit_code = Some(0);
-        if let Some(r) = &self.last {
-            record.status = StepStatus::Succeeded;
-            record.cached_from = Some(r.run);
-            record.exit_code = r.exit_code;
-            record.stdout_tail = r.stdout_tail.clone();
-            record.verdict = r.verdict.clone();
-            record.note = r.note.clone();
-        }
-        record
-    }
-
-    /// Whether the last step's result is known (it would be replayed).
-    pub(super) fn known(&self) -> bool {
-        self.last.is_some()
-    }
-
-    /// The typed answer (output `name`'s `output.json`) of the last step, when it would be
-    /// replayed; `None`: not known.
-    pub(super) fn typed_answer(&self, name: &str) -> Option<Result<String, AnswerError>> {
-        let last = self.last.as_ref()?;
-        Some(self.read_answer(last, name))
-    }
-
-    fn read_answer(&self, last: &SuccessRecord, name: &str) -> Result<String, AnswerError> {
-        let tree = last
-            .outputs
-            .iter()
-            .find(|o| o.name == name)
-            .ok_or_else(|| AnswerError::Missing(name.to_owned()))?;
-        let dir = tempfile::tempdir()?;
-        let dest = dir.path().join("answer");
-        self.cas.restore(&tree.manifest, &dest)?;
-        Ok(std::fs::read_to_string(dest.join(OUTPUT_FILE))?)
-    }
 }

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::Agents;
 use super::flow::{Options, Workflow, run_in};
 use crate::run::Style;
-use crate::server::code::{CodeWorkflow, CodeWorkflows, InputError, Launch, Running};
+use crate::server::workflows::{CodeWorkflow, CodeWorkflows, InputError, Launch, Running};
 use crate::server::{ServeError, ServeOptions};
 
 /// A server of workflows written in Rust (and, if given, of pipeline files beside them).
