@@ -193,7 +193,8 @@ async fn the_fan_out_runs_one_step_per_chapter_of_the_typed_answer_and_resumes_w
 }
 
 /// Every ```rust block of docs/workflows.md is a piece of one of the workflow examples
-/// (or of the served binary, or of the plan's test), as written there: the code the reader sees is the code compiled and run above.
+/// (or of the served binary, or of the plan's test), as written there: the code the
+/// reader sees is the code compiled and run above.
 #[test]
 fn the_workflow_docs_show_the_examples_these_tests_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -328,6 +328,15 @@ impl Flow {
         }
     }
 
+    /// In a plan, whether every step's result so far is known (each would be replayed);
+    /// always true in a run.
+    pub fn all_known(&self) -> bool {
+        match &self.mode {
+            Mode::Run(_) => true,
+            Mode::Plan(p) => p.all_known(),
+        }
+    }
+
     /// The error a workflow gives in a plan where what it does next hangs on `what` of
     /// step `step`, not known before it runs; the plan records it as unevaluable.
     pub fn unevaluable(&self, step: &str, what: &str) -> FlowError {
@@ -431,7 +440,7 @@ impl Flow {
             reason,
         };
         if let Mode::Plan(planner) = &self.mode {
-            let text = match planner.typed_answer(name) {
+            let text = match planner.typed_answer(name, file) {
                 Some(found) => found.map_err(|e| bad(e.to_string()))?,
                 None => {
                     return Err(FlowError::Unevaluable {

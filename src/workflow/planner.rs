@@ -6,7 +6,7 @@ use crate::cache::cas::{Cas, CasError};
 use crate::cache::plan::{Line, Planned};
 use crate::cache::records::{Records, SuccessRecord};
 use crate::pipeline::outline::Outline;
-use crate::pipeline::{Job, Loaded, controls::OUTPUT_FILE};
+use crate::pipeline::{Job, Loaded};
 use crate::run::StepStatus;
 use crate::run::state::StepRecord;
 
@@ -31,6 +31,8 @@ pub(crate) struct Planner {
     cas: Cas,
     lines: Vec<Line>,
     last: Option<SuccessRecord>,
+    /// Whether every step so far would be replayed.
+    all_known: bool,
 }
 
 impl Planner {
@@ -42,6 +44,7 @@ impl Planner {
             cas,
             lines: Vec::new(),
             last: None,
+            all_known: true,
         }
     }
 
@@ -74,6 +77,7 @@ impl Planner {
                 .filter(|r| r.run == *run && r.seq == entry.seq),
             _ => None,
         };
+        self.all_known &= self.last.is_some();
         let mut record =
             StepRecord::pending(entry.seq, entry.path, entry.name, entry.kind.to_string());
         record.exit_code = Some(0);
@@ -93,14 +97,28 @@ impl Planner {
         self.last.is_some()
     }
 
-    /// The typed answer (output `name`'s `output.json`) of the last step, when it would be
-    /// replayed; `None`: not known.
-    pub(super) fn typed_answer(&self, name: &str) -> Option<Result<String, AnswerError>> {
-        let last = self.last.as_ref()?;
-        Some(self.read_answer(last, name))
+    /// Whether every step's result so far is known.
+    pub(super) fn all_known(&self) -> bool {
+        self.all_known
     }
 
-    fn read_answer(&self, last: &SuccessRecord, name: &str) -> Result<String, AnswerError> {
+    /// The typed answer (`file` of output `name`) of the last step, when it would be
+    /// replayed; `None`: not known.
+    pub(super) fn typed_answer(
+        &self,
+        name: &str,
+        file: &str,
+    ) -> Option<Result<String, AnswerError>> {
+        let last = self.last.as_ref()?;
+        Some(self.read_answer(last, name, file))
+    }
+
+    fn read_answer(
+        &self,
+        last: &SuccessRecord,
+        name: &str,
+        file: &str,
+    ) -> Result<String, AnswerError> {
         let tree = last
             .outputs
             .iter()
@@ -109,6 +127,6 @@ impl Planner {
         let dir = tempfile::tempdir()?;
         let dest = dir.path().join("answer");
         self.cas.restore(&tree.manifest, &dest)?;
-        Ok(std::fs::read_to_string(dest.join(OUTPUT_FILE))?)
+        Ok(std::fs::read_to_string(dest.join(file))?)
     }
 }
