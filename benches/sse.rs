@@ -119,6 +119,7 @@ fn main() {
             agents: treadle::run::agents::default_agent_runner(),
             shutdown: CancellationToken::new(),
             dispatcher: None,
+            workflows: Default::default(),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));

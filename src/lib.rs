@@ -15,7 +15,8 @@
 //!   model or prompt, tool calls answered from the recording, what changed reported; the
 //!   server runs the same shadow and keeps its report (`POST /api/v1/runs/{id}/shadow`).
 //! * [`workflow`]: workflows written in Rust: async functions whose calls are typed steps
-//!   run by the same executor as YAML's (same keys, records, transcript, resume).
+//!   run by the same executor as YAML's (same keys, records, transcript, resume); served
+//!   by `treadle serve`'s server (`workflow::Server`) and planned (`workflow::plan`).
 //! * [`cache`]: step keys, the content-addressed store, hit or miss, resume, `plan`.
 //! * [`resource`]: `get` / `put` resources; git is built in.
 //! * [`template`]: the one `{{ }}` engine (the Go-template subset of `steps`): resource

@@ -123,3 +123,4 @@ mod web_shadow;
 mod workflow_examples;
 mod workflow_keys;
 mod workflow_people;
+mod workflow_plan;

@@ -23,3 +23,4 @@ mod single_writer;
 mod two_writers;
 mod workflow_agent_resume;
 mod workflow_resume;
+mod workflow_serve;

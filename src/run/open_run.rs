@@ -40,6 +40,10 @@ pub struct OpenRun {
     state_error: Option<String>,
     cancel: CancellationToken,
     started: Instant,
+    /// Its event journal (what `treadle serve` follows it by).
+    journal: Arc<super::journal::RunJournal>,
+    /// Approvals and questions are answered over the server's API (`Ctx::answerable`).
+    answerable: bool,
 }
 
 impl OpenRun {
@@ -73,7 +77,7 @@ impl OpenRun {
         let artifacts = Arc::new(artifacts::Artifacts::create(&state_dir, run)?);
         start::link(&store, &cache, start, run).await;
         let transcript =
-            Arc::new(Transcript::new(style, super::redactor(loaded)).with_journal(journal));
+            Arc::new(Transcript::new(style, super::redactor(loaded)).with_journal(journal.clone()));
         transcript.emit(&Event::RunStarted {
             run,
             job: job.name.value.clone(),
@@ -98,7 +102,20 @@ impl OpenRun {
             state_error: None,
             cancel,
             started: Instant::now(),
+            journal,
+            answerable: false,
         })
+    }
+
+    /// Its event journal, which `treadle serve`'s followers subscribe to.
+    pub fn journal(&self) -> Arc<super::journal::RunJournal> {
+        self.journal.clone()
+    }
+
+    /// Its approvals and questions are answered over `treadle serve`'s API, as a served
+    /// YAML run's are.
+    pub fn answered_by_server(&mut self) {
+        self.answerable = true;
     }
 
     /// The run's id in the state file.
@@ -183,7 +200,7 @@ impl OpenRun {
                 self.micro_usd,
             ),
             cache: Some(self.cache.clone()),
-            answerable: false,
+            answerable: self.answerable,
             deadline: None,
             versions: Default::default(),
             remote: None,

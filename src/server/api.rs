@@ -80,6 +80,16 @@ pub(super) async fn pipelines(
             file: f.file.display().to_string(),
             jobs,
             vars,
+            input_schema: None,
+        });
+    }
+    for w in app.workflows.all() {
+        out.push(PipelineView {
+            name: w.name().to_owned(),
+            file: String::new(),
+            jobs: vec![w.name().to_owned()],
+            vars: Vec::new(),
+            input_schema: Some(w.input_schema().clone()),
         });
     }
     Ok(Json(out))

@@ -82,6 +82,14 @@ pub enum ServeError {
     /// NATS cannot be used (`--nats`).
     #[error(transparent)]
     Nats(#[from] crate::dist::DistError),
+    /// Only workflows written in Rust are served, and no state file is given.
+    #[error("no pipeline file says where the state file is\nhint: give the state file")]
+    NoState,
+    /// A workflow's name cannot be served (`super::workflows`).
+    #[error(
+        "workflow `{0}` cannot be served under its name: a name is unique among the served workflows and files, and has no `.` or `/`"
+    )]
+    WorkflowName(String),
 }
 
 /// The one state file of the served files.
@@ -89,7 +97,7 @@ pub fn state_of(files: &[ServedFile], given: Option<PathBuf>) -> Result<PathBuf,
     if let Some(state) = given {
         return Ok(state);
     }
-    let first = &files[0];
+    let first = files.first().ok_or(ServeError::NoState)?;
     let state = crate::run::state_path(&first.file, None);
     for f in &files[1..] {
         if crate::run::state_path(&f.file, None) != state {
@@ -132,7 +140,22 @@ pub async fn serve(
     stop: CancellationToken,
     ready: impl FnOnce(SocketAddr, &Path),
 ) -> Result<(), ServeError> {
-    let files = served_files(&options.paths)?;
+    serve_with(options, Default::default(), stop, ready).await
+}
+
+/// [`serve`] with workflows written in Rust besides the files (`options.paths` may then be
+/// empty, with `options.state` given): `crate::workflow::Server`.
+pub async fn serve_with(
+    options: ServeOptions,
+    workflows: super::workflows::CodeWorkflows,
+    stop: CancellationToken,
+    ready: impl FnOnce(SocketAddr, &Path),
+) -> Result<(), ServeError> {
+    let files = match options.paths.is_empty() && !workflows.all().is_empty() {
+        true => Vec::new(),
+        false => served_files(&options.paths)?,
+    };
+    check_names(&workflows, &files)?;
     let state = state_of(&files, options.state.clone())?;
     let identity = super::identity::Identity::from_options(&options.identity)?;
     let token = match token_of(options.addr, options.token_env.as_deref()) {
@@ -164,6 +187,7 @@ pub async fn serve(
         agents: crate::run::agents::default_agent_runner(),
         shutdown: stop.child_token(),
         dispatcher,
+        workflows,
     });
     if let Some(d) = &app.dispatcher {
         // Questions its steps left waiting on workers when it last stopped.
@@ -210,6 +234,24 @@ pub async fn serve(
     app.shutdown.cancel();
     wait_for_runs(&app).await;
     discovery::remove(&state);
+    Ok(())
+}
+
+/// Each workflow's name is its own: a name its runs' pipeline name is (no `.`, no `/`),
+/// not another workflow's or a served file's.
+fn check_names(
+    workflows: &super::workflows::CodeWorkflows,
+    files: &[ServedFile],
+) -> Result<(), ServeError> {
+    let mut seen: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+    for w in workflows.all() {
+        let name = w.name();
+        let plain = !name.is_empty() && super::views::pipeline_name(name) == name;
+        if !plain || name.contains('/') || seen.contains(&name) {
+            return Err(ServeError::WorkflowName(name.to_owned()));
+        }
+        seen.push(name);
+    }
     Ok(())
 }
 

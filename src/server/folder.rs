@@ -39,6 +39,10 @@ impl Folder {
     /// files of the same name, an unreadable directory), the last listing stands, and
     /// why is said on stderr once.
     pub fn files(&self) -> Vec<ServedFile> {
+        if self.paths.is_empty() {
+            // A server of workflows written in Rust only (`super::code`).
+            return Vec::new();
+        }
         let now = served_files(&self.paths);
         let Ok(mut last) = self.last.lock() else {
             return now.unwrap_or_default();

@@ -16,6 +16,10 @@
 //! * `guard.rs`: the token and the cross-site check in front of every route;
 //! * `api.rs`: health, pipelines, plans, runs (list, show, cancel);
 //! * `start.rs`: starting a run in the server;
+//! * `workflows.rs`: what the server needs of a workflow written in Rust, served beside the
+//!   files, and the set it serves;
+//! * `code.rs`: starting a run of one with its typed input, and resuming one a stopped
+//!   server left running;
 //! * `fork.rs`: forking a finished run in the server, and the turns of a step a fork can start from;
 //! * `shadows.rs`: shadow runs in the server, their reports kept for the comparison page;
 //! * `api_vars.rs`: the vars of a run started over the API, filled in as data;
@@ -40,6 +44,7 @@ pub mod app;
 pub mod approvals;
 mod artifacts;
 pub mod client;
+mod code;
 mod diff;
 pub mod discovery;
 pub mod error;
@@ -60,5 +65,6 @@ mod triggers;
 mod versions;
 pub mod views;
 mod watching;
+pub mod workflows;
 
-pub use app::{ServeError, ServeOptions, serve};
+pub use app::{ServeError, ServeOptions, serve, serve_with};

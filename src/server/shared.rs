@@ -38,6 +38,8 @@ pub struct App {
     pub shutdown: CancellationToken,
     /// Runs task and agent steps on workers over NATS (`--nats`); `None`: here.
     pub dispatcher: Option<Arc<crate::dist::Dispatcher>>,
+    /// Workflows written in Rust it serves besides the files (`super::code`).
+    pub workflows: super::workflows::CodeWorkflows,
 }
 
 impl App {

@@ -42,6 +42,10 @@ pub struct StartRequest {
     /// cached, as `treadle run --rerun STEP` does; the run page's "run again from here".
     #[serde(default)]
     pub rerun: Option<String>,
+    /// A workflow written in Rust's typed input, checked against its schema (`code.rs`);
+    /// a pipeline file takes `vars` instead.
+    #[serde(default)]
+    pub input: Option<serde_json::Value>,
 }
 
 /// What a started run's id (or the reason it could not start) is sent through.
@@ -59,6 +63,21 @@ pub async fn start(
     Json(req): Json<StartRequest>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let trigger = trigger_of(req.trigger.clone())?;
+    if let Some(workflow) = app.workflows.get(&req.pipeline) {
+        if req.job.is_some() || !req.vars.is_empty() || req.rerun.is_some() {
+            return Err(ApiError::BadRequest(format!(
+                "`{}` is a workflow written in Rust: it takes `input`, not `job`, `vars` or `rerun`",
+                req.pipeline
+            )));
+        }
+        return super::code::start(&app, workflow, req.input, trigger).await;
+    }
+    if req.input.is_some() {
+        return Err(ApiError::BadRequest(format!(
+            "`{}` is a pipeline file: it takes `vars`, not `input` (the input of a workflow written in Rust)",
+            req.pipeline
+        )));
+    }
     let vars = vars_of(&req.vars)?;
     let served = app
         .file(&req.pipeline)
@@ -208,6 +227,21 @@ pub async fn adopt_all(app: &Arc<App>) {
         }
     };
     for run in orphans {
+        if let Some(workflow) = app.workflows.get(&run.pipeline) {
+            match super::code::resume(app, workflow, &run).await {
+                Ok(new) => crate::console::tell!(
+                    "treadle serve: run {} (workflow `{}`) was left running by a process that stopped; run {new} resumes it",
+                    run.id,
+                    run.pipeline
+                ),
+                Err(e) => crate::console::tell!(
+                    "treadle serve: run {} (workflow `{}`) stays interrupted: {e}",
+                    run.id,
+                    run.pipeline
+                ),
+            }
+            continue;
+        }
         match adopt(app, &run).await {
             Ok(()) => crate::console::tell!(
                 "treadle serve: run {} (`{}`) was left running by a process that stopped; it goes on here",

@@ -22,6 +22,10 @@ pub struct PipelineView {
     /// The `((vars))` its text uses, sorted: what the page's start form asks for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vars: Vec<String>,
+    /// A workflow written in Rust (`super::workflows`): the JSON Schema of the `input` a run of
+    /// it is started with (it has no file: `file` is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<serde_json::Value>,
 }
 
 /// A run.

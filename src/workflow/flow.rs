@@ -72,6 +72,15 @@ pub enum FlowError {
     /// The run could not start or its end could not be recorded.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// In a plan ([`super::plan()`]): what follows depends on an output of step `step`
+    /// that is known only once it runs (its verdict, its typed answer), so the plan stops.
+    #[error("what follows depends on {what} of `{step}`, known only once it runs")]
+    Unevaluable {
+        /// The step.
+        step: String,
+        /// Which of its outputs.
+        what: String,
+    },
 }
 
 impl FlowError {
@@ -80,7 +89,7 @@ impl FlowError {
         match self {
             Self::Step { status, .. } => *status,
             Self::Output { .. } | Self::Failed(_) => Status::Failed,
-            Self::Refused { .. } => Status::Errored,
+            Self::Refused { .. } | Self::Unevaluable { .. } => Status::Errored,
             Self::Run(_) => Status::Errored,
         }
     }
@@ -157,9 +166,16 @@ impl<O> Report<O> {
 /// The context of a workflow's run: each call is one step of it.
 pub struct Flow {
     loaded: Loaded,
-    open: OpenRun,
+    mode: Mode,
     /// The child workflows being run, outermost first (their names prefix step names).
     within: Vec<&'static str>,
+}
+
+/// What a flow's steps go to: the executor, in a run, or the planner
+/// ([`super::plan()`]), which runs nothing.
+pub(super) enum Mode {
+    Run(OpenRun),
+    Plan(Box<super::planner::Planner>),
 }
 
 /// Runs `workflow` on `input` as one run of the state file in `options`.
@@ -168,34 +184,59 @@ pub async fn run<W: Workflow>(
     input: W::Input,
     options: Options,
 ) -> Result<Report<W::Output>, FlowError> {
+    let store = crate::run::open_store(options.state.clone())
+        .await
+        .map_err(RunError::from)?;
+    let kept = store.clone();
+    let report = run_in(workflow, input, options, store, None).await;
+    close(kept).await;
+    report
+}
+
+/// The loaded "pipeline" of a workflow: its agents' file with one job named after it,
+/// whose plan grows as the workflow calls steps.
+pub(super) fn loaded_of<W: Workflow>(agents: super::Agents) -> Loaded {
+    let mut pipeline = agents.pipeline;
+    pipeline.jobs = vec![super::agents::empty_job(W::NAME)];
+    Loaded {
+        file: PathBuf::from(W::NAME),
+        dir: crate::pipeline::dir_of(&agents.file),
+        pipeline,
+    }
+}
+
+/// [`run`] in an open state file (`options.state` is not read); `served`: the run is
+/// `treadle serve`'s, told its id and journal, its approvals and questions answered over
+/// the API.
+pub(crate) async fn run_in<W: Workflow>(
+    workflow: &W,
+    input: W::Input,
+    options: Options,
+    store: Arc<crate::run::Store>,
+    served: Option<crate::server::workflows::OnBegin>,
+) -> Result<Report<W::Output>, FlowError> {
     let Options {
-        state,
         agents,
         resume,
         style,
         cancel,
         runner,
+        ..
     } = options;
-    let mut pipeline = agents.pipeline;
-    pipeline.jobs = vec![super::agents::empty_job(W::NAME)];
-    let loaded = Loaded {
-        file: PathBuf::from(W::NAME),
-        dir: crate::pipeline::dir_of(&agents.file),
-        pipeline,
-    };
-    let store = crate::run::open_store(state)
-        .await
-        .map_err(RunError::from)?;
-    let kept = store.clone();
+    let loaded = loaded_of::<W>(agents);
     let runner = runner.unwrap_or_else(crate::run::agents::default_agent_runner);
     let start = resume.map_or(Start::Fresh, Start::Resume);
     let job = loaded.pipeline.jobs.first().ok_or(FlowError::Failed(
         "the workflow's job is missing".to_owned(),
     ))?;
-    let open = OpenRun::begin(&loaded, job, store, runner, &start, style, cancel).await?;
+    let mut open = OpenRun::begin(&loaded, job, store, runner, &start, style, cancel).await?;
+    if let Some(on_begin) = served {
+        open.answered_by_server();
+        on_begin(open.id(), open.journal());
+    }
     let mut flow = Flow {
         loaded,
-        open,
+        mode: Mode::Run(open),
         within: Vec::new(),
     };
     let output = workflow.run(&mut flow, input).await;
@@ -210,8 +251,10 @@ pub async fn run<W: Workflow>(
             ..Done::ok()
         },
     };
-    let ended = flow.open.end(done).await?;
-    close(kept).await;
+    let Mode::Run(open) = flow.mode else {
+        return Err(FlowError::Failed("a run's flow became a plan".to_owned()));
+    };
+    let ended = open.end(done).await?;
     Ok(Report {
         run: ended.run,
         status: ended.status,
@@ -236,14 +279,71 @@ async fn close(store: Arc<crate::run::Store>) {
 const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Flow {
-    /// The run's id in the state file.
-    pub fn run_id(&self) -> u64 {
-        self.open.id()
+    /// A flow whose steps go to `planner` (see `super::plan`).
+    pub(super) fn planning(loaded: Loaded, planner: Box<super::planner::Planner>) -> Self {
+        Self {
+            loaded,
+            mode: Mode::Plan(planner),
+            within: Vec::new(),
+        }
     }
 
-    /// Where artifact `name` is now (made by the last step that output it).
+    /// Where its steps went.
+    pub(super) fn into_mode(self) -> Mode {
+        self.mode
+    }
+
+    /// The run's id in the state file (0 in a plan, which has no run).
+    pub fn run_id(&self) -> u64 {
+        match &self.mode {
+            Mode::Run(open) => open.id(),
+            Mode::Plan(_) => 0,
+        }
+    }
+
+    /// Where artifact `name` is now (made by the last step that output it; `None` in a
+    /// plan).
     pub fn artifact(&self, name: &str) -> Option<PathBuf> {
-        self.open.artifact(name)
+        match &self.mode {
+            Mode::Run(open) => open.artifact(name),
+            Mode::Plan(_) => None,
+        }
+    }
+
+    /// Whether this flow is a plan ([`super::plan()`]): its steps do not run, a step the
+    /// cache would replay gives back its recorded result, and one that would run gives
+    /// back an empty one (exit code 0, no text), save a verdict or a typed answer, which
+    /// is [`FlowError::Unevaluable`]. A workflow that branches on a step's text can ask
+    /// this and say so with [`Flow::unevaluable`].
+    pub fn is_planning(&self) -> bool {
+        matches!(self.mode, Mode::Plan(_))
+    }
+
+    /// In a plan, whether the last step's result is known (it would be replayed); always
+    /// true in a run.
+    pub fn known(&self) -> bool {
+        match &self.mode {
+            Mode::Run(_) => true,
+            Mode::Plan(p) => p.known(),
+        }
+    }
+
+    /// In a plan, whether every step's result so far is known (each would be replayed);
+    /// always true in a run.
+    pub fn all_known(&self) -> bool {
+        match &self.mode {
+            Mode::Run(_) => true,
+            Mode::Plan(p) => p.all_known(),
+        }
+    }
+
+    /// The error a workflow gives in a plan where what it does next hangs on `what` of
+    /// step `step`, not known before it runs; the plan records it as unevaluable.
+    pub fn unevaluable(&self, step: &str, what: &str) -> FlowError {
+        FlowError::Unevaluable {
+            step: self.named(step),
+            what: what.to_owned(),
+        }
     }
 
     /// The name a step of this flow gets: a child's steps carry its name.
@@ -274,7 +374,11 @@ impl Flow {
         };
         job.plan.push(At::new(step));
         let job = &self.loaded.pipeline.jobs[0];
-        let (done, seq) = self.open.step(&self.loaded, job).await;
+        let open = match &mut self.mode {
+            Mode::Run(open) => open,
+            Mode::Plan(planner) => return Ok(planner.step(&self.loaded, job)),
+        };
+        let (done, seq) = open.step(&self.loaded, job).await;
         if !done.is_ok() {
             return Err(FlowError::Step {
                 name,
@@ -282,8 +386,7 @@ impl Flow {
                 error: done.error().map(str::to_owned),
             });
         }
-        self.open
-            .record(seq)
+        open.record(seq)
             .cloned()
             .ok_or_else(|| FlowError::Failed(format!("step `{name}` has no record")))
     }
@@ -299,7 +402,13 @@ impl Flow {
 
     /// Runs an agent step named `name`; gives back its answer and verdict.
     pub async fn agent(&mut self, name: &str, call: AgentTask) -> Result<AgentReply, FlowError> {
-        let record = self.step(call.into_step(&self.named(name))).await?;
+        let step = call.into_step(&self.named(name));
+        let decides =
+            matches!(&step.kind, crate::pipeline::StepKind::Agent(c) if c.verdicts.is_some());
+        let record = self.step(step).await?;
+        if decides && !self.known() {
+            return Err(self.unevaluable(name, "the verdict"));
+        }
         Ok(AgentReply {
             text: record.stdout_tail,
             verdict: record.verdict,
@@ -330,6 +439,18 @@ impl Flow {
             name: name.to_owned(),
             reason,
         };
+        if let Mode::Plan(planner) = &self.mode {
+            let text = match planner.typed_answer(name, file) {
+                Some(found) => found.map_err(|e| bad(e.to_string()))?,
+                None => {
+                    return Err(FlowError::Unevaluable {
+                        step: name.to_owned(),
+                        what: "the typed answer".to_owned(),
+                    });
+                }
+            };
+            return serde_json::from_str(&text).map_err(|e| bad(e.to_string()));
+        }
         let path = self
             .artifact(name)
             .ok_or_else(|| bad("its output artifact is missing".to_owned()))?

@@ -25,6 +25,15 @@
 //! * **`&mut Flow`** makes the steps of one run sequential, which gives each a place in
 //!   the chain; work that should run at once belongs in one step.
 //!
+//! Serving and planning:
+//! * [`Server`] serves registered workflows with `treadle serve`'s server (its API, page,
+//!   approvals and events); a run starts with the workflow's typed input as JSON, checked
+//!   against its schema (`serve.rs`; the server's side is `crate::server::code`);
+//! * [`plan()`] calls a workflow whose steps do not run and says which a run would replay
+//!   from the cache, which it would run, and where what follows depends on an output known
+//!   only once its step runs (`plan.rs`; the planner the flow's steps go to is
+//!   `planner.rs`).
+//!
 //! ```no_run
 //! use treadle::workflow::{self, Flow, FlowError, Options, Shell, Workflow};
 //!
@@ -52,8 +61,13 @@ mod agents;
 mod calls;
 mod flow;
 mod people;
+mod plan;
+mod planner;
+mod serve;
 
 pub use agents::Agents;
 pub use calls::{AgentReply, AgentTask, Shell, ShellOutput};
 pub use flow::{Flow, FlowError, Options, Report, Workflow, run};
 pub use people::{Approval, Ask, Escalation};
+pub use plan::{Plan, Unevaluable, plan};
+pub use serve::Server;

@@ -237,6 +237,10 @@ impl Flow {
     /// [`Flow::when`] for a branch decided by the outputs of earlier steps (a planner
     /// that does not run them cannot tell which way it goes).
     pub async fn when_dynamic(&mut self, label: &str, cond: bool) -> Result<bool, FlowError> {
+        // A plan that did not know an earlier step's output cannot tell (`super::plan`).
+        if !self.all_known() {
+            return Err(self.unevaluable(label, "the outcome"));
+        }
         self.branch(label, cond, DEPENDS).await
     }
 
