@@ -35,10 +35,16 @@ pub(crate) fn yaml_blocks() -> Vec<(PathBuf, usize, String)> {
             match &mut current {
                 // ```yaml cli / codex: a CLI-backed agent's example, run with the real
                 // CLI by tests/cli_agents.rs / tests/codex_agents.rs; ```yaml escalation:
-                // an approval people answer, run by tests/approval_policy.rs.
+                // an approval people answer, run by tests/approval_policy.rs; ```yaml
+                // http: requests to a server, run by tests/http_step.rs.
                 None if line.trim_start().starts_with("```yaml")
-                    && !["```yaml cli", "```yaml codex", "```yaml escalation"]
-                        .contains(&line.trim()) =>
+                    && ![
+                        "```yaml cli",
+                        "```yaml codex",
+                        "```yaml escalation",
+                        "```yaml http",
+                    ]
+                    .contains(&line.trim()) =>
                 {
                     current = Some((n + 1, String::new()))
                 }

@@ -55,7 +55,7 @@ fn equivalent_pipeline(url: &str) -> String {
 }
 
 /// Each step's record of run `run` without its clock readings, and its key.
-fn records_and_keys(state: &Path, run: u64) -> Vec<(Value, String)> {
+pub(crate) fn records_and_keys(state: &Path, run: u64) -> Vec<(Value, String)> {
     let store = Store::open(state).expect("state file");
     let results = Records::open(store.database()).expect("cache tables");
     store

@@ -280,6 +280,7 @@ fn config(
         StepKind::LoadVar { name, file } => {
             json!({ "load_var": name.value, "file": file.as_ref().map(|f| &f.value) })
         }
+        StepKind::Http { call, .. } => call.key_json(),
         StepKind::Do(_)
         | StepKind::InParallel(_)
         | StepKind::Try(_)

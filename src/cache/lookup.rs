@@ -77,6 +77,7 @@ pub(crate) fn is_leaf(step: &Step) -> bool {
             | StepKind::Put { .. }
             | StepKind::Approval { .. }
             | StepKind::Input { .. }
+            | StepKind::Http { .. }
     )
 }
 
@@ -100,7 +101,10 @@ fn replayable_kind(step: &Step) -> bool {
         && !uses_captured_var(step)
         && matches!(
             step.kind,
-            StepKind::Task { .. } | StepKind::Agent(_) | StepKind::Get { .. }
+            StepKind::Task { .. }
+                | StepKind::Agent(_)
+                | StepKind::Get { .. }
+                | StepKind::Http { .. }
         )
 }
 

@@ -333,6 +333,8 @@ impl<'a> Checker<'a> {
                     self.push(pos, problem, message, hint);
                 }
             }
+            // Its URL and method were checked when it was typed.
+            StepKind::Http { .. } => {}
             StepKind::Do(steps) => self.sequence(steps, available),
             StepKind::InParallel(p) => {
                 if let Some(l) = p.limit()

@@ -17,7 +17,7 @@ use super::step_keys::RunSpec;
 pub enum KindError {
     /// None of the kind keys is present.
     #[error(
-        "this step has no kind: it needs one of task, agent, approval, input, get, put, do, in_parallel, try, race, ensemble, load_var"
+        "this step has no kind: it needs one of task, agent, approval, input, get, put, do, in_parallel, try, race, ensemble, load_var, http"
     )]
     None,
     /// More than one is.
@@ -44,6 +44,7 @@ impl RawStep {
             ("race", self.race.is_some()),
             ("ensemble", self.ensemble.is_some()),
             ("load_var", self.load_var.is_some()),
+            ("http", self.http.is_some()),
         ]
         .into_iter()
         .filter_map(|(k, present)| present.then_some(k))
@@ -159,6 +160,15 @@ impl RawStep {
             self.file.is_some(),
             self.file.as_ref().map(|f| f.pos),
         );
+        const HTTP: &[&str] = &["http"];
+        let at = |k: &Option<At<String>>| k.as_ref().map(|k| k.pos);
+        add("url", HTTP, self.url.is_some(), at(&self.url));
+        add("method", HTTP, self.method.is_some(), at(&self.method));
+        add("headers", HTTP, self.headers.is_some(), None);
+        add("secret_headers", HTTP, self.secret_headers.is_some(), None);
+        add("body", HTTP, self.body.is_some(), None);
+        add("expect", HTTP, self.expect.is_some(), None);
+        add("output", HTTP, self.output.is_some(), at(&self.output));
         keys
     }
 }

@@ -28,6 +28,7 @@
 //! * `kind`: what a step's kind says (display name, nested steps) and the keys each kind takes.
 //! * `agent_call`: the keys of an agent step ([`AgentCall`]) and those only a task takes
 //!   ([`TaskKeys`]).
+//! * `http_step`: the `http:` step's request (its load checks and its part of the key).
 //! * `typing`: the conversion of written steps into typed ones (a located error for a step
 //!   with no single kind or a key of another), `ensemble:` expanded before it.
 //! * `load`: reading and parsing with located errors.
@@ -86,6 +87,7 @@ pub mod ensemble;
 pub mod flow;
 pub mod format;
 pub mod hook_def;
+pub mod http_step;
 pub mod in_parallel;
 pub mod kind;
 pub mod load;

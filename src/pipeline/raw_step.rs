@@ -15,7 +15,7 @@ use super::in_parallel::InParallel;
 use super::step_keys::{RunSpec, StepAssert};
 
 /// One step of a plan. Exactly one of the kind keys (`task`, `agent`, `approval`, `get`,
-/// `put`, `do`, `in_parallel`, `try`, `race`, `ensemble`, `load_var`) must be set.
+/// `put`, `do`, `in_parallel`, `try`, `race`, `ensemble`, `load_var`, `http`) must be set.
 // The wire form (these docs are the JSON Schema's): loading turns it into a typed
 // `super::step::Step`, once (`super::typing::Typer`).
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -67,6 +67,31 @@ pub struct RawStep {
     /// `tasks:` entry: a YAML file holding the task (keys written beside it win).
     #[serde(default)]
     pub file: Option<At<String>>,
+    /// Sends one HTTP request; the value is the step's name.
+    #[serde(default)]
+    pub http: Option<At<String>>,
+    /// With `http:`, the URL (http or https).
+    #[serde(default)]
+    pub url: Option<At<String>>,
+    /// With `http:`, the method (default `GET`).
+    #[serde(default)]
+    pub method: Option<At<String>>,
+    /// With `http:`, headers with literal values.
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// With `http:`, headers whose values are read at run time from the environment
+    /// variable named (header name → variable name).
+    #[serde(default)]
+    pub secret_headers: Option<BTreeMap<String, String>>,
+    /// With `http:`, the request body.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// With `http:`, the statuses that count as success (default any 2xx).
+    #[serde(default)]
+    pub expect: Option<Vec<u16>>,
+    /// With `http:`, the artifact the response is written to (files `body` and `status`).
+    #[serde(default)]
+    pub output: Option<At<String>>,
 
     // ---- control flow ----
     /// What the step is for (for the reader).

@@ -215,6 +215,13 @@ pub enum StepKind {
         /// `ARTIFACT/path` of the file read.
         file: Option<At<String>>,
     },
+    /// `http:` naming the step, with its request.
+    Http {
+        /// The value of `http:`.
+        name: At<String>,
+        /// The request.
+        call: Box<super::http_step::HttpCall>,
+    },
 }
 
 impl StepKind {
@@ -238,6 +245,7 @@ impl StepKind {
             Self::Race(_) => Kind::Race,
             Self::Ensemble(_) => Kind::Ensemble,
             Self::LoadVar { .. } => Kind::LoadVar,
+            Self::Http { .. } => Kind::Http,
         }
     }
 
@@ -249,7 +257,8 @@ impl StepKind {
             | Self::Input { name, .. }
             | Self::Get { name, .. }
             | Self::Put { name, .. }
-            | Self::LoadVar { name, .. } => Some(name.value.clone()),
+            | Self::LoadVar { name, .. }
+            | Self::Http { name, .. } => Some(name.value.clone()),
             Self::Approval { name, .. } => Some(name.value.name().to_owned()),
             Self::Do(_)
             | Self::InParallel(_)
@@ -289,6 +298,8 @@ pub enum Kind {
     Ensemble,
     /// `load_var:`.
     LoadVar,
+    /// `http:`.
+    Http,
     /// A step with no single kind: never made by loading, kept so that records written
     /// with it still read.
     #[serde(rename = "step")]
@@ -316,6 +327,7 @@ impl Kind {
             Self::Race => "race",
             Self::Ensemble => "ensemble",
             Self::LoadVar => "load_var",
+            Self::Http => "http",
             Self::Invalid => "step",
         }
     }
@@ -332,6 +344,7 @@ impl Kind {
                 | Self::Get
                 | Self::Put
                 | Self::LoadVar
+                | Self::Http
         )
     }
 
@@ -339,7 +352,7 @@ impl Kind {
     pub fn is_work(self) -> bool {
         matches!(
             self,
-            Self::Task | Self::Agent | Self::Approval | Self::Input
+            Self::Task | Self::Agent | Self::Approval | Self::Input | Self::Http
         )
     }
 }

@@ -142,7 +142,7 @@ pub(super) struct Typer<'f> {
     pub out: Vec<Diagnostic>,
 }
 
-const NO_KIND_HINT: &str = "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `input: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`, `race: [...]`, `ensemble: {...}`, `load_var: NAME`";
+const NO_KIND_HINT: &str = "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `input: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`, `race: [...]`, `ensemble: {...}`, `load_var: NAME`, `http: NAME` (with `url:`)";
 
 impl<'f> Typer<'f> {
     pub(super) fn new(file: &'f Path) -> Self {
@@ -280,7 +280,7 @@ impl<'f> Typer<'f> {
             raw.ensure.take(),
         ]
         .map(|h| self.hook(h));
-        let value = Step {
+        let mut value = Step {
             kind: kind?,
             description: raw.description,
             when: raw.when,
@@ -311,6 +311,9 @@ impl<'f> Typer<'f> {
             on_abort: on_abort?,
             ensure: ensure?,
         };
+        if let StepKind::Http { call, .. } = &value.kind {
+            call.add_output(&mut value.outputs);
+        }
         // Reported once the name is known; the key itself is dropped with the raw step.
         let name = value.display_name();
         for m in misplaced {
@@ -408,9 +411,47 @@ impl<'f> Typer<'f> {
                 pos,
             }));
         }
+        if let Some(name) = raw.http.take() {
+            return self.http(name, raw);
+        }
         raw.load_var.take().map(|name| StepKind::LoadVar {
             name,
             file: raw.file.take(),
+        })
+    }
+
+    /// An `http:` step's request, checked (a bad URL or method is a located error).
+    fn http(&mut self, name: At<String>, raw: &mut RawStep) -> Option<StepKind> {
+        let Some(url) = raw.url.take() else {
+            let e = super::http_step::HttpKeyError::NoUrl(name.value.clone());
+            let hint = "add `url: https://...` to the step".to_owned();
+            self.push(name.pos, e.to_string(), hint);
+            return None;
+        };
+        let method = raw.method.take().map(|m| At {
+            value: m.value.to_ascii_uppercase(),
+            pos: m.pos,
+        });
+        let call = super::http_step::HttpCall {
+            url,
+            method: method.unwrap_or_else(|| At {
+                value: "GET".to_owned(),
+                pos: name.pos,
+            }),
+            headers: raw.headers.take().unwrap_or_default(),
+            secret_headers: raw.secret_headers.take().unwrap_or_default(),
+            body: raw.body.take(),
+            expect: raw.expect.take().unwrap_or_default(),
+            output: raw.output.take(),
+        };
+        if let Some((pos, e)) = call.problem() {
+            let hint = "write an http(s) URL and a method such as GET or POST".to_owned();
+            self.push(pos, e.to_string(), hint);
+            return None;
+        }
+        Some(StepKind::Http {
+            name,
+            call: Box::new(call),
         })
     }
 }

@@ -146,6 +146,12 @@ impl AgentTask {
         self
     }
 
+    /// Its token and dollar ceiling (`budget:`): no model call is made past it.
+    pub fn budget(mut self, budget: crate::pipeline::agent_def::Budget) -> Self {
+        self.call.budget = Some(budget);
+        self
+    }
+
     /// Its answer as JSON checked against `schema`, written to `output/output.json`
     /// (`output_schema:`; `output` joins its outputs).
     pub(crate) fn output_schema(mut self, output: &str, schema: serde_json::Value) -> Self {

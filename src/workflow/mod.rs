@@ -1,7 +1,7 @@
 //! Workflows written in Rust: one executor, two front ends.
 //!
 //! A workflow is an async function of a [`Flow`]. Each call on the flow ([`Flow::shell`],
-//! [`Flow::agent`], [`Flow::agent_typed`], [`Flow::workflow`], the calls that wait for
+//! [`Flow::agent`], [`Flow::agent_typed`], [`Flow::http`], [`Flow::workflow`], the calls that wait for
 //! people ([`Flow::approval`], [`Flow::human_input`], [`Flow::decision`]), the labelled
 //! branches ([`Flow::when`], [`Flow::when_dynamic`], [`Flow::skip`]), or [`Flow::step`]
 //! with any typed step) builds a [`crate::pipeline::Step`], the very value loading makes of the
@@ -60,6 +60,7 @@
 mod agents;
 mod calls;
 mod flow;
+mod http;
 mod people;
 mod plan;
 mod planner;
@@ -68,6 +69,7 @@ mod serve;
 pub use agents::Agents;
 pub use calls::{AgentReply, AgentTask, Shell, ShellOutput};
 pub use flow::{Flow, FlowError, Options, Report, Workflow, run};
+pub use http::{Http, HttpOutput};
 pub use people::{Approval, Ask, Escalation};
 pub use plan::{Plan, Unevaluable, plan};
 pub use serve::Server;

@@ -6,7 +6,7 @@
 //! single owner of its mutable state) and the walker, its only methods. Each step kind is
 //! a child module of functions that take the context as an argument (`ctx: &Ctx`): the
 //! job's own walk (`job`), `race`/`across`/`when` (`flow`), `ensemble`, hooks, approvals
-//! (`approval_step`), `input`, `get`/`put` (`resource`, `resource_scripted`), the leaf
+//! (`approval_step`), `input`, `http:` (`http_step`), `get`/`put` (`resource`, `resource_scripted`), the leaf
 //! steps (`leaf`), the cache around them (`cached`), and what the walker records
 //! (`record`). The children call back into the walker (`ctx.exec`) for nested steps, so
 //! no child depends on another in a circle.
@@ -36,6 +36,7 @@ pub(crate) mod fix;
 pub(crate) mod flow;
 pub(crate) mod forked;
 pub(crate) mod hooks;
+pub(crate) mod http_step;
 pub mod input;
 pub(crate) mod job;
 pub mod leaf;
@@ -416,6 +417,9 @@ impl<'a> Ctx<'a> {
                 StepKind::Input { .. } => input::input(self, step, entry, attempt, cancel).await,
                 StepKind::LoadVar { name, file } => {
                     flow::load_var(self, &name.value, file.as_ref()).await
+                }
+                StepKind::Http { call, .. } => {
+                    http_step::http(self, step, entry, attempt, call, cancel).await
                 }
                 StepKind::Get { resource: res, .. } => {
                     resource::get_step(self, step, entry, attempt, &res.value, &cancel).await
