@@ -1,7 +1,7 @@
 //! `http:` steps against a real HTTP server on loopback (axum, in the test): a GET's body
 //! reaches a later task through the step's output artifact; a POST carries its secret
 //! header to the server while the secret's value lands in no file of the run and in no
-//! output; a status outside `expect` fails the step naming it; an unchanged step is
+//! output; a status outside `expect` fails the step naming it (failure kind `exit_status`); an unchanged step is
 //! replayed from the cache without a request; a bad URL is a located load error; the
 //! block of docs/http.md runs; and `Flow::http` records the key its YAML form records.
 
@@ -67,13 +67,20 @@ async fn server(seen: Arc<Seen>) -> String {
 
 /// `treadle run` in `f` on a blocking thread (the server answers meanwhile).
 async fn run(f: Fixture, env: &[(&str, &str)]) -> (Fixture, Run) {
+    run_args(f, &["run"], env).await
+}
+
+/// `treadle ARGS` in `f` on a blocking thread.
+async fn run_args(f: Fixture, args: &[&str], env: &[(&str, &str)]) -> (Fixture, Run) {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     let env: Vec<(String, String)> = env
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     tokio::task::spawn_blocking(move || {
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let run = f.treadle_env(&["run"], &env);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = f.treadle_env(&args, &env);
         (f, run)
     })
     .await
@@ -175,11 +182,19 @@ async fn a_500_fails_the_step_naming_the_status() {
     let yaml = format!(
         "jobs:\n  - name: fetch\n    plan:\n      - http: boom\n        url: {base}/boom\n      - task: after\n        run: echo after-ran\n"
     );
-    let (_f, done) = run(Fixture::new(&yaml), &[]).await;
-    assert_ne!(done.code(), 0);
-    let all = format!("{}{}", done.stdout(), done.stderr());
-    assert!(all.contains("HTTP status 500"), "{all}");
-    assert!(!all.contains("after-ran"), "{all}");
+    let (_f, done) = run_args(Fixture::new(&yaml), &["run", "--json"], &[]).await;
+    done.expect_code(1);
+    let out = done.stdout();
+    assert!(!out.contains("after-ran"), "{out}");
+    let boom = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "step_finished" && e["name"] == "boom")
+        .unwrap_or_else(|| panic!("no step_finished for boom:\n{out}"));
+    assert_eq!(boom["status"], "failed", "{boom}");
+    assert_eq!(boom["failure"], "exit_status", "{boom}");
+    let error = boom["error"].as_str().unwrap_or_default();
+    assert!(error.contains("HTTP status 500"), "{boom}");
     assert_eq!(seen.count.load(Ordering::SeqCst), 1);
 }
 

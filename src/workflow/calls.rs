@@ -214,3 +214,22 @@ pub struct AgentReply {
     /// The reason it gave with its verdict.
     pub note: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::AgentTask;
+    use crate::pipeline::agent_def::Budget;
+
+    #[test]
+    fn budget_is_the_agent_steps_budget_key() {
+        let budget = Budget {
+            tokens: Some(1200),
+            dollars: Some(0.5),
+            ..Budget::default()
+        };
+        let step = AgentTask::new("a", "p").budget(budget).into_step("s");
+        let b = step.agent_call().and_then(|c| c.budget.as_ref());
+        assert_eq!(b.and_then(|b| b.tokens), Some(1200));
+        assert_eq!(b.and_then(|b| b.dollars), Some(0.5));
+    }
+}

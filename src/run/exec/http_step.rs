@@ -12,6 +12,7 @@ use crate::assert::StepFacts;
 use crate::pipeline::http_step::HttpCall;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
+use crate::run::failure::FailureKind;
 use crate::run::output_limit::OutputLimit;
 use crate::run::task::TAIL_BYTES;
 use crate::run::transcript::{Event, Redactor};
@@ -57,14 +58,17 @@ pub(crate) async fn http<'a>(
     super::record::update_at(ctx, entry, |r| r.stdout_tail = tail).await;
     if !call.accepts(status) {
         let (m, u) = (&call.method.value, &call.url.value);
-        return Done::failed(format!("HTTP status {status} from {m} {u}"));
+        let why = format!("HTTP status {status} from {m} {u}");
+        // The request's answer said no, as a command's exit status does.
+        return Done::fail(FailureKind::ExitStatus, why);
     }
     if let Some(out) = &call.output {
         let at = dir.join(&out.value);
         let written = std::fs::write(at.join("body"), &shown)
             .and_then(|()| std::fs::write(at.join("status"), status.to_string()));
         if let Err(e) = written {
-            return Done::errored(format!("cannot write output `{}`: {e}", out.value));
+            let why = format!("cannot write output `{}`: {e}", out.value);
+            return Done::fail(FailureKind::Infrastructure, why);
         }
     }
     let facts = StepFacts {
@@ -81,10 +85,17 @@ pub(crate) async fn http<'a>(
 /// The request, with the secret headers' values read from their variables, and a
 /// redactor of those values. An error names the header and the variable, never a value.
 fn request(call: &HttpCall) -> Result<(reqwest::RequestBuilder, Redactor), Done> {
-    let method = reqwest::Method::from_bytes(call.method.value.as_bytes())
-        .map_err(|_| Done::errored(format!("`{}` is not an HTTP method", call.method.value)))?;
+    let method = reqwest::Method::from_bytes(call.method.value.as_bytes()).map_err(|_| {
+        let why = format!("`{}` is not an HTTP method", call.method.value);
+        Done::fail(FailureKind::Configuration, why)
+    })?;
     let mut headers = reqwest::header::HeaderMap::new();
-    let bad = |name: &str, why: &str| Done::errored(format!("header `{name}`: {why}"));
+    let bad = |name: &str, why: &str| {
+        Done::fail(
+            FailureKind::Configuration,
+            format!("header `{name}`: {why}"),
+        )
+    };
     for (name, value) in &call.headers {
         let n = reqwest::header::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| bad(name, "not a header name"))?;
@@ -105,9 +116,10 @@ fn request(call: &HttpCall) -> Result<(reqwest::RequestBuilder, Redactor), Done>
         values.push(value);
     }
     treadle_session::tls::install_crypto_provider();
-    let client = reqwest::Client::builder()
-        .build()
-        .map_err(|e| Done::errored(format!("cannot build the HTTP client: {e}")))?;
+    let client = reqwest::Client::builder().build().map_err(|e| {
+        let why = format!("cannot build the HTTP client: {e}");
+        Done::fail(FailureKind::Infrastructure, why)
+    })?;
     let mut builder = client.request(method, &call.url.value).headers(headers);
     if let Some(body) = &call.body {
         builder = builder.body(body.clone());
@@ -121,7 +133,8 @@ async fn exchange(
     request: reqwest::RequestBuilder,
     limit: &OutputLimit,
 ) -> Result<(u16, String), Done> {
-    // A transport error names the URL, which the step's key holds anyway; no header.
+    // A transport error names the URL, which the step's key holds anyway; no header. No
+    // kind names an unreachable server that is not a model provider.
     let fail = |e: reqwest::Error| Done::failed(format!("request failed: {e}"));
     let mut response = request.send().await.map_err(fail)?;
     let status = response.status().as_u16();
