@@ -141,3 +141,8 @@ impl Flow {
         Ok(HttpOutput { status, body })
     }
 }
+
+/// The Rust code of docs/http.md, compiled as doc tests so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/http.md")]
+pub struct HttpGuide;
