@@ -112,11 +112,20 @@ fn a_run_started_from_the_page_streams_its_tokens() {
 
 #[test]
 fn a_reload_mid_run_loses_and_doubles_nothing() {
-    let yaml = "agents:\n  - name: worker\n    system: You read.\n    tools: [read_file]\njobs:\n  - name: main\n    plan:\n      - task: count\n        outputs: [out]\n        run: for i in $(seq 1 40); do echo line-$i; sleep 0.05; done; echo note > out/n.txt\n      - agent: worker\n        inputs: [out]\n        prompt: Read out/n.txt, several times.\n";
+    // The task prints five lines and then waits for the test to have reloaded the page
+    // once (the gate file; at most a minute), so the first reload always lands while it
+    // prints however long the browser took to open the page. Unconfined: the gate is
+    // outside its step directory.
+    let gate_dir = tempfile::tempdir().expect("gate dir");
+    let gate = gate_dir.path().join("reloaded");
+    let yaml = format!(
+        "agents:\n  - name: worker\n    system: You read.\n    tools: [read_file]\njobs:\n  - name: main\n    plan:\n      - task: count\n        outputs: [out]\n        confined: false\n        run: for i in $(seq 1 40); do echo line-$i; if [ $i = 5 ]; then for w in $(seq 1 1200); do [ -e {gate} ] && break; sleep 0.05; done; fi; sleep 0.05; done; echo note > out/n.txt\n      - agent: worker\n        inputs: [out]\n        prompt: Read out/n.txt, several times.\n",
+        gate = gate.display()
+    );
     let read = || Reply::tool_call("read_file", json!({"path": "out/n.txt"}));
     let Some(p) = Page::start(
         "a_reload_mid_run_loses_and_doubles_nothing",
-        yaml,
+        &yaml,
         vec![
             read(),
             read(),
@@ -153,6 +162,7 @@ fn a_reload_mid_run_loses_and_doubles_nothing() {
             "document.body.dataset.ready === 'true'",
             WAIT,
         );
+        std::fs::write(&gate, "").expect("open the gate");
     }
     p.b.wait_for(
         "the run to end",
