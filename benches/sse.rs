@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
-use treadle::run::journal::{LIVE_CAPACITY, RunJournal};
+use treadle::run::event_log::{EventLog, LIVE_CAPACITY};
 use treadle::server::app::router;
 use treadle::server::client::SseParser;
 use treadle::server::shared::{App, LiveRun};
@@ -53,7 +53,7 @@ async fn client(url: String, read: Arc<AtomicUsize>) -> usize {
 
 async fn round(app: &Arc<App>, base: &str, run: u64) -> f64 {
     let store = app.store.clone();
-    let journal = Arc::new(RunJournal::open(store.database(), run).expect("journal"));
+    let journal = Arc::new(EventLog::open(store.database(), run).expect("journal"));
     let live = LiveRun {
         journal: journal.clone(),
         cancel: CancellationToken::new(),

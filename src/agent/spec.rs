@@ -360,7 +360,7 @@ fn tool_schemas(tools: &[String]) -> Value {
 mod tests {
     use std::collections::BTreeMap;
 
-    use crate::pipeline::flow::Verdict;
+    use crate::pipeline::flow_keys::Verdict;
 
     use super::*;
     use crate::pipeline::tool_grant::ToolGrant;

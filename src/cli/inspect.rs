@@ -115,7 +115,7 @@ pub(super) fn show(file: &Path, run: u64, json: bool, state: Option<PathBuf>) ->
     };
     let events = Store::open(&path).and_then(|store| {
         store.run(run)?;
-        crate::run::journal::read_after(&store.database(), run, 0)
+        crate::run::event_log::read_after(&store.database(), run, 0)
     });
     let events = match events {
         Ok(e) => e,

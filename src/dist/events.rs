@@ -1,7 +1,7 @@
 //! A run's enduring events on the `TREADLE_EVENTS` stream, and following a run from there.
 //!
 //! The server stays the one writer of a run's events: each is numbered and committed to
-//! the local journal first (`run::journal`), then [`mirror`] publishes it to
+//! the local journal first (`run::event_log`), then [`mirror`] publishes it to
 //! `treadle.events.<server>.<run>` with `Nats-Msg-Id: <server>.<run>.<seq>`, so a publish
 //! retried after an outage is stored once. [`follow`] reads a run back from the stream
 //! with an ordered consumer from its first message: catch-up, then follow, skipping what
@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 
 use super::bus::{Bus, EVENTS_STREAM, retrying};
 use crate::run::StateError;
-use crate::run::journal::{Journaled, Live, RunJournal};
+use crate::run::event_log::{EventLog, Journaled, Live};
 
 /// The header carrying an event's seq in the run.
 const SEQ_HEADER: &str = "Treadle-Seq";
@@ -29,10 +29,10 @@ fn live_subject(server: &str, run: u64) -> String {
 
 /// Publishes every event of the running run `journal` (from its first) to the stream, and
 /// its token deltas to the live subject, until its `run_finished`.
-pub fn mirror(bus: Bus, server: String, db: Arc<redb::Database>, journal: Arc<RunJournal>) {
+pub fn mirror(bus: Bus, server: String, db: Arc<redb::Database>, journal: Arc<EventLog>) {
     let run = journal.run();
     tokio::spawn(async move {
-        let mut events = Box::pin(crate::run::journal::follow(db, run, Some(journal), 0));
+        let mut events = Box::pin(crate::run::event_log::follow(db, run, Some(journal), 0));
         while let Some(item) = events.next().await {
             match item {
                 Ok(Live::Event(e)) => {

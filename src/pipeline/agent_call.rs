@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::agent_def::Budget;
 use super::at::At;
-use super::flow::VerdictEntry;
+use super::flow_keys::VerdictEntry;
 use super::settings::SizeSpec;
 use super::step_keys::{Fix, PromptFile};
 

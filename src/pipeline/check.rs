@@ -236,9 +236,9 @@ impl<'a> Checker<'a> {
         for (_, hook) in job.hooks() {
             self.step(hook, &mut available.clone());
         }
-        for (pos, problem, message, hint) in super::check_flow::routes(job)
+        for (pos, problem, message, hint) in super::check_flow_keys::routes(job)
             .into_iter()
-            .chain(super::check_flow::job(job))
+            .chain(super::check_flow_keys::job(job))
         {
             self.push(pos, problem, message, hint);
         }
@@ -328,7 +328,7 @@ impl<'a> Checker<'a> {
             StepKind::Input { .. } => self.input_step(step),
             StepKind::LoadVar { name, file } => {
                 for (pos, problem, message, hint) in
-                    super::check_flow::load_var(step, name, file.as_ref())
+                    super::check_flow_keys::load_var(step, name, file.as_ref())
                 {
                     self.push(pos, problem, message, hint);
                 }

@@ -150,7 +150,7 @@ fn dials(agent: &Agent, out: &mut Vec<Finding>) {
         ));
     }
     percent(agent.delegate_budget_percent.as_ref(), out);
-    out.extend(super::check_flow::reserve_outside_across(
+    out.extend(super::check_flow_keys::reserve_outside_across(
         agent.budget.as_ref(),
         &format!("agent `{}`", agent.name.value),
     ));

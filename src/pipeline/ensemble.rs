@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::at::At;
-use super::flow::{FAILURE_VERDICT, Verdict, VerdictEntry};
+use super::flow_keys::{FAILURE_VERDICT, Verdict, VerdictEntry};
 
 /// The rules `decide:` names besides an agent.
 pub const RULES: [&str; 3] = ["majority", "unanimous", "any"];

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use super::agent_def::{Agent, AgentSource, Budget, McpServerSpec};
 use super::at::At;
 use super::duration::DurationSpec;
-pub use super::flow::VerdictEntry;
+pub use super::flow_keys::VerdictEntry;
 pub use super::in_parallel::{InParallel, InParallelConfig};
 pub use super::raw_step::RawStep;
 pub use super::step::Step;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::agent_call::{AgentCall, TaskKeys};
 use super::at::{At, Pos};
-use super::flow::FAILURE_VERDICT;
+use super::flow_keys::FAILURE_VERDICT;
 use super::raw_step::RawStep;
 use super::step::{Step, StepKind};
 use super::step_keys::RunSpec;
@@ -277,7 +277,7 @@ impl Step {
     }
 
     /// The step's `verdicts:` entries: its own, or an ensemble's (which route the block).
-    fn verdict_entries(&self) -> impl Iterator<Item = &super::flow::VerdictEntry> {
+    fn verdict_entries(&self) -> impl Iterator<Item = &super::flow_keys::VerdictEntry> {
         match &self.kind {
             StepKind::Ensemble(e) => e.verdicts.as_slice(),
             StepKind::Agent(call) => call.verdicts.as_deref().unwrap_or_default(),

@@ -18,7 +18,7 @@
 //! * `check_hooks`: the checks of `hooks:` (matchers, commands, timeouts) and their warnings.
 //! * `resolve`: before the checks, `tasks:` entries, `*_file:` includes and `defaults:` filled in.
 //! * `check_agent`: the checks of the agent keys and of `tasks:`.
-//! * `flow`: the control-flow keys (`when`, `to`, `verdicts`, `race`, `across`) and the
+//! * `flow_keys`: the control-flow keys (`when`, `to`, `verdicts`, `race`, `across`) and the
 //!   cells of an `across:` step.
 //! * `ensemble`: `ensemble:` (members, vocabulary, decision rules).
 //! * `check_ensemble`: the checks of an `ensemble:` block.
@@ -43,7 +43,7 @@
 //! * `check_resource`: the checks of `resource_types:`, resource types and `version:`.
 //! * `check_resource_type`: the checks of a resource type's own keys (backend, container
 //!   keys, `env:`, `expr:`, `mcp:`) and a resource's `env:`.
-//! * `check_flow`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
+//! * `check_flow_keys`: the checks of the control-flow keys (`when`, `to`, `race`, `across`...).
 //! * `check_watch`: the checks of what `treadle watch` reads (`passed`, `webhook_token_env`,
 //!   job concurrency limits).
 //! * `mcp`: the checks and configs of `mcp_servers:`.
@@ -71,7 +71,7 @@ pub mod check_agent;
 pub mod check_container;
 pub mod check_controls;
 pub mod check_ensemble;
-pub mod check_flow;
+pub mod check_flow_keys;
 pub mod check_hooks;
 pub mod check_machine;
 pub mod check_resource;
@@ -84,7 +84,7 @@ pub mod defaults;
 pub mod diagnostic;
 pub mod duration;
 pub mod ensemble;
-pub mod flow;
+pub mod flow_keys;
 pub mod format;
 pub mod hook_def;
 pub mod http_step;

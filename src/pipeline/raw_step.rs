@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::agent_def::Budget;
 use super::at::At;
 use super::duration::DurationSpec;
-use super::flow::{Axis, Race, To, VerdictEntry, When};
+use super::flow_keys::{Axis, Race, To, VerdictEntry, When};
 use super::in_parallel::InParallel;
 use super::step_keys::{RunSpec, StepAssert};
 

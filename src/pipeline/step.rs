@@ -10,7 +10,7 @@ use super::agent_call::{AgentCall, TaskKeys};
 use super::at::At;
 use super::duration::DurationSpec;
 use super::ensemble::Ensemble;
-use super::flow::{Axis, Race, To, When};
+use super::flow_keys::{Axis, Race, To, When};
 use super::in_parallel::InParallel;
 use super::step_keys::{RunSpec, StepAssert};
 
@@ -84,7 +84,7 @@ pub struct Step {
     pub ensure: Option<Box<At<Step>>>,
 }
 
-impl super::flow::AcrossStep for Step {
+impl super::flow_keys::AcrossStep for Step {
     fn across_axes(&self) -> Option<&At<Vec<Axis>>> {
         self.across.as_ref()
     }

@@ -9,7 +9,7 @@ use super::agent_call::{AgentCall, TaskKeys};
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem};
 use super::ensemble::{Ensemble, Rule};
-use super::flow::Race;
+use super::flow_keys::Race;
 use super::format::{Job, Pipeline};
 use super::in_parallel::{InParallel, InParallelConfig};
 use super::raw_step::RawStep;

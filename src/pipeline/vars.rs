@@ -52,8 +52,8 @@ pub fn gather(files: &[std::path::PathBuf], pairs: &[String]) -> Result<Vars, Va
             path: shown.clone(),
             source,
         })?;
-        let map: BTreeMap<String, super::flow::Scalar> =
-            serde_saphyr::from_str(&text).map_err(|e| VarsError::Parse {
+        let map: BTreeMap<String, super::flow_keys::Scalar> = serde_saphyr::from_str(&text)
+            .map_err(|e| VarsError::Parse {
                 path: shown.clone(),
                 why: e.to_string(),
             })?;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::pipeline::flow::render;
+use crate::pipeline::flow_keys::render;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{RunSpec, Step};
 use crate::template::TemplateError;
@@ -88,7 +88,7 @@ impl Cell {
 
 /// The cells of an `across:` step, given each axis's values in order.
 pub(crate) fn cells(step: &Step, axes: &[(String, Vec<String>)]) -> Vec<Cell> {
-    crate::pipeline::flow::cells(step, axes)
+    crate::pipeline::flow_keys::cells(step, axes)
         .into_iter()
         .zip(0u32..)
         .map(|((name, vars), index)| {

@@ -72,7 +72,7 @@ pub(super) fn handed_files(
         let paths: Vec<String> = paths
             .iter()
             .map(|p| match vars {
-                Some(v) => crate::pipeline::flow::render(&p.value, v),
+                Some(v) => crate::pipeline::flow_keys::render(&p.value, v),
                 None => Ok(p.value.clone()),
             })
             .collect::<Result<_, _>>()?;

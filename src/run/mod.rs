@@ -61,7 +61,7 @@
 //! * `state_view.rs`: a state file opened to read only (`treadle runs` on a read-only
 //!   `.treadle`);
 //! * `state_lock.rs`: one process per state file, and who holds it;
-//! * `journal.rs`: the run event journal (numbered events in the state file) and its live
+//! * `event_log.rs`: the run's event log (numbered events in the state file) and its live
 //!   followers;
 //! * `transcript.rs`: what is printed;
 //! * `terminal.rs`: control characters in printed text shown, not sent;
@@ -76,10 +76,10 @@ pub mod artifacts;
 mod cell;
 mod denied;
 mod done;
+pub mod event_log;
 pub mod exec;
 pub mod failure;
 mod handing;
-pub mod journal;
 pub mod one_leaf;
 pub mod open_run;
 pub(crate) mod output_limit;
@@ -252,7 +252,7 @@ pub async fn run_from(
 /// What a run started by `treadle serve` needs besides an ordinary one.
 pub(crate) struct Served {
     /// Called with the run's id and journal once it has them, before its first event.
-    pub on_begin: Box<dyn FnOnce(u64, Arc<journal::RunJournal>) + Send>,
+    pub on_begin: Box<dyn FnOnce(u64, Arc<event_log::EventLog>) + Send>,
     /// Runs its task and agent steps on workers over NATS (`treadle serve --nats`).
     pub remote: Option<Arc<dyn exec::RemoteSteps>>,
 }
@@ -263,7 +263,7 @@ async fn begin(
     records: &[state::StepRecord],
     pipeline: &str,
     job: &str,
-) -> Result<(u64, Arc<journal::RunJournal>), RunError> {
+) -> Result<(u64, Arc<event_log::EventLog>), RunError> {
     let (store, records, p, j) = (
         store.clone(),
         records.to_vec(),
@@ -272,7 +272,7 @@ async fn begin(
     );
     tokio::task::spawn_blocking(move || {
         let id = store.begin_run(&p, &j, exec::now_ms(), &records)?;
-        let journal = journal::RunJournal::open(store.database(), id)?;
+        let journal = event_log::EventLog::open(store.database(), id)?;
         Ok((id, Arc::new(journal)))
     })
     .await
@@ -316,7 +316,7 @@ pub(crate) struct Begun {
     /// Its id.
     pub run: u64,
     /// Its event journal.
-    pub journal: Arc<journal::RunJournal>,
+    pub journal: Arc<event_log::EventLog>,
     /// Its steps' records, in outline order.
     pub records: Vec<state::StepRecord>,
     /// Its view of the step cache.
@@ -458,7 +458,7 @@ pub(crate) async fn adopt_served(
     let (db, kept) = (store.database(), store.clone());
     let (records, journal) = tokio::task::spawn_blocking(move || {
         let stored = kept.steps(id)?;
-        let journal = journal::RunJournal::open(db, id)?;
+        let journal = event_log::EventLog::open(db, id)?;
         Ok::<_, StateError>((stored, journal))
     })
     .await

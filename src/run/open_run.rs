@@ -41,7 +41,7 @@ pub struct OpenRun {
     cancel: CancellationToken,
     started: Instant,
     /// Its event journal (what `treadle serve` follows it by).
-    journal: Arc<super::journal::RunJournal>,
+    journal: Arc<super::event_log::EventLog>,
     /// Approvals and questions are answered over the server's API (`Ctx::answerable`).
     answerable: bool,
 }
@@ -108,7 +108,7 @@ impl OpenRun {
     }
 
     /// Its event journal, which `treadle serve`'s followers subscribe to.
-    pub fn journal(&self) -> Arc<super::journal::RunJournal> {
+    pub fn journal(&self) -> Arc<super::event_log::EventLog> {
         self.journal.clone()
     }
 

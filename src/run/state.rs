@@ -459,7 +459,7 @@ pub(super) fn read_steps(
 }
 
 /// [`Store::end_run`] in a transaction of the caller's (the one that journals the run's
-/// `run_finished` event with it, see `super::journal::RunJournal::record_with`).
+/// `run_finished` event with it, see `super::event_log::EventLog::record_with`).
 pub(crate) fn end_run_in(
     txn: &redb::WriteTransaction,
     run: u64,

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use treadle_session::Secrets;
 
+use super::event_log::EventLog;
 use super::failure::FailureKind;
-use super::journal::RunJournal;
 use super::state::{ApprovalStatus, RunStatus, StepStatus};
 use crate::assert::AssertFailure;
 use crate::pipeline::Kind;
@@ -271,7 +271,7 @@ pub struct Transcript {
     // Serialises whole lines from concurrent steps.
     out: Mutex<()>,
     // Where enduring events are journaled and published (see `super::journal`).
-    journal: Option<std::sync::Arc<RunJournal>>,
+    journal: Option<std::sync::Arc<EventLog>>,
     // The first failure to journal an event, said once.
     journal_failed: std::sync::atomic::AtomicBool,
     // Where events go besides the journal (a worker's step, see `EventSink`).
@@ -312,7 +312,7 @@ impl Transcript {
     }
 
     /// The same transcript, also journaling every event in `journal`.
-    pub fn with_journal(mut self, journal: std::sync::Arc<RunJournal>) -> Self {
+    pub fn with_journal(mut self, journal: std::sync::Arc<EventLog>) -> Self {
         self.journal = Some(journal);
         self
     }
@@ -372,7 +372,7 @@ impl Transcript {
     }
 
     /// Shows the run's last event, journaled durably in one transaction with `also` (the
-    /// record of the run's end, see [`RunJournal::record_with`]). Without a journal, `also`
+    /// record of the run's end, see [`EventLog::record_with`]). Without a journal, `also`
     /// is not run: `Ok(false)`.
     pub fn emit_ending(
         &self,

@@ -23,7 +23,7 @@ use super::error::ApiError;
 use super::shared::{App, LiveRun};
 use super::workflows::{CodeWorkflow, Launch, OnBegin};
 use crate::run::StateError;
-use crate::run::journal::RunJournal;
+use crate::run::event_log::EventLog;
 
 const INPUTS: TableDefinition<u64, &str> = TableDefinition::new("workflow_inputs");
 
@@ -116,7 +116,7 @@ async fn begin(
     let kept = input.to_string();
     let on_begin: OnBegin = {
         let (app, begun, cancel) = (app.clone(), begun.clone(), cancel.clone());
-        Box::new(move |id: u64, journal: Arc<RunJournal>| {
+        Box::new(move |id: u64, journal: Arc<EventLog>| {
             // Kept before anyone hears of the run: a restart resumes it with this input.
             if let Err(e) = keep_input(&app.store.database(), id, &kept) {
                 crate::console::tell!("treadle serve: run {id}: cannot keep its input: {e}");

@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::folder::ServedFile;
-use crate::run::journal::RunJournal;
+use crate::run::event_log::EventLog;
 use crate::run::{AgentRunner, Store};
 
 /// A run going on in this process.
 #[derive(Debug, Clone)]
 pub struct LiveRun {
     /// Its journal, which followers subscribe to.
-    pub journal: Arc<RunJournal>,
+    pub journal: Arc<EventLog>,
     /// Cancels it.
     pub cancel: CancellationToken,
 }

@@ -1,6 +1,6 @@
 //! `GET /api/v1/runs/{id}/events`: a run's events as server-sent events. The SSE `id` is
 //! the run journal's seq, so a client reconnecting with `Last-Event-ID: N` (or `?after=N`)
-//! gets exactly the events after N (`crate::run::journal::follow`). Token deltas have no
+//! gets exactly the events after N (`crate::run::event_log::follow`). Token deltas have no
 //! `id` and are never replayed. Once the run has ended and the client has caught up, an
 //! `end` event closes the stream.
 //!
@@ -21,7 +21,7 @@ use serde::Deserialize;
 use super::api::{blocking, run_id};
 use super::error::ApiError;
 use super::shared::App;
-use crate::run::journal::{Live, Pace, follow_paced};
+use crate::run::event_log::{Live, Pace, follow_paced};
 
 /// How many live items may wait for one client before it is cut off.
 pub const QUEUE: usize = 1024;

@@ -165,7 +165,7 @@ fn launch(
     let on_begin = {
         let (app, begun) = (app.clone(), begun.clone());
         Box::new(
-            move |id: u64, journal: Arc<crate::run::journal::RunJournal>| {
+            move |id: u64, journal: Arc<crate::run::event_log::EventLog>| {
                 if let Some(d) = &app.dispatcher {
                     crate::dist::events::mirror(
                         d.bus().clone(),

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::api::{blocking, run_id};
 use super::error::ApiError;
 use super::shared::App;
-use crate::run::journal::read_after;
+use crate::run::event_log::read_after;
 
 /// What a get step fetched.
 #[derive(Debug, Serialize, PartialEq)]

@@ -18,7 +18,7 @@ use super::triggers;
 use crate::console::tell;
 use crate::pipeline::CheckScope;
 use crate::run::Style;
-use crate::run::journal::RunJournal;
+use crate::run::event_log::EventLog;
 use crate::watch::{RunHooks, Stops, WatchConfig, Watched, Watcher};
 
 /// Lists the watcher's builds as the server's live runs.
@@ -27,7 +27,7 @@ struct ServeHooks {
 }
 
 impl RunHooks for ServeHooks {
-    fn begun(&self, run: u64, journal: Arc<RunJournal>, cancel: CancellationToken) {
+    fn begun(&self, run: u64, journal: Arc<EventLog>, cancel: CancellationToken) {
         let Some(app) = self.app.upgrade() else {
             return;
         };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::run::journal::RunJournal;
+use crate::run::event_log::EventLog;
 use crate::run::{AgentRunner, Store};
 
 /// How a run of a workflow ended: its id, or why it could not begin or be recorded.
@@ -18,7 +18,7 @@ pub type Ended = Result<u64, Box<dyn std::error::Error + Send + Sync>>;
 pub type Running = Pin<Box<dyn Future<Output = Ended> + Send>>;
 
 /// Told a run's id and journal once it has begun.
-pub type OnBegin = Box<dyn FnOnce(u64, Arc<RunJournal>) + Send>;
+pub type OnBegin = Box<dyn FnOnce(u64, Arc<EventLog>) + Send>;
 
 /// What the server gives a run of a workflow.
 pub struct Launch {

@@ -1,7 +1,7 @@
 //! `{{ }}` templates: the subset of Go's `text/template` that pipelines written for
 //! `steps` use, so they run unchanged. The one engine for every `{{ }}` of a pipeline:
 //! resource type scripts, custom tools' commands, and an `across:` cell's
-//! `{{ .vars.NAME }}` (`crate::pipeline::flow::render`).
+//! `{{ .vars.NAME }}` (`crate::pipeline::flow_keys::render`).
 //!
 //! An action is a pipeline of commands joined by `|`, each command's value passed as the
 //! last argument of the next: `{{ .version.ref | shellquote }}`,

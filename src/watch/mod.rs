@@ -31,7 +31,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::resource::check::Checker;
-use crate::run::journal::RunJournal;
+use crate::run::event_log::EventLog;
 use crate::run::{AgentRunner, Store, Style};
 pub use plan::Watched;
 pub use worker::Stops;
@@ -40,7 +40,7 @@ pub use worker::Stops;
 /// serve` lists it as a live run; `treadle watch` does nothing more).
 pub trait RunHooks: Send + Sync {
     /// Build `run` began; `cancel` stops it.
-    fn begun(&self, run: u64, journal: Arc<RunJournal>, cancel: CancellationToken);
+    fn begun(&self, run: u64, journal: Arc<EventLog>, cancel: CancellationToken);
     /// Build `run` ended.
     fn ended(&self, run: u64);
 }
@@ -49,7 +49,7 @@ pub trait RunHooks: Send + Sync {
 pub struct NoHooks;
 
 impl RunHooks for NoHooks {
-    fn begun(&self, _: u64, _: Arc<RunJournal>, _: CancellationToken) {}
+    fn begun(&self, _: u64, _: Arc<EventLog>, _: CancellationToken) {}
     fn ended(&self, _: u64) {}
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::pipeline::container::Env;
 use crate::pipeline::controls::OutputSchema;
-use crate::pipeline::flow::Verdict;
+use crate::pipeline::flow_keys::Verdict;
 use crate::pipeline::{At, DurationSpec, RunSpec, Step, StepKind, TaskKeys};
 
 fn names<I: IntoIterator<Item = S>, S: Into<String>>(list: I) -> Vec<At<String>> {

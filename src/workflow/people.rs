@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use super::calls::AgentTask;
 use super::flow::{Flow, FlowError};
 use crate::pipeline::approval_policy::ApprovalPolicy;
-use crate::pipeline::flow::When;
+use crate::pipeline::flow_keys::When;
 use crate::pipeline::step_keys::{Approval as ApprovalKey, ApprovalSpec};
 use crate::pipeline::{At, DurationSpec, Step, StepKind};
 use crate::run::exec::input::ANSWER_FILE;

@@ -29,7 +29,7 @@ pub use lines::{Case, Cond, Line, Planned, render, to_json};
 use super::chain::Chain;
 use super::records::Records;
 use crate::pipeline::outline::{Outline, cell_path};
-use crate::pipeline::{At, Job, Loaded, Step, flow};
+use crate::pipeline::{At, Job, Loaded, Step, flow_keys};
 
 /// The most walks one plan takes (each a combination of decisions only a run makes).
 const MAX_WALKS: usize = 256;
@@ -103,7 +103,7 @@ fn slots(job: &Job, outline: &Outline) -> Vec<Line> {
         let cells = steps
             .get(&e.seq)
             .filter(|s| s.across.is_some())
-            .and_then(|s| flow::static_axes(s).map(|axes| flow::cells(s, &axes)));
+            .and_then(|s| flow_keys::static_axes(s).map(|axes| flow_keys::cells(s, &axes)));
         match cells {
             Some(cells) => {
                 for ((name, _), i) in cells.into_iter().zip(0u32..) {

@@ -16,7 +16,7 @@ use crate::cache::key::Decision;
 use crate::cache::lookup::produced;
 use crate::cache::records::SuccessRecord;
 use crate::pipeline::outline::{Entry, cell_path};
-use crate::pipeline::{At, Step, StepKind, flow};
+use crate::pipeline::{At, Step, StepKind, flow_keys};
 
 /// The alternatives one walk takes where only the run decides.
 #[derive(Debug, Default, Clone)]
@@ -96,9 +96,9 @@ impl<'s, 'a> Walk<'s, 'a> {
         let Some(entry) = self.sh.outline.entry(step).cloned() else {
             return;
         };
-        match flow::static_axes(step).filter(|_| step.across.is_some()) {
+        match flow_keys::static_axes(step).filter(|_| step.across.is_some()) {
             Some(axes) => {
-                for (_, i) in flow::cells(step, &axes).iter().zip(0u32..) {
+                for (_, i) in flow_keys::cells(step, &axes).iter().zip(0u32..) {
                     self.note(&cell_path(&entry.path, i), state.clone());
                 }
             }
@@ -304,7 +304,7 @@ impl<'s, 'a> Walk<'s, 'a> {
 
     /// An `across:` step: each cell of a matrix written in the file, with its own key.
     fn across(&mut self, step: &At<Step>, entry: &Entry) -> Out {
-        let Some(axes) = flow::static_axes(step) else {
+        let Some(axes) = flow_keys::static_axes(step) else {
             let c = Cond::Other("its cells come from a file an earlier step writes".into());
             self.note(&entry.path, depends(c, Planned::Run(Vec::new())));
             self.unknown_tree(step);
@@ -312,7 +312,7 @@ impl<'s, 'a> Walk<'s, 'a> {
         };
         let mut keys = Vec::new();
         let mut sure = true;
-        for ((name, vars), i) in flow::cells(step, &axes).into_iter().zip(0u32..) {
+        for ((name, vars), i) in flow_keys::cells(step, &axes).into_iter().zip(0u32..) {
             let cell = entry.cell(i, name);
             if step.when.is_some() {
                 self.note(&cell.path, depends(Cond::Guard, Planned::Run(Vec::new())));

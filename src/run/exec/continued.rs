@@ -48,7 +48,7 @@ fn shown_of_step(
     run: u64,
     seq: u32,
 ) -> Result<Vec<(String, serde_json::Value)>, crate::run::state::StateError> {
-    let events: Vec<serde_json::Value> = crate::run::journal::read_after(db, run, 0)?
+    let events: Vec<serde_json::Value> = crate::run::event_log::read_after(db, run, 0)?
         .iter()
         .filter_map(|e| serde_json::from_str(&e.json).ok())
         .filter(|e: &serde_json::Value| e["seq"] == seq)

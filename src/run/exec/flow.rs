@@ -19,7 +19,7 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{Ctx, Done, Status, worst};
-use crate::pipeline::flow::{Race, When};
+use crate::pipeline::flow_keys::{Race, When};
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, RunSpec, Step};
 use crate::run::admit::{Admission, Admit};

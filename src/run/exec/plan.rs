@@ -87,7 +87,7 @@ fn route(step: &At<Step>, done: Done) -> (Done, Option<String>) {
             } else {
                 step.routes()
                     .into_iter()
-                    .find(|(v, _)| *v == crate::pipeline::flow::FAILURE_VERDICT)
+                    .find(|(v, _)| *v == crate::pipeline::flow_keys::FAILURE_VERDICT)
                     .map(|(_, t)| t)
             };
             match target {

@@ -1,10 +1,11 @@
-//! The run event journal: every enduring transcript [`Event`] of a run, numbered from 1 with
-//! no gaps, in the state file, and the live channel that serves it to followers.
+//! The run's event log (not an agent session's journal): every enduring transcript
+//! [`Event`] of a run, numbered from 1 with no gaps, in the state file, and the live
+//! channel that serves it to followers.
 //!
 //! # The rule
 //!
 //! An event is committed to the `run_events` table *before* it is published live, and both
-//! happen in [`RunJournal::record`] under one lock, so the live order is the journal order.
+//! happen in [`EventLog::record`] under one lock, so the live order is the journal order.
 //! A follower ([`follow`]) subscribes to the live channel first, then reads the journal after
 //! its cursor, then drains the live channel skipping what it has already seen: an event
 //! committed before the subscription is in the read, one committed after it is on the
@@ -54,7 +55,7 @@ pub enum Live {
 }
 
 /// One run's journal writer and live channel.
-pub struct RunJournal {
+pub struct EventLog {
     db: Arc<Database>,
     run: u64,
     // The next seq; held while committing and publishing, which makes them one step.
@@ -62,11 +63,9 @@ pub struct RunJournal {
     live: broadcast::Sender<Live>,
 }
 
-impl std::fmt::Debug for RunJournal {
+impl std::fmt::Debug for EventLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunJournal")
-            .field("run", &self.run)
-            .finish()
+        f.debug_struct("EventLog").field("run", &self.run).finish()
     }
 }
 
@@ -89,7 +88,7 @@ fn kind_of(json: &str) -> String {
         .unwrap_or_default()
 }
 
-impl RunJournal {
+impl EventLog {
     /// The journal of `run`, continuing after the events it already has.
     pub fn open(db: Arc<Database>, run: u64) -> Result<Self, StateError> {
         ensure_table(&db)?;
@@ -272,7 +271,7 @@ pub enum Pace {
 pub fn follow(
     db: Arc<Database>,
     run: u64,
-    live: Option<Arc<RunJournal>>,
+    live: Option<Arc<EventLog>>,
     after: u64,
 ) -> impl Stream<Item = Result<Live, StateError>> + Send {
     follow_paced(db, run, live, after, Pace::Wait)
@@ -282,7 +281,7 @@ pub fn follow(
 pub fn follow_paced(
     db: Arc<Database>,
     run: u64,
-    live: Option<Arc<RunJournal>>,
+    live: Option<Arc<EventLog>>,
     after: u64,
     pace: Pace,
 ) -> impl Stream<Item = Result<Live, StateError>> + Send {
@@ -420,7 +419,7 @@ mod tests {
     async fn followers_joining_mid_run_get_every_event_once() {
         let dir = tempfile::tempdir().unwrap();
         let db = Arc::new(Database::create(dir.path().join("j.redb")).unwrap());
-        let journal = Arc::new(RunJournal::open(db.clone(), 7).unwrap());
+        let journal = Arc::new(EventLog::open(db.clone(), 7).unwrap());
         const N: u64 = 600;
         let writer = {
             let journal = journal.clone();

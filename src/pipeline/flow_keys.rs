@@ -290,7 +290,7 @@ pub fn cells(
 /// Renders `text` for one `across:` cell: `{{ .vars.NAME }}` is the cell's value. The
 /// template engine is the one of resource scripts ([`crate::template`]), and so is its
 /// rule: a name that is not there is an error (loading refuses such a text first, see
-/// `check_flow::across`).
+/// `check_flow_keys::across`).
 pub fn render(
     text: &str,
     vars: &BTreeMap<String, String>,

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::agent_def::Budget;
 use super::at::{At, Pos};
 use super::diagnostic::{Finding, Problem, did_you_mean};
-use super::flow::{FAILURE_VERDICT, Race, Verdict};
+use super::flow_keys::{FAILURE_VERDICT, Race, Verdict};
 use super::step::Step;
 use super::step::StepKind;
 use super::step_keys::RunSpec;
@@ -384,7 +384,7 @@ fn across(step: &At<Step>) -> Vec<Finding> {
     }
     let texts = templated_texts(step);
     out.extend(unrenderable(&texts, &vars, axes.pos));
-    for used in texts.iter().flat_map(|t| super::flow::vars_used(t)) {
+    for used in texts.iter().flat_map(|t| super::flow_keys::vars_used(t)) {
         if !vars.contains(&used) {
             out.push(finding(
                 axes.pos,
@@ -406,7 +406,7 @@ fn unrenderable(texts: &[String], vars: &BTreeSet<String>, pos: Pos) -> Vec<Find
     let blank: BTreeMap<String, String> = vars.iter().map(|v| (v.clone(), String::new())).collect();
     texts
         .iter()
-        .filter_map(|text| match super::flow::render(text, &blank) {
+        .filter_map(|text| match super::flow_keys::render(text, &blank) {
             Err(TemplateError::MissingKey { key, .. }) if key.starts_with(".vars.") => None,
             Err(e) => Some(finding(
                 pos,
