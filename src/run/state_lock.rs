@@ -276,13 +276,8 @@ mod tests {
         assert!(!holder_is_dead("pid unknown: it is starting"));
     }
 
-    /// The window a SIGKILLed treadle leaves: a process it forked still holds the lock's
-    /// descriptor until it execs. The next treadle waits that out instead of refusing.
-    #[test]
-    fn a_lock_kept_by_a_dead_writers_fork_is_taken_once_the_fork_execs() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let state = dir.path().join("state.redb");
-        let held = acquire(&state).expect("first lock");
+    /// A child that holds this process's descriptors for 400 ms before it execs `true`.
+    fn slow_to_exec() -> std::process::Child {
         let mut child = std::process::Command::new("true");
         // SAFETY: nanosleep is async-signal-safe; the closure allocates nothing.
         unsafe {
@@ -295,7 +290,17 @@ mod tests {
                 Ok(())
             });
         }
-        let mut child = child.spawn().expect("spawn");
+        child.spawn().expect("spawn")
+    }
+
+    /// The window a SIGKILLed treadle leaves: a process it forked still holds the lock's
+    /// descriptor until it execs. The next treadle waits that out instead of refusing.
+    #[test]
+    fn a_lock_kept_by_a_dead_writers_fork_is_taken_once_the_fork_execs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state.redb");
+        let held = acquire(&state).expect("first lock");
+        let mut child = slow_to_exec();
         drop(held);
         std::fs::write(lock_path(&state), "pid 999999999: treadle run").expect("rewrite");
         let taken = acquire(&state);
@@ -310,19 +315,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state.redb");
         let held = acquire(&state).expect("first lock");
-        let mut child = std::process::Command::new("true");
-        // SAFETY: nanosleep is async-signal-safe; the closure allocates nothing.
-        unsafe {
-            child.pre_exec(|| {
-                let pause = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 400_000_000,
-                };
-                libc::nanosleep(&pause, std::ptr::null_mut());
-                Ok(())
-            });
-        }
-        let mut child = child.spawn().expect("spawn");
+        let mut child = slow_to_exec();
         drop(held);
         let taken = acquire(&state);
         child.wait().expect("wait");

@@ -23,6 +23,16 @@ use crate::pipeline::RunSpec;
 
 /// Bytes of output kept for the state file.
 pub const TAIL_BYTES: usize = 4096;
+
+/// The last [`TAIL_BYTES`] of `text`, starting on a character boundary: what a step's
+/// record keeps of its output (a task's, an agent's answer, an http step's body).
+pub fn record_tail(text: &str) -> &str {
+    let mut cut = text.len().saturating_sub(TAIL_BYTES);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    &text[cut..]
+}
 /// Bytes of stdout (and of stderr) kept for `assert: { stdout, output }`.
 const STREAM_CAP: usize = 1 << 20;
 /// How long the pipes may stay quiet after the command exited before its leftovers are
@@ -203,10 +213,7 @@ impl Output {
         self.tail.push_str(line);
         self.tail.push('\n');
         if self.tail.len() > 2 * TAIL_BYTES {
-            let mut cut = self.tail.len() - TAIL_BYTES;
-            while !self.tail.is_char_boundary(cut) {
-                cut += 1;
-            }
+            let cut = self.tail.len() - record_tail(&self.tail).len();
             self.tail.drain(..cut);
         }
     }
@@ -290,5 +297,21 @@ fn end_of(status: ExitStatus) -> TaskEnd {
         (Some(code), _) => TaskEnd::Exited(code),
         (None, Some(sig)) => TaskEnd::Signaled(sig),
         (None, None) => TaskEnd::Exited(-1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TAIL_BYTES, record_tail};
+
+    #[test]
+    fn a_record_tail_starts_on_a_character_and_holds_at_most_tail_bytes() {
+        // Every `é` is two bytes; with one byte of `x` after them, the cut falls inside one
+        // and moves forward to the next.
+        let text = format!("{}x", "é".repeat(TAIL_BYTES));
+        let tail = record_tail(&text);
+        assert_eq!(tail.len(), TAIL_BYTES - 1);
+        assert!(tail.ends_with('x') && tail.starts_with('é'));
+        assert_eq!(record_tail("short"), "short");
     }
 }

@@ -14,7 +14,7 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
 use crate::run::failure::FailureKind;
 use crate::run::output_limit::OutputLimit;
-use crate::run::task::TAIL_BYTES;
+use crate::run::task::record_tail;
 use crate::run::transcript::{Event, Redactor};
 
 /// Sends the request of `call` and judges the answer.
@@ -54,7 +54,7 @@ pub(crate) async fn http<'a>(
             line: line.to_owned(),
         });
     }
-    let tail = tail(&shown);
+    let tail = record_tail(&shown).to_owned();
     super::record::update_at(ctx, entry, |r| r.stdout_tail = tail).await;
     if !call.accepts(status) {
         let (m, u) = (&call.method.value, &call.url.value);
@@ -147,14 +147,4 @@ async fn exchange(
         bytes.extend_from_slice(&chunk);
     }
     Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
-}
-
-/// The last [`TAIL_BYTES`] of `text`, cut at a character boundary (what a record keeps of
-/// a task's output).
-fn tail(text: &str) -> String {
-    let mut cut = text.len().saturating_sub(TAIL_BYTES);
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    text[cut..].to_owned()
 }

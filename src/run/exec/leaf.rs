@@ -362,11 +362,8 @@ fn on_picked_source(ctx: &Ctx<'_>, step: &Step, built: Arc<AgentStep>) -> Arc<Ag
 /// Keeps what an agent step said in its record (masked): its verdict, note, usage and the
 /// tail of its text.
 async fn record_outcome(ctx: &Ctx<'_>, entry: &Entry, outcome: &AgentStepOutcome) {
-    let tail: String = {
-        let masked = ctx.transcript.redactor().mask(&outcome.text);
-        let start = masked.len().saturating_sub(crate::run::task::TAIL_BYTES);
-        masked.get(start..).unwrap_or(&masked).to_owned()
-    };
+    let masked = ctx.transcript.redactor().mask(&outcome.text);
+    let tail = crate::run::task::record_tail(&masked).to_owned();
     let (verdict, usage) = (outcome.verdict.clone(), outcome.usage.clone());
     let note = outcome
         .note
