@@ -16,6 +16,10 @@ journal's own operation (512 bytes written in place, fdatasync) taken by treadle
 after each run, beside the journal's mean. One more treadle run of 20 x 100 counts the heap
 to give what an idle session holds between turns.
 
+treadle runs on tokio's current-thread runtime, as the raw loop does: a process pinned to
+one core has one thread to run its tasks on. `--multi-thread` runs it on the multi-threaded
+runtime instead (one worker on one core), to show what that runtime costs.
+
 --before PATH adds a third driver, an earlier build of bench_turn (a copy of the binary
 before a change), interleaved with the other two, and a table of that change: CPU per
 step, peak RSS and the idle session before and after, from the same run.
@@ -43,6 +47,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = [(200, 1), (20, 100), (5, 1000), (5, 3000)]
 QUICK = [(3, 1), (2, 4)]
 DRIVERS = ("raw", "treadle")
+# Set from --multi-thread: treadle's drivers then run on the multi-threaded runtime.
+MULTI_THREAD = False
 
 
 def cores():
@@ -82,6 +88,8 @@ def drive(binary, url, k, s, driver, server_pid, extra=()):
     argv = [binary, "--endpoint", url, "--steps", str(k), "--sessions", str(s), *extra]
     if driver == "raw":
         argv.append("--raw")
+    elif not MULTI_THREAD:
+        argv.append("--current-thread")
     server_before = cpu_seconds(server_pid)
     proc = subprocess.Popen(pinned(0, argv), stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read()
@@ -216,7 +224,11 @@ def main():
     ap.add_argument("--before", help="an earlier bench_turn binary, run as a third driver")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, once (smoke run)")
     ap.add_argument("--configs", help="K x S list, e.g. 200x1,20x100")
+    ap.add_argument("--multi-thread", action="store_true",
+                    help="run treadle on the multi-threaded runtime (default: current-thread)")
     args = ap.parse_args()
+    global MULTI_THREAD
+    MULTI_THREAD = args.multi_thread
     binary = args.bin
     if binary is None:
         subprocess.run(["cargo", "build", "--release", "-p", "treadle-session",
@@ -235,7 +247,8 @@ def main():
           f"{'driver core 0, server core 1' if cores() >= 2 else 'no (one core)'}; "
           f"server: {rows[0]['server']}")
     print(f"started {started}, load average {load_before} before, {loadavg()} after; "
-          f"medians of {repeats} runs per driver, interleaved")
+          f"medians of {repeats} runs per driver, interleaved; treadle on the "
+          f"{'multi-threaded' if MULTI_THREAD else 'current-thread'} runtime")
     print(table(rows))
     for line in verdicts(rows):
         print(line)

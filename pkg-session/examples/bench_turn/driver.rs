@@ -141,14 +141,18 @@ async fn treadle(args: &Args) -> Result<serde_json::Value, Box<dyn std::error::E
     }
 
     let (started, cpu) = (Instant::now(), cpu_time());
-    let runs = sessions
-        .iter()
-        .map(|s| s.run("Call echo until told to stop."));
+    // Each run is a task of its own, as a server's requests are: on the multi-threaded
+    // runtime `block_on`'s future runs on the main thread, not on a worker, so awaiting
+    // the runs here would add a thread hand-over to every exchange with the sessions.
+    let runs = sessions.iter().map(|s| {
+        let s = s.clone();
+        tokio::spawn(async move { s.run("Call echo until told to stop.").await })
+    });
     let reports = futures::future::join_all(runs).await;
     let (wall, cpu) = (started.elapsed(), cpu_time().saturating_sub(cpu));
 
     for report in reports {
-        let report = report?;
+        let report = report??;
         // K tool steps plus the final text step.
         if !report.is_done() || report.steps != args.steps + 1 {
             return Err(format!("a session ended badly: {report:?}").into());
