@@ -8,6 +8,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use futures::future::Either;
+
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio_util::sync::CancellationToken;
 use treadle_event::{Event, EventKind, Header, InputId, Message, TurnId};
@@ -31,8 +33,9 @@ pub(crate) struct LoopState {
     stopping: Option<Stopping>,
     /// Permission gates waiting for an answer.
     gates: Gates,
-    /// A turn restore resumes, started once the actor runs.
-    resuming: Option<TurnStart>,
+    /// A turn restore resumes, started once the actor runs. Boxed: a turn's start is large,
+    /// and this is empty but for a moment after a restore.
+    resuming: Option<Box<TurnStart>>,
 }
 
 struct Running {
@@ -86,7 +89,7 @@ impl Actor for LoopActor {
                 coords,
                 cancel: cancel.clone(),
             });
-            state.resuming = Some(TurnStart {
+            state.resuming = Some(Box::new(TurnStart {
                 ctx: state.ctx.clone(),
                 actor: myself,
                 coords,
@@ -97,7 +100,7 @@ impl Actor for LoopActor {
                 options: TurnOptions::default(),
                 cancel,
                 resume: Some(resumed.turn),
-            });
+            }));
         }
         Ok(state)
     }
@@ -113,34 +116,43 @@ impl Actor for LoopActor {
         Ok(())
     }
 
-    async fn handle(
+    fn handle(
         &self,
         myself: ActorRef<LoopMsg>,
         message: LoopMsg,
         state: &mut LoopState,
-    ) -> Result<(), ActorProcessingErr> {
+    ) -> impl Future<Output = Result<(), ActorProcessingErr>> + Send {
+        // ractor keeps the future this returns, twice over, in the box of the actor's loop
+        // for the session's whole life, idle or not. So it is only a step's commit (the
+        // message of every step); the other messages are answered here or in a boxed
+        // future of their own (docs/benchmarks.md, the idle session).
         match message {
-            LoopMsg::Submit {
-                text,
-                options,
-                reply,
-            } => {
-                let result = state.submit(&myself, text, options).await;
-                let _ = reply.send(result);
-            }
             LoopMsg::Commit {
                 coords,
                 commit,
                 reply,
-            } => {
+            } => Either::Left(async move {
                 let result = state.commit(coords, commit).await;
                 let _ = reply.send(result);
-            }
-            LoopMsg::TurnEnded { coords, terminal } => {
-                state.turn_ended(&myself, coords, terminal).await;
-            }
+                Ok(())
+            }),
+            message => Either::Right(match state.handle_at_once(message) {
+                None => Either::Left(std::future::ready(Ok(()))),
+                Some(message) => Either::Right(Box::pin(async move {
+                    state.handle_awaited(&myself, message).await;
+                    Ok(())
+                })),
+            }),
+        }
+    }
+}
+
+impl LoopState {
+    /// Handles a message that needs no wait; gives back one that does.
+    fn handle_at_once(&mut self, message: LoopMsg) -> Option<LoopMsg> {
+        match message {
             LoopMsg::Interrupt { reply } => {
-                let interrupted = match &state.running {
+                let interrupted = match &self.running {
                     Some(running) => {
                         running.cancel.cancel();
                         true
@@ -150,24 +162,12 @@ impl Actor for LoopActor {
                 let _ = reply.send(interrupted);
             }
             LoopMsg::Cancel => {
-                if let Some(running) = &state.running {
+                if let Some(running) = &self.running {
                     running.cancel.cancel();
                 }
             }
             LoopMsg::History { reply } => {
-                let _ = reply.send(state.history.clone());
-            }
-            LoopMsg::Compact {
-                coords,
-                compacted,
-                reply,
-            } => {
-                let result = state.compact(coords, compacted).await;
-                let _ = reply.send(result);
-            }
-            LoopMsg::OpenGate { request, reply } => {
-                let result = state.gates.open(&state.ctx, request).await;
-                let _ = reply.send(result);
+                let _ = reply.send(self.history.clone());
             }
             LoopMsg::Record {
                 header,
@@ -177,17 +177,57 @@ impl Actor for LoopActor {
                 // Not awaited here: the intents of a batch's parallel calls then reach the
                 // journal writer together and share its batches (one fsync), instead of
                 // one fsync each in turn. Each call still waits for its own ack.
-                let ctx = state.ctx.clone();
+                let ctx = self.ctx.clone();
                 tokio::spawn(async move {
                     let _ = reply.send(ctx.record(header, kind).await);
                 });
+            }
+            message => return Some(message),
+        }
+        None
+    }
+
+    /// Handles a message that waits for the journal (every one but a step's commit, which
+    /// `handle` awaits itself).
+    async fn handle_awaited(&mut self, myself: &ActorRef<LoopMsg>, message: LoopMsg) {
+        match message {
+            LoopMsg::Submit {
+                text,
+                options,
+                reply,
+            } => {
+                let result = self.submit(myself, text, options).await;
+                let _ = reply.send(result);
+            }
+            LoopMsg::Commit {
+                coords,
+                commit,
+                reply,
+            } => {
+                let result = self.commit(coords, commit).await;
+                let _ = reply.send(result);
+            }
+            LoopMsg::TurnEnded { coords, terminal } => {
+                self.turn_ended(myself, coords, terminal).await;
+            }
+            LoopMsg::Compact {
+                coords,
+                compacted,
+                reply,
+            } => {
+                let result = self.compact(coords, compacted).await;
+                let _ = reply.send(result);
+            }
+            LoopMsg::OpenGate { request, reply } => {
+                let result = self.gates.open(&self.ctx, request).await;
+                let _ = reply.send(result);
             }
             LoopMsg::ResolveGate {
                 gate,
                 answer,
                 reply,
             } => {
-                let result = state.gates.resolve(&state.ctx, gate, answer).await;
+                let result = self.gates.resolve(&self.ctx, gate, answer).await;
                 match reply {
                     Some(reply) => {
                         let _ = reply.send(result);
@@ -201,15 +241,17 @@ impl Actor for LoopActor {
                 }
             }
             LoopMsg::Shutdown { reason, reply } => {
-                state.begin_shutdown(reason, reply).await;
-                state.finish_shutdown_if_idle(&myself).await;
+                self.begin_shutdown(reason, reply).await;
+                self.finish_shutdown_if_idle(myself).await;
             }
+            // Answered by `handle_at_once`.
+            LoopMsg::Interrupt { .. }
+            | LoopMsg::Cancel
+            | LoopMsg::History { .. }
+            | LoopMsg::Record { .. } => {}
         }
-        Ok(())
     }
-}
 
-impl LoopState {
     /// Journals an enduring event, then publishes it (rule 2).
     async fn record(&self, header: Header, kind: EventKind) -> Result<u64, AppendError> {
         self.ctx.record(header, kind).await
@@ -278,7 +320,7 @@ impl LoopState {
         });
         let index = self.turns_started;
         self.turns_started += 1;
-        tokio::spawn(turn::run(TurnStart {
+        tokio::spawn(turn::run(Box::new(TurnStart {
             ctx: self.ctx.clone(),
             actor: myself.clone(),
             coords,
@@ -288,7 +330,7 @@ impl LoopState {
             options,
             cancel,
             resume: None,
-        }));
+        })));
         Ok(())
     }
 

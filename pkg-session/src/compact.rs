@@ -38,13 +38,25 @@ pub(crate) struct CompactScope<'a> {
 /// the step about to run. Any failure (the model, the journal, an interrupt) leaves the
 /// history as it was: compaction is an optimisation, never a reason for a turn to fail.
 pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, request: &mut PreparedRequest) {
-    let ctx = scope.ctx;
-    let budget = ctx.compaction.budget;
-    let messages = request.messages();
-    let tokens = estimate(messages);
+    let budget = scope.ctx.compaction.budget;
+    let tokens = estimate(request.messages());
     if budget == 0 || tokens <= budget {
         return;
     }
+    // Boxed: a compaction (a model call, hooks, the actor's commit) is rare, and its
+    // future inline would size every step's future, held for the whole turn.
+    Box::pin(compact(scope, request, budget, tokens)).await;
+}
+
+/// [`compact_if_due`] once it is due: `tokens` of the history are past `budget`.
+async fn compact(
+    scope: &CompactScope<'_>,
+    request: &mut PreparedRequest,
+    budget: u64,
+    tokens: u64,
+) {
+    let ctx = scope.ctx;
+    let messages = request.messages();
     let keep = budget.saturating_mul(KEEP_SHARE_PERCENT) / 100;
     let Some(at) = split_point(messages, keep) else {
         return;

@@ -119,7 +119,8 @@ pub mod tls;
 //   trailing commas, truncation) rewritten into the object meant, before anything reads them.
 // * `text_calls`: a text answer made only of tool calls (bare JSON, fenced, or in
 //   `<tool_call>` tags) taken as those calls.
-// * `validators`: tool-argument validators compiled once per process, shared by schema.
+// * `validators`: tool-argument validators compiled once per process, shared by schema,
+//   and `Interned`, the weak process-wide cache behind them and the tools' shared specs.
 // * `repeats`: loop detection, the same tool call with the same result again and again.
 // * `approvals`: the remembered `Approvals` (`ApproveAlways`).
 // * `restore`: what restore reads from the journal (history, turns, open gates).

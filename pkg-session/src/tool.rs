@@ -12,6 +12,7 @@ pub use crate::effect::Effect;
 pub use crate::footprint::{Footprint, Place};
 use crate::inference::ToolSpec;
 use crate::question::HumanQuestion;
+use crate::validators::Interned;
 
 /// Why a tool call did not produce a result. The model reads the message as the call's
 /// result, so write it for the model: say what was wrong and what would work.
@@ -312,8 +313,13 @@ pub(crate) struct ArgumentsMismatch {
 #[derive(Clone, Default)]
 pub(crate) struct ToolSet {
     by_name: HashMap<String, Entry>,
-    specs: Arc<Vec<ToolSpec>>,
+    specs: Arc<[Arc<ToolSpec>]>,
 }
+
+/// Specs shared by every loop of the process whose tool has the same name, description
+/// and parameters: a process serving many sessions with one tool kept its schema once per
+/// session, a third of a KB per schema field (docs/benchmarks.md, the idle session).
+static SPECS: Interned<ToolSpec> = Interned::new();
 
 #[derive(Clone)]
 struct Entry {
@@ -337,16 +343,22 @@ impl ToolSet {
                     None
                 }
             };
-            specs.push(ToolSpec {
-                name: tool.name().to_owned(),
-                description: tool.description().to_owned(),
-                parameters,
+            // The key is the spec's own text, so only equal specs are shared.
+            let key = serde_json::json!([tool.name(), tool.description(), parameters]);
+            let spec = SPECS.get_or_build(key.to_string(), || {
+                Ok::<_, std::convert::Infallible>(ToolSpec {
+                    name: tool.name().to_owned(),
+                    description: tool.description().to_owned(),
+                    parameters: key[2].clone(),
+                })
             });
+            let Ok(spec) = spec;
+            specs.push(spec);
             by_name.insert(tool.name().to_owned(), Entry { tool, validator });
         }
         Self {
             by_name,
-            specs: Arc::new(specs),
+            specs: specs.into(),
         }
     }
 
@@ -377,7 +389,7 @@ impl ToolSet {
         })
     }
 
-    pub(crate) fn specs(&self) -> &[ToolSpec] {
+    pub(crate) fn specs(&self) -> &[Arc<ToolSpec>] {
         &self.specs
     }
 

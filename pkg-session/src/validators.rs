@@ -1,10 +1,10 @@
-//! Tool-argument validators compiled once per process and shared by every loop whose tool
-//! has the same parameter schema.
+//! What loops of one process share, built once from equal inputs: tool-argument validators
+//! (and, through [`Interned`], the tools' encoded specs, see `tool.rs`).
 //!
 //! A compiled JSON Schema is a tree of keyword nodes, a few KB even for a one-field schema.
 //! Compiled per loop, that was a tenth of what an idle session held (docs/benchmarks.md,
 //! `concurrent_sessions`), and a pipeline starts many sessions with the same tools. Entries
-//! are weak: a validator no loop uses any more is freed, and its entry goes at the next miss.
+//! are weak: a value no loop uses any more is freed, and its entry goes at the next miss.
 //! [`problems`] words what a validator found, for tool arguments and human answers alike.
 
 use std::collections::HashMap;
@@ -13,30 +13,46 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use jsonschema::{ValidationError, Validator};
 use serde_json::Value;
 
-type Cache = Mutex<HashMap<String, Weak<Validator>>>;
+/// A process-wide map from an input's text (its identity: equal inputs print equally) to
+/// what was built from it, held weakly.
+pub(crate) struct Interned<T> {
+    map: OnceLock<Mutex<HashMap<String, Weak<T>>>>,
+}
 
-static CACHE: OnceLock<Cache> = OnceLock::new();
+impl<T> Interned<T> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            map: OnceLock::new(),
+        }
+    }
+
+    /// What was built for `key` while some loop still holds it, else `build()`'s, kept.
+    pub(crate) fn get_or_build<E>(
+        &self,
+        key: String,
+        build: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        let map = self.map.get_or_init(Mutex::default);
+        // Nothing panics while the map is held, and a half-done insert is still a valid map.
+        let lock = || map.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = lock().get(&key).and_then(Weak::upgrade) {
+            return Ok(found);
+        }
+        // Built outside the lock: two loops racing on a new input may both build it, and
+        // the second insert wins; both values are equal.
+        let built = Arc::new(build()?);
+        let mut map = lock();
+        map.retain(|_, entry| entry.strong_count() > 0);
+        map.insert(key, Arc::downgrade(&built));
+        Ok(built)
+    }
+}
+
+static VALIDATORS: Interned<Validator> = Interned::new();
 
 /// The validator of `schema`, compiled now or shared with a loop that compiled it before.
 pub(crate) fn shared(schema: &Value) -> Result<Arc<Validator>, ValidationError<'static>> {
-    // The schema's text is its identity: equal values print equally.
-    let key = schema.to_string();
-    let cache = CACHE.get_or_init(Cache::default);
-    // Nothing panics while the map is held, and a half-done insert is still a valid map.
-    if let Some(found) = lock(cache).get(&key).and_then(Weak::upgrade) {
-        return Ok(found);
-    }
-    // Compiled outside the lock: two loops racing on a new schema may both compile it, and
-    // the second insert wins; both validators are correct.
-    let compiled = Arc::new(jsonschema::validator_for(schema)?);
-    let mut map = lock(cache);
-    map.retain(|_, entry| entry.strong_count() > 0);
-    map.insert(key, Arc::downgrade(&compiled));
-    Ok(compiled)
-}
-
-fn lock(cache: &Cache) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Validator>>> {
-    cache.lock().unwrap_or_else(PoisonError::into_inner)
+    VALIDATORS.get_or_build(schema.to_string(), || jsonschema::validator_for(schema))
 }
 
 /// Up to `n` of what `validator` finds wrong with `value`, each with where it is.

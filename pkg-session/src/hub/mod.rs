@@ -211,15 +211,16 @@ impl Hub {
     /// (one sync) for all of them, then each is published with its seq, in order. A step
     /// commits its last effect's result with its `StepDone` this way.
     pub(crate) async fn commit_group(&self, events: Vec<Event>) -> Result<Vec<u64>, AppendError> {
-        // A session that lost its right to write (its fence says so) writes nothing more,
-        // and its subscriptions end: no terminal event will ever reach them.
-        if let Some(fence) = &self.inner.fence
-            && let Err(why) = fence.admit().await
-        {
-            self.close();
-            return Err(AppendError::Fenced { why });
-        }
-        let hook = self.begin_append(&events).await;
+        // A fence's and the hooks' futures are large and rare. Awaited inline, their room
+        // was in every caller's future, among them the loop actor's, which ractor keeps
+        // boxed for the session's whole life; boxed, they cost only the sessions that
+        // have them (docs/benchmarks.md, the idle session).
+        let watched = self.inner.fence.is_some() || !self.inner.hooks.is_empty();
+        let hook = if watched {
+            Box::pin(self.before_append(&events)).await?
+        } else {
+            None
+        };
         let appended = self.inner.journal.append_all(&events).await;
         let result = appended.and_then(|seqs| match events.get(seqs.len()) {
             // One seq per event, or the acknowledgement is not believed.
@@ -228,24 +229,57 @@ impl Hub {
             }),
             None => Ok(seqs),
         });
+        let seqs = if watched {
+            Box::pin(self.after_append(&events, hook, result)).await?
+        } else {
+            result?
+        };
+        for (event, &seq) in events.into_iter().zip(&seqs) {
+            self.publish(Arc::new(event), Some(seq));
+        }
+        Ok(seqs)
+    }
+
+    /// What a watched append does before it: the fence admits it, and the `JournalAppend`
+    /// hooks begin (their operation, boxed for the reason [`Hub::commit_group`] gives).
+    async fn before_append(
+        &self,
+        events: &[Event],
+    ) -> Result<Option<Box<treadle_hook::Active>>, AppendError> {
+        // A session that lost its right to write (its fence says so) writes nothing more,
+        // and its subscriptions end: no terminal event will ever reach them.
+        if let Some(fence) = &self.inner.fence
+            && let Err(why) = fence.admit().await
+        {
+            self.close();
+            return Err(AppendError::Fenced { why });
+        }
+        Ok(self.begin_append(events).await.map(Box::new))
+    }
+
+    /// What a watched append does after it: the hooks finish with its outcome, and the
+    /// fence is told of each event committed.
+    async fn after_append(
+        &self,
+        events: &[Event],
+        hook: Option<Box<treadle_hook::Active>>,
+        result: Result<Vec<u64>, AppendError>,
+    ) -> Result<Vec<u64>, AppendError> {
         if let Some(active) = hook {
             let outcome = match &result {
                 Ok(_) => OperationOutcome::Completed,
                 Err(error) => OperationOutcome::failed(error.to_string()),
             };
-            active.finish(outcome, None).await;
+            (*active).finish(outcome, None).await;
         }
         let seqs = result?;
         if let Some(fence) = &self.inner.fence {
-            for event in &events {
+            for event in events {
                 if let Err(why) = fence.committed(event).await {
                     self.close();
                     return Err(AppendError::Fenced { why });
                 }
             }
-        }
-        for (event, &seq) in events.into_iter().zip(&seqs) {
-            self.publish(Arc::new(event), Some(seq));
         }
         Ok(seqs)
     }

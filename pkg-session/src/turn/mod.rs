@@ -19,7 +19,7 @@ use treadle_event::{Block, EventKind, FailureCause, Message, ModelFailure, Role,
 use treadle_hook::{Active, HookCall, Operation, OperationOutcome, Payload};
 
 use crate::context::LoopContext;
-use crate::inference::{Completion, InferenceRequest, PreparedRequest, ToolChoice};
+use crate::inference::{Completion, InferenceRequest, PreparedRequest, ToolChoice, ToolSpec};
 use crate::protocol::{LoopMsg, TurnCoords, TurnOptions};
 use crate::repeats::RepeatWatch;
 use crate::resume::{Prior, Resume};
@@ -91,7 +91,10 @@ pub(crate) struct TurnStart {
     pub resume: Option<Resume>,
 }
 
-pub(crate) async fn run(start: TurnStart) {
+/// The turn task. Its start comes boxed, so that the task's future, which holds its
+/// argument for the whole turn, holds a pointer to it, not the start itself (the future's
+/// size is what each turn in flight costs, docs/benchmarks.md).
+pub(crate) async fn run(start: Box<TurnStart>) {
     let TurnStart {
         ctx,
         actor,
@@ -102,10 +105,15 @@ pub(crate) async fn run(start: TurnStart) {
         options,
         cancel,
         resume,
-    } = start;
+    } = *start;
     let ctx_repeat_limit = ctx.batch.repeat_limit;
     let span = crate::trace::turn(&ctx.span, ctx.loop_id, index);
-    let mut tools = ctx.tools.specs().to_vec();
+    let mut tools: Vec<_> = ctx
+        .tools
+        .specs()
+        .iter()
+        .map(|s| ToolSpec::clone(s))
+        .collect();
     let forced = options.first_choice.is_some() && options.report_tool.is_none();
     let mut tool_choice = options.first_choice;
     let report_tool = options.report_tool.map(|spec| {
@@ -188,17 +196,24 @@ impl Turn {
         }
     }
 
-    async fn begin(
+    /// Begins the hooks' operation `op`, if the loop has hooks. Their futures and their
+    /// `Active` are boxed: most loops have no hooks, and the turn task's future, held for
+    /// the whole turn, would otherwise carry their room on every await (the task's size is
+    /// what each turn in flight costs, docs/benchmarks.md).
+    fn begin(
         &self,
         op: Operation,
         step: Option<StepId>,
         payload: impl FnOnce() -> Payload,
-    ) -> Result<Option<Active>, treadle_hook::Denied> {
-        if self.ctx.hooks.is_empty() {
-            return Ok(None);
+    ) -> impl Future<Output = Result<Option<Box<Active>>, treadle_hook::Denied>> + Send + '_ {
+        let begun = (!self.ctx.hooks.is_empty())
+            .then(|| Box::pin(self.ctx.hooks.begin(self.hook_call(op, step, payload()))));
+        async move {
+            match begun {
+                Some(begun) => begun.await.map(|active| Some(Box::new(active))),
+                None => Ok(None),
+            }
         }
-        let call = self.hook_call(op, step, payload());
-        self.ctx.hooks.begin(call).await.map(Some)
     }
 
     async fn drive(&mut self, index: u32, input: String) -> End {
@@ -210,9 +225,7 @@ impl Turn {
             Err(denied) => return End::Failed(FailureCause::Denied, denied.to_string()),
         };
         let end = self.steps().await;
-        if let Some(active) = turn_hook {
-            active.finish(outcome_of(&end), None).await;
-        }
+        finish(turn_hook, outcome_of(&end), None).await;
         end
     }
 
@@ -258,7 +271,7 @@ impl Turn {
                 }
                 None => self.step(step, index).await,
             };
-            if let Some(active) = step_hook {
+            if step_hook.is_some() {
                 let outcome = match &end {
                     StepEnd::Committed(_) | StepEnd::Ended(_) => OperationOutcome::Completed,
                     StepEnd::Discarded(end) => match outcome_of(end) {
@@ -268,7 +281,7 @@ impl Turn {
                         other => other,
                     },
                 };
-                active.finish(outcome, None).await;
+                finish(step_hook, outcome, None).await;
             }
             match end {
                 StepEnd::Committed(Some(text)) => return End::Done(text),
@@ -429,13 +442,17 @@ impl Turn {
     }
 }
 
-async fn finish(
-    active: Option<Active>,
+/// Finishes the hooks' operation `active`, if it began; boxed, as [`Turn::begin`] says.
+fn finish(
+    active: Option<Box<Active>>,
     outcome: OperationOutcome,
     output: Option<serde_json::Value>,
-) {
-    if let Some(active) = active {
-        active.finish(outcome, output).await;
+) -> impl Future<Output = ()> + Send {
+    let finishing = active.map(|active| Box::pin((*active).finish(outcome, output)));
+    async move {
+        if let Some(finishing) = finishing {
+            finishing.await;
+        }
     }
 }
 

@@ -48,7 +48,10 @@ impl Turn {
                 cancel: &self.cancel,
                 deferred: &deferred,
             };
-            let outcome = batch::run_batch(&scope, calls, prior).await;
+            // Boxed for the batch's while: the batch's future is the largest part of a
+            // step's, and unboxed it sized the turn task for the whole turn, the model call
+            // included (docs/benchmarks.md, in flight).
+            let outcome = Box::pin(batch::run_batch(&scope, calls, prior)).await;
             self.effects = deferred.take();
             match outcome {
                 BatchOutcome::Done(message) => results = Some(message),
