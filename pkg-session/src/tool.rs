@@ -410,3 +410,38 @@ pub(crate) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         "a panic without a message".to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct Probe {
+        #[allow(dead_code)]
+        spec_sharing_probe: u32,
+    }
+
+    fn probe(description: &str) -> Arc<dyn Tool> {
+        Arc::new(FnTool::plain("probe", description, |_: Probe| 0))
+    }
+
+    #[test]
+    fn loops_with_equal_tools_share_one_spec_and_others_do_not() {
+        // Two tools alike (as two sessions built with the same tool), and one whose
+        // description differs.
+        let (a, b) = (
+            ToolSet::new(vec![probe("Probes.")]),
+            ToolSet::new(vec![probe("Probes.")]),
+        );
+        let other = ToolSet::new(vec![probe("Probes otherwise.")]);
+        assert!(
+            Arc::ptr_eq(&a.specs()[0], &b.specs()[0]),
+            "equal specs are one"
+        );
+        assert!(!Arc::ptr_eq(&a.specs()[0], &other.specs()[0]));
+        assert_eq!(other.specs()[0].description, "Probes otherwise.");
+        assert_eq!(a.specs()[0].parameters, probe("Probes.").parameters());
+        // Each set still calls its own tool object.
+        assert!(a.get("probe").is_some() && b.get("probe").is_some());
+    }
+}
