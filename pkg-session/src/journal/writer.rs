@@ -61,6 +61,37 @@ use super::wal::{Entry, Wal};
 /// yields once before draining (see the module's header).
 const SHARED_WINDOW: u32 = 16;
 
+/// Whether one of the last [`SHARED_WINDOW`] batches held more than one append: the
+/// writer's rule for yielding before it drains (see the module's header).
+struct Shared {
+    /// Batches written since the last one with more than one append.
+    since: u32,
+}
+
+impl Default for Shared {
+    /// None in the window yet, as for a lone session.
+    fn default() -> Self {
+        Shared {
+            since: SHARED_WINDOW,
+        }
+    }
+}
+
+impl Shared {
+    fn recent(&self) -> bool {
+        self.since < SHARED_WINDOW
+    }
+
+    /// Counts a written batch of `appends` requests.
+    fn record(&mut self, appends: usize) {
+        self.since = if appends > 1 {
+            0
+        } else {
+            self.since.saturating_add(1)
+        };
+    }
+}
+
 /// One event, encoded by the caller so that serialization runs on many threads, not here.
 pub(crate) struct Encoded {
     pub(crate) id: u128,
@@ -148,10 +179,8 @@ impl Writer {
         let mut unsynced = false;
         // Kept across batches for its allocation.
         let mut batch = Vec::new();
-        // Batches since the last one that held more than one append (the module's header
-        // says why); starts as "none in the window", like a lone session.
-        let mut since_shared = SHARED_WINDOW;
-        while let Some(first) = self.next_request(since_shared < SHARED_WINDOW) {
+        let mut shared = Shared::default();
+        while let Some(first) = self.next_request(shared.recent()) {
             let mut pending = first.events.len();
             batch.push(first);
             while pending < self.max_batch {
@@ -163,11 +192,7 @@ impl Writer {
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
-            since_shared = if batch.len() > 1 {
-                0
-            } else {
-                since_shared.saturating_add(1)
-            };
+            shared.record(batch.len());
             self.write(&mut batch);
             unsynced = true;
         }
@@ -386,4 +411,29 @@ pub(crate) fn last_seq(db: &Database) -> Result<u64, redb::Error> {
     let txn = db.begin_read()?;
     let events = txn.open_table(EVENTS)?;
     Ok(events.last()?.map_or(0, |(seq, _)| seq.value()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SHARED_WINDOW, Shared};
+
+    #[test]
+    fn writer_yields_only_within_the_window_after_a_shared_batch() {
+        let mut shared = Shared::default();
+        // A lone session: never.
+        for _ in 0..100 {
+            assert!(!shared.recent());
+            shared.record(1);
+        }
+        // One batch of several turns it on, and batches of one keep it on for the window...
+        shared.record(3);
+        for _ in 0..SHARED_WINDOW {
+            assert!(shared.recent());
+            shared.record(1);
+        }
+        // ...after which it is off until the next shared batch.
+        assert!(!shared.recent());
+        shared.record(2);
+        assert!(shared.recent());
+    }
 }
