@@ -74,6 +74,17 @@
 //! [`journal`]'s (`ReadError`, `JournalOpenError`, `AppendError`, `ImportError`, the
 //! most used also at the root), [`inference`]'s, [`tool::ToolError`], [`hook::Denied`].
 //! Every one converts into [`Error`].
+//!
+//! # Why these crates
+//!
+//! * Model calls go over **reqwest** directly, with an SSE decoder of our own
+//!   (`inference/sse.rs`), not through async-openai: the request body and the chunk types
+//!   were ours already, so async-openai carried only the transport, and its streaming path
+//!   cost every call a spawned task, an unbounded channel, a parser allocating a `String`
+//!   per line and per event, and a request rebuilt per attempt (issue 32 measured the
+//!   harness at about 3x a bare reqwest loop in CPU per step, this among the largest
+//!   parts). reqwest is what async-openai sat on; the call now reads the body in the
+//!   caller's task.
 
 pub mod fence;
 pub mod inference;

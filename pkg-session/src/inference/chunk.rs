@@ -1,6 +1,9 @@
 //! Tolerant chat-completion chunk types: every field optional, `null` and unknown fields
-//! accepted, so quirky OpenAI-compatible servers stream without errors.
+//! accepted, so quirky OpenAI-compatible servers stream without errors. A chunk borrows its
+//! strings from the event data it was parsed from when they hold no escape, so a piece of
+//! text costs no allocation of its own.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
@@ -9,10 +12,11 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 /// One `data:` payload of a streamed chat completion.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub(crate) struct Chunk {
-    pub model: Option<String>,
-    #[serde(deserialize_with = "null_default")]
-    pub choices: Vec<Choice>,
+pub(crate) struct Chunk<'a> {
+    #[serde(borrow, deserialize_with = "text")]
+    pub model: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "null_default")]
+    pub choices: Vec<Choice<'a>>,
     /// Latest usage wins: most servers send it once at the end, some on every chunk.
     pub usage: Option<ChunkUsage>,
     /// OpenRouter and vLLM report a failure after the response started this way.
@@ -21,43 +25,51 @@ pub(crate) struct Chunk {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub(crate) struct Choice {
+pub(crate) struct Choice<'a> {
     #[serde(deserialize_with = "null_default")]
     pub index: u32,
-    pub delta: Option<Delta>,
+    #[serde(borrow)]
+    pub delta: Option<Delta<'a>>,
     /// `""` (sent by some servers on every chunk) means "not finished", like `null`.
-    pub finish_reason: Option<String>,
+    #[serde(borrow, deserialize_with = "text")]
+    pub finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub(crate) struct Delta {
-    pub content: Option<String>,
+pub(crate) struct Delta<'a> {
+    #[serde(borrow, deserialize_with = "text")]
+    pub content: Option<Cow<'a, str>>,
     /// DeepSeek, vLLM, llama.cpp.
-    pub reasoning_content: Option<String>,
+    #[serde(borrow, deserialize_with = "text")]
+    pub reasoning_content: Option<Cow<'a, str>>,
     /// OpenRouter and newer vLLM name the same thing `reasoning`. A separate field rather
     /// than a serde alias: an alias fails on servers that send both.
-    pub reasoning: Option<String>,
-    #[serde(deserialize_with = "null_default")]
-    pub tool_calls: Vec<ToolCallDelta>,
+    #[serde(borrow, deserialize_with = "text")]
+    pub reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "null_default")]
+    pub tool_calls: Vec<ToolCallDelta<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub(crate) struct ToolCallDelta {
+pub(crate) struct ToolCallDelta<'a> {
     /// Missing on some servers (Gemini's compatibility layer); see the stitcher.
     pub index: Option<u32>,
-    pub id: Option<String>,
-    pub function: Option<FunctionDelta>,
+    #[serde(borrow, deserialize_with = "text")]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub function: Option<FunctionDelta<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub(crate) struct FunctionDelta {
-    pub name: Option<String>,
+pub(crate) struct FunctionDelta<'a> {
+    #[serde(borrow, deserialize_with = "text")]
+    pub name: Option<Cow<'a, str>>,
     /// Normally a string piece; a few servers send the whole arguments as a JSON object.
-    #[serde(deserialize_with = "string_or_json")]
-    pub arguments: Option<String>,
+    #[serde(borrow, deserialize_with = "string_or_json")]
+    pub arguments: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
@@ -102,29 +114,64 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
-/// A string as is; any other JSON value (object, array, number) as its compact JSON text.
-fn string_or_json<'de, D>(d: D) -> Result<Option<String>, D::Error>
+/// An optional string, borrowed from the input when it holds no escape. (serde's own
+/// `Cow` support borrows only a bare `Cow<str>` field, not one inside an `Option`.)
+fn text<'de: 'a, 'a, D>(d: D) -> Result<Option<Cow<'a, str>>, D::Error>
 where
     D: Deserializer<'de>,
 {
-    d.deserialize_any(StringOrJson)
+    d.deserialize_option(Text { any_json: false })
 }
 
-struct StringOrJson;
+/// A string as is; any other JSON value (object, array, number) as its compact JSON text.
+fn string_or_json<'de: 'a, 'a, D>(d: D) -> Result<Option<Cow<'a, str>>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    d.deserialize_any(Text { any_json: true })
+}
 
-impl<'de> Visitor<'de> for StringOrJson {
-    type Value = Option<String>;
+/// Visits a string (or, with `any_json`, any JSON value) for [`text`] and
+/// [`string_or_json`].
+struct Text {
+    any_json: bool,
+}
+
+impl Text {
+    fn other<E: de::Error>(
+        &self,
+        value: String,
+        unexpected: de::Unexpected<'_>,
+    ) -> Result<Option<Cow<'static, str>>, E> {
+        if self.any_json {
+            Ok(Some(Cow::Owned(value)))
+        } else {
+            Err(E::invalid_type(unexpected, self))
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for Text {
+    type Value = Option<Cow<'de, str>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string or JSON value")
+        f.write_str(if self.any_json {
+            "a string or JSON value"
+        } else {
+            "a string or null"
+        })
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Borrowed(v)))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Some(v.to_owned()))
+        Ok(Some(Cow::Owned(v.to_owned())))
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        Ok(Some(v))
+        Ok(Some(Cow::Owned(v)))
     }
 
     fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
@@ -136,33 +183,43 @@ impl<'de> Visitor<'de> for StringOrJson {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
+        if self.any_json {
+            d.deserialize_any(self)
+        } else {
+            d.deserialize_str(self)
+        }
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
+        self.other(v.to_string(), de::Unexpected::Bool(v))
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
+        self.other(v.to_string(), de::Unexpected::Signed(v))
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
+        self.other(v.to_string(), de::Unexpected::Unsigned(v))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
+        self.other(v.to_string(), de::Unexpected::Float(v))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        if !self.any_json {
+            return Err(de::Error::invalid_type(de::Unexpected::Map, &self));
+        }
         let value = serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Some(value.to_string()))
+        Ok(Some(Cow::Owned(value.to_string())))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        if !self.any_json {
+            return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
+        }
         let value = serde_json::Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Some(value.to_string()))
+        Ok(Some(Cow::Owned(value.to_string())))
     }
 }
 
@@ -176,7 +233,7 @@ pub(crate) fn is_json(data: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn parse(s: &str) -> Chunk {
+    fn parse(s: &str) -> Chunk<'_> {
         match serde_json::from_str(s) {
             Ok(c) => c,
             Err(e) => panic!("{s}: {e}"),

@@ -1,23 +1,37 @@
 //! [`ModelClient`]: one streamed chat completion per call, with deltas reported as they
 //! arrive and errors mapped to [`InferenceError`].
+//!
+//! The call is plain reqwest: the request (URL parsed once per client, headers built once,
+//! body encoded once per call and shared by its attempts) goes through `retry.rs`, and the
+//! body is read piece by piece in the caller's task, counted against the size limit, split
+//! into events by `sse.rs` and parsed into chunks that borrow from the event's bytes. Why not
+//! async-openai's `create_stream_byot`, which this replaced: the request and chunk types
+//! were ours already, so it carried only the transport, and on its streaming path each call
+//! cost a spawned task, an unbounded channel between it and the caller, an SSE parser that
+//! allocated a `String` per line and per event, and a request rebuilt (URL, headers, body)
+//! per attempt: issue 32 measured it among the largest parts of a step's CPU.
 
 use std::sync::Arc;
 
-use async_openai::Client;
-use async_openai::config::OpenAIConfig;
-use async_openai::error::{OpenAIError, StreamError};
-use futures::StreamExt;
+use bytes::Bytes;
+use futures::FutureExt;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 use tracing::Instrument;
 use treadle_event::DeltaKind;
 
 use super::chunk::{Chunk, is_json};
-use super::config::{ApiKey, ModelConfig};
+use super::config::{ApiKey, ModelConfig, RetryPolicy};
 use super::error::{BODY_LIMIT, ClientError, InferenceError, redact, truncate};
-use super::limits::{GUARD, SizeGuard};
-use super::request::{Body, PreparedRequest};
-use super::retry::{HttpFailure, RetryService};
+use super::limits::BodyLimit;
+use super::request::PreparedRequest;
+use super::retry::{HttpFailure, root_cause, send};
+use super::sse::{Event, SseDecoder};
 use super::stitch::{Completion, Stitcher};
+
+/// How many body pieces already at hand are read after `data: [DONE]`, so that the end of
+/// the body is seen and the connection goes back to the pool; never waited for.
+const DRAIN_AFTER_DONE: usize = 4;
 
 /// A client of one model at one OpenAI-compatible endpoint. Cheap to clone (one `Arc`);
 /// every client of the process shares one HTTP connection pool (see `http.rs`). Crate-private: sessions are the way in; its
@@ -28,7 +42,12 @@ pub struct ModelClient {
 }
 
 struct Inner {
-    client: Client<OpenAIConfig>,
+    http: reqwest::Client,
+    /// `{endpoint}/chat/completions`, parsed once.
+    url: reqwest::Url,
+    /// Content type, accept and (with a key) the authorization header, marked sensitive.
+    headers: HeaderMap,
+    retry: RetryPolicy,
     endpoint: String,
     model: String,
     api_key: Option<ApiKey>,
@@ -55,39 +74,32 @@ impl ModelClient {
         // A trailing slash would make `.../v1//chat/completions`.
         let endpoint = config.endpoint.trim().trim_end_matches('/').to_owned();
         let key = config.api_key.as_ref().map(ApiKey::expose);
-        check_endpoint(&endpoint, key)?;
-        if let Some(key) = key
-            && reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err()
-        {
-            // async-openai would panic building the header; refuse the key here instead.
-            return Err(ClientError::InvalidApiKey {
-                endpoint: redact(endpoint, Some(key)),
-            });
+        let url = chat_url(&endpoint, key)?;
+        let mut headers = HeaderMap::with_capacity(3);
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        // Only a key of our own: never one from the environment (an OPENAI_API_KEY meant
+        // for OpenAI must not go to another endpoint).
+        if let Some(key) = key {
+            let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {key}")) else {
+                return Err(ClientError::InvalidApiKey {
+                    endpoint: redact(endpoint, Some(key)),
+                });
+            };
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
         }
         let http =
             super::http::shared_client(config.connect_timeout).map_err(|e| ClientError::Http {
                 endpoint: redact(endpoint.clone(), key),
                 detail: redact(e.to_string(), key),
             })?;
-        // Explicit values for everything OpenAIConfig would otherwise read from OPENAI_*
-        // variables: a key meant for OpenAI must not go to another endpoint.
-        let openai = OpenAIConfig::new()
-            .with_api_base(endpoint.clone())
-            .with_api_key(key.unwrap_or_default())
-            .with_org_id("")
-            .with_project_id("");
-        let service = RetryService::new(
-            http.clone(),
-            config.retry,
-            key.is_none(),
-            Arc::from(endpoint.as_str()),
-        );
-        // `build` with the shared client: `with_config` would build a client (and a TLS
-        // configuration) of its own for every session.
-        let client = Client::build(http, openai).with_http_service(service);
         Ok(Self {
             inner: Arc::new(Inner {
-                client,
+                http,
+                url,
+                headers,
+                retry: config.retry,
                 endpoint,
                 model: config.model,
                 api_key: config.api_key,
@@ -139,12 +151,8 @@ impl ModelClient {
     where
         F: FnMut(DeltaKind, Option<u32>, &str) + Send,
     {
-        let body = request.body(&self.inner.model, &self.inner.sampling);
         let span = crate::trace::chat(&self.inner.model);
-        let guard = SizeGuard::new(self.inner.max_response_bytes);
-        let call = GUARD
-            .scope(guard.clone(), self.stream_body(&body, on_delta))
-            .instrument(span.clone());
+        let call = self.stream_body(request, on_delta).instrument(span.clone());
         // The whole call, retries and stream, under one deadline: a trickle that is never
         // silent for the idle timeout still ends. Dropping the call closes the connection.
         let result = tokio::time::timeout(self.inner.call_timeout, call)
@@ -156,14 +164,6 @@ impl ModelClient {
                     setting: self.inner.limit_names.call,
                 })
             });
-        let result = match result {
-            Err(_) if guard.tripped() => Err(InferenceError::TooLarge {
-                endpoint: self.inner.endpoint.clone(),
-                limit: guard.max_bytes,
-                setting: self.inner.limit_names.response,
-            }),
-            other => other,
-        };
         match &result {
             Ok(completion) => {
                 crate::trace::record_usage(&span, &completion.usage);
@@ -181,110 +181,122 @@ impl ModelClient {
     /// Opens the stream and stitches its chunks, each wait bounded by the idle timeout.
     async fn stream_body<F>(
         &self,
-        body: &Body<'_>,
+        request: &PreparedRequest,
         mut on_delta: F,
     ) -> Result<Completion, InferenceError>
     where
         F: FnMut(DeltaKind, Option<u32>, &str) + Send,
     {
-        let idle = self.inner.idle_timeout;
+        let inner = &*self.inner;
+        let idle = inner.idle_timeout;
         let silent = |waiting| InferenceError::Idle {
-            endpoint: self.inner.endpoint.clone(),
+            endpoint: inner.endpoint.clone(),
             limit: idle,
             waiting,
-            setting: self.inner.limit_names.idle,
+            setting: inner.limit_names.idle,
         };
-        let chat = self.inner.client.chat();
-        let open = chat.create_stream_byot::<&Body<'_>, Chunk>(body);
-        let mut stream = tokio::time::timeout(idle, open)
+        let body = request.body(&inner.model, &inner.sampling);
+        // Encoded once; every attempt sends the same bytes (a `Bytes` clone is a count).
+        let body =
+            Bytes::from(
+                serde_json::to_vec(&body).map_err(|e| InferenceError::Transport {
+                    endpoint: inner.endpoint.clone(),
+                    detail: self.clean(format!("cannot encode the request: {e}")),
+                })?,
+            );
+        let build = || {
+            let mut request = reqwest::Request::new(reqwest::Method::POST, inner.url.clone());
+            *request.headers_mut() = inner.headers.clone();
+            *request.body_mut() = Some(reqwest::Body::from(body.clone()));
+            request
+        };
+        let open = send(&inner.http, &inner.retry, &inner.endpoint, build);
+        let mut response = tokio::time::timeout(idle, open)
             .await
             .map_err(|_| silent("waiting for the response head"))?
             .map_err(|e| self.open_error(e))?;
+        let mut limit = BodyLimit::new(inner.max_response_bytes);
+        let mut decoder = SseDecoder::default();
         let mut stitcher = Stitcher::default();
-        loop {
-            let next = tokio::time::timeout(idle, stream.next())
+        'read: loop {
+            while let Some(event) = decoder.next_event() {
+                let Event::Data(data) = event else {
+                    drain(&mut response);
+                    break 'read;
+                };
+                let chunk = serde_json::from_slice::<Chunk<'_>>(data)
+                    .map_err(|e| self.malformed(&e, data))?;
+                stitcher
+                    .push(chunk, &mut on_delta)
+                    .map_err(|error| InferenceError::Remote {
+                        endpoint: inner.endpoint.clone(),
+                        detail: self.clean(error.message),
+                    })?;
+            }
+            let piece = tokio::time::timeout(idle, response.chunk())
                 .await
                 .map_err(|_| silent("waiting for the next piece of the stream"))?;
-            let Some(item) = next else { break };
-            let chunk = item.map_err(|e| self.stream_error(e))?;
-            stitcher
-                .push(chunk, &mut on_delta)
-                .map_err(|error| InferenceError::Remote {
-                    endpoint: self.inner.endpoint.clone(),
-                    detail: self.clean(error.message),
-                })?;
+            match piece {
+                Ok(Some(piece)) => {
+                    limit
+                        .take(piece.len())
+                        .map_err(|_| InferenceError::TooLarge {
+                            endpoint: inner.endpoint.clone(),
+                            limit: inner.max_response_bytes,
+                            setting: inner.limit_names.response,
+                        })?;
+                    decoder.feed(&piece);
+                }
+                Ok(None) => break,
+                // The body broke off (connection reset, truncated chunked encoding): the
+                // answer is incomplete, whatever the transport said.
+                Err(error) => {
+                    return Err(InferenceError::StreamCut {
+                        endpoint: inner.endpoint.clone(),
+                        detail: self.clean(root_cause(&error)),
+                    });
+                }
+            }
         }
         stitcher
-            .finish(&self.inner.model)
+            .finish(&inner.model)
             .ok_or_else(|| InferenceError::StreamCut {
-                endpoint: self.inner.endpoint.clone(),
+                endpoint: inner.endpoint.clone(),
                 detail: "no chunk carried a finish_reason".to_owned(),
             })
     }
 
     /// Maps a failure to get a response.
-    fn open_error(&self, error: OpenAIError) -> InferenceError {
+    fn open_error(&self, failure: HttpFailure) -> InferenceError {
         let endpoint = self.inner.endpoint.clone();
-        match error {
-            OpenAIError::Boxed(boxed) => match boxed.downcast::<HttpFailure>() {
-                Ok(failure) => match *failure {
-                    HttpFailure::Status { status, body } => InferenceError::Status {
-                        endpoint,
-                        status,
-                        body: self.clean(body),
-                    },
-                    HttpFailure::Connect { detail } => InferenceError::Connect {
-                        endpoint,
-                        detail: self.clean(detail),
-                    },
-                    HttpFailure::Transport { detail } => InferenceError::Transport {
-                        endpoint,
-                        detail: self.clean(detail),
-                    },
-                },
-                Err(other) => InferenceError::Transport {
-                    endpoint,
-                    detail: self.clean(other.to_string()),
-                },
-            },
-            other => InferenceError::Transport {
+        match failure {
+            HttpFailure::Status { status, body } => InferenceError::Status {
                 endpoint,
-                detail: self.clean(other.to_string()),
+                status,
+                body: self.clean(body),
+            },
+            HttpFailure::Connect { detail } => InferenceError::Connect {
+                endpoint,
+                detail: self.clean(detail),
+            },
+            HttpFailure::Transport { detail } => InferenceError::Transport {
+                endpoint,
+                detail: self.clean(detail),
             },
         }
     }
 
-    /// Maps a failure after the response started.
-    fn stream_error(&self, error: OpenAIError) -> InferenceError {
-        let endpoint = self.inner.endpoint.clone();
-        match error {
-            OpenAIError::JSONDeserialize(parse, data) => {
-                let what = if is_json(&data) {
-                    "unexpected shape"
-                } else {
-                    "not JSON"
-                };
-                InferenceError::Malformed {
-                    endpoint,
-                    detail: self.clean(format!("{what} ({parse}): {data}")),
-                }
-            }
-            // The body broke off (connection reset, truncated chunked encoding): the
-            // answer is incomplete, whatever the transport said.
-            OpenAIError::StreamError(stream) => match *stream {
-                StreamError::EventStream(detail) => InferenceError::StreamCut {
-                    endpoint,
-                    detail: self.clean(detail),
-                },
-                other => InferenceError::Malformed {
-                    endpoint,
-                    detail: self.clean(other.to_string()),
-                },
-            },
-            other => InferenceError::Transport {
-                endpoint,
-                detail: self.clean(other.to_string()),
-            },
+    /// An event whose data is not a chunk: not JSON at all, or JSON of the wrong shape.
+    fn malformed(&self, error: &serde_json::Error, data: &[u8]) -> InferenceError {
+        let data = String::from_utf8_lossy(data);
+        let what = if is_json(&data) {
+            "unexpected shape"
+        } else {
+            "not JSON"
+        };
+        InferenceError::Malformed {
+            endpoint: self.inner.endpoint.clone(),
+            detail: self.clean(format!("{what} ({error}): {data}")),
         }
     }
 
@@ -295,14 +307,29 @@ impl ModelClient {
     }
 }
 
-fn check_endpoint(endpoint: &str, key: Option<&str>) -> Result<(), ClientError> {
+/// `{endpoint}/chat/completions`, once `endpoint` is known to be an http(s) URL.
+fn chat_url(endpoint: &str, key: Option<&str>) -> Result<reqwest::Url, ClientError> {
     let invalid = |detail: String| ClientError::InvalidEndpoint {
         endpoint: redact(endpoint.to_owned(), key),
         detail,
     };
     let url = reqwest::Url::parse(endpoint).map_err(|e| invalid(e.to_string()))?;
     match url.scheme() {
-        "http" | "https" => Ok(()),
-        other => Err(invalid(format!("scheme {other:?} is not http or https"))),
+        "http" | "https" => {}
+        other => return Err(invalid(format!("scheme {other:?} is not http or https"))),
+    }
+    reqwest::Url::parse(&format!("{endpoint}/chat/completions"))
+        .map_err(|e| invalid(redact(e.to_string(), key)))
+}
+
+/// Reads what is already at hand of the body after `data: [DONE]`, without waiting: once
+/// its end is seen, the connection is reused. A server that keeps sending is left to the
+/// drop, which closes the connection.
+fn drain(response: &mut reqwest::Response) {
+    for _ in 0..DRAIN_AFTER_DONE {
+        match response.chunk().now_or_never() {
+            Some(Ok(Some(_))) => continue,
+            _ => return,
+        }
     }
 }

@@ -465,6 +465,24 @@ async fn clean_end_without_finish_reason_is_a_cut() {
 }
 
 #[tokio::test]
+async fn crlf_lines_keepalives_comments_and_joined_data_are_decoded() {
+    let endpoint = raw_sse_server(
+        ": hello\r\n\r\nevent: keepalive\r\ndata: {}\r\n\r\n\
+         data: {\"model\":\"served\",\"choices\":[{\"index\":0,\r\n\
+         data: \"delta\":{\"content\":\"two\\nlines \\u00e9\"}}]}\r\n\r\n\
+         data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" plain\"},\"finish_reason\":\"stop\"}]}\r\n\r\n\
+         data: [DONE]\r\n\r\n",
+    )
+    .await;
+    let (result, deltas) = run(&client(&endpoint), &ask("hi")).await;
+    let completion = ok(result);
+    assert_eq!(completion.message.text_content(), "two\nlines é plain");
+    assert_eq!(completion.model, "served");
+    assert_eq!(completion.finish_reason, "stop");
+    assert_eq!(deltas.len(), 2, "{deltas:?}");
+}
+
+#[tokio::test]
 async fn error_object_in_stream_is_reported() {
     let endpoint = raw_sse_server(
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n\

@@ -10,16 +10,20 @@
 //! * `config.rs`: [`ModelConfig`], [`ApiKey`] (never formatted), [`RetryPolicy`].
 //! * `request.rs`: `InferenceRequest`, `ToolSpec`, `ToolChoice`, and the JSON body,
 //!   encoded once per message and spliced per call (`PreparedRequest`).
-//! * `client.rs`: `ModelClient`: async-openai's `create_stream_byot` into our chunks,
-//!   error mapping.
+//! * `client.rs`: `ModelClient`: the request on reqwest, the body read in the caller's
+//!   task and decoded into chunks, error mapping; why reqwest directly and not
+//!   async-openai.
+//! * `sse.rs`: the server-sent events decoder (lines split across pieces, multi-line
+//!   data, comments, keepalives, `[DONE]`), handing out data borrowed from its buffer.
 //! * `chunk.rs`: tolerant chunk types (`finish_reason: ""`, missing or `null` usage and
-//!   choices, unknown fields, `reasoning_content`, cached tokens).
+//!   choices, unknown fields, `reasoning_content`, cached tokens), borrowing their strings
+//!   from the event's data.
 //! * `stitch.rs`: chunks → `Completion`; tool-call pieces stitched by index.
 //! * `client_tests.rs`: the client against the scripted server (real loopback HTTP).
 //! * `http.rs`: the process's shared HTTP clients (one connection pool, one TLS setup).
 //! * `limits.rs`: the response size limit, counted on the body as it arrives.
-//! * `retry.rs`: the tower service under async-openai: the one retry policy, and errors
-//!   that keep the HTTP status and body.
+//! * `retry.rs`: sending with the one retry policy, and errors that keep the HTTP status
+//!   and body.
 //! * `error.rs`: [`InferenceError`], [`ClientError`], [`MissingApiKey`].
 //!
 //! # Guarantees
@@ -44,6 +48,7 @@ mod http;
 mod limits;
 mod request;
 mod retry;
+mod sse;
 mod stitch;
 
 #[cfg(test)]

@@ -1,20 +1,11 @@
-//! Our tower service under async-openai: sends a request, retries it before the response
-//! (connection errors, HTTP 408/429/5xx) and turns a final failure into an error that keeps
-//! the HTTP status and body.
-//!
-//! It replaces async-openai's built-in retry layer (installed with
-//! `Client::with_http_service`), so there is exactly one retry policy.
+//! Sends a model request, retries it before the response (connection errors, HTTP
+//! 408/429/5xx, `Retry-After` honoured) and turns a final failure into an error that keeps
+//! the HTTP status and body. The one retry policy of the client: nothing under it retries.
 
-use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use async_openai::error::OpenAIError;
-use async_openai::middleware::HttpRequestFactory;
-use reqwest::header::{AUTHORIZATION, HeaderMap, RETRY_AFTER};
+use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 use super::config::RetryPolicy;
 use super::error::{BODY_LIMIT, is_retryable_status};
@@ -25,9 +16,8 @@ const BODY_READ_LIMIT: usize = 16 * 1024;
 /// stalls must not hang the call.
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The final failure of the HTTP exchange, carried through async-openai as
-/// `OpenAIError::Boxed` and recovered by downcasting. (async-openai's own error path
-/// loses the status when the body is not JSON.)
+/// The final failure of the HTTP exchange, before any answer; the client maps it to its
+/// `InferenceError` (with the key redacted).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum HttpFailure {
     /// A non-success status, after any retries.
@@ -41,105 +31,62 @@ pub(crate) enum HttpFailure {
     Transport { detail: String },
 }
 
-/// The tower service. Cheap to clone: everything is behind an `Arc` or is `Copy`.
-#[derive(Clone)]
-pub(crate) struct RetryService {
-    http: reqwest::Client,
-    policy: RetryPolicy,
-    /// Strips the `Authorization` header async-openai always adds: without a key of our
-    /// own we send none, rather than `Bearer ` or a key from `OPENAI_API_KEY`.
-    strip_auth: bool,
-    endpoint: Arc<str>,
-}
-
-impl RetryService {
-    pub fn new(
-        http: reqwest::Client,
-        policy: RetryPolicy,
-        strip_auth: bool,
-        endpoint: Arc<str>,
-    ) -> Self {
-        Self {
-            http,
-            policy,
-            strip_auth,
-            endpoint,
-        }
-    }
-
-    async fn run(self, factory: HttpRequestFactory) -> Result<reqwest::Response, OpenAIError> {
-        let mut attempt: u32 = 0;
-        loop {
-            let mut request = factory.build().await?;
-            if self.strip_auth {
-                request.headers_mut().remove(AUTHORIZATION);
+/// Sends the request `build` makes (once per attempt: a request is consumed by sending
+/// it) until a success status arrives, the failure is not retryable, or `policy` allows
+/// no more retries. `endpoint` names the endpoint in the retry warnings.
+pub(super) async fn send(
+    http: &reqwest::Client,
+    policy: &RetryPolicy,
+    endpoint: &str,
+    build: impl Fn() -> reqwest::Request,
+) -> Result<reqwest::Response, HttpFailure> {
+    let mut attempt: u32 = 0;
+    loop {
+        let retries_left = attempt < policy.max_retries;
+        match http.execute(build()).await {
+            Ok(response) if response.status().is_success() => return Ok(response),
+            Ok(response) => {
+                let status = response.status().as_u16();
+                if retries_left && is_retryable_status(status) {
+                    let delay = retry_after(response.headers(), policy.max_delay)
+                        .unwrap_or_else(|| backoff(policy, attempt));
+                    tracing::warn!(
+                        endpoint,
+                        status,
+                        attempt = attempt + 1,
+                        delay_ms = delay.as_millis() as u64,
+                        "model endpoint answered a retryable status; retrying"
+                    );
+                    // Dropping the unread body closes that connection; cheaper than
+                    // draining an error page we will not show.
+                    drop(response);
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                    continue;
+                }
+                let body = read_body(response).await;
+                return Err(HttpFailure::Status { status, body });
             }
-            let retries_left = attempt < self.policy.max_retries;
-            match self.http.execute(request).await {
-                Ok(response) if response.status().is_success() => {
-                    return Ok(super::limits::limit_body(response));
+            Err(error) => {
+                let failure = classify(&error);
+                let retryable = matches!(failure, HttpFailure::Connect { .. });
+                if retries_left && retryable {
+                    let delay = backoff(policy, attempt);
+                    tracing::warn!(
+                        endpoint,
+                        error = %failure,
+                        attempt = attempt + 1,
+                        delay_ms = delay.as_millis() as u64,
+                        "model endpoint unreachable; retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                    continue;
                 }
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    if retries_left && is_retryable_status(status) {
-                        let delay = retry_after(response.headers(), self.policy.max_delay)
-                            .unwrap_or_else(|| backoff(&self.policy, attempt));
-                        tracing::warn!(
-                            endpoint = &*self.endpoint,
-                            status,
-                            attempt = attempt + 1,
-                            delay_ms = delay.as_millis() as u64,
-                            "model endpoint answered a retryable status; retrying"
-                        );
-                        // Dropping the unread body closes that connection; cheaper than
-                        // draining an error page we will not show.
-                        drop(response);
-                        tokio::time::sleep(delay).await;
-                        attempt += 1;
-                        continue;
-                    }
-                    let body = read_body(response).await;
-                    return Err(boxed(HttpFailure::Status { status, body }));
-                }
-                Err(error) => {
-                    let failure = classify(&error);
-                    let retryable = matches!(failure, HttpFailure::Connect { .. });
-                    if retries_left && retryable {
-                        let delay = backoff(&self.policy, attempt);
-                        tracing::warn!(
-                            endpoint = &*self.endpoint,
-                            error = %failure,
-                            attempt = attempt + 1,
-                            delay_ms = delay.as_millis() as u64,
-                            "model endpoint unreachable; retrying"
-                        );
-                        tokio::time::sleep(delay).await;
-                        attempt += 1;
-                        continue;
-                    }
-                    return Err(boxed(failure));
-                }
+                return Err(failure);
             }
         }
     }
-}
-
-impl tower::Service<HttpRequestFactory> for RetryService {
-    type Response = reqwest::Response;
-    type Error = OpenAIError;
-    type Future = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
-        Box::pin(self.clone().run(factory))
-    }
-}
-
-fn boxed(failure: HttpFailure) -> OpenAIError {
-    OpenAIError::Boxed(Box::new(failure))
 }
 
 /// Sorts a reqwest error that came before any response into connection trouble (worth a
@@ -158,7 +105,7 @@ fn classify(error: &reqwest::Error) -> HttpFailure {
 
 /// The innermost error's message, which names the real cause ("connection refused")
 /// rather than the wrappers ("error sending request for url (...)").
-fn root_cause(error: &reqwest::Error) -> String {
+pub(super) fn root_cause(error: &reqwest::Error) -> String {
     let mut current: &(dyn std::error::Error + 'static) = error;
     while let Some(source) = current.source() {
         current = source;

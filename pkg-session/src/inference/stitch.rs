@@ -1,6 +1,8 @@
 //! Assembles streamed chunks into one assistant [`Message`]: text and reasoning appended,
 //! tool-call pieces stitched by index, usage and finish reason kept.
 
+use std::borrow::Cow;
+
 use treadle_event::{Block, DeltaKind, Message, Role, Usage};
 
 use super::chunk::{Chunk, Delta, ToolCallDelta};
@@ -53,7 +55,7 @@ pub(crate) struct Stitcher {
 impl Stitcher {
     /// Takes in one chunk, calling `on_delta` for each non-empty piece in arrival order.
     /// Fails with the server's error if the chunk carries an `error` object.
-    pub fn push<F>(&mut self, chunk: Chunk, on_delta: &mut F) -> Result<(), StreamError>
+    pub fn push<F>(&mut self, chunk: Chunk<'_>, on_delta: &mut F) -> Result<(), StreamError>
     where
         F: FnMut(DeltaKind, Option<u32>, &str),
     {
@@ -63,7 +65,7 @@ impl Stitcher {
             });
         }
         if self.model.is_none() {
-            self.model = chunk.model.filter(|m| !m.is_empty());
+            self.model = chunk.model.filter(|m| !m.is_empty()).map(Cow::into_owned);
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage.to_usage());
@@ -77,13 +79,13 @@ impl Stitcher {
                 self.delta(delta, on_delta);
             }
             if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
-                self.finish_reason = Some(reason);
+                self.finish_reason = Some(reason.into_owned());
             }
         }
         Ok(())
     }
 
-    fn delta<F>(&mut self, delta: Delta, on_delta: &mut F)
+    fn delta<F>(&mut self, delta: Delta<'_>, on_delta: &mut F)
     where
         F: FnMut(DeltaKind, Option<u32>, &str),
     {
@@ -108,7 +110,7 @@ impl Stitcher {
         }
     }
 
-    fn tool_piece<F>(&mut self, piece: ToolCallDelta, on_delta: &mut F)
+    fn tool_piece<F>(&mut self, piece: ToolCallDelta<'_>, on_delta: &mut F)
     where
         F: FnMut(DeltaKind, Option<u32>, &str),
     {
@@ -120,7 +122,7 @@ impl Stitcher {
         if call.id.is_empty()
             && let Some(id) = id
         {
-            call.id = id;
+            call.id = id.into_owned();
         }
         let Some(function) = piece.function else {
             return;
@@ -128,7 +130,7 @@ impl Stitcher {
         if call.name.is_empty()
             && let Some(name) = function.name
         {
-            call.name = name;
+            call.name = name.into_owned();
         }
         if let Some(arguments) = function.arguments {
             append(
@@ -219,16 +221,24 @@ impl Stitcher {
     }
 }
 
-/// Reports a non-empty piece and appends it; the first piece is moved, not copied.
-fn append<F>(acc: &mut String, piece: String, kind: DeltaKind, index: Option<u32>, on_delta: &mut F)
-where
+/// Reports a non-empty piece and appends it; a first piece the parser had to allocate
+/// (it held an escape) is moved, not copied.
+fn append<F>(
+    acc: &mut String,
+    piece: Cow<'_, str>,
+    kind: DeltaKind,
+    index: Option<u32>,
+    on_delta: &mut F,
+) where
     F: FnMut(DeltaKind, Option<u32>, &str),
 {
     if piece.is_empty() {
         return;
     }
     on_delta(kind, index, &piece);
-    if acc.is_empty() {
+    if acc.is_empty()
+        && let Cow::Owned(piece) = piece
+    {
         *acc = piece;
     } else {
         acc.push_str(&piece);
