@@ -197,13 +197,12 @@ impl ModelClient {
         };
         let body = request.body(&inner.model, &inner.sampling);
         // Encoded once; every attempt sends the same bytes (a `Bytes` clone is a count).
-        let body =
-            Bytes::from(
-                serde_json::to_vec(&body).map_err(|e| InferenceError::Transport {
-                    endpoint: inner.endpoint.clone(),
-                    detail: self.clean(format!("cannot encode the request: {e}")),
-                })?,
-            );
+        let mut encoded = Vec::with_capacity(request.encoded_len_hint());
+        serde_json::to_writer(&mut encoded, &body).map_err(|e| InferenceError::Transport {
+            endpoint: inner.endpoint.clone(),
+            detail: self.clean(format!("cannot encode the request: {e}")),
+        })?;
+        let body = Bytes::from(encoded);
         let build = || {
             let mut request = reqwest::Request::new(reqwest::Method::POST, inner.url.clone());
             *request.headers_mut() = inner.headers.clone();

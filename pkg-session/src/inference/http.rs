@@ -38,8 +38,12 @@ pub(super) fn shared_client(connect_timeout: Duration) -> Result<reqwest::Client
         return Ok(client);
     }
     crate::tls::install_crypto_provider();
+    // reqwest's own retry layer is off: `retry.rs` is the one retry policy. (Its default
+    // retries only HTTP/2 protocol refusals, which an HTTP/1 client never sees, yet it
+    // copied every request's headers and extensions in case it would.)
     let client = reqwest::Client::builder()
         .connect_timeout(connect_timeout)
+        .retry(reqwest::retry::never().max_retries_per_request(0))
         .build()?;
     if clients.len() >= KEPT {
         clients.remove(0);

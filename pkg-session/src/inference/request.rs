@@ -128,6 +128,14 @@ impl PreparedRequest {
         self.request.messages = messages;
     }
 
+    /// About how many bytes the encoded body takes: the encoded parts plus room for the
+    /// fixed fields, so that the body is written into one buffer without regrowing it.
+    pub(crate) fn encoded_len_hint(&self) -> usize {
+        let raw = |part: &Option<Box<RawValue>>| part.as_ref().map_or(0, |p| p.get().len());
+        let messages: usize = self.messages.iter().map(|m| m.get().len() + 1).sum();
+        messages + raw(&self.tools) + raw(&self.tool_choice) + raw(&self.response_format) + 512
+    }
+
     /// The streaming chat-completions body for `model`, borrowing the encoded parts.
     pub(crate) fn body<'a>(&'a self, model: &'a str, sampling: &'a Sampling) -> Body<'a> {
         Body {
@@ -417,6 +425,25 @@ mod tests {
             ..Sampling::default()
         };
         serde_json::to_value(prepared.body("m", &sampling)).unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn the_length_hint_covers_the_encoded_body() {
+        let prepared = PreparedRequest::new(sample());
+        let sampling = Sampling {
+            temperature: Some(0.7),
+            top_p: Some(0.9),
+            max_tokens: Some(100),
+            reasoning_effort: Some("high".into()),
+        };
+        let encoded =
+            serde_json::to_vec(&prepared.body("some-model-name", &sampling)).unwrap_or_default();
+        assert!(encoded.len() > 100, "{}", encoded.len());
+        let hint = prepared.encoded_len_hint();
+        assert!(
+            hint >= encoded.len() && hint <= encoded.len() + 512,
+            "{hint}"
+        );
     }
 
     #[test]
