@@ -494,6 +494,33 @@ async fn error_object_in_stream_is_reported() {
     assert!(error.to_string().contains("upstream overloaded"));
 }
 
+/// An https endpoint is spoken to in TLS: the first byte the server reads opens a TLS
+/// handshake record (0x16), not a plain HTTP request. The server reports the byte before it
+/// closes the connection, so it is known by the time the call fails; a client without TLS
+/// fails without connecting, and nothing is reported.
+#[tokio::test]
+async fn an_https_endpoint_is_spoken_to_in_tls() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let (report, mut first_byte) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(async move {
+        if let Ok((mut socket, _)) = listener.accept().await {
+            let mut byte = [0u8; 1];
+            if socket.read_exact(&mut byte).await.is_ok() {
+                let _ = report.send(byte[0]);
+            }
+        }
+    });
+    let config =
+        ModelConfig::new(format!("https://{addr}/v1"), "m").with_retry(RetryPolicy::none());
+    let client = ModelClient::new(config).unwrap_or_else(|e| panic!("{e}"));
+    let error = err(run(&client, &ask("hi")).await.0);
+    server.abort();
+    assert_eq!(first_byte.try_recv().ok(), Some(0x16), "{error}");
+}
+
 #[tokio::test]
 async fn invalid_endpoint_and_key_are_refused_up_front() {
     assert!(ModelClient::new(ModelConfig::new("ftp://x/v1", "m")).is_err());
