@@ -187,8 +187,8 @@ impl LoopState {
         None
     }
 
-    /// Handles a message that waits for the journal (every one but a step's commit, which
-    /// `handle` awaits itself).
+    /// Handles a message that waits for the journal, but for a step's commit, which
+    /// `handle` awaits itself (inline, so that its future stays small).
     async fn handle_awaited(&mut self, myself: &ActorRef<LoopMsg>, message: LoopMsg) {
         match message {
             LoopMsg::Submit {
@@ -197,14 +197,6 @@ impl LoopState {
                 reply,
             } => {
                 let result = self.submit(myself, text, options).await;
-                let _ = reply.send(result);
-            }
-            LoopMsg::Commit {
-                coords,
-                commit,
-                reply,
-            } => {
-                let result = self.commit(coords, commit).await;
                 let _ = reply.send(result);
             }
             LoopMsg::TurnEnded { coords, terminal } => {
@@ -244,8 +236,9 @@ impl LoopState {
                 self.begin_shutdown(reason, reply).await;
                 self.finish_shutdown_if_idle(myself).await;
             }
-            // Answered by `handle_at_once`.
-            LoopMsg::Interrupt { .. }
+            // Answered by `handle` (a step's commit) and `handle_at_once` (the rest).
+            LoopMsg::Commit { .. }
+            | LoopMsg::Interrupt { .. }
             | LoopMsg::Cancel
             | LoopMsg::History { .. }
             | LoopMsg::Record { .. } => {}

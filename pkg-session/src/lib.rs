@@ -130,8 +130,9 @@ pub mod tls;
 //   trailing commas, truncation) rewritten into the object meant, before anything reads them.
 // * `text_calls`: a text answer made only of tool calls (bare JSON, fenced, or in
 //   `<tool_call>` tags) taken as those calls.
-// * `validators`: tool-argument validators compiled once per process, shared by schema,
-//   and `Interned`, the weak process-wide cache behind them and the tools' shared specs.
+// * `validators`: tool-argument validators compiled once per process, shared by schema.
+// * `interned`: `Interned`, the weak process-wide cache of what loops share (the
+//   validators, the tools' specs).
 // * `repeats`: loop detection, the same tool call with the same result again and again.
 // * `approvals`: the remembered `Approvals` (`ApproveAlways`).
 // * `restore`: what restore reads from the journal (history, turns, open gates).
@@ -168,6 +169,7 @@ mod from_env;
 pub mod gate;
 mod hub;
 mod human;
+mod interned;
 mod protocol;
 mod question;
 mod redact;

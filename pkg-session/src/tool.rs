@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 pub use crate::effect::Effect;
 pub use crate::footprint::{Footprint, Place};
 use crate::inference::ToolSpec;
+use crate::interned::Interned;
 use crate::question::HumanQuestion;
-use crate::validators::Interned;
 
 /// Why a tool call did not produce a result. The model reads the message as the call's
 /// result, so write it for the model: say what was wrong and what would work.

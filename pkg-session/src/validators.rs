@@ -1,52 +1,18 @@
-//! What loops of one process share, built once from equal inputs: tool-argument validators
-//! (and, through [`Interned`], the tools' encoded specs, see `tool.rs`).
+//! Tool-argument validators compiled once per process and shared by every loop whose tool
+//! has the same parameter schema (through [`Interned`]).
 //!
 //! A compiled JSON Schema is a tree of keyword nodes, a few KB even for a one-field schema.
 //! Compiled per loop, that was a tenth of what an idle session held (docs/benchmarks.md,
 //! `concurrent_sessions`), and a pipeline starts many sessions with the same tools. Entries
-//! are weak: a value no loop uses any more is freed, and its entry goes at the next miss.
+//! are weak: a validator no loop uses any more is freed, and its entry goes at the next miss.
 //! [`problems`] words what a validator found, for tool arguments and human answers alike.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::Arc;
 
 use jsonschema::{ValidationError, Validator};
 use serde_json::Value;
 
-/// A process-wide map from an input's text (its identity: equal inputs print equally) to
-/// what was built from it, held weakly.
-pub(crate) struct Interned<T> {
-    map: OnceLock<Mutex<HashMap<String, Weak<T>>>>,
-}
-
-impl<T> Interned<T> {
-    pub(crate) const fn new() -> Self {
-        Self {
-            map: OnceLock::new(),
-        }
-    }
-
-    /// What was built for `key` while some loop still holds it, else `build()`'s, kept.
-    pub(crate) fn get_or_build<E>(
-        &self,
-        key: String,
-        build: impl FnOnce() -> Result<T, E>,
-    ) -> Result<Arc<T>, E> {
-        let map = self.map.get_or_init(Mutex::default);
-        // Nothing panics while the map is held, and a half-done insert is still a valid map.
-        let lock = || map.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(found) = lock().get(&key).and_then(Weak::upgrade) {
-            return Ok(found);
-        }
-        // Built outside the lock: two loops racing on a new input may both build it, and
-        // the second insert wins; both values are equal.
-        let built = Arc::new(build()?);
-        let mut map = lock();
-        map.retain(|_, entry| entry.strong_count() > 0);
-        map.insert(key, Arc::downgrade(&built));
-        Ok(built)
-    }
-}
+use crate::interned::Interned;
 
 static VALIDATORS: Interned<Validator> = Interned::new();
 
