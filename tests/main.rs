@@ -100,6 +100,7 @@ mod serve_routes;
 mod serve_security;
 mod serve_shadow;
 mod serve_token;
+mod serve_untrusted;
 mod serve_vars;
 mod serve_watch;
 // The served pipeline of the page's browser tests; beside `browser` because

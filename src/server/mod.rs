@@ -30,6 +30,8 @@
 //! * `artifacts.rs`: a run's artifact files (browsed, downloaded, confined to the run's
 //!   directory) and the files each step added, changed or removed;
 //! * `diff.rs`: the unified diff of a changed text file;
+//! * `untrusted.rs`: reading the files steps made as untrusted (regular files only,
+//!   streamed in chunks, a bounded number of readers);
 //! * `versions.rs`: the resource version (and git commit message) a get step used;
 //! * `identity.rs`: who answers an approval: a named token or the operator's header;
 //! * `metrics.rs`: `/metrics` in the Prometheus text format;
@@ -65,6 +67,7 @@ pub mod sse;
 mod start;
 pub mod token;
 mod triggers;
+mod untrusted;
 mod versions;
 pub mod views;
 mod watching;
