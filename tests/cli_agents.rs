@@ -12,7 +12,7 @@
 use crate::browser::Browser;
 use crate::common::cli::{CLAUDE, scripted};
 use crate::common::server::Server;
-use crate::common::{self, Fixture, Run};
+use crate::common::{Fixture, Run};
 
 use std::time::Duration;
 
@@ -386,7 +386,8 @@ fn the_run_page_shows_the_cli_s_calls_while_it_runs() {
     );
     let url = server.url("/api/v1/runs");
     let id = rt.block_on(async {
-        common::http()
+        server
+            .http()
             .post(&url)
             .json(&json!({"pipeline": "treadle"}))
             .send()
@@ -398,7 +399,7 @@ fn the_run_page_shows_the_cli_s_calls_while_it_runs() {
     })["id"]
         .as_u64()
         .expect("run id");
-    b.goto(&server.url(&format!("/runs/{id}")));
+    b.goto(&server.page(&format!("/runs/{id}")));
     let wait = Duration::from_secs(60);
     // The CLI's read is on the page, with its result, while the run is still going.
     b.wait_for(

@@ -55,6 +55,7 @@ mod fuzz_loader;
 mod fuzz_server;
 mod git_agent;
 mod git_resource;
+mod hook_processes;
 mod http_step;
 mod human_input;
 mod installable;
@@ -98,6 +99,8 @@ mod serve_metrics;
 mod serve_routes;
 mod serve_security;
 mod serve_shadow;
+mod serve_token;
+mod serve_untrusted;
 mod serve_vars;
 mod serve_watch;
 // The served pipeline of the page's browser tests; beside `browser` because
