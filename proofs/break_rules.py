@@ -60,6 +60,12 @@ breaks = [
  # binary, built with the break (and again once the file is restored).
  # A workflow's agent step caught mid-way starts a new conversation on resume, as if its
  # key had changed: the model is asked again for the calls the step had committed.
+ # The serving server's port is no longer kept from its steps: a task granted `network:
+ # any` reaches the approval API. The proof runs the `treadle` binary, built with the break.
+ ("controls-out", "src/server/app.rs",
+  "    crate::confine::network::forbid_port(addr.port());",
+  "    let _ = addr.port();",
+  "controls_out"),
  ("workflow-agent-resume", "src/run/exec/continued.rs",
   "    if row.key != key {",
   "    if row.key != key || entry.seq < u32::MAX {",
@@ -70,7 +76,7 @@ breaks = [
   "workflow_resume"),
 ]
 # Proofs that run a binary of the treadle crate, which their crate does not build.
-binary = {"run-survives-restart": ['--bin','treadle']}
+binary = {"run-survives-restart": ['--bin','treadle'], "controls-out": ['--bin','treadle']}
 
 def build_binary(name):
     out = subprocess.run(['cargo','build','-q','-p','treadle'] + binary[name], cwd=R, capture_output=True, text=True, timeout=1800)

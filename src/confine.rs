@@ -1,13 +1,15 @@
-//! Confinement of the commands a step runs (tasks, `run_shell`) with the kernel's Landlock.
+//! Confinement of the commands a step runs (tasks, `run_shell`) with the kernel's Landlock:
+//! the sandbox policy of docs/security.md.
 //!
-//! A confined command may read and execute the system's read-only paths ([`SYSTEM`] and
-//! the directories on its `PATH`), use the devices under `/dev`, and do anything inside
-//! its own step directory, which holds a copy of each declared input and the directories
-//! of its outputs; its `TMPDIR` is `.tmp` there. Everything else (other steps'
-//! directories and artifacts, the project, `$HOME`, the state file) is out of reach, and
-//! Landlock also keeps it from signalling processes outside it. (Reading treadle's
-//! `/proc/PID/environ` is not stopped by every kernel's Landlock; the keys are wiped from
-//! it instead, see [`crate::environ`].)
+//! A confined command may read and execute the system's read-only paths ([`SYSTEM`]), the
+//! directories on its `PATH` and the user's toolchain homes ([`toolchains`], credential
+//! places never), use the devices under `/dev`, write its declared caches, and do anything
+//! inside its own step directory, which holds a copy of each declared input and the
+//! directories of its outputs; its `TMPDIR` is `.tmp` there. Everything else (other steps'
+//! directories and artifacts, the project, the rest of `$HOME`, the state file) is out of
+//! reach, and Landlock also keeps it from signalling processes outside it. It connects
+//! where its `network:` grant says ([`network`]; never to the serving server's port), and
+//! it starts without `CAP_SYS_PTRACE`, so it cannot read treadle's or its keeper's memory.
 //!
 //! The rules are built in the parent (paths are opened there) and applied one of two ways,
 //! treadle itself staying unconfined either way:
@@ -27,11 +29,21 @@
 //! Where the kernel has no Landlock the command runs unconfined: [`unavailable`] says why,
 //! and the run says so once.
 //!
+//! Submodules: `toolchains` (the user's toolchains readable, credential places never),
+//! `network` (`network:`: TCP rules, the server's port, namespaces), `denied` (the hint
+//! for a refusal).
+//!
 //! The `landlock` crate is the Landlock project's own Rust binding (rust-landlock),
 //! used by its kernel developers' tests; it degrades to "not enforced" on old kernels.
 
+pub(crate) mod denied;
+pub mod network;
+pub mod toolchains;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
+
+use crate::pipeline::network::Network;
 
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
@@ -81,6 +93,37 @@ pub enum ConfineError {
     /// The command could not be started (or its starting thread could not be).
     #[error("cannot start the command: {0}")]
     Start(std::io::Error),
+    /// Its network grant cannot be given on this machine.
+    #[error(transparent)]
+    Network(#[from] network::NetworkError),
+    /// A declared cache is a credential place, or cannot be made.
+    #[error("cache `{path}`: {why}")]
+    Cache {
+        /// The cache's directory.
+        path: PathBuf,
+        /// Why it cannot be granted.
+        why: String,
+    },
+}
+
+/// What a task's or a `run_shell` command may reach (docs/security.md, the policy table).
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<'a> {
+    /// Its step directory, where it may do anything.
+    pub dir: &'a Path,
+    /// Whether its file access is confined (a step's `confined:`); `false` leaves only the
+    /// network rules.
+    pub files: bool,
+    /// What it may connect to.
+    pub network: &'a Network,
+    /// Directories it may also write (declared caches).
+    pub writable: &'a [PathBuf],
+}
+
+/// The network a step gets when it names none: `none` when its files are confined,
+/// `any` when it is not (`confined: false` lifts the sandbox).
+pub fn default_network(files: bool) -> Network {
+    if files { Network::None } else { Network::Any }
 }
 
 /// Why this machine has no Landlock to confine commands with.
@@ -158,9 +201,12 @@ pub async fn spawn_reading(
     dir: &Path,
     readable: &[PathBuf],
 ) -> Result<tokio::process::Child, ConfineError> {
-    let Some(ruleset) = prepare(&mut cmd, dir, readable)? else {
+    let Some(ruleset) = prepare(&mut cmd, dir, readable, &network::Plan::default())? else {
         return cmd.spawn().map_err(ConfineError::Start);
     };
+    // Hooks, resource scripts and CLI agents keep the network (`any`), but never the
+    // serving server's port.
+    let layer = network::plan(&Network::Any)?.layer;
     let runtime = tokio::runtime::Handle::current();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let dir = dir.to_path_buf();
@@ -170,7 +216,10 @@ pub async fn spawn_reading(
         .spawn(move || {
             // The child's exit is watched by the runtime, so it is started inside it.
             let _inside = runtime.enter();
-            let started = match ruleset.restrict_self() {
+            let restricted = ruleset
+                .restrict_self()
+                .and_then(|_| layer.map(|l| l.restrict_self()).transpose());
+            let started = match restricted {
                 Ok(_) => cmd.spawn().map_err(ConfineError::Start),
                 Err(source) => Err(ConfineError::Restrict { dir, source }),
             };
@@ -198,6 +247,7 @@ fn prepare(
     cmd: &mut tokio::process::Command,
     dir: &Path,
     readable: &[PathBuf],
+    net: &network::Plan,
 ) -> Result<Option<RulesetCreated>, ConfineError> {
     if abi().is_none() {
         return Ok(None);
@@ -212,7 +262,7 @@ fn prepare(
     // `access()` says is writable and Landlock then refuses.
     let tmp = std::path::absolute(&tmp).unwrap_or(tmp);
     cmd.env("TMPDIR", &tmp);
-    rules(dir, readable, cmd.as_std().get_envs())
+    rules(dir, readable, net, cmd.as_std().get_envs())
         .map(Some)
         .map_err(|source| ConfineError::Rules {
             dir: dir.to_path_buf(),
@@ -220,22 +270,44 @@ fn prepare(
         })
 }
 
-/// Makes `cmd` confined to `dir` when it starts, applied between fork and exec (see the
-/// module's documentation for when to use [`spawn`] instead). Without Landlock it does
-/// nothing (the run has said so already).
-pub fn confine(cmd: &mut tokio::process::Command, dir: &Path) -> Result<(), ConfineError> {
-    let Some(ruleset) = prepare(cmd, dir, &[])? else {
-        return Ok(());
+/// Makes `cmd` confined by `policy` when it starts, applied between fork and exec (see the
+/// module's documentation for when to use [`spawn`] instead). Without Landlock the file
+/// rules are not applied (the run has said so already); the network's still are, by a
+/// namespace, or the command is refused ([`network::NetworkError`]).
+pub fn confine(cmd: &mut tokio::process::Command, policy: &Policy<'_>) -> Result<(), ConfineError> {
+    let mut net = network::plan(policy.network)?;
+    let ruleset = if policy.files {
+        for path in policy.writable {
+            cache_dir(path, cmd)?;
+        }
+        prepare(cmd, policy.dir, &[], &net)?
+            .map(|r| writable(r, policy.writable))
+            .transpose()
+            .map_err(|source| ConfineError::Rules {
+                dir: policy.dir.to_path_buf(),
+                source,
+            })?
+    } else {
+        network_only(&net).map_err(|source| ConfineError::Rules {
+            dir: policy.dir.to_path_buf(),
+            source,
+        })?
     };
-    let slot = Mutex::new(Some(ruleset));
-    // SAFETY: the closure runs in the child between fork and exec. It takes the ruleset
-    // built above (its file descriptor is inherited) and makes two syscalls, prctl and
-    // landlock_restrict_self; it allocates only to report an error. The mutex is this
-    // closure's own, so no other thread can hold it at fork.
+    let namespace = net.namespace;
+    let slot = Mutex::new((ruleset, net.layer.take()));
+    // SAFETY: the closure runs in the child between fork and exec. It takes the rulesets
+    // built above (their file descriptors are inherited) and makes system calls only
+    // (unshare and the namespace's setup, prctl, landlock_restrict_self); it allocates
+    // only to report an error. The mutex is this closure's own, so no other thread can
+    // hold it at fork.
     unsafe {
         cmd.pre_exec(move || {
-            let ruleset = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
-            if let Some(ruleset) = ruleset {
+            if let Some(ns) = namespace {
+                network::enter(ns)?;
+            }
+            drop_ptrace();
+            let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            for ruleset in [held.0.take(), held.1.take()].into_iter().flatten() {
                 ruleset
                     .restrict_self()
                     .map_err(|e| std::io::Error::other(format!("Landlock: {e}")))?;
@@ -246,32 +318,146 @@ pub fn confine(cmd: &mut tokio::process::Command, dir: &Path) -> Result<(), Conf
     Ok(())
 }
 
+/// Between fork and exec: takes `CAP_SYS_PTRACE` out of every capability set of the
+/// calling process (a no-op for a process without it). Without it, a command running as
+/// root cannot read the `/proc/PID/environ` or `mem` of treadle or its keepers, which are
+/// not dumpable (`crate::environ::take_keys`), nor of any process whose capabilities it
+/// does not hold. System calls only.
+fn drop_ptrace() {
+    const CAP_SYS_PTRACE: u32 = 19;
+    const VERSION_3: u32 = 0x2008_0522;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: prctl, capget and capset with a header and data on this stack, laid out as
+    // the kernel's `__user_cap_header_struct` and two `__user_cap_data_struct`s.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAPBSET_DROP,
+            CAP_SYS_PTRACE as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        if libc::syscall(libc::SYS_capget, &raw mut header, data.as_mut_ptr()) == 0 {
+            let bit = !(1u32 << CAP_SYS_PTRACE);
+            data[0].effective &= bit;
+            data[0].permitted &= bit;
+            data[0].inheritable &= bit;
+            libc::syscall(libc::SYS_capset, &raw mut header, data.as_ptr());
+        }
+    }
+}
+
+/// A ruleset handling TCP alone, for an unconfined command with a network grant; `None`
+/// when the plan handles no TCP in the command's own ruleset.
+fn network_only(net: &network::Plan) -> Result<Option<RulesetCreated>, RulesetError> {
+    if net.ports.is_none() || abi().is_none() {
+        return Ok(None);
+    }
+    let ruleset = network::handle(Ruleset::default(), net)?.create()?;
+    network::allow(ruleset, net).map(Some)
+}
+
+/// Adds full access to each declared cache directory.
+fn writable(ruleset: RulesetCreated, caches: &[PathBuf]) -> Result<RulesetCreated, RulesetError> {
+    ruleset.add_rules(path_beneath_rules(caches, AccessFs::from_all(TARGET)))
+}
+
+/// Checks that a declared cache directory is not a credential place (nor holds one, nor
+/// is `$HOME` or a parent of it) and makes it.
+fn cache_dir(path: &Path, cmd: &tokio::process::Command) -> Result<(), ConfineError> {
+    let home = cmd
+        .as_std()
+        .get_envs()
+        .find(|(k, _)| *k == "HOME")
+        .and_then(|(_, v)| v)
+        .map(PathBuf::from);
+    let refuse = |why: &str| ConfineError::Cache {
+        path: path.to_path_buf(),
+        why: why.to_owned(),
+    };
+    if let Some(home) = home.as_deref() {
+        if home.starts_with(path) {
+            return Err(refuse(
+                "it is $HOME or holds it; name a directory inside it",
+            ));
+        }
+        if toolchains::is_credential(path, home)
+            || toolchains::CREDENTIALS
+                .iter()
+                .any(|c| home.join(c).starts_with(path))
+        {
+            return Err(refuse(
+                "it is, or holds, a place of credentials (docs/security.md), which no step may write",
+            ));
+        }
+    }
+    std::fs::create_dir_all(path).map_err(|e| refuse(&e.to_string()))
+}
+
 /// The ruleset for a command in `dir` whose environment sets `envs`.
 fn rules<'a>(
     dir: &Path,
     readable: &[PathBuf],
+    net: &network::Plan,
     envs: impl Iterator<Item = (&'a std::ffi::OsStr, Option<&'a std::ffi::OsStr>)>,
 ) -> Result<RulesetCreated, RulesetError> {
     let read = AccessFs::from_read(TARGET);
     let all = AccessFs::from_all(TARGET);
     let devices = AccessFs::from_file(TARGET) | AccessFs::ReadDir;
-    let path_dirs: Vec<PathBuf> = envs
-        .filter(|(k, _)| *k == "PATH")
-        .filter_map(|(_, v)| v)
+    let envs: Vec<(&std::ffi::OsStr, &std::ffi::OsStr)> =
+        envs.filter_map(|(k, v)| Some((k, v?))).collect();
+    let var = |name: &str| {
+        envs.iter()
+            .rev()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| PathBuf::from(v))
+    };
+    let path_dirs: Vec<PathBuf> = var("PATH")
+        .iter()
         .flat_map(std::env::split_paths)
         .filter(|p| p.is_absolute())
         .collect();
-    Ruleset::default()
+    let toolchains = toolchains::readable(var("HOME").as_deref(), &path_dirs, var);
+    let ruleset = Ruleset::default()
         // Best effort: an older kernel enforces what it knows (reported by the status).
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
-        .scope(Scope::from_all(TARGET))?
+        .scope(Scope::from_all(TARGET))?;
+    let ruleset = network::handle(ruleset, net)?
         .create()?
         .add_rules(path_beneath_rules(SYSTEM, read))?
-        .add_rules(path_beneath_rules(&path_dirs, read))?
+        .add_rules(path_beneath_rules(&toolchains, read))?
         .add_rules(path_beneath_rules(readable, read))?
         .add_rules(path_beneath_rules(["/dev"], devices))?
-        .add_rules(path_beneath_rules([dir], all))
+        .add_rules(path_beneath_rules([dir], all))?;
+    network::allow(ruleset, net)
 }
 
 #[cfg(test)]
@@ -289,7 +475,13 @@ mod tests {
         let child = if by_thread {
             spawn(cmd, dir).await.unwrap()
         } else {
-            confine(&mut cmd, dir).unwrap();
+            let policy = Policy {
+                dir,
+                files: true,
+                network: &Network::Any,
+                writable: &[],
+            };
+            confine(&mut cmd, &policy).unwrap();
             cmd.spawn().unwrap()
         };
         let out = child.wait_with_output().await.unwrap();

@@ -26,6 +26,26 @@ pub const ALLOWED: &[&str] = &[
     "NO_COLOR",
     "TZ",
     "TMPDIR",
+    // Where the toolchain managers live (locations, not secrets): their shims and proxies
+    // find their toolchains through these, and `crate::confine::toolchains` grants the
+    // same homes.
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "CARGO_HOME",
+    "PYENV_ROOT",
+    "PYENV_VERSION",
+    "NVM_DIR",
+    "ASDF_DIR",
+    "ASDF_DATA_DIR",
+    "VOLTA_HOME",
+    "RBENV_ROOT",
+    "GOPATH",
+    "GOROOT",
+    "BUN_INSTALL",
+    "DENO_INSTALL",
+    "SDKMAN_DIR",
+    "PNPM_HOME",
+    "JAVA_HOME",
 ];
 
 /// The keys taken out of the process environment by [`take_keys`].
@@ -55,12 +75,16 @@ pub unsafe fn take_keys<S: AsRef<str>>(names: impl IntoIterator<Item = S>) {
         }
         keys.insert(name.to_owned(), value);
     }
-    if !keys.is_empty() {
-        // Other processes of the same user may then neither read this one's memory nor
-        // its /proc entries (root's processes still may: the wipe above covers environ).
-        // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    }
+    // SAFETY: single-threaded, per this function's contract.
+    unsafe { wipe_block() };
+    // Other processes of the same user may then neither read this one's memory nor its
+    // /proc entries (environ, mem, maps), nor those of its keepers, which are forks of it
+    // and inherit the flag; a root process may only with CAP_SYS_PTRACE, which the
+    // commands treadle starts do not have (`crate::confine`). Always, not only when keys
+    // were taken: a server's token, an http step's secret and the pipeline's variables
+    // are in memory too.
+    // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     // A second call keeps the first call's keys; there is nothing else to do with them.
     let _ = KEYS.set(keys);
 }
@@ -86,6 +110,47 @@ unsafe fn wipe(name: &str) {
         }
         let len = libc::strlen(value);
         std::ptr::write_bytes(value, b'*', len);
+    }
+}
+
+/// Moves every variable out of the environment block the process was started with (each
+/// is set again, which makes the C library copy it to the heap) and zeroes that block.
+/// `/proc/PID/environ` shows that block, of treadle and of its keepers (forks of it), and
+/// some kernels let a process without `CAP_SYS_PTRACE` read it even from one that is not
+/// dumpable (Linux 6.18 here did); the heap is only readable through `/proc/PID/mem`,
+/// which they refuse. The variables keep their values for treadle itself.
+///
+/// # Safety
+///
+/// No other thread may read or change the environment meanwhile.
+unsafe fn wipe_block() {
+    // SAFETY: `environ` is the C library's NULL-terminated array of NUL-terminated
+    // strings, which this process owns; it is read before any entry is replaced, and each
+    // original string is zeroed only after the entry no longer points to it.
+    unsafe {
+        unsafe extern "C" {
+            static mut environ: *mut *mut libc::c_char;
+        }
+        let mut original = Vec::new();
+        let mut at = environ;
+        while !at.is_null() && !(*at).is_null() {
+            original.push((*at, libc::strlen(*at)));
+            at = at.add(1);
+        }
+        for (name, value) in std::env::vars_os() {
+            std::env::set_var(name, value);
+        }
+        let mut now = Vec::new();
+        let mut at = environ;
+        while !at.is_null() && !(*at).is_null() {
+            now.push(*at);
+            at = at.add(1);
+        }
+        for (ptr, len) in original {
+            if !now.contains(&ptr) {
+                std::ptr::write_bytes(ptr, 0, len);
+            }
+        }
     }
 }
 

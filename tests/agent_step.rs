@@ -60,6 +60,7 @@ impl Fixture {
             env: Vec::new(),
             pass_env: Vec::new(),
             confined: true,
+            network: None,
             secret_vars: Vec::new(),
             temperature: None,
             dials: Default::default(),

@@ -101,8 +101,10 @@ fn refused(yaml: &str, at: &str, what: &str) {
 
 #[test]
 fn container_keys_without_an_image_are_load_errors() {
+    // `none`, `loopback`, `any` and port lists are treadle's own grants; another name is a
+    // container network.
     refused(
-        "jobs:\n- name: j\n  plan:\n  - task: a\n    network: none\n    run: 'true'\n",
+        "jobs:\n- name: j\n  plan:\n  - task: a\n    network: mynet\n    run: 'true'\n",
         "5:14",
         "`network` needs `image:`",
     );

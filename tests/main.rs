@@ -83,6 +83,7 @@ mod resource_types;
 mod resume_keys;
 mod run_steps;
 mod runs_show;
+mod sandbox;
 mod secrets;
 mod secrets_unused;
 mod serve_adopt;

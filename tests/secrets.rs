@@ -178,13 +178,9 @@ async fn a_key_the_model_repeats_is_in_no_file_and_no_command_can_read_it() {
     assert!(!env.contains("ACME_TEST_KEY"), "{env}");
     // The command ran with the key masked in its arguments (`echo ***`, a glob here).
     assert!(!artifact("plain.txt").contains("sk-"));
+    // Treadle's environment block (what its keeper's `/proc/PID/environ` shows, when a
+    // command can open it at all) holds no variable: they were moved out and it was wiped.
     let environ = artifact("environ.txt");
-    if environ.is_empty() {
-        eprintln!("SKIP part: /proc/PPID/environ was not readable here, nothing to check");
-    } else {
-        assert!(
-            environ.contains(&format!("ACME_TEST_KEY={}", "*".repeat(KEY.len()))),
-            "{environ}"
-        );
-    }
+    assert!(!environ.contains(KEY), "{environ}");
+    assert!(!environ.contains("ACME_TEST_KEY"), "{environ}");
 }

@@ -6,6 +6,8 @@
 //! seeded random amount and the tools sleep a random while, so the interleavings of
 //! deltas, tool calls, commits and subscribers differ from run to run.
 
+pub mod binary;
+
 use std::sync::Arc;
 use std::time::Duration;
 

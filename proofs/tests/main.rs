@@ -4,6 +4,7 @@
 
 mod break_patterns;
 mod commit_before_publish;
+mod controls_out;
 mod deltas_before_done;
 mod discarded_step;
 mod exactly_once_effects;

@@ -53,6 +53,14 @@ impl AgentStep {
         built.controls = controls;
         built.fallbacks = fallbacks;
         built.unfinished_effects = loaded.pipeline.on_unfinished_effect.unwrap_or_default();
+        if built.network.is_none() {
+            built.network = loaded
+                .pipeline
+                .defaults
+                .as_ref()
+                .and_then(|d| d.network.as_ref())
+                .map(|n| n.value.clone());
+        }
         built.granted = Granted::read(loaded, agent, &built.tools, depth)?;
         built.secret_vars = crate::pipeline::secrets::key_vars(&loaded.pipeline)
             .into_iter()
@@ -154,6 +162,11 @@ impl AgentStep {
                 step.pass_env.clone()
             },
             confined: step.confined.unwrap_or(true),
+            network: step
+                .network
+                .as_ref()
+                .or(agent.network.as_ref())
+                .map(|n| n.value.clone()),
             answerer: None,
             unfinished_effects: Default::default(),
             // The model's own key at least; [`AgentStep::build`] adds the pipeline's.

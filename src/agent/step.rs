@@ -104,6 +104,7 @@ async fn run_step(
                 .cloned(),
         )
         .with_access(step.pass_env.iter().cloned(), step.confined)
+        .with_network(step.network.clone())
         .with_fence(step.granted.fence.clone());
     // The keys' values, so that a tool result carrying one (an artifact a task wrote, a
     // command's output) reaches neither the model nor the journal in the state file.

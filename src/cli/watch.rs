@@ -109,6 +109,8 @@ async fn listen(
         EXIT_CONFIG
     })?;
     let bound = listener.local_addr().unwrap_or(addr);
+    // Nor may a step reach the webhook that triggers builds.
+    crate::confine::network::forbid_port(bound.port());
     tell!("treadle watch: webhooks on http://{bound}/hooks/check/RESOURCE");
     let app = crate::watch::hooks::router(watcher);
     tokio::spawn(async move {

@@ -98,9 +98,10 @@ pub struct Agent {
     /// The container image the agent's tools run in (see `image:` on steps).
     #[serde(default)]
     pub image: Option<At<String>>,
-    /// With `image:`, the container's network.
+    /// What the agent's `run_shell` commands may connect to (see `network:` on steps);
+    /// a step's own wins.
     #[serde(default)]
-    pub network: Option<At<String>>,
+    pub network: Option<At<super::network::Network>>,
     /// With `image:`, the user the tools run as.
     #[serde(default)]
     pub user: Option<At<String>>,

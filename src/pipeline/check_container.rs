@@ -7,6 +7,7 @@ use super::at::{At, Pos};
 use super::container::{ContainerLimits, WorkspaceConfig, no_runtime, unsupported};
 use super::diagnostic::{Finding, Problem};
 use super::format::Pipeline;
+use super::network::Network;
 use super::step::Step;
 use super::step::StepKind;
 use super::walk::visit_job;
@@ -64,7 +65,7 @@ pub fn workspace(w: &WorkspaceConfig) -> Vec<Finding> {
 /// Checks the container keys of an `agents:` entry: each beside `image:`.
 pub fn agent(a: &Agent) -> Vec<Finding> {
     let keys = [
-        ("network", a.network.as_ref().map(|n| n.pos)),
+        ("network", container_network(a.network.as_ref())),
         ("privileged", a.privileged.as_ref().map(|p| p.pos)),
         ("user", a.user.as_ref().map(|u| u.pos)),
         (
@@ -82,7 +83,7 @@ pub fn agent(a: &Agent) -> Vec<Finding> {
                 pos,
                 Problem::BadStep,
                 format!("`{key}` of agent `{}` needs `image:`", a.name.value),
-                format!("its tools run on this machine, with no container to set {key} on; add `image:` or remove `{key}`"),
+                needs_image_fix(key),
             )
         })
         .collect()
@@ -100,13 +101,31 @@ pub fn empty_limits(limits: &At<ContainerLimits>) -> Option<Finding> {
     })
 }
 
+/// Where a `network:` needs `image:`: a container network name (`none`, `loopback`,
+/// `any` and port lists are treadle's own grants).
+fn container_network(network: Option<&At<Network>>) -> Option<Pos> {
+    network
+        .filter(|n| matches!(n.value, Network::Container(_)))
+        .map(|n| n.pos)
+}
+
+/// The position of a step's `network:` where it is out of place: on a `get`/`put` step
+/// (any value), elsewhere a container network name without `image:`.
+fn resource_network(step: &At<Step>) -> Option<Pos> {
+    if matches!(&step.kind, StepKind::Get { .. } | StepKind::Put { .. }) {
+        step.network.as_ref().map(|n| n.pos)
+    } else {
+        container_network(step.network.as_ref())
+    }
+}
+
 /// Checks the container keys of a step.
 pub fn step(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
     let resource = matches!(&step.kind, StepKind::Get { .. } | StepKind::Put { .. });
     let keys: [(&str, Option<Pos>); 5] = [
         ("image", step.image.as_ref().map(|i| i.pos)),
-        ("network", step.network.as_ref().map(|n| n.pos)),
+        ("network", resource_network(step)),
         ("privileged", step.privileged.as_ref().map(|p| p.pos)),
         ("user", step.user.as_ref().map(|u| u.pos)),
         (
@@ -129,11 +148,22 @@ pub fn step(step: &At<Step>) -> Vec<Finding> {
                 pos,
                 Problem::BadStep,
                 format!("`{key}` needs `image:`"),
-                format!("a command without a container has no {key} to set; add `image:` or remove `{key}`"),
+                needs_image_fix(key),
             ));
         }
     }
-    for (key, value) in [("network", &step.network), ("user", &step.user)] {
+    if let Some(n) = &step.network
+        && let Network::Container(name) = &n.value
+        && (name.starts_with('-') || name.is_empty())
+    {
+        out.push((
+            n.pos,
+            Problem::InvalidValue,
+            format!("`network: {name}` is not a network name"),
+            "write none, loopback, any, or a list of host:port".to_owned(),
+        ));
+    }
+    for (key, value) in [("user", &step.user)] {
         if let Some(v) = value
             && (v.value.starts_with('-') || v.value.is_empty())
         {
@@ -160,4 +190,13 @@ pub fn step(step: &At<Step>) -> Vec<Finding> {
     }
     out.extend(step.container_limits.as_ref().and_then(empty_limits));
     out
+}
+
+/// How to fix a container key written without `image:`.
+fn needs_image_fix(key: &str) -> String {
+    if key == "network" {
+        return "without `image:`, `network:` is none, loopback, any, or a list of host:port"
+            .to_owned();
+    }
+    format!("a command without a container has no {key} to set; add `image:` or remove `{key}`")
 }

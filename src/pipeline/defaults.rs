@@ -35,6 +35,9 @@ pub struct Defaults {
     /// Command hooks every agent runs, before its own (docs/hooks.md).
     #[serde(default)]
     pub hooks: Option<super::hook_def::Hooks>,
+    /// The `network:` of every task and agent that sets none (default `none`).
+    #[serde(default)]
+    pub network: Option<At<super::network::Network>>,
 }
 
 /// How many versions of one resource the state file keeps when `defaults:` does not say.

@@ -52,6 +52,8 @@
 //! * `check_controls`: their checks (a dollar budget needs a price) and a model's price names.
 //! * `conversation`: `context_window:`, `compact_after_tokens:`, `max_context_bytes:`.
 //! * `model`: resolving an agent's model, endpoint and key variable.
+//! * `network`: `network:`, what a step's commands may connect to.
+//! * `caches`: `caches:`, directories a task keeps across runs or may write in `$HOME`.
 //! * `secrets`: the variables holding the file's secrets (every agent's key, used or not),
 //!   and their values.
 //! * `vars`: `((var))` substitution from `--var` and `--vars-file`.
@@ -66,6 +68,7 @@ pub mod agent_def;
 pub mod approval_policy;
 pub mod artifact;
 pub mod at;
+pub mod caches;
 pub mod check;
 pub mod check_agent;
 pub mod check_container;
@@ -93,6 +96,7 @@ pub mod kind;
 pub mod load;
 pub mod mcp;
 pub mod model;
+pub mod network;
 pub mod outline;
 pub mod raw_step;
 pub mod resolve;

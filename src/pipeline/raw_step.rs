@@ -244,6 +244,10 @@ pub struct RawStep {
     /// allow-list (API-key variables are never there to pass).
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// Directories kept across runs of the step, or writable under `$HOME`
+    /// (`crate::pipeline::caches`).
+    #[serde(default)]
+    pub caches: Vec<At<super::caches::Cache>>,
     /// `false`: the step's commands are not confined to the step directory (a deploy, a
     /// build that reads the project). Default `true`.
     #[serde(default)]
@@ -264,9 +268,10 @@ pub struct RawStep {
     /// such a step fails saying so, and `validate` warns).
     #[serde(default)]
     pub image: Option<At<String>>,
-    /// With `image:`, the container's network (`none`, `host`, `bridge`, a name).
+    /// What the step's commands may connect to (`none`, `loopback`, `any`, a list of
+    /// `host:port`; with `image:`, a container network name too).
     #[serde(default)]
-    pub network: Option<At<String>>,
+    pub network: Option<At<super::network::Network>>,
     /// With `image:`, run the container privileged.
     #[serde(default)]
     pub privileged: Option<At<bool>>,

@@ -394,6 +394,7 @@ fn fill_step(s: &mut RawStep, d: &RawStep) {
     fill_vec(&mut s.inputs, &d.inputs);
     fill_vec(&mut s.outputs, &d.outputs);
     fill_vec(&mut s.pass_env, &d.pass_env);
+    fill_vec(&mut s.caches, &d.caches);
     if matches!(&s.env, super::container::Env::Map(m) if m.is_empty()) {
         s.env = d.env.clone();
     }

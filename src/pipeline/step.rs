@@ -48,6 +48,8 @@ pub struct Step {
     /// Variables of treadle's own environment the step's commands inherit besides the
     /// allow-list (API-key variables are never there to pass).
     pub pass_env: Vec<String>,
+    /// Directories kept across runs of the step, or writable under `$HOME`.
+    pub caches: Vec<At<super::caches::Cache>>,
     /// `false`: the step's commands are not confined to the step directory (a deploy, a
     /// build that reads the project). Default `true`.
     pub confined: Option<bool>,
@@ -62,8 +64,9 @@ pub struct Step {
     /// The container image the step's commands need (treadle has no container runtime:
     /// such a step fails saying so, and `validate` warns).
     pub image: Option<At<String>>,
-    /// With `image:`, the container's network (`none`, `host`, `bridge`, a name).
-    pub network: Option<At<String>>,
+    /// What the step's commands may connect to (`crate::pipeline::network`); unset: the
+    /// agent's, then `defaults:`'s, then `none` for a confined step.
+    pub network: Option<At<super::network::Network>>,
     /// With `image:`, run the container privileged.
     pub privileged: Option<At<bool>>,
     /// With `image:`, the user the container's commands run as.
@@ -116,6 +119,7 @@ impl Step {
             outputs: Vec::new(),
             env: super::container::Env::default(),
             pass_env: Vec::new(),
+            caches: Vec::new(),
             confined: None,
             timeout: None,
             attempts: None,

@@ -294,6 +294,7 @@ impl<'f> Typer<'f> {
             outputs: raw.outputs,
             env: raw.env,
             pass_env: raw.pass_env,
+            caches: raw.caches,
             confined: raw.confined,
             timeout: raw.timeout,
             attempts: raw.attempts,

@@ -50,8 +50,8 @@
 //!   walker one at a time (a Rust workflow, `crate::workflow`);
 //! * `work.rs`: what such a step does (a command or an agent), taken from the typed step;
 //! * `agents.rs`: the agent runner (real sessions, optionally through a model tape);
-//! * `task.rs`: running a command in its process group;
-//! * `denied.rs`: a confined command refused a path outside its reach, explained;
+//! * `task.rs`: running a command in its process group; `caches.rs`: a task's `caches:`
+//!   made ready;
 //! * `output_limit.rs`: the most output one task step may print;
 //! * `artifacts.rs`: step directories and artifacts ([`artifacts::Artifacts`]);
 //! * `start.rs`: opening the step cache for a run, fresh, resumed or replayed;
@@ -73,8 +73,8 @@ pub mod agents;
 pub mod approval;
 mod approval_record;
 pub mod artifacts;
+mod caches;
 mod cell;
-mod denied;
 mod done;
 pub mod event_log;
 pub mod exec;

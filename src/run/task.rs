@@ -101,8 +101,12 @@ pub struct TaskSpec<'a> {
     pub extra_env: &'a [(String, String)],
     /// Variables inherited from treadle's environment besides the allow-list.
     pub pass_env: &'a [String],
-    /// Whether the command is confined to `dir` (see `crate::confine`).
+    /// Whether the command's files are confined to `dir` (see `crate::confine`).
     pub confined: bool,
+    /// What it may connect to (enforced confined or not).
+    pub network: &'a crate::pipeline::network::Network,
+    /// Directories it may write besides `dir` (declared caches).
+    pub caches: &'a [std::path::PathBuf],
 }
 
 fn command(spec: &TaskSpec<'_>) -> (Command, String) {
@@ -158,9 +162,13 @@ pub async fn run_task(
     on_line: &(dyn Fn(&'static str, String) + Sync),
 ) -> Result<TaskResult, TaskError> {
     let (mut cmd, program) = command(spec);
-    if spec.confined {
-        crate::confine::confine(&mut cmd, spec.dir)?;
-    }
+    let policy = crate::confine::Policy {
+        dir: spec.dir,
+        files: spec.confined,
+        network: spec.network,
+        writable: spec.caches,
+    };
+    crate::confine::confine(&mut cmd, &policy)?;
     // Dropped mid-command (the step's future dropped), the keeper is told to stop.
     let mut kept = crate::keeper::Kept(
         cmd.spawn()

@@ -201,6 +201,8 @@ pub async fn serve_with(
         addr: options.addr,
         source,
     })?;
+    // No step this server runs may reach its API, whatever its `network:` grant.
+    crate::confine::network::forbid_port(addr.port());
     let app = Arc::new(App {
         store,
         files: super::folder::Folder::new(options.paths.clone(), files),

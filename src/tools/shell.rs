@@ -67,8 +67,22 @@ async fn run(ws: &Workspace, args: &ShellArgs) -> Result<String, ToolError> {
             "",
         )));
     };
+    // A refusal by the sandbox, explained (the model, like a user, cannot tell it apart).
+    let hint = status
+        .code()
+        .filter(|c| *c != 0 && crate::confine::unavailable().is_none())
+        .and_then(|c| {
+            let said = format!("{}\n{}", ran.stderr, ran.stdout);
+            crate::confine::denied::hint(c, &said, ws.root())
+        })
+        .map(|h| format!("\n{h}"))
+        .unwrap_or_default();
     Ok(truncate(
-        format!("{}{}", describe(status), sections(&ran.stdout, &ran.stderr)),
+        format!(
+            "{}{hint}{}",
+            describe(status),
+            sections(&ran.stdout, &ran.stderr)
+        ),
         MAX_OUTPUT_BYTES,
         "redirect the output to a file and search it",
     ))
@@ -106,10 +120,14 @@ pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ra
         command.env_remove(name);
     }
     command.envs(ws.env().iter().map(|(k, v)| (k, v)));
-    if ws.confined() {
-        crate::confine::confine(&mut command, ws.root())
-            .map_err(|e| ToolError::new(e.to_string()))?;
-    }
+    let network = ws.network();
+    let policy = crate::confine::Policy {
+        dir: ws.root(),
+        files: ws.confined(),
+        network: &network,
+        writable: &[],
+    };
+    crate::confine::confine(&mut command, &policy).map_err(|e| ToolError::new(e.to_string()))?;
 
     let mut kept = crate::keeper::Kept(
         command

@@ -78,6 +78,8 @@ struct Inner {
     pass_env: Vec<String>,
     /// Whether `run_shell` commands are confined to the root (see `crate::confine`).
     confined: bool,
+    /// What they may connect to; `None`: the default for `confined`.
+    network: Option<crate::pipeline::network::Network>,
     /// The hosts `web_fetch` may reach (`allow:` of its grant).
     fence: super::web_fetch::Fence,
 }
@@ -105,6 +107,7 @@ impl Workspace {
                 hidden_env: Vec::new(),
                 pass_env: Vec::new(),
                 confined: true,
+                network: None,
                 fence: super::web_fetch::Fence::default(),
             }),
         })
@@ -150,8 +153,28 @@ impl Workspace {
             hidden_env: shared.hidden_env.clone(),
             pass_env: shared.pass_env.clone(),
             confined: shared.confined,
+            network: shared.network.clone(),
             fence: shared.fence.clone(),
         })
+    }
+
+    /// What `run_shell` commands may connect to (a step's `network:`); `None` keeps the
+    /// default (`none` when confined, `any` when not).
+    #[must_use]
+    pub fn with_network(self, network: Option<crate::pipeline::network::Network>) -> Self {
+        let mut inner = self.into_inner();
+        inner.network = network;
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// What `run_shell` commands may connect to.
+    pub(crate) fn network(&self) -> crate::pipeline::network::Network {
+        self.inner
+            .network
+            .clone()
+            .unwrap_or_else(|| crate::confine::default_network(self.inner.confined))
     }
 
     /// Fences `web_fetch` to these hosts (its grant's `allow:`).

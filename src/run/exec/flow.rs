@@ -141,6 +141,7 @@ pub(crate) async fn guard<'a>(
         ));
     }
     let run = RunSpec::Shell(when.command().to_owned());
+    let network = super::leaf::step_network(ctx, step, None);
     let spec = TaskSpec {
         run: &run,
         dir: &dir,
@@ -148,6 +149,8 @@ pub(crate) async fn guard<'a>(
         extra_env: &[],
         pass_env: &step.pass_env,
         confined: step.confined.unwrap_or(true),
+        network: &network,
+        caches: &[],
     };
     let result = run_task(&spec, None, cancel, &|_, _| {}).await;
     ctx.artifacts.discard(&dir);

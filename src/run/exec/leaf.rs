@@ -44,6 +44,11 @@ pub(crate) async fn task<'a>(
         return Done::fail(FailureKind::Infrastructure, why);
     }
     let extra = task_env(ctx, entry, attempt);
+    let network = step_network(ctx, step, None);
+    let caches = match task_caches(ctx, step, entry, &dir) {
+        Ok(c) => c,
+        Err(why) => return Done::fail(FailureKind::Infrastructure, why),
+    };
     let spec = TaskSpec {
         run,
         dir: &dir,
@@ -51,6 +56,8 @@ pub(crate) async fn task<'a>(
         extra_env: &extra,
         pass_env: &step.pass_env,
         confined: step.confined.unwrap_or(true),
+        network: &network,
+        caches: &caches,
     };
     let (run_id, seq) = (ctx.run, entry.seq);
     let limit = OutputLimit::new(ctx.loaded.pipeline.step_output_limit(), &cancel);
@@ -123,6 +130,54 @@ fn ended_badly(end: &TaskEnd) -> Option<String> {
     }
 }
 
+/// The network a step's commands get: its own `network:`, else its agent's (`agent`),
+/// else `defaults:`'s, else none when confined (any when not).
+pub(crate) fn step_network(
+    ctx: &Ctx<'_>,
+    step: &Step,
+    agent: Option<&crate::pipeline::network::Network>,
+) -> crate::pipeline::network::Network {
+    step.network
+        .as_ref()
+        .map(|n| &n.value)
+        .or(agent)
+        .or(ctx
+            .loaded
+            .pipeline
+            .defaults
+            .as_ref()
+            .and_then(|d| d.network.as_ref())
+            .map(|n| &n.value))
+        .cloned()
+        .unwrap_or_else(|| crate::confine::default_network(step.confined.unwrap_or(true)))
+}
+
+/// The directories a task's `caches:` give its command to write, made ready.
+fn task_caches(
+    ctx: &Ctx<'_>,
+    step: &Step,
+    entry: &Entry,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, String> {
+    if step.caches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let state_dir = ctx.store.path().parent().unwrap_or(Path::new("."));
+    let home = step
+        .env
+        .get("HOME")
+        .cloned()
+        .or_else(|| crate::environ::var("HOME"))
+        .map(PathBuf::from);
+    crate::run::caches::prepare(
+        state_dir,
+        (&ctx.job.name.value, &entry.name),
+        dir,
+        home.as_deref(),
+        &step.caches,
+    )
+}
+
 /// What a task's command finds in its environment besides the step's `env:`.
 fn task_env(ctx: &Ctx<'_>, entry: &Entry, attempt: u32) -> [(String, String); 4] {
     [
@@ -146,7 +201,13 @@ fn task_end(ctx: &Ctx<'_>, step: &Step, result: &TaskResult, confined: bool, dir
         TaskEnd::Exited(_) if asserts_code => Done::ok(),
         TaskEnd::Exited(c) => {
             let confined = confined && crate::confine::unavailable().is_none();
-            match crate::run::denied::hint(c, &result.stderr, dir).filter(|_| confined) {
+            match crate::confine::denied::hint(
+                c,
+                &format!("{}\n{}", result.stderr, result.tail),
+                dir,
+            )
+            .filter(|_| confined)
+            {
                 // Its confinement refused it a path (or a program).
                 Some(hint) => Done::fail(FailureKind::Refused, format!("exit code {c}; {hint}")),
                 None => Done::fail(FailureKind::ExitStatus, format!("exit code {c}")),
