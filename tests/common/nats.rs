@@ -14,6 +14,8 @@ pub struct Nats {
     pub port: u16,
     pub url: String,
     store: tempfile::TempDir,
+    /// Extra arguments (a config file, cluster routes).
+    args: Vec<String>,
 }
 
 fn binary() -> Option<PathBuf> {
@@ -36,6 +38,24 @@ fn free_port() -> u16 {
 impl Nats {
     /// Starts one, or says why `test` skips (`None`).
     pub fn start(test: &str) -> Option<Self> {
+        let mut nats = Self::reserve(test)?;
+        nats.up();
+        Some(nats)
+    }
+
+    /// Starts one reading the nats-server config `conf` (authorization and the like; the
+    /// port, address, store and JetStream come from the command line).
+    pub fn with_config(test: &str, conf: &str) -> Option<Self> {
+        let mut nats = Self::reserve(test)?;
+        let file = nats.store.path().join("nats.conf");
+        std::fs::write(&file, conf).expect("write nats.conf");
+        nats.args = vec!["-c".to_owned(), file.display().to_string()];
+        nats.up();
+        Some(nats)
+    }
+
+    /// A port and store for one, not started yet (`up` starts it).
+    pub fn reserve(test: &str) -> Option<Self> {
         let Some(_) = binary() else {
             assert!(
                 std::env::var("TREADLE_REQUIRE_NATS").as_deref() != Ok("1"),
@@ -45,20 +65,20 @@ impl Nats {
             return None;
         };
         let port = free_port();
-        let mut nats = Self {
+        Some(Self {
             child: None,
             port,
             url: format!("nats://127.0.0.1:{port}"),
             store: tempfile::tempdir().expect("temp dir"),
-        };
-        nats.up();
-        Some(nats)
+            args: Vec::new(),
+        })
     }
 
     /// Starts the server process (again, on the same port and store).
     pub fn up(&mut self) {
         let bin = binary().expect("nats-server");
         let child = Command::new(bin)
+            .args(&self.args)
             .args([
                 "-js",
                 "-a",
@@ -109,19 +129,19 @@ pub struct Worker {
 impl Worker {
     /// `treadle worker --nats URL --slots N` keeping its files in `dir`, with `env`.
     pub fn start(url: &str, slots: usize, dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::start_with(&["--nats", url, "--slots", &slots.to_string()], dir, env)
+    }
+
+    /// `treadle worker ARGS --dir DIR`, with `env`.
+    pub fn start_with(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_treadle"));
-        cmd.args([
-            "worker",
-            "--nats",
-            url,
-            "--slots",
-            &slots.to_string(),
-            "--dir",
-        ])
-        .arg(dir)
-        .current_dir(dir.parent().unwrap_or(dir))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+        cmd.arg("worker")
+            .args(args)
+            .arg("--dir")
+            .arg(dir)
+            .current_dir(dir.parent().unwrap_or(dir))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
         std::fs::create_dir_all(dir).expect("the worker's directory");
         let log = dir.join("worker.log");
         cmd.stderr(std::fs::File::create(&log).expect("the worker's log"));
@@ -152,6 +172,20 @@ impl Worker {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Waits up to `limit` for the worker to exit; its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            if started.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// SIGKILL: the worker dies mid-step without a word (a stopped one too).
