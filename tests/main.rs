@@ -65,6 +65,7 @@ mod logging;
 mod mcp_pipeline;
 mod model_tape;
 mod nats_across;
+mod nats_cluster;
 mod nats_outage;
 mod nats_sessions;
 mod nats_takeover;

@@ -7,6 +7,11 @@
 //!   the ack wait, so every task finishes during the outage; `/api/v1/health` says 503
 //!   meanwhile. When NATS is back the run succeeds and each task started and completed
 //!   exactly once (files outside the workers).
+//! * `a_step_lost_with_the_nats_store_is_queued_again`: a step is queued while no worker
+//!   runs; NATS is killed and comes back with its store wiped (a single node's disk lost:
+//!   the steps stream, its message and the buckets gone). The server notices the step is
+//!   gone, makes the streams again and queues it again from its own copy, saying so; a
+//!   worker started then runs it and the run succeeds: no silent hang.
 
 use crate::common;
 
@@ -95,4 +100,40 @@ async fn steps_that_finish_while_nats_is_away_run_once() {
     let (code, health) = get(&server, "/api/v1/health").await;
     assert_eq!(code, 200, "{health}");
     assert_eq!(health["nats"]["jetstream"], true, "{health}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_lost_with_the_nats_store_is_queued_again() {
+    let Some(mut nats) = Nats::start("a_step_lost_with_the_nats_store_is_queued_again") else {
+        return;
+    };
+    let outside = tempfile::tempdir().expect("temp dir");
+    let counter = outside.path().join("counter");
+    let f = Fixture::new(&format!(
+        "jobs:\n  - name: main\n    plan:\n      - task: t\n        confined: false\n        run: echo t >> {}\n",
+        counter.display()
+    ));
+    let server = Server::start(f.path(), &["treadle.yml", "--nats", &nats.url], &[]);
+    let (code, body) = post(&server, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
+    assert_eq!(code, 201, "{body}");
+    let run = body["id"].as_u64().expect("id");
+    let queued = || async {
+        let (_, health) = get(&server, "/api/v1/health").await;
+        health["nats"]["queued"].as_u64() == Some(1)
+    };
+    let started = std::time::Instant::now();
+    while !queued().await {
+        assert!(started.elapsed() < Duration::from_secs(30), "never queued");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    nats.down();
+    nats.wipe();
+    nats.up();
+    let _worker = Worker::start(&nats.url, 1, &f.path().join("w"), &[]);
+    let done = wait_status(&server, run, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(lines(&counter), ["t"]);
+    let out = server.stop();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("was lost by NATS"), "{said}");
 }

@@ -116,10 +116,6 @@ impl Queued<'_> {
                 self.run,
                 self.step
             );
-            if let Err(e) = self.bus.ensure().await {
-                tracing::error!("making the streams again: {e}");
-                continue;
-            }
             seq = self
                 .publish(&format!("{}.requeued.{requeued}", self.key))
                 .await;
@@ -152,10 +148,14 @@ impl Queued<'_> {
                 matches!(e.kind(), S::JetStream(j) if j.error_code() == ErrorCode::STREAM_NOT_FOUND)
             }
         };
-        if !gone || self.taken().await {
+        if !gone {
             return false;
         }
-        let stored = retrying("reading a step's result", || self.bus.done.get(self.key)).await;
-        stored.is_none()
+        // The buckets may have been lost with the stream: made again before they are read.
+        if let Err(e) = self.bus.ensure().await {
+            tracing::warn!("making the streams and buckets again: {e}");
+            return false;
+        }
+        !self.taken().await && matches!(self.bus.done.get(self.key).await, Ok(None))
     }
 }

@@ -242,3 +242,88 @@ pub async fn calling(tool: &'static str, done: &'static str) -> treadle_scripted
     .await
     .expect("scripted server")
 }
+
+/// Three `nats-server -js` processes on loopback joined by cluster routes (a JetStream
+/// cluster of 3); each stops when dropped.
+pub struct Cluster {
+    pub nodes: Vec<Nats>,
+    /// The client URLs of the three, comma-separated.
+    pub url: String,
+}
+
+impl Cluster {
+    /// Starts the three and waits until JetStream answers, or says why `test` skips.
+    pub fn start(test: &str) -> Option<Self> {
+        let mut nodes: Vec<Nats> = Vec::new();
+        for _ in 0..3 {
+            nodes.push(Nats::reserve(test)?);
+        }
+        let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let all = routes
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        for (i, node) in nodes.iter_mut().enumerate() {
+            node.args = [
+                "--server_name",
+                &format!("n{i}"),
+                "--cluster_name",
+                "treadle",
+                "--cluster",
+                &format!("nats://127.0.0.1:{}", routes[i]),
+                "--routes",
+                &all,
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        }
+        for node in &mut nodes {
+            node.up();
+        }
+        let url = nodes
+            .iter()
+            .map(|n| n.url.clone())
+            .collect::<Vec<_>>()
+            .join(",");
+        Some(Self { nodes, url })
+    }
+
+    /// Waits until the first node says the cluster has its three members (what a process
+    /// connecting sees in `connect_urls`).
+    pub async fn formed(&self) {
+        let started = Instant::now();
+        loop {
+            if let Ok(c) = async_nats::connect(&self.nodes[0].url).await
+                && c.server_info().connect_urls.len() >= 3
+            {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the cluster never formed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The node whose server is named `name` (`n0`, `n1`, `n2`).
+    pub fn named(&mut self, name: &str) -> &mut Nats {
+        let i: usize = name.trim_start_matches('n').parse().expect("a node name");
+        &mut self.nodes[i]
+    }
+}
+
+impl Nats {
+    /// Empties the store (a node whose disk was lost); only while it is down.
+    pub fn wipe(&mut self) {
+        assert!(self.child.is_none(), "wipe a stopped node");
+        for entry in std::fs::read_dir(self.store.path()).expect("the store") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                std::fs::remove_dir_all(&path).expect("wipe");
+            }
+        }
+    }
+}
