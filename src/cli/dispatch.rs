@@ -126,6 +126,13 @@ pub async fn dispatch(cli: Cli) -> u8 {
             user_tokens,
             approver_header,
         } => {
+            let nats = match nats.config() {
+                Ok(n) => n,
+                Err(e) => {
+                    crate::console::tell!("treadle serve: {e}");
+                    return EXIT_CONFIG;
+                }
+            };
             let options = crate::server::ServeOptions {
                 paths,
                 addr,
@@ -146,7 +153,12 @@ pub async fn dispatch(cli: Cli) -> u8 {
             };
             serve::serve(options).await
         }
-        Command::Worker { nats, slots, dir } => worker::worker(nats, slots, dir).await,
+        Command::Worker {
+            nats,
+            slots,
+            dir,
+            drain_timeout,
+        } => worker::worker(nats, slots, dir, drain_timeout).await,
         Command::Reject(a) => answer(a, Answer::Reject).await,
         Command::Watch {
             file,

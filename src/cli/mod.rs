@@ -13,6 +13,7 @@ mod init;
 mod inspect;
 mod jobs;
 mod keys;
+pub mod nats_args;
 mod plan;
 mod preflight;
 mod questions;
@@ -261,10 +262,8 @@ pub enum Command {
         /// How often the trigger resources of the served files are checked.
         #[arg(long, default_value = "1m", value_parser = parse_interval)]
         interval: std::time::Duration,
-        /// Run task and agent steps on `treadle worker` processes through this NATS server
-        /// (JetStream on), e.g. nats://127.0.0.1:4222 (see docs/scale-out.md).
-        #[arg(long, value_name = "URL")]
-        nats: Option<String>,
+        #[command(flatten)]
+        nats: nats_args::NatsArgs,
         /// A name this server answers to besides localhost and IP addresses (repeatable):
         /// requests whose Host is any other name are refused (421), against DNS rebinding.
         #[arg(long = "allowed-host", value_name = "NAME")]
@@ -292,12 +291,15 @@ pub enum Command {
     },
     /// Run steps that `treadle serve --nats` queues (see docs/scale-out.md).
     Worker {
-        /// The NATS server (JetStream on), e.g. nats://127.0.0.1:4222.
-        #[arg(long, value_name = "URL")]
-        nats: String,
+        #[command(flatten)]
+        nats: nats_args::NatsArgs,
         /// Steps run at once.
         #[arg(long, default_value_t = 4)]
         slots: usize,
+        /// How long running steps may take to finish after SIGTERM before they are handed
+        /// back to other workers.
+        #[arg(long, default_value = "10m", value_parser = parse_interval)]
+        drain_timeout: std::time::Duration,
         /// Where the worker keeps its state file and step directories.
         #[arg(long, default_value = ".treadle-worker")]
         dir: PathBuf,

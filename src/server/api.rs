@@ -46,8 +46,23 @@ pub async fn load(
     .map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
-pub(super) async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "ok": true, "version": env!("CARGO_PKG_VERSION") }))
+/// `GET /api/v1/health`: ok, or (503) not, with the NATS connection and JetStream's state
+/// under `--nats` (steps cannot run without them).
+pub(super) async fn health(
+    State(app): State<Arc<App>>,
+) -> (axum::http::StatusCode, Json<serde_json::Value>) {
+    let mut body = serde_json::json!({ "ok": true, "version": env!("CARGO_PKG_VERSION") });
+    if let Some(d) = &app.dispatcher {
+        let nats = crate::dist::health::check(d.bus()).await;
+        body["ok"] = nats.ok().into();
+        body["nats"] = serde_json::to_value(&nats).unwrap_or_default();
+        body["nats"]["workers"] = serde_json::to_value(d.workers()).unwrap_or_default();
+    }
+    let code = match body["ok"].as_bool() {
+        Some(true) => axum::http::StatusCode::OK,
+        _ => axum::http::StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (code, Json(body))
 }
 
 pub(super) async fn pipelines(

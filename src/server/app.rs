@@ -26,7 +26,7 @@ pub struct ServeOptions {
     /// How often the files' trigger resources are checked.
     pub interval: std::time::Duration,
     /// The NATS server whose workers run the steps (`--nats`); `None`: they run here.
-    pub nats: Option<String>,
+    pub nats: Option<crate::dist::connect::NatsConfig>,
     /// Names besides `localhost` and IP literals the server answers to (`--allowed-host`).
     pub allowed_hosts: Vec<super::hosts::HostName>,
     /// Leave the runs a stopped process left running as they are (`--no-adopt`): they
@@ -188,7 +188,7 @@ pub async fn serve_with(
     };
     let store = crate::run::open_store(state.clone()).await?;
     let dispatcher = match &options.nats {
-        Some(url) => Some(crate::dist::Dispatcher::connect(url, &state).await?),
+        Some(nats) => Some(crate::dist::Dispatcher::connect(nats, &state).await?),
         None => None,
     };
     let listener = tokio::net::TcpListener::bind(options.addr)
