@@ -64,7 +64,19 @@ pub(super) fn recorded(file: &Path, state: Option<PathBuf>) -> Result<PathBuf, u
     Err(EXIT_CONFIG)
 }
 
-pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
+/// Whether a run of the pipeline file `recorded` (as the run recorded it) is one of
+/// `only`'s (every run is, without `only`). The state file is the directory's, so a name
+/// names one file: runs recorded as `review.yml` and `./review.yml` are the same file's.
+pub(super) fn is_of(only: Option<&Path>, recorded: &str) -> bool {
+    only.is_none_or(|file| Path::new(recorded).file_name() == file.file_name())
+}
+
+pub(super) fn runs(
+    file: &Path,
+    steps: Option<u64>,
+    state: Option<PathBuf>,
+    only: Option<&Path>,
+) -> u8 {
     let path = match recorded(file, state) {
         Ok(p) => p,
         Err(code) => return code,
@@ -72,7 +84,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
     let shown = match Store::open(&path) {
         // This process holds the state file's lock: a run marked running has no process.
         Ok(store) => show_runs(
-            steps,
+            (steps, only),
             &|_| true,
             &|id| crate::cache::records::forked_from(&store.database(), id),
             || store.runs(),
@@ -86,7 +98,7 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
             // Without the lock, whether a run marked running has a process is not known:
             // it is shown as recorded.
             Ok(view) => show_runs(
-                steps,
+                (steps, only),
                 &|_| false,
                 &|_| None,
                 || view.runs(),
@@ -138,7 +150,7 @@ pub(super) fn show(file: &Path, run: u64, json: bool, state: Option<PathBuf>) ->
 
 /// Prints the runs, or one run's steps, read by the given functions.
 fn show_runs(
-    steps: Option<u64>,
+    (steps, only): (Option<u64>, Option<&Path>),
     stopped: &dyn Fn(u64) -> bool,
     forked: &dyn Fn(u64) -> Option<(u64, String)>,
     runs: impl FnOnce() -> Result<Vec<RunRecord>, StateError>,
@@ -146,7 +158,13 @@ fn show_runs(
     steps_of: impl FnOnce(u64) -> Result<Vec<StepRecord>, StateError>,
 ) -> Result<(), StateError> {
     match steps {
-        None => runs().map(|list| print_runs(&list, stopped, forked)),
+        None => runs().map(|list| {
+            let list: Vec<RunRecord> = list
+                .into_iter()
+                .filter(|r| is_of(only, &r.pipeline))
+                .collect();
+            print_runs(&list, stopped, forked, only.is_none());
+        }),
         Some(id) => run(id)
             .and_then(|_| steps_of(id))
             .map(|list| print_steps(&list)),
@@ -176,22 +194,30 @@ pub(crate) const INTERRUPTED: &str = "interrupted — resumable";
 /// The runs table of `treadle runs` (also printed from a server's answer); `stopped`: a
 /// running run's process is gone.
 /// `forked`: the run and point a run was forked from, if it was (its last column says so).
+/// `with_file`: a column says each run's pipeline file (the runs of several files).
 pub(super) fn print_runs(
     runs: &[RunRecord],
     stopped: &dyn Fn(u64) -> bool,
     forked: &dyn Fn(u64) -> Option<(u64, String)>,
+    with_file: bool,
 ) {
+    let file = |name: &str| match with_file {
+        true => format!("{name:<20} "),
+        false => String::new(),
+    };
     say!(
-        "{:>5}  {:<10} {:<16} {:>9}  error",
+        "{:>5}  {}{:<10} {:<16} {:>9}  error",
         "run",
+        file("file"),
         "status",
         "job",
         "duration"
     );
     for r in runs {
         say!(
-            "{:>5}  {:<10} {:<16} {:>9}  {}",
+            "{:>5}  {}{:<10} {:<16} {:>9}  {}",
             r.id,
+            file(&r.pipeline),
             shown_status(r, stopped),
             r.job,
             ms(r.duration_ms),

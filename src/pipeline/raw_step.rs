@@ -56,7 +56,7 @@ pub struct RawStep {
     #[serde(default)]
     pub race: Option<Race<RawStep>>,
     /// Several agents answer in one vocabulary; a rule decides, and the block routes on
-    /// the decision (see docs/agents.md).
+    /// the decision (see `treadle docs agents`).
     #[serde(default)]
     pub ensemble: Option<At<super::ensemble::Ensemble<RawStep>>>,
     /// Reads a file of the step's inputs into the var of this name, for `((name))` in the

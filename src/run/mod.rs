@@ -58,6 +58,8 @@
 //! * `step_sessions.rs`: the session each agent step is on, kept for a resume;
 //! * `state.rs`: the redb state file;
 //! * `state_records.rs`: what it records of a run and its steps, and their statuses;
+//! * `spent.rs`: what agent steps spent (tokens, cost, replayed from the cache), read
+//!   from their usage records, and two records added;
 //! * `state_view.rs`: a state file opened to read only (`treadle runs` on a read-only
 //!   `.treadle`);
 //! * `state_lock.rs`: one process per state file, and who holds it;
@@ -85,6 +87,7 @@ pub mod open_run;
 pub(crate) mod output_limit;
 pub mod ports;
 mod run_state;
+pub mod spent;
 pub mod start;
 pub mod state;
 pub mod state_lock;
@@ -368,6 +371,9 @@ async fn go_on(
         Arc::new(Transcript::new(options.style, redactor(loaded)).with_journal(journal));
     let names = (job_name.as_str(), pipeline_name.as_str());
     start::announce(&transcript, run_id, adopted, journal_was_empty, names);
+    if let (false, Some(text)) = (adopted, cache.resumes()) {
+        transcript.emit(&transcript::Event::Notice { run: run_id, text });
+    }
     let started = Instant::now();
     let ctx = exec::Ctx {
         loaded,
