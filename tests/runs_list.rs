@@ -37,3 +37,37 @@ fn runs_of_a_file_lists_only_its_runs_and_all_says_which_file() {
         "{all}"
     );
 }
+
+#[test]
+fn runs_works_while_a_watcher_holds_the_state_file() {
+    use common::watch::{Watcher, init_repo, lines, pipeline, wait_for};
+    let counts = tempfile::tempdir().expect("dir");
+    let f = Fixture::new(&pipeline(counts.path()));
+    init_repo(&f.path().join("repo"), "v1");
+    let w = Watcher::start(
+        &f,
+        &["treadle.yml", "--interval", "200ms"],
+        &[],
+        "watch.log",
+    );
+    let deployed = counts.path().join("deployed");
+    wait_for(
+        "v1 deployed",
+        std::time::Duration::from_secs(60),
+        &w.log,
+        || lines(&deployed) == ["v1"],
+    );
+    // The watcher holds the state file; `runs` reads what it wrote beside it.
+    let mut last = String::new();
+    common::server::eventually("both builds listed as succeeded", || {
+        let runs = f.treadle(&["runs"]);
+        last = format!("{}{}", runs.stdout(), runs.stderr());
+        runs.code() == 0 && runs.stdout().matches("succeeded").count() == 2
+    });
+    assert!(last.contains("as the watcher wrote them"), "{last}");
+    let steps = f.treadle(&["runs", "--steps", "1"]);
+    steps.expect_code(0);
+    assert!(steps.stdout().contains("compile"), "{}", steps.stdout());
+    f.treadle(&["runs", "--cost"]).expect_code(0);
+    drop(w);
+}

@@ -42,7 +42,20 @@ pub(super) fn runs(
         Ok(p) => p,
         Err(code) => return code,
     };
-    let shown = Store::open(&path).and_then(|store| match steps {
+    let store = match Store::open(&path) {
+        // A watcher holds it: what it last wrote beside it.
+        Err(e @ crate::run::StateError::Held(_)) => {
+            return match super::inspect::from_watcher(&path, &e) {
+                Some(snap) => from_snapshot(&snap, steps, only),
+                None => {
+                    crate::console::tell!("{e}");
+                    EXIT_CONFIG
+                }
+            };
+        }
+        other => other,
+    };
+    let shown = store.and_then(|store| match steps {
         None => {
             let mut all = Vec::new();
             for r in store.runs()? {
@@ -66,6 +79,36 @@ pub(super) fn runs(
             crate::console::tell!("{e}");
             EXIT_CONFIG
         }
+    }
+}
+
+/// `treadle runs --cost` from a watcher's snapshot.
+fn from_snapshot(
+    snap: &crate::watch::control::RunsSnapshot,
+    steps: Option<u64>,
+    only: Option<&Path>,
+) -> u8 {
+    match steps {
+        None => {
+            let all: Vec<_> = snap
+                .runs
+                .iter()
+                .filter(|(r, _)| super::inspect::is_of(only, &r.pipeline))
+                .cloned()
+                .collect();
+            print_runs(&all, only.is_none());
+            0
+        }
+        Some(run) => match super::inspect::snapshot_run(snap, run) {
+            Ok((_, list)) => {
+                print_steps(&list);
+                0
+            }
+            Err(e) => {
+                crate::console::tell!("{e}");
+                EXIT_CONFIG
+            }
+        },
     }
 }
 

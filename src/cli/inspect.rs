@@ -12,6 +12,7 @@ use crate::pipeline::outline::Outline;
 use crate::run::state::{RunRecord, StateError, StepRecord, Store};
 use crate::run::state_lock::LockError;
 use crate::run::state_view::StateView;
+use crate::run::waiting::Waiting;
 
 pub(super) fn validate(file: &Path) -> u8 {
     match super::load_or_exit(file, None, true) {
@@ -82,24 +83,37 @@ pub(super) fn runs(
         Err(code) => return code,
     };
     let shown = match Store::open(&path) {
-        // This process holds the state file's lock: a run marked running has no process.
+        // This process holds the state file's lock: a run marked running has no process,
+        // so it waits on nobody either.
         Ok(store) => show_runs(
             (steps, only),
-            &|_| true,
+            (&|_| true, &|_| None),
             &|id| crate::cache::records::forked_from(&store.database(), id),
             || store.runs(),
             |r| store.run(r),
             |r| store.steps(r),
         ),
+        // A watcher holds it: what it last wrote beside it (`watch/runs.json`).
+        Err(e @ StateError::Held(LockError::Held { .. })) => match from_watcher(&path, &e) {
+            Some(snap) => show_runs(
+                (steps, only),
+                (&|_| false, &|_| None),
+                &|_| None,
+                || Ok(snap.runs.iter().map(|(r, _)| r.clone()).collect()),
+                |id| snapshot_run(&snap, id).map(|(r, _)| r),
+                |id| snapshot_run(&snap, id).map(|(_, s)| s),
+            ),
+            None => Err(e),
+        },
         // Not writable (a read-only `.treadle`): read it without its lock. A file that
         // another process holds is not read this way (redb refuses), so that error stands.
-        Err(e @ (StateError::Held(LockError::Held { .. }) | StateError::Busy(_))) => Err(e),
+        Err(e @ StateError::Busy(_)) => Err(e),
         Err(e) => match StateView::open(&path) {
             // Without the lock, whether a run marked running has a process is not known:
             // it is shown as recorded.
             Ok(view) => show_runs(
                 (steps, only),
-                &|_| false,
+                (&|_| false, &|_| None),
                 &|_| None,
                 || view.runs(),
                 |r| view.run(r),
@@ -115,6 +129,33 @@ pub(super) fn runs(
             EXIT_CONFIG
         }
     }
+}
+
+/// The runs the watcher holding the state file at `path` (`held` says so) last wrote beside
+/// it, said to be that; `None` when no watcher wrote any (another kind of process holds it).
+pub(super) fn from_watcher(
+    path: &Path,
+    held: &StateError,
+) -> Option<crate::watch::control::RunsSnapshot> {
+    let snap = crate::watch::control::read_runs(&crate::pipeline::dir_of(path)).ok()?;
+    let age = crate::clock::now_ms().saturating_sub(snap.written_ms);
+    crate::console::tell!(
+        "treadle: {held}; its runs as the watcher wrote them {} ago:",
+        format_duration(Duration::from_millis(age))
+    );
+    Some(snap)
+}
+
+/// Run `id` of a watcher's snapshot, with its steps.
+pub(super) fn snapshot_run(
+    snap: &crate::watch::control::RunsSnapshot,
+    id: u64,
+) -> Result<(RunRecord, Vec<StepRecord>), StateError> {
+    snap.runs
+        .iter()
+        .find(|(r, _)| r.id == id)
+        .cloned()
+        .ok_or(StateError::NoRun(id))
 }
 
 /// `treadle runs --show RUN`: the run's journaled events, rendered as the live transcript
@@ -151,7 +192,7 @@ pub(super) fn show(file: &Path, run: u64, json: bool, state: Option<PathBuf>) ->
 /// Prints the runs, or one run's steps, read by the given functions.
 fn show_runs(
     (steps, only): (Option<u64>, Option<&Path>),
-    stopped: &dyn Fn(u64) -> bool,
+    (stopped, waiting): (&dyn Fn(u64) -> bool, &dyn Fn(u64) -> Option<Waiting>),
     forked: &dyn Fn(u64) -> Option<(u64, String)>,
     runs: impl FnOnce() -> Result<Vec<RunRecord>, StateError>,
     run: impl FnOnce(u64) -> Result<RunRecord, StateError>,
@@ -163,7 +204,7 @@ fn show_runs(
                 .into_iter()
                 .filter(|r| is_of(only, &r.pipeline))
                 .collect();
-            print_runs(&list, stopped, forked, only.is_none());
+            print_runs(&list, (stopped, waiting), forked, only.is_none());
         }),
         Some(id) => run(id)
             .and_then(|_| steps_of(id))
@@ -197,10 +238,11 @@ pub(crate) const INTERRUPTED: &str = "interrupted — resumable";
 /// `with_file`: a column says each run's pipeline file (the runs of several files).
 pub(super) fn print_runs(
     runs: &[RunRecord],
-    stopped: &dyn Fn(u64) -> bool,
+    (stopped, waiting): (&dyn Fn(u64) -> bool, &dyn Fn(u64) -> Option<Waiting>),
     forked: &dyn Fn(u64) -> Option<(u64, String)>,
     with_file: bool,
 ) {
+    let now = crate::clock::now_ms();
     let file = |name: &str| match with_file {
         true => format!("{name:<20} "),
         false => String::new(),
@@ -214,14 +256,27 @@ pub(super) fn print_runs(
         "duration"
     );
     for r in runs {
+        // A run parked on a person says so, with its deadline, rather than "running".
+        let parked = waiting(r.id).filter(|_| r.status == crate::run::RunStatus::Running);
+        let status = parked
+            .as_ref()
+            .map_or(shown_status(r, stopped), Waiting::status);
+        let mut notes = notes(r, forked);
+        if let Some(w) = &parked {
+            notes = [w.detail(now), notes]
+                .into_iter()
+                .filter(|n| !n.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
+        }
         say!(
             "{:>5}  {}{:<10} {:<16} {:>9}  {}",
             r.id,
             file(&r.pipeline),
-            shown_status(r, stopped),
+            status,
             r.job,
             ms(r.duration_ms),
-            notes(r, forked)
+            notes
         );
     }
 }

@@ -248,7 +248,8 @@ pub(super) async fn runs(
                 let from = run.forked_from.as_ref()?;
                 Some((from.run, from.at.clone()))
             };
-            super::inspect::print_runs(&records, &stopped, &forked, only.is_none());
+            let waiting = |id: u64| runs.iter().find(|r| r.id == id)?.waiting.clone();
+            super::inspect::print_runs(&records, (&stopped, &waiting), &forked, only.is_none());
         }),
         (None, true) => all_runs(&client, true).await.map(of_file).map(|runs| {
             let all: Vec<_> = runs.iter().map(|r| (r.record(), steps_of(r))).collect();

@@ -67,6 +67,8 @@
 //!   followers;
 //! * `transcript.rs`: what is printed;
 //! * `terminal.rs`: control characters in printed text shown, not sent;
+//! * `waiting.rs`: what a running run waits on (a person's approval or answer, its
+//!   deadline), as `treadle runs`, the API and the page show it;
 //! * `ports.rs`: the interfaces to the agent step and to asserts, and where an agent
 //!   step's questions go.
 
@@ -98,6 +100,7 @@ pub mod task;
 pub mod terminal;
 pub mod transcript;
 mod upstream;
+pub mod waiting;
 mod work;
 
 use std::path::{Path, PathBuf};

@@ -70,6 +70,9 @@ pub struct RunView {
     /// The run this one was forked from and where (`treadle run --fork`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// What it waits on, while running: a person's approval or answer, and its deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::run::waiting::Waiting>,
     /// Marked running, but no process runs it (the one that did stopped, and this server
     /// did not adopt it, `--no-adopt`): interrupted, resumable with `treadle run --resume`.
     #[serde(default)]
@@ -159,6 +162,7 @@ impl RunView {
             failure: run.failure,
             steps: None,
             forked_from: None,
+            waiting: None,
             interrupted: false,
         }
     }

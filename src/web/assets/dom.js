@@ -94,3 +94,15 @@ export function ago(ms) {
 export function badge(status) {
   return h("span", { class: `badge st-${status}` }, status);
 }
+
+/** A running run parked on a person (the API's `waiting`): its status. */
+export function waitingBadge(w) {
+  return h("span", { class: "badge st-waiting" }, w.kind === "answer" ? "waiting for an answer" : "waiting for approval");
+}
+
+/** What it waits for and until when: "gate: 14 m 5 s left, then reject". */
+export function waitingText(w, now = Date.now()) {
+  if (w.deadline_ms === null || w.deadline_ms === undefined) return `${w.step}: no deadline`;
+  const then = w.on_timeout ? `, then ${w.on_timeout}` : "";
+  return `${w.step}: ${duration(Math.max(0, w.deadline_ms - now))} left${then}`;
+}
