@@ -267,8 +267,11 @@ async fn post_tool_use_gets_the_result_and_cannot_change_the_outcome() {
     assert_eq!(env["tool_response"], "wrote a.rs");
     assert_eq!(
         seen.lock().unwrap()[0].effect,
-        HookEffect::Denied("too late".into())
+        HookEffect::Objected("too late".into())
     );
+    // It cannot block, so it is never said to have.
+    let said = seen.lock().unwrap()[0].effect.to_string();
+    assert!(!said.starts_with("blocked"), "{said}");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@
 //!   directories readable; nothing else.
 //! * Environment: treadle's allow-list ([`crate::environ::command_env`], which never holds
 //!   a key), `TREADLE_PROJECT_DIR` / `CLAUDE_PROJECT_DIR` (the project) and
-//!   `TREADLE_STEP_DIR`.
+//!   `TREADLE_STEP_DIR`, absolute paths as in Claude Code.
 //! * Working directory: the project, so `./hooks/check.sh` means what it does in Claude Code.
 //! * Transcript: each run is one notice (`hook NAME: what came of it`), then its stdout and
 //!   stderr lines.
@@ -94,9 +94,12 @@ impl StepHooks {
         if self.specs.is_empty() {
             return Vec::new();
         }
+        // Absolute, as Claude Code gives them: a hook that changes directory still finds
+        // the project and its step (a relative `.` would then name somewhere else).
+        let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
         let launcher: Arc<dyn Launcher> = Arc::new(Confined {
-            dir: dir.to_path_buf(),
-            project: self.project.clone(),
+            dir: absolute(dir),
+            project: absolute(&self.project),
         });
         let reporter: Reporter = Arc::new(move |report| {
             for event in transcript_lines(&report) {

@@ -123,10 +123,12 @@ pub(super) async fn runs(
 ) -> Result<Json<Vec<RunView>>, ApiError> {
     let list = blocking(&app, move |store| {
         let triggers = triggers::all(&store.database())?;
+        let approvals = store.approvals()?;
         let mut out = Vec::new();
         for r in store.runs()?.into_iter().rev() {
             let mut view = RunView::of(&r, &store.steps(r.id)?, trigger(&triggers, r.id));
             view.forked_from = forked_from(&store.database(), r.id);
+            view.waiting = waiting(&approvals, &r);
             if q.pipeline.as_ref().is_none_or(|p| *p == view.pipeline) {
                 out.push(view);
             }
@@ -146,6 +148,16 @@ fn stood(app: &App, mut view: RunView) -> RunView {
     view.interrupted =
         view.status == crate::run::RunStatus::Running && app.live_run(view.id).is_none();
     view
+}
+
+/// What a running run waits on (a person's approval or answer), from the approvals.
+fn waiting(
+    approvals: &[crate::run::state::ApprovalRecord],
+    run: &crate::run::state::RunRecord,
+) -> Option<crate::run::waiting::Waiting> {
+    (run.status == crate::run::RunStatus::Running)
+        .then(|| crate::run::waiting::Waiting::of_run(approvals, run.id))
+        .flatten()
 }
 
 /// Who started run `id`: what the server recorded, else `cli` (a run of `treadle run`
@@ -175,6 +187,7 @@ pub(super) async fn run(
         let mut view = RunView::of(&record, &steps, trigger(&triggers, id));
         view.steps = Some(tree(&steps));
         view.forked_from = forked_from(&store.database(), id);
+        view.waiting = waiting(&store.approvals()?, &record);
         Ok(view)
     })
     .await?;

@@ -396,7 +396,7 @@ impl Turn {
 
         let header = ctx.turn_header(self.coords, Some(step));
         let on_delta = |kind, index, text: &str| {
-            ctx.emit(header.clone(), || EventKind::TokenDelta {
+            ctx.emit_now(&header, || EventKind::TokenDelta {
                 kind,
                 index,
                 text: text.to_owned(),
