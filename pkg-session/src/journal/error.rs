@@ -151,7 +151,8 @@ pub enum AppendError {
     },
 }
 
-/// Why [`super::Journal::import`] failed. Nothing was written on [`ImportError::Live`].
+/// Why [`super::Journal::import`] failed. Nothing was written, except perhaps on
+/// [`ImportError::Append`] (see [`AppendError`]).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ImportError {
@@ -168,6 +169,23 @@ pub enum ImportError {
     /// The journal could not append the group.
     #[error(transparent)]
     Append(#[from] AppendError),
+    /// An event of the group breaks a rule of its session's journal (read with what the
+    /// journal holds of that session already). Nothing was written.
+    #[error(
+        "event {index} of the import (session {session}) is refused: {error}; nothing was written"
+    )]
+    Invalid {
+        /// The position of the event in the group.
+        index: usize,
+        /// Its session.
+        session: treadle_event::SessionId,
+        /// The rule it breaks.
+        #[source]
+        error: super::shape::ShapeError,
+    },
+    /// What the journal holds of a session could not be read to check the group against.
+    #[error("cannot read the journal to check the import")]
+    Read(#[source] std::sync::Arc<ReadError>),
 }
 
 /// Why the journal's write-ahead log (`<journal>.wal`) failed.
