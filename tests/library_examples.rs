@@ -230,7 +230,9 @@ async fn build_user_crate() -> (tempfile::TempDir, PathBuf, Vec<Program>) {
     let mut programs = examples();
     programs.extend(docs.iter().cloned());
     write_workspace(dir.path(), &programs);
-    let out = cargo_build(dir.path(), &["--workspace", "--bins", "--quiet"]).await;
+    // --keep-going: every block that fails is reported, not only the first.
+    let args = ["--workspace", "--bins", "--keep-going", "--quiet"];
+    let out = cargo_build(dir.path(), &args).await;
     let origins: Vec<String> = programs
         .iter()
         .map(|p| format!("{} = {}", p.bin, p.origin))

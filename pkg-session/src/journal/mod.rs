@@ -92,12 +92,23 @@ use writer::{Counters, Encoded, Request, Writer};
 /// (atomically) if needed. Its owner keeps tables of its own in it and opens the journal
 /// inside it with [`Journal::open_in`].
 ///
-/// Only with the `shared-database` feature (the `treadle` CLI's state file uses it):
-/// without it no redb type is part of this crate's API, and nothing outside the journal
-/// opens its file, so nothing can write its tables but the session's loop (rule 1).
-#[cfg(feature = "shared-database")]
+/// Only with the `internal-shared-database` feature, for the `treadle` crate's state file;
+/// hidden from the docs and not part of the stable API (cargo turns the feature on for
+/// every crate built beside `treadle`): without it no redb type is part of this crate's
+/// API, and nothing outside the journal opens its file, so nothing can write its tables
+/// but the session's loop (rule 1).
+#[cfg(feature = "internal-shared-database")]
+#[doc(hidden)]
 pub fn open_database(path: impl AsRef<Path>) -> Result<redb::Database, JournalOpenError> {
-    file::open_database(path.as_ref())
+    let path = path.as_ref();
+    let key = registry::key(path);
+    let registry = Registry::lock();
+    if registry.find(&key).is_some() || registry.closing(&key) {
+        return Err(JournalOpenError::OpenInThisProcess {
+            path: path.to_path_buf(),
+        });
+    }
+    file::open_database(path)
 }
 
 /// How a [`Journal`] writes.
@@ -249,7 +260,8 @@ impl Journal {
             registry.insert(key, &journal.view.inner);
             return Ok(journal);
         }
-        Err(JournalOpenError::AlreadyOpen {
+        // Still closing after 10 s: a handle of this process keeps it.
+        Err(JournalOpenError::OpenInThisProcess {
             path: path.to_path_buf(),
         })
     }
@@ -266,7 +278,8 @@ impl Journal {
 
     /// Opens the journal inside a redb file its caller owns and keeps its own tables in
     /// (the pipeline's state store does), opened with [`open_database`]. Only with the
-    /// `shared-database` feature, which puts redb's `Database` in this crate's API and
+    /// `internal-shared-database` feature (hidden, unstable, for the `treadle` crate), which
+    /// puts redb's `Database` in this crate's API and
     /// lets its holder reach the journal's tables: for an embedder that must keep its own
     /// state in the same file. The journal adds
     /// its tables (`events.v1`, `event_ids.v1`, `session_seqs.v1`, which the owner must
@@ -276,7 +289,8 @@ impl Journal {
     ///
     /// The file is then open in this process: [`Journal::open`] of the same path returns
     /// this journal while a handle of it lives.
-    #[cfg(feature = "shared-database")]
+    #[cfg(feature = "internal-shared-database")]
+    #[doc(hidden)]
     pub fn open_in(
         path: impl AsRef<Path>,
         db: Arc<Database>,
@@ -286,7 +300,7 @@ impl Journal {
         let key = registry::key(path);
         let mut registry = Registry::lock();
         if registry.find(&key).is_some() {
-            return Err(JournalOpenError::AlreadyOpen {
+            return Err(JournalOpenError::OpenInThisProcess {
                 path: path.to_path_buf(),
             });
         }
