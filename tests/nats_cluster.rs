@@ -3,7 +3,8 @@
 //! scripted model:
 //!
 //! * `a_cluster_loses_a_node_then_all_and_every_step_runs_once`: the streams and buckets
-//!   are made with 3 replicas (the cluster's size, detected). A run of 30 tasks and 5
+//!   are made with 3 replicas (the cluster's size, detected). A run of 30 tasks (6 of them
+//!   the cells of an `across:` step, which run on the workers with their values) and 5
 //!   agent steps whose model calls an effectful tool: the node leading the steps stream is
 //!   SIGKILLed mid-run and the run finishes while it is still down. Its store is then
 //!   wiped (its disk lost) before it comes back: a second run finishes (the replicas fill
@@ -22,21 +23,29 @@ use common::nats::{Cluster, Worker, lines, wait_status};
 use common::server::{Server, post};
 use serde_json::json;
 
-/// 30 tasks and 5 agent steps at once, each task noting its start and its end (a second
-/// later) in `started`/`ended`, each agent's tool its effect in `effects`; `tag` makes each
-/// run's lines its own.
+/// 24 tasks, an `across:` step of 6 cells and 5 agent steps at once, each task and cell
+/// noting its start and its end (a second later) in `started`/`ended` (a cell also its
+/// worker's pid in `cells` beside them), each agent's tool its effect in `effects`; `tag`
+/// makes each run's lines its own.
 fn wide(tag: &str, started: &Path, ended: &Path, effects: &Path) -> String {
     let mut steps = String::new();
-    for i in 1..=30 {
+    // Six tasks are the cells of an `across:` step; each notes the worker it ran on.
+    steps.push_str(&format!(
+        "          - across:\n              - var: n\n                values: [a, b, c, d, e, f]\n            task: cell\n            confined: false\n            max_in_flight: 6\n            run: echo {tag}-c{{{{ .vars.n }}}} >> {s}; echo \"{tag}-c{{{{ .vars.n }}}} $(awk '/^PPid:/ {{print $2}}' /proc/$PPID/status)\" >> {w}; sleep 1; echo {tag}-c{{{{ .vars.n }}}} >> {e}\n",
+        s = started.display(),
+        e = ended.display(),
+        w = started.with_file_name("cells").display(),
+    ));
+    for i in 1..=24 {
         steps.push_str(&format!(
             "          - task: t{i:02}\n            confined: false\n            run: echo {tag}-t{i:02} >> {s}; sleep 1; echo {tag}-t{i:02} >> {e}\n",
             s = started.display(),
             e = ended.display()
         ));
-        if i % 6 == 0 {
+        if i % 5 == 4 {
             steps.push_str(&format!(
                 "          - agent: payer\n            name: a{n}\n            confined: false\n            prompt: Charge {tag}-a{n}.\n",
-                n = i / 6
+                n = i / 5 + 1
             ));
         }
     }
@@ -166,4 +175,16 @@ async fn a_cluster_loses_a_node_then_all_and_every_step_runs_once() {
     assert_eq!(lines(&effects).len(), 15, "each tool effect once");
     // Each agent step asks twice (the tool call, then the answer): none asked again.
     assert_eq!(model.request_count(), 30, "no model call repeated");
+    // The cells ran on the workers, with their own values.
+    let pids: Vec<String> = workers.iter().map(|w| w.pid().to_string()).collect();
+    let cells = lines(&started.with_file_name("cells"));
+    assert_eq!(cells.len(), 18, "{cells:?}");
+    for line in &cells {
+        let pid = line.split_whitespace().nth(1).unwrap_or_default();
+        assert!(
+            pids.iter().any(|p| p == pid),
+            "a cell ran off the workers: {line} {pids:?}"
+        );
+    }
+    assert!(cells.iter().any(|l| l.starts_with("two-cf ")), "{cells:?}");
 }

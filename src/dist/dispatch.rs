@@ -111,12 +111,14 @@ impl RemoteSteps for RemoteRun {
         entry: &Entry,
         attempt: u32,
         cancel: CancellationToken,
+        cell: Option<crate::run::one_leaf::CellValues>,
     ) -> Done {
         let bus = &self.dispatcher.bus;
-        let key = format!(
-            "{}.{}.{}.{attempt}",
-            self.dispatcher.server, ctx.run, entry.seq
-        );
+        let (server, run, seq) = (&self.dispatcher.server, ctx.run, entry.seq);
+        let key = match &cell {
+            Some(c) => format!("{server}.{run}.{seq}.c{}.{attempt}", c.index),
+            None => format!("{server}.{run}.{seq}.{attempt}"),
+        };
         let mut inputs = Vec::new();
         for name in &step.inputs {
             // A missing input is the worker's to report, as `treadle run` would.
@@ -144,6 +146,7 @@ impl RemoteSteps for RemoteRun {
             tokens_spent: ctx.state.tokens(),
             micro_usd_spent: ctx.state.micro_usd(),
             agent: matches!(&step.kind, crate::pipeline::StepKind::Agent(_)),
+            cell,
         };
         let payload = match serde_json::to_vec(&job) {
             Ok(p) => bytes::Bytes::from(p),
@@ -241,7 +244,7 @@ async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> 
         ctx.transcript.emit_line(line);
     }
     if let Some(rec) = result.record.clone() {
-        crate::run::exec::record::update(ctx, entry.seq, move |r| {
+        crate::run::exec::record::update_at(ctx, entry, move |r| {
             r.exit_code = rec.exit_code;
             r.stdout_tail = rec.stdout_tail;
             r.verdict = rec.verdict;

@@ -24,7 +24,8 @@ pub struct NatsHealth {
     pub queued: u64,
     /// Steps delivered to a worker, not yet acknowledged.
     pub in_flight: u64,
-    /// Steps delivered more than once since the workers' consumer was made.
+    /// Steps not yet acknowledged that were delivered more than once (JetStream's
+    /// `num_redelivered`: a gauge, not a running total).
     pub redelivered: u64,
     /// Why JetStream did not answer.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -112,7 +113,7 @@ pub async fn metrics(dispatcher: &super::Dispatcher) -> String {
     let redelivered = family(
         "treadle_nats_steps_redelivered",
         "gauge",
-        "Steps delivered more than once (JetStream's count since the workers' consumer was made).",
+        "Steps not yet acknowledged that were delivered more than once (JetStream's count).",
     );
     let seen = family(
         "treadle_nats_workers",

@@ -6,7 +6,9 @@
 //!   last wrote (compare-and-set), so a renewal fails once anyone else wrote the key.
 //! * A worker handed the same step again (its holder stopped extending the delivery) takes
 //!   the lease over only after seeing its revision unchanged for [`LEASE_TIME`] by its own
-//!   clock, and then only with `update` at that revision. No clocks are compared across
+//!   clock while the bucket takes writes (probed with an update that cannot match: after
+//!   an outage replicas answer reads before the leader takes the holder's writes), and then
+//!   only with `update` at that revision. No clocks are compared across
 //!   machines: only how long each side waits on its own.
 //! * The holder trusts its lease for [`TRUST_FOR`] after sending the renewal that last
 //!   succeeded, well under [`LEASE_TIME`], so it stops before anyone can take over. While the
@@ -147,6 +149,12 @@ pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
             }
         }
         match seen {
+            // The holder's silence counts only while the bucket takes writes: after an
+            // outage a replica may answer reads before the stream's leader takes the
+            // holder's renewal or commit.
+            Some((revision, _)) if revision == entry.revision && !writable(&store, key).await => {
+                seen = Some((revision, Instant::now()));
+            }
             Some((revision, since)) if revision == entry.revision => {
                 if since.elapsed() >= LEASE_TIME {
                     sent = Instant::now();
@@ -165,6 +173,13 @@ pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
         }
         tokio::time::sleep(RENEW_EVERY / 2).await;
     }
+}
+
+/// Whether the bucket's stream takes writes now: an update at a revision the key can never
+/// have is refused for that reason only by a leader that checked it (nothing is written).
+async fn writable(store: &kv::Store, key: &str) -> bool {
+    let probe = store.update(key, bytes::Bytes::new(), u64::MAX).await;
+    matches!(probe, Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision)
 }
 
 impl Lease {

@@ -59,13 +59,21 @@ impl Queued<'_> {
                 .payload(self.payload.clone())
                 .headers(headers)
                 .message_id(id);
-            self.bus
-                .js
-                .send_publish(STEPS_SUBJECT, publish)
-                .await
-                .map_err(|e| e.to_string())?
-                .await
-                .map_err(|e| e.to_string())
+            let sent = async {
+                self.bus
+                    .js
+                    .send_publish(STEPS_SUBJECT, publish)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            let sent = sent.await;
+            if sent.is_err() {
+                // The stream may be gone (a store lost): made again for the next try.
+                let _ = self.bus.ensure().await;
+            }
+            sent
         })
         .await
         .sequence

@@ -22,7 +22,8 @@ pub struct Carried {
 /// One attempt of one step, for a worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepJob {
-    /// The step key: `<server>.<run>.<seq>.<attempt>`; its result is stored under it.
+    /// The step key: `<server>.<run>.<seq>.<attempt>` (`<server>.<run>.<seq>.c<cell>.<attempt>`
+    /// for a cell of an `across:` step); its result is stored under it.
     pub key: String,
     /// The run's id on the server.
     pub run: u64,
@@ -49,6 +50,9 @@ pub struct StepJob {
     /// ([`super::lease`]).
     #[serde(default)]
     pub agent: bool,
+    /// The `across:` cell this run of the step is, with its values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell: Option<crate::run::one_leaf::CellValues>,
 }
 
 /// How a step attempt ended, as a worker reports it.

@@ -121,7 +121,17 @@ async fn take_steps(
             () = stop.cancelled() => break,
         };
         if consumer.is_none() {
-            consumer = Some(retrying("joining the workers", || worker.bus.workers()).await);
+            consumer = Some(
+                retrying("joining the workers", || async {
+                    let joined = worker.bus.workers().await;
+                    if joined.is_err() {
+                        // The stream may be gone (a store lost): made again for the next try.
+                        let _ = worker.bus.ensure().await;
+                    }
+                    joined
+                })
+                .await,
+            );
         }
         let Some(c) = &consumer else { continue };
         // One message per free slot: a message fetched is a message this worker owns.
@@ -417,6 +427,7 @@ impl Worker {
                     answerer: asks.answerer(),
                 }
             }),
+            cell: job.cell.clone(),
         })
         .await
         .map_err(|e| DistError::Pipeline(e.to_string()));

@@ -51,6 +51,26 @@ impl Cell {
         step.cell(self.index, self.name.clone())
     }
 
+    /// What travels to a worker.
+    pub(crate) fn values(&self) -> super::one_leaf::CellValues {
+        super::one_leaf::CellValues {
+            index: self.index,
+            name: self.name.clone(),
+            vars: self.vars.clone(),
+            segments: self.segments.clone(),
+        }
+    }
+
+    /// The cell a worker was sent.
+    pub(crate) fn from_values(v: super::one_leaf::CellValues) -> Self {
+        Self {
+            index: v.index,
+            name: v.name,
+            vars: v.vars,
+            segments: v.segments,
+        }
+    }
+
     /// The cell's values, by variable.
     pub(crate) fn vars(&self) -> &BTreeMap<String, String> {
         &self.vars
@@ -132,11 +152,5 @@ impl<'a> Given<'a> {
             cell: None,
             handed: Some(text),
         }
-    }
-
-    /// Whether the step's values live only in this process (a cell's, handed text), so it
-    /// cannot go to a worker.
-    pub(crate) fn is_local(&self) -> bool {
-        self.cell.is_some() || self.handed.is_some()
     }
 }

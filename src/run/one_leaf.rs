@@ -53,9 +53,24 @@ pub struct OneLeaf<'a> {
     pub resume: Option<treadle_session::event::SessionId>,
     /// Where an agent step's questions for a person go (the server whose run it is).
     pub questions: Option<Questions>,
+    /// The `across:` cell this run of the step is.
+    pub cell: Option<CellValues>,
 }
 
 pub use super::ports::Questions;
+
+/// An `across:` cell's values, as they travel to a worker with its step.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct CellValues {
+    /// The cell's index among its step's cells.
+    pub index: u32,
+    /// The cell's name.
+    pub name: String,
+    /// Its values, by variable.
+    pub vars: std::collections::BTreeMap<String, String>,
+    /// Its values in the order of the axes.
+    pub segments: Vec<String>,
+}
 
 /// How the step went.
 #[derive(Debug)]
@@ -124,6 +139,11 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         .get(req.seq as usize)
         .cloned()
         .ok_or_else(no_step)?;
+    let cell = req.cell.clone().map(super::cell::Cell::from_values);
+    let entry = match &cell {
+        Some(c) => c.entry(&entry),
+        None => entry,
+    };
     let records = super::pending_records(&outline);
     let ctx = Ctx {
         loaded: req.loaded,
@@ -161,10 +181,16 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
             &entry,
             req.attempt,
             req.cancel.clone(),
-            Given::default(),
+            Given {
+                cell: cell.as_ref(),
+                handed: None,
+            },
         )
         .await;
-    let record = ctx.state.with(|s| s.records.get(req.seq as usize).cloned());
+    let record = ctx.state.with(|s| match super::cell::CellAt::of(&entry) {
+        Some(at) => s.cell_records.get(&at).cloned(),
+        None => s.records.get(req.seq as usize).cloned(),
+    });
     let tokens = ctx.state.tokens().saturating_sub(req.tokens_spent);
     let micro_usd = ctx.state.micro_usd().saturating_sub(req.micro_usd_spent);
     Ok(LeafOutcome {

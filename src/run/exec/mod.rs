@@ -87,6 +87,7 @@ pub(crate) trait RemoteSteps: Send + Sync {
         entry: &Entry,
         attempt: u32,
         cancel: CancellationToken,
+        cell: Option<crate::run::one_leaf::CellValues>,
     ) -> Done;
 
     /// The record of `key` another process shared, its trees fetched (through `scratch`)
@@ -444,10 +445,12 @@ impl<'a> Ctx<'a> {
         cancel: CancellationToken,
         given: Given<'a>,
     ) -> Done {
-        // A cell keeps its values here, and so does a step handed text, so only whole
-        // steps go to workers.
-        if let Some(remote) = self.remote.as_ref().filter(|_| !given.is_local()) {
-            return remote.leaf(self, step, entry, attempt, cancel).await;
+        // A cell goes with its values; a step handed text, and a cell with outputs (which
+        // are collected into its block's artifact here), stay.
+        let to_worker = given.handed.is_none() && (given.cell.is_none() || step.outputs.is_empty());
+        if let Some(remote) = self.remote.as_ref().filter(|_| to_worker) {
+            let cell = given.cell.map(crate::run::cell::Cell::values);
+            return remote.leaf(self, step, entry, attempt, cancel, cell).await;
         }
         match work {
             Work::Task(run) => {
