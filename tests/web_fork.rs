@@ -82,7 +82,15 @@ fn a_review_forked_from_the_page_is_compared_with_its_untouched_parent() {
     );
     let fork = p.wait_run(second);
     assert_eq!(fork["status"], json!("succeeded"), "{fork}");
-    assert_eq!(fork["forked_from"], json!({"run": first, "at": "1"}));
+    // Asked at an outline path; the step is named too.
+    let name = parent["steps"][1]["name"]
+        .as_str()
+        .expect("reviewer name")
+        .to_owned();
+    assert_eq!(
+        fork["forked_from"],
+        json!({"run": first, "at": "1", "step": name})
+    );
     assert_eq!(fork["trigger"], json!("web"));
 
     // Its own transcript: the new review, none of the old one; the parent's is as it was.
@@ -104,7 +112,7 @@ fn a_review_forked_from_the_page_is_compared_with_its_untouched_parent() {
     let note = text_of(&p, ".fork-note");
     assert!(
         note.as_str()
-            .is_some_and(|n| n.contains(&format!("fork of run #{first} at 1"))),
+            .is_some_and(|n| n.contains(&format!("fork of run #{first} at {name}"))),
         "{note}"
     );
     p.b.resize(1200, 800);
