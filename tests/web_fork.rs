@@ -137,9 +137,38 @@ fn check_comparison(p: &Page, first: u64, second: u64) {
         text_of(p, ".compare-totals .t-run .side-b"),
         json!(format!("#{second}"))
     );
-    assert_eq!(
-        text_of(p, ".compare-totals .t-fork .side-b"),
-        json!(format!("run #{first} at 1"))
+    // The step forked at, by name (it was asked at its outline path, `1`).
+    let fork_at = text_of(p, ".compare-totals .t-fork .side-b");
+    assert!(
+        fork_at
+            .as_str()
+            .is_some_and(|t| t.starts_with(&format!("run #{first} at ")) && !t.ends_with(" at 1")),
+        "{fork_at}"
+    );
+    // The reviewer's prompts side by side: the fork's edited one, marked, beside the
+    // parent's.
+    let prompts = p.b.eval(
+        "const r = document.querySelector(\"tr.prompts-row[data-path='1']\"); return r && [r.classList.contains('differs'), r.querySelector('.side-a').textContent, r.querySelector('.side-b').textContent, [...r.querySelectorAll('.side-b .line.changed')].map((l) => l.textContent)];",
+        json!([]),
+    );
+    assert_eq!(prompts[0], json!(true), "{prompts}");
+    assert!(
+        prompts[1]
+            .as_str()
+            .is_some_and(|a| a.contains("Do these three steps")),
+        "{prompts}"
+    );
+    assert!(
+        prompts[2]
+            .as_str()
+            .is_some_and(|b| b.contains(serve_fork::AGAIN)),
+        "{prompts}"
+    );
+    assert!(
+        prompts[3]
+            .as_array()
+            .is_some_and(|changed| changed.iter().any(|l| l == serve_fork::AGAIN)),
+        "the edited prompt is not marked: {prompts}"
     );
     // Both spent tokens (the scripted usage), shown on each side.
     for side in ["side-a", "side-b"] {
