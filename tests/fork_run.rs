@@ -193,7 +193,7 @@ async fn a_fork_of_a_finished_review_has_its_own_transcript_and_leaves_the_paren
     assert_eq!(code, 200, "{fork_view}");
     assert_eq!(
         fork_view["forked_from"],
-        json!({"run": 1, "at": "reviewer/1"})
+        json!({"run": 1, "at": "reviewer/1", "step": "reviewer"})
     );
     let (_, parent_view) = get(&served, "/api/v1/runs/1").await;
     assert!(parent_view.get("forked_from").is_none(), "{parent_view}");

@@ -82,7 +82,15 @@ fn a_review_forked_from_the_page_is_compared_with_its_untouched_parent() {
     );
     let fork = p.wait_run(second);
     assert_eq!(fork["status"], json!("succeeded"), "{fork}");
-    assert_eq!(fork["forked_from"], json!({"run": first, "at": "1"}));
+    // Asked at an outline path; the step is named too.
+    let name = parent["steps"][1]["name"]
+        .as_str()
+        .expect("reviewer name")
+        .to_owned();
+    assert_eq!(
+        fork["forked_from"],
+        json!({"run": first, "at": "1", "step": name})
+    );
     assert_eq!(fork["trigger"], json!("web"));
 
     // Its own transcript: the new review, none of the old one; the parent's is as it was.
@@ -104,7 +112,7 @@ fn a_review_forked_from_the_page_is_compared_with_its_untouched_parent() {
     let note = text_of(&p, ".fork-note");
     assert!(
         note.as_str()
-            .is_some_and(|n| n.contains(&format!("fork of run #{first} at 1"))),
+            .is_some_and(|n| n.contains(&format!("fork of run #{first} at {name}"))),
         "{note}"
     );
     p.b.resize(1200, 800);
@@ -129,9 +137,38 @@ fn check_comparison(p: &Page, first: u64, second: u64) {
         text_of(p, ".compare-totals .t-run .side-b"),
         json!(format!("#{second}"))
     );
-    assert_eq!(
-        text_of(p, ".compare-totals .t-fork .side-b"),
-        json!(format!("run #{first} at 1"))
+    // The step forked at, by name (it was asked at its outline path, `1`).
+    let fork_at = text_of(p, ".compare-totals .t-fork .side-b");
+    assert!(
+        fork_at
+            .as_str()
+            .is_some_and(|t| t.starts_with(&format!("run #{first} at ")) && !t.ends_with(" at 1")),
+        "{fork_at}"
+    );
+    // The reviewer's prompts side by side: the fork's edited one, marked, beside the
+    // parent's.
+    let prompts = p.b.eval(
+        "const r = document.querySelector(\"tr.prompts-row[data-path='1']\"); return r && [r.classList.contains('differs'), r.querySelector('.side-a').textContent, r.querySelector('.side-b').textContent, [...r.querySelectorAll('.side-b .line.changed')].map((l) => l.textContent)];",
+        json!([]),
+    );
+    assert_eq!(prompts[0], json!(true), "{prompts}");
+    assert!(
+        prompts[1]
+            .as_str()
+            .is_some_and(|a| a.contains("Do these three steps")),
+        "{prompts}"
+    );
+    assert!(
+        prompts[2]
+            .as_str()
+            .is_some_and(|b| b.contains(serve_fork::AGAIN)),
+        "{prompts}"
+    );
+    assert!(
+        prompts[3]
+            .as_array()
+            .is_some_and(|changed| changed.iter().any(|l| l == serve_fork::AGAIN)),
+        "the edited prompt is not marked: {prompts}"
     );
     // Both spent tokens (the scripted usage), shown on each side.
     for side in ["side-a", "side-b"] {

@@ -135,7 +135,9 @@ impl LoopContext {
         }
         let header = Header {
             id: treadle_event::EventId::new(),
-            at_ms: crate::resume::now_ms(),
+            at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
             ..header.clone()
         };
         self.emit(header, kind);

@@ -189,10 +189,13 @@ pub(super) fn show(file: &Path, run: u64, json: bool, state: Option<PathBuf>) ->
     0
 }
 
+/// How a running run stands: whether its process is gone (`stopped`), and what it waits on.
+pub(super) type Stood<'a> = (&'a dyn Fn(u64) -> bool, &'a dyn Fn(u64) -> Option<Waiting>);
+
 /// Prints the runs, or one run's steps, read by the given functions.
 fn show_runs(
     (steps, only): (Option<u64>, Option<&Path>),
-    (stopped, waiting): (&dyn Fn(u64) -> bool, &dyn Fn(u64) -> Option<Waiting>),
+    (stopped, waiting): Stood<'_>,
     forked: &dyn Fn(u64) -> Option<(u64, String)>,
     runs: impl FnOnce() -> Result<Vec<RunRecord>, StateError>,
     run: impl FnOnce(u64) -> Result<RunRecord, StateError>,
@@ -238,7 +241,7 @@ pub(crate) const INTERRUPTED: &str = "interrupted — resumable";
 /// `with_file`: a column says each run's pipeline file (the runs of several files).
 pub(super) fn print_runs(
     runs: &[RunRecord],
-    (stopped, waiting): (&dyn Fn(u64) -> bool, &dyn Fn(u64) -> Option<Waiting>),
+    (stopped, waiting): Stood<'_>,
     forked: &dyn Fn(u64) -> Option<(u64, String)>,
     with_file: bool,
 ) {

@@ -126,8 +126,9 @@ pub(super) async fn runs(
         let approvals = store.approvals()?;
         let mut out = Vec::new();
         for r in store.runs()?.into_iter().rev() {
-            let mut view = RunView::of(&r, &store.steps(r.id)?, trigger(&triggers, r.id));
-            view.forked_from = forked_from(&store.database(), r.id);
+            let steps = store.steps(r.id)?;
+            let mut view = RunView::of(&r, &steps, trigger(&triggers, r.id));
+            view.forked_from = forked_from(&store.database(), r.id, &steps);
             view.waiting = waiting(&approvals, &r);
             if q.pipeline.as_ref().is_none_or(|p| *p == view.pipeline) {
                 out.push(view);
@@ -186,7 +187,7 @@ pub(super) async fn run(
         let triggers = triggers::all(&store.database())?;
         let mut view = RunView::of(&record, &steps, trigger(&triggers, id));
         view.steps = Some(tree(&steps));
-        view.forked_from = forked_from(&store.database(), id);
+        view.forked_from = forked_from(&store.database(), id, &steps);
         view.waiting = waiting(&store.approvals()?, &record);
         Ok(view)
     })
@@ -267,6 +268,18 @@ pub fn not_served(app: &App, name: &str) -> ApiError {
 }
 
 /// The fork link of run `id`, as the API shows it.
-fn forked_from(db: &redb::Database, id: u64) -> Option<super::views::ForkedFrom> {
-    crate::cache::records::forked_from(db, id).map(|(run, at)| super::views::ForkedFrom { run, at })
+/// Where run `id` was forked, with the step named: `at` is what was asked (`STEP[/TURN]`,
+/// a name or an outline path such as `3`), which the page would otherwise show as is.
+fn forked_from(
+    db: &redb::Database,
+    id: u64,
+    steps: &[crate::run::state::StepRecord],
+) -> Option<super::views::ForkedFrom> {
+    let (run, at) = crate::cache::records::forked_from(db, id)?;
+    let point = at.split_once('/').map_or(at.as_str(), |(step, _)| step);
+    let step = steps
+        .iter()
+        .find(|s| s.path == point || s.name == point)
+        .map(|s| s.name.clone());
+    Some(super::views::ForkedFrom { run, at, step })
 }

@@ -84,8 +84,11 @@ pub struct RunView {
 pub struct ForkedFrom {
     /// The run forked.
     pub run: u64,
-    /// The point: `STEP` or `STEP/TURN`.
+    /// The point: `STEP` or `STEP/TURN`, as it was asked (a name or an outline path).
     pub at: String,
+    /// The name of the step forked at (`None`: not found in the run's steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
 }
 
 /// A step of a run, with the steps inside it.

@@ -1,6 +1,7 @@
 // Two runs side by side (/compare/A/B): their totals, each step's status, verdict,
-// duration, tokens and cost, and each agent step's tool calls aligned by their order in the
-// step. A fork's page links here against its parent.
+// duration, tokens and cost, each agent step's prompts side by side (the lines one side
+// lacks marked: a fork's edited prompt is what changed), and each agent step's tool calls
+// aligned by their order in the step. A fork's page links here against its parent.
 //
 // The steps come from GET /runs/{id}; the tool calls from each run's event stream, read
 // from its start (a finished run's stream ends once it has caught up, a running one's
@@ -23,6 +24,7 @@ class ComparePage {
     this.main = main;
     this.ids = ids;
     this.calls = ids.map(() => new Map()); // seq -> [{name, arguments, is_error}]
+    this.prompts = ids.map(() => new Map()); // seq -> [text of each user prompt]
     this.ended = ids.map(() => false); // its stream has caught up and ended
     this.settled = ids.map(() => false); // and its final totals were fetched
     this.frame = 0;
@@ -54,7 +56,7 @@ class ComparePage {
   }
 
   onAgent(side, e) {
-    if (noteCall(this.calls[side], e)) this.schedule();
+    if (noteCall(this.calls[side], e) || notePrompt(this.prompts[side], e)) this.schedule();
   }
 
   schedule() {
@@ -90,6 +92,8 @@ class ComparePage {
           h("span", { class: "kind" }, any.kind), " ", h("strong", null, any.name)),
         stepCell(sa, "side-a"), stepCell(sb, "side-b")));
       if (any.kind === "agent") {
+        const prompts = [sa, sb].map((s, i) => (s ? this.prompts[i].get(s.seq) : null) ?? []);
+        rows.push(promptsRow(prompts, path));
         const calls = [sa, sb].map((s, i) => (s ? this.calls[i].get(s.seq) : null) ?? []);
         rows.push(h("tr", { class: "calls-row", dataset: { path } },
           h("td", { colspan: "3" }, callsTable(calls, this.ended))));
@@ -125,6 +129,31 @@ export function noteCall(calls, e) {
   return true;
 }
 
+/** Notes a prompt (a user message a turn started with) of the step's own agent in
+ * `prompts` (seq -> texts); a sub-agent's are its own. Whether it was one. */
+export function notePrompt(prompts, e) {
+  const data = e.data && typeof e.data === "object" ? e.data : {};
+  if (e.what !== "prompt" || (typeof data.agent === "string" && data.agent !== "")) return false;
+  if (typeof data.text !== "string") return false;
+  const list = prompts.get(e.seq) ?? [];
+  list.push(data.text);
+  prompts.set(e.seq, list);
+  return true;
+}
+
+/** An agent step's prompts, side by side: each side's lines, those the other side lacks
+ * marked `changed`, and the row marked `differs` when the texts differ. */
+function promptsRow(sides, path) {
+  const texts = sides.map((list) => list.join("\n\n"));
+  const lines = texts.map((t) => new Set(t.split("\n")));
+  const cell = (text, other, cls) => h("td", { class: `prompt ${cls}` },
+    text === "" ? h("span", { class: "muted" }, "–")
+      : text.split("\n").map((line) => h("div", { class: other.has(line) ? "line" : "line changed" }, line || " ")));
+  return h("tr", { class: `prompts-row${texts[0] === texts[1] ? "" : " differs"}`, dataset: { path } },
+    h("td", { class: "step-name muted" }, "prompts"),
+    cell(texts[0], lines[1], "side-a"), cell(texts[1], lines[0], "side-b"));
+}
+
 /** The two runs' facts, one row per fact. */
 function totals(runs) {
   const row = (label, f, cls) => h("tr", { class: cls },
@@ -133,7 +162,7 @@ function totals(runs) {
     row("run", (r) => h("a", { href: `/runs/${r.id}` }, `#${r.id}`), "t-run"),
     row("pipeline / job", (r) => `${r.pipeline} / ${r.job}`, "t-job"),
     row("status", (r) => badge(r.status), "t-status"),
-    row("forked from", (r) => (r.forked_from ? `run #${r.forked_from.run} at ${r.forked_from.at}` : "–"), "t-fork"),
+    row("forked from", (r) => (r.forked_from ? `run #${r.forked_from.run} at ${r.forked_from.step ?? r.forked_from.at}` : "–"), "t-fork"),
     row("duration", (r) => duration(r.duration_ms) || "running", "t-duration"),
     row("tokens", (r) => tokens(r.tokens) || "no tokens", "t-tokens"),
     row("cost", (r) => spent(r), "t-cost"),

@@ -93,7 +93,12 @@ function forkForm(runId, o) {
 export function forkNote(run) {
   const from = run.forked_from;
   if (!from) return null;
+  // The step by its name (`at` may be an outline path such as `3`), and the turn after
+  // which the fork goes on, when there is one.
+  const turn = from.at.includes("/") ? from.at.split("/").pop() : null;
+  const at = from.step ?? from.at.split("/")[0];
   return h("div", { class: "fork-note" },
-    "fork of ", h("a", { href: `/runs/${from.run}` }, `run #${from.run}`), " at ", h("code", null, from.at), " · ",
+    "fork of ", h("a", { href: `/runs/${from.run}` }, `run #${from.run}`), " at ", h("code", null, at),
+    turn ? ` after turn ${turn}` : "", " · ",
     h("a", { class: "compare-link", href: `/compare/${from.run}/${run.id}` }, "compare with it"));
 }
