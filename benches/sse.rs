@@ -115,6 +115,7 @@ fn main() {
             files: treadle::server::folder::Folder::new(Vec::new(), Vec::new()),
             live: Mutex::default(),
             token: None,
+            cookie: treadle::server::token::cookie_name(0),
             identity: Default::default(),
             agents: treadle::run::agents::default_agent_runner(),
             shutdown: CancellationToken::new(),

@@ -56,6 +56,7 @@ mod fuzz_server;
 mod git_agent;
 mod git_resource;
 mod hook_processes;
+mod http_secrets;
 mod http_step;
 mod human_input;
 mod installable;

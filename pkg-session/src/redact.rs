@@ -15,6 +15,10 @@
 //!   secret's bytes alone are matched, so padding and neighbouring bytes do not matter; the
 //!   at most two edge characters left in place carry fewer than 12 bits of the key.
 //!
+//! * any of these written with JSON string escapes, wholly or in part (`\u0073k-...`,
+//!   `\/`): the text is also read with its escapes decoded, and a span whose decoded
+//!   reading holds a form is masked whole.
+//!
 //! Each form is replaced by [`Secrets::MASK`]. Values shorter than [`Secrets::MIN_LEN`]
 //! are ignored: masking them would mangle ordinary words.
 
@@ -68,7 +72,8 @@ impl Secrets {
         self.forms.is_empty()
     }
 
-    /// `text` with every form of every secret replaced by [`Self::MASK`].
+    /// `text` with every form of every secret replaced by [`Self::MASK`], also where the
+    /// text writes it with JSON string escapes (`\u0073k-...`, wholly or in part).
     pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         for form in &self.forms {
@@ -76,7 +81,44 @@ impl Secrets {
                 out = Cow::Owned(out.replace(form.as_str(), Self::MASK));
             }
         }
+        if out.contains('\\')
+            && let Some(clean) = self.scrub_escaped(&out)
+        {
+            out = Cow::Owned(clean);
+        }
         out
+    }
+
+    /// `text` with each span whose JSON-unescaped reading holds a form of a secret masked
+    /// whole; `None` when none does.
+    fn scrub_escaped(&self, text: &str) -> Option<String> {
+        let (decoded, spans) = json_unescaped(text);
+        let mut hidden: Vec<(usize, usize)> = Vec::new();
+        for form in &self.forms {
+            for (at, _) in decoded.match_indices(form.as_str()) {
+                let first = spans.get(at)?;
+                let last = spans.get(at + form.len() - 1)?;
+                hidden.push((first.0, last.1));
+            }
+        }
+        if hidden.is_empty() {
+            return None;
+        }
+        hidden.sort_unstable();
+        let mut out = String::with_capacity(text.len());
+        let mut done = 0;
+        for (start, end) in hidden {
+            if end <= done {
+                continue;
+            }
+            if start >= done {
+                out.push_str(text.get(done..start)?);
+                out.push_str(Self::MASK);
+            }
+            done = end;
+        }
+        out.push_str(text.get(done..)?);
+        Some(out)
     }
 
     /// Scrubs tool-call arguments: the raw text, and when it is JSON, every string in it
@@ -174,6 +216,67 @@ fn forms_of(value: &str) -> Vec<String> {
     forms
 }
 
+/// `text` read as the inside of a JSON string: its escapes (`\uXXXX`, surrogate pairs,
+/// `\n`, `\/`, ...) decoded, and for each byte of the result the byte range of `text` it
+/// came from. A malformed escape is kept as written.
+fn json_unescaped(text: &str) -> (String, Vec<(usize, usize)>) {
+    let mut decoded = String::with_capacity(text.len());
+    let mut spans = Vec::with_capacity(text.len());
+    let mut push = |c: char, start: usize, end: usize, decoded: &mut String| {
+        decoded.push(c);
+        spans.extend(std::iter::repeat_n((start, end), c.len_utf8()));
+    };
+    let mut i = 0;
+    while let Some(c) = text.get(i..).and_then(|t| t.chars().next()) {
+        if c == '\\'
+            && let Some((decoded_char, len)) = escape_at(text, i)
+        {
+            push(decoded_char, i, i + len, &mut decoded);
+            i += len;
+            continue;
+        }
+        push(c, i, i + c.len_utf8(), &mut decoded);
+        i += c.len_utf8();
+    }
+    (decoded, spans)
+}
+
+/// The character the JSON escape at `text[i..]` (which starts with `\`) stands for, and
+/// the escape's length.
+fn escape_at(text: &str, i: usize) -> Option<(char, usize)> {
+    let hex4 = |at: usize| {
+        text.get(at..at + 4)
+            .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+    };
+    let simple = match text.as_bytes().get(i + 1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let high = hex4(i + 2)?;
+            if (0xD800..0xDC00).contains(&high) {
+                // A surrogate pair: `\uD83D\uDE00`.
+                let low = text
+                    .get(i + 6..i + 8)
+                    .filter(|u| *u == "\\u")
+                    .and_then(|_| hex4(i + 8))
+                    .filter(|l| (0xDC00..0xE000).contains(l))?;
+                let c = char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))?;
+                return Some((c, 12));
+            }
+            return Some((char::from_u32(high)?, 6));
+        }
+        _ => return None,
+    };
+    Some((simple, 2))
+}
+
 /// The base64 characters that encode only `bytes`, when `shift` bytes (0 to 2) precede
 /// them in the encoded text. Character `i` covers bits `6i..6i+6`; the secret covers bits
 /// `8 * shift .. 8 * (shift + len)`.
@@ -236,6 +339,27 @@ mod tests {
 
     fn secrets() -> Secrets {
         Secrets::new([KEY])
+    }
+
+    #[test]
+    fn json_escaped_forms_are_masked_whole_or_in_part() {
+        let all: String = KEY
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        let upper: String = KEY
+            .chars()
+            .map(|c| format!("\\u{:04X}", c as u32))
+            .collect();
+        let part = KEY.replacen("test", "\\u0074est", 1).replace('/', "\\/");
+        for written in [all, upper, part] {
+            let text = format!("{{\"echo\": \"{written}\"}}");
+            let clean = secrets().scrub(&text).into_owned();
+            assert_eq!(clean, "{\"echo\": \"***\"}", "{text}");
+        }
+        // Escapes that spell nothing secret are left as written.
+        let other = "{\"a\": \"\\u0041\\n\\uD83D\\uDE00\\x\"}";
+        assert_eq!(secrets().scrub(other), other);
     }
 
     fn assert_clean(text: &str) {

@@ -25,6 +25,9 @@ pub struct HttpCall {
     pub body: Option<String>,
     /// `expect:`, the statuses that count as success (empty: any 2xx).
     pub expect: Vec<u16>,
+    /// `follow_redirects:` (default true); false: a 3xx answer is the answer, judged by
+    /// `expect:` like any status.
+    pub follow_redirects: bool,
     /// `output:`, the artifact the response is written to (`body`, `status`).
     pub output: Option<At<String>>,
 }
@@ -61,6 +64,7 @@ impl HttpCall {
             secret_headers: BTreeMap::new(),
             body: None,
             expect: Vec::new(),
+            follow_redirects: true,
             output: None,
         }
     }
@@ -100,14 +104,21 @@ impl HttpCall {
     /// The step's part of its cache key: the request as written, secret headers by the
     /// names of their variables only (a changed secret is not a changed step).
     pub fn key_json(&self) -> Value {
-        json!({
+        let mut key = json!({
             "method": self.method.value,
             "url": self.url.value,
             "headers": self.headers,
             "secret_headers": self.secret_headers,
             "body": self.body,
             "expect": self.expect,
-        })
+        });
+        // Only when asked: the keys of the steps written before it stay as they were.
+        if !self.follow_redirects
+            && let Some(map) = key.as_object_mut()
+        {
+            map.insert("follow_redirects".to_owned(), Value::Bool(false));
+        }
+        key
     }
 
     /// Adds the `output:` artifact to `outputs` (so that it is made and collected as
@@ -119,6 +130,17 @@ impl HttpCall {
             outputs.push(o.clone());
         }
     }
+}
+
+/// Why `value` cannot serve as a secret header's value: too short to be masked safely
+/// (its forms would be ordinary words and it would be masked in no form); `None` when it
+/// can.
+pub fn too_short(value: &str) -> Option<String> {
+    let min = treadle_session::Secrets::MIN_LEN;
+    let len = value.trim().chars().count();
+    (len < min).then(|| {
+        format!("holds a value of {len} characters, too short to be masked (at least {min})")
+    })
 }
 
 #[cfg(test)]

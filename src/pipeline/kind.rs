@@ -174,6 +174,12 @@ impl RawStep {
         add("secret_headers", HTTP, self.secret_headers.is_some(), None);
         add("body", HTTP, self.body.is_some(), None);
         add("expect", HTTP, self.expect.is_some(), None);
+        add(
+            "follow_redirects",
+            HTTP,
+            self.follow_redirects.is_some(),
+            None,
+        );
         add("output", HTTP, self.output.is_some(), at(&self.output));
         keys
     }

@@ -89,6 +89,9 @@ pub struct RawStep {
     /// With `http:`, the statuses that count as success (default any 2xx).
     #[serde(default)]
     pub expect: Option<Vec<u16>>,
+    /// With `http:`, whether redirects are followed (default true).
+    #[serde(default)]
+    pub follow_redirects: Option<bool>,
     /// With `http:`, the artifact the response is written to (files `body` and `status`).
     #[serde(default)]
     pub output: Option<At<String>>,

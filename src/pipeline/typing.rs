@@ -444,12 +444,29 @@ impl<'f> Typer<'f> {
             secret_headers: raw.secret_headers.take().unwrap_or_default(),
             body: raw.body.take(),
             expect: raw.expect.take().unwrap_or_default(),
+            follow_redirects: raw.follow_redirects.take().unwrap_or(true),
             output: raw.output.take(),
         };
         if let Some((pos, e)) = call.problem() {
             let hint = "write an http(s) URL and a method such as GET or POST".to_owned();
             self.push(pos, e.to_string(), hint);
             return None;
+        }
+        for (header, var) in &call.secret_headers {
+            // Read here only to judge its length; the value is never kept.
+            let short = std::env::var(var)
+                .ok()
+                .and_then(|v| super::http_step::too_short(&v));
+            if let Some(why) = short {
+                let e = format!("secret header `{header}`: the variable `{var}` {why}");
+                let hint = format!(
+                    "give `{var}` a secret of at least {} characters (a real token is longer), \
+                     or send the value in `headers:` if it is no secret",
+                    treadle_session::Secrets::MIN_LEN
+                );
+                self.push(name.pos, e, hint);
+                return None;
+            }
         }
         Some(StepKind::Http {
             name,

@@ -222,20 +222,7 @@ pub async fn serve_with(
             crate::dist::asks::adopt(bus, server, app.store.clone(), app.shutdown.clone());
         tokio::spawn(adopting);
     }
-    let mut page = format!("http://{}/", super::client::reachable(addr));
-    if let (true, Some(token)) = (made, &app.token) {
-        super::token::write(&state, token)?;
-        page.push_str(&format!("?token={token}"));
-    }
-    let found = Discovery {
-        addr,
-        pid: std::process::id(),
-        token_required: app.token.is_some() || app.identity.has_tokens(),
-    };
-    if let Err(e) = discovery::write(&state, &found) {
-        super::token::remove(&state);
-        return Err(e.into());
-    }
+    let page = announce(&app, &state, addr, made)?;
     ready(&Ready {
         addr,
         state: &state,
@@ -274,6 +261,27 @@ pub async fn serve_with(
         super::token::remove(&state);
     }
     Ok(())
+}
+
+/// Tells the local commands where the server is: the token file (when the server made its
+/// token) and the discovery file. Returns the page's address to print, with the made
+/// token.
+fn announce(app: &App, state: &Path, addr: SocketAddr, made: bool) -> Result<String, ServeError> {
+    let mut page = format!("http://{}/", super::client::reachable(addr));
+    if let (true, Some(token)) = (made, &app.token) {
+        super::token::write(state, token)?;
+        page.push_str(&format!("?token={token}"));
+    }
+    let found = Discovery {
+        addr,
+        pid: std::process::id(),
+        token_required: app.token.is_some() || app.identity.has_tokens(),
+    };
+    if let Err(e) = discovery::write(state, &found) {
+        super::token::remove(state);
+        return Err(e.into());
+    }
+    Ok(page)
 }
 
 /// Each workflow's name is its own: a name its runs' pipeline name is (no `.`, no `/`),

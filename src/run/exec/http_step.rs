@@ -2,7 +2,8 @@
 //! (its `timeout:` cancels it as it does a command), the response body counted against the
 //! step output limit as a task's output is, its tail recorded as a task's stdout is, and
 //! written with the status to the `output:` artifact. Secret headers are read from the
-//! environment here and nowhere else; their values are masked out of whatever the body
+//! environment here and nowhere else, sent to the URL's origin only (redirects are
+//! followed here, see [`send`]), and their values are masked out of whatever the body
 //! echoes before it is shown, recorded or written.
 
 use tokio_util::sync::CancellationToken;
@@ -36,7 +37,7 @@ pub(crate) async fn http<'a>(
     };
     let limit = OutputLimit::new(ctx.loaded.pipeline.step_output_limit(), &cancel);
     let (status, body) = tokio::select! {
-        r = exchange(request, &limit) => match r {
+        r = exchange(&request, &limit) => match r {
             Ok(r) => r,
             Err(done) => return done,
         },
@@ -82,11 +83,30 @@ pub(crate) async fn http<'a>(
     super::step_dir::conclude(ctx, step, &dir, facts, None).await
 }
 
+/// The most redirects followed before the step fails.
+const MAX_REDIRECTS: usize = 10;
+
+/// A request ready to send: the secret headers apart, since they go to the URL's origin
+/// only.
+struct Prepared {
+    client: reqwest::Client,
+    method: reqwest::Method,
+    url: reqwest::Url,
+    headers: reqwest::header::HeaderMap,
+    secrets: reqwest::header::HeaderMap,
+    body: Option<String>,
+    follow: bool,
+}
+
 /// The request, with the secret headers' values read from their variables, and a
 /// redactor of those values. An error names the header and the variable, never a value.
-fn request(call: &HttpCall) -> Result<(reqwest::RequestBuilder, Redactor), Done> {
+fn request(call: &HttpCall) -> Result<(Prepared, Redactor), Done> {
     let method = reqwest::Method::from_bytes(call.method.value.as_bytes()).map_err(|_| {
         let why = format!("`{}` is not an HTTP method", call.method.value);
+        Done::fail(FailureKind::Configuration, why)
+    })?;
+    let url = reqwest::Url::parse(&call.url.value).map_err(|e| {
+        let why = format!("`{}` is not a URL: {e}", call.url.value);
         Done::fail(FailureKind::Configuration, why)
     })?;
     let mut headers = reqwest::header::HeaderMap::new();
@@ -103,40 +123,96 @@ fn request(call: &HttpCall) -> Result<(reqwest::RequestBuilder, Redactor), Done>
             .map_err(|_| bad(name, "not a header value"))?;
         headers.append(n, v);
     }
+    let mut secrets = reqwest::header::HeaderMap::new();
     let mut values = Vec::new();
     for (name, var) in &call.secret_headers {
         let value = std::env::var(var)
             .map_err(|_| bad(name, &format!("environment variable `{var}` is not set")))?;
+        if let Some(why) = crate::pipeline::http_step::too_short(&value) {
+            return Err(bad(name, &format!("`{var}` {why}")));
+        }
         let n = reqwest::header::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| bad(name, "not a header name"))?;
         let mut v = reqwest::header::HeaderValue::from_str(&value)
             .map_err(|_| bad(name, &format!("`{var}` holds no valid header value")))?;
         v.set_sensitive(true);
-        headers.append(n, v);
+        secrets.append(n, v);
         values.push(value);
     }
     treadle_session::tls::install_crypto_provider();
-    let client = reqwest::Client::builder().build().map_err(|e| {
-        let why = format!("cannot build the HTTP client: {e}");
-        Done::fail(FailureKind::Infrastructure, why)
-    })?;
-    let mut builder = client.request(method, &call.url.value).headers(headers);
-    if let Some(body) = &call.body {
-        builder = builder.body(body.clone());
+    // Redirects are followed here, not by reqwest, which would send the secret headers on
+    // to another origin (it strips only `Authorization` and cookies).
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| {
+            let why = format!("cannot build the HTTP client: {e}");
+            Done::fail(FailureKind::Infrastructure, why)
+        })?;
+    let prepared = Prepared {
+        client,
+        method,
+        url,
+        headers,
+        secrets,
+        body: call.body.clone(),
+        follow: call.follow_redirects,
+    };
+    Ok((prepared, Redactor::new(values)))
+}
+
+/// Sends the request, following redirects (unless `follow_redirects: false`): the secret
+/// headers go only to the origin (scheme, host, port) of the step's URL, so a redirect to
+/// another origin is followed without them. A 303, and a 301 or 302 answering a POST, go
+/// on as a GET without the body, as browsers do.
+async fn send(p: &Prepared) -> Result<reqwest::Response, Done> {
+    let fail = |e: reqwest::Error| Done::failed(format!("request failed: {e}"));
+    let origin = p.url.origin();
+    let (mut method, mut url, mut body) = (p.method.clone(), p.url.clone(), p.body.clone());
+    for _ in 0..=MAX_REDIRECTS {
+        let mut request = p
+            .client
+            .request(method.clone(), url.clone())
+            .headers(p.headers.clone());
+        if url.origin() == origin {
+            request = request.headers(p.secrets.clone());
+        }
+        if let Some(b) = &body {
+            request = request.body(b.clone());
+        }
+        let response = request.send().await.map_err(fail)?;
+        let status = response.status();
+        let next = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .and_then(|l| url.join(l).ok())
+            .filter(|u| matches!(u.scheme(), "http" | "https"));
+        let Some(next) = next.filter(|_| p.follow && status.is_redirection()) else {
+            return Ok(response);
+        };
+        let post = method == reqwest::Method::POST;
+        if status == reqwest::StatusCode::SEE_OTHER
+            || (post && matches!(status.as_u16(), 301 | 302))
+        {
+            method = reqwest::Method::GET;
+            body = None;
+        }
+        url = next;
     }
-    Ok((builder, Redactor::new(values)))
+    Err(Done::failed(format!(
+        "more than {MAX_REDIRECTS} redirects from {}",
+        p.url
+    )))
 }
 
 /// Sends the request; the status and the body (as text, lossily), each chunk counted
 /// against `limit` (over it, the limit's token is cancelled and the caller reports it).
-async fn exchange(
-    request: reqwest::RequestBuilder,
-    limit: &OutputLimit,
-) -> Result<(u16, String), Done> {
+async fn exchange(request: &Prepared, limit: &OutputLimit) -> Result<(u16, String), Done> {
     // A transport error names the URL, which the step's key holds anyway; no header. No
     // kind names an unreachable server that is not a model provider.
     let fail = |e: reqwest::Error| Done::failed(format!("request failed: {e}"));
-    let mut response = request.send().await.map_err(fail)?;
+    let mut response = send(request).await?;
     let status = response.status().as_u16();
     let mut bytes = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(fail)? {
