@@ -51,7 +51,6 @@ async fn step_done_is_journaled_and_committed_before_anyone_sees_it() {
 }
 
 async fn next_enduring(sub: &mut treadle_session::Subscription) -> Option<treadle_event::Delivery> {
-    use futures::StreamExt;
     loop {
         let next = tokio::time::timeout(PATIENCE, sub.next())
             .await

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::json;
 use treadle_event::{Event, EventFilter, EventKind, GateAnswer, GateId};
 use treadle_hook::{Action, Policy, Recorder};

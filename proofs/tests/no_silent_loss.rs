@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use rand::Rng;
 use treadle_event::{EventFilter, LoopScope};
 use treadle_proofs::*;

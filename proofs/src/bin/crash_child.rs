@@ -7,7 +7,6 @@
 
 use std::io::Write;
 
-use futures::StreamExt;
 use treadle_event::EventFilter;
 use treadle_proofs::echo_tool;
 use treadle_session::Session;
