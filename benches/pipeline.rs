@@ -17,6 +17,14 @@
 //! `cargo bench --bench pipeline` (release profile). Sizes: `TREADLE_BENCH_PIPELINE_STEPS`
 //! (comma-separated, default 10,100,1000; 2 and 5, one round, under `cargo test`). The
 //! target is < 5 ms per step.
+//!
+//! **The regression guard** (issue 42): every run, `cargo test` (so `scripts/test`) included,
+//! also measures the CPU one more `true` task costs (`treadle run` of 41 tasks against 1
+//! task, the commands included) as a ratio to one `sh -c true` spawned by this process, the
+//! median of three rounds. A ratio is what the machine and its load change least; a time
+//! is not. It fails when the ratio exceeds the committed baseline of the build's profile
+//! (`benches/pipeline_baseline.txt`) by more than 30 %. `TREADLE_BENCH_BASELINE=write`
+//! writes the measured ratio as that profile's new baseline.
 
 #[path = "support/probe.rs"]
 mod probe;
@@ -198,8 +206,81 @@ fn main() {
             median(cpus)
         );
     }
+    guard(dir.path());
     println!(
         "{{\"bench\":\"pipeline_true\",\"summary\":true,\"best_per_step_overhead_ms\":{best:.3},\"target_ms\":5.0,\"ok\":{}}}",
         best < 5.0
     );
+}
+
+/// The baseline file: one `PROFILE RATIO` line per build profile.
+const BASELINE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/pipeline_baseline.txt");
+
+/// The profile this binary was built in, as the baseline names it.
+fn profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}
+
+/// The CPU of one more `true` task, as a ratio to one `sh -c true`: (CPU of 41 tasks - CPU
+/// of 1 task) / 40, over the CPU of one `sh -c true`; the median of three rounds.
+fn task_ratio(dir: &Path) -> f64 {
+    const N: usize = 41;
+    for (name, steps) in [("guard1.yml", 1), ("guard.yml", N)] {
+        if let Err(e) = std::fs::write(dir.join(name), pipeline(steps)) {
+            fail(&format!("cannot write {name}: {e}"));
+        }
+    }
+    let ratios = (0..3)
+        .map(|_| {
+            let (_, sh_cpu) = sh_true(N - 1);
+            let many = treadle_run(dir, "guard.yml").cpu_ms;
+            let one = treadle_run(dir, "guard1.yml").cpu_ms;
+            (many - one) / sh_cpu
+        })
+        .collect();
+    median(ratios)
+}
+
+/// Fails the run when a task's CPU grew more than 30 % over the committed baseline.
+fn guard(dir: &Path) {
+    let ratio = task_ratio(dir);
+    let profile = profile();
+    let text = std::fs::read_to_string(BASELINE).unwrap_or_default();
+    if std::env::var("TREADLE_BENCH_BASELINE").as_deref() == Ok("write") {
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.starts_with(&format!("{profile} ")))
+            .map(str::to_owned)
+            .collect();
+        lines.push(format!("{profile} {ratio:.2}"));
+        if let Err(e) = std::fs::write(BASELINE, lines.join("\n") + "\n") {
+            fail(&format!("cannot write {BASELINE}: {e}"));
+        }
+    }
+    let baseline = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(&format!("{profile} ")))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    let Some(baseline) = baseline else {
+        println!("SKIP: no {profile} baseline in {BASELINE} (measured ratio {ratio:.2})");
+        return;
+    };
+    let ok = ratio <= baseline * 1.3;
+    println!(
+        "{{\"bench\":\"pipeline_true\",\"guard\":true,\"profile\":\"{profile}\",\"task_cpu_over_sh_true\":{ratio:.2},\"baseline\":{baseline:.2},\"limit\":{:.2},\"ok\":{ok},\"load_avg\":\"{}\"}}",
+        baseline * 1.3,
+        loadavg()
+    );
+    if !ok {
+        fail(&format!(
+            "a task's CPU regressed: {ratio:.2} x `sh -c true`, more than 1.3 x the baseline \
+             {baseline:.2} ({profile}); find the cause, or re-measure the baseline on a quiet \
+             machine with TREADLE_BENCH_BASELINE=write if the cost is intended"
+        ));
+    }
 }

@@ -52,6 +52,8 @@ fn pipeline(name: &str, lines: usize) -> String {
 fn serve(dir: &Path) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_treadle"))
         .args(["serve", "--addr", "127.0.0.1:0", "."])
+        .args(["--token-env", "BENCH_SERVER_TOKEN"])
+        .env("BENCH_SERVER_TOKEN", TOKEN)
         .current_dir(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -129,7 +131,7 @@ async fn measure(dir: &Path, clients: usize) -> Value {
     let (mut server, addr) = serve(dir);
     let pid = server.id();
     let base = format!("http://{addr}");
-    let http = reqwest::Client::new();
+    let http = authorized_client();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let idle = rss_and_peak_mb_of(pid).0;
     let idle_anon = anon_mb_of(pid);
@@ -185,4 +187,20 @@ fn main() {
         .expect("runtime");
     let line = runtime.block_on(measure(dir.path(), size(200)));
     println!("{line}");
+}
+
+/// The server's token (`--token-env`): a server always has one.
+const TOKEN: &str = "bench-token-41c7";
+
+/// A client that sends [`TOKEN`] with every request.
+fn authorized_client() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {TOKEN}").parse().expect("header"),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("client")
 }

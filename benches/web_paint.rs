@@ -46,6 +46,8 @@ fn serve(dir: &Path) -> Served {
     let mut served = Served {
         child: Command::new(env!("CARGO_BIN_EXE_treadle"))
             .args(["serve", "p.yml", "--addr", "127.0.0.1:0"])
+            .args(["--token-env", "BENCH_SERVER_TOKEN"])
+            .env("BENCH_SERVER_TOKEN", TOKEN)
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -92,7 +94,7 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     // reqwest has no TLS provider of its own in this workspace (see treadle_session::tls).
     treadle_session::tls::install_crypto_provider();
-    let client = reqwest::Client::new();
+    let client = authorized_client();
     let run_started = Instant::now();
     let id = rt.block_on(async {
         let answer: Value = client
@@ -125,7 +127,7 @@ fn main() {
     }
     let run_s = run_started.elapsed().as_secs_f64();
     // Warm the browser's cache of the page's assets, as a second visit would have it.
-    b.goto(&format!("{base}/"));
+    b.goto(&format!("{base}/?token={TOKEN}"));
     for round in 0..loads {
         b.goto(&format!("{base}/runs/{id}"));
         let timing = b.wait_for(
@@ -153,4 +155,20 @@ fn main() {
     }
     drop(b);
     drop(server);
+}
+
+/// The server's token (`--token-env`): a server always has one.
+const TOKEN: &str = "bench-token-41c7";
+
+/// A client that sends [`TOKEN`] with every request.
+fn authorized_client() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {TOKEN}").parse().expect("header"),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("client")
 }

@@ -9,14 +9,9 @@
 //! the `on_gate` handler, which asks on the terminal: `y` approves once, `a` approves
 //! `write_file` for the rest of the session, anything else denies.
 
-use treadle_session::hook::{Action, Policy};
-use treadle_session::schemars::JsonSchema;
-use treadle_session::serde::Deserialize;
-use treadle_session::{FnTool, GateAnswer, GateQuestion, SessionBuilder};
+use treadle_session::prelude::*;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(crate = "treadle_session::serde")]
-#[schemars(crate = "treadle_session::schemars")]
+#[schema]
 struct WriteArgs {
     /// The file to write.
     path: String,
@@ -24,9 +19,7 @@ struct WriteArgs {
     content: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(crate = "treadle_session::serde")]
-#[schemars(crate = "treadle_session::schemars")]
+#[schema]
 struct ReadArgs {
     /// The file to read.
     path: String,
@@ -52,7 +45,7 @@ async fn ask(question: GateQuestion) -> GateAnswer {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), treadle_session::Error> {
+async fn main() -> Result<(), Error> {
     let prompt = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "Write 'hello' to notes.txt with the write_file tool.".into());

@@ -5,10 +5,7 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:8091/v1 OPENAI_MODEL=qwen2.5-coder-0.5b cargo run --example hook
 //! ```
 
-use treadle_session::hook::{Decision, Hook, HookCall, Json, Operation, OperationOutcome};
-use treadle_session::schemars::JsonSchema;
-use treadle_session::serde::Deserialize;
-use treadle_session::{FnTool, GateAnswer, SessionBuilder, ToolError, async_trait};
+use treadle_session::prelude::*;
 
 /// Logs each operation as it begins and ends, refuses `delete_file` and asks before
 /// `write_file`. Its name in logs and denials defaults to "Audit".
@@ -33,27 +30,23 @@ impl Hook for Audit {
     }
 }
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(crate = "treadle_session::serde")]
-#[schemars(crate = "treadle_session::schemars")]
+#[schema]
 struct PathArg {
     /// The file to act on.
     path: String,
 }
 
 #[tokio::main]
-async fn main() -> Result<(), treadle_session::Error> {
-    let done = |verb: &'static str| {
-        move |a: PathArg| async move { Ok::<_, ToolError>(format!("{verb} {}", a.path)) }
-    };
+async fn main() -> Result<(), Error> {
+    let done = |verb: &'static str| move |a: PathArg| format!("{verb} {}", a.path);
     let session = SessionBuilder::from_env()
         .hook(Audit)
-        .tool(FnTool::new(
+        .tool(FnTool::plain(
             "delete_file",
             "Deletes a file.",
             done("deleted"),
         ))
-        .tool(FnTool::new("write_file", "Writes a file.", done("wrote")))
+        .tool(FnTool::plain("write_file", "Writes a file.", done("wrote")))
         // Every gate is answered here, in code: writing is approved.
         .on_gate(|question| async move {
             eprintln!("[gate] {} asks: {}", question.tool, question.reason);

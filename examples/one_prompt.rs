@@ -5,12 +5,13 @@
 //! ```
 //!
 //! Returning from `main` drops the last handle, which stops the session cleanly
-//! (`SessionStopped` is journaled) in the default multi-threaded runtime.
+//! (`SessionStopped` is journaled) in the default multi-threaded runtime. An error returned
+//! from `main` prints its message (a missing `OPENAI_BASE_URL` says so).
 
-use treadle_session::SessionBuilder;
+use treadle_session::prelude::*;
 
 #[tokio::main]
-async fn main() -> Result<(), treadle_session::Error> {
+async fn main() -> Result<(), Error> {
     let session = SessionBuilder::from_env().start().await?;
     println!("{}", session.answer("Name a colour.").await?);
     Ok(())

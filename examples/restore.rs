@@ -1,33 +1,25 @@
-//! A session restored from its journal after its last handle was dropped.
+//! A session taken up again after its process was killed: run it once, kill it (SIGKILL)
+//! while the model answers, then run it again with the session id it printed.
 //!
 //! ```text
-//! OPENAI_BASE_URL=http://127.0.0.1:8091/v1 OPENAI_MODEL=qwen2.5-coder-0.5b cargo run --example restore
+//! export OPENAI_BASE_URL=http://127.0.0.1:8091/v1 OPENAI_MODEL=qwen2.5-coder-0.5b
+//! cargo run --example restore            # prints "session <id>"; kill -9 it
+//! cargo run --example restore -- <id>    # the same session, from its journal
 //! ```
 //!
-//! The first session answers one input and is dropped, which stops it and journals
-//! `SessionStopped`. A second builder restores it by id from the same journal: its history
-//! is exactly what was committed, and the model is asked nothing again.
+//! The journal holds exactly what was committed before the kill: the restore closes the
+//! turn the kill cut short (`TurnInterrupted`), and the same question is asked again.
 
-use treadle_session::SessionBuilder;
+use treadle_session::prelude::*;
 
 #[tokio::main]
-async fn main() -> Result<(), treadle_session::Error> {
-    let journal = std::env::temp_dir().join(format!("restore-{}.redb", std::process::id()));
-    let first = SessionBuilder::from_env()
-        .journal_path(&journal)
-        .start()
-        .await?;
-    let id = first.id();
-    println!("answer: {}", first.answer("Name a colour.").await?);
-    drop(first); // the last handle: the session stops and releases the journal
-
-    let restored = SessionBuilder::from_env()
-        .journal_path(&journal)
-        .restore(id)
-        .await?;
-    println!("history: {} messages", restored.history().await?.len());
-    for (seq, event) in restored.journal().read(id, 1, None)? {
-        println!("#{seq} {}", event.kind.name());
-    }
+async fn main() -> Result<(), Error> {
+    let builder = SessionBuilder::from_env().journal_path("restore.redb");
+    let session = match std::env::args().nth(1) {
+        Some(id) => builder.restore(id.parse()?).await?,
+        None => builder.start().await?,
+    };
+    println!("session {}", session.id());
+    println!("answer: {}", session.answer("Name a colour.").await?);
     Ok(())
 }

@@ -9,10 +9,10 @@
 //! OPENAI_BASE_URL=http://127.0.0.1:8091/v1 OPENAI_MODEL=qwen2.5-coder-0.5b cargo run --example two_handles
 //! ```
 
-use treadle_session::{RestoreError, SessionBuilder};
+use treadle_session::prelude::*;
 
 #[tokio::main]
-async fn main() -> Result<(), treadle_session::Error> {
+async fn main() -> Result<(), Error> {
     let journal = std::env::temp_dir().join(format!("two-{}.redb", std::process::id()));
     println!("journal: {}", journal.display());
     let session = SessionBuilder::from_env()

@@ -138,18 +138,27 @@ async fn calls_after_the_decision_show_as_not_run_live_and_when_replayed() {
     let (f, run) = Fixture::new(DECIDER).run_at(server.base_url()).await;
     run.expect_code(0);
     let live = run.stdout();
+    // Not run is not failed: a succeeded step shows no ✗ for it.
     assert!(
-        live.contains("✗ list_dir: not run: the turn was over"),
+        live.contains("· list_dir: not run: the turn was over") && !live.contains("✗ list_dir"),
         "{live}"
     );
-    // Run again: the step is cached and its transcript replayed, with the same mark.
+    // Run again: the step is cached and its transcript replayed, with the same marks, each
+    // call with its arguments and result, before the answer.
     let (_f, again) = f.run_at(server.base_url()).await;
     again.expect_code(0);
     let replayed = again.stdout();
     assert!(replayed.contains("cached"), "{replayed}");
     assert!(
-        replayed.contains("✗ list_dir: not run: the turn was over"),
+        replayed.contains("· list_dir: not run: the turn was over"),
         "{replayed}"
+    );
+    let call = replayed.find("→ verdict {").unwrap_or(usize::MAX);
+    let result = replayed.find("← verdict:").unwrap_or(usize::MAX);
+    let answer = replayed.find("Approved.").unwrap_or(0);
+    assert!(
+        replayed.contains("\"choice\":\"approve\"") && call < result && result < answer,
+        "the replay lost the call's arguments or result, or put the answer first:\n{replayed}"
     );
     assert_eq!(
         server.requests().len(),

@@ -53,6 +53,7 @@ impl Fixture {
             tools: tools.iter().map(|t| (*t).to_owned()).collect(),
             prompt: "Read in/a.txt and write the answer to out/answer.txt.".into(),
             verdicts: Vec::new(),
+            verdict_from_text: false,
             max_turns: Some(10),
             budgets: Vec::new(),
             prices: Default::default(),

@@ -108,38 +108,3 @@ async fn prices_use_the_model_the_server_reports_serving() {
         "{cost}"
     );
 }
-
-#[tokio::test(flavor = "multi_thread")]
-async fn runs_cost_does_not_count_steps_cached_from_the_cache() {
-    let server = ScriptedServer::start(Script::new([Reply::text("answer").usage(40, 20)]))
-        .await
-        .expect("server");
-    let yaml = "prices:\n  qwen2.5-coder-0.5b: { prompt: 1.0, completion: 2.0 }\nagents:\n  - name: a\njobs:\n  - name: j\n    plan:\n      - agent: a\n        name: first\n        prompt: say one thing\n";
-    let (f, run) = run_with(&server, yaml).await;
-    run.expect_code(0);
-    let url = server.base_url().to_string();
-    let again = tokio::task::spawn_blocking(move || {
-        let run = f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", &url)]);
-        (f, run)
-    });
-    let (f, second) = again.await.expect("join");
-    second.expect_code(0);
-    assert!(second.stdout().contains("↺ first"), "{}", second.stdout());
-    assert_eq!(server.requests().len(), 1, "the second run asked the model");
-    let runs = f.treadle(&["runs", "--cost"]).stdout();
-    let row = |id: &str| {
-        runs.lines()
-            .find(|l| l.split_whitespace().next() == Some(id))
-            .unwrap_or("")
-            .to_owned()
-    };
-    assert!(
-        row("1").contains(" 40 ") && row("1").contains(" 20 "),
-        "{runs}"
-    );
-    let second_row = row("2");
-    assert!(
-        !second_row.contains(" 40 ") && !second_row.contains("$0.0001"),
-        "the replayed step's tokens were counted again:\n{runs}"
-    );
-}

@@ -112,3 +112,40 @@ fn man_page_is_roff_naming_the_commands() {
     assert!(page.contains("completions"), "{page}");
     assert!(page.contains("\\-\\-log"), "{page}");
 }
+
+#[test]
+fn bash_completes_the_names_of_the_docs_pages() {
+    let f = empty();
+    let script = f.treadle(&["completions", "bash"]).stdout();
+    let path = f.path().join("treadle.bash");
+    std::fs::write(&path, script).expect("write");
+    // Bash itself, completing `treadle docs pip` and `treadle docs ` as a user's Tab would.
+    // Bash calls a completion function with the command, the word being completed and
+    // the word before it.
+    let complete = |words: &str, cword: usize| {
+        let line = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD={cword}; _treadle treadle \"${{COMP_WORDS[{cword}]}}\" \"${{COMP_WORDS[{}]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            path.display(),
+            cword - 1
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &line])
+            .output()
+            .expect("bash");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let pip = complete("treadle docs pip", 2);
+    assert!(pip.lines().any(|l| l == "pipelines"), "{pip}");
+    let all = complete("treadle docs ''", 2);
+    for page in ["hooks", "tools", "watch"] {
+        assert!(all.lines().any(|l| l == page), "{page} not offered:\n{all}");
+    }
+}
+
+#[test]
+fn man_page_names_no_page_that_does_not_exist() {
+    let page = empty().treadle(&["man"]).stdout();
+    assert!(!page.contains("(1)"), "names a page per command:\n{page}");
+    assert!(page.contains("treadle run"), "{page}");
+    assert!(page.contains("treadle docs"), "{page}");
+}

@@ -494,3 +494,32 @@ async fn a_user_prompt_submit_guard_that_blocks_keeps_the_prompt_from_the_model(
         server.requests().len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hooks_get_absolute_dirs_and_a_post_tool_use_exit_2_does_not_say_blocked() {
+    // `cd /` first: a relative directory would then name somewhere else.
+    let hooks = "      pre_tool_use:\n        - matcher: run_shell\n          command: \"cd / && echo P=$TREADLE_PROJECT_DIR C=$CLAUDE_PROJECT_DIR S=$TREADLE_STEP_DIR && test -f $TREADLE_PROJECT_DIR/treadle.yml && echo found-project\"\n      post_tool_use:\n        - matcher: run_shell\n          command: \"echo too late >&2; exit 2\"\n";
+    let (server, f, run) = run_with(&pipeline(hooks), calls(RUNS), |_| ()).await;
+    run.expect_code(0);
+    let out = run.stdout();
+    let root = f
+        .path()
+        .canonicalize()
+        .unwrap_or_else(|_| f.path().to_owned());
+    for var in ["P=/", "C=/", "S=/"] {
+        assert!(out.contains(var), "{var} is not absolute:\n{out}");
+    }
+    assert!(
+        out.contains(&format!("P={}", root.display()))
+            || out.contains(&format!("P={}", f.path().display())),
+        "{out}"
+    );
+    assert!(out.contains("found-project"), "{out}");
+    // The call ran; the observer's exit 2 is reported, not called a block.
+    assert!(tool_results(&server).contains("RAN-OK"));
+    assert!(
+        out.contains("objected") && out.contains("too late"),
+        "{out}"
+    );
+    assert!(!out.contains("blocked: too late"), "{out}");
+}

@@ -77,7 +77,7 @@ fn parse(line: usize, lines: &[&str]) -> Example {
 }
 
 async fn send(s: &Server, e: &Example) -> (u16, String) {
-    let client = common::http();
+    let client = s.http();
     let mut req = client.request(e.method.parse().expect("method"), s.url(&e.path));
     for (k, v) in &e.headers {
         req = req.header(k, v);

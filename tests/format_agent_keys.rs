@@ -330,7 +330,10 @@ jobs:
     let priced = Fixture::new(&format!(
         "prices:\n  gpt-5: {{ prompt: 1.25, completion: 10.0 }}\n{agent}"
     ));
-    priced.treadle(&["validate"]).expect_code(0);
+    // (validate also wants the CLI installed: any file stands in for it here.)
+    priced
+        .treadle_env(&["validate"], &[("TREADLE_CODEX_BIN", "/bin/sh")])
+        .expect_code(0);
     // A CLI treadle does not drive still loads, and is refused when it runs.
     let other = Fixture::new(
         &agent
@@ -345,5 +348,47 @@ jobs:
         "{}{}",
         run.stdout(),
         run.stderr()
+    );
+}
+
+#[test]
+fn validate_refuses_a_cli_model_whose_cli_is_not_installed() {
+    let yaml = "agents:\n- name: reviewer\n  source: { model: \"@claude/sonnet\" }\njobs:\n- name: review\n  plan:\n  - agent: reviewer\n    prompt: Review this code.\n";
+    let f = Fixture::new(yaml);
+    // A PATH with a shell and no claude.
+    let bin = tempfile::tempdir().expect("dir");
+    std::os::unix::fs::symlink("/bin/sh", bin.path().join("sh")).expect("link");
+    let path = bin.path().display().to_string();
+    let run = f.treadle_env(
+        &["validate"],
+        &[("PATH", &path), ("TREADLE_CLAUDE_BIN", "")],
+    );
+    assert_eq!(run.code(), 2, "{}{}", run.stdout(), run.stderr());
+    let err = run.stderr();
+    assert!(
+        err.contains("treadle.yml:3:20: ")
+            && err.contains("runs the claude CLI")
+            && err.contains("TREADLE_CLAUDE_BIN")
+            && err.contains("npm install -g @anthropic-ai/claude-code"),
+        "{err}"
+    );
+    // Named by its variable, it passes; a variable naming nothing is refused.
+    let ok = f.treadle_env(
+        &["validate"],
+        &[("PATH", &path), ("TREADLE_CLAUDE_BIN", "/bin/sh")],
+    );
+    assert_eq!(ok.code(), 0, "{}{}", ok.stdout(), ok.stderr());
+    let gone = f.treadle_env(
+        &["validate"],
+        &[
+            ("PATH", &path),
+            ("TREADLE_CLAUDE_BIN", "/nonexistent/claude"),
+        ],
+    );
+    assert_eq!(gone.code(), 2);
+    assert!(
+        gone.stderr().contains("/nonexistent/claude"),
+        "{}",
+        gone.stderr()
     );
 }

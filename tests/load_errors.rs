@@ -260,3 +260,37 @@ fn a_billion_laughs_is_refused_with_a_sentence() {
         "{err}"
     );
 }
+
+#[test]
+fn a_duration_outside_the_documented_forms_is_refused_with_them() {
+    // `1h30m` and `500ms` are fine; words, spaces and unknown units are not.
+    for good in ["90s", "5m", "1h30m", "500ms", "45"] {
+        let f = Fixture::new(&format!(
+            "jobs:\n  - name: a\n    plan:\n      - task: x\n        run: true\n        timeout: {good}\n"
+        ));
+        f.treadle(&["validate"]).expect_code(0);
+    }
+    for bad in [
+        "5 minutes",
+        "1 hour",
+        "10 m",
+        "5mins",
+        "5x",
+        "five",
+        "1h 30m",
+    ] {
+        let err = refused(
+            &format!(
+                "jobs:\n  - name: a\n    plan:\n      - task: x\n        run: true\n        timeout: {bad}\n"
+            ),
+            Some("6:18"),
+            &format!("invalid value for `timeout`: `{bad}` is not a duration"),
+        );
+        assert!(err.contains("90s, 5m, 1h30m or 500ms"), "{bad}: {err}");
+        // Our words, not the parser library's.
+        assert!(
+            !err.contains("supported units") && !err.contains("expected number"),
+            "{bad}: {err}"
+        );
+    }
+}

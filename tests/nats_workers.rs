@@ -76,8 +76,8 @@ fn normalised(json: &str) -> String {
 }
 
 /// Follows the run's SSE stream from its start to `end`: the events as the web view gets them.
-async fn follow(base: String, run: u64) -> Vec<String> {
-    let r = common::http()
+async fn follow(client: reqwest::Client, base: String, run: u64) -> Vec<String> {
+    let r = client
         .get(format!("{base}/api/v1/runs/{run}/events"))
         .send()
         .await
@@ -122,7 +122,7 @@ async fn a_killed_worker_loses_no_step_and_repeats_none() {
     let (code, body) = post(&server, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
     assert_eq!(code, 201, "{body}");
     let run = body["id"].as_u64().expect("id");
-    let live = tokio::spawn(follow(server.base.clone(), run));
+    let live = tokio::spawn(follow(server.http(), server.base.clone(), run));
     // Kill the worker of the first task that starts, while it sleeps mid-step.
     let victim = loop {
         let first = lines(&started).into_iter().next();

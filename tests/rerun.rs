@@ -154,7 +154,7 @@ async fn a_failure_after_a_cached_agent_step_says_how_to_run_it_again() {
     assert!(
         last(&second).ends_with(
             "step `check` failed: exit code 3; agent step `writer` was taken from the cache \
-             (run 1); to run it again: treadle run --rerun writer"
+             (run 1); to run it again: treadle run treadle.yml --rerun writer"
         ),
         "{}",
         second.stdout()
@@ -177,6 +177,67 @@ async fn a_failure_after_a_cached_agent_step_says_how_to_run_it_again() {
     assert!(third.stdout().contains("eight"), "{}", third.stdout());
     assert_eq!(server.requests().len(), 2, "--rerun asked the model again");
     assert!(!last(&third).contains("--rerun"), "{}", third.stdout());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rerun_hint_of_another_file_works_as_printed() {
+    // The user's pipeline is `review.yml`; beside it a `treadle.yml` with another job,
+    // which a hint without the file would pick.
+    let server = ScriptedServer::start(Script::new(vec![
+        Reply::text("seven"),
+        Reply::text("eight"),
+    ]))
+    .await
+    .expect("server");
+    let url = server.base_url().to_string();
+    let f =
+        Fixture::new("jobs:\n  - name: fix\n    plan:\n      - task: other\n        run: 'true'\n");
+    std::fs::write(f.path().join("review.yml"), AFTER_AGENT).expect("write review.yml");
+    let run = |f: Fixture, args: Vec<String>| {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let run = f.treadle_env(&args, &[("TREADLE_LOCAL_URL", &url)]);
+            (f, run)
+        })
+    };
+    let args = || vec!["run".to_owned(), "review.yml".to_owned()];
+    let (f, first) = run(f, args()).await.expect("join");
+    first.expect_code(1);
+    let (f, second) = run(f, args()).await.expect("join");
+    second.expect_code(1);
+    let out = second.stdout();
+    let hint = out
+        .lines()
+        .last()
+        .and_then(|l| l.split("to run it again: treadle ").nth(1))
+        .unwrap_or_else(|| panic!("no hint in:\n{out}"))
+        .to_owned();
+    assert!(hint.contains("review.yml"), "{hint}");
+    // Run exactly what was printed, through a shell, as the user would paste it.
+    let printed = format!("\"{}\" {hint}", env!("CARGO_BIN_EXE_treadle"));
+    let dir = f.path().to_owned();
+    let url2 = url.clone();
+    let third = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("sh")
+            .args(["-c", &printed])
+            .current_dir(&dir)
+            .env("TREADLE_LOCAL_URL", &url2)
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .expect("sh")
+    })
+    .await
+    .expect("join");
+    let said = String::from_utf8_lossy(&third.stdout).into_owned()
+        + &String::from_utf8_lossy(&third.stderr);
+    assert_eq!(third.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("eight"),
+        "the hint did not run the step again: {said}"
+    );
+    assert_eq!(server.requests().len(), 2, "{said}");
+    drop(f);
 }
 
 #[test]
@@ -273,4 +334,42 @@ fn a_confined_task_refused_a_program_outside_names_it_and_confined_false() {
     let run = f.treadle(&["run"]);
     run.expect_code(0);
     assert!(run.stdout().contains("shimmed"), "{}", run.stdout());
+}
+
+#[test]
+fn resume_of_a_forced_run_runs_the_step_it_stopped_in_and_says_what_it_resumes() {
+    let f = Fixture::new("");
+    let gate = f.path().join("gate");
+    let inside = f.path().join("inside");
+    let yaml = format!(
+        "jobs:\n  - name: j\n    plan:\n      - task: prepare\n        run: echo prepared\n      - task: tests\n        confined: false\n        run: |\n          echo tests ran\n          if [ -f '{}' ]; then touch '{}'; sleep 60; fi\n",
+        gate.display(),
+        inside.display()
+    );
+    std::fs::write(f.file(), yaml).expect("write");
+    f.treadle(&["run"]).expect_code(0);
+    // Run 2, with --force, is stopped (SIGKILL) inside `tests`.
+    std::fs::write(&gate, "").expect("gate");
+    let mut forced = std::process::Command::new(env!("CARGO_BIN_EXE_treadle"))
+        .args(["run", "--force"])
+        .current_dir(f.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    crate::common::server::eventually("run 2 inside `tests`", || inside.exists());
+    forced.kill().expect("kill");
+    forced.wait().expect("wait");
+    std::fs::remove_file(&gate).expect("gate");
+    let resumed = f.treadle(&["run", "--resume", "2"]);
+    resumed.expect_code(0);
+    let out = resumed.stdout();
+    assert!(
+        out.contains("resumes run 2") && out.contains("--force"),
+        "the header does not say what it resumes:\n{out}"
+    );
+    assert!(
+        out.contains("tests ran") && !out.contains("from run 1"),
+        "the step run 2 stopped in came from run 1's cache:\n{out}"
+    );
 }

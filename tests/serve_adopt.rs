@@ -28,7 +28,8 @@ use treadle_scripted::ScriptedServer;
 /// The run's events from after `after`, read until the stream ends or `quiet` passes
 /// without one.
 async fn read_events(s: &Server, run: u64, after: u64, quiet: Duration) -> Vec<SseEvent> {
-    let r = common::http()
+    let r = s
+        .http()
         .get(s.url(&format!("/api/v1/runs/{run}/events")))
         .header("Last-Event-ID", after.to_string())
         .send()

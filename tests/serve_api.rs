@@ -110,7 +110,8 @@ async fn bad_input_gets_a_clear_4xx_and_changes_nothing() {
     let id = started["id"].as_u64().expect("id");
     wait_ended(&s, id).await;
     for bad in ["x", "-1", "1.5", "", "99999999999999999999999"] {
-        let r = common::http()
+        let r = s
+            .http()
             .get(s.url(&format!("/api/v1/runs/{id}/events")))
             .header("Last-Event-ID", bad)
             .send()

@@ -18,7 +18,8 @@ use treadle_scripted::{Reply, Script, ScriptedServer};
 const CHATTY: &str = "jobs:\n  - name: main\n    plan:\n      - task: count\n        run: for i in $(seq 1 200); do echo line $i; sleep 0.01; done\n      - in_parallel:\n          - task: a\n            run: for i in $(seq 1 100); do echo a $i; done\n          - task: b\n            run: for i in $(seq 1 100); do echo b $i; sleep 0.005; done\n";
 
 async fn start_run(s: &Server, body: Value) -> u64 {
-    let r = common::http()
+    let r = s
+        .http()
         .post(s.url("/api/v1/runs"))
         .json(&body)
         .send()
@@ -31,7 +32,8 @@ async fn start_run(s: &Server, body: Value) -> u64 {
 
 /// Reads a run's whole stream in one connection, from after `after`.
 async fn read_all(s: &Server, run: u64, after: u64) -> Vec<SseEvent> {
-    let r = common::http()
+    let r = s
+        .http()
         .get(s.url(&format!("/api/v1/runs/{run}/events")))
         .header("Last-Event-ID", after.to_string())
         .send()
@@ -64,7 +66,7 @@ async fn dropped_connections_resume_with_no_gap_and_no_duplicate() {
     let f = Fixture::new(CHATTY);
     let s = Server::start(f.path(), &[], &[]);
     let run = start_run(&s, json!({"pipeline": "treadle"})).await;
-    let client = common::http();
+    let client = s.http();
     let mut got: Vec<SseEvent> = Vec::new();
     let mut drops = 0;
     'connections: loop {

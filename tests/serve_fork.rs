@@ -51,7 +51,7 @@ pub fn review_reply(body: &Value) -> Reply {
 
 /// The run's journaled events as the API streams them once it has ended.
 async fn events(s: &Server, id: u64) -> String {
-    common::http()
+    s.http()
         .get(s.url(&format!("/api/v1/runs/{id}/events")))
         .send()
         .await
@@ -175,7 +175,8 @@ async fn a_fork_that_cannot_be_made_is_refused_and_starts_nothing() {
         assert!(answer["error"].is_string(), "{answer}");
     }
     // Cross-site, the guard of every mutating route refuses it.
-    let r = common::http()
+    let r = s
+        .http()
         .post(s.url("/api/v1/runs/1/fork"))
         .header("Origin", "http://evil.example")
         .json(&json!({"at": "reviewer"}))

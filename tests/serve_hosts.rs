@@ -44,7 +44,7 @@ async fn until_pending(s: &Server) -> Value {
 async fn a_rebound_name_reads_starts_and_approves_nothing() {
     let f = Fixture::new(GATED);
     let s = Server::start(f.path(), &[], &[]);
-    let c = common::http();
+    let c = s.http();
     // A run waiting at its gate, started by the owner through the loopback address.
     let (code, started) = post(&s, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
     assert_eq!(code, 201, "{started}");
@@ -122,7 +122,7 @@ fn raw_request(s: &Server, request: &str) -> String {
 async fn a_name_given_with_allowed_host_is_answered() {
     let f = Fixture::new(GATED);
     let s = Server::start(f.path(), &["--allowed-host", "Treadle.Example.com"], &[]);
-    let c = common::http();
+    let c = s.http();
     let name = "treadle.example.com";
     let (code, list) = send(rebound(c.get(s.url("/api/v1/runs")), &s, name)).await;
     assert_eq!((code, list), (200, json!([])));

@@ -132,7 +132,10 @@ async fn a_follower_that_stops_reading_is_cut_off_and_resumes_losing_nothing() {
     let address = addr(&s);
     // Connects, reads the response head, then reads nothing until the run has ended.
     let mut tcp = small_window(&address);
-    let head = format!("GET /api/v1/runs/{id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let token = s.token.clone().expect("the server's token");
+    let head = format!(
+        "GET /api/v1/runs/{id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
     tcp.write_all(head.as_bytes()).expect("write");
     let began = Instant::now();
     loop {
@@ -163,7 +166,8 @@ async fn a_follower_that_stops_reading_is_cut_off_and_resumes_losing_nothing() {
     let last = *got.last().expect("some events before the cut");
     assert_eq!(got, (1..=last).collect::<Vec<_>>(), "a gap before the cut");
     // Resumes from the last event it has: everything after, once, then `end`.
-    let r = common::http()
+    let r = s
+        .http()
         .get(s.url(&format!("/api/v1/runs/{id}/events")))
         .header("Last-Event-ID", last.to_string())
         .send()

@@ -11,7 +11,7 @@ use treadle::server::metrics::{Counts, render};
 use treadle_scripted::{Reply, Script, ScriptedServer};
 
 async fn get_text(s: &Server, path: &str) -> (u16, String, String) {
-    let r = common::http().get(s.url(path)).send().await.expect("GET");
+    let r = s.http().get(s.url(path)).send().await.expect("GET");
     let status = r.status().as_u16();
     let kind = r
         .headers()
@@ -33,7 +33,8 @@ async fn metrics_count_runs_steps_and_tokens_by_model() {
     );
     let f = Fixture::new(&yaml);
     let s = Server::start(f.path(), &[], &[]);
-    let started: Value = common::http()
+    let started: Value = s
+        .http()
         .post(s.url("/api/v1/runs"))
         .json(&json!({"pipeline": "treadle"}))
         .send()
@@ -45,7 +46,8 @@ async fn metrics_count_runs_steps_and_tokens_by_model() {
     let id = started["id"].as_u64().expect("id");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let run: Value = common::http()
+        let run: Value = s
+            .http()
             .get(s.url(&format!("/api/v1/runs/{id}")))
             .send()
             .await

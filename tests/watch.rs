@@ -39,6 +39,22 @@ fn each_commit_is_built_and_deployed_once_in_order_even_across_a_sigkill() {
             lines(&deployed).last().map(String::as_str) == Some(v)
         });
     }
+    // Each build is queued under its own number: the second is never "#1" again.
+    let said = w.said();
+    let queued: Vec<&str> = said
+        .lines()
+        .filter_map(|l| l.split("queued `").nth(1))
+        .filter_map(|rest| rest.split(" with ").next())
+        .collect();
+    assert!(queued.len() >= 3, "{said}");
+    let mut unique = queued.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        queued.len(),
+        "a queue number was given twice:\n{said}"
+    );
     // SIGKILL mid-build: nothing of the watcher or its build's shell survives to finish it.
     commit(&repo, "v4-slow");
     let started = counts.path().join("started-v4-slow");

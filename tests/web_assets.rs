@@ -171,6 +171,37 @@ fn json_blocks_and_payloads_are_highlighted() {
 }
 
 #[test]
+fn durations_and_costs_read_as_rounded_once_and_replayed() {
+    let Some(b) = Browser::start("durations_and_costs_read_as_rounded_once_and_replayed") else {
+        return;
+    };
+    let page = serve_page();
+    b.goto(&format!("{}/approvals", page.url));
+    let out = b.eval_async(
+        r#"
+        const { duration, spent } = await import('/assets/dom.js');
+        return {
+          d: [239600, 59960, 61000, 3599600, 7199999, 900].map(duration),
+          cached: spent({tokens: 60, cost_usd: null, replayed_tokens: 60, replayed_cost_usd: null}),
+          priced: spent({tokens: 60, cost_usd: 0.0001, replayed_tokens: 60, replayed_cost_usd: 0.0001}),
+        };
+        "#,
+        json!([]),
+    );
+    assert_eq!(
+        out["d"],
+        json!([
+            "4 m 0 s", "1 m 0 s", "1 m 1 s", "1 h 0 m", "2 h 0 m", "900 ms"
+        ]),
+        "{out}"
+    );
+    // An all-cached run on an unpriced model is unpriced, never $0; a priced one says
+    // its cost was replayed.
+    assert_eq!(out["cached"], "unpriced replayed", "{out}");
+    assert_eq!(out["priced"], "$0.0001 replayed", "{out}");
+}
+
+#[test]
 fn sse_parser_reads_events_however_split() {
     let Some(b) = Browser::start("sse_parser_reads_events_however_split") else {
         return;

@@ -277,7 +277,8 @@ fn artifact_paths_outside_the_run_are_refused() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let status = |path: &str| {
         rt.block_on(async {
-            let r = common::http()
+            let r = server
+                .http()
                 .get(server.url(path))
                 .send()
                 .await

@@ -45,8 +45,11 @@ pub enum HookEffect {
     Allowed,
     /// It rewrote a tool call's arguments (and allowed it).
     Rewrote(Value),
-    /// It blocked the operation (on an observer event: only reported).
+    /// It blocked the operation (a guard's answer).
     Denied(String),
+    /// An observer (an event after the operation, such as `post_tool_use`) answered as a
+    /// block would: it cannot block, the operation had run; its reason is reported.
+    Objected(String),
     /// It asked for a person's approval.
     Asked(String),
     /// It gave no answer. `denied`: the guarded operation is denied for it; `false` for
@@ -61,6 +64,9 @@ impl fmt::Display for HookEffect {
             HookEffect::Allowed => f.write_str("allowed"),
             HookEffect::Rewrote(arguments) => write!(f, "rewrote the arguments to {arguments}"),
             HookEffect::Denied(reason) => write!(f, "blocked: {reason}"),
+            HookEffect::Objected(reason) => {
+                write!(f, "objected (it cannot block: the call had run): {reason}")
+            }
             HookEffect::Asked(question) => write!(f, "asked for approval: {question}"),
             HookEffect::Failed {
                 failure,
@@ -291,6 +297,12 @@ impl CommandHook {
             }
         };
         match answer.verdict {
+            Verdict::Deny if !guard => {
+                let reason = answer
+                    .reason
+                    .unwrap_or_else(|| format!("hook {} objected", self.name));
+                (Decision::deny(reason.clone()), HookEffect::Objected(reason))
+            }
             Verdict::Deny => {
                 let reason = answer
                     .reason

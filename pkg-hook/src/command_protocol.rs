@@ -60,6 +60,7 @@ pub(crate) enum Failure {
     Exit(i32),
     Signal(i32),
     TimedOut(std::time::Duration),
+    OutputOpen(std::time::Duration),
     NotStarted(std::io::Error),
     Garbage(String),
 }
@@ -76,6 +77,11 @@ impl fmt::Display for Failure {
                     "it did not answer within its timeout of {limit:?} and was killed"
                 )
             }
+            Failure::OutputOpen(limit) => write!(
+                f,
+                "it exited, but a process it left behind kept its output open past its \
+                 timeout of {limit:?}, so its answer may be incomplete"
+            ),
             Failure::NotStarted(error) => write!(f, "it could not be started: {error}"),
             Failure::Garbage(why) => write!(f, "its output is not a decision: {why}"),
         }
@@ -195,6 +201,7 @@ pub(crate) fn answer(ran: &Ran) -> Result<Answer, Failure> {
         End::Exited(code) => Err(Failure::Exit(*code)),
         End::Signaled(signal) => Err(Failure::Signal(*signal)),
         End::TimedOut(limit) => Err(Failure::TimedOut(*limit)),
+        End::OutputOpen(limit) => Err(Failure::OutputOpen(*limit)),
         End::NotStarted(error) => Err(Failure::NotStarted(std::io::Error::new(
             error.kind(),
             error.to_string(),
@@ -213,10 +220,20 @@ fn reason_or(text: &str, fallback: &str) -> String {
 
 /// Stdout of a hook that exited 0. Text that does not start with `{` is output for the
 /// transcript, not a decision (a Claude Code hook may print progress); text that does
-/// must be a whole JSON decision object, or the hook failed.
+/// must be a whole JSON decision object, or the hook failed. A UTF-8 byte order mark
+/// before it (PowerShell's and some editors' habit) is not text: it is skipped.
 fn parse_stdout(stdout: &str) -> Result<Answer, Failure> {
-    let text = stdout.trim();
+    let text = stdout.trim_start_matches('\u{feff}').trim();
     if !text.starts_with('{') {
+        // A decision after other output would be ignored by a reader that only looks at
+        // the start: fail closed on it rather than let a deny pass as progress text.
+        if text.lines().any(|line| line.trim_start().starts_with('{')) {
+            return Err(Failure::Garbage(
+                "a JSON object follows other output; a decision must be the whole stdout \
+                 (print progress on stderr)"
+                    .to_owned(),
+            ));
+        }
         return Ok(Answer::default());
     }
     let object: Map<String, Value> =
@@ -358,6 +375,16 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_before_a_decision_is_skipped() {
+        let denied = answer(&exited(0, "\u{feff}{\"decision\":\"deny\"}\n", "")).unwrap();
+        assert_eq!(denied.verdict, Verdict::Deny);
+        assert_eq!(
+            answer(&exited(0, "\u{feff}checked\n", "")).unwrap().verdict,
+            Verdict::Proceed
+        );
+    }
+
+    #[test]
     fn garbage_is_a_failure() {
         for bad in [
             "{not json",
@@ -366,6 +393,7 @@ mod tests {
             r#"{"updated_input":"ls"}"#,
             r#"{"hookSpecificOutput":[]}"#,
             r#"{"reason":7}"#,
+            "checking...\n{\"decision\":\"deny\"}",
         ] {
             assert!(
                 matches!(answer(&exited(0, bad, "")), Err(Failure::Garbage(_))),

@@ -267,8 +267,11 @@ async fn post_tool_use_gets_the_result_and_cannot_change_the_outcome() {
     assert_eq!(env["tool_response"], "wrote a.rs");
     assert_eq!(
         seen.lock().unwrap()[0].effect,
-        HookEffect::Denied("too late".into())
+        HookEffect::Objected("too late".into())
     );
+    // It cannot block, so it is never said to have.
+    let said = seen.lock().unwrap()[0].effect.to_string();
+    assert!(!said.starts_with("blocked"), "{said}");
 }
 
 #[tokio::test]
@@ -300,4 +303,80 @@ async fn a_hook_that_leaves_a_background_process_does_not_hold_the_call() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Whether `pid` still runs (a zombie has ended).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| !r.trim_start().starts_with('Z'))
+    })
+}
+
+#[tokio::test]
+async fn a_deny_with_a_background_child_holding_stdout_denies_and_the_child_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child");
+    let command = format!(
+        r#"echo '{{"decision":"deny","reason":"not with a child"}}'; sleep 30 & echo $! > {}"#,
+        pidfile.display()
+    );
+    let started = Instant::now();
+    let denied = decide(guard(&command), tool_call("run_shell", json!({})))
+        .await
+        .expect_err("the deny was read as going on");
+    assert_eq!(denied.reason, "not with a child");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let child = std::fs::read_to_string(&pidfile).unwrap();
+    // Its output closes as it dies, a moment before it is a zombie.
+    let dying = Instant::now();
+    while running(child.trim()) {
+        assert!(
+            dying.elapsed() < Duration::from_secs(2),
+            "the hook's background child {child} outlived it"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test]
+async fn output_held_open_past_the_timeout_by_an_escaped_child_denies() {
+    // `setsid` takes the child out of the hook's process group, beyond the plain
+    // launcher's reach: its output stays open, so the answer may be incomplete.
+    // The hook waits until its child has a session of its own (field 6 of its stat).
+    let spec = guard(
+        r#"echo '{"decision":"allow"}'; setsid sleep 3 & p=$!
+        until [ "$(cut -d' ' -f6 /proc/$p/stat)" = "$p" ]; do :; done"#,
+    )
+    .timeout(Duration::from_millis(500));
+    let started = Instant::now();
+    let denied = decide(spec, tool_call("run_shell", json!({})))
+        .await
+        .expect_err("an answer read before the output ended was taken");
+    assert!(
+        denied.reason.contains("kept its output open"),
+        "{}",
+        denied.reason
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_deny_after_a_byte_order_mark_denies() {
+    let denied = decide(
+        guard(r#"printf '\357\273\277{"decision":"deny","reason":"bom"}\n'"#),
+        tool_call("run_shell", json!({})),
+    )
+    .await
+    .expect_err("a BOM-prefixed deny was read as text");
+    assert_eq!(denied.reason, "bom");
 }

@@ -13,6 +13,8 @@ use crate::reply::Ending;
 
 /// Per-request delay source: fixed delay plus seeded jitter (splitmix64).
 pub(crate) struct Delays {
+    /// Before the first streamed frame (after the response's headers).
+    first: Duration,
     fixed: Duration,
     jitter: Option<(Duration, Duration)>,
     rng: u64,
@@ -21,7 +23,7 @@ pub(crate) struct Delays {
 impl Delays {
     /// Delays for request number `index`: `fixed`, plus `(min, max, seed)` jitter.
     pub(crate) fn new(
-        fixed: Duration,
+        (first, fixed): (Duration, Duration),
         jitter: Option<(Duration, Duration, u64)>,
         index: usize,
     ) -> Self {
@@ -30,6 +32,7 @@ impl Delays {
             None => (None, 0),
         };
         Self {
+            first,
             fixed,
             jitter,
             rng: seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -37,7 +40,15 @@ impl Delays {
     }
 
     pub(crate) fn is_zero(&self) -> bool {
-        self.fixed.is_zero() && self.jitter.is_none_or(|(_, max)| max.is_zero())
+        self.first.is_zero()
+            && self.fixed.is_zero()
+            && self.jitter.is_none_or(|(_, max)| max.is_zero())
+    }
+
+    /// The wait before the first frame, once (`None` after, or when there is none).
+    pub(crate) fn take_first(&mut self) -> Option<Duration> {
+        let first = std::mem::take(&mut self.first);
+        (!first.is_zero()).then_some(first)
     }
 
     fn next_u64(&mut self) -> u64 {
@@ -118,6 +129,11 @@ async fn paced_step(mut s: Paced) -> Option<(Result<Bytes, io::Error>, Paced)> {
         return None;
     }
     if let Some(frame) = s.frames.get(s.next) {
+        if s.next == 0
+            && let Some(d) = s.delays.take_first()
+        {
+            tokio::time::sleep(d).await;
+        }
         if s.next > 0
             && let Some(d) = s.delays.next()
         {

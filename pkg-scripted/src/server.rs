@@ -85,6 +85,7 @@ impl RecordedRequest {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct ServerBuilder {
+    first_byte_delay: Duration,
     chunk_delay: Duration,
     jitter: Option<(Duration, Duration, u64)>,
     quirks: bool,
@@ -95,6 +96,7 @@ pub struct ServerBuilder {
 impl Default for ServerBuilder {
     fn default() -> Self {
         Self {
+            first_byte_delay: Duration::ZERO,
             chunk_delay: Duration::ZERO,
             jitter: None,
             quirks: false,
@@ -105,6 +107,14 @@ impl Default for ServerBuilder {
 }
 
 impl ServerBuilder {
+    /// Waits this long before the first streamed chunk, after the response's headers were
+    /// sent (and before a non-streaming body), as a model reading a long prompt does: time
+    /// to first token is this, not the headers' arrival. Default: no delay.
+    pub fn first_byte_delay(mut self, delay: Duration) -> Self {
+        self.first_byte_delay = delay;
+        self
+    }
+
     /// Waits this long before every streamed chunk after the first (and before a
     /// non-streaming body). Default: no delay.
     pub fn chunk_delay(mut self, delay: Duration) -> Self {
@@ -464,7 +474,11 @@ pub(crate) async fn answer_with(
             );
         }
     };
-    let mut delays = Delays::new(inner.opts.chunk_delay, inner.opts.jitter, index);
+    let mut delays = Delays::new(
+        (inner.opts.first_byte_delay, inner.opts.chunk_delay),
+        inner.opts.jitter,
+        index,
+    );
     match rendered {
         Rendered::Status {
             status,
@@ -485,10 +499,12 @@ pub(crate) async fn answer_with(
             frames,
             ending,
         } => {
-            if !info.stream
-                && let Some(d) = delays.next()
-            {
-                tokio::time::sleep(d).await;
+            if !info.stream {
+                let first = delays.take_first().unwrap_or_default();
+                let d = first + delays.next().unwrap_or_default();
+                if !d.is_zero() {
+                    tokio::time::sleep(d).await;
+                }
             }
             let body = if ending == Ending::Complete && (delays.is_zero() || !info.stream) {
                 Body::from(frames.buf)

@@ -20,7 +20,11 @@ use crate::journal::JournalOpenError;
 /// println!("{answer}");
 /// # Ok(()) }
 /// ```
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Debug` is its message and the chain of causes, each on a line of its own, since
+/// that is what `main` prints for the `Err` it returns; `{:#?}` shows the variant and the
+/// typed error it holds.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     #[error(transparent)]
@@ -50,17 +54,52 @@ pub enum Error {
     Import(Box<crate::journal::ImportError>),
     #[error(transparent)]
     Fork(Box<crate::fork::ForkError>),
+    /// An id given as text (a session id from the command line) is not one.
+    #[error(transparent)]
+    Id(Box<treadle_event::IdParseError>),
 }
 
-/// `From` each operation's error into its boxed [`Error`] variant, so `?` converts.
+/// `From` each operation's error into its boxed [`Error`] variant, so `?` converts, and
+/// the variant and its typed error for `{:#?}`.
 macro_rules! into_error {
-    ($($variant:ident($error:ty)),* $(,)?) => {$(
-        impl From<$error> for Error {
-            fn from(error: $error) -> Self {
-                Error::$variant(Box::new(error))
+    ($($variant:ident($error:ty)),* $(,)?) => {
+        $(
+            impl From<$error> for Error {
+                fn from(error: $error) -> Self {
+                    Error::$variant(Box::new(error))
+                }
+            }
+        )*
+
+        impl Error {
+            /// The variant's name and the typed error it holds, for `{:#?}`.
+            fn debug_variant(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self {
+                    $(Error::$variant(e) => f.debug_tuple(stringify!($variant)).field(e).finish(),)*
+                }
             }
         }
-    )*};
+    };
+}
+
+impl std::fmt::Debug for Error {
+    /// The message, then each cause (`Caused by:`), as `main` should print a failure; with
+    /// `{:#?}`, the variant and its typed error.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if f.alternate() {
+            return self.debug_variant(f);
+        }
+        write!(f, "{self}")?;
+        let mut source = std::error::Error::source(self);
+        if source.is_some() {
+            write!(f, "\n\nCaused by:")?;
+        }
+        while let Some(cause) = source {
+            write!(f, "\n    {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
 }
 
 into_error!(
@@ -77,4 +116,5 @@ into_error!(
     Read(crate::journal::ReadError),
     Import(crate::journal::ImportError),
     Fork(crate::fork::ForkError),
+    Id(treadle_event::IdParseError),
 );

@@ -125,4 +125,19 @@ impl LoopContext {
         debug_assert!(!kind.class().is_enduring());
         self.hub.publish(Arc::new(Event::new(header, kind)), None);
     }
+
+    /// [`Self::emit`], stamped (time and id) when it is published rather than when
+    /// `header` was made: a model call's deltas share one header made before its request,
+    /// and a delta carrying that time would say the first token came at once.
+    pub(crate) fn emit_now(&self, header: &Header, kind: impl FnOnce() -> EventKind) {
+        if !self.hub.wants_ephemeral(header.loop_id) {
+            return;
+        }
+        let header = Header {
+            id: treadle_event::EventId::new(),
+            at_ms: crate::resume::now_ms(),
+            ..header.clone()
+        };
+        self.emit(header, kind);
+    }
 }

@@ -7,7 +7,6 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::StreamExt;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use schemars::JsonSchema;

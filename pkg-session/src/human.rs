@@ -35,7 +35,7 @@ use crate::tool::{Tool, ToolError};
 ///
 /// let ask = AskHuman::new()
 ///     .deadline(Duration::from_secs(600))
-///     .default_answer(serde_json::json!("no"));
+///     .default_answer(treadle_session::serde_json::json!("no"));
 /// assert_eq!(ask.name(), "ask_human");
 /// ```
 #[derive(Debug, Clone, Default)]

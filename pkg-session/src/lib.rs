@@ -8,16 +8,15 @@
 //! [`TurnReport::answer`] makes a failed or interrupted turn an error.
 //!
 //! ```no_run
-//! use treadle_session::event::{DeltaKind, EventKind};
-//! use treadle_session::{FnTool, Session, TurnItem};
+//! use treadle_session::prelude::*;
 //!
-//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! #[schema] // Deserialize and JsonSchema, through treadle-session's serde and schemars
 //! struct Add {
 //!     a: i64,
 //!     b: i64,
 //! }
 //!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo() -> Result<(), Error> {
 //! let session = Session::builder()
 //!     .endpoint("http://127.0.0.1:8091/v1")
 //!     .model("qwen2.5-coder-0.5b")
@@ -65,6 +64,7 @@
 //! * [`tool`]: the [`Tool`] trait and [`FnTool`], tools from plain functions, and the
 //!   [`Footprint`] of a call (what it reads and writes), which orders a batch's calls.
 //! * [`mcp`]: tools served by MCP servers.
+//! * [`prelude`]: what most programs use, for `use treadle_session::prelude::*`.
 //! * [`tls`]: the rustls crypto provider (*ring*) installed before any HTTPS client is built.
 //! * [`event`] and [`hook`]: the `treadle-event` and `treadle-hook` crates, re-exported.
 //!
@@ -90,6 +90,7 @@ pub mod fence;
 pub mod inference;
 pub mod journal;
 pub mod mcp;
+pub mod prelude;
 pub mod tls;
 
 // The private modules, for readers of the source:
@@ -207,11 +208,11 @@ pub use redact::Secrets;
 pub use repair::repair_arguments;
 pub use restore::RestoreError;
 /// Re-exported, with [`serde`] and [`serde_json`], so that a tool's argument type derives
-/// `Deserialize` and `JsonSchema` with no other dependency (see "A user crate's
-/// dependencies" in `docs/library.md` for the two `crate = ...` attributes that needs).
+/// `Deserialize` and `JsonSchema` with no other dependency: [`macro@schema`] does it in
+/// one line.
 pub use schemars;
 pub use seed::SeededCall;
-/// Re-exported for tool argument types (`#[serde(crate = "treadle_session::serde")]`).
+/// Re-exported for tool argument types and typed answers ([`macro@schema`] derives through it).
 pub use serde;
 /// Re-exported for the JSON values of tools, hooks and gate answers (`json!`).
 pub use serde_json;
@@ -221,16 +222,23 @@ pub use stream::{ToolCallView, ToolResultView, TurnItem, TurnStream};
 pub use subject::{GateKind, GateQuestion, GateRequest};
 pub use tool::{FnTool, Footprint, Place, Tool, ToolError, ToolResult};
 pub use treadle_event as event;
+/// Derives `Deserialize` and `JsonSchema` through this crate's re-exports, for a tool's
+/// argument type or the answer of [`Session::ask`], so a user crate needs neither serde
+/// nor schemars of its own:
+///
+/// ```no_run
+/// #[treadle_session::schema]
+/// struct Add {
+///     /// The first term (doc comments become the schema's descriptions).
+///     a: i64,
+///     b: i64,
+/// }
+/// ```
+pub use treadle_macros::schema;
 
-/// The README's library snippet, compiled as a doc test so it stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeSnippet;
-
-/// The code of docs/library.md, compiled as doc tests too.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/library.md")]
-pub struct LibraryGuide;
+// The README's and docs/library.md's Rust blocks are compiled, with this crate's rustdoc
+// examples, in a user crate by tests/library_examples.rs: a doctest here would see this
+// crate's own dependencies (futures, serde, schemars), which a user's crate does not have.
 pub use treadle_event::GateAnswer;
 pub use treadle_event::{ForkLink, ForkPoint};
 pub use treadle_hook as hook;

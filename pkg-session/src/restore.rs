@@ -115,6 +115,15 @@ pub(crate) fn read(journal: &Journal, session: SessionId) -> Result<Restored, Re
     let events = journal.read(session, 0, None)?;
     let mut main_loop = None;
     let mut loops: HashMap<LoopId, RestoredLoop> = HashMap::new();
+    // A journal that breaks the shape the runtime writes (an import checks it too) is not
+    // rebuilt into a history: a turn that never started, or one started twice, is a hole.
+    let mut shape = crate::journal::Shape::default();
+    for (seq, event) in &events {
+        shape.next(event).map_err(|error| RestoreError::Corrupt {
+            seq: *seq,
+            detail: error.to_string(),
+        })?;
+    }
     for (_, Event { header, kind }) in &events {
         if let EventKind::SessionStarted { .. } = kind {
             main_loop = main_loop.or(header.loop_id);

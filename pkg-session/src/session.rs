@@ -4,7 +4,6 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures::StreamExt;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio::runtime::RuntimeFlavor;

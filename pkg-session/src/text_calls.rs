@@ -8,6 +8,11 @@
 //! of another shape, or a message that already has tool calls is left as it is. The
 //! recovered calls then go through repair, the schema check and the guards like any other,
 //! and a name that is no tool is answered with the list of tools there are.
+//!
+//! While the model streams, [`HeldText`] holds its text deltas back for as long as the
+//! text so far could still be such a call, so that a subscriber printing text deltas never
+//! prints a call's JSON: the held text is published once it cannot be a call, or at the end
+//! of the message if it was not one, and dropped if it was.
 
 use serde_json::Value;
 use treadle_event::{Block, Message};
@@ -106,6 +111,70 @@ fn call_of(value: &Value) -> Option<(String, String)> {
     Some((name.to_owned(), arguments))
 }
 
+/// The text deltas of one model message, held back while the text may be a tool call
+/// written as text (see the module's docs).
+pub(crate) struct HeldText {
+    /// The text so far, while it is held.
+    held: String,
+    /// Whether deltas pass straight through: the text cannot be a call (or the turn takes
+    /// no text calls).
+    passing: bool,
+}
+
+impl HeldText {
+    /// A hold for a message whose text may be tool calls (`active`), or none.
+    pub(crate) fn new(active: bool) -> Self {
+        Self {
+            held: String::new(),
+            passing: !active,
+        }
+    }
+
+    /// What to publish of the next text `piece`: nothing while the text may still be a
+    /// call; everything held so far once it cannot be.
+    pub(crate) fn take(&mut self, piece: &str) -> Option<String> {
+        if self.passing {
+            return Some(piece.to_owned());
+        }
+        self.held.push_str(piece);
+        if may_be_calls(&self.held) {
+            return None;
+        }
+        self.passing = true;
+        Some(std::mem::take(&mut self.held))
+    }
+
+    /// The text still held at the end of the message, to publish when the message was not
+    /// taken as calls (empty when nothing is held).
+    pub(crate) fn rest(self) -> String {
+        self.held
+    }
+}
+
+/// Whether `text`, the start of a message, may still turn out to be tool calls: empty so
+/// far, or opening as calls do (a JSON object or array, a code fence whose language is
+/// none or `json`, a `<tool_call>` tag).
+fn may_be_calls(text: &str) -> bool {
+    let text = text.trim_start();
+    if text.is_empty() || text.starts_with(['{', '[']) {
+        return true;
+    }
+    if "```".starts_with(text) || "<tool_call>".starts_with(text) {
+        return true;
+    }
+    if text.starts_with("<tool_call>") {
+        return true;
+    }
+    match text.strip_prefix("```") {
+        // The fence's language is known once its first line ends.
+        Some(rest) => match rest.split_once('\n') {
+            Some((info, _)) => matches!(info.trim(), "" | "json" | "tool_call"),
+            None => "json".starts_with(rest.trim()) || "tool_call".starts_with(rest.trim()),
+        },
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use treadle_event::Role;
@@ -138,6 +207,37 @@ mod tests {
             recovered(two),
             [("a".into(), "{}".into()), ("b".into(), "{}".into())]
         );
+    }
+
+    #[test]
+    fn text_is_held_only_while_it_may_be_a_call() {
+        let mut prose = HeldText::new(true);
+        assert_eq!(prose.take("  "), None);
+        assert_eq!(prose.take("The file").as_deref(), Some("  The file"));
+        assert_eq!(prose.take(" says hi.").as_deref(), Some(" says hi."));
+        assert_eq!(prose.rest(), "");
+
+        let mut call = HeldText::new(true);
+        for piece in ["```", "js", "on\n{\"name\"", ": \"a\"}\n```"] {
+            assert_eq!(call.take(piece), None, "{piece}");
+        }
+        assert_eq!(call.rest(), "```json\n{\"name\": \"a\"}\n```");
+
+        let mut code = HeldText::new(true);
+        assert_eq!(code.take("```"), None);
+        assert_eq!(
+            code.take("rust\nfn main() {}").as_deref(),
+            Some("```rust\nfn main() {}")
+        );
+
+        let mut tag = HeldText::new(true);
+        assert_eq!(tag.take("<tool"), None);
+        assert_eq!(tag.take("_call>{"), None);
+        let mut html = HeldText::new(true);
+        assert_eq!(html.take("<b>").as_deref(), Some("<b>"));
+
+        let mut off = HeldText::new(false);
+        assert_eq!(off.take("{").as_deref(), Some("{"));
     }
 
     #[test]

@@ -16,6 +16,16 @@
 /// Installs *ring* as the process's rustls provider, unless one is installed already (by an
 /// earlier call, or by the application, whose choice is kept). Cheap after the first call.
 pub fn install_crypto_provider() {
-    // `Err` only says a provider is already there, which is all this function ensures.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    if rustls::crypto::CryptoProvider::get_default().is_some() {
+        return;
+    }
+    // rustls 0.23.48 deprecates *ring*'s provider for its lack of post-quantum key
+    // exchange, pointing to aws-lc-rs, which this crate keeps out of the build (above). The
+    // lock file's 0.23.46 has no such deprecation; a fresh resolution gets 0.23.48, whose
+    // warning every path build of a user's crate printed. The provider is the same, so the
+    // lint is allowed here, on this one call, rather than shown to every user.
+    #[allow(deprecated)]
+    let provider = rustls::crypto::ring::default_provider();
+    // `Err` only says a provider was installed meanwhile, which is all this function ensures.
+    let _ = provider.install_default();
 }

@@ -82,11 +82,9 @@ pub trait Tool: Send + Sync + 'static {
 /// A tool made from an async function of typed arguments.
 ///
 /// ```
-/// use schemars::JsonSchema;
-/// use serde::Deserialize;
 /// use treadle_session::{FnTool, Tool, ToolError};
 ///
-/// #[derive(Deserialize, JsonSchema)]
+/// #[treadle_session::schema]
 /// struct Echo {
 ///     /// What to say back.
 ///     text: String,
@@ -137,9 +135,8 @@ impl<A> FnTool<A, ()> {
     /// serializable value.
     ///
     /// ```
-    /// # use schemars::JsonSchema; use serde::Deserialize;
     /// use treadle_session::{FnTool, Tool};
-    /// #[derive(Deserialize, JsonSchema)]
+    /// #[treadle_session::schema]
     /// struct Add { a: i64, b: i64 }
     /// let add = FnTool::plain("add", "Adds two numbers.", |x: Add| x.a + x.b);
     /// assert_eq!(add.name(), "add");

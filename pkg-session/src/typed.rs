@@ -2,8 +2,11 @@
 //!
 //! The answer's JSON Schema comes from `schemars`. The model is held to it with
 //! `response_format: json_schema`, or, for endpoints without it, with a forced reporting
-//! tool whose arguments are the answer. An answer that does not parse goes back to the
-//! model once, with the parse error; a second failure is [`AskError::Parse`].
+//! tool whose arguments are the answer. The answer is read as a pipeline's
+//! `output_schema:` reads it ([`answer_value`]): the whole text, else the inside of its
+//! last ```` ```json ```` fence, else from its first `{` or `[`. An answer that does not
+//! parse goes back to the model once, with the parse error; a second failure is
+//! [`AskError::Parse`].
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -35,7 +38,7 @@ impl Session {
     ///
     /// ```no_run
     /// # async fn demo(session: treadle_session::Session) -> Result<(), treadle_session::AskError> {
-    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// #[treadle_session::schema]
     /// struct Verdict {
     ///     approve: bool,
     ///     reason: String,
@@ -75,7 +78,7 @@ impl Session {
             },
         };
         let answer = self.answer_with(input.into(), options.clone()).await?;
-        let error = match serde_json::from_str::<T>(&answer) {
+        let error = match answer_value::<T>(&answer) {
             Ok(value) => return Ok(value),
             Err(error) => error.to_string(),
         };
@@ -83,7 +86,7 @@ impl Session {
             "Your answer could not be read: {error}. Answer again with only JSON that matches the schema."
         );
         let answer = self.answer_with(retry, options).await?;
-        serde_json::from_str::<T>(&answer).map_err(|e| AskError::Parse {
+        answer_value::<T>(&answer).map_err(|e| AskError::Parse {
             error: e.to_string(),
             answer,
         })
@@ -96,5 +99,55 @@ impl Session {
             TurnOutcome::Failed { error, .. } => Err(AskError::Turn(error)),
             TurnOutcome::Interrupted { reason } => Err(AskError::Turn(reason)),
         }
+    }
+}
+
+/// The value of an answer, read as a pipeline's `output_schema:` reads one (small models
+/// wrap JSON in a fence or put a sentence before it): the whole text, else the inside of
+/// its last fence (```` ```json ```` or a bare ```` ``` ````), else from its first `{` or
+/// `[`. The error is the whole text's, which is what the model is told on a retry.
+fn answer_value<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    let trimmed = text.trim();
+    let whole = serde_json::from_str(trimmed);
+    if whole.is_ok() {
+        return whole;
+    }
+    let fenced = last_fence(trimmed);
+    let from_brace = trimmed.find(['{', '[']).map(|start| &trimmed[start..]);
+    for candidate in [fenced, from_brace].into_iter().flatten() {
+        if let Ok(value) = serde_json::from_str(candidate.trim()) {
+            return Ok(value);
+        }
+    }
+    whole
+}
+
+/// The inside of the last fenced block of `text` (its info string, such as `json`, cut).
+fn last_fence(text: &str) -> Option<&str> {
+    let close = text.rfind("```")?;
+    let open = text[..close].rfind("```")?;
+    let body = &text[open + 3..close];
+    // The info string runs to the end of the fence's first line.
+    let start = body.find('\n').map_or(0, |i| i + 1);
+    Some(&body[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answer_value;
+
+    #[test]
+    fn an_answer_is_read_plain_fenced_or_after_a_sentence() {
+        for text in [
+            r#"{"a": 1}"#,
+            "```json\n{\"a\": 1}\n```",
+            "```\n{\"a\": 1}\n```\n",
+            "Here it is:\n```json\n{\"a\": 1}\n```",
+            "The answer is {\"a\": 1}",
+        ] {
+            let value: serde_json::Value = answer_value(text).expect(text);
+            assert_eq!(value["a"], 1, "{text}");
+        }
+        assert!(answer_value::<serde_json::Value>("no JSON here").is_err());
     }
 }

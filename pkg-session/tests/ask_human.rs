@@ -6,7 +6,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use treadle_event::{EventFilter, EventKind, GateAnswer};
 use treadle_scripted::Reply;

@@ -6,7 +6,6 @@ use crate::common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::json;
 use treadle_event::{EventFilter, EventKind, GateAnswer};
 use treadle_hook::{Decision, Hook, HookCall, Operation, OperationId, OperationOutcome, Payload};

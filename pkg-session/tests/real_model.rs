@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use treadle_event::{DeltaKind, EventFilter, EventKind};

@@ -5,7 +5,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;

@@ -4,7 +4,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

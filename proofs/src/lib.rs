@@ -11,7 +11,6 @@ pub mod binary;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use rand::{Rng, SeedableRng};
 use tempfile::TempDir;
 use treadle_event::{Delivery, Event, EventKind, Message, SessionId};

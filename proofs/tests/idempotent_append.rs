@@ -6,13 +6,36 @@
 use std::time::Duration;
 
 use rand::Rng;
-use treadle_event::{Event, EventKind, Header, LoopId, Message, SessionId, Usage};
+use treadle_event::{Event, EventKind, Header, InputId, LoopId, Message, SessionId, TurnId, Usage};
 use treadle_proofs::*;
 use treadle_session::Journal;
 
-fn step_done(session: SessionId, loop_id: LoopId, index: u32) -> Event {
+/// A session's start and the start of its turn `turn`: an import keeps a session's shape,
+/// so steps go inside a started turn of a started session.
+fn opening(session: SessionId, loop_id: LoopId, turn: TurnId) -> Vec<Event> {
+    let started = EventKind::SessionStarted {
+        model: "m".into(),
+        endpoint: "e".into(),
+        system: None,
+        parent: None,
+        fork: None,
+    };
+    let turn_started = EventKind::TurnStarted {
+        input: InputId::new(),
+        message: Message::user("go"),
+    };
+    vec![
+        Event::new(Header::in_loop(session, loop_id), started),
+        Event::new(
+            Header::in_loop(session, loop_id).with_turn(turn),
+            turn_started,
+        ),
+    ]
+}
+
+fn step_done(session: SessionId, loop_id: LoopId, turn: TurnId, index: u32) -> Event {
     Event::new(
-        Header::in_loop(session, loop_id),
+        Header::in_loop(session, loop_id).with_turn(turn),
         EventKind::StepDone {
             index,
             messages: vec![Message::user(format!("message {index}"))],
@@ -26,15 +49,19 @@ fn step_done(session: SessionId, loop_id: LoopId, index: u32) -> Event {
 async fn a_duplicate_id_changes_nothing() {
     let dir = tempfile::tempdir().expect("dir");
     let journal = Journal::open(dir.path().join("j.redb")).expect("open");
-    let (session, loop_id) = (SessionId::new(), LoopId::new());
-    let first: Vec<Event> = (0..3).map(|i| step_done(session, loop_id, i)).collect();
+    let (session, loop_id, turn) = (SessionId::new(), LoopId::new(), TurnId::new());
+    let opened = opening(session, loop_id, turn);
+    journal.import(opened.clone()).await.expect("opening");
+    let first: Vec<Event> = (0..3)
+        .map(|i| step_done(session, loop_id, turn, i))
+        .collect();
     let seqs = journal.import(first.clone()).await.expect("append");
     let before = journal.read(session, 0, None).expect("read");
 
     // The same events again: same seqs back, nothing new stored.
     assert_eq!(journal.import(first.clone()).await.expect("again"), seqs);
     // A group mixing an old id with a new one stores only the new one.
-    let fresh = step_done(session, loop_id, 9);
+    let fresh = step_done(session, loop_id, turn, 9);
     let mixed = journal
         .import(vec![first[1].clone(), fresh.clone()])
         .await
@@ -42,7 +69,7 @@ async fn a_duplicate_id_changes_nothing() {
     assert_eq!(mixed[0], seqs[1]);
     assert!(mixed[1] > seqs[2]);
     // A duplicate inside one group is stored once.
-    let twice = step_done(session, loop_id, 10);
+    let twice = step_done(session, loop_id, turn, 10);
     let inner = journal
         .import(vec![twice.clone(), twice.clone()])
         .await
@@ -50,8 +77,8 @@ async fn a_duplicate_id_changes_nothing() {
     assert_eq!(inner[0], inner[1]);
 
     let after = journal.read(session, 0, None).expect("read");
-    assert_eq!(&after[..3], &before[..], "existing entries are untouched");
-    assert_eq!(after.len(), 5);
+    assert_eq!(&after[..5], &before[..], "existing entries are untouched");
+    assert_eq!(after.len(), opened.len() + 5);
     // A re-append with changed content under the same id is ignored, not an overwrite.
     let mut altered = first[0].clone();
     altered.kind = EventKind::SessionStopped {
@@ -59,7 +86,7 @@ async fn a_duplicate_id_changes_nothing() {
     };
     journal.import(vec![altered]).await.expect("altered");
     assert_eq!(
-        journal.read(session, 0, Some(1)).expect("read")[0].1,
+        journal.read(session, seqs[0], Some(1)).expect("read")[0].1,
         first[0]
     );
 }
@@ -69,8 +96,12 @@ async fn concurrent_duplicate_appends_store_each_id_once() {
     for seed in 0..SCHEDULES {
         let dir = tempfile::tempdir().expect("dir");
         let journal = Journal::open(dir.path().join("j.redb")).expect("open");
-        let (session, loop_id) = (SessionId::new(), LoopId::new());
-        let events: Vec<Event> = (0..20).map(|i| step_done(session, loop_id, i)).collect();
+        let (session, loop_id, turn) = (SessionId::new(), LoopId::new(), TurnId::new());
+        let opened = opening(session, loop_id, turn);
+        journal.import(opened.clone()).await.expect("opening");
+        let events: Vec<Event> = (0..20)
+            .map(|i| step_done(session, loop_id, turn, i))
+            .collect();
         let mut tasks = Vec::new();
         for writer in 0..4u64 {
             let journal = journal.clone();
@@ -100,12 +131,12 @@ async fn concurrent_duplicate_appends_store_each_id_once() {
         let stored = journal.read(session, 0, None).expect("read");
         assert_eq!(
             stored.len(),
-            events.len(),
+            opened.len() + events.len(),
             "seed {seed}: each id stored once"
         );
         let mut ids: Vec<_> = stored.iter().map(|(_, e)| e.id()).collect();
         ids.sort();
         ids.dedup();
-        assert_eq!(ids.len(), events.len(), "seed {seed}");
+        assert_eq!(ids.len(), opened.len() + events.len(), "seed {seed}");
     }
 }

@@ -33,6 +33,9 @@ use treadle_proofs::binary::treadle_binary;
 use treadle_proofs::{pick, rng};
 use treadle_scripted::{Reply, Script, ScriptedServer};
 
+/// The server's token (`--token-env`).
+const TOKEN: &str = "proof-token-6f1d2c";
+
 /// Kills of the server (the number).
 const KILLS: usize = 50;
 /// Tool calls each agent step makes before it says `done`.
@@ -152,6 +155,10 @@ impl Serve {
         let out = std::fs::File::create(log).expect("server log");
         let mut child = Command::new(bin)
             .args(["serve", "treadle.yml", "--addr", "127.0.0.1:0"])
+            // A token of the proof's own: the same across restarts (a server makes a new
+            // one at each start otherwise).
+            .args(["--token-env", "PROOF_SERVER_TOKEN"])
+            .env("PROOF_SERVER_TOKEN", TOKEN)
             .current_dir(project)
             .env_remove("OPENAI_API_KEY")
             .env_remove("OPENROUTER_API_KEY")
@@ -280,7 +287,15 @@ struct Tracked {
 async fn a_run_killed_at_random_points_goes_on_from_its_last_committed_step() {
     let bin = treadle_binary();
     treadle_session::tls::install_crypto_provider();
-    let http = reqwest::Client::new();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {TOKEN}").parse().expect("header"),
+    );
+    let http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("client");
     let model = ScriptedServer::start(script()).await.expect("model");
     let (counter_url, effects) = counter().await;
     let project = tempfile::tempdir().expect("project");

@@ -20,7 +20,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use treadle_event::{EventKind, Usage};
 use treadle_hook::{Decision, Hook, HookCall, Operation};
 use treadle_session::Subscription;

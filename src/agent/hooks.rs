@@ -2,12 +2,14 @@
 //! `treadle_hook::CommandHook`s (the library's own type) that start confined like tasks,
 //! with no API key in their environment, and report to the step's transcript.
 //!
+//! * Processes: each hook runs under a keeper ([`crate::keeper`]), like a task: what it
+//!   started dies when it exits, overruns or is abandoned, and when treadle dies.
 //! * Confinement: Landlock ([`crate::confine::spawn_reading`]): the step directory is
 //!   writable, the project (the pipeline's directory) readable and executable, the system
 //!   directories readable; nothing else.
 //! * Environment: treadle's allow-list ([`crate::environ::command_env`], which never holds
 //!   a key), `TREADLE_PROJECT_DIR` / `CLAUDE_PROJECT_DIR` (the project) and
-//!   `TREADLE_STEP_DIR`.
+//!   `TREADLE_STEP_DIR`, absolute paths as in Claude Code.
 //! * Working directory: the project, so `./hooks/check.sh` means what it does in Claude Code.
 //! * Transcript: each run is one notice (`hook NAME: what came of it`), then its stdout and
 //!   stderr lines.
@@ -92,9 +94,12 @@ impl StepHooks {
         if self.specs.is_empty() {
             return Vec::new();
         }
+        // Absolute, as Claude Code gives them: a hook that changes directory still finds
+        // the project and its step (a relative `.` would then name somewhere else).
+        let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
         let launcher: Arc<dyn Launcher> = Arc::new(Confined {
-            dir: dir.to_path_buf(),
-            project: self.project.clone(),
+            dir: absolute(dir),
+            project: absolute(&self.project),
         });
         let reporter: Reporter = Arc::new(move |report| {
             for event in transcript_lines(&report) {
@@ -190,6 +195,11 @@ impl Launcher for Confined {
             ),
         ];
         crate::environ::set_command_env(&mut command, &[], extra.iter().map(|(k, v)| (k, v)));
+        // The keeper, as for tasks: nothing the hook starts (a background or `setsid`
+        // child) outlives its end, its timeout, or treadle, even killed with SIGKILL. Its
+        // `pre_exec` work runs before Landlock's (the spawning thread is confined, so the
+        // keeper and the command both are).
+        crate::keeper::keep(&mut command);
         let (dir, project) = (self.dir.clone(), self.project.clone());
         Box::pin(async move {
             crate::confine::spawn_reading(command, &dir, &[project])
@@ -200,4 +210,13 @@ impl Launcher for Confined {
                 })
         })
     }
+
+    /// Asks the keeper to stop: it kills the hook's whole tree, then exits.
+    fn stop(&self, child: &tokio::process::Child) {
+        crate::keeper::stop(child);
+    }
+
+    /// Nothing: the keeper killed the hook's whole tree when the hook exited, before it
+    /// exited itself.
+    fn left_behind(&self, _pid: u32) {}
 }

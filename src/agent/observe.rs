@@ -6,6 +6,10 @@
 use serde_json::{Value, json};
 use treadle_event::Usage;
 
+/// How the session answers a call made after its turn's decision (treadle_session's
+/// closing step): such a call did not fail, it was not run.
+pub(crate) const NOT_RUN: &str = "not run:";
+
 use super::cost::Cost;
 
 /// The most bytes of a tool result an [`AgentEvent::ToolResult`] carries.
@@ -153,7 +157,13 @@ impl AgentEvent {
                 } else {
                     String::new()
                 };
-                let mark = if *is_error { "✗" } else { "←" };
+                // A call made after the turn's decision was answered "not run" by the
+                // session: nothing failed, so it is not marked as a failure.
+                let mark = match (*is_error, content.starts_with(NOT_RUN)) {
+                    (true, true) => "·",
+                    (true, false) => "✗",
+                    (false, _) => "←",
+                };
                 format!("{mark} {name}: {first}{rest}")
             }
             Self::Notice(text) => format!("! {text}"),

@@ -41,6 +41,9 @@ pub struct AgentStep {
     pub prompt: String,
     /// The verdicts the agent must choose from; empty when the step has no `verdicts:`.
     pub verdicts: Vec<String>,
+    /// `verdict_from_text: true`: a final answer whose whole text is one of `verdicts`
+    /// counts as that verdict when the verdict tool was not called.
+    pub verdict_from_text: bool,
     /// The most model calls the turn may make: [`DEFAULT_MAX_TURNS`] when `None`, no limit
     /// when `Some(0)` (see [`AgentStep::model_call_limit`]).
     pub max_turns: Option<u32>,

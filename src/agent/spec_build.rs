@@ -146,6 +146,7 @@ impl AgentStep {
             tools,
             prompt: parts.join("\n\n"),
             verdicts,
+            verdict_from_text: call.verdict_from_text.as_ref().is_some_and(|v| v.value),
             max_turns: call.max_turns.as_ref().map(|m| m.value).or(agent.max_turns),
             budgets,
             prices: Prices::new(),

@@ -316,6 +316,10 @@ async fn run_session(
     let (turns, served, fallback_model) = conversed?;
     drop(asking);
 
+    // The answer to the reminder may be the verdict word as text too.
+    if turns.last.is_done() {
+        super::verdict::text_verdict(step, &turns.text, &slot, observer);
+    }
     let verdict = slot.get();
     let status = owed_files_failure(step_status(step, &turns, &guard, &slot, links), links);
     let model = served.unwrap_or_else(|| step.model.model.clone());

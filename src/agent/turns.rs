@@ -163,6 +163,9 @@ async fn turns(session: &Session, sources: &Sources<'_>) -> Result<Turns, RunErr
         };
         turns.absorb(again);
     }
+    if turns.last.is_done() {
+        super::verdict::text_verdict(step, &turns.text, slot, observer);
+    }
     if !step.verdicts.is_empty() && turns.last.is_done() && slot.get().is_none() {
         let ask = reminder(&step.verdicts);
         observer.on_event(AgentEvent::Notice(format!(

@@ -53,6 +53,59 @@ impl VerdictSlot {
     fn set(&self, chosen: Chosen) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(chosen);
     }
+
+    /// `verdict_from_text:`: when no verdict was recorded and `text` (the final answer) is
+    /// one of `allowed`, records it; the verdict, when it did.
+    pub(crate) fn take_text(&self, text: &str, allowed: &[String]) -> Option<String> {
+        if self.get().is_some() {
+            return None;
+        }
+        let chosen = from_text(text, allowed)?;
+        let verdict = chosen.verdict.clone();
+        self.set(chosen);
+        Some(verdict)
+    }
+}
+
+/// `verdict_from_text: true`: a model that answered with a verdict word instead of calling
+/// the tool is taken at its word (before it is reminded, so no call is spent on it), and
+/// the transcript says so. Off, or with a verdict recorded, nothing happens.
+pub(crate) fn text_verdict(
+    step: &super::AgentStep,
+    text: &str,
+    slot: &VerdictSlot,
+    observer: &dyn super::AgentObserver,
+) {
+    if !step.verdict_from_text {
+        return;
+    }
+    if let Some(v) = slot.take_text(text, &step.verdicts) {
+        observer.on_event(super::AgentEvent::Notice(format!(
+            "verdict `{v}` taken from the answer's text (verdict_from_text: true)"
+        )));
+    }
+}
+
+/// The verdict a final answer is, when its whole text is one of `allowed`: surrounding
+/// space, one pair of quotes, backticks or asterisks and a final full stop aside, and
+/// without regard to case (`Approve.` is `approve`). Anything more is not a verdict: a
+/// sentence that mentions one is a model that did not decide.
+pub(crate) fn from_text(text: &str, allowed: &[String]) -> Option<Chosen> {
+    let mut word = text.trim();
+    word = word.strip_suffix('.').unwrap_or(word).trim();
+    for wrap in ["**", "`", "\"", "'"] {
+        if let Some(inner) = word.strip_prefix(wrap).and_then(|w| w.strip_suffix(wrap)) {
+            word = inner.trim();
+            break;
+        }
+    }
+    word = word.strip_suffix('.').unwrap_or(word).trim();
+    let verdict = allowed.iter().find(|a| a.eq_ignore_ascii_case(word))?;
+    Some(Chosen {
+        verdict: verdict.clone(),
+        reason: "given as the answer's text (verdict_from_text)".to_owned(),
+        confidence: None,
+    })
 }
 
 /// The tool itself.
@@ -202,6 +255,25 @@ impl Tool for VerdictTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_answer_is_a_verdict_only_when_it_is_exactly_one() {
+        let allowed = vec!["fixed".to_owned(), "stuck".to_owned()];
+        for yes in ["fixed", " Fixed.\n", "`fixed`", "**FIXED**", "\"fixed\""] {
+            assert_eq!(
+                from_text(yes, &allowed).map(|c| c.verdict).as_deref(),
+                Some("fixed"),
+                "{yes}"
+            );
+        }
+        for no in ["I fixed it", "fixed, I think", "fixd", "", "fixed stuck"] {
+            assert!(from_text(no, &allowed).is_none(), "{no}");
+        }
+        // A verdict the tool recorded wins over the text.
+        let slot = VerdictSlot::default();
+        assert_eq!(slot.take_text("stuck", &allowed).as_deref(), Some("stuck"));
+        assert!(slot.take_text("fixed", &allowed).is_none());
+    }
 
     fn tool() -> (VerdictTool, VerdictSlot) {
         let slot = VerdictSlot::default();

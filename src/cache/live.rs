@@ -109,13 +109,32 @@ impl From<crate::blocking::WorkerStopped> for StartError {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Mode {
     Fresh,
-    Resume(u64),
-    Replay { of: u64, from: u32 },
+    /// `--resume RUN`, and how RUN started (`super::resumed`).
+    Resume(u64, Box<Mode>),
+    Replay {
+        of: u64,
+        from: u32,
+    },
     Force,
     Rerun(HashSet<u32>),
+}
+
+impl Mode {
+    /// Whether step `seq` must run whatever the cache holds.
+    fn forced_at(&self, seq: u32) -> bool {
+        match self {
+            Mode::Replay { from, .. } => seq >= *from,
+            Mode::Force => true,
+            Mode::Rerun(seqs) => seqs.contains(&seq),
+            // A resumed run forces what the run it resumes forced; what that run recorded
+            // as succeeded came back before this is asked.
+            Mode::Resume(_, how) => how.forced_at(seq),
+            Mode::Fresh => false,
+        }
+    }
 }
 
 /// The keys of one run's steps, filled in as the run goes.
@@ -220,7 +239,8 @@ impl StepCache {
                     of: *of,
                     from: None,
                 };
-                (Mode::Resume(*of), Some(link))
+                let how = super::resumed::inherited(&records, *of, outline, &chain)?;
+                (Mode::Resume(*of, Box::new(how)), Some(link))
             }
             Start::Replay(of, step) => {
                 if !run_exists(*of) {
@@ -272,7 +292,8 @@ impl StepCache {
                     Some(link),
                 )
             }
-            Start::Force => (Mode::Force, None),
+            // Recorded, so that a resume of this run keeps forcing (`super::resumed`).
+            Start::Force => (Mode::Force, Some(RunLink::started("force", None))),
             Start::Rerun(step) => {
                 let seq = outline
                     .entries
@@ -283,7 +304,8 @@ impl StepCache {
                         job: job.to_owned(),
                         step: step.clone(),
                     })?;
-                (Mode::Rerun(chain.dependents(seq)), None)
+                let link = RunLink::started("rerun", Some(step.clone()));
+                (Mode::Rerun(chain.dependents(seq)), Some(link))
             }
         };
         Ok(Self {
@@ -316,7 +338,7 @@ impl StepCache {
     /// The earlier run whose record step `seq` must come back from, if any.
     pub(crate) fn recorded_from(&self, seq: u32) -> Option<u64> {
         match self.mode {
-            Mode::Resume(of) => Some(of),
+            Mode::Resume(of, _) => Some(of),
             Mode::Replay { of, from } if seq < from => Some(of),
             _ => None,
         }
@@ -324,17 +346,20 @@ impl StepCache {
 
     /// Whether this run resumes an earlier one (`--resume`).
     pub(crate) fn resuming(&self) -> bool {
-        matches!(self.mode, Mode::Resume(_))
+        matches!(self.mode, Mode::Resume(..))
+    }
+
+    /// What the header of a resumed run says of the run it resumes (`None`: not one).
+    pub fn resumes(&self) -> Option<String> {
+        match &self.mode {
+            Mode::Resume(of, how) => Some(super::resumed::header(*of, how)),
+            _ => None,
+        }
     }
 
     /// Whether step `seq` must run whatever the cache holds.
     pub(crate) fn forced(&self, seq: u32) -> bool {
-        match &self.mode {
-            Mode::Replay { from, .. } => seq >= *from,
-            Mode::Force => true,
-            Mode::Rerun(seqs) => seqs.contains(&seq),
-            Mode::Fresh | Mode::Resume(_) => false,
-        }
+        self.mode.forced_at(seq)
     }
 
     /// Whether this run ignores what earlier runs persisted (`--force`).

@@ -7,6 +7,8 @@
 //! * `chain.rs`: which step each step's key chains to;
 //! * `records.rs`: the cache's tables in the state file;
 //! * `live.rs`: one run's view of the cache ([`StepCache`]), resume and replay;
+//! * `resumed.rs`: what a resumed run keeps of how the run it resumes started (`--force`,
+//!   `--rerun`, a replay), and its header;
 //! * `lookup.rs`: the service the executor calls: hit or miss (and why) before a step,
 //!   storing after it;
 //! * `plan.rs`: `treadle plan`.
@@ -19,6 +21,7 @@ pub mod live;
 mod lookup;
 pub mod plan;
 pub mod records;
+mod resumed;
 
 pub use digest::{Digest, Manifest, manifest};
 pub use key::KeyParts;

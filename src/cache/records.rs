@@ -126,13 +126,25 @@ pub struct SuccessRecord {
 /// How a run came from another.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunLink {
-    /// `resume`, `replay` or `fork`.
+    /// `resume`, `replay` or `fork`; or how a run started that came from no earlier run
+    /// but whose resume must know it: `force`, `rerun`.
     pub how: String,
-    /// The earlier run.
+    /// The earlier run (0 for `force` and `rerun`).
     pub of: u64,
-    /// For a replay: the step re-run from.
+    /// For a replay or fork: the step re-run from; for `rerun`, the step rerun.
     #[serde(default)]
     pub from: Option<String>,
+}
+
+impl RunLink {
+    /// The link of a run started `how` (`force`, `rerun` of `from`), from no earlier run.
+    pub fn started(how: &str, from: Option<String>) -> Self {
+        Self {
+            how: how.to_owned(),
+            of: 0,
+            from,
+        }
+    }
 }
 
 /// The cache's tables.

@@ -1,7 +1,8 @@
 //! `treadle runs --cost`: tokens and cost per run, or per step of one run, from the usage
 //! each agent step recorded. A step whose model has no price is unpriced, and so is any
 //! total that includes one: a missing price is never counted as free. A step replayed
-//! from the cache spent nothing in its run and counts as zero.
+//! from the cache counts at the cost it recorded when it ran, and that part of a total is
+//! also shown apart, in the `replayed` column (`crate::run::spent`).
 
 use crate::console::say;
 use std::path::{Path, PathBuf};
@@ -9,85 +10,61 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::EXIT_CONFIG;
+use crate::run::spent::RunSpent;
 use crate::run::state::{RunRecord, StepRecord, Store};
 
-/// Tokens and cost summed over steps.
-#[derive(Default)]
-struct Total {
-    prompt: u64,
-    completion: u64,
-    cached: u64,
-    usd: f64,
-    unpriced: bool,
-    agents: usize,
+/// One row's figures: tokens and cost, and the part replayed from the cache.
+fn row(sums: &RunSpent) -> String {
+    let all = sums.total();
+    let replayed = match sums.replayed.agents {
+        0 => "-".to_owned(),
+        _ => sums.replayed.cost_text(),
+    };
+    format!(
+        "{:>9} {:>10} {:>8} {:>10} {:>10}",
+        all.prompt,
+        all.completion,
+        all.cached,
+        all.cost_text(),
+        replayed
+    )
 }
 
-impl Total {
-    fn add(&mut self, usage: &Value) {
-        let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
-        self.prompt += n("prompt_tokens");
-        self.completion += n("completion_tokens");
-        self.cached += n("cached_tokens");
-        self.agents += 1;
-        match usage
-            .get("cost")
-            .and_then(|c| c.get("usd"))
-            .and_then(Value::as_f64)
-        {
-            Some(usd) => self.usd += usd,
-            None => self.unpriced = true,
-        }
-    }
+const HEADER: &str = "   prompt completion   cached       cost   replayed";
 
-    /// What `steps` spent in their run: a step taken from the cache spent nothing.
-    fn of(steps: &[StepRecord]) -> Self {
-        let mut t = Self::default();
-        for s in steps {
-            t.step(s);
-        }
-        t
-    }
-
-    fn step(&mut self, s: &StepRecord) {
-        if let (Some(u), None) = (&s.usage, s.cached_from) {
-            self.add(u);
-        }
-    }
-
-    fn cost(&self) -> String {
-        match (self.agents, self.unpriced) {
-            (0, _) => "-".to_owned(),
-            (_, true) => "unpriced".to_owned(),
-            (_, false) => format!("${:.4}", self.usd),
-        }
-    }
-
-    fn row(&self) -> String {
-        format!(
-            "{:>9} {:>10} {:>8} {:>10}",
-            self.prompt,
-            self.completion,
-            self.cached,
-            self.cost()
-        )
-    }
-}
-
-const HEADER: &str = "   prompt completion   cached       cost";
-
-pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
+pub(super) fn runs(
+    file: &Path,
+    steps: Option<u64>,
+    state: Option<PathBuf>,
+    only: Option<&Path>,
+) -> u8 {
     let path = match super::inspect::recorded(file, state) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let shown = Store::open(&path).and_then(|store| match steps {
+    let store = match Store::open(&path) {
+        // A watcher holds it: what it last wrote beside it.
+        Err(e @ crate::run::StateError::Held(_)) => {
+            return match super::inspect::from_watcher(&path, &e) {
+                Some(snap) => from_snapshot(&snap, steps, only),
+                None => {
+                    crate::console::tell!("{e}");
+                    EXIT_CONFIG
+                }
+            };
+        }
+        other => other,
+    };
+    let shown = store.and_then(|store| match steps {
         None => {
             let mut all = Vec::new();
             for r in store.runs()? {
-                let steps = store.steps(r.id)?;
-                all.push((r, steps));
+                if super::inspect::is_of(only, &r.pipeline) {
+                    let steps = store.steps(r.id)?;
+                    all.push((r, steps));
+                }
             }
-            print_runs(&all);
+            print_runs(&all, only.is_none());
             Ok(())
         }
         Some(run) => {
@@ -105,17 +82,58 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
     }
 }
 
-/// The table of `treadle runs --cost` (also printed from a server's answer).
-pub(super) fn print_runs(runs: &[(RunRecord, Vec<StepRecord>)]) {
-    say!("{:>5}  {:<16} {:<10} {HEADER}", "run", "job", "status");
+/// `treadle runs --cost` from a watcher's snapshot.
+fn from_snapshot(
+    snap: &crate::watch::control::RunsSnapshot,
+    steps: Option<u64>,
+    only: Option<&Path>,
+) -> u8 {
+    match steps {
+        None => {
+            let all: Vec<_> = snap
+                .runs
+                .iter()
+                .filter(|(r, _)| super::inspect::is_of(only, &r.pipeline))
+                .cloned()
+                .collect();
+            print_runs(&all, only.is_none());
+            0
+        }
+        Some(run) => match super::inspect::snapshot_run(snap, run) {
+            Ok((_, list)) => {
+                print_steps(&list);
+                0
+            }
+            Err(e) => {
+                crate::console::tell!("{e}");
+                EXIT_CONFIG
+            }
+        },
+    }
+}
+
+/// The table of `treadle runs --cost` (also printed from a server's answer); `with_file`:
+/// a column says each run's pipeline file.
+pub(super) fn print_runs(runs: &[(RunRecord, Vec<StepRecord>)], with_file: bool) {
+    let file = |name: &str| match with_file {
+        true => format!("{name:<20} "),
+        false => String::new(),
+    };
+    say!(
+        "{:>5}  {}{:<16} {:<10} {HEADER}",
+        "run",
+        file("file"),
+        "job",
+        "status"
+    );
     for (r, steps) in runs {
-        let total = Total::of(steps);
         say!(
-            "{:>5}  {:<16} {:<10} {}",
+            "{:>5}  {}{:<16} {:<10} {}",
             r.id,
+            file(&r.pipeline),
             r.job,
             r.status.as_str(),
-            total.row()
+            row(&RunSpent::of(steps))
         );
     }
 }
@@ -124,7 +142,6 @@ pub(super) fn print_runs(runs: &[(RunRecord, Vec<StepRecord>)]) {
 pub(super) fn print_steps(list: &[StepRecord]) {
     say!("{:<24} {:<20} {HEADER}", "step", "model");
     for s in list.iter().filter(|s| s.usage.is_some()) {
-        let mut t = Total::default();
         let model = match s.cached_from {
             Some(run) => format!("replayed (run {run})"),
             None => s
@@ -135,8 +152,12 @@ pub(super) fn print_steps(list: &[StepRecord]) {
                 .unwrap_or("-")
                 .to_owned(),
         };
-        t.step(s);
-        say!("{:<24} {:<20} {}", s.name, model, t.row());
+        say!(
+            "{:<24} {:<20} {}",
+            s.name,
+            model,
+            row(&RunSpent::of(std::slice::from_ref(s)))
+        );
     }
-    say!("{:<24} {:<20} {}", "total", "", Total::of(list).row());
+    say!("{:<24} {:<20} {}", "total", "", row(&RunSpent::of(list)));
 }

@@ -96,13 +96,18 @@ pub async fn dispatch(cli: Cli) -> u8 {
             file,
             steps,
             cost,
+            all,
             state,
             ..
-        } => match remote::server_for(&file, state.clone()).await {
-            Some(client) => remote::runs(client, steps, cost).await,
-            None if cost => cost::runs(&file, steps, state),
-            None => inspect::runs(&file, steps, state),
-        },
+        } => {
+            // Runs of this file only, unless `--all` (the state file is the directory's).
+            let only = (!all).then_some(file.as_path());
+            match remote::server_for(&file, state.clone()).await {
+                Some(client) => remote::runs(client, steps, cost, only).await,
+                None if cost => cost::runs(&file, steps, state, only),
+                None => inspect::runs(&file, steps, state, only),
+            }
+        }
         Command::Test { file, json, state } => test::test(&file, json, state).await,
         Command::Approvals { file, state } => {
             match remote::server_for(&file, state.clone()).await {
@@ -126,6 +131,13 @@ pub async fn dispatch(cli: Cli) -> u8 {
             user_tokens,
             approver_header,
         } => {
+            let nats = match nats.config() {
+                Ok(n) => n,
+                Err(e) => {
+                    crate::console::tell!("treadle serve: {e}");
+                    return EXIT_CONFIG;
+                }
+            };
             let options = crate::server::ServeOptions {
                 paths,
                 addr,
@@ -146,7 +158,12 @@ pub async fn dispatch(cli: Cli) -> u8 {
             };
             serve::serve(options).await
         }
-        Command::Worker { nats, slots, dir } => worker::worker(nats, slots, dir).await,
+        Command::Worker {
+            nats,
+            slots,
+            dir,
+            drain_timeout,
+        } => worker::worker(nats, slots, dir, drain_timeout).await,
         Command::Reject(a) => answer(a, Answer::Reject).await,
         Command::Watch {
             file,

@@ -12,6 +12,7 @@ use crate::pipeline::outline::Outline;
 use crate::run::state::{RunRecord, StateError, StepRecord, Store};
 use crate::run::state_lock::LockError;
 use crate::run::state_view::StateView;
+use crate::run::waiting::Waiting;
 
 pub(super) fn validate(file: &Path) -> u8 {
     match super::load_or_exit(file, None, true) {
@@ -64,30 +65,55 @@ pub(super) fn recorded(file: &Path, state: Option<PathBuf>) -> Result<PathBuf, u
     Err(EXIT_CONFIG)
 }
 
-pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u8 {
+/// Whether a run of the pipeline file `recorded` (as the run recorded it) is one of
+/// `only`'s (every run is, without `only`). The state file is the directory's, so a name
+/// names one file: runs recorded as `review.yml` and `./review.yml` are the same file's.
+pub(super) fn is_of(only: Option<&Path>, recorded: &str) -> bool {
+    only.is_none_or(|file| Path::new(recorded).file_name() == file.file_name())
+}
+
+pub(super) fn runs(
+    file: &Path,
+    steps: Option<u64>,
+    state: Option<PathBuf>,
+    only: Option<&Path>,
+) -> u8 {
     let path = match recorded(file, state) {
         Ok(p) => p,
         Err(code) => return code,
     };
     let shown = match Store::open(&path) {
-        // This process holds the state file's lock: a run marked running has no process.
+        // This process holds the state file's lock: a run marked running has no process,
+        // so it waits on nobody either.
         Ok(store) => show_runs(
-            steps,
-            &|_| true,
+            (steps, only),
+            (&|_| true, &|_| None),
             &|id| crate::cache::records::forked_from(&store.database(), id),
             || store.runs(),
             |r| store.run(r),
             |r| store.steps(r),
         ),
+        // A watcher holds it: what it last wrote beside it (`watch/runs.json`).
+        Err(e @ StateError::Held(LockError::Held { .. })) => match from_watcher(&path, &e) {
+            Some(snap) => show_runs(
+                (steps, only),
+                (&|_| false, &|_| None),
+                &|_| None,
+                || Ok(snap.runs.iter().map(|(r, _)| r.clone()).collect()),
+                |id| snapshot_run(&snap, id).map(|(r, _)| r),
+                |id| snapshot_run(&snap, id).map(|(_, s)| s),
+            ),
+            None => Err(e),
+        },
         // Not writable (a read-only `.treadle`): read it without its lock. A file that
         // another process holds is not read this way (redb refuses), so that error stands.
-        Err(e @ (StateError::Held(LockError::Held { .. }) | StateError::Busy(_))) => Err(e),
+        Err(e @ StateError::Busy(_)) => Err(e),
         Err(e) => match StateView::open(&path) {
             // Without the lock, whether a run marked running has a process is not known:
             // it is shown as recorded.
             Ok(view) => show_runs(
-                steps,
-                &|_| false,
+                (steps, only),
+                (&|_| false, &|_| None),
                 &|_| None,
                 || view.runs(),
                 |r| view.run(r),
@@ -103,6 +129,33 @@ pub(super) fn runs(file: &Path, steps: Option<u64>, state: Option<PathBuf>) -> u
             EXIT_CONFIG
         }
     }
+}
+
+/// The runs the watcher holding the state file at `path` (`held` says so) last wrote beside
+/// it, said to be that; `None` when no watcher wrote any (another kind of process holds it).
+pub(super) fn from_watcher(
+    path: &Path,
+    held: &StateError,
+) -> Option<crate::watch::control::RunsSnapshot> {
+    let snap = crate::watch::control::read_runs(&crate::pipeline::dir_of(path)).ok()?;
+    let age = crate::clock::now_ms().saturating_sub(snap.written_ms);
+    crate::console::tell!(
+        "treadle: {held}; its runs as the watcher wrote them {} ago:",
+        format_duration(Duration::from_millis(age))
+    );
+    Some(snap)
+}
+
+/// Run `id` of a watcher's snapshot, with its steps.
+pub(super) fn snapshot_run(
+    snap: &crate::watch::control::RunsSnapshot,
+    id: u64,
+) -> Result<(RunRecord, Vec<StepRecord>), StateError> {
+    snap.runs
+        .iter()
+        .find(|(r, _)| r.id == id)
+        .cloned()
+        .ok_or(StateError::NoRun(id))
 }
 
 /// `treadle runs --show RUN`: the run's journaled events, rendered as the live transcript
@@ -138,15 +191,21 @@ pub(super) fn show(file: &Path, run: u64, json: bool, state: Option<PathBuf>) ->
 
 /// Prints the runs, or one run's steps, read by the given functions.
 fn show_runs(
-    steps: Option<u64>,
-    stopped: &dyn Fn(u64) -> bool,
+    (steps, only): (Option<u64>, Option<&Path>),
+    (stopped, waiting): (&dyn Fn(u64) -> bool, &dyn Fn(u64) -> Option<Waiting>),
     forked: &dyn Fn(u64) -> Option<(u64, String)>,
     runs: impl FnOnce() -> Result<Vec<RunRecord>, StateError>,
     run: impl FnOnce(u64) -> Result<RunRecord, StateError>,
     steps_of: impl FnOnce(u64) -> Result<Vec<StepRecord>, StateError>,
 ) -> Result<(), StateError> {
     match steps {
-        None => runs().map(|list| print_runs(&list, stopped, forked)),
+        None => runs().map(|list| {
+            let list: Vec<RunRecord> = list
+                .into_iter()
+                .filter(|r| is_of(only, &r.pipeline))
+                .collect();
+            print_runs(&list, (stopped, waiting), forked, only.is_none());
+        }),
         Some(id) => run(id)
             .and_then(|_| steps_of(id))
             .map(|list| print_steps(&list)),
@@ -176,26 +235,48 @@ pub(crate) const INTERRUPTED: &str = "interrupted — resumable";
 /// The runs table of `treadle runs` (also printed from a server's answer); `stopped`: a
 /// running run's process is gone.
 /// `forked`: the run and point a run was forked from, if it was (its last column says so).
+/// `with_file`: a column says each run's pipeline file (the runs of several files).
 pub(super) fn print_runs(
     runs: &[RunRecord],
-    stopped: &dyn Fn(u64) -> bool,
+    (stopped, waiting): (&dyn Fn(u64) -> bool, &dyn Fn(u64) -> Option<Waiting>),
     forked: &dyn Fn(u64) -> Option<(u64, String)>,
+    with_file: bool,
 ) {
+    let now = crate::clock::now_ms();
+    let file = |name: &str| match with_file {
+        true => format!("{name:<20} "),
+        false => String::new(),
+    };
     say!(
-        "{:>5}  {:<10} {:<16} {:>9}  error",
+        "{:>5}  {}{:<10} {:<16} {:>9}  error",
         "run",
+        file("file"),
         "status",
         "job",
         "duration"
     );
     for r in runs {
+        // A run parked on a person says so, with its deadline, rather than "running".
+        let parked = waiting(r.id).filter(|_| r.status == crate::run::RunStatus::Running);
+        let status = parked
+            .as_ref()
+            .map_or(shown_status(r, stopped), Waiting::status);
+        let mut notes = notes(r, forked);
+        if let Some(w) = &parked {
+            notes = [w.detail(now), notes]
+                .into_iter()
+                .filter(|n| !n.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
+        }
         say!(
-            "{:>5}  {:<10} {:<16} {:>9}  {}",
+            "{:>5}  {}{:<10} {:<16} {:>9}  {}",
             r.id,
-            shown_status(r, stopped),
+            file(&r.pipeline),
+            status,
             r.job,
             ms(r.duration_ms),
-            notes(r, forked)
+            notes
         );
     }
 }

@@ -13,6 +13,7 @@ mod init;
 mod inspect;
 mod jobs;
 mod keys;
+pub mod nats_args;
 mod plan;
 mod preflight;
 mod questions;
@@ -93,7 +94,7 @@ pub enum Command {
         /// The state file (default: .treadle/state.redb beside the pipeline).
         #[arg(long)]
         state: Option<PathBuf>,
-        /// Save each agent step's model traffic under DIR/<job>/<step>/ (see docs/record-replay.md).
+        /// Save each agent step's model traffic under DIR/<job>/<step>/ (see `treadle docs record-replay`).
         #[arg(long, value_name = "DIR", conflicts_with = "replay_model")]
         record: Option<PathBuf>,
         /// Answer agent steps from a recording made with --record, with no model server.
@@ -117,7 +118,7 @@ pub enum Command {
         #[arg(long, value_name = "STEP", conflicts_with_all = ["resume", "replay"])]
         rerun: Option<String>,
         /// A new run from RUN: the steps before --at's replayed, that agent step going on
-        /// from a fork of its session in RUN (docs/durability.md, "Forking a run").
+        /// from a fork of its session in RUN (`treadle docs durability`, "Forking a run").
         #[arg(
             long,
             value_name = "RUN",
@@ -142,7 +143,7 @@ pub enum Command {
         prompt_file: Option<PathBuf>,
         /// Run a recorded run's agent steps again in scratch directories and report what
         /// changes: tool calls answered from the recording where they match (see
-        /// docs/shadow-runs.md). Exit 1 when a verdict changes or an assert fails.
+        /// `treadle docs shadow-runs`). Exit 1 when a verdict changes or an assert fails.
         #[arg(
             long,
             value_name = "RUN",
@@ -207,6 +208,10 @@ pub enum Command {
         /// Show tokens and cost (per run, or per step with --steps).
         #[arg(long)]
         cost: bool,
+        /// Every run of the state file, of whichever pipeline file beside this one, with a
+        /// file column (without it, only FILE's runs are listed).
+        #[arg(long, conflicts_with_all = ["steps", "show"])]
+        all: bool,
         /// The state file (default: .treadle/state.redb beside the pipeline).
         #[arg(long)]
         state: Option<PathBuf>,
@@ -244,7 +249,7 @@ pub enum Command {
         json: Option<String>,
     },
     /// Serve pipelines over HTTP: the API, live run transcripts and the web page
-    /// (see docs/server.md).
+    /// (see `treadle docs server`).
     Serve {
         /// Pipeline files, or directories whose *.yml / *.yaml files are served.
         #[arg(default_value = crate::pipeline::DEFAULT_FILE)]
@@ -261,16 +266,14 @@ pub enum Command {
         /// How often the trigger resources of the served files are checked.
         #[arg(long, default_value = "1m", value_parser = parse_interval)]
         interval: std::time::Duration,
-        /// Run task and agent steps on `treadle worker` processes through this NATS server
-        /// (JetStream on), e.g. nats://127.0.0.1:4222 (see docs/scale-out.md).
-        #[arg(long, value_name = "URL")]
-        nats: Option<String>,
+        #[command(flatten)]
+        nats: nats_args::NatsArgs,
         /// A name this server answers to besides localhost and IP addresses (repeatable):
         /// requests whose Host is any other name are refused (421), against DNS rebinding.
         #[arg(long = "allowed-host", value_name = "NAME")]
         allowed_hosts: Vec<crate::server::hosts::HostName>,
         /// Do not go on with the runs a stopped server left running: they stay
-        /// interrupted, resumable with `treadle run --resume` (see docs/durability.md).
+        /// interrupted, resumable with `treadle run --resume` (see `treadle docs durability`).
         #[arg(long)]
         no_adopt: bool,
         /// How long a client may take to send a request's line and headers before its
@@ -290,14 +293,17 @@ pub enum Command {
         #[arg(long, value_name = "HEADER", value_parser = crate::server::identity::header_name)]
         approver_header: Option<axum::http::HeaderName>,
     },
-    /// Run steps that `treadle serve --nats` queues (see docs/scale-out.md).
+    /// Run steps that `treadle serve --nats` queues (see `treadle docs scale-out`).
     Worker {
-        /// The NATS server (JetStream on), e.g. nats://127.0.0.1:4222.
-        #[arg(long, value_name = "URL")]
-        nats: String,
+        #[command(flatten)]
+        nats: nats_args::NatsArgs,
         /// Steps run at once.
         #[arg(long, default_value_t = 4)]
         slots: usize,
+        /// How long running steps may take to finish after SIGTERM before they are handed
+        /// back to other workers.
+        #[arg(long, default_value = "10m", value_parser = parse_interval)]
+        drain_timeout: std::time::Duration,
         /// Where the worker keeps its state file and step directories.
         #[arg(long, default_value = ".treadle-worker")]
         dir: PathBuf,
@@ -305,7 +311,7 @@ pub enum Command {
     /// Reject a waiting approval step: the step fails.
     Reject(AnswerArgs),
     /// Check the resources of `trigger: true` gets and build the jobs they trigger, until
-    /// a signal (see docs/watch.md).
+    /// a signal (see `treadle docs watch`).
     Watch {
         /// The pipeline file.
         #[arg(default_value = crate::pipeline::DEFAULT_FILE)]

@@ -228,9 +228,19 @@ fn steps_of(view: &RunView) -> Vec<StepRecord> {
 }
 
 /// `treadle runs` (with `--steps`, `--cost`) through the server.
-pub(super) async fn runs(client: Client, steps: Option<u64>, cost: bool) -> u8 {
+pub(super) async fn runs(
+    client: Client,
+    steps: Option<u64>,
+    cost: bool,
+    only: Option<&Path>,
+) -> u8 {
+    let of_file = |runs: Vec<RunView>| -> Vec<RunView> {
+        runs.into_iter()
+            .filter(|r| super::inspect::is_of(only, &r.file))
+            .collect()
+    };
     let shown = match (steps, cost) {
-        (None, false) => all_runs(&client, false).await.map(|runs| {
+        (None, false) => all_runs(&client, false).await.map(of_file).map(|runs| {
             let records: Vec<_> = runs.iter().map(RunView::record).collect();
             let stopped = |id: u64| runs.iter().any(|r| r.id == id && r.interrupted);
             let forked = |id: u64| {
@@ -238,11 +248,12 @@ pub(super) async fn runs(client: Client, steps: Option<u64>, cost: bool) -> u8 {
                 let from = run.forked_from.as_ref()?;
                 Some((from.run, from.at.clone()))
             };
-            super::inspect::print_runs(&records, &stopped, &forked);
+            let waiting = |id: u64| runs.iter().find(|r| r.id == id)?.waiting.clone();
+            super::inspect::print_runs(&records, (&stopped, &waiting), &forked, only.is_none());
         }),
-        (None, true) => all_runs(&client, true).await.map(|runs| {
+        (None, true) => all_runs(&client, true).await.map(of_file).map(|runs| {
             let all: Vec<_> = runs.iter().map(|r| (r.record(), steps_of(r))).collect();
-            super::cost::print_runs(&all);
+            super::cost::print_runs(&all, only.is_none());
         }),
         (Some(id), false) => one_run(&client, id)
             .await

@@ -9,10 +9,12 @@ use crate::server::ServeOptions;
 pub(super) async fn serve(options: ServeOptions) -> u8 {
     let stop = CancellationToken::new();
     let watch = super::signals::watch(stop.clone());
-    let served = crate::server::serve(options, stop, |addr, state| {
+    let served = crate::server::serve(options, stop, |ready| {
         say!(
-            "treadle serve: listening on http://{addr} (state {})",
-            state.display()
+            "treadle serve: listening on http://{} (state {})\n  open {}",
+            ready.addr,
+            ready.state.display(),
+            ready.page
         );
     })
     .await;

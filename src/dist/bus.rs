@@ -26,6 +26,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, kv, object_store, stream};
 
 use super::DistError;
+use super::connect::NatsConfig;
 
 /// The work-queue stream of steps.
 pub const STEPS_STREAM: &str = "TREADLE_STEPS";
@@ -68,59 +69,50 @@ pub struct Bus {
     pub asks: kv::Store,
     /// Artifacts by digest.
     pub artifacts: object_store::ObjectStore,
+    /// The replica count of each stream and bucket.
+    pub replicas: usize,
 }
 
 fn setup(what: &'static str) -> impl FnOnce(String) -> DistError {
     move |why| DistError::Setup { what, why }
 }
 
+/// How long start-up waits for JetStream to answer (a cluster electing its leaders) before
+/// reporting why it cannot set up.
+const JETSTREAM_WAIT: Duration = Duration::from_secs(30);
+
 impl Bus {
-    /// Connects (retrying while the server is not up yet) and makes what is missing.
-    pub async fn connect(url: &str, name: &str) -> Result<Self, DistError> {
-        let client = async_nats::ConnectOptions::new()
-            .name(name)
-            .retry_on_initial_connect()
-            .max_reconnects(None)
-            .connect(url)
-            .await
-            .map_err(|e| DistError::Connect {
-                url: url.to_owned(),
-                why: e.to_string(),
-            })?;
+    /// Connects (waiting while no NATS server answers yet, and saying so) and makes what is
+    /// missing, each stream and bucket with `config`'s replica count (see
+    /// [`super::connect::replicas`]).
+    pub async fn connect(config: &NatsConfig, name: &str) -> Result<Self, DistError> {
+        let client = config.connect(name).await?;
+        let replicas = super::connect::replicas(config.replicas, &client.server_info());
         let js = jetstream::new(client.clone());
-        js.get_or_create_stream(stream::Config {
-            name: STEPS_STREAM.to_owned(),
-            subjects: vec![STEPS_SUBJECT.to_owned()],
-            retention: stream::RetentionPolicy::WorkQueue,
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| setup("the steps stream")(e.to_string()))?;
-        js.get_or_create_stream(stream::Config {
-            name: EVENTS_STREAM.to_owned(),
-            subjects: vec!["treadle.events.>".to_owned()],
-            duplicate_window: Duration::from_secs(120),
-            max_age: KEEP,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| setup("the events stream")(e.to_string()))?;
-        let done = bucket(&js, DONE_BUCKET, "the results bucket").await?;
-        let leases = bucket(&js, LEASES_BUCKET, "the leases bucket").await?;
-        let cache = bucket(&js, CACHE_BUCKET, "the shared cache bucket").await?;
-        let asks = bucket(&js, ASKS_BUCKET, "the questions bucket").await?;
-        let artifacts = match js.get_object_store(ARTIFACTS_BUCKET).await {
-            Ok(store) => store,
-            Err(_) => js
-                .create_object_store(object_store::Config {
-                    bucket: ARTIFACTS_BUCKET.to_owned(),
-                    max_age: KEEP,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| setup("the artifacts store")(e.to_string()))?,
+        let started = std::time::Instant::now();
+        let mut said = false;
+        let made = loop {
+            match make(&js, replicas).await {
+                Ok(made) => break made,
+                // A refusal (replicas a single server cannot keep, an R1 stream that
+                // cannot be raised) is not waited out.
+                Err(e @ DistError::Replicas { .. }) => return Err(e),
+                Err(e) if started.elapsed() >= JETSTREAM_WAIT => {
+                    return Err(DistError::JetStream(e.to_string()));
+                }
+                Err(e) => {
+                    if !said {
+                        crate::console::tell!(
+                            "{name}: waiting for JetStream at {} ({e})",
+                            config.shown()
+                        );
+                        said = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
         };
+        let (done, leases, cache, asks, artifacts) = made;
         Ok(Self {
             client,
             js,
@@ -129,7 +121,14 @@ impl Bus {
             cache,
             asks,
             artifacts,
+            replicas,
         })
+    }
+
+    /// Makes again whatever is missing (a stream that came back empty after its node's
+    /// store was lost is recreated here), at this bus's replica count.
+    pub async fn ensure(&self) -> Result<(), DistError> {
+        make(&self.js, self.replicas).await.map(|_| ())
     }
 
     /// The workers' consumer of the steps stream.
@@ -147,6 +146,7 @@ impl Bus {
                     ack_policy: consumer::AckPolicy::Explicit,
                     ack_wait: ACK_WAIT,
                     max_ack_pending: 100_000,
+                    num_replicas: self.replicas,
                     ..Default::default()
                 },
             )
@@ -155,29 +155,163 @@ impl Bus {
     }
 }
 
+type Made = (
+    kv::Store,
+    kv::Store,
+    kv::Store,
+    kv::Store,
+    object_store::ObjectStore,
+);
+
+/// Makes (or opens) every stream, bucket and object store, each with `replicas`.
+async fn make(js: &jetstream::Context, replicas: usize) -> Result<Made, DistError> {
+    stream_with(
+        js,
+        stream::Config {
+            name: STEPS_STREAM.to_owned(),
+            subjects: vec![STEPS_SUBJECT.to_owned()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        },
+        replicas,
+        "the steps stream",
+    )
+    .await?;
+    stream_with(
+        js,
+        stream::Config {
+            name: EVENTS_STREAM.to_owned(),
+            subjects: vec!["treadle.events.>".to_owned()],
+            duplicate_window: Duration::from_secs(120),
+            max_age: KEEP,
+            ..Default::default()
+        },
+        replicas,
+        "the events stream",
+    )
+    .await?;
+    let done = bucket(js, DONE_BUCKET, replicas, "the results bucket").await?;
+    let leases = bucket(js, LEASES_BUCKET, replicas, "the leases bucket").await?;
+    let cache = bucket(js, CACHE_BUCKET, replicas, "the shared cache bucket").await?;
+    let asks = bucket(js, ASKS_BUCKET, replicas, "the questions bucket").await?;
+    let artifacts = match js.get_object_store(ARTIFACTS_BUCKET).await {
+        Ok(store) => store,
+        Err(_) => js
+            .create_object_store(object_store::Config {
+                bucket: ARTIFACTS_BUCKET.to_owned(),
+                max_age: KEEP,
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| refused(replicas, "the artifacts store", e.to_string()))?,
+    };
+    raise(
+        js,
+        &format!("OBJ_{ARTIFACTS_BUCKET}"),
+        replicas,
+        "the artifacts store",
+    )
+    .await?;
+    Ok((done, leases, cache, asks, artifacts))
+}
+
+/// The error for a stream that cannot be made: a replica count the server cannot keep is
+/// a refusal to report, anything else may pass (JetStream still starting).
+fn refused(replicas: usize, what: &'static str, why: String) -> DistError {
+    let lower = why.to_lowercase();
+    if replicas > 1 && (lower.contains("replicas") || lower.contains("insufficient resources")) {
+        return DistError::Replicas {
+            what,
+            why: format!(
+                "{why}\nhint: {replicas} replicas need a JetStream cluster of at least {replicas} servers; pass --nats-replicas 1 for a single server"
+            ),
+        };
+    }
+    setup(what)(why)
+}
+
+/// Makes (or opens) the stream `config` with `replicas`, and raises an existing one that
+/// has fewer.
+async fn stream_with(
+    js: &jetstream::Context,
+    config: stream::Config,
+    replicas: usize,
+    what: &'static str,
+) -> Result<(), DistError> {
+    let name = config.name.clone();
+    js.get_or_create_stream(stream::Config {
+        num_replicas: replicas,
+        ..config
+    })
+    .await
+    .map_err(|e| refused(replicas, what, e.to_string()))?;
+    raise(js, &name, replicas, what).await
+}
+
+/// Raises the stream `name` to `replicas` when it has fewer (made by an older treadle, or
+/// by a process that saw a smaller cluster); one with more is left as it is.
+async fn raise(
+    js: &jetstream::Context,
+    name: &str,
+    replicas: usize,
+    what: &'static str,
+) -> Result<(), DistError> {
+    let mut stream = js
+        .get_stream(name)
+        .await
+        .map_err(|e| setup(what)(e.to_string()))?;
+    let info = stream
+        .info()
+        .await
+        .map_err(|e| setup(what)(e.to_string()))?;
+    let have = info.config.num_replicas;
+    if have >= replicas {
+        return Ok(());
+    }
+    let raised = stream::Config {
+        num_replicas: replicas,
+        ..info.config.clone()
+    };
+    js.update_stream(raised).await.map_err(|e| DistError::Replicas {
+        what,
+        why: format!(
+            "stream {name} has {have} replica(s), {replicas} wanted, and raising it failed: {e}\nhint: raise it with `nats stream edit {name} --replicas {replicas}`, or pass --nats-replicas {have}"
+        ),
+    })?;
+    tracing::warn!("raised stream {name} from {have} to {replicas} replicas");
+    Ok(())
+}
+
 /// Opens the key-value bucket `name`, making it first when missing (one value per key,
 /// kept [`KEEP`]).
 async fn bucket(
     js: &jetstream::Context,
     name: &str,
+    replicas: usize,
     what: &'static str,
 ) -> Result<kv::Store, DistError> {
     // The bucket's stream is made here, as the client's `create_key_value` makes it: that
     // call first reads the account's info, whose shape differs in the NATS 2.9 that
     // Debian ships.
-    js.get_or_create_stream(stream::Config {
-        name: format!("KV_{name}"),
-        subjects: vec![format!("$KV.{name}.>")],
-        max_messages_per_subject: 1,
-        max_age: KEEP,
-        allow_rollup: true,
-        deny_delete: true,
-        allow_direct: true,
-        discard: stream::DiscardPolicy::New,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| setup(what)(e.to_string()))?;
+    stream_with(
+        js,
+        stream::Config {
+            name: format!("KV_{name}"),
+            subjects: vec![format!("$KV.{name}.>")],
+            max_messages_per_subject: 1,
+            max_age: KEEP,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: stream::DiscardPolicy::New,
+            ..Default::default()
+        },
+        replicas,
+        what,
+    )
+    .await?;
     js.get_key_value(name)
         .await
         .map_err(|e| setup(what)(e.to_string()))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::bus::{Bus, STEPS_SUBJECT, retrying};
+use super::bus::Bus;
 use super::wire::{CANCELLED, Carried, StepJob, StepResult};
 use super::{DistError, carry};
 use crate::cache::StepCache;
@@ -25,17 +25,43 @@ pub struct Dispatcher {
     bus: Bus,
     // Makes step keys unique across servers (and restarts of one) sharing a NATS.
     server: String,
+    /// Step messages are signed with it, when given.
+    signing: Option<super::sign::SigningKey>,
+    /// The workers heard from.
+    seen: Arc<super::seen::Seen>,
+    /// Steps' figures for `/metrics`.
+    stats: super::stats::Stats,
 }
 
 impl Dispatcher {
     /// Connects to NATS at `url` (waiting for it) and makes the streams and buckets. The
     /// server's id comes from its state file, whose run ids are unique, so step keys and
     /// event subjects are unique across servers sharing one NATS and across restarts.
-    pub async fn connect(url: &str, state: &std::path::Path) -> Result<Arc<Self>, DistError> {
-        let bus = Bus::connect(url, "treadle serve").await?;
+    pub async fn connect(
+        nats: &super::connect::NatsConfig,
+        state: &std::path::Path,
+    ) -> Result<Arc<Self>, DistError> {
+        let bus = Bus::connect(nats, "treadle serve").await?;
         let path = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
         let server = blake3::hash(path.to_string_lossy().as_bytes()).to_hex()[..12].to_owned();
-        Ok(Arc::new(Self { bus, server }))
+        let seen = super::seen::Seen::listen(bus.client.clone());
+        Ok(Arc::new(Self {
+            bus,
+            server,
+            signing: nats.signing.clone(),
+            seen,
+            stats: super::stats::Stats::default(),
+        }))
+    }
+
+    /// The workers heard from lately.
+    pub fn workers(&self) -> Vec<super::seen::Beat> {
+        self.seen.alive()
+    }
+
+    /// Steps' figures so far.
+    pub fn stats(&self) -> &super::stats::Stats {
+        &self.stats
     }
 
     /// The bus, for the events mirror.
@@ -129,24 +155,33 @@ impl RemoteSteps for RemoteRun {
             }
         };
         let tokens = self.forward_tokens(ctx, &key, entry.seq).await;
-        retrying("queueing a step", || async {
-            let publish = async_nats::jetstream::message::PublishMessage::build()
-                .payload(payload.clone())
-                .message_id(&key);
-            bus.js
-                .send_publish(STEPS_SUBJECT, publish)
-                .await
-                .map_err(|e| e.to_string())?
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await;
+        let signing = self.dispatcher.signing.as_ref();
+        let queued = super::queued::Queued {
+            bus,
+            key: &key,
+            payload: &payload,
+            signing,
+            step: &entry.name,
+            run: ctx.run,
+            seen: &self.dispatcher.seen,
+        };
+        let began = std::time::Instant::now();
+        let seq = queued.publish(&key).await;
         let result = tokio::select! {
             r = wait_result(bus, &key) => r,
             () = cancel.cancelled() => self.give_up(&key).await,
             // Its questions for a person are asked here, where the run's approvals are.
             () = super::asks::serve(bus, ctx, step, entry, &key, &cancel) => wait_result(bus, &key).await,
+            // A step lost from NATS (its stream came back empty) is queued again, a few
+            // times, then fails naming what was lost: never a silent wait.
+            lost = queued.watch(seq) => {
+                if let Some(t) = tokens {
+                    t.abort();
+                }
+                return Done::fail(FailureKind::Infrastructure, lost);
+            }
         };
+        self.dispatcher.stats.finished(began.elapsed());
         if let Some(t) = tokens {
             t.abort();
         }

@@ -82,6 +82,11 @@ pub enum LeaseLost {
     /// The renewer stopped without a verdict.
     #[error("the step's lease is no longer renewed")]
     NotRenewed,
+    /// The lease's key is gone: NATS lost the leases bucket's data (a node's store lost).
+    #[error(
+        "the step's lease vanished from NATS (the leases bucket lost its data: a node's store lost?); the step goes to a worker again"
+    )]
+    Vanished,
 }
 
 #[derive(Debug, Clone)]
@@ -227,25 +232,25 @@ impl Lease {
             holder: self.holder.clone(),
             result: Some(result.clone()),
         });
+        let mut revision = state.revision;
         loop {
-            match self
-                .store
-                .update(&self.key, value.clone(), state.revision)
-                .await
-            {
+            match self.store.update(&self.key, value.clone(), revision).await {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => {
-                    // Our own commit whose answer was lost, or another worker's lease.
+                    // A write of ours that landed though its answer was lost (the client
+                    // sends what it buffered during an outage once NATS is back): our
+                    // commit (done), or a renewal (commit at its revision); else another
+                    // worker's lease.
                     let now =
                         retrying("reading a step's lease", || self.store.entry(&self.key)).await;
-                    let ours = now
-                        .and_then(|e| serde_json::from_slice::<Value>(&e.value).ok())
-                        .is_some_and(|v| v.holder == self.holder && v.result.is_some());
-                    return if ours {
-                        Ok(())
-                    } else {
-                        Err(LeaseLost::TakenOver)
+                    let Some(now) = now.filter(|e| e.operation == kv::Operation::Put) else {
+                        return Err(LeaseLost::Vanished);
                     };
+                    match serde_json::from_slice::<Value>(&now.value) {
+                        Ok(v) if v.holder == self.holder && v.result.is_some() => return Ok(()),
+                        Ok(v) if v.holder == self.holder => revision = now.revision,
+                        _ => return Err(LeaseLost::TakenOver),
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(
@@ -255,6 +260,25 @@ impl Lease {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
+        }
+    }
+}
+
+impl Lease {
+    /// Gives the lease up without a result (the worker hands the step back): the next
+    /// worker takes the step at once instead of waiting out [`LEASE_TIME`]. Only a lease
+    /// still at this holder's revision is deleted.
+    pub async fn release(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.renewing.take() {
+            let _ = task.await;
+        }
+        let state = self.state.borrow().clone();
+        if let Standing::Until(_) = state.standing {
+            let _ = self
+                .store
+                .delete_expect_revision(&self.key, Some(state.revision))
+                .await;
         }
     }
 }
@@ -296,20 +320,21 @@ impl Renewer {
                     });
                 }
                 Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => {
-                    if let Some(revision) = self.still_mine().await {
-                        self.state.send_replace(State {
-                            revision,
-                            standing: Standing::Until(sent + TRUST_FOR),
-                        });
-                        continue;
-                    }
+                    let why = match self.still_mine().await {
+                        Ok(revision) => {
+                            self.state.send_replace(State {
+                                revision,
+                                standing: Standing::Until(sent + TRUST_FOR),
+                            });
+                            continue;
+                        }
+                        Err(why) => why,
+                    };
                     tracing::warn!(
-                        "step {}: {}; its session's writes are refused and its result will not be committed",
+                        "step {}: {why}; its session's writes are refused and its result will not be committed",
                         self.key,
-                        LeaseLost::TakenOver
                     );
-                    self.state
-                        .send_modify(|s| s.standing = Standing::Lost(LeaseLost::TakenOver));
+                    self.state.send_modify(|s| s.standing = Standing::Lost(why));
                     self.lost.cancel();
                     return;
                 }
@@ -321,11 +346,18 @@ impl Renewer {
     }
 
     /// The revision of the key when this holder wrote it last (an update that landed
-    /// though its answer was lost).
-    async fn still_mine(&self) -> Option<u64> {
-        let entry = retrying("reading a step's lease", || self.store.entry(&self.key)).await?;
-        let value = serde_json::from_slice::<Value>(&entry.value).ok()?;
-        (value.holder == self.holder && value.result.is_none()).then_some(entry.revision)
+    /// though its answer was lost); why the lease is lost otherwise.
+    async fn still_mine(&self) -> Result<u64, LeaseLost> {
+        let entry = retrying("reading a step's lease", || self.store.entry(&self.key)).await;
+        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+            return Err(LeaseLost::Vanished);
+        };
+        let value =
+            serde_json::from_slice::<Value>(&entry.value).map_err(|_| LeaseLost::TakenOver)?;
+        match value.holder == self.holder && value.result.is_none() {
+            true => Ok(entry.revision),
+            false => Err(LeaseLost::TakenOver),
+        }
     }
 }
 

@@ -13,10 +13,19 @@
 //!
 //! # Layout
 //!
+//! * `connect.rs`: where NATS is and how to reach it (URLs, credentials, TLS, replicas),
+//!   parsed once; the start-up wait;
+//! * `sign.rs`: step messages signed with a key the server and its workers share;
 //! * `bus.rs`: the connection, the streams, buckets and subjects, retrying through outages;
 //! * `wire.rs`: the step and result messages;
 //! * `carry.rs`: artifact directories through the object store, by blake3 digest;
 //! * `dispatch.rs`: the server's side: a step to the queue, its result back into the run;
+//! * `queued.rs`: a queued step's message, watched until a worker takes it (a long wait
+//!   logged, a step NATS lost queued again);
+//! * `seen.rs`: workers' beats, and the workers a server heard from;
+//! * `stats.rs`: the durations of steps run on workers, for `/metrics`;
+//! * `health.rs`: the NATS connection and JetStream's queue as `/health` and `/metrics`
+//!   show them;
 //! * `worker.rs`: `treadle worker`;
 //! * `lease.rs`: one writer per agent session, through a revision-checked lease;
 //! * `parsed.rs`: a worker's parsed pipelines, by digest;
@@ -30,11 +39,17 @@
 pub mod asks;
 pub mod bus;
 pub mod carry;
+pub mod connect;
 pub mod dispatch;
 pub mod events;
+pub mod health;
 pub mod lease;
 pub mod parsed;
+pub mod queued;
+pub mod seen;
 pub mod shared_cache;
+pub mod sign;
+pub mod stats;
 pub mod takeover;
 pub mod wire;
 pub mod worker;
@@ -45,20 +60,35 @@ pub use worker::{WorkerOptions, work};
 /// What can go wrong talking to NATS or carrying a step.
 #[derive(Debug, thiserror::Error)]
 pub enum DistError {
-    /// The NATS server cannot be reached or refused the connection.
-    #[error("cannot connect to NATS at {url}: {why}\nhint: start one with `nats-server -js`")]
+    /// The NATS server refused the connection (credentials, TLS).
+    #[error(
+        "cannot connect to NATS at {url}: {why}\nhint: check the credentials (--nats-creds, --nats-nkey, user:password@ or token@ in the URL, NATS_USER/NATS_PASSWORD, NATS_TOKEN) and the TLS options (--nats-ca, --nats-tls-cert, --nats-tls-key)"
+    )]
     Connect {
         /// The URL.
         url: String,
         /// Why.
         why: String,
     },
-    /// A stream, bucket or consumer cannot be made or opened (JetStream off?).
-    #[error("cannot set up {what}: {why}\nhint: the NATS server must run with JetStream (`-js`)")]
+    /// A stream, bucket, consumer or file cannot be made or opened.
+    #[error("cannot set up {what}: {why}")]
     Setup {
         /// Which.
         what: &'static str,
         /// Why.
+        why: String,
+    },
+    /// The NATS server answers, but JetStream did not within the start-up wait.
+    #[error(
+        "NATS answers but JetStream does not: {0}\nhint: the NATS server must run with JetStream (`nats-server -js`, or `jetstream {{}}` in its config); a cluster needs a majority of its servers up"
+    )]
+    JetStream(String),
+    /// A stream or bucket cannot have the replica count asked for.
+    #[error("cannot set up {what}: {why}")]
+    Replicas {
+        /// Which.
+        what: &'static str,
+        /// Why, with how to fix it.
         why: String,
     },
     /// An artifact cannot be packed, stored, fetched or unpacked.

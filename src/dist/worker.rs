@@ -1,20 +1,32 @@
 //! `treadle worker --nats URL [--slots N]`: takes steps off the steps stream, at most
 //! `slots` at a time, runs each exactly as `treadle run` would (`run::one_leaf`), stores the
-//! result under the step's key, then acknowledges the message. While a step runs its
-//! delivery is extended every third of the ack wait; a worker that dies stops extending,
-//! and the step goes to another worker. A step whose key already has a result (it finished
-//! before a redelivery, or the server gave up on it) is acknowledged without running. An
-//! agent step runs under its lease ([`super::lease`]): only its holder's result is stored.
+//! result under the step's key, then acknowledges the message.
+//!
+//! Each step once: every step runs under its lease ([`super::lease`]), so a copy of its
+//! message handed to another worker while its holder lives (redelivered after a NATS outage
+//! that outlasted the ack wait) finds the lease renewed and is handed back, not run. The
+//! delivery is extended every third of the ack wait from the moment the message is taken
+//! until its result is stored, however long NATS is away; the result is stored with
+//! `create` under the step key (the first stands), and a step whose key has a result is
+//! acknowledged without running. A worker that dies stops extending and renewing, and the
+//! step goes to another worker (which runs a task again from its start; an agent step goes
+//! on from its mirrored session).
+//!
+//! Drain: `stop` (the first SIGTERM) stops taking steps; the running ones finish and their
+//! results are stored; `abandon` (a second SIGTERM, or `--drain-timeout`) cancels them and
+//! hands their messages back at once (nak) with their leases released.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_nats::jetstream::AckKind;
 use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::bus::{ACK_WAIT, Bus, retrying};
+use super::connect::NatsConfig;
 use super::lease::{self, Acquired, Lease};
 use super::parsed::Parsed;
 use super::wire::{Carried, StepJob, StepResult};
@@ -27,14 +39,18 @@ use treadle_session::event::SessionId;
 
 /// How to work.
 pub struct WorkerOptions {
-    /// The NATS server.
-    pub url: String,
+    /// Where NATS is and how to reach it.
+    pub nats: NatsConfig,
     /// Steps run at once.
     pub slots: usize,
     /// Where the worker keeps its state file and step directories.
     pub dir: PathBuf,
-    /// Stops taking steps (Ctrl-C); running ones are given back by not acknowledging them.
+    /// Stops taking steps (the first SIGTERM or Ctrl-C); running ones finish.
     pub stop: CancellationToken,
+    /// Hands running steps back at once (a second signal).
+    pub abandon: CancellationToken,
+    /// How long running steps may take to finish once `stop` is cancelled.
+    pub drain_timeout: Duration,
 }
 
 /// What each step handler shares.
@@ -46,18 +62,28 @@ struct Worker {
     name: String,
     /// The pipelines parsed so far.
     parsed: Parsed,
+    /// Step messages are refused unless signed with this key.
+    signing: Option<super::sign::SigningKey>,
+    /// Cancelled to hand running steps back.
+    abandon: CancellationToken,
 }
 
-/// Works until `stop`.
+/// Works until `stop`, then drains (see the module's doc).
 pub async fn work(options: WorkerOptions) -> Result<(), DistError> {
     let name = format!("worker-{}-{}", std::process::id(), super::unique_id());
-    let bus = Bus::connect(&options.url, &name).await?;
+    let bus = Bus::connect(&options.nats, &name).await?;
     let store = crate::run::open_store(options.dir.join("state.redb"))
         .await
         .map_err(|e| DistError::Setup {
             what: "the worker's state file",
             why: e.to_string(),
         })?;
+    if options.nats.signing.is_none() {
+        tracing::warn!(
+            "no signing key (--nats-signing-key or {}): this worker runs any step message published on NATS",
+            super::sign::ENV
+        );
+    }
     let worker = Arc::new(Worker {
         bus,
         store,
@@ -65,13 +91,34 @@ pub async fn work(options: WorkerOptions) -> Result<(), DistError> {
         dir: options.dir.clone(),
         name,
         parsed: Parsed::default(),
+        signing: options.nats.signing.clone(),
+        abandon: options.abandon.clone(),
     });
-    let slots = Arc::new(Semaphore::new(options.slots.max(1)));
+    let slots = options.slots.max(1);
+    let free = Arc::new(Semaphore::new(slots));
+    let beating = tokio::spawn(super::seen::beat(
+        worker.bus.client.clone(),
+        worker.name.clone(),
+        slots,
+        free.clone(),
+    ));
+    take_steps(&worker, &free, &options.stop).await?;
+    drain(&worker, &free, slots, &options).await;
+    beating.abort();
+    Ok(())
+}
+
+/// Takes steps, one per free slot, until `stop`.
+async fn take_steps(
+    worker: &Arc<Worker>,
+    free: &Arc<Semaphore>,
+    stop: &CancellationToken,
+) -> Result<(), DistError> {
     let mut consumer = None;
-    while !options.stop.is_cancelled() {
+    while !stop.is_cancelled() {
         let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => p.map_err(|e| DistError::Setup { what: "slots", why: e.to_string() })?,
-            () = options.stop.cancelled() => break,
+            p = free.clone().acquire_owned() => p.map_err(|e| DistError::Setup { what: "slots", why: e.to_string() })?,
+            () = stop.cancelled() => break,
         };
         if consumer.is_none() {
             consumer = Some(retrying("joining the workers", || worker.bus.workers()).await);
@@ -93,6 +140,10 @@ pub async fn work(options: WorkerOptions) -> Result<(), DistError> {
             }
         };
         match batch.next().await {
+            // Taken as the drain began: handed back at once.
+            Some(Ok(message)) if stop.is_cancelled() => {
+                let _ = message.ack_with(AckKind::Nak(None)).await;
+            }
             Some(Ok(message)) => {
                 let worker = worker.clone();
                 tokio::spawn(async move {
@@ -110,6 +161,32 @@ pub async fn work(options: WorkerOptions) -> Result<(), DistError> {
     Ok(())
 }
 
+/// Waits for the running steps to finish and store their results, up to the drain
+/// timeout or a second signal; then hands back what still runs, and waits for that.
+async fn drain(worker: &Worker, free: &Arc<Semaphore>, slots: usize, options: &WorkerOptions) {
+    let running = slots - free.available_permits();
+    if running == 0 {
+        return;
+    }
+    crate::console::tell!(
+        "{}: draining: finishing {running} running step(s) (up to {}s; again to hand them back now)",
+        worker.name,
+        options.drain_timeout.as_secs()
+    );
+    let all = u32::try_from(slots).unwrap_or(u32::MAX);
+    tokio::select! {
+        _ = free.acquire_many(all) => return,
+        () = tokio::time::sleep(options.drain_timeout) => {
+            crate::console::tell!("{}: drain timeout: handing the running steps back", worker.name);
+        }
+        () = options.abandon.cancelled() => {
+            crate::console::tell!("{}: handing the running steps back", worker.name);
+        }
+    }
+    worker.abandon.cancel();
+    let _ = free.acquire_many(all).await;
+}
+
 /// How a step went on this worker.
 enum Leased {
     /// It ran (or its holder's committed result was found): store and acknowledge.
@@ -118,6 +195,8 @@ enum Leased {
     Busy,
     /// This worker lost its lease while running it (why): nothing is committed.
     Lost(String),
+    /// The worker is handing its steps back (drain over): nothing is committed.
+    HandedBack,
 }
 
 /// Collects a step's events, and passes its token deltas on live.
@@ -145,54 +224,91 @@ impl EventSink for Collect {
 
 impl Worker {
     async fn handle(&self, message: async_nats::jetstream::Message) {
-        let job: StepJob = match serde_json::from_slice(&message.payload) {
-            Ok(j) => j,
-            Err(e) => {
-                tracing::warn!("dropping a step message that does not parse: {e}");
-                let _ = message.ack_with(async_nats::jetstream::AckKind::Term).await;
-                return;
-            }
+        let Some(job) = self.admit(&message).await else {
+            return;
         };
-        let finished = retrying("reading a step's result", || self.bus.done.get(&job.key)).await;
-        if finished.is_none() {
-            let extend = CancellationToken::new();
-            let ticking = tokio::spawn(keep_alive(message.clone(), extend.clone()));
-            let outcome = self.leased(&job).await;
-            extend.cancel();
-            let _ = ticking.await;
-            match outcome {
-                Leased::Ran(result) => self.store_result(&job.key, &result).await,
-                Leased::Busy => {
-                    // Its holder is alive: the step comes back later, to whoever is free.
-                    let delay = Some(super::lease::LEASE_TIME);
-                    let _ = message
-                        .ack_with(async_nats::jetstream::AckKind::Nak(delay))
-                        .await;
-                    return;
-                }
-                // The delivery is the new holder's now: acknowledging it could end the
-                // step while that worker runs it.
-                Leased::Lost(why) => {
-                    tracing::warn!("step {} is not committed here: {why}", job.key);
-                    return;
-                }
+        // The delivery stays ours from now until the result is stored (or handed back).
+        let extend = CancellationToken::new();
+        let ticking = tokio::spawn(keep_alive(message.clone(), extend.clone()));
+        let settled = self.settle(&job).await;
+        match settled {
+            // The result is stored: a lost acknowledgement only means a redelivery that
+            // is recognised by the key.
+            Some(Leased::Ran(_)) | None => {
+                let _ = message.ack().await;
+            }
+            // Its holder is alive: the step comes back later, to whoever is free.
+            Some(Leased::Busy) => {
+                let delay = Some(super::lease::LEASE_TIME);
+                let _ = message.ack_with(AckKind::Nak(delay)).await;
+            }
+            // The delivery is the new holder's now: acknowledging it could end the step
+            // while that worker runs it.
+            Some(Leased::Lost(why)) => {
+                tracing::warn!("step {} is not committed here: {why}", job.key);
+            }
+            Some(Leased::HandedBack) => {
+                let _ = message.ack_with(AckKind::Nak(None)).await;
+                tracing::warn!("step {} handed back", job.key);
             }
         }
-        // The result is stored: a lost acknowledgement only means a redelivery that is
-        // recognised by the key.
-        let _ = message.ack().await;
+        extend.cancel();
+        let _ = ticking.await;
     }
 
-    /// Runs the step, an agent step under its lease (committed into the lease first).
-    async fn leased(&self, job: &StepJob) -> Leased {
-        if !job.agent {
-            return Leased::Ran(Box::new(self.run(job, None).await));
+    /// The step the message carries, when it parses and (with a signing key) is signed by
+    /// it; otherwise the message is refused (terminated: never delivered again) and logged.
+    async fn admit(&self, message: &async_nats::jetstream::Message) -> Option<StepJob> {
+        if let Some(key) = &self.signing {
+            let given = message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(super::sign::HEADER))
+                .map(|v| v.as_str());
+            if let Err(why) = key.verify(&message.payload, given) {
+                tracing::error!(
+                    "refusing a step message on {}: {why}; it is not run",
+                    message.subject
+                );
+                let _ = message.ack_with(AckKind::Term).await;
+                return None;
+            }
         }
+        match serde_json::from_slice(&message.payload) {
+            Ok(j) => Some(j),
+            Err(e) => {
+                tracing::warn!("dropping a step message that does not parse: {e}");
+                let _ = message.ack_with(AckKind::Term).await;
+                None
+            }
+        }
+    }
+
+    /// Runs the step unless its key has a result, and stores its result; `None`: it had
+    /// one already.
+    async fn settle(&self, job: &StepJob) -> Option<Leased> {
+        let finished = retrying("reading a step's result", || self.bus.done.get(&job.key)).await;
+        if finished.is_some() {
+            return None;
+        }
+        let outcome = self.leased(job).await;
+        if let Leased::Ran(result) = &outcome {
+            self.store_result(&job.key, result).await;
+        }
+        Some(outcome)
+    }
+
+    /// Runs the step under its lease (committed into the lease first).
+    async fn leased(&self, job: &StepJob) -> Leased {
         match lease::acquire(&self.bus, &job.key, &self.name).await {
             Acquired::Finished(result) => Leased::Ran(result),
             Acquired::Busy => Leased::Busy,
             Acquired::Held(lease) => {
-                let result = self.run(job, Some(&lease)).await;
+                let result = self.run(job, &lease).await;
+                if self.abandon.is_cancelled() {
+                    lease.release().await;
+                    return Leased::HandedBack;
+                }
                 match lease.commit(&result).await {
                     Ok(()) => Leased::Ran(Box::new(result)),
                     Err(why) => Leased::Lost(why.to_string()),
@@ -217,7 +333,7 @@ impl Worker {
     }
 
     /// Runs the step; any failure to set it up is its result (errored).
-    async fn run(&self, job: &StepJob, lease: Option<&Lease>) -> StepResult {
+    async fn run(&self, job: &StepJob, lease: &Lease) -> StepResult {
         let place = self.dir.join("steps").join(&job.key);
         let result = match self.run_in(job, &place, lease).await {
             Ok(r) => r,
@@ -239,7 +355,7 @@ impl Worker {
         &self,
         job: &StepJob,
         place: &std::path::Path,
-        lease: Option<&Lease>,
+        lease: &Lease,
     ) -> Result<StepResult, DistError> {
         let loaded = self.parsed.load(&job.file, &job.job, &job.source)?;
         let job_def = loaded
@@ -262,14 +378,21 @@ impl Worker {
         });
         // A leased step whose session events were mirrored by an earlier holder goes on
         // from that session.
-        let resume = match lease {
-            Some(_) => self.adopt(&job.key).await?,
-            None => None,
+        let resume = match job.agent {
+            true => self.adopt(&job.key).await?,
+            false => None,
         };
         let secrets = crate::run::redactor(&loaded);
         let transcript = Arc::new(Transcript::new(Style::Quiet, secrets).with_sink(sink.clone()));
-        // A leased step stops when its lease is lost.
-        let cancel = lease.map_or_else(CancellationToken::new, |l| l.lost().child_token());
+        // A step stops when its lease is lost, or when the worker hands its steps back.
+        let cancel = lease.lost().child_token();
+        let handing_back = {
+            let (abandon, cancel) = (self.abandon.clone(), cancel.clone());
+            tokio::spawn(async move {
+                abandon.cancelled().await;
+                cancel.cancel();
+            })
+        };
         let listening = self.listen_for_cancel(&job.key, cancel.clone()).await;
         let outcome = run_one(OneLeaf {
             loaded: &loaded,
@@ -285,7 +408,7 @@ impl Worker {
             tokens_spent: job.tokens_spent,
             micro_usd_spent: job.micro_usd_spent,
             cancel: cancel.clone(),
-            fence: lease.map(Lease::fence),
+            fence: job.agent.then(|| lease.fence()),
             resume,
             questions: job.agent.then(|| {
                 let asks = super::asks::Remote::new(self.bus.clone(), &job.key, cancel.clone());
@@ -300,6 +423,7 @@ impl Worker {
         if let Some(l) = listening {
             l.abort();
         }
+        handing_back.abort();
         let outcome = outcome?;
         let mut outputs = Vec::new();
         if outcome.done.is_ok() {
@@ -367,7 +491,7 @@ async fn keep_alive(message: async_nats::jetstream::Message, done: CancellationT
     loop {
         tokio::select! {
             () = tokio::time::sleep(ACK_WAIT / 3) => {
-                let _ = message.ack_with(async_nats::jetstream::AckKind::Progress).await;
+                let _ = message.ack_with(AckKind::Progress).await;
             }
             () = done.cancelled() => return,
         }

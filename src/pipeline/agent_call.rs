@@ -35,6 +35,9 @@ pub struct AgentCall {
     /// With `verdicts:`, the least confidence (0 to 1) a verdict needs; below it the
     /// decision escalates (see `escalate_to`).
     pub min_confidence: Option<At<f64>>,
+    /// With `verdicts:`, a final answer whose whole text is one of the verdicts counts as
+    /// that verdict (off by default).
+    pub verdict_from_text: Option<At<bool>>,
     /// Where a verdict below `min_confidence` goes: `human` (the default, an approval) or
     /// the name of a stronger agent of this file, which decides again.
     pub escalate_to: Option<At<String>>,
@@ -66,6 +69,7 @@ impl AgentCall {
             commit: None,
             output_schema: None,
             min_confidence: None,
+            verdict_from_text: None,
             escalate_to: None,
             max_turns: None,
             dir: None,

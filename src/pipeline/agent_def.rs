@@ -38,7 +38,7 @@ pub struct Agent {
     /// MCP servers whose tools the grant may name, as `{server}__{tool}` or `{server}__*`.
     #[serde(default)]
     pub mcp_servers: Vec<McpServerSpec>,
-    /// Limits on the model traffic of one step (see docs/limits.md).
+    /// Limits on the model traffic of one step (see `treadle docs limits`).
     #[serde(default)]
     pub limits: Option<super::settings::AgentLimits>,
     /// The model's context window in tokens: the conversation is compacted at 80% of it.
@@ -53,7 +53,7 @@ pub struct Agent {
     /// `0` or left out: no cap.
     #[serde(default)]
     pub max_context_bytes: Option<super::settings::SizeSpec>,
-    /// Rules on the agent's tool calls: allow, deny, or ask a person (docs/agent-controls.md).
+    /// Rules on the agent's tool calls: allow, deny, or ask a person (`treadle docs agent-controls`).
     #[serde(default)]
     #[schemars(with = "Option<super::controls::PermissionsSchema>")]
     pub permissions: Option<At<treadle_hook::Policy>>,
@@ -115,7 +115,7 @@ pub struct Agent {
     /// that names its own `env:` list replaces these).
     #[serde(default)]
     pub env: Vec<At<String>>,
-    /// Commands run on the agent's operations (docs/hooks.md), after those of `defaults:`.
+    /// Commands run on the agent's operations (`treadle docs hooks`), after those of `defaults:`.
     #[serde(default)]
     pub hooks: Option<super::hook_def::Hooks>,
 }
@@ -178,7 +178,7 @@ pub struct McpServerSpec {
     #[serde(default)]
     pub bearer_env: Option<At<String>>,
     /// What the server's tools do to the world, by tool name (`pure`, `idempotent`,
-    /// `effectful`); a tool not listed is effectful (see docs/effects.md).
+    /// `effectful`); a tool not listed is effectful (see `treadle docs effects`).
     #[serde(default)]
     pub effects: BTreeMap<String, treadle_session::Effect>,
     /// What the server's tools touch, by tool name: the names of the things a tool reads or

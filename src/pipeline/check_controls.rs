@@ -160,6 +160,17 @@ pub fn step_findings(
             ));
         }
     }
+    if let Some(on) = &call.verdict_from_text
+        && call.verdicts.is_none()
+    {
+        out.push((
+            on.pos,
+            Problem::BadStep,
+            "`verdict_from_text:` on a step without `verdicts:`".to_owned(),
+            "add `verdicts:` (a text answer is taken only when it is one of them) or remove it"
+                .to_owned(),
+        ));
+    }
     if let Some(to) = &call.escalate_to {
         if call.min_confidence.is_none() {
             out.push((

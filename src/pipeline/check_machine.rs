@@ -1,5 +1,6 @@
 //! The checks of this machine that `validate` adds: the shell and the programs tasks name
-//! are on PATH, stdio MCP servers' commands exist, and the local model server answers.
+//! are on PATH, stdio MCP servers' commands exist, the local model server answers, and
+//! the coding-agent CLI a `@claude/...` or `@codex/...` model runs is installed.
 
 use std::collections::BTreeSet;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -49,6 +50,14 @@ pub fn check(
     for (agent, _) in &agents {
         out.extend(mcp::check_machine(agent, env));
     }
+    for (agent, resolved) in &agents {
+        if let Ok(m) = resolved
+            && m.provider == super::model::CLI_PROVIDER
+            && let Some(finding) = cli_missing(agent, &m.model, env)
+        {
+            out.push(finding);
+        }
+    }
     let mut probed = BTreeSet::new();
     for (agent, resolved) in &agents {
         let Ok(m) = resolved else { continue };
@@ -66,6 +75,56 @@ pub fn check(
         }
     }
     out
+}
+
+/// The CLIs a model may name: `(prefix, program, variable naming it, npm package)`. The
+/// runner finds them the same way (`crate::agent::cli::Cli::program`); its names are not
+/// used here because the pipeline's checks come before the agent module.
+const CLIS: [(&str, &str, &str, &str); 2] = [
+    (
+        "@claude/",
+        "claude",
+        "TREADLE_CLAUDE_BIN",
+        "@anthropic-ai/claude-code",
+    ),
+    ("@codex/", "codex", "TREADLE_CODEX_BIN", "@openai/codex"),
+];
+
+/// The finding when the CLI that `model` (`@claude/sonnet`) runs is neither named by its
+/// variable (as an existing file) nor on PATH.
+fn cli_missing(
+    agent: &super::Agent,
+    model: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<Finding> {
+    let (_, program, var, package) = CLIS.iter().find(|(p, ..)| model.starts_with(p))?;
+    let named = env(var).filter(|v| !v.is_empty());
+    let found = match &named {
+        Some(path) => std::path::Path::new(path).is_file(),
+        None => find_program(program).is_some(),
+    };
+    if found {
+        return None;
+    }
+    let pos = agent
+        .source
+        .model
+        .as_ref()
+        .map_or(agent.name.pos, |m| m.pos);
+    let message = match named {
+        Some(path) => format!(
+            "agent `{}` runs the {program} CLI (`{model}`), but {var} names `{path}`, which is not a file",
+            agent.name.value
+        ),
+        None => format!(
+            "agent `{}` runs the {program} CLI (`{model}`), which is not on PATH and {var} is not set",
+            agent.name.value
+        ),
+    };
+    let hint = format!(
+        "install it (`npm install -g {package}`), or set {var} to its path; or give the agent a model served over HTTP"
+    );
+    Some((pos, Problem::Machine, message, hint))
 }
 
 /// Whether something accepts TCP connections at the URL's host and port.

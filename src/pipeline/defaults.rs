@@ -32,7 +32,7 @@ pub struct Defaults {
     /// keeps every one).
     #[serde(default)]
     pub version_history: Option<At<u32>>,
-    /// Command hooks every agent runs, before its own (docs/hooks.md).
+    /// Command hooks every agent runs, before its own (`treadle docs hooks`).
     #[serde(default)]
     pub hooks: Option<super::hook_def::Hooks>,
     /// The `network:` of every task and agent that sets none (default `none`).

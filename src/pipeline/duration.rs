@@ -1,8 +1,12 @@
 //! Durations in the pipeline file: `timeout: 90s`, `1h30m`, `500ms`, or a bare number of seconds.
 //!
-//! Parsed by `humantime` (widely used, kept by the chrono maintainers), whose units include
-//! those of Concourse and Go (`ms`, `s`, `m`, `h`), so a timeout written for Concourse or
-//! `steps` means the same here. A bare number is seconds.
+//! The grammar is Go's and Concourse's, so a timeout written for Concourse or `steps`
+//! means the same here: one or more `NUMBER UNIT` parts with no space, the units `ms`,
+//! `s`, `m` and `h`, a part's number whole or decimal (`1.5s`). A bare number is seconds.
+//!
+//! Decision: nothing else is read. `5 minutes`, `1 hour`, `10 m`, `5mins` and `1h 30m`
+//! are refused with the accepted forms (humantime, used before, read most of them and
+//! worded its refusals in its own terms); a space is never part of a duration, as in Go.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -16,24 +20,25 @@ use serde::{Deserialize, Serialize, Serializer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DurationSpec(pub Duration);
 
+/// The forms a duration may take, as every refusal says them.
+pub const ACCEPTED: &str = "a number and a unit with no space between, the units ms, s, m and h, \
+     e.g. 90s, 5m, 1h30m or 500ms; a bare number is seconds";
+
 /// Why a duration string could not be read.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum DurationError {
     /// Nothing was written.
-    #[error("empty duration")]
+    #[error("empty duration: write {ACCEPTED}")]
     Empty,
-    /// Not a duration `humantime` reads.
-    #[error("`{text}` is not a duration ({why}); write e.g. 90s, 5m, 1h30m or 250ms")]
+    /// Not a duration of the grammar above.
+    #[error("`{text}` is not a duration: write {ACCEPTED}")]
     Invalid {
         /// The text as written.
         text: String,
-        /// What the parser said.
-        why: humantime::DurationError,
     },
 }
 
-/// Reads `1h30m`, `90s`, `250ms`, `1.5s`, `2m` or a bare `45` (seconds). The units are
-/// humantime's, which include Go's and Concourse's (`ms`, `s`, `m`, `h`).
+/// Reads `1h30m`, `90s`, `250ms`, `1.5s`, `2m` or a bare `45` (seconds).
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if text.is_empty() {
@@ -42,21 +47,63 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     if let Ok(secs) = text.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    humantime::parse_duration(text).map_err(|why| DurationError::Invalid {
+    let invalid = || DurationError::Invalid {
         text: text.to_owned(),
-        why,
-    })
+    };
+    let mut rest = text;
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let (number, after) = leading_number(rest).ok_or_else(invalid)?;
+        let (seconds, after) = unit(after).ok_or_else(invalid)?;
+        let part = Duration::try_from_secs_f64(number * seconds).map_err(|_| invalid())?;
+        total = total.checked_add(part).ok_or_else(invalid)?;
+        rest = after;
+    }
+    Ok(total)
+}
+
+/// The number at the start of `text` (`12`, `1.5`) and what follows it.
+fn leading_number(text: &str) -> Option<(f64, &str)> {
+    let digits = |t: &str| t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let whole = digits(text);
+    if whole == 0 {
+        return None;
+    }
+    let mut end = whole;
+    if let Some(fraction) = text[whole..].strip_prefix('.') {
+        let n = digits(fraction);
+        if n == 0 {
+            return None;
+        }
+        end += 1 + n;
+    }
+    Some((text[..end].parse().ok()?, &text[end..]))
+}
+
+/// The unit at the start of `text`, in seconds, and what follows it: the next part's
+/// number or nothing (so `5mins` and `5m x` are refused, not read as `5m`).
+fn unit(text: &str) -> Option<(f64, &str)> {
+    let (seconds, rest) = [("ms", 0.001), ("h", 3600.0), ("m", 60.0), ("s", 1.0)]
+        .into_iter()
+        .find_map(|(name, secs)| text.strip_prefix(name).map(|rest| (secs, rest)))?;
+    match rest.chars().next() {
+        None => Some((seconds, rest)),
+        Some(c) if c.is_ascii_digit() => Some((seconds, rest)),
+        Some(_) => None,
+    }
 }
 
 /// Formats a duration for the transcript: `0.42s`, `12.3s`, `2m05s`.
 pub fn format_duration(d: Duration) -> String {
+    // Each form is chosen by the value as it will be rounded, so 59.96s reads `1m00s`,
+    // never `60.0s`.
     let secs = d.as_secs_f64();
-    if secs < 10.0 {
+    if secs < 9.995 {
         format!("{secs:.2}s")
-    } else if secs < 60.0 {
+    } else if secs < 59.95 {
         format!("{secs:.1}s")
     } else {
-        let whole = d.as_secs();
+        let whole = secs.round() as u64;
         format!("{}m{:02}s", whole / 60, whole % 60)
     }
 }
@@ -117,9 +164,36 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
-        assert!(parse_duration("5x").is_err());
+        assert_eq!(
+            parse_duration("1m30s500ms"),
+            Ok(Duration::from_millis(90_500))
+        );
         assert_eq!(parse_duration(" "), Err(DurationError::Empty));
         assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn refuses_words_spaces_and_unknown_units_with_the_accepted_forms() {
+        for bad in [
+            "5 minutes",
+            "1 hour",
+            "10 m",
+            "5mins",
+            "5x",
+            "five",
+            "1h 30m",
+            "1.s",
+            ".5s",
+            "5m x",
+            "1d",
+            "-5s",
+        ] {
+            let err = parse_duration(bad).expect_err(bad).to_string();
+            assert!(
+                err.contains(&format!("`{bad}` is not a duration"))
+                    && err.contains("90s, 5m, 1h30m or 500ms"),
+                "{bad}: {err}"
+            );
+        }
     }
 }

@@ -37,7 +37,7 @@ pub struct Pipeline<S = Step> {
     #[serde(default)]
     pub resource_types: Vec<super::resource_type::ResourceType>,
     /// Pipeline-wide defaults: the agents' model and dials, `version_history:` (see
-    /// docs/agents.md).
+    /// `treadle docs agents`).
     #[serde(default)]
     pub defaults: Option<super::defaults::Defaults>,
     /// Agent definitions that `agent:` steps refer to by name.
@@ -59,10 +59,10 @@ pub struct Pipeline<S = Step> {
     /// tokens; a model without a price is shown as unpriced.
     #[serde(default)]
     pub prices: super::settings::Prices,
-    /// The step cache: its size limit (see docs/caching.md).
+    /// The step cache: its size limit (see `treadle docs caching`).
     #[serde(default)]
     pub cache: Option<super::settings::CacheConfig>,
-    /// Limits on what one step may produce (see docs/limits.md).
+    /// Limits on what one step may produce (see `treadle docs limits`).
     #[serde(default)]
     pub limits: Option<super::settings::LimitsConfig>,
     /// How step directories are made (`strategy: copy` is what treadle does).
@@ -73,7 +73,7 @@ pub struct Pipeline<S = Step> {
     pub assert: Option<PipelineAssert>,
     /// What restoring an agent's session does with an effectful tool call a crash
     /// interrupted: `ask` (the default; a headless step then fails the turn), `run_again`,
-    /// `skip` or `fail` (see docs/effects.md).
+    /// `skip` or `fail` (see `treadle docs effects`).
     #[serde(default)]
     pub on_unfinished_effect: Option<treadle_session::EffectPolicy>,
 }
@@ -126,7 +126,7 @@ pub struct Resource {
     #[serde(default)]
     pub source: BTreeMap<String, serde_json::Value>,
     /// The environment variable holding the token `POST /hooks/check/NAME` must carry
-    /// (its name, never the token itself; see docs/watch.md).
+    /// (its name, never the token itself; see `treadle docs watch`).
     #[serde(default)]
     pub webhook_token_env: Option<At<String>>,
     /// Variables passed to this resource's scripts by name, besides its type's `env:`.

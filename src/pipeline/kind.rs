@@ -102,6 +102,12 @@ impl RawStep {
             self.min_confidence.as_ref().map(|t| t.pos),
         );
         add(
+            "verdict_from_text",
+            AGENT,
+            self.verdict_from_text.is_some(),
+            self.verdict_from_text.as_ref().map(|t| t.pos),
+        );
+        add(
             "escalate_to",
             AGENT,
             self.escalate_to.is_some(),

@@ -108,7 +108,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Pipeline<RawStep>, LoadError> {
             Pos { line: 1, column: 1 },
             Problem::MissingKey,
             "the pipeline file is empty",
-            "start with `jobs:` and a job with a `plan:` (see docs/pipelines.md)",
+            "start with `jobs:` and a job with a `plan:` (see `treadle docs pipelines`)",
         )]));
     }
     serde_saphyr::from_str::<Pipeline<RawStep>>(text)
@@ -208,7 +208,8 @@ pub(super) fn diagnose(path: &Path, text: &str, err: &YamlError) -> Diagnostic {
                 key if key.is_empty() => msg.clone(),
                 key => format!("invalid value{key}: {msg}"),
             },
-            "fix the value at this position (see docs/pipelines.md for the format)".to_owned(),
+            "fix the value at this position (`treadle docs pipelines` describes the format)"
+                .to_owned(),
         ),
         YamlError::DuplicateMappingKey { key, .. } => d(
             Problem::Duplicate,

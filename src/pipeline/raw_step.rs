@@ -56,7 +56,7 @@ pub struct RawStep {
     #[serde(default)]
     pub race: Option<Race<RawStep>>,
     /// Several agents answer in one vocabulary; a rule decides, and the block routes on
-    /// the decision (see docs/agents.md).
+    /// the decision (see `treadle docs agents`).
     #[serde(default)]
     pub ensemble: Option<At<super::ensemble::Ensemble<RawStep>>>,
     /// Reads a file of the step's inputs into the var of this name, for `((name))` in the
@@ -151,6 +151,10 @@ pub struct RawStep {
     /// decision escalates (see `escalate_to`).
     #[serde(default)]
     pub min_confidence: Option<At<f64>>,
+    /// With `verdicts:`, also take a final answer whose whole text is one of the verdicts
+    /// (a weak model that answers `approve` instead of calling `verdict`); off by default.
+    #[serde(default)]
+    pub verdict_from_text: Option<At<bool>>,
     /// Where a verdict below `min_confidence` goes: `human` (the default, an approval) or
     /// the name of a stronger agent of this file, which decides again.
     #[serde(default)]

@@ -81,7 +81,7 @@ pub struct ResourceTypeConfig {
     /// (sees `.source`, `.params`).
     #[serde(default)]
     pub out: Option<At<String>>,
-    /// The stages written as expressions instead of shell (see docs/resources.md).
+    /// The stages written as expressions instead of shell (see `treadle docs resources`).
     #[serde(default)]
     pub expr: Option<At<ExprConfig>>,
     /// The stages as calls of an MCP server's tools.

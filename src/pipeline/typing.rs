@@ -28,6 +28,7 @@ impl AgentCall {
             commit: raw.commit.take(),
             output_schema: raw.output_schema.take(),
             min_confidence: raw.min_confidence.take(),
+            verdict_from_text: raw.verdict_from_text.take(),
             escalate_to: raw.escalate_to.take(),
             max_turns: raw.max_turns.take(),
             dir: raw.dir.take(),

@@ -58,6 +58,8 @@
 //! * `step_sessions.rs`: the session each agent step is on, kept for a resume;
 //! * `state.rs`: the redb state file;
 //! * `state_records.rs`: what it records of a run and its steps, and their statuses;
+//! * `spent.rs`: what agent steps spent (tokens, cost, replayed from the cache), read
+//!   from their usage records, and two records added;
 //! * `state_view.rs`: a state file opened to read only (`treadle runs` on a read-only
 //!   `.treadle`);
 //! * `state_lock.rs`: one process per state file, and who holds it;
@@ -65,6 +67,8 @@
 //!   followers;
 //! * `transcript.rs`: what is printed;
 //! * `terminal.rs`: control characters in printed text shown, not sent;
+//! * `waiting.rs`: what a running run waits on (a person's approval or answer, its
+//!   deadline), as `treadle runs`, the API and the page show it;
 //! * `ports.rs`: the interfaces to the agent step and to asserts, and where an agent
 //!   step's questions go.
 
@@ -85,6 +89,7 @@ pub mod open_run;
 pub(crate) mod output_limit;
 pub mod ports;
 mod run_state;
+pub mod spent;
 pub mod start;
 pub mod state;
 pub mod state_lock;
@@ -95,6 +100,7 @@ pub mod task;
 pub mod terminal;
 pub mod transcript;
 mod upstream;
+pub mod waiting;
 mod work;
 
 use std::path::{Path, PathBuf};
@@ -368,6 +374,9 @@ async fn go_on(
         Arc::new(Transcript::new(options.style, redactor(loaded)).with_journal(journal));
     let names = (job_name.as_str(), pipeline_name.as_str());
     start::announce(&transcript, run_id, adopted, journal_was_empty, names);
+    if let (false, Some(text)) = (adopted, cache.resumes()) {
+        transcript.emit(&transcript::Event::Notice { run: run_id, text });
+    }
     let started = Instant::now();
     let ctx = exec::Ctx {
         loaded,

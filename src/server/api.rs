@@ -46,8 +46,23 @@ pub async fn load(
     .map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
-pub(super) async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "ok": true, "version": env!("CARGO_PKG_VERSION") }))
+/// `GET /api/v1/health`: ok, or (503) not, with the NATS connection and JetStream's state
+/// under `--nats` (steps cannot run without them).
+pub(super) async fn health(
+    State(app): State<Arc<App>>,
+) -> (axum::http::StatusCode, Json<serde_json::Value>) {
+    let mut body = serde_json::json!({ "ok": true, "version": env!("CARGO_PKG_VERSION") });
+    if let Some(d) = &app.dispatcher {
+        let nats = crate::dist::health::check(d.bus()).await;
+        body["ok"] = nats.ok().into();
+        body["nats"] = serde_json::to_value(&nats).unwrap_or_default();
+        body["nats"]["workers"] = serde_json::to_value(d.workers()).unwrap_or_default();
+    }
+    let code = match body["ok"].as_bool() {
+        Some(true) => axum::http::StatusCode::OK,
+        _ => axum::http::StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (code, Json(body))
 }
 
 pub(super) async fn pipelines(
@@ -108,10 +123,12 @@ pub(super) async fn runs(
 ) -> Result<Json<Vec<RunView>>, ApiError> {
     let list = blocking(&app, move |store| {
         let triggers = triggers::all(&store.database())?;
+        let approvals = store.approvals()?;
         let mut out = Vec::new();
         for r in store.runs()?.into_iter().rev() {
             let mut view = RunView::of(&r, &store.steps(r.id)?, trigger(&triggers, r.id));
             view.forked_from = forked_from(&store.database(), r.id);
+            view.waiting = waiting(&approvals, &r);
             if q.pipeline.as_ref().is_none_or(|p| *p == view.pipeline) {
                 out.push(view);
             }
@@ -131,6 +148,16 @@ fn stood(app: &App, mut view: RunView) -> RunView {
     view.interrupted =
         view.status == crate::run::RunStatus::Running && app.live_run(view.id).is_none();
     view
+}
+
+/// What a running run waits on (a person's approval or answer), from the approvals.
+fn waiting(
+    approvals: &[crate::run::state::ApprovalRecord],
+    run: &crate::run::state::RunRecord,
+) -> Option<crate::run::waiting::Waiting> {
+    (run.status == crate::run::RunStatus::Running)
+        .then(|| crate::run::waiting::Waiting::of_run(approvals, run.id))
+        .flatten()
 }
 
 /// Who started run `id`: what the server recorded, else `cli` (a run of `treadle run`
@@ -160,6 +187,7 @@ pub(super) async fn run(
         let mut view = RunView::of(&record, &steps, trigger(&triggers, id));
         view.steps = Some(tree(&steps));
         view.forked_from = forked_from(&store.database(), id);
+        view.waiting = waiting(&store.approvals()?, &record);
         Ok(view)
     })
     .await?;

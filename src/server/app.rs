@@ -26,7 +26,7 @@ pub struct ServeOptions {
     /// How often the files' trigger resources are checked.
     pub interval: std::time::Duration,
     /// The NATS server whose workers run the steps (`--nats`); `None`: they run here.
-    pub nats: Option<String>,
+    pub nats: Option<crate::dist::connect::NatsConfig>,
     /// Names besides `localhost` and IP literals the server answers to (`--allowed-host`).
     pub allowed_hosts: Vec<super::hosts::HostName>,
     /// Leave the runs a stopped process left running as they are (`--no-adopt`): they
@@ -79,6 +79,9 @@ pub enum ServeError {
     /// The discovery file cannot be written.
     #[error(transparent)]
     Discovery(#[from] discovery::DiscoveryError),
+    /// The token file cannot be written.
+    #[error(transparent)]
+    TokenFile(#[from] super::token::TokenFileError),
     /// NATS cannot be used (`--nats`).
     #[error(transparent)]
     Nats(#[from] crate::dist::DistError),
@@ -110,7 +113,8 @@ pub fn state_of(files: &[ServedFile], given: Option<PathBuf>) -> Result<PathBuf,
     Ok(state)
 }
 
-/// The token: required off loopback, read from the named variable.
+/// The configured token: required off loopback, read from the named variable (`None`: the
+/// server makes its own).
 pub fn token_of(addr: SocketAddr, token_env: Option<&str>) -> Result<Option<String>, ServeError> {
     match token_env {
         Some(var) => match std::env::var(var) {
@@ -133,12 +137,24 @@ pub fn router(app: Arc<App>) -> Router {
         ))
 }
 
+/// What a server that started says: where it listens, its state file, and the page's
+/// address (with `?token=` when the server made its token: opening it logs the browser in).
+#[derive(Debug)]
+pub struct Ready<'a> {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The state file.
+    pub state: &'a Path,
+    /// The page's address to print.
+    pub page: String,
+}
+
 /// Serves until `stop` is cancelled (Ctrl-C or SIGTERM in `treadle serve`); `ready` is told
-/// the bound address.
+/// where it listens once it does.
 pub async fn serve(
     options: ServeOptions,
     stop: CancellationToken,
-    ready: impl FnOnce(SocketAddr, &Path),
+    ready: impl FnOnce(&Ready<'_>),
 ) -> Result<(), ServeError> {
     serve_with(options, Default::default(), stop, ready).await
 }
@@ -149,7 +165,7 @@ pub async fn serve_with(
     options: ServeOptions,
     workflows: super::workflows::CodeWorkflows,
     stop: CancellationToken,
-    ready: impl FnOnce(SocketAddr, &Path),
+    ready: impl FnOnce(&Ready<'_>),
 ) -> Result<(), ServeError> {
     let files = match options.paths.is_empty() && !workflows.all().is_empty() {
         true => Vec::new(),
@@ -158,14 +174,21 @@ pub async fn serve_with(
     check_names(&workflows, &files)?;
     let state = state_of(&files, options.state.clone())?;
     let identity = super::identity::Identity::from_options(&options.identity)?;
-    let token = match token_of(options.addr, options.token_env.as_deref()) {
+    let configured = match token_of(options.addr, options.token_env.as_deref()) {
         // Users' tokens protect a server off loopback as the server's own does.
         Err(ServeError::NoToken(_)) if identity.has_tokens() => None,
         other => other?,
     };
+    // A server always has a token: without one configured (or users' own), it makes one,
+    // which is in no environment and only in a file of the user's (see `super::token`).
+    let made = configured.is_none() && !identity.has_tokens();
+    let token = match made {
+        true => Some(super::token::fresh()),
+        false => configured,
+    };
     let store = crate::run::open_store(state.clone()).await?;
     let dispatcher = match &options.nats {
-        Some(url) => Some(crate::dist::Dispatcher::connect(url, &state).await?),
+        Some(nats) => Some(crate::dist::Dispatcher::connect(nats, &state).await?),
         None => None,
     };
     let listener = tokio::net::TcpListener::bind(options.addr)
@@ -185,6 +208,7 @@ pub async fn serve_with(
         files: super::folder::Folder::new(options.paths.clone(), files),
         live: Mutex::default(),
         token,
+        cookie: super::token::cookie_name(addr.port()),
         identity,
         agents: crate::run::agents::default_agent_runner(),
         shutdown: stop.child_token(),
@@ -198,15 +222,25 @@ pub async fn serve_with(
             crate::dist::asks::adopt(bus, server, app.store.clone(), app.shutdown.clone());
         tokio::spawn(adopting);
     }
-    discovery::write(
-        &state,
-        &Discovery {
-            addr,
-            pid: std::process::id(),
-            token_required: app.token.is_some() || app.identity.has_tokens(),
-        },
-    )?;
-    ready(addr, &state);
+    let mut page = format!("http://{}/", super::client::reachable(addr));
+    if let (true, Some(token)) = (made, &app.token) {
+        super::token::write(&state, token)?;
+        page.push_str(&format!("?token={token}"));
+    }
+    let found = Discovery {
+        addr,
+        pid: std::process::id(),
+        token_required: app.token.is_some() || app.identity.has_tokens(),
+    };
+    if let Err(e) = discovery::write(&state, &found) {
+        super::token::remove(&state);
+        return Err(e.into());
+    }
+    ready(&Ready {
+        addr,
+        state: &state,
+        page,
+    });
     super::shadows::abandon_left(&app).await;
     if !options.no_adopt {
         // This process holds the state file's lock: a run still marked running was left by
@@ -236,6 +270,9 @@ pub async fn serve_with(
     app.shutdown.cancel();
     wait_for_runs(&app).await;
     discovery::remove(&state);
+    if made {
+        super::token::remove(&state);
+    }
     Ok(())
 }
 

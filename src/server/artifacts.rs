@@ -8,6 +8,7 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
 use axum::Json;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -16,9 +17,14 @@ use serde::{Deserialize, Serialize};
 use super::api::run_id;
 use super::error::ApiError;
 use super::shared::App;
+use super::untrusted;
 
 /// The largest text file whose diff is shown (bytes, either side).
 const DIFF_BYTES: u64 = 256 * 1024;
+
+/// The most diff text one `/changes` answer holds; the files past it are listed without
+/// their diff.
+const DIFF_TOTAL: usize = 4 << 20;
 
 /// The run's artifact directory (it may be gone: only the last runs' are kept).
 fn root(app: &App, run: u64) -> PathBuf {
@@ -101,12 +107,23 @@ async fn serve(
         if path.is_dir() {
             return Ok(Json(listing(&path)?).into_response());
         }
-        let bytes = std::fs::read(&path).map_err(|e| ApiError::Internal(e.to_string()))?;
+        // A step made this file: opened as untrusted, streamed, never read whole.
+        let permit = untrusted::reader()?;
+        let mut opened = untrusted::open_regular(&path, &rel)?;
+        let head = untrusted::sniff(&mut opened)
+            .map_err(|e| ApiError::Internal(format!("cannot read `{rel}`: {e}")))?;
         let name = path
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let kind = match untrusted::looks_like_text(&head) {
+            true => "text/plain; charset=utf-8",
+            false => "application/octet-stream",
+        };
+        let size = opened.size;
         Ok(file_response(
-            bytes,
+            untrusted::stream(opened, permit),
+            size,
+            kind,
             &name,
             download.is_some_and(|d| d != "0"),
         ))
@@ -133,12 +150,7 @@ fn listing(dir: &FsPath) -> Result<Vec<Entry>, ApiError> {
 
 /// A file's answer: never interpreted by the browser (no HTML: a sandbox and no sniffing),
 /// shown as text when it is text.
-fn file_response(bytes: Vec<u8>, name: &str, attachment: bool) -> Response {
-    let kind = if is_text(&bytes) {
-        "text/plain; charset=utf-8"
-    } else {
-        "application/octet-stream"
-    };
+fn file_response(body: Body, size: u64, kind: &str, name: &str, attachment: bool) -> Response {
     let safe: String = name
         .chars()
         .map(|c| {
@@ -157,17 +169,14 @@ fn file_response(bytes: Vec<u8>, name: &str, attachment: bool) -> Response {
     (
         [
             (header::CONTENT_TYPE, kind.to_owned()),
+            (header::CONTENT_LENGTH, size.to_string()),
             (header::CONTENT_DISPOSITION, disposition),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
             (header::CONTENT_SECURITY_POLICY, "sandbox".to_owned()),
         ],
-        bytes,
+        body,
     )
         .into_response()
-}
-
-fn is_text(bytes: &[u8]) -> bool {
-    !bytes.contains(&0) && std::str::from_utf8(bytes).is_ok()
 }
 
 async fn blocking<T: Send + 'static>(
@@ -218,7 +227,10 @@ pub(super) async fn changes(
         .map_err(|_| ApiError::BadRequest(format!("`{seq}` is not a step number")))?;
     blocking(&app, move |app| {
         app.store.run(run)?;
+        // It reads the steps' files: one of the readers.
+        let _permit = untrusted::reader()?;
         let root = root(app, run);
+        let mut budget = DIFF_TOTAL;
         let notes =
             std::fs::read_to_string(root.with_file_name("collected.jsonl")).unwrap_or_default();
         // The last collection of each output by this step (its last attempt's).
@@ -237,6 +249,7 @@ pub(super) async fn changes(
                 let files = compare(
                     before.as_ref().map(|b| root.join(b)).as_deref(),
                     &root.join(&dir),
+                    &mut budget,
                 );
                 OutputChange {
                     artifact,
@@ -280,27 +293,35 @@ fn files(dir: &FsPath) -> BTreeMap<String, PathBuf> {
     out
 }
 
-fn compare(before: Option<&FsPath>, after: &FsPath) -> Vec<FileChange> {
+/// The files that differ between `before` and `after`; diffs are given while `budget`
+/// (bytes of diff text) lasts.
+fn compare(before: Option<&FsPath>, after: &FsPath, budget: &mut usize) -> Vec<FileChange> {
     let old = before.map(files).unwrap_or_default();
     let new = files(after);
     let mut out = Vec::new();
     for (path, now) in &new {
         let was = old.get(path);
-        let (a, b) = (was.map(|p| read_small(p)), read_small(now));
+        let (a, b) = (was.map(|p| look(p)), look(now));
         let change = match (&a, &b) {
             (None, _) => "added",
-            (Some(x), y) if x.bytes == y.bytes => continue,
+            (Some(x), y) if x.same_as(y) => continue,
             _ => "changed",
         };
         let before_text = a.as_ref().map_or(Some(""), |x| x.text.as_deref());
         let diff = before_text
             .zip(b.text.as_deref())
             .and_then(|(x, y)| super::diff::unified(x, y));
+        let text = diff.is_some();
+        let diff = diff.filter(|d| {
+            let fits = d.len() <= *budget;
+            *budget = budget.saturating_sub(d.len());
+            fits
+        });
         out.push(FileChange {
             path: path.clone(),
             change,
             size: b.size,
-            text: diff.is_some(),
+            text,
             diff,
         });
     }
@@ -308,7 +329,7 @@ fn compare(before: Option<&FsPath>, after: &FsPath) -> Vec<FileChange> {
         out.push(FileChange {
             path: path.clone(),
             change: "removed",
-            size: std::fs::metadata(was).map_or(0, |m| m.len()),
+            size: std::fs::symlink_metadata(was).map_or(0, |m| m.len()),
             text: false,
             diff: None,
         });
@@ -317,28 +338,45 @@ fn compare(before: Option<&FsPath>, after: &FsPath) -> Vec<FileChange> {
     out
 }
 
-/// A file's size, its bytes (to compare; a large file by size and head only) and its
-/// text when it is small UTF-8.
-struct Read {
+/// What is compared of a file: its size, the hash of its bytes (`None`: not a regular
+/// file, or unreadable), and its text when it is small UTF-8.
+struct Look {
     size: u64,
-    bytes: Vec<u8>,
+    hash: Option<blake3::Hash>,
     text: Option<String>,
 }
 
-fn read_small(path: &FsPath) -> Read {
-    let size = std::fs::metadata(path).map_or(0, |m| m.len());
-    if size > DIFF_BYTES {
-        // Compared by content all the same, without a diff.
-        let bytes = std::fs::read(path).unwrap_or_default();
-        return Read {
-            size,
-            bytes,
-            text: None,
+impl Look {
+    fn same_as(&self, other: &Look) -> bool {
+        self.size == other.size && self.hash.is_some() && self.hash == other.hash
+    }
+}
+
+/// A file of a step's, as untrusted: a small one read whole, a large one hashed in chunks
+/// (never held whole), anything but a regular file not read at all.
+fn look(path: &FsPath) -> Look {
+    if let Some(bytes) = untrusted::read_at_most(path, DIFF_BYTES) {
+        let text = untrusted::looks_like_text(&bytes)
+            .then(|| std::str::from_utf8(&bytes).ok().map(str::to_owned))
+            .flatten();
+        return Look {
+            size: bytes.len() as u64,
+            hash: Some(blake3::hash(&bytes)),
+            text,
         };
     }
-    let bytes = std::fs::read(path).unwrap_or_default();
-    let text = is_text(&bytes).then(|| String::from_utf8_lossy(&bytes).into_owned());
-    Read { size, bytes, text }
+    match untrusted::digest(path) {
+        Some((size, hash)) => Look {
+            size,
+            hash: Some(hash),
+            text: None,
+        },
+        None => Look {
+            size: std::fs::symlink_metadata(path).map_or(0, |m| m.len()),
+            hash: None,
+            text: None,
+        },
+    }
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub enum ClientError {
 }
 
 /// Where to connect for a listening address: a wildcard bind is reached on loopback.
-fn reachable(addr: SocketAddr) -> SocketAddr {
+pub(crate) fn reachable(addr: SocketAddr) -> SocketAddr {
     match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => {
             SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port())
@@ -80,7 +80,11 @@ impl Client {
             .ok()?;
         let client = Self {
             base: format!("http://{}", reachable(found.addr)),
-            token: crate::environ::var(TOKEN_ENV).or_else(|| std::env::var(TOKEN_ENV).ok()),
+            // The variable when set, or the token the server made (readable by this user
+            // only, in the state directory).
+            token: crate::environ::var(TOKEN_ENV)
+                .or_else(|| std::env::var(TOKEN_ENV).ok())
+                .or_else(|| super::token::read(state)),
             http,
             found,
         };
@@ -131,7 +135,9 @@ impl Client {
                 .unwrap_or("refused")
                 .to_owned();
             if status == reqwest::StatusCode::UNAUTHORIZED {
-                message.push_str(&format!("\nhint: set {TOKEN_ENV} to the server's token"));
+                message.push_str(&format!(
+                    "\nhint: set {TOKEN_ENV} to the server's token (its --token-env variable)"
+                ));
             }
             return Err(ClientError::Refused {
                 status: status.as_u16(),

@@ -29,6 +29,10 @@ pub enum ApiError {
     /// The server failed (500).
     #[error("{0}")]
     Internal(String),
+    /// Too many requests of this kind are under way; ask again in a moment (503, with
+    /// `Retry-After`).
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl ApiError {
@@ -41,6 +45,7 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -63,6 +68,13 @@ impl From<crate::run::StateError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({ "error": self.to_string() });
-        (self.status(), Json(body)).into_response()
+        let mut response = (self.status(), Json(body)).into_response();
+        if let Self::Busy(_) = self {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }

@@ -3,8 +3,10 @@
 //! changes state.
 //!
 //! Open are the health check and the page itself (`/`, `/assets/...`), which holds no
-//! data: a browser cannot send a header when it opens a link; the page reads the token
-//! from the URL fragment and sends it with each API request. A path that is no route
+//! data: a browser cannot send a header when it opens a link. The page's address with
+//! `?token=` (what `treadle serve` prints) sets the page's cookie and redirects to the
+//! clean address; the cookie then carries the token (the page also still reads a token
+//! from the URL fragment and sends it as a header). A path that is no route
 //! needs the token as well. A state-changing request (anything but
 //! GET, HEAD and OPTIONS) that a browser marks as cross-site (`Sec-Fetch-Site`), or whose
 //! `Origin` is not this server's own, is refused whatever token it carries.
@@ -26,19 +28,26 @@ fn same_token(given: &[u8], token: &[u8]) -> bool {
     given.len() == token.len() && given.iter().zip(token).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
 }
 
-/// The token check: `Authorization: Bearer <token>`.
-fn authorized(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
-    let given = headers
+/// The token a request carries: `Authorization: Bearer <token>`, or the page's cookie
+/// (set from the address `treadle serve` printed, see `super::token`).
+fn given<'h>(app: &App, headers: &'h HeaderMap) -> Option<&'h str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .or_else(|| super::token::from_cookie(headers, &app.cookie))
+}
+
+/// The token check against the server's own token.
+fn authorized(given: Option<&str>, token: &str) -> Result<(), ApiError> {
     match given {
-        Some(t) if same_token(t.trim().as_bytes(), token.as_bytes()) => Ok(()),
+        Some(t) if same_token(t.as_bytes(), token.as_bytes()) => Ok(()),
         Some(_) => Err(ApiError::Unauthorized(
-            "the token is wrong: send `Authorization: Bearer <token>` with the value of the server's --token-env variable".to_owned(),
+            "the token is wrong: send `Authorization: Bearer <token>` with the server's token (its --token-env variable, or the one it printed and keeps in .treadle/server.token)".to_owned(),
         )),
         None => Err(ApiError::Unauthorized(
-            "this server requires a token: send `Authorization: Bearer <token>` with the value of the server's --token-env variable".to_owned(),
+            "this server requires a token: send `Authorization: Bearer <token>` with the server's token (its --token-env variable, or the one it printed and keeps in .treadle/server.token)".to_owned(),
         )),
     }
 }
@@ -69,13 +78,20 @@ fn same_site(headers: &HeaderMap) -> Result<(), ApiError> {
 /// The middleware.
 pub async fn check(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
+    if request.method() == Method::GET
+        && !request.uri().path().starts_with("/api/")
+        && let Some(answer) =
+            super::token::page_login(request.uri(), &app.cookie, |t| who(&app, Some(t)).is_ok())
+    {
+        return answer;
+    }
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map(MatchedPath::as_str);
     let mut caller = None;
     if routes::access(route) == Access::Token {
-        match who(&app, headers) {
+        match who(&app, given(&app, headers)) {
             Ok(named) => caller = named,
             Err(e) => return e.into_response(),
         }
@@ -95,23 +111,18 @@ pub async fn check(State(app): State<Arc<App>>, request: Request, next: Next) ->
 
 /// The token check of a protected route when the server has tokens: the server's own
 /// (`--token-env`) or a user's (`--user-token`), whose name is the request's [`Caller`].
-fn who(app: &App, headers: &HeaderMap) -> Result<Option<Caller>, ApiError> {
+fn who(app: &App, given: Option<&str>) -> Result<Option<Caller>, ApiError> {
     if !app.identity.has_tokens() {
         return match &app.token {
-            Some(token) => authorized(headers, token).map(|()| None),
+            Some(token) => authorized(given, token).map(|()| None),
             None => Ok(None),
         };
     }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
     if let Some(name) = given.and_then(|g| app.identity.named(g, same_token)) {
         return Ok(Some(Caller(name.to_owned())));
     }
     match &app.token {
-        Some(token) => authorized(headers, token).map(|()| None),
+        Some(token) => authorized(given, token).map(|()| None),
         None => Err(ApiError::Unauthorized(match given {
             Some(_) => "the token is wrong: send `Authorization: Bearer <token>` with your token (--user-token)",
             None => "this server requires a token: send `Authorization: Bearer <token>` with your token (--user-token)",

@@ -20,7 +20,10 @@ use crate::run::Store;
 /// `GET /metrics` (behind the token, as the API: see `routes.rs`).
 pub(super) async fn metrics(State(app): State<Arc<App>>) -> Result<impl IntoResponse, ApiError> {
     let active = app.live.lock().map(|l| l.len()).unwrap_or(0);
-    let text = blocking(&app, move |store| Ok(render(&Counts::read(store)?, active))).await?;
+    let mut text = blocking(&app, move |store| Ok(render(&Counts::read(store)?, active))).await?;
+    if let Some(d) = &app.dispatcher {
+        text.push_str(&crate::dist::health::metrics(d).await);
+    }
     Ok((
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         text,

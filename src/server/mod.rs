@@ -14,6 +14,8 @@
 //! * `hosts.rs`: the names the server answers to (`--allowed-host`), checked before routing;
 //! * `routes.rs`: the table of every route and who may call it, which the router is built from;
 //! * `guard.rs`: the token and the cross-site check in front of every route;
+//! * `token.rs`: the token a server makes when none is configured, its file for the local
+//!   commands, and the page's cookie;
 //! * `api.rs`: health, pipelines, plans, runs (list, show, cancel);
 //! * `start.rs`: starting a run in the server;
 //! * `workflows.rs`: what the server needs of a workflow written in Rust, served beside the
@@ -28,6 +30,8 @@
 //! * `artifacts.rs`: a run's artifact files (browsed, downloaded, confined to the run's
 //!   directory) and the files each step added, changed or removed;
 //! * `diff.rs`: the unified diff of a changed text file;
+//! * `untrusted.rs`: reading the files steps made as untrusted (regular files only,
+//!   streamed in chunks, a bounded number of readers);
 //! * `versions.rs`: the resource version (and git commit message) a get step used;
 //! * `identity.rs`: who answers an approval: a named token or the operator's header;
 //! * `metrics.rs`: `/metrics` in the Prometheus text format;
@@ -61,10 +65,12 @@ pub mod shadows;
 pub mod shared;
 pub mod sse;
 mod start;
+pub mod token;
 mod triggers;
+mod untrusted;
 mod versions;
 pub mod views;
 mod watching;
 pub mod workflows;
 
-pub use app::{ServeError, ServeOptions, serve, serve_with};
+pub use app::{Ready, ServeError, ServeOptions, serve, serve_with};

@@ -28,8 +28,11 @@ pub struct App {
     pub files: super::folder::Folder,
     /// Runs going on now, by id.
     pub live: Mutex<HashMap<u64, LiveRun>>,
-    /// The token every request must carry (`None`: loopback, no token).
+    /// The token every request must carry: `--token-env`'s, or one made at start
+    /// (`super::token`); `None` only when users' tokens (`--user-token`) protect it.
     pub token: Option<String>,
+    /// The name of the page's cookie that carries the token (`super::token::cookie_name`).
+    pub cookie: String,
     /// Named tokens and the approver header: who answers an approval.
     pub identity: super::identity::Identity,
     /// Runs agent steps.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::run::failure::FailureKind;
+use crate::run::spent::RunSpent;
 use crate::run::state::{RunRecord, RunStatus, StepRecord, StepStatus};
 
 /// A pipeline the server serves.
@@ -47,10 +48,17 @@ pub struct RunView {
     pub duration_ms: Option<u64>,
     /// Who started it: `cli`, `web` or `api`.
     pub trigger: String,
-    /// Tokens its agent steps spent (`None`: it has no agent step).
+    /// Tokens its agent steps spent (`None`: it has no agent step), those replayed from
+    /// the cache at what they recorded when they ran.
     pub tokens: Option<u64>,
     /// What they cost (`None`: no agent step, or one without a price: "unpriced").
     pub cost_usd: Option<f64>,
+    /// The part of `tokens` replayed from the cache (`None`: no step was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_tokens: Option<u64>,
+    /// The part of `cost_usd` replayed from the cache (`None`: no step was, or unpriced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_cost_usd: Option<f64>,
     /// Why it did not succeed.
     pub error: Option<String>,
     /// The kind of that failure (`timeout`, `exit_status`, ...; see docs/pipelines.md).
@@ -62,6 +70,9 @@ pub struct RunView {
     /// The run this one was forked from and where (`treadle run --fork`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// What it waits on, while running: a person's approval or answer, and its deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::run::waiting::Waiting>,
     /// Marked running, but no process runs it (the one that did stopped, and this server
     /// did not adopt it, `--no-adopt`): interrupted, resumable with `treadle run --resume`.
     #[serde(default)]
@@ -109,7 +120,8 @@ pub struct StepNode {
     /// The kind of that failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureKind>,
-    /// Tokens an agent step spent in this run.
+    /// Tokens an agent step spent (taken from the cache, `cached`: what it spent when it
+    /// ran, replayed).
     pub tokens: Option<u64>,
     /// Their cost (`None`: unpriced, or not an agent step).
     pub cost_usd: Option<f64>,
@@ -119,21 +131,6 @@ pub struct StepNode {
     pub output_tail: String,
     /// The steps inside it (a block's).
     pub children: Vec<StepNode>,
-}
-
-/// Tokens and cost of one step's usage record: `(tokens, cost)`, the cost `None` when the
-/// model has no price. A step taken from the cache spent nothing in its run.
-fn spent(step: &StepRecord) -> Option<(u64, Option<f64>)> {
-    let usage = step.usage.as_ref()?;
-    if step.cached_from.is_some() {
-        return Some((0, Some(0.0)));
-    }
-    let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let usd = usage
-        .get("cost")
-        .and_then(|c| c.get("usd"))
-        .and_then(Value::as_f64);
-    Some((n("prompt_tokens") + n("completion_tokens"), usd))
 }
 
 /// The name a pipeline file is served under: its stem.
@@ -146,12 +143,8 @@ pub fn pipeline_name(file: &str) -> String {
 impl RunView {
     /// The view of a run, from its record and steps.
     pub fn of(run: &RunRecord, steps: &[StepRecord], trigger: &str) -> Self {
-        let (mut tokens, mut cost, mut agents) = (0, Some(0.0), 0);
-        for (t, c) in steps.iter().filter_map(spent) {
-            agents += 1;
-            tokens += t;
-            cost = cost.zip(c).map(|(a, b)| a + b);
-        }
+        let sums = RunSpent::of(steps);
+        let (all, replayed) = (sums.total(), sums.replayed);
         Self {
             id: run.id,
             pipeline: pipeline_name(&run.pipeline),
@@ -161,12 +154,15 @@ impl RunView {
             started_ms: run.started_ms,
             duration_ms: run.duration_ms,
             trigger: trigger.to_owned(),
-            tokens: (agents > 0).then_some(tokens),
-            cost_usd: if agents > 0 { cost } else { None },
+            tokens: (all.agents > 0).then_some(all.tokens()),
+            cost_usd: all.cost_usd(),
+            replayed_tokens: (replayed.agents > 0).then_some(replayed.tokens()),
+            replayed_cost_usd: replayed.cost_usd(),
             error: run.error.clone(),
             failure: run.failure,
             steps: None,
             forked_from: None,
+            waiting: None,
             interrupted: false,
         }
     }
@@ -188,7 +184,7 @@ impl RunView {
 
 impl StepNode {
     fn of(step: &StepRecord) -> Self {
-        let spent = spent(step);
+        let spent = crate::run::spent::of_step(step).map(|(s, _)| s);
         Self {
             seq: step.seq,
             path: step.path.clone(),
@@ -204,8 +200,8 @@ impl StepNode {
             verdict: step.verdict.clone(),
             error: step.error.clone(),
             failure: step.failure,
-            tokens: spent.map(|s| s.0),
-            cost_usd: spent.and_then(|s| s.1),
+            tokens: spent.map(|s| s.tokens()),
+            cost_usd: spent.and_then(|s| s.cost_usd()),
             usage: step.usage.clone(),
             output_tail: step.stdout_tail.clone(),
             children: Vec::new(),

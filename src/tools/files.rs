@@ -20,7 +20,7 @@ use super::output::{MAX_OUTPUT_BYTES, truncate};
 use super::{Workspace, blocking};
 
 /// The most entries `list_dir` shows.
-const MAX_ENTRIES: usize = 1000;
+pub(super) const MAX_ENTRIES: usize = 1000;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -11,6 +11,9 @@
 //! | `ask_human` | asks a person a question; the answer must fit a JSON schema | opt-in |
 //! | `web_fetch` | HTTP GET of a URL, text only, optionally fenced to hosts | opt-in |
 //!
+//! Every tool's arguments, footprint, limits and an example call are on the page
+//! docs/tools.md (`treadle docs tools`), generated from the tools by `reference.rs`.
+//!
 //! A pipeline's own command-backed tools (`crate::agent`'s custom tools) run their commands
 //! through [`execute`], exactly like `run_shell`.
 //!
@@ -33,6 +36,7 @@
 mod files;
 mod masked;
 mod output;
+pub mod reference;
 mod search;
 mod shell;
 mod targets;

@@ -20,9 +20,9 @@ use super::Workspace;
 use super::output::{MAX_OUTPUT_BYTES, truncate};
 
 /// The timeout when the model gives none.
-const DEFAULT_TIMEOUT_SECS: u64 = 120;
+pub(super) const DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// The longest timeout the model may ask for.
-const MAX_TIMEOUT_SECS: u64 = 600;
+pub(super) const MAX_TIMEOUT_SECS: u64 = 600;
 /// How long to wait for the output pipes to close after the command was killed; a process
 /// that left the group could hold them open forever.
 const DRAIN_GRACE: Duration = Duration::from_secs(1);

@@ -1,7 +1,14 @@
 //! Talking to a running watcher through files beside the state file, since it holds the
 //! state file itself: `treadle jobs resume` leaves a request in `watch/resume/` that the
 //! watcher carries out at its next poll, and the watcher keeps `watch/jobs.json`, the
-//! standing of every job, for `treadle jobs` to show.
+//! standing of every job, for `treadle jobs` to show, and `watch/runs.json`, its newest
+//! runs with their steps, for `treadle runs` (and `--steps`, `--cost`).
+//!
+//! Decision: redb locks the state file for the process that opened it and refuses even a
+//! read-only open beside it, and the watcher keeps it open for its whole life; so the
+//! watcher writes what `treadle runs` shows, at every poll and after every build, rather
+//! than giving the file up between polls (a build may run for hours) or serving an API
+//! (which `treadle serve` is for).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::Watcher;
 use super::store;
 use crate::console::tell;
+use crate::run::state::{RunRecord, StepRecord};
 
 /// One job's line in `treadle jobs`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +33,18 @@ pub struct JobLine {
     /// Builds queued or running.
     pub queued: usize,
 }
+
+/// What `watch/runs.json` holds: the watcher's newest runs, each with its steps.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunsSnapshot {
+    /// When it was written (ms since the Unix epoch).
+    pub written_ms: u64,
+    /// The runs, oldest first, with their steps.
+    pub runs: Vec<(RunRecord, Vec<StepRecord>)>,
+}
+
+/// How many of the newest runs `watch/runs.json` keeps.
+const SNAPSHOT_RUNS: usize = 500;
 
 /// A request to resume a paused job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -90,6 +110,28 @@ pub fn read_jobs(state_dir: &Path) -> Result<Vec<JobLine>, ControlError> {
         path,
         source: std::io::Error::other(e),
     })
+}
+
+/// The runs the watcher on `state_dir` last wrote.
+pub fn read_runs(state_dir: &Path) -> Result<RunsSnapshot, ControlError> {
+    let path = dir(state_dir).join("runs.json");
+    let text = std::fs::read(&path).map_err(|source| ControlError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    serde_json::from_slice(&text).map_err(|e| ControlError::Io {
+        path,
+        source: std::io::Error::other(e),
+    })
+}
+
+/// Writes `text` as `name` in `d`, whole (a temporary file renamed into place). Best effort:
+/// these are views, rewritten at every poll.
+fn write_view(d: &Path, name: &str, text: &[u8]) {
+    let tmp = d.join(format!("{name}.tmp"));
+    let _ = std::fs::create_dir_all(d)
+        .and_then(|()| std::fs::write(&tmp, text))
+        .and_then(|()| std::fs::rename(&tmp, d.join(name)));
 }
 
 /// The standing of every job of `pipelines` in the state file.
@@ -168,12 +210,26 @@ impl Watcher {
         let Ok(lines) = job_lines(&self.store.database(), &names) else {
             return;
         };
-        let d = dir(&self.state_dir());
-        let tmp = d.join("jobs.json.tmp");
         let text = serde_json::to_vec_pretty(&lines).unwrap_or_default();
-        // Best effort: the list is a view for `treadle jobs`, rewritten at every poll.
-        let _ = std::fs::create_dir_all(&d)
-            .and_then(|()| std::fs::write(&tmp, text))
-            .and_then(|()| std::fs::rename(&tmp, d.join("jobs.json")));
+        write_view(&dir(&self.state_dir()), "jobs.json", &text);
+        self.write_runs();
+    }
+
+    /// Writes `watch/runs.json`, the newest runs with their steps. Blocking.
+    fn write_runs(&self) {
+        let Ok(all) = self.store.runs() else {
+            return;
+        };
+        let newest = all.len().saturating_sub(SNAPSHOT_RUNS);
+        let runs = all[newest..]
+            .iter()
+            .map(|r| (r.clone(), self.store.steps(r.id).unwrap_or_default()))
+            .collect();
+        let snapshot = RunsSnapshot {
+            written_ms: crate::clock::now_ms(),
+            runs,
+        };
+        let text = serde_json::to_vec(&snapshot).unwrap_or_default();
+        write_view(&dir(&self.state_dir()), "runs.json", &text);
     }
 }

@@ -16,6 +16,9 @@ use crate::run::StateError;
 
 /// Queue rows by id (JSON [`Queued`]).
 const QUEUE: TableDefinition<u64, &[u8]> = TableDefinition::new("watch_queue");
+/// The last queue id given (key `last`): ids are never given twice, though a finished
+/// build's row is removed, so "queued `build` (#2)" is never a second #1.
+const QUEUE_IDS: TableDefinition<&str, u64> = TableDefinition::new("watch_queue_ids");
 /// The inputs each job was last queued with, by (pipeline, job).
 const SCHEDULED: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("watch_scheduled");
 /// Finished builds by (pipeline, job, run) (JSON [`Build`]).
@@ -146,7 +149,13 @@ pub fn enqueue(db: &Database, builds: &[Enqueue]) -> Result<Vec<u64>, StateError
     {
         let mut table = txn.open_table(QUEUE).map_err(db_err)?;
         let mut scheduled = txn.open_table(SCHEDULED).map_err(db_err)?;
-        let mut last = table.last().map_err(db_err)?.map_or(0, |(k, _)| k.value());
+        let mut counter = txn.open_table(QUEUE_IDS).map_err(db_err)?;
+        let given = counter
+            .get("last")
+            .map_err(db_err)?
+            .map_or(0, |v| v.value());
+        let in_queue = table.last().map_err(db_err)?.map_or(0, |(k, _)| k.value());
+        let mut last = given.max(in_queue);
         for (pipeline, job, versions) in builds {
             let waiting = rows.iter().find(|q| {
                 &q.pipeline == pipeline && &q.job == job && !q.claimed && q.run.is_none()
@@ -179,6 +188,7 @@ pub fn enqueue(db: &Database, builds: &[Enqueue]) -> Result<Vec<u64>, StateError
                 .map_err(db_err)?;
             ids.push(row.id);
         }
+        counter.insert("last", last).map_err(db_err)?;
     }
     txn.commit().map_err(db_err)?;
     Ok(ids)

@@ -6,7 +6,7 @@
 //! workflow's `Input` (schemars) before anything starts. See docs/workflows.md.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -114,22 +114,24 @@ impl Server {
             until_signal().await;
             stopping.cancel();
         });
-        self.serve_until(addr, stop, |at, state| {
+        self.serve_until(addr, stop, |ready| {
             crate::console::say!(
-                "serving workflows on http://{at} (state {})",
-                state.display()
+                "serving workflows on http://{} (state {})\n  open {}",
+                ready.addr,
+                ready.state.display(),
+                ready.page
             );
         })
         .await
     }
 
-    /// Serves on `addr` until `stop` is cancelled; `ready` is told the bound address and
-    /// the state file.
+    /// Serves on `addr` until `stop` is cancelled; `ready` is told the bound address, the
+    /// state file and the page's address.
     pub async fn serve_until(
         self,
         addr: SocketAddr,
         stop: CancellationToken,
-        ready: impl FnOnce(SocketAddr, &Path),
+        ready: impl FnOnce(&crate::server::Ready<'_>),
     ) -> Result<(), ServeError> {
         let Self {
             mut options,

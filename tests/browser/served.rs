@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use treadle_scripted::{Reply, Script, ScriptedServer};
 
 use crate::browser::Browser;
+use crate::common::Fixture;
 use crate::common::server::Server;
-use crate::common::{self, Fixture};
 
 pub const WAIT: Duration = Duration::from_secs(60);
 
@@ -106,7 +106,8 @@ impl Page {
     pub fn get(&self, path: &str) -> Value {
         let url = self.server.url(path);
         self.rt.block_on(async {
-            common::http()
+            self.server
+                .http()
                 .get(&url)
                 .send()
                 .await
@@ -120,7 +121,8 @@ impl Page {
     pub fn post(&self, path: &str, body: Value) -> Value {
         let url = self.server.url(path);
         self.rt.block_on(async {
-            common::http()
+            self.server
+                .http()
                 .post(&url)
                 .json(&body)
                 .send()
@@ -153,7 +155,7 @@ impl Page {
 
     /// Opens a page of the server and waits until its script has shown it.
     pub fn open(&self, path: &str) {
-        self.b.goto(&self.server.url(path));
+        self.b.goto(&self.server.page(path));
         self.b.wait_for(
             "the page to load",
             "document.body.dataset.ready === 'true'",
@@ -242,7 +244,8 @@ impl Page {
 pub fn journal(p: &Page, id: u64) -> Vec<(String, Value)> {
     let url = p.server.url(&format!("/api/v1/runs/{id}/events"));
     let body = p.rt.block_on(async {
-        common::http()
+        p.server
+            .http()
             .get(&url)
             .send()
             .await

@@ -14,6 +14,8 @@ pub struct Nats {
     pub port: u16,
     pub url: String,
     store: tempfile::TempDir,
+    /// Extra arguments (a config file, cluster routes).
+    args: Vec<String>,
 }
 
 fn binary() -> Option<PathBuf> {
@@ -36,6 +38,24 @@ fn free_port() -> u16 {
 impl Nats {
     /// Starts one, or says why `test` skips (`None`).
     pub fn start(test: &str) -> Option<Self> {
+        let mut nats = Self::reserve(test)?;
+        nats.up();
+        Some(nats)
+    }
+
+    /// Starts one reading the nats-server config `conf` (authorization and the like; the
+    /// port, address, store and JetStream come from the command line).
+    pub fn with_config(test: &str, conf: &str) -> Option<Self> {
+        let mut nats = Self::reserve(test)?;
+        let file = nats.store.path().join("nats.conf");
+        std::fs::write(&file, conf).expect("write nats.conf");
+        nats.args = vec!["-c".to_owned(), file.display().to_string()];
+        nats.up();
+        Some(nats)
+    }
+
+    /// A port and store for one, not started yet (`up` starts it).
+    pub fn reserve(test: &str) -> Option<Self> {
         let Some(_) = binary() else {
             assert!(
                 std::env::var("TREADLE_REQUIRE_NATS").as_deref() != Ok("1"),
@@ -45,20 +65,20 @@ impl Nats {
             return None;
         };
         let port = free_port();
-        let mut nats = Self {
+        Some(Self {
             child: None,
             port,
             url: format!("nats://127.0.0.1:{port}"),
             store: tempfile::tempdir().expect("temp dir"),
-        };
-        nats.up();
-        Some(nats)
+            args: Vec::new(),
+        })
     }
 
     /// Starts the server process (again, on the same port and store).
     pub fn up(&mut self) {
         let bin = binary().expect("nats-server");
         let child = Command::new(bin)
+            .args(&self.args)
             .args([
                 "-js",
                 "-a",
@@ -109,19 +129,19 @@ pub struct Worker {
 impl Worker {
     /// `treadle worker --nats URL --slots N` keeping its files in `dir`, with `env`.
     pub fn start(url: &str, slots: usize, dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::start_with(&["--nats", url, "--slots", &slots.to_string()], dir, env)
+    }
+
+    /// `treadle worker ARGS --dir DIR`, with `env`.
+    pub fn start_with(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_treadle"));
-        cmd.args([
-            "worker",
-            "--nats",
-            url,
-            "--slots",
-            &slots.to_string(),
-            "--dir",
-        ])
-        .arg(dir)
-        .current_dir(dir.parent().unwrap_or(dir))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+        cmd.arg("worker")
+            .args(args)
+            .arg("--dir")
+            .arg(dir)
+            .current_dir(dir.parent().unwrap_or(dir))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
         std::fs::create_dir_all(dir).expect("the worker's directory");
         let log = dir.join("worker.log");
         cmd.stderr(std::fs::File::create(&log).expect("the worker's log"));
@@ -152,6 +172,20 @@ impl Worker {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Waits up to `limit` for the worker to exit; its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            if started.elapsed() > limit {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// SIGKILL: the worker dies mid-step without a word (a stopped one too).
@@ -207,4 +241,89 @@ pub async fn calling(tool: &'static str, done: &'static str) -> treadle_scripted
     }))
     .await
     .expect("scripted server")
+}
+
+/// Three `nats-server -js` processes on loopback joined by cluster routes (a JetStream
+/// cluster of 3); each stops when dropped.
+pub struct Cluster {
+    pub nodes: Vec<Nats>,
+    /// The client URLs of the three, comma-separated.
+    pub url: String,
+}
+
+impl Cluster {
+    /// Starts the three and waits until JetStream answers, or says why `test` skips.
+    pub fn start(test: &str) -> Option<Self> {
+        let mut nodes: Vec<Nats> = Vec::new();
+        for _ in 0..3 {
+            nodes.push(Nats::reserve(test)?);
+        }
+        let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let all = routes
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        for (i, node) in nodes.iter_mut().enumerate() {
+            node.args = [
+                "--server_name",
+                &format!("n{i}"),
+                "--cluster_name",
+                "treadle",
+                "--cluster",
+                &format!("nats://127.0.0.1:{}", routes[i]),
+                "--routes",
+                &all,
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        }
+        for node in &mut nodes {
+            node.up();
+        }
+        let url = nodes
+            .iter()
+            .map(|n| n.url.clone())
+            .collect::<Vec<_>>()
+            .join(",");
+        Some(Self { nodes, url })
+    }
+
+    /// Waits until the first node says the cluster has its three members (what a process
+    /// connecting sees in `connect_urls`).
+    pub async fn formed(&self) {
+        let started = Instant::now();
+        loop {
+            if let Ok(c) = async_nats::connect(&self.nodes[0].url).await
+                && c.server_info().connect_urls.len() >= 3
+            {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the cluster never formed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The node whose server is named `name` (`n0`, `n1`, `n2`).
+    pub fn named(&mut self, name: &str) -> &mut Nats {
+        let i: usize = name.trim_start_matches('n').parse().expect("a node name");
+        &mut self.nodes[i]
+    }
+}
+
+impl Nats {
+    /// Empties the store (a node whose disk was lost); only while it is down.
+    pub fn wipe(&mut self) {
+        assert!(self.child.is_none(), "wipe a stopped node");
+        for entry in std::fs::read_dir(self.store.path()).expect("the store") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                std::fs::remove_dir_all(&path).expect("wipe");
+            }
+        }
+    }
 }

@@ -1,5 +1,7 @@
 //! A `treadle serve` process for the server tests: started on a free loopback port in a
 //! fixture's directory, found through its discovery file, stopped (SIGTERM) when dropped.
+//! A server always has a token: the one it made is read from its token file, and
+//! [`Server::http`] sends it (a test that gives `--token-env` sends its own).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -10,6 +12,9 @@ pub struct Server {
     pub child: Child,
     pub base: String,
     pub dir: PathBuf,
+    /// The token the server made (`.treadle/server.token`); `None` when the test
+    /// configured one (`--token-env`, `--user-token`).
+    pub token: Option<String>,
 }
 
 impl Server {
@@ -48,10 +53,14 @@ impl Server {
                     .as_str()
                     .expect("addr")
                     .replace("0.0.0.0", "127.0.0.1");
+                let token = std::fs::read_to_string(discovery.with_file_name("server.token"))
+                    .ok()
+                    .map(|t| t.trim().to_owned());
                 return Self {
                     child,
                     base: format!("http://{addr}"),
                     dir: dir.to_path_buf(),
+                    token,
                 };
             }
             if let Ok(Some(status)) = child.try_wait() {
@@ -77,6 +86,35 @@ impl Server {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// The page's address as the server prints it: with `?token=` when it made its token
+    /// (the server sets the page's cookie and redirects to `path`).
+    pub fn page(&self, path: &str) -> String {
+        let Some(t) = &self.token else {
+            return self.url(path);
+        };
+        let (path, fragment) = path
+            .split_once('#')
+            .map_or((path, String::new()), |(p, f)| (p, format!("#{f}")));
+        let joint = if path.contains('?') { '&' } else { '?' };
+        format!("{}{path}{joint}token={t}{fragment}", self.base)
+    }
+
+    /// An HTTP client that sends the server's made token (if any) with every request.
+    pub fn http(&self) -> reqwest::Client {
+        treadle_session::tls::install_crypto_provider();
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(t) = &self.token {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {t}").parse().expect("a header value"),
+            );
+        }
+        reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .expect("client")
     }
 
     /// Stops it with SIGTERM and returns its output.
@@ -107,14 +145,15 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 
 /// GET `path` on the server: the status and the JSON body (`Null` when it is not JSON).
 pub async fn get(s: &Server, path: &str) -> (u16, serde_json::Value) {
-    let r = super::http().get(s.url(path)).send().await.expect("GET");
+    let r = s.http().get(s.url(path)).send().await.expect("GET");
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(serde_json::Value::Null))
 }
 
 /// POST a JSON `body` to `path` on the server: the status and the JSON body.
 pub async fn post(s: &Server, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
-    let r = super::http()
+    let r = s
+        .http()
         .post(s.url(path))
         .json(&body)
         .send()

@@ -54,6 +54,13 @@ impl CatchUp {
         }
     }
 
+    /// The next item (an event, or the [`CatchUpItem::CaughtUp`] mark once), or `None`
+    /// once the subscription has ended: the same as `StreamExt::next` (a `CatchUp` is a
+    /// `futures::Stream`), with no other crate.
+    pub async fn next(&mut self) -> Option<Result<CatchUpItem, SubscriptionLost>> {
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+
     /// The same events as one plain [`Subscription`], without the mark.
     pub fn into_subscription(self) -> Subscription {
         self.subscription

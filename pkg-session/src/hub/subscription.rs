@@ -62,10 +62,19 @@ impl Subscription {
         self
     }
 
-    /// The next delivery, or `None` once the subscription has ended. Same as
-    /// `StreamExt::next`, without importing it.
-    pub async fn next_delivery(&mut self) -> Option<Result<Delivery, SubscriptionLost>> {
+    /// The next delivery, or `None` once the subscription has ended: the same as
+    /// `StreamExt::next` (a `Subscription` is a `futures::Stream`), with no other crate.
+    pub async fn next(&mut self) -> Option<Result<Delivery, SubscriptionLost>> {
         std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+
+    /// The old name of [`Subscription::next`].
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `next()`, as on a `TurnStream` or a `CatchUp`"
+    )]
+    pub async fn next_delivery(&mut self) -> Option<Result<Delivery, SubscriptionLost>> {
+        self.next().await
     }
 
     /// How many ephemeral events this subscriber missed because its queue was full.

@@ -121,8 +121,8 @@ async fn hub_slow_subscriber_misses_ephemeral_but_keeps_enduring() {
     }
     assert_eq!(slow.missed(), 2);
     // Room for two more: an enduring event must get through, not be dropped.
-    assert!(slow.next_delivery().await.unwrap().is_ok());
-    assert!(slow.next_delivery().await.unwrap().is_ok());
+    assert!(slow.next().await.unwrap().is_ok());
+    assert!(slow.next().await.unwrap().is_ok());
     let seq = commit(&hub, &journal, cancelled(session, main, "kept")).await;
     hub.publish(delta(session, main, "fits"), None);
     hub.publish(delta(session, main, "dropped"), None);
@@ -157,7 +157,7 @@ async fn hub_enduring_overflow_closes_with_loss_after_queued() {
         seqs.push(commit(&hub, &journal, cancelled(session, main, &i.to_string())).await);
         // The fast subscriber keeps up and is never affected by the slow one.
         assert_eq!(
-            fast.next_delivery().await.unwrap().unwrap().journal_seq,
+            fast.next().await.unwrap().unwrap().journal_seq,
             Some(seqs[i])
         );
     }

@@ -4,6 +4,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::shape::ShapeError;
+
 /// A failure of the storage engine under the journal (redb). Opaque, so that no redb type
 /// is part of this crate's API (a redb upgrade is then no break of it): its message is
 /// redb's, and its [`source`](std::error::Error::source) is redb's own cause, if any.
@@ -40,6 +42,17 @@ pub enum JournalOpenError {
         path.display()
     )]
     AlreadyOpen {
+        /// The journal file.
+        path: PathBuf,
+    },
+    /// This process holds the file already (a `Journal` of it, or a session journaling in
+    /// it, is live here, or its last handle is still closing), and the call would open it
+    /// a second time.
+    #[error(
+        "journal {} is already open in this process (a Journal or a session of it is live          here); use that handle (Journal::open of the path returns it), or drop it first",
+        path.display()
+    )]
+    OpenInThisProcess {
         /// The journal file.
         path: PathBuf,
     },
@@ -151,7 +164,8 @@ pub enum AppendError {
     },
 }
 
-/// Why [`super::Journal::import`] failed. Nothing was written on [`ImportError::Live`].
+/// Why [`super::Journal::import`] failed. Nothing was written, except perhaps on
+/// [`ImportError::Append`] (see [`AppendError`]).
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ImportError {
@@ -168,6 +182,23 @@ pub enum ImportError {
     /// The journal could not append the group.
     #[error(transparent)]
     Append(#[from] AppendError),
+    /// An event of the group breaks a rule of its session's journal (read with what the
+    /// journal holds of that session already). Nothing was written.
+    #[error(
+        "event {index} of the import (session {session}) is refused: {error}; nothing was written"
+    )]
+    Invalid {
+        /// The position of the event in the group.
+        index: usize,
+        /// Its session.
+        session: treadle_event::SessionId,
+        /// The rule it breaks.
+        #[source]
+        error: ShapeError,
+    },
+    /// What the journal holds of a session could not be read to check the group against.
+    #[error("cannot read the journal to check the import")]
+    Read(#[source] Arc<ReadError>),
 }
 
 /// Why the journal's write-ahead log (`<journal>.wal`) failed.

@@ -39,6 +39,9 @@
 //! * After a failed durable batch, nothing more is logged until a checkpoint and a reset of
 //!   the log succeed: the failed batch may have left a synced record whose seqs redb never
 //!   took, and a later batch reusing them must not meet it at replay.
+//! * [`Journal::import`], the one write from outside the runtime, is checked against the
+//!   shape a session's journal keeps (`shape.rs`: `SessionStarted` first, turns that open
+//!   and close, turn ids used once, no turn while stopped), which restore checks too.
 
 mod claims;
 mod codec;
@@ -46,6 +49,7 @@ mod error;
 mod file;
 mod recover;
 mod registry;
+mod shape;
 mod tables;
 mod view;
 mod wal;
@@ -58,6 +62,8 @@ mod tests;
 #[cfg(test)]
 mod wal_tests;
 
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -66,9 +72,11 @@ use std::thread::JoinHandle;
 
 use redb::Database;
 use tokio::sync::oneshot;
-use treadle_event::{Event, SessionId};
+use treadle_event::{Event, EventId, SessionId};
 
 pub use error::{AppendError, ImportError, JournalOpenError, ReadError, StorageError, WalError};
+pub(crate) use shape::Shape;
+pub use shape::ShapeError;
 pub use view::{JournalStats, JournalView};
 
 use claims::ImportClaim;
@@ -84,12 +92,23 @@ use writer::{Counters, Encoded, Request, Writer};
 /// (atomically) if needed. Its owner keeps tables of its own in it and opens the journal
 /// inside it with [`Journal::open_in`].
 ///
-/// Only with the `shared-database` feature (the `treadle` CLI's state file uses it):
-/// without it no redb type is part of this crate's API, and nothing outside the journal
-/// opens its file, so nothing can write its tables but the session's loop (rule 1).
-#[cfg(feature = "shared-database")]
+/// Only with the `internal-shared-database` feature, for the `treadle` crate's state file;
+/// hidden from the docs and not part of the stable API (cargo turns the feature on for
+/// every crate built beside `treadle`): without it no redb type is part of this crate's
+/// API, and nothing outside the journal opens its file, so nothing can write its tables
+/// but the session's loop (rule 1).
+#[cfg(feature = "internal-shared-database")]
+#[doc(hidden)]
 pub fn open_database(path: impl AsRef<Path>) -> Result<redb::Database, JournalOpenError> {
-    file::open_database(path.as_ref())
+    let path = path.as_ref();
+    let key = registry::key(path);
+    let registry = Registry::lock();
+    if registry.find(&key).is_some() || registry.closing(&key) {
+        return Err(JournalOpenError::OpenInThisProcess {
+            path: path.to_path_buf(),
+        });
+    }
+    file::open_database(path)
 }
 
 /// How a [`Journal`] writes.
@@ -123,30 +142,19 @@ impl Default for JournalOptions {
 }
 
 /// A handle to one journal file. Cheap to clone; every clone shares the file and the
-/// writer thread.
+/// writer thread. A session's own journal is read through
+/// [`Session::journal`](crate::Session::journal); a journal file is opened with
+/// [`Journal::open`]:
 ///
-/// ```
-/// use treadle_event::{Event, EventKind, Header, SessionId};
-/// use treadle_session::journal::Journal;
+/// ```no_run
+/// use treadle_session::Journal;
 ///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let dir = tempfile::tempdir()?;
-/// let journal = Journal::open(dir.path().join("journal.redb"))?;
-///
-/// let session = SessionId::new();
-/// let stopped = Event::new(
-///     Header::session(session),
-///     EventKind::SessionStopped { reason: "done".into() },
-/// );
-/// let seqs = journal.import(vec![stopped.clone()]).await?;
-/// assert_eq!(seqs, vec![1]);
-///
-/// // Importing the same event again changes nothing.
-/// assert_eq!(journal.import(vec![stopped.clone()]).await?, vec![1]);
-///
-/// assert_eq!(journal.read(session, 1, None)?, vec![(1, stopped)]);
-/// assert_eq!(journal.last_seq(session)?, Some(1));
+/// # fn main() -> Result<(), treadle_session::Error> {
+/// let journal = Journal::open(".treadle/journal.redb")?;
+/// for session in journal.sessions()? {
+///     let events = journal.read(session, 1, None)?;
+///     println!("{session}: {} events", events.len());
+/// }
 /// # Ok(())
 /// # }
 /// ```
@@ -252,7 +260,8 @@ impl Journal {
             registry.insert(key, &journal.view.inner);
             return Ok(journal);
         }
-        Err(JournalOpenError::AlreadyOpen {
+        // Still closing after 10 s: a handle of this process keeps it.
+        Err(JournalOpenError::OpenInThisProcess {
             path: path.to_path_buf(),
         })
     }
@@ -269,7 +278,8 @@ impl Journal {
 
     /// Opens the journal inside a redb file its caller owns and keeps its own tables in
     /// (the pipeline's state store does), opened with [`open_database`]. Only with the
-    /// `shared-database` feature, which puts redb's `Database` in this crate's API and
+    /// `internal-shared-database` feature (hidden, unstable, for the `treadle` crate), which
+    /// puts redb's `Database` in this crate's API and
     /// lets its holder reach the journal's tables: for an embedder that must keep its own
     /// state in the same file. The journal adds
     /// its tables (`events.v1`, `event_ids.v1`, `session_seqs.v1`, which the owner must
@@ -279,7 +289,8 @@ impl Journal {
     ///
     /// The file is then open in this process: [`Journal::open`] of the same path returns
     /// this journal while a handle of it lives.
-    #[cfg(feature = "shared-database")]
+    #[cfg(feature = "internal-shared-database")]
+    #[doc(hidden)]
     pub fn open_in(
         path: impl AsRef<Path>,
         db: Arc<Database>,
@@ -289,7 +300,7 @@ impl Journal {
         let key = registry::key(path);
         let mut registry = Registry::lock();
         if registry.find(&key).is_some() {
-            return Err(JournalOpenError::AlreadyOpen {
+            return Err(JournalOpenError::OpenInThisProcess {
                 path: path.to_path_buf(),
             });
         }
@@ -376,23 +387,38 @@ impl Journal {
     /// existing seq is returned. Cancel-safety: dropping the future does not withdraw the
     /// import once it was sent.
     ///
+    /// The events must keep the shape a session's journal has ([`ShapeError`] says which
+    /// rule one breaks), read after what the journal holds of each session: its
+    /// `SessionStarted` first and only there; a `StepDone` or a terminal inside a turn its
+    /// `TurnStarted` opened and nothing has ended; a turn id started once; no
+    /// `TurnStarted` while the session is stopped (until a `SessionRestored`). Otherwise
+    /// the import is refused with [`ImportError::Invalid`] and nothing is written. Two
+    /// imports of one session running at once are each checked against the journal as it
+    /// was before either.
+    ///
     /// ```
     /// use treadle_session::event::{Event, EventKind, Header, SessionId};
     /// use treadle_session::Journal;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let dir = tempfile::tempdir()?;
-    /// let journal = Journal::open(dir.path().join("journal.redb"))?;
+    /// # async fn main() -> Result<(), treadle_session::Error> {
+    /// let path = std::env::temp_dir().join(format!("import-{}.redb", std::process::id()));
+    /// let journal = Journal::open(&path)?;
     /// let session = SessionId::new();
-    /// let stopped = Event::new(
-    ///     Header::session(session),
-    ///     EventKind::SessionStopped { reason: "done".into() },
-    /// );
-    /// assert_eq!(journal.import(vec![stopped.clone()]).await?, vec![1]);
+    /// let kind = EventKind::SessionStarted {
+    ///     model: "m".into(),
+    ///     endpoint: "http://127.0.0.1:8091/v1".into(),
+    ///     system: None,
+    ///     parent: None,
+    ///     fork: None,
+    /// };
+    /// let started = Event::new(Header::session(session), kind);
+    /// let first = journal.import(vec![started.clone()]).await?;
     /// // Importing the same event again changes nothing.
-    /// assert_eq!(journal.import(vec![stopped.clone()]).await?, vec![1]);
-    /// assert_eq!(journal.read(session, 1, None)?, vec![(1, stopped)]);
+    /// assert_eq!(journal.import(vec![started.clone()]).await?, first);
+    /// assert_eq!(journal.read(session, 1, None)?, vec![(first[0], started)]);
+    /// # drop(journal);
+    /// # let _ = std::fs::remove_file(&path);
     /// # Ok(())
     /// # }
     /// ```
@@ -408,10 +434,47 @@ impl Journal {
                 .map_err(|_| ImportError::Live { session })?;
             claims.push(claim);
         }
+        // Checked under the claims: nobody starts the sessions between the check and the write.
+        self.check_import(&events)?;
         let seqs = self.append_all(&events).await?;
         // The claims go only now: nobody started the sessions while their events went in.
         drop(claims);
         Ok(seqs)
+    }
+
+    /// Checks an import against the rules of each session's journal ([`shape`]), reading
+    /// what the journal holds of the session first. An event already journaled, or earlier
+    /// in the group, is skipped as the append skips it (by id).
+    fn check_import(&self, events: &[Event]) -> Result<(), ImportError> {
+        let mut shapes: HashMap<SessionId, shape::Shape> = HashMap::new();
+        let mut seen: HashSet<EventId> = HashSet::new();
+        for (index, event) in events.iter().enumerate() {
+            let session = event.header.session;
+            let shape = match shapes.entry(session) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(new) => {
+                    let mut shape = shape::Shape::default();
+                    let journaled = self
+                        .read(session, 0, None)
+                        .map_err(|e| ImportError::Read(Arc::new(e)))?;
+                    for (_, old) in journaled {
+                        seen.insert(old.id());
+                        // What is journaled already is taken as it is.
+                        let _ = shape.next(&old);
+                    }
+                    new.insert(shape)
+                }
+            };
+            if !seen.insert(event.id()) {
+                continue;
+            }
+            shape.next(event).map_err(|error| ImportError::Invalid {
+                index,
+                session,
+                error,
+            })?;
+        }
+        Ok(())
     }
 
     /// Appends one group of events atomically (in one write transaction) and returns the

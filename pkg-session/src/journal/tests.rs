@@ -16,6 +16,19 @@ fn stopped(session: SessionId, reason: &str) -> Event {
     )
 }
 
+fn started(session: SessionId) -> Event {
+    Event::new(
+        Header::session(session),
+        EventKind::SessionStarted {
+            model: "m".into(),
+            endpoint: "e".into(),
+            system: None,
+            parent: None,
+            fork: None,
+        },
+    )
+}
+
 fn interrupted(session: SessionId, loop_id: LoopId) -> Event {
     Event::new(
         Header::in_loop(session, loop_id),
@@ -290,8 +303,11 @@ async fn journal_import_is_refused_while_its_session_is_live_and_a_restore_waits
     assert_eq!(journal.last_seq(live).unwrap(), None);
     drop(claim);
     assert_eq!(
-        journal.import(vec![stopped(live, "b")]).await.unwrap(),
-        vec![1]
+        journal
+            .import(vec![started(live), stopped(live, "b")])
+            .await
+            .unwrap(),
+        vec![1, 2]
     );
 
     // While an import holds its share, the session cannot be claimed (restore waits).

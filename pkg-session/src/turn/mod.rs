@@ -15,7 +15,9 @@ use std::sync::Arc;
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use treadle_event::{Block, EventKind, FailureCause, Message, ModelFailure, Role, StepId, Usage};
+use treadle_event::{
+    Block, DeltaKind, EventKind, FailureCause, Message, ModelFailure, Role, StepId, Usage,
+};
 use treadle_hook::{Active, HookCall, Operation, OperationOutcome, Payload};
 
 use crate::context::LoopContext;
@@ -395,17 +397,28 @@ impl Turn {
             .map_err(|denied| End::Failed(FailureCause::Denied, denied.to_string()))?;
 
         let header = ctx.turn_header(self.coords, Some(step));
-        let on_delta = |kind, index, text: &str| {
-            ctx.emit(header.clone(), || EventKind::TokenDelta {
+        // Text that may be a tool call written as text is held until that is known: a
+        // subscriber printing text deltas never prints a call's JSON (text_calls.rs).
+        let takes_text_calls = self.calls_may_be_text();
+        let mut held = crate::text_calls::HeldText::new(takes_text_calls);
+        let mut on_delta = |kind, index, text: &str| {
+            let text = match kind {
+                DeltaKind::Text => match held.take(text) {
+                    Some(text) => text,
+                    None => return,
+                },
+                _ => text.to_owned(),
+            };
+            ctx.emit_now(&header, || EventKind::TokenDelta {
                 kind,
                 index,
-                text: text.to_owned(),
+                text,
             });
         };
         let result = tokio::select! {
             biased;
             _ = self.cancel.cancelled() => None,
-            result = ctx.client.complete(&self.request, on_delta) => Some(result),
+            result = ctx.client.complete(&self.request, &mut on_delta) => Some(result),
         };
         let mut completion = match result {
             None => {
@@ -429,9 +442,19 @@ impl Turn {
         ctx.secrets.scrub_message(&mut completion.message);
         // Small models often write almost-JSON arguments; what they meant is recovered here,
         // once, so the batch, the journal and the next request all see valid JSON.
-        if self.calls_may_be_text() {
+        let mut calls = 0;
+        if takes_text_calls {
             let prefix = format!("call_{step}");
-            crate::text_calls::recover_text_calls(&mut completion.message, &prefix);
+            calls = crate::text_calls::recover_text_calls(&mut completion.message, &prefix);
+        }
+        let rest = held.rest();
+        if calls == 0 && !rest.is_empty() {
+            // Not a call after all: the text held back is the answer's, published now.
+            ctx.emit(header.clone(), || EventKind::TokenDelta {
+                kind: DeltaKind::Text,
+                index: None,
+                text: rest,
+            });
         }
         crate::repair::repair_tool_uses(&mut completion.message);
         if inference_hook.is_some() {

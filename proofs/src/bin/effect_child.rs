@@ -10,7 +10,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::StreamExt;
 use treadle_event::{EventFilter, EventKind};
 use treadle_proofs::{charge_tool, echo_tool};
 use treadle_session::Session;

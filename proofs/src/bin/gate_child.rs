@@ -12,7 +12,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::StreamExt;
 use treadle_event::{EventFilter, EventKind};
 use treadle_hook::Policy;
 use treadle_proofs::{echo_tool, line_counting_write};

@@ -38,6 +38,17 @@ fn main() -> Result<(), Error> {
     runtime.block_on(async move {
         let journal = Journal::open_with(path, options)?;
         let session = SessionId::new();
+        // An import keeps a session's shape: its start first (then the writers' stops).
+        let start = EventKind::SessionStarted {
+            model: "m".into(),
+            endpoint: "e".into(),
+            system: None,
+            parent: None,
+            fork: None,
+        };
+        journal
+            .import(vec![Event::new(Header::session(session), start)])
+            .await?;
         say(&format!("session {session}"))?;
         let started = Instant::now();
         let writers = (0..3u32).map(|writer| {

@@ -6,8 +6,8 @@
 //! `verdicts:` and routing, and the transcript: the CLI's output (claude's `stream-json`,
 //! codex's `exec --json`) is read as it arrives and each text, tool call and result is
 //! shown as a hosted agent's would be (live on the run page, recorded with the step).
-//! The step's cost is claude's own `total_cost_usd`, or codex's tokens priced as a hosted
-//! model's.
+//! The step's cost is its tokens priced as a hosted model's (`prices:`), unpriced without
+//! a price: claude's own `total_cost_usd` is a guess from Anthropic's list, not a price.
 //!
 //! # Layout
 //!

@@ -134,15 +134,11 @@ struct Ran<'a> {
 }
 
 impl Ran<'_> {
-    /// What the runs so far cost: claude's own total; codex's tokens priced as a hosted
-    /// model's are (`prices:`), unpriced without a price.
+    /// What the runs so far cost: the CLI's tokens priced as a hosted model's are
+    /// (`prices:`), unpriced without a price. claude's own `total_cost_usd` is its guess
+    /// from Anthropic's list, wrong for any other endpoint: it is not a price.
     fn cost(&self, transcript: &Transcript) -> Cost {
-        match self.cli {
-            Cli::Claude => Cost::Priced {
-                usd: transcript.usd,
-            },
-            Cli::Codex => cost(&transcript.usage, self.step.price(self.model).as_ref()),
-        }
+        cost(&transcript.usage, self.step.price(self.model).as_ref())
     }
 }
 
@@ -287,7 +283,13 @@ fn reported_end(
 ) -> Result<String, AgentStatus> {
     let step = ran.step;
     let ended = transcript.ended.as_ref();
-    let spent = ran.cost(transcript).usd();
+    // claude stops itself at `--max-budget-usd` by its own count; that stop is honoured
+    // with the figure it counted when the step has no price of its own.
+    let claude_stopped = ended.is_some_and(|e| e.subtype == "error_max_budget_usd");
+    let spent = ran
+        .cost(transcript)
+        .usd()
+        .or((claude_stopped && ran.cli == Cli::Claude).then_some(transcript.usd));
     let over = |spent: f64| AgentStatus::DollarBudgetExceeded {
         spent_usd: Some(spent),
         limit_usd: step
@@ -303,8 +305,7 @@ fn reported_end(
             .map_or("step".to_owned(), |b| b.scope.to_string()),
     };
     if let Some(spent) = spent
-        && (ended.is_some_and(|e| e.subtype == "error_max_budget_usd")
-            || usd_left.is_some_and(|left| spent > left))
+        && (claude_stopped || usd_left.is_some_and(|left| spent > left))
     {
         return Err(over(spent));
     }

@@ -32,7 +32,7 @@ pub(crate) fn blame(ctx: &Ctx<'_>, plan: &Done, judged: Done) -> Done {
         // agent answered): the reason would otherwise be lost under the job assert.
         error = format!("{error}; the plan failed: {own}");
     }
-    if let Some(hint) = rerun_hint(&records, culprit.map(|s| s.seq)) {
+    if let Some(hint) = rerun_hint(&records, culprit.map(|s| s.seq), &run_command(ctx)) {
         error = format!("{error}; {hint}");
     }
     // The job's failure keeps its kind; its message names the step.
@@ -49,16 +49,35 @@ fn failed_with<'r>(records: &'r [StepRecord], failure: &StepFailure) -> Option<&
         .max_by_key(|r| r.seq)
 }
 
+/// `treadle run` as the user would type it for this run's file, job and state file: the
+/// hint is a command to paste, so it names the file even when it is `treadle.yml` (the
+/// user may stand anywhere).
+fn run_command(ctx: &Ctx<'_>) -> String {
+    let mut cmd = format!(
+        "treadle run {}",
+        shell_word(&ctx.loaded.file.display().to_string())
+    );
+    if ctx.loaded.pipeline.jobs.len() > 1 {
+        cmd = format!("{cmd} --job {}", shell_word(&ctx.job.name.value));
+    }
+    if ctx.store.path() != crate::run::state_path(&ctx.loaded.file, None) {
+        let state = ctx.store.path().display().to_string();
+        cmd = format!("{cmd} --state {}", shell_word(&state));
+    }
+    cmd
+}
+
 /// How to run again the last agent step taken from the cache before step `before` (any,
-/// when no step is to blame): a wrong answer that once succeeded is replayed until then.
-fn rerun_hint(records: &[StepRecord], before: Option<u32>) -> Option<String> {
+/// when no step is to blame), with `run` (`treadle run FILE ...`): a wrong answer that
+/// once succeeded is replayed until then.
+fn rerun_hint(records: &[StepRecord], before: Option<u32>, run: &str) -> Option<String> {
     let agent = records
         .iter()
         .filter(|r| r.kind == "agent" && r.cached_from.is_some())
         .filter(|r| before.is_none_or(|b| r.seq < b))
         .max_by_key(|r| r.seq)?;
     Some(format!(
-        "agent step `{}` was taken from the cache (run {}); to run it again: treadle run --rerun {}",
+        "agent step `{}` was taken from the cache (run {}); to run it again: {run} --rerun {}",
         agent.name,
         agent.cached_from.unwrap_or_default(),
         shell_word(&agent.name)
@@ -121,12 +140,12 @@ mod tests {
         let ran = record(2, "check", "agent", StepStatus::Succeeded);
         let records = [early, late, ran, after];
         assert_eq!(
-            rerun_hint(&records, Some(2)).as_deref(),
+            rerun_hint(&records, Some(2), "treadle run ci.yml").as_deref(),
             Some(
                 "agent step `review it` was taken from the cache (run 4); to run it again: \
-                 treadle run --rerun 'review it'"
+                 treadle run ci.yml --rerun 'review it'"
             )
         );
-        assert!(rerun_hint(&records[2..3], None).is_none());
+        assert!(rerun_hint(&records[2..3], None, "treadle run").is_none());
     }
 }

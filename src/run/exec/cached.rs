@@ -392,14 +392,7 @@ fn show_reused<'a>(ctx: &Ctx<'a>, entry: &Entry, outcome: &SuccessRecord, from_r
         key: outcome.key.hex(),
         from_run,
     });
-    for line in outcome.stdout_tail.lines() {
-        ctx.emit(Event::Output {
-            run: ctx.run,
-            seq: entry.seq,
-            stream: "stdout".into(),
-            line: line.to_owned(),
-        });
-    }
+    // An agent step's calls came before its answer: replayed in that order.
     for e in &outcome.events {
         let what = e.get("what").and_then(|w| w.as_str()).unwrap_or("event");
         if what == "text" {
@@ -418,6 +411,14 @@ fn show_reused<'a>(ctx: &Ctx<'a>, entry: &Entry, outcome: &SuccessRecord, from_r
             data,
             summary,
             at_ms: None,
+        });
+    }
+    for line in outcome.stdout_tail.lines() {
+        ctx.emit(Event::Output {
+            run: ctx.run,
+            seq: entry.seq,
+            stream: "stdout".into(),
+            line: line.to_owned(),
         });
     }
 }
@@ -512,18 +513,23 @@ fn slot(entry: &Entry, cell: bool) -> Slot<'_> {
     }
 }
 
-/// A recorded tool call as a replayed transcript shows it: `→ NAME`, and for a call that
-/// was not run (a call after the turn's decision), the mark the live view showed.
+/// A recorded tool call as a replayed transcript shows it: as the live view did, the call
+/// with its arguments, then its result (the live view's own lines, so they cannot differ).
 fn replayed_call(data: &serde_json::Value) -> String {
+    use crate::agent::AgentEvent;
     let name = data.get("name").and_then(|n| n.as_str()).unwrap_or("tool");
-    let result = data
-        .get("result")
-        .and_then(|r| r.as_str())
-        .unwrap_or_default();
-    let not_run = data.get("is_error").and_then(serde_json::Value::as_bool) == Some(true)
-        && result.starts_with("not run:");
-    match result.lines().next() {
-        Some(first) if not_run => format!("→ {name}\n✗ {name}: {first}"),
-        _ => format!("→ {name}"),
-    }
+    let call = AgentEvent::ToolCall {
+        name: name.to_owned(),
+        arguments: data.get("arguments").cloned().unwrap_or_default(),
+    };
+    let result = AgentEvent::ToolResult {
+        name: name.to_owned(),
+        content: data
+            .get("result")
+            .and_then(|r| r.as_str())
+            .unwrap_or_default()
+            .to_owned(),
+        is_error: data.get("is_error").and_then(serde_json::Value::as_bool) == Some(true),
+    };
+    format!("{}\n{}", call.summary(), result.summary())
 }

@@ -5,7 +5,8 @@
 //! Decisions made here: the fixer is told the command (it can rerun it with `run_shell`
 //! when granted) rather than given a tool of its own; one fixer conversation per attempt,
 //! never a loop; the fixer is logged for `assert: execution` under its agent's name,
-//! before the task, and records nothing of its own (its events go to the task's record).
+//! before the task, and records nothing of its own (its events go to the task's record,
+//! and its usage is added to the task's, so the run's tokens and cost count it).
 
 use std::path::Path;
 
@@ -85,7 +86,16 @@ pub(crate) async fn fix<'a>(
     });
     let request = super::agent_controls::request(ctx, entry, agent_step, cancel);
     match ctx.agents.run(request).await {
-        Ok(outcome) => super::agent_controls::count_spent(ctx, &outcome),
+        Ok(outcome) => {
+            super::agent_controls::count_spent(ctx, &outcome);
+            // The task's record carries what its fixers spent: the run's totals read it.
+            if let Some(usage) = outcome.usage {
+                super::record::update_at(ctx, entry, |r| {
+                    r.usage = Some(crate::run::spent::add_usage(r.usage.take(), &usage));
+                })
+                .await;
+            }
+        }
         // The command's rerun decides the step, whatever the fixer concluded.
         Err(AgentStepError::Failed(m)) => ctx.emit(Event::Notice {
             run: ctx.run,

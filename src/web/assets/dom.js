@@ -47,11 +47,14 @@ export function replace(el, ...children) {
 export function duration(ms) {
   if (ms === null || ms === undefined) return "";
   if (ms < 1000) return `${ms} ms`;
-  const s = ms / 1000;
-  if (s < 60) return `${s.toFixed(1)} s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m} m ${Math.round(s % 60)} s`;
-  return `${Math.floor(m / 60)} h ${m % 60} m`;
+  // Rounded once, to the unit shown last, before it is split: 239.6 s is "4 m 0 s", never
+  // "3 m 60 s" (a part rounded on its own can reach its carry).
+  const tenths = Math.round(ms / 100);
+  if (tenths < 600) return `${(tenths / 10).toFixed(1)} s`;
+  const secs = Math.round(ms / 1000);
+  if (secs < 3600) return `${Math.floor(secs / 60)} m ${secs % 60} s`;
+  const mins = Math.round(ms / 60000);
+  return `${Math.floor(mins / 60)} h ${mins % 60} m`;
 }
 
 /** Dollars, or "unpriced" when no price is known: never "$0.00" for an unknown cost. */
@@ -62,9 +65,13 @@ export function cost(usd) {
   return `$${usd.toFixed(2)}`;
 }
 
-/** A run's cost: "unpriced" when its agents' model has no price, "–" when it has no agent. */
+/** A run's cost: "unpriced" when its agents' model has no price, "–" when it has no agent;
+ * the part replayed from the cache (recorded when its steps ran) is said. */
 export function spent(run) {
-  return run.tokens === null || run.tokens === undefined ? "–" : cost(run.cost_usd);
+  if (run.tokens === null || run.tokens === undefined) return "–";
+  const all = cost(run.cost_usd);
+  if (run.replayed_tokens === null || run.replayed_tokens === undefined) return all;
+  return run.replayed_tokens === run.tokens ? `${all} replayed` : `${all} (${cost(run.replayed_cost_usd)} replayed)`;
 }
 
 /** "1,234 tokens", or "" when nothing was counted. */
@@ -86,4 +93,16 @@ export function ago(ms) {
 /** A status badge. */
 export function badge(status) {
   return h("span", { class: `badge st-${status}` }, status);
+}
+
+/** A running run parked on a person (the API's `waiting`): its status. */
+export function waitingBadge(w) {
+  return h("span", { class: "badge st-waiting" }, w.kind === "answer" ? "waiting for an answer" : "waiting for approval");
+}
+
+/** What it waits for and until when: "gate: 14 m 5 s left, then reject". */
+export function waitingText(w, now = Date.now()) {
+  if (w.deadline_ms === null || w.deadline_ms === undefined) return `${w.step}: no deadline`;
+  const then = w.on_timeout ? `, then ${w.on_timeout}` : "";
+  return `${w.step}: ${duration(Math.max(0, w.deadline_ms - now))} left${then}`;
 }

@@ -6,7 +6,7 @@
 // finished an hour ago or is still going. Events only set a step's state or append to it,
 // and the reader never hands on an event twice, so a reload rebuilds the same page.
 
-import { h, append, replace, badge, duration, spent, tokens } from "./dom.js";
+import { h, append, replace, badge, waitingBadge, waitingText, duration, spent, tokens } from "./dom.js";
 import { get, post, follow } from "./api.js";
 import { newStep, createView, paint, addAgentEvent, isFolded } from "./steps.js";
 import { forkNote } from "./fork.js";
@@ -127,12 +127,13 @@ class RunPage {
   paintHeader() {
     const r = this.run;
     // Rebuilt only when it changed, so the Cancel button is not replaced under the pointer.
-    const key = JSON.stringify([r.status, r.duration_ms, r.tokens, r.cost_usd, r.trigger, r.interrupted]);
+    const key = JSON.stringify([r.status, r.duration_ms, r.tokens, r.cost_usd, r.trigger, r.interrupted, r.waiting]);
     if (key === this.headerKey) return;
     this.headerKey = key;
     const controls = [];
     // Marked running, but its process stopped and this server did not adopt it.
-    const stood = r.interrupted ? h("span", { class: "badge st-aborted interrupted" }, "interrupted — resumable") : badge(r.status);
+    const stood = r.interrupted ? h("span", { class: "badge st-aborted interrupted" }, "interrupted — resumable")
+      : r.waiting ? waitingBadge(r.waiting) : badge(r.status);
     if (r.status === "running" && !r.interrupted) {
       controls.push(h("button", { class: "cancel", onclick: () => this.cancel() }, "Cancel run"));
     }
@@ -144,7 +145,8 @@ class RunPage {
           : h("span", { class: "run-duration elapsed", dataset: { since: r.started_ms } }, duration(Math.max(0, Date.now() - r.started_ms))),
         h("span", null, tokens(r.tokens) || "no tokens"),
         h("span", { class: "run-cost" }, spent(r)),
-        h("span", null, `trigger: ${r.trigger}`)),
+        h("span", null, `trigger: ${r.trigger}`),
+        r.waiting && !r.interrupted ? h("span", { class: "run-wait" }, waitingText(r.waiting)) : null),
       forkNote(r),
       shadowLinks(r),
       controls);
@@ -339,9 +341,12 @@ class RunPage {
         step.approval = { status: "pending", message: e.message, deadline_ms: e.deadline_ms };
         d.status = "running";
         this.loadQuestion(step);
+        // The run's header says what it waits on, from the run as the server gives it.
+        this.refetch();
         break;
       case "approval_answered":
         step.approval = { ...step.approval, status: e.status, by: e.by };
+        this.refetch();
         break;
       default:
         break;

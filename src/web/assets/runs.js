@@ -2,7 +2,7 @@
 // a chart of duration and cost over the recent runs of each job, and a button that starts
 // a run.
 
-import { h, replace, badge, duration, spent, tokens, ago } from "./dom.js";
+import { h, replace, badge, waitingBadge, waitingText, duration, spent, tokens, ago } from "./dom.js";
 import { get } from "./api.js";
 import { chart } from "./chart.js";
 import { startForm } from "./start.js";
@@ -56,7 +56,9 @@ function table(runs) {
     h("tbody", null, runs.map((r) => h("tr", { class: `st-${r.status}`, dataset: { run: r.id } },
       h("td", null, h("a", { href: `/runs/${r.id}` }, `#${r.id}`)),
       h("td", null, r.job),
-      h("td", null, badge(r.status)),
+      h("td", { class: "status" }, r.waiting
+        ? [waitingBadge(r.waiting), h("div", { class: "wait muted" }, waitingText(r.waiting))]
+        : badge(r.status)),
       h("td", null, ago(r.started_ms)),
       h("td", null, r.duration_ms === null || r.duration_ms === undefined
         ? h("span", { class: "elapsed", dataset: { since: r.started_ms } }, duration(Math.max(0, Date.now() - r.started_ms)))

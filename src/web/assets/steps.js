@@ -174,7 +174,10 @@ export function paint(step, steps, runId) {
   const folded = expandable && isFolded(step);
   v.el.className = `step st-${d.status} kind-${d.kind}${d.cached ? " cached" : ""}${folded ? " folded" : ""}${isBlock(step) ? " block" : ""}`;
   const meta = [duration(d.duration_ms), tokens(d.tokens ?? usageTokens(step))];
-  if (d.kind === "agent" || d.cost_usd !== null && d.cost_usd !== undefined) meta.push(cost(d.cost_usd ?? step.usage?.cost_usd));
+  if (d.kind === "agent" || d.cost_usd !== null && d.cost_usd !== undefined) {
+    // A step from the cache shows what it cost when it ran, said to be replayed.
+    meta.push(cost(d.cost_usd ?? step.usage?.cost_usd) + (d.cached ? " replayed" : ""));
+  }
   const p = v.parts;
   const shown = step.approval?.status === "pending" ? "waiting" : d.status;
   text(p.chev, expandable ? (folded ? "▸" : "▾") : "");

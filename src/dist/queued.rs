@@ -1,0 +1,161 @@
+//! A step on the queue, from the server's side: its message published (signed when the
+//! server has a key), and watched until a worker takes it. Two things are told rather than
+//! waited out in silence:
+//!
+//! * a step no worker took within [`WAITING_LOG`] is logged, with the workers seen;
+//! * a step whose message is gone from the steps stream while no worker holds its lease and
+//!   no result is stored was lost by NATS (the stream came back empty: its node's store
+//!   lost): the streams are made again and the step is queued again from the server's own
+//!   copy, up to [`REQUEUES`] times; then the step fails naming what was lost.
+//!
+//! The order of the checks matters: a worker makes the lease before it runs the step and
+//! acknowledges the message (removing it from the work queue) only after the result is
+//! stored, so reading the lease, then the message, then the result never sees a step in
+//! the middle as lost.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::kv;
+
+use super::bus::{Bus, STEPS_STREAM, STEPS_SUBJECT, retrying};
+use super::seen::Seen;
+use super::sign::{HEADER, SigningKey};
+
+/// How often a queued step is looked at.
+const WATCH_EVERY: Duration = Duration::from_secs(5);
+/// How long a step may wait for a worker before the wait is logged.
+const WAITING_LOG: Duration = Duration::from_secs(60);
+/// How many times a lost step is queued again before it fails.
+const REQUEUES: u32 = 3;
+
+/// One step's message and where it goes.
+pub struct Queued<'a> {
+    /// The connection.
+    pub bus: &'a Bus,
+    /// The step key.
+    pub key: &'a str,
+    /// The step message.
+    pub payload: &'a bytes::Bytes,
+    /// The server's signing key.
+    pub signing: Option<&'a SigningKey>,
+    /// The step's name, for the logs.
+    pub step: &'a str,
+    /// Its run.
+    pub run: u64,
+    /// The workers heard from.
+    pub seen: &'a Seen,
+}
+
+impl Queued<'_> {
+    /// Publishes the message with de-duplication id `id`, through NATS outages; its
+    /// sequence in the steps stream.
+    pub async fn publish(&self, id: &str) -> u64 {
+        retrying("queueing a step", || async {
+            let mut headers = async_nats::HeaderMap::new();
+            if let Some(key) = self.signing {
+                headers.insert(HEADER, key.sign(self.payload).as_str());
+            }
+            let publish = async_nats::jetstream::message::PublishMessage::build()
+                .payload(self.payload.clone())
+                .headers(headers)
+                .message_id(id);
+            self.bus
+                .js
+                .send_publish(STEPS_SUBJECT, publish)
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .sequence
+    }
+
+    /// Watches the step until a worker takes it (and for ever after, harmlessly); returns
+    /// only when the step is lost for good, with why.
+    pub async fn watch(&self, mut seq: u64) -> String {
+        let since = Instant::now();
+        let mut told = false;
+        let mut requeued = 0;
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            if self.taken().await {
+                continue;
+            }
+            if !told && since.elapsed() >= WAITING_LOG {
+                told = true;
+                let workers = self.seen.alive();
+                let free: usize = workers
+                    .iter()
+                    .map(|w| w.slots - w.running.min(w.slots))
+                    .sum();
+                tracing::warn!(
+                    "run {}: step `{}` has waited {}s for a worker: {}",
+                    self.run,
+                    self.step,
+                    since.elapsed().as_secs(),
+                    match workers.len() {
+                        0 => "no `treadle worker` has been heard from on this NATS".to_owned(),
+                        n => format!("{n} worker(s) seen, {free} slot(s) free"),
+                    }
+                );
+            }
+            if !self.lost(seq).await {
+                continue;
+            }
+            if requeued == REQUEUES {
+                return format!(
+                    "step `{}` was lost by NATS {} times: its message vanished from the {STEPS_STREAM} stream with no worker holding it and no result stored (the stream came back empty: a NATS node's store lost?; or every worker refused it: do the servers and workers share the signing key?)",
+                    self.step,
+                    REQUEUES + 1
+                );
+            }
+            requeued += 1;
+            tracing::error!(
+                "run {}: step `{}` was lost by NATS (its message vanished from the {STEPS_STREAM} stream: a node's store lost?); queueing it again ({requeued} of {REQUEUES})",
+                self.run,
+                self.step
+            );
+            seq = self
+                .publish(&format!("{}.requeued.{requeued}", self.key))
+                .await;
+        }
+    }
+
+    /// Whether a worker holds (or held) the step's lease, or its result is stored.
+    async fn taken(&self) -> bool {
+        let leased = self.bus.leases.entry(self.key).await;
+        matches!(leased, Ok(Some(e)) if e.operation == kv::Operation::Put)
+    }
+
+    /// Whether the step's message is gone while nobody holds it and no result is stored.
+    async fn lost(&self, seq: u64) -> bool {
+        use async_nats::jetstream::ErrorCode;
+        use async_nats::jetstream::context::GetStreamErrorKind as S;
+        use async_nats::jetstream::stream::LastRawMessageErrorKind as M;
+        // Only "no such message" or "no such stream" says it is gone; anything else (NATS
+        // away) is looked at again later.
+        let gone = match self.bus.js.get_stream(STEPS_STREAM).await {
+            Ok(stream) => match stream.get_raw_message(seq).await {
+                Ok(_) => false,
+                Err(e) => match e.kind() {
+                    M::NoMessageFound => true,
+                    M::JetStream(j) => j.error_code() == ErrorCode::NO_MESSAGE_FOUND,
+                    _ => false,
+                },
+            },
+            Err(e) => {
+                matches!(e.kind(), S::JetStream(j) if j.error_code() == ErrorCode::STREAM_NOT_FOUND)
+            }
+        };
+        if !gone {
+            return false;
+        }
+        // The buckets may have been lost with the stream: made again before they are read.
+        if let Err(e) = self.bus.ensure().await {
+            tracing::warn!("making the streams and buckets again: {e}");
+            return false;
+        }
+        !self.taken().await && matches!(self.bus.done.get(self.key).await, Ok(None))
+    }
+}
