@@ -3,9 +3,10 @@
 //!
 //! A key left in the process environment can be read back by anything the process starts
 //! (inherited variables, `/proc/<treadle>/environ`). So the binary calls [`take_keys`]
-//! first thing, before the async runtime starts any thread: each named key is copied into
-//! this module, its bytes in the original environment block (what `/proc/PID/environ`
-//! shows) are overwritten, and the variable is removed. Treadle then reads keys only
+//! first thing, before the async runtime starts any thread: every variable is moved out of
+//! the original environment block (what `/proc/PID/environ` shows) and the block zeroed;
+//! then each named key is copied into this module, its bytes overwritten, and the variable
+//! removed. Treadle then reads keys only
 //! through [`var`]. Commands start from [`command_env`]: the variables in [`ALLOWED`]
 //! (and `LC_*`), never the rest of treadle's environment; a step's `env:` is added on top.
 
@@ -59,6 +60,9 @@ static KEYS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
 /// No other thread may exist (changing the environment is unsound while another thread
 /// reads it): call it at the top of `main`, before the async runtime is built.
 pub unsafe fn take_keys<S: AsRef<str>>(names: impl IntoIterator<Item = S>) {
+    // First, so that the block is wiped whole, the keys' entries with it.
+    // SAFETY: single-threaded, per this function's contract.
+    unsafe { wipe_block() };
     let mut keys = BTreeMap::new();
     for name in names {
         let name = name.as_ref();
@@ -75,8 +79,6 @@ pub unsafe fn take_keys<S: AsRef<str>>(names: impl IntoIterator<Item = S>) {
         }
         keys.insert(name.to_owned(), value);
     }
-    // SAFETY: single-threaded, per this function's contract.
-    unsafe { wipe_block() };
     // Other processes of the same user may then neither read this one's memory nor its
     // /proc entries (environ, mem, maps), nor those of its keepers, which are forks of it
     // and inherit the flag; a root process may only with CAP_SYS_PTRACE, which the
