@@ -30,20 +30,23 @@
 //! and the run says so once.
 //!
 //! Submodules: `toolchains` (the user's toolchains readable, credential places never),
-//! `network` (`network:`: TCP rules, the server's port, namespaces), `denied` (the hint
-//! for a refusal).
+//! `grant` (the `network:` grant as the pipeline file writes it, parsed once), `network`
+//! (that grant enforced: TCP rules, the server's port, namespaces), `denied` (the hint for
+//! a refusal). The grant's type lives here, not in `pipeline`, which re-exports it, so that
+//! confinement depends on nothing of the pipeline's.
 //!
 //! The `landlock` crate is the Landlock project's own Rust binding (rust-landlock),
 //! used by its kernel developers' tests; it degrades to "not enforced" on old kernels.
 
 pub(crate) mod denied;
+pub mod grant;
 pub mod network;
 pub mod toolchains;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use crate::pipeline::network::Network;
+use grant::Network;
 
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,

@@ -61,7 +61,7 @@ pub struct AgentStep {
     pub confined: bool,
     /// What `run_shell` may connect to (the step's `network:`, else its agent's, else
     /// `defaults:`'s; `None`: the default for `confined`).
-    pub network: Option<crate::pipeline::network::Network>,
+    pub network: Option<crate::confine::grant::Network>,
     /// The variables holding any secret of the pipeline (`crate::pipeline::secrets`): none
     /// reaches `run_shell`, and their values are scrubbed from what the session, its tools
     /// and a tape see. Names only: the values are read where they are used.

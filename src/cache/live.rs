@@ -28,6 +28,7 @@ use super::chain::Chain;
 use super::digest::{Digest, Manifest};
 use super::key::KeyParts;
 use super::records::{RecordError, Records, RunLink};
+pub(crate) use super::resumed::Mode;
 use crate::pipeline::outline::Outline;
 
 /// How a run starts.
@@ -106,34 +107,6 @@ impl From<crate::blocking::WorkerStopped> for StartError {
     /// A read of the state file that stopped without returning is a failed read.
     fn from(stopped: crate::blocking::WorkerStopped) -> Self {
         StartError::Records(RecordError::Db(stopped.to_string()))
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Fresh,
-    /// `--resume RUN`, and how RUN started (`super::resumed`).
-    Resume(u64, Box<Mode>),
-    Replay {
-        of: u64,
-        from: u32,
-    },
-    Force,
-    Rerun(HashSet<u32>),
-}
-
-impl Mode {
-    /// Whether step `seq` must run whatever the cache holds.
-    fn forced_at(&self, seq: u32) -> bool {
-        match self {
-            Mode::Replay { from, .. } => seq >= *from,
-            Mode::Force => true,
-            Mode::Rerun(seqs) => seqs.contains(&seq),
-            // A resumed run forces what the run it resumes forced; what that run recorded
-            // as succeeded came back before this is asked.
-            Mode::Resume(_, how) => how.forced_at(seq),
-            Mode::Fresh => false,
-        }
     }
 }
 

@@ -1,13 +1,44 @@
-//! What a resumed run (`--resume RUN`) keeps of how RUN started: a run begun with
+//! How a run starts ([`Mode`]: fresh, resumed, replayed, forced, rerun), and what a
+//! resumed run (`--resume RUN`) keeps of how RUN started: a run begun with
 //! `--force` takes nothing from the cache, `--rerun STEP` runs STEP and what chains to it
 //! again, a replay or fork from STEP runs STEP and what follows; resuming it must not undo
 //! that, or the step it was stopped in comes back from an older run's cache. Followed back
 //! through the resumes in between. Also what the resumed run's header says of it.
 
 use super::chain::Chain;
-use super::live::Mode;
+use std::collections::HashSet;
+
 use super::records::{RecordError, Records};
 use crate::pipeline::outline::Outline;
+
+/// How a run starts: what it may take from the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Fresh,
+    /// `--resume RUN`, and how RUN started (`super::resumed`).
+    Resume(u64, Box<Mode>),
+    Replay {
+        of: u64,
+        from: u32,
+    },
+    Force,
+    Rerun(HashSet<u32>),
+}
+
+impl Mode {
+    /// Whether step `seq` must run whatever the cache holds.
+    pub(super) fn forced_at(&self, seq: u32) -> bool {
+        match self {
+            Mode::Replay { from, .. } => seq >= *from,
+            Mode::Force => true,
+            Mode::Rerun(seqs) => seqs.contains(&seq),
+            // A resumed run forces what the run it resumes forced; what that run recorded
+            // as succeeded came back before this is asked.
+            Mode::Resume(_, how) => how.forced_at(seq),
+            Mode::Fresh => false,
+        }
+    }
+}
 
 /// The mode RUN `of` (or the run it resumed, and so on back) started in, as far as
 /// forcing steps goes: `Fresh` for an ordinary run.

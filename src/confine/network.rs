@@ -16,7 +16,7 @@ use landlock::{
     RulesetError,
 };
 
-use crate::pipeline::network::Network;
+use super::grant::Network;
 
 /// Ports no command may connect to or listen on, whatever its grant: the server's.
 static FORBIDDEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());

@@ -171,7 +171,7 @@ impl Given<'_> {
             _ => return Err(ConfigError::HalfCertificate),
         };
         let signing = match self.signing_key {
-            Some(path) => Some(super::sign::SigningKey::from_file(&path)?),
+            Some(path) => Some(signing_key_file(&path)?),
             None => super::sign::SigningKey::from_env(),
         };
         Ok(NatsConfig {
@@ -192,6 +192,19 @@ pub(super) fn read(option: &'static str, path: &std::path::Path) -> Result<Strin
         path: path.display().to_string(),
         why: e.to_string(),
     })
+}
+
+/// The signing key in the file `path` (`--nats-signing-key`): an empty file is an error.
+fn signing_key_file(path: &std::path::Path) -> Result<super::sign::SigningKey, ConfigError> {
+    let secret = read("--nats-signing-key", path)?;
+    if secret.trim().is_empty() {
+        return Err(ConfigError::File {
+            option: "--nats-signing-key",
+            path: path.display().to_string(),
+            why: "the file is empty".to_owned(),
+        });
+    }
+    Ok(super::sign::SigningKey::new(&secret))
 }
 
 impl NatsConfig {

@@ -111,7 +111,7 @@ impl RemoteSteps for RemoteRun {
         entry: &Entry,
         attempt: u32,
         cancel: CancellationToken,
-        cell: Option<crate::run::one_leaf::CellValues>,
+        cell: Option<crate::run::cell::CellValues>,
     ) -> Done {
         let bus = &self.dispatcher.bus;
         let (server, run, seq) = (&self.dispatcher.server, ctx.run, entry.seq);

@@ -12,8 +12,6 @@
 //! The secret comes from `--nats-signing-key FILE` or `TREADLE_NATS_SIGNING_KEY`; it is
 //! never printed.
 
-use std::path::Path;
-
 /// The header carrying a step message's signature.
 pub const HEADER: &str = "Treadle-Signature";
 /// The variable the secret may come from.
@@ -46,19 +44,6 @@ impl SigningKey {
     /// The key derived from `secret` (surrounding white space ignored).
     pub fn new(secret: &str) -> Self {
         Self(blake3::derive_key(CONTEXT, secret.trim().as_bytes()))
-    }
-
-    /// From the file `path`.
-    pub fn from_file(path: &Path) -> Result<Self, super::connect::ConfigError> {
-        let secret = super::connect::read("--nats-signing-key", path)?;
-        if secret.trim().is_empty() {
-            return Err(super::connect::ConfigError::File {
-                option: "--nats-signing-key",
-                path: path.display().to_string(),
-                why: "the file is empty".to_owned(),
-            });
-        }
-        Ok(Self::new(&secret))
     }
 
     /// From `TREADLE_NATS_SIGNING_KEY`, when set and not empty.

@@ -52,7 +52,7 @@ pub struct StepJob {
     pub agent: bool,
     /// The `across:` cell this run of the step is, with its values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cell: Option<crate::run::one_leaf::CellValues>,
+    pub cell: Option<crate::run::cell::CellValues>,
 }
 
 /// How a step attempt ended, as a worker reports it.

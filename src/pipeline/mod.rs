@@ -96,7 +96,7 @@ pub mod kind;
 pub mod load;
 pub mod mcp;
 pub mod model;
-pub mod network;
+pub use crate::confine::grant as network;
 pub mod outline;
 pub mod raw_step;
 pub mod resolve;

@@ -52,8 +52,8 @@ impl Cell {
     }
 
     /// What travels to a worker.
-    pub(crate) fn values(&self) -> super::one_leaf::CellValues {
-        super::one_leaf::CellValues {
+    pub(crate) fn values(&self) -> CellValues {
+        CellValues {
             index: self.index,
             name: self.name.clone(),
             vars: self.vars.clone(),
@@ -62,7 +62,7 @@ impl Cell {
     }
 
     /// The cell a worker was sent.
-    pub(crate) fn from_values(v: super::one_leaf::CellValues) -> Self {
+    pub(crate) fn from_values(v: CellValues) -> Self {
         Self {
             index: v.index,
             name: v.name,
@@ -153,4 +153,17 @@ impl<'a> Given<'a> {
             handed: Some(text),
         }
     }
+}
+
+/// An `across:` cell's values, as they travel to a worker with its step.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct CellValues {
+    /// The cell's index among its step's cells.
+    pub index: u32,
+    /// The cell's name.
+    pub name: String,
+    /// Its values, by variable.
+    pub vars: std::collections::BTreeMap<String, String>,
+    /// Its values in the order of the axes.
+    pub segments: Vec<String>,
 }

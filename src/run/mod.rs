@@ -78,7 +78,7 @@ pub mod approval;
 mod approval_record;
 pub mod artifacts;
 mod caches;
-mod cell;
+pub(crate) mod cell;
 mod done;
 pub mod event_log;
 pub mod exec;

@@ -59,18 +59,7 @@ pub struct OneLeaf<'a> {
 
 pub use super::ports::Questions;
 
-/// An `across:` cell's values, as they travel to a worker with its step.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct CellValues {
-    /// The cell's index among its step's cells.
-    pub index: u32,
-    /// The cell's name.
-    pub name: String,
-    /// Its values, by variable.
-    pub vars: std::collections::BTreeMap<String, String>,
-    /// Its values in the order of the axes.
-    pub segments: Vec<String>,
-}
+pub use super::cell::CellValues;
 
 /// How the step went.
 #[derive(Debug)]

@@ -104,7 +104,7 @@ pub struct TaskSpec<'a> {
     /// Whether the command's files are confined to `dir` (see `crate::confine`).
     pub confined: bool,
     /// What it may connect to (enforced confined or not).
-    pub network: &'a crate::pipeline::network::Network,
+    pub network: &'a crate::confine::grant::Network,
     /// Directories it may write besides `dir` (declared caches).
     pub caches: &'a [std::path::PathBuf],
 }

@@ -79,7 +79,7 @@ struct Inner {
     /// Whether `run_shell` commands are confined to the root (see `crate::confine`).
     confined: bool,
     /// What they may connect to; `None`: the default for `confined`.
-    network: Option<crate::pipeline::network::Network>,
+    network: Option<crate::confine::grant::Network>,
     /// The hosts `web_fetch` may reach (`allow:` of its grant).
     fence: super::web_fetch::Fence,
 }
@@ -161,7 +161,7 @@ impl Workspace {
     /// What `run_shell` commands may connect to (a step's `network:`); `None` keeps the
     /// default (`none` when confined, `any` when not).
     #[must_use]
-    pub fn with_network(self, network: Option<crate::pipeline::network::Network>) -> Self {
+    pub fn with_network(self, network: Option<crate::confine::grant::Network>) -> Self {
         let mut inner = self.into_inner();
         inner.network = network;
         Self {
@@ -170,7 +170,7 @@ impl Workspace {
     }
 
     /// What `run_shell` commands may connect to.
-    pub(crate) fn network(&self) -> crate::pipeline::network::Network {
+    pub(crate) fn network(&self) -> crate::confine::grant::Network {
         self.inner
             .network
             .clone()

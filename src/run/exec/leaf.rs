@@ -135,8 +135,8 @@ fn ended_badly(end: &TaskEnd) -> Option<String> {
 pub(crate) fn step_network(
     ctx: &Ctx<'_>,
     step: &Step,
-    agent: Option<&crate::pipeline::network::Network>,
-) -> crate::pipeline::network::Network {
+    agent: Option<&crate::confine::grant::Network>,
+) -> crate::confine::grant::Network {
     step.network
         .as_ref()
         .map(|n| &n.value)

@@ -87,7 +87,7 @@ pub(crate) trait RemoteSteps: Send + Sync {
         entry: &Entry,
         attempt: u32,
         cancel: CancellationToken,
-        cell: Option<crate::run::one_leaf::CellValues>,
+        cell: Option<crate::run::cell::CellValues>,
     ) -> Done;
 
     /// The record of `key` another process shared, its trees fetched (through `scratch`)
