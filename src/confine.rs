@@ -29,13 +29,16 @@
 //! Where the kernel has no Landlock the command runs unconfined: [`unavailable`] says why,
 //! and the run says so once.
 //!
-//! Submodules: `toolchains` (the user's toolchains readable, credential places never),
+//! Submodules: `cli` (the narrower policy of a CLI agent: its install, not the system's
+//! configuration; its `network:` and treadle's loopback ports for it), `toolchains` (the
+//! user's toolchains readable, credential places never),
 //! `network` (`network:`: TCP rules, the server's port, namespaces), `denied` (the hint
 //! for a refusal).
 //!
 //! The `landlock` crate is the Landlock project's own Rust binding (rust-landlock),
 //! used by its kernel developers' tests; it degrades to "not enforced" on old kernels.
 
+pub mod cli;
 pub(crate) mod denied;
 pub mod network;
 pub mod toolchains;
@@ -201,12 +204,31 @@ pub async fn spawn_reading(
     dir: &Path,
     readable: &[PathBuf],
 ) -> Result<tokio::process::Child, ConfineError> {
-    let Some(ruleset) = prepare(&mut cmd, dir, readable, &network::Plan::default())? else {
+    let Some(ruleset) = prepare(
+        &mut cmd,
+        dir,
+        &Reads {
+            readable,
+            ..Reads::TASK
+        },
+        &network::Plan::default(),
+    )?
+    else {
         return cmd.spawn().map_err(ConfineError::Start);
     };
-    // Hooks, resource scripts and CLI agents keep the network (`any`), but never the
-    // serving server's port.
+    // Hooks and resource scripts keep the network (`any`), but never the serving
+    // server's port.
     let layer = network::plan(&Network::Any)?.layer;
+    spawn_restricted(cmd, ruleset, layer, dir).await
+}
+
+/// Starts `cmd` from a short-lived thread restricted by `ruleset` and `layer`.
+async fn spawn_restricted(
+    mut cmd: tokio::process::Command,
+    ruleset: RulesetCreated,
+    layer: Option<RulesetCreated>,
+    dir: &Path,
+) -> Result<tokio::process::Child, ConfineError> {
     let runtime = tokio::runtime::Handle::current();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let dir = dir.to_path_buf();
@@ -246,7 +268,7 @@ const SPAWNER_STACK: usize = 256 << 10;
 fn prepare(
     cmd: &mut tokio::process::Command,
     dir: &Path,
-    readable: &[PathBuf],
+    reads: &Reads<'_>,
     net: &network::Plan,
 ) -> Result<Option<RulesetCreated>, ConfineError> {
     if abi().is_none() {
@@ -262,7 +284,7 @@ fn prepare(
     // `access()` says is writable and Landlock then refuses.
     let tmp = std::path::absolute(&tmp).unwrap_or(tmp);
     cmd.env("TMPDIR", &tmp);
-    rules(dir, readable, net, cmd.as_std().get_envs())
+    rules(dir, reads, net, cmd.as_std().get_envs())
         .map(Some)
         .map_err(|source| ConfineError::Rules {
             dir: dir.to_path_buf(),
@@ -280,7 +302,7 @@ pub fn confine(cmd: &mut tokio::process::Command, policy: &Policy<'_>) -> Result
         for path in policy.writable {
             cache_dir(path, cmd)?;
         }
-        prepare(cmd, policy.dir, &[], &net)?
+        prepare(cmd, policy.dir, &Reads::TASK, &net)?
             .map(|r| writable(r, policy.writable))
             .transpose()
             .map_err(|source| ConfineError::Rules {
@@ -421,10 +443,30 @@ fn cache_dir(path: &Path, cmd: &tokio::process::Command) -> Result<(), ConfineEr
     std::fs::create_dir_all(path).map_err(|e| refuse(&e.to_string()))
 }
 
+/// What a command may read and execute besides its step directory.
+#[derive(Debug, Clone, Copy)]
+struct Reads<'a> {
+    /// System directories (and files).
+    system: &'a [&'a str],
+    /// Whether the directories on its `PATH` and the toolchain homes are readable too.
+    toolchains: bool,
+    /// Further places.
+    readable: &'a [PathBuf],
+}
+
+impl Reads<'_> {
+    /// A task's, `run_shell`'s or a hook's: the system and the toolchains.
+    const TASK: Reads<'static> = Reads {
+        system: SYSTEM,
+        toolchains: true,
+        readable: &[],
+    };
+}
+
 /// The ruleset for a command in `dir` whose environment sets `envs`.
 fn rules<'a>(
     dir: &Path,
-    readable: &[PathBuf],
+    reads: &Reads<'_>,
     net: &network::Plan,
     envs: impl Iterator<Item = (&'a std::ffi::OsStr, Option<&'a std::ffi::OsStr>)>,
 ) -> Result<RulesetCreated, RulesetError> {
@@ -444,7 +486,10 @@ fn rules<'a>(
         .flat_map(std::env::split_paths)
         .filter(|p| p.is_absolute())
         .collect();
-    let toolchains = toolchains::readable(var("HOME").as_deref(), &path_dirs, var);
+    let toolchains = match reads.toolchains {
+        true => toolchains::readable(var("HOME").as_deref(), &path_dirs, var),
+        false => Vec::new(),
+    };
     let ruleset = Ruleset::default()
         // Best effort: an older kernel enforces what it knows (reported by the status).
         .set_compatibility(CompatLevel::BestEffort)
@@ -452,9 +497,9 @@ fn rules<'a>(
         .scope(Scope::from_all(TARGET))?;
     let ruleset = network::handle(ruleset, net)?
         .create()?
-        .add_rules(path_beneath_rules(SYSTEM, read))?
+        .add_rules(path_beneath_rules(reads.system, read))?
         .add_rules(path_beneath_rules(&toolchains, read))?
-        .add_rules(path_beneath_rules(readable, read))?
+        .add_rules(path_beneath_rules(reads.readable, read))?
         .add_rules(path_beneath_rules(["/dev"], devices))?
         .add_rules(path_beneath_rules([dir], all))?;
     network::allow(ruleset, net)
