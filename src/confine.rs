@@ -33,7 +33,7 @@
 //! configuration; its `network:` and treadle's loopback ports for it), `toolchains` (the
 //! user's toolchains readable, credential places never),
 //! `network` (`network:`: TCP rules, the server's port, namespaces), `denied` (the hint
-//! for a refusal).
+//! for a refusal), `rules` (the ruleset of one command from what it may read).
 //!
 //! The `landlock` crate is the Landlock project's own Rust binding (rust-landlock),
 //! used by its kernel developers' tests; it degrades to "not enforced" on old kernels.
@@ -41,16 +41,18 @@
 pub mod cli;
 pub(crate) mod denied;
 pub mod network;
+mod rules;
 pub mod toolchains;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use crate::pipeline::network::Network;
+use rules::{Reads, rules};
 
 use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetError, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, Ruleset, RulesetCreated, RulesetCreatedAttr, RulesetError,
+    path_beneath_rules,
 };
 
 /// The Landlock ABI whose rights are asked for; newer kernels enforce exactly these.
@@ -441,68 +443,6 @@ fn cache_dir(path: &Path, cmd: &tokio::process::Command) -> Result<(), ConfineEr
         }
     }
     std::fs::create_dir_all(path).map_err(|e| refuse(&e.to_string()))
-}
-
-/// What a command may read and execute besides its step directory.
-#[derive(Debug, Clone, Copy)]
-struct Reads<'a> {
-    /// System directories (and files).
-    system: &'a [&'a str],
-    /// Whether the directories on its `PATH` and the toolchain homes are readable too.
-    toolchains: bool,
-    /// Further places.
-    readable: &'a [PathBuf],
-}
-
-impl Reads<'_> {
-    /// A task's, `run_shell`'s or a hook's: the system and the toolchains.
-    const TASK: Reads<'static> = Reads {
-        system: SYSTEM,
-        toolchains: true,
-        readable: &[],
-    };
-}
-
-/// The ruleset for a command in `dir` whose environment sets `envs`.
-fn rules<'a>(
-    dir: &Path,
-    reads: &Reads<'_>,
-    net: &network::Plan,
-    envs: impl Iterator<Item = (&'a std::ffi::OsStr, Option<&'a std::ffi::OsStr>)>,
-) -> Result<RulesetCreated, RulesetError> {
-    let read = AccessFs::from_read(TARGET);
-    let all = AccessFs::from_all(TARGET);
-    let devices = AccessFs::from_file(TARGET) | AccessFs::ReadDir;
-    let envs: Vec<(&std::ffi::OsStr, &std::ffi::OsStr)> =
-        envs.filter_map(|(k, v)| Some((k, v?))).collect();
-    let var = |name: &str| {
-        envs.iter()
-            .rev()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| PathBuf::from(v))
-    };
-    let path_dirs: Vec<PathBuf> = var("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .filter(|p| p.is_absolute())
-        .collect();
-    let toolchains = match reads.toolchains {
-        true => toolchains::readable(var("HOME").as_deref(), &path_dirs, var),
-        false => Vec::new(),
-    };
-    let ruleset = Ruleset::default()
-        // Best effort: an older kernel enforces what it knows (reported by the status).
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(all)?
-        .scope(Scope::from_all(TARGET))?;
-    let ruleset = network::handle(ruleset, net)?
-        .create()?
-        .add_rules(path_beneath_rules(reads.system, read))?
-        .add_rules(path_beneath_rules(&toolchains, read))?
-        .add_rules(path_beneath_rules(reads.readable, read))?
-        .add_rules(path_beneath_rules(["/dev"], devices))?
-        .add_rules(path_beneath_rules([dir], all))?;
-    network::allow(ruleset, net)
 }
 
 #[cfg(test)]
