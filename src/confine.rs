@@ -29,28 +29,33 @@
 //! Where the kernel has no Landlock the command runs unconfined: [`unavailable`] says why,
 //! and the run says so once.
 //!
-//! Submodules: `toolchains` (the user's toolchains readable, credential places never),
-//! `grant` (the `network:` grant as the pipeline file writes it, parsed once), `network`
-//! (that grant enforced: TCP rules, the server's port, namespaces), `denied` (the hint for
-//! a refusal). The grant's type lives here, not in `pipeline`, which re-exports it, so that
-//! confinement depends on nothing of the pipeline's.
+//! Submodules: `cli` (the narrower policy of a CLI agent: its install, not the system's
+//! configuration; its `network:` and treadle's loopback ports for it), `toolchains` (the
+//! user's toolchains readable, credential places never), `grant` (the `network:` grant as
+//! the pipeline file writes it, parsed once), `network` (that grant enforced: TCP rules,
+//! the server's port, namespaces), `denied` (the hint for a refusal), `rules` (the ruleset
+//! of one command from what it may read). The grant's type lives here, not in `pipeline`,
+//! which re-exports it, so that confinement depends on nothing of the pipeline's.
 //!
 //! The `landlock` crate is the Landlock project's own Rust binding (rust-landlock),
 //! used by its kernel developers' tests; it degrades to "not enforced" on old kernels.
 
+pub mod cli;
 pub(crate) mod denied;
 pub mod grant;
 pub mod network;
+mod rules;
 pub mod toolchains;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use grant::Network;
+use rules::{Reads, rules};
 
 use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetError, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, Ruleset, RulesetCreated, RulesetCreatedAttr, RulesetError,
+    path_beneath_rules,
 };
 
 /// The Landlock ABI whose rights are asked for; newer kernels enforce exactly these.
@@ -204,12 +209,31 @@ pub async fn spawn_reading(
     dir: &Path,
     readable: &[PathBuf],
 ) -> Result<tokio::process::Child, ConfineError> {
-    let Some(ruleset) = prepare(&mut cmd, dir, readable, &network::Plan::default())? else {
+    let Some(ruleset) = prepare(
+        &mut cmd,
+        dir,
+        &Reads {
+            readable,
+            ..Reads::TASK
+        },
+        &network::Plan::default(),
+    )?
+    else {
         return cmd.spawn().map_err(ConfineError::Start);
     };
-    // Hooks, resource scripts and CLI agents keep the network (`any`), but never the
-    // serving server's port.
+    // Hooks and resource scripts keep the network (`any`), but never the serving
+    // server's port.
     let layer = network::plan(&Network::Any)?.layer;
+    spawn_restricted(cmd, ruleset, layer, dir).await
+}
+
+/// Starts `cmd` from a short-lived thread restricted by `ruleset` and `layer`.
+async fn spawn_restricted(
+    mut cmd: tokio::process::Command,
+    ruleset: RulesetCreated,
+    layer: Option<RulesetCreated>,
+    dir: &Path,
+) -> Result<tokio::process::Child, ConfineError> {
     let runtime = tokio::runtime::Handle::current();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let dir = dir.to_path_buf();
@@ -249,7 +273,7 @@ const SPAWNER_STACK: usize = 256 << 10;
 fn prepare(
     cmd: &mut tokio::process::Command,
     dir: &Path,
-    readable: &[PathBuf],
+    reads: &Reads<'_>,
     net: &network::Plan,
 ) -> Result<Option<RulesetCreated>, ConfineError> {
     if abi().is_none() {
@@ -265,7 +289,7 @@ fn prepare(
     // `access()` says is writable and Landlock then refuses.
     let tmp = std::path::absolute(&tmp).unwrap_or(tmp);
     cmd.env("TMPDIR", &tmp);
-    rules(dir, readable, net, cmd.as_std().get_envs())
+    rules(dir, reads, net, cmd.as_std().get_envs())
         .map(Some)
         .map_err(|source| ConfineError::Rules {
             dir: dir.to_path_buf(),
@@ -283,7 +307,7 @@ pub fn confine(cmd: &mut tokio::process::Command, policy: &Policy<'_>) -> Result
         for path in policy.writable {
             cache_dir(path, cmd)?;
         }
-        prepare(cmd, policy.dir, &[], &net)?
+        prepare(cmd, policy.dir, &Reads::TASK, &net)?
             .map(|r| writable(r, policy.writable))
             .transpose()
             .map_err(|source| ConfineError::Rules {
@@ -422,45 +446,6 @@ fn cache_dir(path: &Path, cmd: &tokio::process::Command) -> Result<(), ConfineEr
         }
     }
     std::fs::create_dir_all(path).map_err(|e| refuse(&e.to_string()))
-}
-
-/// The ruleset for a command in `dir` whose environment sets `envs`.
-fn rules<'a>(
-    dir: &Path,
-    readable: &[PathBuf],
-    net: &network::Plan,
-    envs: impl Iterator<Item = (&'a std::ffi::OsStr, Option<&'a std::ffi::OsStr>)>,
-) -> Result<RulesetCreated, RulesetError> {
-    let read = AccessFs::from_read(TARGET);
-    let all = AccessFs::from_all(TARGET);
-    let devices = AccessFs::from_file(TARGET) | AccessFs::ReadDir;
-    let envs: Vec<(&std::ffi::OsStr, &std::ffi::OsStr)> =
-        envs.filter_map(|(k, v)| Some((k, v?))).collect();
-    let var = |name: &str| {
-        envs.iter()
-            .rev()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| PathBuf::from(v))
-    };
-    let path_dirs: Vec<PathBuf> = var("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .filter(|p| p.is_absolute())
-        .collect();
-    let toolchains = toolchains::readable(var("HOME").as_deref(), &path_dirs, var);
-    let ruleset = Ruleset::default()
-        // Best effort: an older kernel enforces what it knows (reported by the status).
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(all)?
-        .scope(Scope::from_all(TARGET))?;
-    let ruleset = network::handle(ruleset, net)?
-        .create()?
-        .add_rules(path_beneath_rules(SYSTEM, read))?
-        .add_rules(path_beneath_rules(&toolchains, read))?
-        .add_rules(path_beneath_rules(readable, read))?
-        .add_rules(path_beneath_rules(["/dev"], devices))?
-        .add_rules(path_beneath_rules([dir], all))?;
-    network::allow(ruleset, net)
 }
 
 #[cfg(test)]

@@ -23,20 +23,20 @@ use treadle_scripted::{RecordedRequest, Reply, Script, ScriptedServer, ToolCall}
 const KEY_ENV: &str = CLAUDE.key_env;
 
 /// The claude CLI to run, or `None` (said on stderr) when it is not installed.
-fn claude(test: &str) -> Option<String> {
+pub fn claude(test: &str) -> Option<String> {
     CLAUDE.find(test)
 }
 
 /// A one-agent pipeline whose agent is the claude CLI aimed at `url`, with `tools`,
 /// `agent_extra` under the agent, and the job's `plan` (YAML, indented by the caller).
-fn pipeline(url: &str, tools: &str, agent_extra: &str, plan: &str) -> String {
+pub fn pipeline(url: &str, tools: &str, agent_extra: &str, plan: &str) -> String {
     format!(
         "agents:\n  - name: coder\n    source:\n      model: \"@claude/sonnet\"\n      endpoint: {url}\n      api_key_env: {KEY_ENV}\n    tools: {tools}\n{agent_extra}jobs:\n  - name: main\n    plan:\n{plan}"
     )
 }
 
 /// `treadle ARGS` in the fixture with the CLI and the key.
-async fn treadle(f: &Fixture, bin: &str, args: &[&str]) -> Run {
+pub async fn treadle(f: &Fixture, bin: &str, args: &[&str]) -> Run {
     CLAUDE.treadle(f, bin, args).await
 }
 
@@ -51,7 +51,7 @@ fn offered(request: &RecordedRequest) -> Vec<String> {
 }
 
 /// The `tool_result` blocks of a request's conversation.
-fn results(request: &RecordedRequest) -> Vec<Value> {
+pub fn results(request: &RecordedRequest) -> Vec<Value> {
     request.body["messages"]
         .as_array()
         .into_iter()
@@ -64,7 +64,7 @@ fn results(request: &RecordedRequest) -> Vec<Value> {
 }
 
 /// The text of a tool result (a string, or its text blocks).
-fn result_text(block: &Value) -> String {
+pub fn result_text(block: &Value) -> String {
     match &block["content"] {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts

@@ -19,20 +19,20 @@ use treadle_scripted::{RecordedRequest, Reply, Script, ScriptedServer};
 const KEY_ENV: &str = CODEX.key_env;
 
 /// The codex CLI to run, or `None` (said on stderr) when it is not installed.
-fn codex(test: &str) -> Option<String> {
+pub fn codex(test: &str) -> Option<String> {
     CODEX.find(test)
 }
 
 /// A one-agent pipeline whose agent is the codex CLI aimed at `url`, with `tools`,
 /// `extra` at the top of the file, and the job's `plan` (YAML, indented by the caller).
-fn pipeline(url: &str, tools: &str, extra: &str, plan: &str) -> String {
+pub fn pipeline(url: &str, tools: &str, extra: &str, plan: &str) -> String {
     format!(
         "{extra}agents:\n  - name: coder\n    source:\n      model: \"@codex/scripted\"\n      endpoint: {url}\n      api_key_env: {KEY_ENV}\n    tools: {tools}\njobs:\n  - name: main\n    plan:\n{plan}"
     )
 }
 
 /// `treadle ARGS` in the fixture with the CLI and the key.
-async fn treadle(f: &Fixture, bin: &str, args: &[&str]) -> Run {
+pub async fn treadle(f: &Fixture, bin: &str, args: &[&str]) -> Run {
     CODEX.treadle(f, bin, args).await
 }
 
@@ -56,7 +56,7 @@ fn offered(request: &RecordedRequest) -> Vec<String> {
 }
 
 /// The outputs of the calls a request's conversation carries back to the model.
-fn outputs(request: &RecordedRequest) -> Vec<String> {
+pub fn outputs(request: &RecordedRequest) -> Vec<String> {
     request.body["input"]
         .as_array()
         .into_iter()

@@ -26,6 +26,7 @@ mod budget_cost;
 mod cache;
 mod cli_agents;
 mod cli_extras;
+mod cli_grant;
 mod cli_output;
 mod codex_agents;
 mod command_hooks;

@@ -55,6 +55,14 @@ pub enum NetworkError {
          this kernel has none: grant `network: any` or `loopback`, or run on a newer kernel"
     )]
     NoTcpRules,
+    /// A CLI agent's `network:` needs TCP rules: a namespace of its own would hide
+    /// treadle's loopback ports from it, its model proxy among them.
+    #[error(
+        "a CLI agent's `network: {0}` needs Landlock's TCP rules (Linux 6.7 or later), since \
+         the CLI must still reach treadle's model proxy on loopback; this kernel has none: \
+         grant the agent `network: any`, or run on a newer kernel"
+    )]
+    CliNoTcpRules(&'static str),
     /// The shared layer could not be built.
     #[error("cannot build the network rules: {0}")]
     Rules(#[from] RulesetError),
@@ -117,6 +125,31 @@ pub fn plan(network: &Network) -> Result<Plan, NetworkError> {
             ..Plan::default()
         },
     })
+}
+
+/// The plan for a CLI agent's `network`, beside which it always reaches `treadle_ports`
+/// (treadle's model proxy and MCP bridge for it, on loopback): `none` and `loopback`
+/// allow those ports alone (Landlock's TCP rules name ports, not hosts, and a namespace
+/// would hide them), a list adds them, `any` is a task's `any`.
+pub fn plan_beside(network: &Network, treadle_ports: &[u16]) -> Result<Plan, NetworkError> {
+    let only = |mut ports: Vec<u16>| {
+        ports.extend_from_slice(treadle_ports);
+        ports.sort_unstable();
+        ports.dedup();
+        Ok(Plan {
+            ports: Some(ports),
+            ..Plan::default()
+        })
+    };
+    match network {
+        Network::Any | Network::Container(_) => plan(network),
+        Network::None if tcp_rules() => only(Vec::new()),
+        Network::Loopback if tcp_rules() => only(Vec::new()),
+        Network::Ports(_) if tcp_rules() => only(plan(network)?.ports.unwrap_or_default()),
+        Network::None => Err(NetworkError::CliNoTcpRules("none")),
+        Network::Loopback => Err(NetworkError::CliNoTcpRules("loopback")),
+        Network::Ports(_) => Err(NetworkError::NoTcpRules),
+    }
 }
 
 /// A duplicate of the shared layer allowing every port but `forbidden`; `None` when there

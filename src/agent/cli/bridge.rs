@@ -33,6 +33,7 @@ pub struct BridgeError(#[from] std::io::Error);
 pub struct Bridge {
     url: String,
     token: String,
+    port: u16,
     stop: CancellationToken,
 }
 
@@ -80,7 +81,8 @@ impl Bridge {
                     },
                 ));
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-        let url = format!("http://{}/mcp", listener.local_addr()?);
+        let addr = listener.local_addr()?;
+        let url = format!("http://{addr}/mcp");
         let until = stop.clone();
         tokio::spawn(async move {
             let served = axum::serve(listener, router)
@@ -90,7 +92,17 @@ impl Bridge {
                 tracing::warn!("the CLI agent's MCP bridge stopped: {e}");
             }
         });
-        Ok(Self { url, token, stop })
+        Ok(Self {
+            url,
+            token,
+            port: addr.port(),
+            stop,
+        })
+    }
+
+    /// Its loopback port, which a confined CLI must reach whatever its `network:`.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The bridge's URL (`http://127.0.0.1:PORT/mcp`).
@@ -105,7 +117,7 @@ impl Bridge {
 }
 
 /// 256 random bits, hex: guessing it is out of reach for another local process.
-fn fresh_token() -> String {
+pub(super) fn fresh_token() -> String {
     let bytes: [u8; 32] = rand::random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

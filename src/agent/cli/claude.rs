@@ -1,6 +1,6 @@
 //! The claude CLI's side of a run: its command line (`--print --output-format
 //! stream-json`, the grant as `--tools`, the bridge as the only MCP server), its
-//! environment (endpoint, key, quiet), and the bridge's `--mcp-config` file.
+//! environment (the model proxy and its key, quiet), and the bridge's `--mcp-config` file.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +8,9 @@ use super::bridge::Bridge;
 use super::command::{Join, Run, write_private};
 use super::driver::{Cli, CliError};
 use super::tools::BRIDGE;
+
+/// Anthropic's API, where the model proxy forwards without `source.endpoint:`.
+pub const ANTHROPIC: &str = "https://api.anthropic.com";
 
 /// Adds claude's arguments and environment to `cmd` / `env`; returns the directories to
 /// put first on `PATH` (the program's own).
@@ -65,12 +68,9 @@ pub fn command(
     ] {
         env.push((k.to_owned(), v.to_owned()));
     }
-    if let Some(url) = run.endpoint() {
-        env.push(("ANTHROPIC_BASE_URL".to_owned(), url.to_owned()));
-    }
-    if let Some(key) = run.key() {
-        env.push(("ANTHROPIC_API_KEY".to_owned(), key));
-    }
+    // The model proxy, with the step's key: the real key stays in treadle.
+    env.push(("ANTHROPIC_BASE_URL".to_owned(), run.proxy.url().to_owned()));
+    env.push(("ANTHROPIC_API_KEY".to_owned(), run.proxy.key().to_owned()));
     run.program
         .parent()
         .map(Path::to_path_buf)

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use super::bridge::Bridge;
 use super::command::{Join, Run, write_private};
 use super::driver::CliError;
+use super::proxy::Proxy;
 use super::tools::BRIDGE;
 use crate::agent::spec::AgentStep;
 
@@ -20,7 +21,7 @@ use crate::agent::spec::AgentStep;
 const PROVIDER: &str = "treadle";
 
 /// The endpoint when the step names none: OpenAI's API.
-const OPENAI: &str = "https://api.openai.com/v1";
+pub(super) const OPENAI: &str = "https://api.openai.com/v1";
 
 /// codex features that reach past the step (plugins, connectors, hosted image
 /// generation, memories kept across sessions, suggested tools) or would fetch something to
@@ -69,9 +70,8 @@ pub fn command(
         "CODEX_HOME".to_owned(),
         codex_home(run.home).display().to_string(),
     ));
-    if let Some(key) = run.key() {
-        env.push(("OPENAI_API_KEY".to_owned(), key));
-    }
+    // The model proxy's key for the step: the real key stays in treadle.
+    env.push(("OPENAI_API_KEY".to_owned(), run.proxy.key().to_owned()));
     let mut dirs = Vec::new();
     if let Some(bin) = run.program.parent() {
         dirs.push(bin.to_path_buf());
@@ -88,6 +88,7 @@ pub fn write_config(
     home: &Path,
     step: &AgentStep,
     bridge: Option<&Bridge>,
+    proxy: &Proxy,
 ) -> Result<PathBuf, CliError> {
     let dir = codex_home(home);
     let path = dir.join("config.toml");
@@ -116,17 +117,12 @@ pub fn write_config(
     // codex's question tool waits for a terminal `codex exec` has not got; a person is
     // asked through the bridged `ask_human` when the step grants it.
     toml.push_str("\n[tools.experimental_request_user_input]\nenabled = false\n");
-    let url = Some(step.model.base_url.as_str())
-        .filter(|u| !u.is_empty())
-        .unwrap_or(OPENAI);
+    // The model proxy, which forwards to the step's endpoint (or OpenAI's) with the key.
     toml.push_str(&format!(
-        "\n[model_providers.{PROVIDER}]\nname = {}\nbase_url = {}\nwire_api = \"responses\"\n",
+        "\n[model_providers.{PROVIDER}]\nname = {}\nbase_url = {}\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n",
         quoted(PROVIDER),
-        quoted(url)
+        quoted(proxy.url())
     ));
-    if step.model.api_key_env.is_some() {
-        toml.push_str("env_key = \"OPENAI_API_KEY\"\n");
-    }
     if let Some(bridge) = bridge {
         toml.push_str(&format!(
             "\n[mcp_servers.{BRIDGE}]\nurl = {}\nhttp_headers = {{ Authorization = {} }}\n",

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::driver::{Cli, CliError};
+use super::proxy::Proxy;
 use crate::agent::spec::AgentStep;
 
 /// How this run joins the step's conversation.
@@ -31,25 +32,27 @@ pub struct Run<'a> {
     pub config: &'a Path,
     /// Whether any tool is bridged.
     pub bridged: bool,
+    /// The model proxy: the CLI's endpoint and key.
+    pub proxy: &'a Proxy,
     /// What is left of the tightest dollar budget.
     pub usd_left: Option<f64>,
     pub join: Join<'a>,
 }
 
-impl Run<'_> {
-    /// The step's key, read from `api_key_env:`, when it names one that is set.
-    pub fn key(&self) -> Option<String> {
-        self.step
-            .model
-            .api_key_env
-            .as_deref()
-            .and_then(crate::environ::var)
-    }
+impl Run<'_> {}
 
-    /// The step's `source.endpoint:`, when it has one.
-    pub fn endpoint(&self) -> Option<&str> {
-        Some(self.step.model.base_url.as_str()).filter(|u| !u.is_empty())
-    }
+/// The step's key, read from `api_key_env:`, when it names one that is set: for the
+/// model proxy alone, never for the CLI's environment.
+pub fn key(step: &AgentStep) -> Option<String> {
+    step.model
+        .api_key_env
+        .as_deref()
+        .and_then(crate::environ::var)
+}
+
+/// The step's `source.endpoint:`, when it has one.
+pub fn endpoint(step: &AgentStep) -> Option<&str> {
+    Some(step.model.base_url.as_str()).filter(|u| !u.is_empty())
 }
 
 /// Writes `text` to `path` (creating its directory), readable by its owner only: the

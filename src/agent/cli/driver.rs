@@ -42,6 +42,9 @@ pub enum CliError {
     /// The bridge did not start.
     #[error(transparent)]
     Bridge(#[from] super::bridge::BridgeError),
+    /// The model proxy did not start.
+    #[error(transparent)]
+    Proxy(#[from] super::proxy::ProxyError),
     /// The process did not start, or could not be confined.
     #[error("cannot start the {} CLI for step `{step}`: {source}", cli.name())]
     Start {

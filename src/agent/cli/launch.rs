@@ -14,8 +14,8 @@ impl Run<'_> {
             Cli::Claude => super::claude::command(self, &mut cmd, &mut env),
             Cli::Codex => super::codex::command(self, &mut cmd, &mut env),
         };
-        // The CLI's own directories first on `PATH`, so that a confined CLI may read its
-        // install (everything on `PATH` is readable to a confined command).
+        // The CLI's own directories first on `PATH`, so that its own helpers (codex's
+        // `rg`) are found; a confined CLI may read its install (`confine::cli`).
         let system_path = crate::environ::var("PATH").unwrap_or_default();
         let mut path: Vec<String> = path_dirs
             .iter()

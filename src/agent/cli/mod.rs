@@ -21,6 +21,7 @@
 //! * `stream`: the step's transcript, and reading claude's `stream-json` into it.
 //! * `codex_stream`: reading codex's JSONL events into it.
 //! * `bridge`: the loopback MCP server for the tools that are not the CLI's own.
+//! * `proxy`: the loopback proxy to the model, which holds the key.
 //! * `tools`: the grant → native tool tables, and names read back.
 //!
 //! # Decisions made here
@@ -37,12 +38,14 @@
 //! * `HOME` is always a scratch directory in the step's temporary directory, removed when
 //!   the step ends (codex's `CODEX_HOME` is inside it): `~/.claude` and `~/.codex` (user
 //!   settings, hooks, plugins, a login) never apply, so credentials come from
-//!   `api_key_env:` (forwarded as `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`).
-//!   `settings: project` loads the repository's own scope (claude's `.claude/`, codex's
-//!   `AGENTS.md` and hooks) and is part of the step's key.
-//! * `source.endpoint:` becomes the CLI's base URL (`ANTHROPIC_BASE_URL`; codex's model
-//!   provider, which speaks the Responses API); steps refuses the key, treadle uses it
-//!   so a gateway or a local server can serve the CLI.
+//!   `api_key_env:`. `settings: project` loads the repository's own scope (claude's
+//!   `.claude/`, codex's `AGENTS.md` and hooks) and is part of the step's key.
+//! * The model key stays in treadle: the CLI's base URL (`ANTHROPIC_BASE_URL`; codex's
+//!   model provider, which speaks the Responses API) is the loopback `proxy`, with a key
+//!   of the step's own; the proxy forwards to `source.endpoint:` (steps refuses the key,
+//!   treadle uses it so a gateway or a local server can serve the CLI) with the real key.
+//! * A confined CLI runs under [`crate::confine::cli`]: its grant's files (not the
+//!   system's configuration), its step's `network:` besides treadle's proxy and bridge.
 //! * A `budget: { usd: }` is handed to claude (`--max-budget-usd`, the CLI stops itself
 //!   before the call that would go over) and checked again on its reported total; codex
 //!   has no such limit and reports tokens once a run ends, so its budget is checked then.
@@ -59,6 +62,7 @@ mod codex_stream;
 mod command;
 mod driver;
 mod launch;
+mod proxy;
 mod run;
 mod stream;
 mod tools;

@@ -13,6 +13,7 @@ use treadle_session::Tool;
 use super::bridge::Bridge;
 use super::command::{Join, Run};
 use super::driver::{Cli, CliError};
+use super::proxy::{KeyHeader, Proxy};
 use super::stream::Transcript;
 use crate::agent::cost::{Cost, cost};
 use crate::agent::delegate::Parent;
@@ -157,10 +158,21 @@ async fn converse(
         false => Some(Bridge::start(tools).await.map_err(CliError::from)?),
     };
     let bridged = bridge.is_some();
+    let (upstream, header) = match ran.cli {
+        Cli::Claude => (super::claude::ANTHROPIC, KeyHeader::XApiKey),
+        Cli::Codex => (super::codex::OPENAI, KeyHeader::Bearer),
+    };
+    let upstream = super::command::endpoint(step).unwrap_or(upstream);
+    let proxy = Proxy::start(upstream, header, super::command::key(step))
+        .await
+        .map_err(CliError::from)?;
     let config = match ran.cli {
         Cli::Claude => super::claude::write_config(ran.home, bridge.as_ref())?,
-        Cli::Codex => super::codex::write_config(ran.home, step, bridge.as_ref())?,
+        Cli::Codex => super::codex::write_config(ran.home, step, bridge.as_ref(), &proxy)?,
     };
+    let ports: Vec<u16> = std::iter::once(proxy.port())
+        .chain(bridge.as_ref().map(Bridge::port))
+        .collect();
     let usd_left = step
         .controls
         .dollars
@@ -188,12 +200,13 @@ async fn converse(
             home: ran.home,
             config: &config,
             bridged,
+            proxy: &proxy,
             usd_left,
             join,
         }
         .command();
         transcript.ended = None;
-        let exit = one_run(ran, cmd, &prompt, &mut transcript, observer, cancel).await?;
+        let exit = one_run(ran, cmd, &ports, &prompt, &mut transcript, observer, cancel).await?;
         let next = after(ran, exit, &transcript, slot, usd_left, run == runs);
         match next {
             Ok(again) => {
@@ -368,6 +381,7 @@ fn missing(step: &AgentStep, slot: &VerdictSlot) -> Option<String> {
 async fn one_run(
     ran: &Ran<'_>,
     cmd: tokio::process::Command,
+    ports: &[u16],
     prompt: &str,
     transcript: &mut Transcript,
     observer: &dyn AgentObserver,
@@ -380,7 +394,28 @@ async fn one_run(
         source,
     };
     let mut child = if step.confined {
-        crate::confine::spawn(cmd, &step.dir).await.map_err(start)?
+        // Its install: the program's directory and its package's (codex's `codex-path`).
+        let install: Vec<std::path::PathBuf> = ran
+            .program
+            .ancestors()
+            .skip(1)
+            .take(2)
+            .map(Path::to_path_buf)
+            .collect();
+        let network = step
+            .network
+            .clone()
+            .unwrap_or_else(|| crate::confine::default_network(true));
+        let policy = crate::confine::cli::CliPolicy {
+            dir: &step.dir,
+            install: &install,
+            shell: step.tools.iter().any(|t| t == "run_shell"),
+            network: &network,
+            treadle_ports: ports,
+        };
+        crate::confine::cli::spawn(cmd, &policy)
+            .await
+            .map_err(start)?
     } else {
         let mut cmd = cmd;
         cmd.spawn()
