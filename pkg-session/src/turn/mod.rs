@@ -409,11 +409,7 @@ impl Turn {
                 },
                 _ => text.to_owned(),
             };
-            ctx.emit_now(&header, || EventKind::TokenDelta {
-                kind,
-                index,
-                text,
-            });
+            ctx.emit_now(&header, || EventKind::TokenDelta { kind, index, text });
         };
         let result = tokio::select! {
             biased;
