@@ -523,3 +523,40 @@ async fn hooks_get_absolute_dirs_and_a_post_tool_use_exit_2_does_not_say_blocked
     );
     assert!(!out.contains("blocked: too late"), "{out}");
 }
+
+/// Where the lines of `run`'s transcript that mark the hooks and the call are, in order.
+fn hook_and_call_order(out: &str) -> Vec<&'static str> {
+    out.lines()
+        .filter_map(|line| {
+            if line.contains("hook stdout: PRE-MARK") {
+                Some("pre_tool_use")
+            } else if line.contains("→ run_shell") {
+                Some("call")
+            } else if line.contains("← run_shell") {
+                Some("result")
+            } else if line.contains("hook stdout: POST-MARK") {
+                Some("post_tool_use")
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hook_lines_sit_at_the_same_place_beside_the_call_in_every_run() {
+    // Issue 40: the reports came through a channel of their own, merged by an unbiased
+    // `select!`, so they came before the call in one run and after it in the next.
+    let hooks = "      pre_tool_use:\n        - matcher: run_shell\n          command: \"echo PRE-MARK\"\n      post_tool_use:\n        - matcher: run_shell\n          command: \"echo POST-MARK\"\n";
+    for attempt in 1..=5 {
+        let (server, _f, run) = run_with(&pipeline(hooks), calls(RUNS), |_| ()).await;
+        run.expect_code(0);
+        assert!(tool_results(&server).contains("RAN-OK"));
+        let out = run.stdout();
+        assert_eq!(
+            hook_and_call_order(&out),
+            ["pre_tool_use", "call", "result", "post_tool_use"],
+            "run {attempt}:\n{out}"
+        );
+    }
+}

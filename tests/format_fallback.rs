@@ -91,14 +91,19 @@ async fn with_a_job_assert_the_run_still_says_why_no_step_ran() {
     );
     let run = run(yaml).await;
     assert_eq!(run.code(), 1, "{}", run.stdout());
-    let last = run.stdout().lines().last().unwrap_or_default().to_owned();
-    assert!(
-        last.contains("assert execution: expected the steps [writer] to run")
-            && last.contains(
-                "; the plan failed: preflight: no source of agent `writer` answers, so no step was run"
-            ),
-        "{last}"
-    );
+    // The run's error, a clause a line under its last line: the job assert, then why
+    // the plan failed.
+    let out = run.stdout();
+    let error: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("run 1 failed in "))
+        .skip(1)
+        .collect();
+    let at = |start: &str| error.iter().position(|l| l.starts_with(start));
+    let assert = at("  job assert failed: assert execution: expected the steps [writer] to run");
+    let plan =
+        at("  the plan failed: preflight: no source of agent `writer` answers, so no step was run");
+    assert!(assert.is_some() && plan.is_some() && assert < plan, "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

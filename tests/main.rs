@@ -127,6 +127,7 @@ mod weak_models;
 mod web_assets;
 mod web_controls;
 mod web_delegation;
+mod web_fix_and_calls;
 mod web_fork;
 mod web_questions;
 mod web_rerun;

@@ -141,20 +141,28 @@ async fn a_failure_after_a_cached_agent_step_says_how_to_run_it_again() {
     let f = Fixture::new(AFTER_AGENT);
     let (f, first) = f.run_at(&url).await;
     first.expect_code(1);
+    // The run's error, a clause a line under `run N failed in T:` (issue 40: it was one
+    // line of ~900 characters).
     let last = |r: &Run| r.stdout().lines().last().unwrap_or_default().to_owned();
-    // The job's last line names the step that failed it; nothing was cached yet.
+    let tail = |r: &Run, n: usize| {
+        let out = r.stdout();
+        let lines: Vec<&str> = out.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    };
+    // The job's last lines name the step that failed it; nothing was cached yet.
+    let first_tail = tail(&first, 2);
     assert!(
-        last(&first).contains("failed in")
-            && last(&first).ends_with(": step `check` failed: exit code 3"),
+        first_tail.contains(" failed in ")
+            && first_tail.ends_with(":\n  step `check` failed: exit code 3"),
         "{}",
         first.stdout()
     );
     let (f, second) = f.run_at(&url).await;
     second.expect_code(1);
     assert!(
-        last(&second).ends_with(
-            "step `check` failed: exit code 3; agent step `writer` was taken from the cache \
-             (run 1); to run it again: treadle run treadle.yml --rerun writer"
+        tail(&second, 4).ends_with(
+            ":\n  step `check` failed: exit code 3\n  agent step `writer` was taken from the cache \
+         (run 1)\n  to run it again: treadle run treadle.yml --rerun writer"
         ),
         "{}",
         second.stdout()
@@ -259,11 +267,13 @@ jobs:
     let run = f.treadle(&["run"]);
     run.expect_code(1);
     let out = run.stdout();
-    assert!(
-        out.lines().last().unwrap_or_default().ends_with(
-            "job assert failed: assert outcome: expected success, the job ended in failure; \
-             the plan failed at step `broken`: exit code 4"
-        ),
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[lines.len().saturating_sub(2)..],
+        [
+            "  job assert failed: assert outcome: expected success, the job ended in failure",
+            "  the plan failed at step `broken`: exit code 4",
+        ],
         "{out}"
     );
     let runs = f.treadle(&["runs"]).stdout();
@@ -291,9 +301,12 @@ jobs:
     run.expect_code(1);
     let out = run.stdout();
     assert!(out.contains("✓ both succeeded"), "{out}");
+    // The run's error, a clause a line: the step and its cause, then the hint.
     assert!(
         out.contains(
-            r#"step `misdirected` failed: assert failed: assert stdout: the output does not contain "low disk", but stderr does"#
+            "\n  step `misdirected` failed: assert failed: assert stdout: the output does not \
+             contain \"low disk\", but stderr does (the command wrote it there)\n  redirect it \
+             with `2>&1`"
         ),
         "{out}"
     );
@@ -323,7 +336,7 @@ fn a_confined_task_refused_a_program_outside_names_it_and_confined_false() {
     let out = run.stdout();
     assert!(
         out.contains(&format!(
-            "step `use-tool` failed: exit code 126; hint: `{}` is outside the step's directory",
+            "  step `use-tool` failed: exit code 126\n  hint: `{}` is outside what the step may reach",
             tool.display()
         )),
         "{out}"

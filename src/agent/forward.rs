@@ -10,6 +10,7 @@ use treadle_event::{DeltaKind, EventKind};
 use treadle_session::{CatchUpItem, Subscription};
 
 use super::catch_up::Shown;
+use super::hook_order::HookLines;
 use super::observe::{AgentEvent, AgentObserver, preview};
 use super::record::parse_arguments;
 use super::timing::Timing;
@@ -23,9 +24,14 @@ pub(crate) enum Events {
     Restored(treadle_session::CatchUp, Shown),
 }
 
-/// Follows a session's events until the subscription ends, showing them to `observer`.
-/// Returns the model the endpoint last reported serving.
-pub(crate) async fn forward(events: Events, observer: &dyn AgentObserver) -> Option<String> {
+/// Follows a session's events until the subscription ends, showing them to `observer`
+/// with the command hooks' reports each beside its event (`hooks`). Returns the model the
+/// endpoint last reported serving.
+pub(crate) async fn forward(
+    events: Events,
+    hooks: &HookLines,
+    observer: &dyn AgentObserver,
+) -> Option<String> {
     let (mut events, mut shown) = match events {
         Events::Live(live) => (live.map(|d| d.map(CatchUpItem::Event)).boxed(), None),
         Events::Restored(read, shown) => (read.boxed(), Some(shown)),
@@ -49,6 +55,10 @@ pub(crate) async fn forward(events: Events, observer: &dyn AgentObserver) -> Opt
                 continue;
             }
         };
+        if matches!(delivery.event.kind, EventKind::ToolCallStarted { .. }) {
+            line.flush(observer);
+        }
+        hooks.before(&delivery.event.kind, observer);
         if live {
             // Before the forwarder's own handling, so a turn's prompt precedes its text.
             if matches!(delivery.event.kind, EventKind::StepDone { .. }) {
@@ -117,6 +127,7 @@ pub(crate) async fn forward(events: Events, observer: &dyn AgentObserver) -> Opt
             kind if kind.terminal().is_some() => line.flush(observer),
             _ => {}
         }
+        hooks.after(&delivery.event.kind, observer);
     }
     line.flush(observer);
     served

@@ -84,12 +84,13 @@ impl StepHooks {
         Some(Value::Array(hooks))
     }
 
-    /// The hooks of the step named `step` working in `dir`, reporting into `events`.
+    /// The hooks of the step named `step` working in `dir`, reporting into `reports`
+    /// (a [`super::hook_order::HookLines`], which shows each where it belongs).
     pub fn build(
         &self,
         step: &str,
         dir: &Path,
-        events: UnboundedSender<AgentEvent>,
+        reports: UnboundedSender<HookReport>,
     ) -> Vec<Arc<CommandHook>> {
         if self.specs.is_empty() {
             return Vec::new();
@@ -102,10 +103,8 @@ impl StepHooks {
             project: absolute(&self.project),
         });
         let reporter: Reporter = Arc::new(move |report| {
-            for event in transcript_lines(&report) {
-                // The receiver is gone only once the step ended; nothing is left to show.
-                let _ = events.send(event);
-            }
+            // The receiver is gone only once the step ended; nothing is left to show.
+            let _ = reports.send(report);
         });
         let context = HookContext {
             run: self.run.clone(),
@@ -147,7 +146,7 @@ fn short(command: &str) -> String {
 }
 
 /// A report as transcript notices: what came of the run, then what the hook printed.
-fn transcript_lines(report: &HookReport) -> Vec<AgentEvent> {
+pub(super) fn transcript_lines(report: &HookReport) -> Vec<AgentEvent> {
     let tool = report
         .tool
         .as_ref()

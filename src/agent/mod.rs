@@ -48,6 +48,9 @@
 //! * `hooks`: [`StepHooks`], the pipeline's command hooks (`hooks:`) made into
 //!   `treadle_hook::CommandHook`s that start confined, without keys, and report to the
 //!   transcript.
+//! * `hook_order`: [`HookLines`](hook_order::HookLines), which places each hook's report
+//!   in the transcript beside the session event it belongs to (its call's line or result),
+//!   so the order is the same in every run.
 //! * `record`: [`AgentOutcome`], [`RecordedCall`], [`AgentStatus`].
 //! * [`context_files`]: `context_paths:` and `prompt_file: { artifact, path }`, read when
 //!   the step runs.
@@ -108,6 +111,7 @@ mod escalation;
 mod failover;
 mod forward;
 mod granted;
+mod hook_order;
 mod hooks;
 mod interrupt;
 mod mcp;

@@ -265,10 +265,8 @@ async fn run_session(
             .with_delegated(links.parent.delegated.clone()),
     );
 
-    let command_hooks =
-        step.controls
-            .hooks
-            .build(&step.name, &step.dir, links.parent.events.clone());
+    let (reports, hook_lines) = super::hook_order::HookLines::new();
+    let command_hooks = step.controls.hooks.build(&step.name, &step.dir, reports);
     let builder = session_builder(step, journal, tools.clone(), guard.clone(), &command_hooks);
     // A step taken over from a worker that stopped goes on from its session.
     let (session, asking) = match step.controls.resume {
@@ -302,6 +300,7 @@ async fn run_session(
         tools: &tools,
         guard: &guard,
         command_hooks: &command_hooks,
+        hook_lines: &hook_lines,
         slot: &slot,
         required: &links.required,
         observer,
@@ -313,6 +312,8 @@ async fn run_session(
         Err(e) => Err(AgentError::from(e)),
     };
     notify(&command_hooks, HookEvent::SessionEnd, &session).await;
+    // What no event followed (`session_end`'s, the last call's when the session stopped).
+    hook_lines.rest(observer);
     let (turns, served, fallback_model) = conversed?;
     drop(asking);
 

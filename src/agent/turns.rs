@@ -27,6 +27,8 @@ pub(super) struct Sources<'a> {
     pub(super) tools: &'a [Arc<dyn Tool>],
     pub(super) guard: &'a Arc<BudgetGuard>,
     pub(super) command_hooks: &'a [Arc<treadle_hook::CommandHook>],
+    /// Their reports, shown beside the events they belong to.
+    pub(super) hook_lines: &'a super::hook_order::HookLines,
     pub(super) slot: &'a VerdictSlot,
     pub(super) required: &'a Required,
     pub(super) observer: &'a dyn AgentObserver,
@@ -64,7 +66,10 @@ pub(super) async fn converse(
         }
     };
     // The forwarder ends when `drive` shuts the session down, which ends the subscription.
-    let (turns, served) = tokio::join!(drive(session, sources), forward(events, sources.observer));
+    let (turns, served) = tokio::join!(
+        drive(session, sources),
+        forward(events, sources.hook_lines, sources.observer)
+    );
     Ok((turns?, served))
 }
 

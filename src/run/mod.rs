@@ -65,7 +65,8 @@
 //! * `state_lock.rs`: one process per state file, and who holds it;
 //! * `event_log.rs`: the run's event log (numbered events in the state file) and its live
 //!   followers;
-//! * `transcript.rs`: what is printed;
+//! * `transcript.rs`: what is printed; `error_lines.rs`: a failed run's error there, one
+//!   clause a line;
 //! * `terminal.rs`: control characters in printed text shown, not sent;
 //! * `waiting.rs`: what a running run waits on (a person's approval or answer, its
 //!   deadline), as `treadle runs`, the API and the page show it;
@@ -80,6 +81,7 @@ pub mod artifacts;
 mod caches;
 pub(crate) mod cell;
 mod done;
+pub mod error_lines;
 pub mod event_log;
 pub mod exec;
 pub mod failure;

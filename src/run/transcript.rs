@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use treadle_session::Secrets;
 
+use super::error_lines::error_lines;
 use super::event_log::EventLog;
 use super::failure::FailureKind;
 use super::state::{ApprovalStatus, RunStatus, StepStatus};
@@ -581,10 +582,16 @@ impl Transcript {
                     status.as_str(),
                     format_duration(Duration::from_millis(*duration_ms))
                 );
-                if let Some(e) = error {
-                    text.push_str(&format!(": {}", self.redactor.mask(e)));
+                // The error under it, a clause a line: on one line it ran to ~900
+                // characters (issue 40).
+                let lines = error.as_ref().map(|e| error_lines(&self.redactor.mask(e)));
+                if lines.is_some() {
+                    text.push(':');
                 }
                 self.line(&text);
+                for line in lines.unwrap_or_default() {
+                    self.line(&line);
+                }
             }
         }
     }

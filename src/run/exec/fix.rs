@@ -77,12 +77,19 @@ pub(crate) async fn fix<'a>(
         .map_or(dir.to_path_buf(), |d| dir.join(&d.value));
     let mut agent_step = super::agent_controls::with_job_limits(ctx, built.in_dir(work));
     agent_step.controls.asker = Some(super::agent_controls::asker(ctx, &fixer, entry, cancel));
-    ctx.emit(Event::Notice {
+    // Said in the step it repairs (the page shows it there, above the fixer's
+    // conversation, under the fixer's name), not as a note of the run.
+    let note = format!(
+        "fix: `{}` failed; agent `{}` repairs it, then it runs again",
+        entry.name, spec.agent.value
+    );
+    ctx.emit(Event::Agent {
         run: ctx.run,
-        text: format!(
-            "fix: `{}` failed; agent `{}` repairs it, then it runs again",
-            entry.name, spec.agent.value
-        ),
+        seq: entry.seq,
+        what: "fixer".to_owned(),
+        data: serde_json::json!({ "fixer": spec.agent.value, "text": note }),
+        summary: note,
+        at_ms: Some(crate::clock::now_ms()),
     });
     let request = super::agent_controls::request(ctx, entry, agent_step, cancel);
     match ctx.agents.run(request).await {

@@ -13,8 +13,9 @@ export function clock(ms) {
   return new Date(ms).toLocaleTimeString("en-GB", { hour12: false });
 }
 
-/** One model call's line: when, how long, time to first token, tokens per second. */
-export function modelCall(c) {
+/** One model call's line, numbered `number` in its step: when, how long, time to first
+ * token, tokens per second. */
+export function modelCall(c, number) {
   const latency = c.started_ms ? c.ended_ms - c.started_ms : null;
   const ttft = c.first_token_ms && c.started_ms ? c.first_token_ms - c.started_ms : null;
   const speaking = c.first_token_ms ? c.ended_ms - c.first_token_ms : latency;
@@ -26,9 +27,10 @@ export function modelCall(c) {
     rate !== null ? h("span", { class: "t-rate" }, `${rate.toFixed(1)} tok/s`) : null,
     h("span", { class: "t-tokens" }, `${c.prompt_tokens ?? 0} → ${c.completion_tokens ?? 0} tokens`),
   ];
-  const facts = { index: c.index, latency: latency ?? "", ttft: ttft ?? "", rate: rate === null ? "" : rate.toFixed(1) };
+  const shown = number ?? (c.index ?? 0) + 1;
+  const facts = { index: c.index, number: shown, latency: latency ?? "", ttft: ttft ?? "", rate: rate === null ? "" : rate.toFixed(1) };
   return h("div", { class: "model-call", dataset: facts },
-    h("span", { class: "t-label" }, `model call ${(c.index ?? 0) + 1}`), c.model ? h("span", { class: "muted" }, c.model) : null, parts);
+    h("span", { class: "t-label" }, `model call ${shown}`), c.model ? h("span", { class: "muted" }, c.model) : null, parts);
 }
 
 /** A tool call's time and duration, for its head line. */

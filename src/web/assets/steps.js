@@ -58,6 +58,9 @@ export function addAgentEvent(step, what, data, at_ms) {
     const result = { content: data?.content ?? "", is_error: !!data?.is_error, at_ms };
     if (call) call.result = result;
     else items.push({ type: "call", name: data?.name ?? "?", arguments: undefined, result });
+  } else if (what === "fixer") {
+    // A `fix:` agent starts on the task it repairs: its conversation follows, under its name.
+    items.push({ type: "fixer", name: String(data?.fixer ?? "?"), text: String(data?.text ?? "") });
   } else if (what === "usage" && items !== step.convo) {
     // A sub-agent's own usage is part of the step's, which its own `usage` event gives.
     items.push({ type: "notice", text: `${data?.model ?? "model"}: ${tokens((data?.prompt_tokens ?? 0) + (data?.completion_tokens ?? 0))}` });
@@ -243,11 +246,18 @@ function paintBody(step, runId) {
 }
 
 function conversation(items) {
+  // Model calls are numbered through the conversation: the session restarts its count at
+  // each turn, and a verdict reminder is a turn of its own (1, 2, 3, 4, not 1, 2, 1, 2).
+  let calls = 0;
   return items.map((item) => {
     if (item.type === "text") return h("div", { class: "turn-text" }, markdown(item.lines.join("\n")));
     if (item.type === "notice") return h("div", { class: "notice" }, item.text);
+    if (item.type === "fixer") {
+      return h("div", { class: "fixer", dataset: { agent: item.name } },
+        h("span", { class: "sub-name" }, `fixer agent ${item.name}`), " ", h("span", { class: "notice" }, item.text));
+    }
     if (item.type === "prompt") return prompt(item.role, item.text);
-    if (item.type === "model") return modelCall(item.call);
+    if (item.type === "model") return modelCall(item.call, ++calls);
     if (item.type === "sub") {
       return h("div", { class: "sub-agent" }, h("div", { class: "sub-name" }, `sub-agent ${item.name}`), conversation(item.items));
     }
