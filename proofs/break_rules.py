@@ -13,7 +13,7 @@ breaks = [
   "        let next = self.inner.journal.last_seq(self.inner.session).ok().flatten().unwrap_or(0) + 1;\n        for (at, event) in (next..).zip(&events) { self.publish(Arc::new(event.clone()), Some(at)); }\n        let appended = self.inner.journal.append_all(&events).await;\n",
   "commit_before_publish"),
  ("deltas-before-done", "pkg-session/src/turn/mod.rs",
-  "            ctx.emit_now(&header, || EventKind::TokenDelta {\n                kind,\n                index,\n                text,\n            });",
+  "            ctx.emit_now(&header, || EventKind::TokenDelta { kind, index, text });",
   "            let (ctx, header) = (ctx.clone(), header.clone());\n            tokio::spawn(async move { tokio::time::sleep(std::time::Duration::from_millis(3)).await; ctx.emit(header, move || EventKind::TokenDelta { kind, index, text }); });",
   "deltas_before_done"),
  ("discarded-step", "pkg-session/src/turn/mod.rs",

@@ -177,7 +177,8 @@ async fn a_sigtermed_worker_finishes_its_step_and_exits_0() {
     assert_eq!(code, 201, "{body}");
     let run = body["id"].as_u64().expect("id");
     common::server::eventually("the step started", || !lines(&started).is_empty());
-    let metrics = server.http()
+    let metrics = server
+        .http()
         .get(server.url("/metrics"))
         .send()
         .await

@@ -27,8 +27,15 @@ impl Drop for Served {
     }
 }
 
-/// The served binary, started on `state`; its base URL once it listens.
-fn serve(state: &Path, model: &str) -> (Served, String) {
+/// Where a served binary answers, and the token a local client finds beside its state
+/// file (`server.token`: every served server has one).
+struct Api {
+    base: String,
+    token: String,
+}
+
+/// The served binary, started on `state`; where it answers once it listens.
+fn serve(state: &Path, model: &str) -> (Served, Api) {
     treadle_session::tls::install_crypto_provider();
     let mut child = Command::new(env!("CARGO_BIN_EXE_treadle-workflow-server"))
         .args([state.to_str().expect("utf-8 path"), model])
@@ -53,23 +60,34 @@ fn serve(state: &Path, model: &str) -> (Served, String) {
     };
     // The rest of its stdout is drained, so that it never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
-    (Served(child), base)
+    // Written before the address is printed.
+    let token = std::fs::read_to_string(state.with_file_name("server.token"))
+        .expect("the server's token beside its state file")
+        .trim()
+        .to_owned();
+    (Served(child), Api { base, token })
 }
 
-async fn get(base: &str, path: &str) -> (u16, String) {
-    let r = reqwest::get(format!("{base}{path}")).await.expect("GET");
+async fn get(api: &Api, path: &str) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .get(format!("{}{path}", api.base))
+        .bearer_auth(&api.token)
+        .send()
+        .await
+        .expect("GET");
     (r.status().as_u16(), r.text().await.expect("body"))
 }
 
-async fn get_json(base: &str, path: &str) -> Value {
-    let (status, body) = get(base, path).await;
+async fn get_json(api: &Api, path: &str) -> Value {
+    let (status, body) = get(api, path).await;
     assert_eq!(status, 200, "GET {path}: {body}");
     serde_json::from_str(&body).expect("JSON")
 }
 
-async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
+async fn post(api: &Api, path: &str, body: Value) -> (u16, Value) {
     let r = reqwest::Client::new()
-        .post(format!("{base}{path}"))
+        .post(format!("{}{path}", api.base))
+        .bearer_auth(&api.token)
         .json(&body)
         .send()
         .await
@@ -79,7 +97,7 @@ async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
 }
 
 /// Starts `pipeline` on `input`; its id.
-async fn start(base: &str, pipeline: &str, input: Value) -> u64 {
+async fn start(base: &Api, pipeline: &str, input: Value) -> u64 {
     let (status, body) = post(
         base,
         "/api/v1/runs",
@@ -91,7 +109,7 @@ async fn start(base: &str, pipeline: &str, input: Value) -> u64 {
 }
 
 /// The run's view once `done` says so of it.
-async fn wait_for(base: &str, id: u64, done: impl Fn(&Value) -> bool) -> Value {
+async fn wait_for(base: &Api, id: u64, done: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
     loop {
         let view = get_json(base, &format!("/api/v1/runs/{id}")).await;
