@@ -211,7 +211,19 @@ async fn restore_of_a_journal_tampered_on_disk_is_corrupt() {
     );
     let mut bytes = vec![1u8];
     bytes.extend(serde_json::to_vec(&orphan).unwrap());
-    let db = redb::Database::create(&path).unwrap();
+    // The journal's handle is released by its writer thread after the drop, as in `reopen`.
+    let db = {
+        let mut tries = 0;
+        loop {
+            match redb::Database::create(&path) {
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) if tries < 250 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                other => break other.expect("the journal's file, released"),
+            }
+        }
+    };
     let table: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("events.v1");
     let tx = db.begin_write().unwrap();
     tx.open_table(table)

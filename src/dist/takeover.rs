@@ -61,20 +61,27 @@ pub(crate) async fn mirrored(bus: &Bus, key: &str) -> Result<Vec<Event>, DistErr
     let mut events = Vec::new();
     let mut from = 1;
     loop {
-        let next = stream
-            .raw_message_builder()
-            .sequence(from)
-            .next_by_subject(subject.clone())
-            .send()
-            .await;
-        let message = match next {
-            Ok(m) => m,
-            Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => return Ok(events),
-            Err(e) => {
-                return Err(DistError::Takeover(format!(
-                    "cannot read the step's session events: {e}"
-                )));
+        // A cluster coming back answers "temporarily unavailable" for a while: that pauses
+        // the takeover, as NATS being away does, instead of failing the step.
+        let next = retrying("reading the step's session events", || {
+            let (stream, subject) = (&stream, subject.clone());
+            async move {
+                match stream
+                    .raw_message_builder()
+                    .sequence(from)
+                    .next_by_subject(subject)
+                    .send()
+                    .await
+                {
+                    Ok(m) => Ok(Some(m)),
+                    Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(None),
+                    Err(e) => Err(e),
+                }
             }
+        })
+        .await;
+        let Some(message) = next else {
+            return Ok(events);
         };
         let event = serde_json::from_slice::<Event>(&message.payload).map_err(|e| {
             DistError::Takeover(format!(
