@@ -80,18 +80,8 @@ impl Bridge {
                         }
                     },
                 ));
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
+        let addr = serve_on_loopback(router, stop.clone(), "MCP bridge").await?;
         let url = format!("http://{addr}/mcp");
-        let until = stop.clone();
-        tokio::spawn(async move {
-            let served = axum::serve(listener, router)
-                .with_graceful_shutdown(async move { until.cancelled().await })
-                .await;
-            if let Err(e) = served {
-                tracing::warn!("the CLI agent's MCP bridge stopped: {e}");
-            }
-        });
         Ok(Self {
             url,
             token,
@@ -114,6 +104,26 @@ impl Bridge {
     pub fn token(&self) -> &str {
         &self.token
     }
+}
+
+/// Serves `router` on a fresh loopback port until `stop` is cancelled; the address it
+/// listens on. `what` names the server in the warning if it stops on an error.
+pub(super) async fn serve_on_loopback(
+    router: axum::Router,
+    stop: CancellationToken,
+    what: &'static str,
+) -> std::io::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::warn!("the CLI agent's {what} stopped: {e}");
+        }
+    });
+    Ok(addr)
 }
 
 /// 256 random bits, hex: guessing it is out of reach for another local process.

@@ -82,18 +82,8 @@ impl Proxy {
         };
         let key = state.step_key.clone();
         let router = axum::Router::new().fallback(forward).with_state(state);
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
-        let until = stop.clone();
-        tokio::spawn(async move {
-            let served = axum::serve(listener, router)
-                .with_graceful_shutdown(async move { until.cancelled().await })
-                .await;
-            if let Err(e) = served {
-                tracing::warn!("the CLI agent's model proxy stopped: {e}");
-            }
-        });
+        let addr = super::bridge::serve_on_loopback(router, stop.clone(), "model proxy").await?;
         Ok(Self {
             url: format!("http://{addr}"),
             key,
