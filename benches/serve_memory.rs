@@ -20,7 +20,10 @@
 
 #[path = "support/probe.rs"]
 mod probe;
+#[path = "support/served.rs"]
+mod served;
 
+use served::{TOKEN, authorized_client};
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
@@ -187,20 +190,4 @@ fn main() {
         .expect("runtime");
     let line = runtime.block_on(measure(dir.path(), size(200)));
     println!("{line}");
-}
-
-/// The server's token (`--token-env`): a server always has one.
-const TOKEN: &str = "bench-token-41c7";
-
-/// A client that sends [`TOKEN`] with every request.
-fn authorized_client() -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(
-        reqwest::header::AUTHORIZATION,
-        format!("Bearer {TOKEN}").parse().expect("header"),
-    );
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .build()
-        .expect("client")
 }

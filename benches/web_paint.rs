@@ -14,6 +14,10 @@
 #[path = "../tests/browser/mod.rs"]
 mod browser;
 
+#[path = "support/served.rs"]
+mod served;
+
+use served::{TOKEN, authorized_client};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -155,20 +159,4 @@ fn main() {
     }
     drop(b);
     drop(server);
-}
-
-/// The server's token (`--token-env`): a server always has one.
-const TOKEN: &str = "bench-token-41c7";
-
-/// A client that sends [`TOKEN`] with every request.
-fn authorized_client() -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(
-        reqwest::header::AUTHORIZATION,
-        format!("Bearer {TOKEN}").parse().expect("header"),
-    );
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .build()
-        .expect("client")
 }
