@@ -65,3 +65,39 @@ fn verdict_from_text_needs_verdicts() {
         run.stderr()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn turning_verdict_from_text_off_runs_the_step_again_instead_of_replaying_it() {
+    let server = ScriptedServer::start(Script::new([
+        Reply::text("fixed"),
+        Reply::text("fixed"),
+        Reply::text("fixed"),
+    ]))
+    .await
+    .expect("server");
+    let (f, run) = Fixture::new(&pipeline("        verdict_from_text: true\n"))
+        .run_at(server.base_url())
+        .await;
+    run.expect_code(0);
+    assert_eq!(server.requests().len(), 1);
+    // Without the key the same answer is no verdict: a replay of the step would route as
+    // if it were one.
+    std::fs::write(f.file(), pipeline("")).expect("edit the pipeline");
+    let url = server.base_url().to_owned();
+    let plan = f.treadle_env(&["plan"], &[("TREADLE_LOCAL_URL", &url)]);
+    assert!(
+        plan.stdout()
+            .contains("fixer [agent] would run: configuration changed"),
+        "{}{}",
+        plan.stdout(),
+        plan.stderr()
+    );
+    let (_f, run) = f.run_at(server.base_url()).await;
+    let out = run.stdout();
+    assert!(!out.contains("↺ fixer"), "replayed from the cache: {out}");
+    assert_eq!(run.code(), 1, "{out}");
+    assert!(
+        server.requests().len() > 1,
+        "the model was not asked: {out}"
+    );
+}

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use treadle::run::{Status, Store};
+use treadle::run::{FailureKind, Status, Store};
 use treadle::workflow::{self, Agents, Options};
 use treadle_scripted::{Reply, Script, ScriptedServer};
 
@@ -263,4 +263,41 @@ async fn a_blank_commit_message_is_refused_before_the_agent_starts() {
     assert!(error.contains("commit message is empty"), "{error}");
     assert_eq!(server.request_count(), 0, "the agent never started");
     assert!(steps(&state_in(&dir), report.run).is_empty());
+}
+
+/// A workflow whose one command exits 3.
+struct FailingCheck;
+
+impl workflow::Workflow for FailingCheck {
+    type Input = ();
+    type Output = ();
+    const NAME: &'static str = "failing";
+
+    async fn run(&self, flow: &mut workflow::Flow, (): ()) -> Result<(), workflow::FlowError> {
+        flow.shell("check", workflow::Shell::new("exit 3"))
+            .await
+            .map(drop)
+    }
+}
+
+#[tokio::test]
+async fn a_failed_step_s_error_carries_its_kind_and_the_run_records_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let report = workflow::run(&FailingCheck, (), Options::new(state_in(&dir)))
+        .await
+        .expect("run");
+    let error = report.output.expect_err("the command failed");
+    assert!(
+        matches!(
+            error,
+            workflow::FlowError::Step {
+                failure: Some(FailureKind::ExitStatus),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let store = Store::open(&state_in(&dir)).expect("state");
+    let run = store.run(report.run).expect("the run's record");
+    assert_eq!(run.failure, Some(FailureKind::ExitStatus), "{run:?}");
 }

@@ -5,17 +5,40 @@
 //!
 //! Only the source changes: the tools, persona, limits and the verdict slot stay. The turn
 //! budget (`max_turns`) is the step's, so a resumed source gets what is left of it. A
-//! refusal (a 4xx), a budget, a denial or an interrupt never switches sources.
+//! refusal (a 4xx), a budget, a denial or an interrupt never switches sources. Each
+//! source's calls are priced at its own model's price ([`FellBack`]).
 
+use treadle_event::Usage;
 use treadle_session::event::{FailureCause, SessionId};
 use treadle_session::{TurnOutcome, TurnReport};
 
+use super::budget::add_costs;
+use super::cost::{Cost, cost};
 use super::error::AgentError;
 use super::observe::AgentEvent;
 use super::session_builder::session_builder;
 use super::spec::AgentStep;
 use super::turns::{Sources, Turns, converse};
 use crate::pipeline::ResolvedModel;
+
+/// The fallback that took a step over, and how the step's usage splits between it and the
+/// sources before it: each source's calls cost its own model's price.
+#[derive(Debug, Clone)]
+pub(super) struct FellBack {
+    /// The fallback's model (the last to serve).
+    pub model: String,
+    /// What the sources before it cost, each at its price.
+    pub before: Cost,
+    /// The usage of its own calls.
+    pub last: Usage,
+}
+
+impl FellBack {
+    /// The step's cost: the sources before, and the last's usage at `price` (its model's).
+    pub(super) fn cost(&self, price: Option<&super::cost::ModelPrice>) -> Cost {
+        add_costs(self.before, cost(&self.last, price))
+    }
+}
 
 impl Sources<'_> {
     /// While the conversation of session `id` ended in an outage, hands it to the next
@@ -26,9 +49,11 @@ impl Sources<'_> {
         id: SessionId,
         mut turns: Turns,
         mut served: Option<String>,
-    ) -> Result<(Turns, Option<String>, Option<String>), AgentError> {
+    ) -> Result<(Turns, Option<String>, Option<FellBack>), AgentError> {
         let step = self.step;
-        let mut fallback_model = None;
+        let mut fell_back: Option<FellBack> = None;
+        // The usage of the source serving now (the primary's, to begin with).
+        let mut segment = turns.usage;
         let mut next_sources = step.fallbacks.iter();
         while let Some(error) = outage(&turns.last).map(str::to_owned) {
             let Some(next) = next_sources.next() else {
@@ -61,6 +86,13 @@ impl Sources<'_> {
                 ..*self
             };
             let (more, now) = converse(&session, &on_next).await?;
+            // The source that failed is priced now, at its model's price.
+            let spent = cost(&segment, step.price(&from).as_ref());
+            let before = match &fell_back {
+                Some(f) => add_costs(f.before, spent),
+                None => spent,
+            };
+            segment = more.usage;
             let (mut usage, steps) = (turns.usage, turns.steps + more.steps);
             usage += more.usage;
             turns = Turns {
@@ -69,9 +101,13 @@ impl Sources<'_> {
                 ..more
             };
             served = now.or_else(|| Some(next.model.clone()));
-            fallback_model = Some(next.model.clone());
+            fell_back = Some(FellBack {
+                model: next.model.clone(),
+                before,
+                last: segment,
+            });
         }
-        Ok((turns, served, fallback_model))
+        Ok((turns, served, fell_back))
     }
 }
 

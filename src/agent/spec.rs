@@ -237,6 +237,11 @@ impl AgentStep {
         if let (Some(hooks), Value::Object(map)) = (self.controls.hooks.key_view(), &mut view) {
             map.insert("hooks".to_owned(), hooks);
         }
+        // It decides which verdict a text answer gives, so a step that takes one and a
+        // step that does not answer differently (only when set, so other keys stay).
+        if let (true, Value::Object(map)) = (self.verdict_from_text, &mut view) {
+            map.insert("verdict_from_text".to_owned(), Value::Bool(true));
+        }
         view
     }
 

@@ -314,7 +314,7 @@ async fn run_session(
     notify(&command_hooks, HookEvent::SessionEnd, &session).await;
     // What no event followed (`session_end`'s, the last call's when the session stopped).
     hook_lines.rest(observer);
-    let (turns, served, fallback_model) = conversed?;
+    let (turns, served, fell_back) = conversed?;
     drop(asking);
 
     // The answer to the reminder may be the verdict word as text too.
@@ -324,7 +324,12 @@ async fn run_session(
     let verdict = slot.get();
     let status = owed_files_failure(step_status(step, &turns, &guard, &slot, links), links);
     let model = served.unwrap_or_else(|| step.model.model.clone());
-    let cost = cost(&turns.usage, step.price(&model).as_ref());
+    // After a failover each source's calls cost its own model's price.
+    let price = step.price(&model);
+    let cost = match &fell_back {
+        Some(f) => f.cost(price.as_ref()),
+        None => cost(&turns.usage, price.as_ref()),
+    };
     // What the step's line shows includes its sub-agents; the outcome adds them once, at
     // the end (`with_delegated`).
     let shown = with_delegated_usage(turns.usage, cost, links);
@@ -334,7 +339,7 @@ async fn run_session(
         cost: shown.1,
     });
     Ok(AgentOutcome {
-        fallback_model,
+        fallback_model: fell_back.map(|f| f.model),
         text: turns.text,
         verdict: verdict.as_ref().map(|v| v.verdict.clone()),
         confidence: verdict.as_ref().and_then(|v| v.confidence),

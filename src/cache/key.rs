@@ -6,8 +6,8 @@
 //! * its **effective configuration** ([`config`]), as canonical JSON: for a task the
 //!   command, `env`, the input and output names and `assert`; for an agent the resolved
 //!   model and endpoint, the system prompt, the granted tools with their schemas, the
-//!   prompt, the verdicts, `assert`, `env`, `commit` and the artifact names; for `get` the
-//!   resource's type and source and the version fetched;
+//!   prompt, the verdicts (and `verdict_from_text`), `assert`, `env`, `commit` and the
+//!   artifact names; for `get` the resource's type and source and the version fetched;
 //! * the **content digest of each input** artifact tree;
 //! * the **key of the step before it** ([`super::chain`]);
 //! * for a step with `context: { from }`, **the decisions it reads** ([`Delivered`]).

@@ -101,12 +101,16 @@ pub enum StartError {
     /// The cache tables cannot be used.
     #[error(transparent)]
     Records(#[from] RecordError),
+    /// The record of the run to resume or replay could not be read (the state file's
+    /// error, kept whole).
+    #[error("{0}")]
+    Earlier(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl From<crate::blocking::WorkerStopped> for StartError {
     /// A read of the state file that stopped without returning is a failed read.
     fn from(stopped: crate::blocking::WorkerStopped) -> Self {
-        StartError::Records(RecordError::Db(stopped.to_string()))
+        StartError::Records(RecordError::Stopped(stopped))
     }
 }
 
@@ -183,6 +187,9 @@ pub struct StepCache {
     pub(crate) link: Option<RunLink>,
     /// Where a forked run forks (`--fork`).
     pub(crate) fork: Option<ForkAt>,
+    /// The step `--rerun` names (its outline seq): the one that starts from the outputs a
+    /// failed run kept of it (`keep_on_failure:`, `crate::run::exec::kept`).
+    pub(crate) rerun: Option<u32>,
 }
 
 impl StepCache {
@@ -201,6 +208,7 @@ impl StepCache {
     ) -> Result<Self, StartError> {
         let records = Records::open(db)?;
         let mut forked = None;
+        let mut rerun = None;
         let (mode, link) = match start {
             Start::Fresh => (Mode::Fresh, None),
             Start::Resume(of) => {
@@ -278,6 +286,7 @@ impl StepCache {
                         step: step.clone(),
                     })?;
                 let link = RunLink::started("rerun", Some(step.clone()));
+                rerun = Some(seq);
                 (Mode::Rerun(chain.dependents(seq)), Some(link))
             }
         };
@@ -292,7 +301,13 @@ impl StepCache {
             live: Mutex::new(RunKeys::default()),
             link,
             fork: forked,
+            rerun,
         })
+    }
+
+    /// Whether step `seq` is the one `--rerun` names.
+    pub(crate) fn reruns(&self, seq: u32) -> bool {
+        self.rerun == Some(seq)
     }
 
     /// Where this run forks, when step `seq` is the step it forks (`--fork`).

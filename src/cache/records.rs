@@ -29,9 +29,12 @@ const FORMAT_JSON_V1: u8 = 1;
 /// Errors reading or writing the cache's tables.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    /// redb failed.
+    /// redb failed: its error, kept whole.
     #[error("state file error: {0}")]
-    Db(String),
+    Db(#[source] redb::Error),
+    /// The blocking task reading or writing the tables stopped before it finished.
+    #[error("state file error: {0}")]
+    Stopped(#[from] crate::blocking::WorkerStopped),
     /// A value this version cannot read.
     #[error("a cache record is in an unknown format ({0})")]
     Format(String),
@@ -40,11 +43,12 @@ pub enum RecordError {
 macro_rules! db_err {
     ($($t:ty),*) => {$(
         impl From<$t> for RecordError {
-            fn from(e: $t) -> Self { RecordError::Db(e.to_string()) }
+            fn from(e: $t) -> Self { RecordError::Db(e.into()) }
         }
     )*};
 }
 db_err!(
+    redb::Error,
     redb::TransactionError,
     redb::TableError,
     redb::StorageError,

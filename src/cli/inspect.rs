@@ -310,6 +310,14 @@ pub(super) fn print_steps(list: &[StepRecord]) {
         let exit = s
             .exit_code
             .map_or_else(|| "-".to_owned(), |c| c.to_string());
+        let mut error = s.error.clone().unwrap_or_default();
+        if let Some(kept) = &s.kept {
+            let outputs = kept.outputs.join(", ");
+            error = format!("{error} (kept: {outputs} in {})", kept.dir);
+        }
+        if let Some(run) = s.from_kept {
+            error = format!("{error} (started from the outputs run {run} kept)");
+        }
         say!(
             "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  {}",
             s.path,
@@ -319,7 +327,7 @@ pub(super) fn print_steps(list: &[StepRecord]) {
             ms(s.duration_ms),
             exit,
             s.attempts,
-            s.error.clone().unwrap_or_default()
+            error.trim_start()
         );
     }
 }

@@ -92,13 +92,12 @@ pub fn follow(
 ) -> impl Stream<Item = Result<Live, StateError>> + Send {
     let (tx, rx) = tokio::sync::mpsc::channel(256);
     tokio::spawn(async move {
-        let err = |e: String| StateError::Db(format!("NATS: {e}"));
         // Tokens first, so none sent after the catch-up starts is missed.
         let tokens = bus.client.subscribe(live_subject(&server, run)).await;
         let stream = match bus.js.get_stream(EVENTS_STREAM).await {
             Ok(s) => s,
             Err(e) => {
-                let _ = tx.send(Err(err(e.to_string()))).await;
+                let _ = tx.send(Err(StateError::Nats(Box::new(e)))).await;
                 return;
             }
         };
@@ -112,14 +111,14 @@ pub fn follow(
         let messages = match consumer {
             Ok(c) => c.messages().await,
             Err(e) => {
-                let _ = tx.send(Err(err(e.to_string()))).await;
+                let _ = tx.send(Err(StateError::Nats(Box::new(e)))).await;
                 return;
             }
         };
         let mut messages = match messages {
             Ok(m) => m,
             Err(e) => {
-                let _ = tx.send(Err(err(e.to_string()))).await;
+                let _ = tx.send(Err(StateError::Nats(Box::new(e)))).await;
                 return;
             }
         };
@@ -139,7 +138,8 @@ pub fn follow(
                         // The ordered consumer makes itself again after an outage.
                         Some(Err(_)) => continue,
                         None => {
-                            let _ = tx.send(Err(err("the events stream ended".to_owned()))).await;
+                            let ended = "the events stream ended".into();
+                            let _ = tx.send(Err(StateError::Nats(ended))).await;
                             return;
                         }
                     };

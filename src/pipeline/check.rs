@@ -268,7 +268,10 @@ impl<'a> Checker<'a> {
     fn step_keys(&mut self, step: &'a At<Step>) {
         self.out
             .extend(super::artifact::check_step(self.file, step));
-        for (pos, problem, message, hint) in super::check_container::step(step) {
+        let findings = super::check_container::step(step)
+            .into_iter()
+            .chain(super::check_controls::keep_findings(step));
+        for (pos, problem, message, hint) in findings {
             self.push(pos, problem, message, hint);
         }
         if let Some(a) = &step.attempts

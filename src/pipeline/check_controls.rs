@@ -1,5 +1,6 @@
 //! The checks of the control keys of agents, agent steps and jobs (`budget: { dollars }`,
-//! `output_schema:`, `min_confidence:`, `escalate_to:`); the keys are in [`super::controls`].
+//! `output_schema:`, `min_confidence:`, `escalate_to:`; the keys are in
+//! [`super::controls`]), and of `keep_on_failure:` on a task or agent step.
 
 use std::collections::HashMap;
 
@@ -108,6 +109,32 @@ pub fn job_findings(job: &Job, agents: &HashMap<&str, &Agent>, prices: &Prices) 
 /// The checks of an agent's own keys: its `permissions:` and its dollar budget.
 pub fn agent_findings(agent: &Agent, prices: &Prices) -> Vec<Finding> {
     dollars_findings(agent.budget.as_ref(), agent, prices, agent.name.pos)
+}
+
+/// `keep_on_failure: true` keeps a failed step's outputs: on a step with none it would
+/// read as set while keeping nothing, and an `across:` step's cells share one output.
+pub fn keep_findings(step: &Step) -> Vec<Finding> {
+    let Some(keep) = step.keep_on_failure.as_ref().filter(|k| k.value) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if step.outputs.is_empty() {
+        out.push((
+            keep.pos,
+            Problem::BadStep,
+            "`keep_on_failure:` on a step without `outputs:`".to_owned(),
+            "declare the `outputs:` to keep when the step fails, or remove it".to_owned(),
+        ));
+    }
+    if step.across.is_some() {
+        out.push((
+            keep.pos,
+            Problem::BadStep,
+            "`keep_on_failure:` on an `across:` step".to_owned(),
+            "its cells write one output together; keep a step without `across:`".to_owned(),
+        ));
+    }
+    out
 }
 
 /// The checks of an agent step's control keys, given its agent and the file's agents.

@@ -119,6 +119,12 @@ impl RawStep {
             self.max_context_bytes.is_some(),
             None,
         );
+        add(
+            "keep_on_failure",
+            &["task", "agent"],
+            self.keep_on_failure.is_some(),
+            self.keep_on_failure.as_ref().map(|k| k.pos),
+        );
         add("message", APPROVAL, self.message.is_some(), None);
         add(
             "question",

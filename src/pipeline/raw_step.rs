@@ -291,6 +291,10 @@ pub struct RawStep {
     /// Never replay this step from the cache (it reads something its key cannot see).
     #[serde(default)]
     pub volatile: bool,
+    /// A task or agent step that fails keeps its outputs (`<run>/kept/<step>/`), from which
+    /// a `--rerun` of the step starts.
+    #[serde(default)]
+    pub keep_on_failure: Option<At<bool>>,
     /// Runs after the step succeeded; its failure fails the step.
     #[serde(default)]
     pub on_success: Option<Box<At<RawStep>>>,

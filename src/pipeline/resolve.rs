@@ -384,6 +384,7 @@ fn fill_step(s: &mut RawStep, d: &RawStep) {
     fill(&mut s.user, &d.user);
     fill(&mut s.container_limits, &d.container_limits);
     fill(&mut s.assert, &d.assert);
+    fill(&mut s.keep_on_failure, &d.keep_on_failure);
     fill(&mut s.when, &d.when);
     fill(&mut s.context, &d.context);
     fill(&mut s.on_success, &d.on_success);

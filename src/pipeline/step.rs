@@ -75,6 +75,9 @@ pub struct Step {
     pub container_limits: Option<At<super::container::ContainerLimits>>,
     /// Never replay this step from the cache (it reads something its key cannot see).
     pub volatile: bool,
+    /// `keep_on_failure: true` (a task or agent step): when it fails, its outputs are kept
+    /// for inspection and as the starting state of a `--rerun` of it (`crate::run::exec::kept`).
+    pub keep_on_failure: Option<At<bool>>,
     /// Runs after the step succeeded; its failure fails the step.
     pub on_success: Option<Box<At<Step>>>,
     /// Runs after the step failed; the step stays failed.
@@ -131,6 +134,7 @@ impl Step {
             user: None,
             container_limits: None,
             volatile: false,
+            keep_on_failure: None,
             on_success: None,
             on_failure: None,
             on_error: None,

@@ -307,6 +307,7 @@ impl<'f> Typer<'f> {
             user: raw.user,
             container_limits: raw.container_limits,
             volatile: raw.volatile,
+            keep_on_failure: raw.keep_on_failure,
             on_success: on_success?,
             on_failure: on_failure?,
             on_error: on_error?,

@@ -145,21 +145,7 @@ impl Artifacts {
         inputs: &[String],
         outputs: &[String],
     ) -> Result<PathBuf, ArtifactError> {
-        let safe: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(40)
-            .collect();
-        let dir = self
-            .root
-            .join("steps")
-            .join(format!("{seq:03}-{safe}-{attempt}"));
+        let dir = self.step_dir(seq, name, attempt);
         if dir.exists() {
             fs::remove_dir_all(&dir).map_err(io("cannot clear", &dir))?;
         }
@@ -297,6 +283,15 @@ impl Artifacts {
             .join(format!("{output}.{version}")))
     }
 
+    /// The directory of attempt `attempt` of step `seq` named `name` ([`Self::prepare`]
+    /// makes it).
+    pub fn step_dir(&self, seq: u32, name: &str, attempt: u32) -> PathBuf {
+        let safe = dir_name(name);
+        self.root
+            .join("steps")
+            .join(format!("{seq:03}-{safe}-{attempt}"))
+    }
+
     /// Removes every step directory of the run (once it ended well: none is gone on in).
     pub fn discard_steps(&self) {
         // Best effort: it only costs disk when they stay.
@@ -308,6 +303,21 @@ impl Artifacts {
         // Best effort: it only costs disk when it stays.
         let _ = fs::remove_dir_all(dir);
     }
+}
+
+/// A step's name as a directory's: its first 40 characters, each but ASCII letters, digits,
+/// `-` and `_` written `_`.
+pub fn dir_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect()
 }
 
 /// Copies a tree, keeping symlinks as links (never following them) and making files

@@ -69,8 +69,8 @@ impl std::fmt::Debug for EventLog {
     }
 }
 
-fn db_err(e: impl std::fmt::Display) -> StateError {
-    StateError::Db(e.to_string())
+fn db_err(e: impl Into<redb::Error>) -> StateError {
+    StateError::of_redb(e.into())
 }
 
 /// Creates the journal's table if the file does not have it yet.
@@ -140,7 +140,7 @@ impl EventLog {
         let mut next = self
             .next
             .lock()
-            .map_err(|_| StateError::Db("the run journal's lock is poisoned".to_owned()))?;
+            .map_err(|_| StateError::Poisoned("the run journal"))?;
         let seq = *next;
         let mut txn = self.db.begin_write().map_err(db_err)?;
         let _ = txn.set_durability(durability);
@@ -300,7 +300,7 @@ pub fn follow_paced(
                 let db2 = db.clone();
                 let read = tokio::task::spawn_blocking(move || read_page(&db2, run, cursor, page))
                     .await
-                    .map_err(db_err)
+                    .map_err(StateError::from)
                     .and_then(|r| r);
                 let caught = match read {
                     Ok(c) => c,

@@ -30,6 +30,8 @@
 //!   * `continued.rs`: what a resumed run continues of the run it resumes: an agent step
 //!     left mid-way goes on in its session and directory, a task left mid-way starts
 //!     again;
+//!   * `kept.rs`: `keep_on_failure:`: a failed step's outputs kept, and a `--rerun` of it
+//!     started from them;
 //! * `done.rs`: how a step or a job ended (`Status`, `Done`);
 //! * `failure.rs`: why a step failed, typed (`StepFailure`, `FailureKind`), as the
 //!   record, the transcript, the API and the wire carry it;
@@ -218,7 +220,7 @@ pub fn redactor(loaded: &Loaded) -> Redactor {
 pub async fn open_store(path: PathBuf) -> Result<Arc<Store>, StateError> {
     tokio::task::spawn_blocking(move || Store::open(&path))
         .await
-        .map_err(|e| StateError::Db(e.to_string()))?
+        .map_err(StateError::from)?
         .map(Arc::new)
 }
 
@@ -284,7 +286,7 @@ async fn begin(
         Ok((id, Arc::new(journal)))
     })
     .await
-    .map_err(|e| StateError::Db(e.to_string()))?
+    .map_err(StateError::from)?
 }
 
 /// Runs one job like [`run_from`]; `served`: it runs in `treadle serve`, which follows it
@@ -473,7 +475,7 @@ pub(crate) async fn adopt_served(
         Ok::<_, StateError>((stored, journal))
     })
     .await
-    .map_err(|e| StateError::Db(e.to_string()))??;
+    .map_err(StateError::from)??;
     // The stored records, unless the job's outline changed under them.
     let same = records.len() == pending.len()
         && records
@@ -501,7 +503,7 @@ pub async fn stop_leftovers_of(store: &Store, run: u64) -> Result<usize, RunErro
     let stopped =
         tokio::task::spawn_blocking(move || crate::keeper::stop_leftovers(&mark, LEFTOVER_WAIT))
             .await
-            .map_err(|e| StateError::Db(e.to_string()))??;
+            .map_err(StateError::from)??;
     if stopped > 0 {
         crate::console::tell!("treadle: stopped {stopped} process(es) left running by run {run}");
     }
@@ -554,7 +556,7 @@ async fn end_run(
             })
         })
         .await
-        .map_err(|e| StateError::Db(e.to_string()))
+        .map_err(StateError::from)
         .and_then(|r| r)
     };
     let recorded = match ended {
@@ -565,7 +567,7 @@ async fn end_run(
             let (store, failure) = (store.clone(), failure.clone());
             tokio::task::spawn_blocking(move || store.end_run(run_id, status, took, failure))
                 .await
-                .map_err(|e| StateError::Db(e.to_string()))
+                .map_err(StateError::from)
                 .and_then(|r| r)
         }
     };

@@ -165,7 +165,7 @@ impl OpenRun {
             pending.iter().try_for_each(|r| store.put_step(run, r))
         })
         .await
-        .map_err(|e| StateError::Db(e.to_string()))
+        .map_err(StateError::from)
         .and_then(|r| r);
         if let Err(e) = written {
             self.state_error.get_or_insert(e.to_string());
@@ -250,7 +250,7 @@ async fn next_run_id(store: &Arc<Store>) -> Result<u64, RunError> {
     let store = store.clone();
     let runs = tokio::task::spawn_blocking(move || store.runs())
         .await
-        .map_err(|e| StateError::Db(e.to_string()))??;
+        .map_err(StateError::from)??;
     Ok(runs.iter().map(|r| r.id).max().map_or(1, |id| id + 1))
 }
 

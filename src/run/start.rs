@@ -8,7 +8,6 @@ use super::state::{RunStatus, StateError, Store};
 use super::transcript::{Event, Transcript};
 use crate::blocking::blocking;
 use crate::cache::chain::Chain;
-use crate::cache::records::RecordError;
 use crate::cache::{Start, StartError, StepCache};
 use crate::pipeline::outline::Outline;
 use crate::pipeline::{Job, Loaded};
@@ -30,7 +29,7 @@ pub async fn earlier_job(store: &Arc<Store>, start: &Start) -> Result<Option<Str
     blocking(move || match store.run(of) {
         Ok(r) => Ok(Some(r.job)),
         Err(StateError::NoRun(n)) => Err(StartError::NoRun(n)),
-        Err(e) => Err(StartError::Records(RecordError::Db(e.to_string()))),
+        Err(e) => Err(StartError::Earlier(Box::new(e))),
     })
     .await
 }

@@ -59,9 +59,27 @@ pub enum StateError {
         /// Why: redb's error, or the journal's (`StorageError`) when the journal opened it.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// A read or write failed.
+    /// A read or write failed: redb's error, kept whole (a caller can tell a full disk,
+    /// `redb::Error::Io`, from a corrupt file, `redb::Error::Corrupted`).
     #[error("state file error: {0}")]
-    Db(String),
+    Db(#[source] redb::Error),
+    /// The session journal in the file could not be opened.
+    #[error("state file error: {0}")]
+    Journal(#[source] JournalOpenError),
+    /// The tables another module keeps in the file (the step cache's records, the resources'
+    /// version history) could not be opened.
+    #[error("state file error: {0}")]
+    Tables(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The blocking task reading or writing the file stopped before it finished (it
+    /// panicked, or the runtime is shutting down).
+    #[error("state file error: the task using it stopped: {0}")]
+    Stopped(#[from] tokio::task::JoinError),
+    /// A lock around the file's writes was poisoned (a thread panicked holding it).
+    #[error("state file error: {0}'s lock is poisoned")]
+    Poisoned(&'static str),
+    /// The events of a run served by another server could not be read from NATS.
+    #[error("state file error: NATS: {0}")]
+    Nats(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A write failed before (a full disk), and redb takes no more until the file is
     /// opened again.
     #[error(
@@ -87,14 +105,15 @@ macro_rules! db_err {
 impl StateError {
     /// redb's error in the store's words: after a failed write (a full disk) redb refuses
     /// every write with `PreviousIo`, whose own message says nothing of the cause.
-    fn of_redb(e: redb::Error) -> Self {
+    pub(crate) fn of_redb(e: redb::Error) -> Self {
         match e {
             redb::Error::PreviousIo => StateError::EarlierWriteFailed,
-            other => StateError::Db(other.to_string()),
+            other => StateError::Db(other),
         }
     }
 }
 db_err!(
+    redb::Error,
     redb::TransactionError,
     redb::TableError,
     redb::StorageError,
@@ -155,7 +174,7 @@ impl Store {
                 path: path.to_path_buf(),
                 source: Box::new(source),
             },
-            other => StateError::Db(other.to_string()),
+            other => StateError::Journal(other),
         };
         // The store owns the file; the journal is opened inside it and keeps to its tables.
         let db = Arc::new(journal::open_database(path).map_err(open_error)?);
@@ -508,7 +527,22 @@ pub(crate) fn end_run_in(
 
 #[cfg(test)]
 mod tests {
-    use super::StepRecord;
+    use super::{StateError, StepRecord};
+
+    #[test]
+    fn a_redb_error_is_kept_whole_with_the_message_as_before() {
+        let e = StateError::from(redb::Error::Corrupted("bad page".to_owned()));
+        assert!(
+            matches!(&e, StateError::Db(redb::Error::Corrupted(why)) if why == "bad page"),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("state file error: "), "{e}");
+        assert!(e.to_string().contains("bad page"), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+        // After a failed write redb says only `PreviousIo`: the store says what it means.
+        let e = StateError::from(redb::Error::PreviousIo);
+        assert!(matches!(e, StateError::EarlierWriteFailed), "{e:?}");
+    }
 
     #[test]
     fn a_step_record_written_as_replayed_from_reads_as_cached_from() {

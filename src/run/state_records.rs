@@ -123,6 +123,16 @@ pub struct RunRecord {
     pub failure: Option<FailureKind>,
 }
 
+/// What a failed step kept, as its record holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kept {
+    /// Where: the directory of the copies, relative to the state file's directory
+    /// (`runs/3/kept/fixer`).
+    pub dir: String,
+    /// The outputs kept (those the step's directory still had).
+    pub outputs: Vec<String>,
+}
+
 /// One step of a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepRecord {
@@ -171,6 +181,13 @@ pub struct StepRecord {
     /// it spent nothing in this run. Older state files call it `replayed_from`.
     #[serde(default, alias = "replayed_from")]
     pub cached_from: Option<u64>,
+    /// `keep_on_failure:`: the outputs this step kept when it failed (`super::exec::kept`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<Kept>,
+    /// The run whose kept outputs this step started from (a `--rerun` of a step that kept
+    /// them when it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_kept: Option<u64>,
 }
 
 impl StepRecord {
@@ -193,6 +210,8 @@ impl StepRecord {
             note: None,
             usage: None,
             cached_from: None,
+            kept: None,
+            from_kept: None,
         }
     }
 

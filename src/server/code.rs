@@ -27,8 +27,8 @@ use crate::run::event_log::EventLog;
 
 const INPUTS: TableDefinition<u64, &str> = TableDefinition::new("workflow_inputs");
 
-fn db_err(e: impl std::fmt::Display) -> StateError {
-    StateError::Db(e.to_string())
+fn db_err(e: impl Into<redb::Error>) -> StateError {
+    StateError::of_redb(e.into())
 }
 
 /// Keeps the input run `id` was started with.

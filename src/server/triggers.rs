@@ -9,8 +9,8 @@ use crate::run::StateError;
 
 const RUN_TRIGGERS: TableDefinition<u64, &str> = TableDefinition::new("run_triggers");
 
-fn db_err(e: impl std::fmt::Display) -> StateError {
-    StateError::Db(e.to_string())
+fn db_err(e: impl Into<redb::Error>) -> StateError {
+    StateError::of_redb(e.into())
 }
 
 /// Records who started run `id`.

@@ -132,6 +132,12 @@ pub struct StepNode {
     pub usage: Option<Value>,
     /// The end of its output.
     pub output_tail: String,
+    /// `keep_on_failure:`: the outputs it kept when it failed, and where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<crate::run::state_records::Kept>,
+    /// The run whose kept outputs it started from (a `--rerun`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_kept: Option<u64>,
     /// The steps inside it (a block's).
     pub children: Vec<StepNode>,
 }
@@ -207,6 +213,8 @@ impl StepNode {
             cost_usd: spent.and_then(|s| s.cost_usd()),
             usage: step.usage.clone(),
             output_tail: step.stdout_tail.clone(),
+            kept: step.kept.clone(),
+            from_kept: step.from_kept,
             children: Vec::new(),
         }
     }
@@ -230,6 +238,8 @@ impl StepNode {
             note: None,
             usage: self.usage.clone(),
             cached_from: self.from_run,
+            kept: self.kept.clone(),
+            from_kept: self.from_kept,
         }
     }
 

@@ -106,7 +106,7 @@ impl Watcher {
             .iter()
             .map(|w| Checker::new(&w.loaded, db.clone(), scratch.clone()))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| crate::run::StateError::Db(e.to_string()))?;
+            .map_err(|e| crate::run::StateError::Tables(Box::new(e)))?;
         let (hook_tx, hook_rx) = mpsc::unbounded_channel();
         Ok(Arc::new(Self {
             checkers,

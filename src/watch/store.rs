@@ -65,8 +65,8 @@ pub struct JobStanding {
     pub paused: bool,
 }
 
-fn db_err(e: impl std::fmt::Display) -> StateError {
-    StateError::Db(e.to_string())
+fn db_err(e: impl Into<redb::Error>) -> StateError {
+    StateError::of_redb(e.into())
 }
 
 fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StateError> {

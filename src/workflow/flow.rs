@@ -47,6 +47,8 @@ pub enum FlowError {
         name: String,
         /// How it ended.
         status: Status,
+        /// The kind of its failure (what a caller branches on, as on a YAML step's).
+        failure: Option<crate::run::FailureKind>,
         /// Why.
         error: Option<String>,
     },
@@ -91,6 +93,18 @@ impl FlowError {
             Self::Output { .. } | Self::Failed(_) => Status::Failed,
             Self::Refused { .. } | Self::Unevaluable { .. } => Status::Errored,
             Self::Run(_) => Status::Errored,
+        }
+    }
+
+    /// The kind of failure the run ends with: a step's own, else what the error is.
+    pub fn kind(&self) -> crate::run::FailureKind {
+        use crate::run::FailureKind;
+        match self {
+            Self::Step { failure, .. } => failure.unwrap_or(FailureKind::Other),
+            Self::Output { .. } => FailureKind::InvalidOutput,
+            Self::Refused { .. } => FailureKind::Configuration,
+            Self::Run(_) => FailureKind::Infrastructure,
+            Self::Failed(_) | Self::Unevaluable { .. } => FailureKind::Other,
         }
     }
 }
@@ -244,10 +258,7 @@ pub(crate) async fn run_in<W: Workflow>(
         Ok(_) => Done::ok(),
         Err(e) => Done {
             status: e.status(),
-            failure: Some(crate::run::StepFailure::new(
-                crate::run::FailureKind::Other,
-                e.to_string(),
-            )),
+            failure: Some(crate::run::StepFailure::new(e.kind(), e.to_string())),
             ..Done::ok()
         },
     };
@@ -383,6 +394,7 @@ impl Flow {
             return Err(FlowError::Step {
                 name,
                 status: done.status,
+                failure: done.kind(),
                 error: done.error().map(str::to_owned),
             });
         }

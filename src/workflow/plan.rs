@@ -101,7 +101,7 @@ pub async fn plan<W: Workflow>(
     let records = match &store {
         Some(s) => Some(
             Records::open(s.database())
-                .map_err(|e| RunError::from(StateError::Db(e.to_string())))?,
+                .map_err(|e| RunError::from(StateError::Tables(Box::new(e))))?,
         ),
         None => None,
     };

@@ -52,7 +52,7 @@ fn failed_with<'r>(records: &'r [StepRecord], failure: &StepFailure) -> Option<&
 /// `treadle run` as the user would type it for this run's file, job and state file: the
 /// hint is a command to paste, so it names the file even when it is `treadle.yml` (the
 /// user may stand anywhere).
-fn run_command(ctx: &Ctx<'_>) -> String {
+pub(crate) fn run_command(ctx: &Ctx<'_>) -> String {
     let mut cmd = format!(
         "treadle run {}",
         shell_word(&ctx.loaded.file.display().to_string())
@@ -85,7 +85,7 @@ fn rerun_hint(records: &[StepRecord], before: Option<u32>, run: &str) -> Option<
 }
 
 /// `name` as one shell word (quoted when it holds anything but plain characters).
-fn shell_word(name: &str) -> String {
+pub(crate) fn shell_word(name: &str) -> String {
     let plain = name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_./:@".contains(c));

@@ -7,8 +7,8 @@
 //! a child module of functions that take the context as an argument (`ctx: &Ctx`): the
 //! job's own walk (`job`), `race`/`across`/`when` (`flow`), `ensemble`, hooks, approvals
 //! (`approval_step`), `input`, `http:` (`http_step`), `get`/`put` (`resource`, `resource_scripted`), the leaf
-//! steps (`leaf`), the cache around them (`cached`), and what the walker records
-//! (`record`). The children call back into the walker (`ctx.exec`) for nested steps, so
+//! steps (`leaf`), the cache around them (`cached`), a failed step's kept outputs (`kept`),
+//! and what the walker records (`record`). The children call back into the walker (`ctx.exec`) for nested steps, so
 //! no child depends on another in a circle.
 //!
 //! Semantics follow Concourse and `steps`:
@@ -39,6 +39,7 @@ pub(crate) mod hooks;
 pub(crate) mod http_step;
 pub mod input;
 pub(crate) mod job;
+pub(crate) mod kept;
 pub mod leaf;
 pub(crate) mod plan;
 pub(crate) mod record;
@@ -261,11 +262,13 @@ impl<'a> Ctx<'a> {
             {
                 done = failed;
             }
+            kept::keep_failed(self, step, entry, &done).await;
             record::finished(self, entry, &done, started.elapsed());
             // The outcome is stored (durably) before the step is marked succeeded: a run
             // killed between the two is resumed from the stored outcome, so a step its
-            // record calls succeeded never runs again.
-            if done.is_ok() {
+            // record calls succeeded never runs again. One that started from kept outputs
+            // read what its key does not cover: not stored.
+            if done.is_ok() && !kept::started_from_kept(self, entry) {
                 cached::cache_after(self, step, entry).await;
             }
             record::record_end(self, entry, &done, started).await;

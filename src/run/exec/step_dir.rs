@@ -28,16 +28,23 @@ pub(crate) async fn prepare<'a>(
         None => entry.name.clone(),
     };
     let (ws, seq) = (ctx.artifacts.clone(), entry.seq);
-    let result =
-        tokio::task::spawn_blocking(move || ws.prepare(seq, &name, attempt, &inputs, &outputs))
-            .await
-            .unwrap_or_else(|e| {
-                Err(ArtifactError::Io {
-                    what: "cannot prepare",
-                    path: PathBuf::new(),
-                    source: std::io::Error::other(e.to_string()),
-                })
-            });
+    // A `--rerun` of a step that kept its outputs when it failed starts from them.
+    let start = super::kept::starting_state(ctx, step, entry, attempt).await;
+    let result = tokio::task::spawn_blocking(move || {
+        let dir = ws.prepare(seq, &name, attempt, &inputs, &outputs)?;
+        match &start {
+            Some(start) => start.put_in(&dir).map(|()| dir),
+            None => Ok(dir),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(ArtifactError::Io {
+            what: "cannot prepare",
+            path: PathBuf::new(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    });
     // A mapped artifact is shown under the name the command uses.
     let result = result.and_then(|dir| {
         remount(&dir, &step.mounts(), false)?;

@@ -189,12 +189,19 @@ export function paint(step, steps, runId) {
   text(p.badge, shown);
   p.badge.className = `badge st-${shown}`;
   text(p.count, isBlock(step) ? countText(step, steps) : "");
-  text(p.cached, d.cached ? `unchanged — replayed from cache${d.from_run ? ` (run #${d.from_run})` : ""}` : "");
+  text(p.cached, d.cached ? `unchanged — replayed from cache${d.from_run ? ` (run #${d.from_run})` : ""}` : keptText(d));
   text(p.meta, meta.filter(Boolean).join(" · "));
   paintElapsed(p.elapsed, d);
   const rerunnable = v.actions.canRerun() && !isBlock(step);
   if (p.rerun.hidden === rerunnable) p.rerun.hidden = !rerunnable;
   if (!folded) paintBody(step, runId);
+}
+
+/** What `keep_on_failure:` did for a step: the outputs it kept when it failed, or the run whose kept outputs it started from. */
+function keptText(d) {
+  if (d.kept) return `failed — outputs kept (${d.kept.outputs.join(", ")}) in ${d.kept.dir}`;
+  if (d.from_kept) return `started from the outputs run #${d.from_kept} kept`;
+  return "";
 }
 
 /** A running step's elapsed time, from its start as the server recorded it. */
