@@ -72,7 +72,7 @@ breaks = [
   "workflow_agent_resume"),
  ("workflow-resume", "src/run/exec/cached.rs",
   "        if outcome.key == key {",
-  "        if outcome.key == key || cache.resuming() {",
+  "        if outcome.key == key || ctx.mode.resuming() {",
   "workflow_resume"),
 ]
 # Proofs that run a binary of the treadle crate, which their crate does not build.

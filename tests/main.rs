@@ -140,5 +140,6 @@ mod web_shadow;
 mod web_waiting;
 mod workflow_examples;
 mod workflow_keys;
+mod workflow_lifecycle;
 mod workflow_people;
 mod workflow_plan;

@@ -14,7 +14,7 @@
 //! `treadle validate --preflight` probes every model), nor are those with
 //! `preflight: false`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::pipeline::model::{self, CLI_PROVIDER, ResolvedModel, process_env};
@@ -47,9 +47,14 @@ pub struct NoSource {
     pub down: Vec<String>,
 }
 
-/// Probes the sources of every agent with a `fallback:` chain that `job` reaches; the
-/// agents that start on a fallback.
-pub async fn pick(loaded: &Loaded, job: &Job) -> Result<Vec<Picked>, NoSource> {
+/// Probes the sources of every agent with a `fallback:` chain that `job` reaches and that
+/// is not in `probed` (a workflow's job grows: its agents are probed as its steps first
+/// reach them); the agents that start on a fallback, and the agents this call probed.
+pub async fn pick(
+    loaded: &Loaded,
+    job: &Job,
+    probed: &HashSet<String>,
+) -> Result<(Vec<Picked>, Vec<String>), NoSource> {
     let preflight = loaded
         .pipeline
         .defaults
@@ -59,13 +64,16 @@ pub async fn pick(loaded: &Loaded, job: &Job) -> Result<Vec<Picked>, NoSource> {
         .and_then(|p| p.disabled.as_ref())
         .is_some_and(|d| d.value)
     {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let timeout = preflight
         .and_then(|p| p.timeout.as_ref())
         .map_or(PICK_TIMEOUT, |t| t.value.0);
-    let mut picked = Vec::new();
+    let (mut picked, mut newly) = (Vec::new(), Vec::new());
     for name in reached(loaded, job) {
+        if probed.contains(&name) {
+            continue;
+        }
         let Some(agent) = loaded.agent(&name) else {
             continue;
         };
@@ -75,8 +83,9 @@ pub async fn pick(loaded: &Loaded, job: &Job) -> Result<Vec<Picked>, NoSource> {
         if let Some(p) = pick_one(agent, timeout).await? {
             picked.push(p);
         }
+        newly.push(name);
     }
-    Ok(picked)
+    Ok((picked, newly))
 }
 
 /// The agents `job` reaches, in the order it first does: those of its agent steps, then

@@ -1,5 +1,7 @@
-//! One run's view of the cache: the keys its steps got, the digests of its artifacts, and
-//! how it started — fresh, resuming a run, or replaying one from a step.
+//! One run's view of the cache: the keys its steps got and the digests of its artifacts;
+//! and what a run may ask of the cache as it starts ([`Start`]) — fresh, resuming a run, or
+//! replaying one from a step. The run's mode made of that request is the run's own
+//! (`crate::run::mode`), as are the versions and commits its steps made (`run_state`).
 //!
 //! * `--resume RUN`: every step that succeeded in RUN with the key it has now comes back
 //!   from its record (even one that is never replayed otherwise: a `put`, an approval, a
@@ -21,15 +23,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use redb::Database;
-
 use super::cas::Cas;
 use super::chain::Chain;
 use super::digest::{Digest, Manifest};
 use super::key::KeyParts;
 use super::records::{RecordError, Records, RunLink};
-pub(crate) use super::resumed::Mode;
-use crate::pipeline::outline::Outline;
 
 /// How a run starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -134,14 +132,6 @@ pub(super) struct RunKeys {
     pub touched: Vec<Digest>,
     /// Whether anything new went into the store.
     pub stored: bool,
-    /// A `get`'s resolved version, by seq.
-    pub versions: HashMap<u32, String>,
-    /// Input artifact paths before a step ran, by seq (to wipe agent work).
-    pub inputs_before: HashMap<u32, HashMap<String, PathBuf>>,
-    /// Artifacts that came from a git resource: name → (resource, commit).
-    pub git_inputs: HashMap<String, (String, String)>,
-    /// The commits an agent step made on its git inputs, by seq: artifact → commit.
-    pub commits: HashMap<u32, std::collections::BTreeMap<String, String>>,
 }
 
 /// Where a key belongs: a step, by its outline seq, or one cell of an `across:` step, by
@@ -180,134 +170,37 @@ pub struct StepCache {
     /// Replaced as a workflow's plan grows (`rechain`); a YAML run's never changes.
     pub(crate) chain: std::sync::RwLock<Chain>,
     pub(crate) job: String,
-    pub(crate) mode: Mode,
     pub(crate) max_size: u64,
     pub(crate) git_dir: PathBuf,
     pub(super) live: Mutex<RunKeys>,
     pub(crate) link: Option<RunLink>,
     /// Where a forked run forks (`--fork`).
     pub(crate) fork: Option<ForkAt>,
-    /// The step `--rerun` names (its outline seq): the one that starts from the outputs a
-    /// failed run kept of it (`keep_on_failure:`, `crate::run::exec::kept`).
-    pub(crate) rerun: Option<u32>,
 }
 
 impl StepCache {
-    /// Opens the cache for a run of `job`, checking that a resumed or replayed run exists.
-    /// `state_dir` is the directory of the state file (`.treadle/`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn open(
-        db: Arc<Database>,
+    /// The cache for a run of `job`, which records `link` to how it started and forks
+    /// at `fork` (both decided with its mode, `crate::run::mode`). `state_dir` is the
+    /// directory of the state file (`.treadle/`).
+    pub(crate) fn open(
+        records: Records,
         state_dir: &std::path::Path,
         job: &str,
-        outline: &Outline,
         chain: Chain,
-        start: &Start,
-        run_exists: &dyn Fn(u64) -> bool,
+        (link, fork): (Option<RunLink>, Option<ForkAt>),
         max_size: u64,
-    ) -> Result<Self, StartError> {
-        let records = Records::open(db)?;
-        let mut forked = None;
-        let mut rerun = None;
-        let (mode, link) = match start {
-            Start::Fresh => (Mode::Fresh, None),
-            Start::Resume(of) => {
-                if !run_exists(*of) {
-                    return Err(StartError::NoRun(*of));
-                }
-                let link = RunLink {
-                    how: "resume".to_owned(),
-                    of: *of,
-                    from: None,
-                };
-                let how = super::resumed::inherited(&records, *of, outline, &chain)?;
-                (Mode::Resume(*of, Box::new(how)), Some(link))
-            }
-            Start::Replay(of, step) => {
-                if !run_exists(*of) {
-                    return Err(StartError::NoRun(*of));
-                }
-                let from = outline
-                    .entries
-                    .iter()
-                    .find(|e| e.name == *step || e.path == *step)
-                    .map(|e| e.seq)
-                    .ok_or_else(|| StartError::NoStep {
-                        run: *of,
-                        job: job.to_owned(),
-                        step: step.clone(),
-                    })?;
-                let link = RunLink {
-                    how: "replay".to_owned(),
-                    of: *of,
-                    from: Some(step.clone()),
-                };
-                (Mode::Replay { of: *of, from }, Some(link))
-            }
-            Start::Fork(fork) => {
-                if !run_exists(fork.of) {
-                    return Err(StartError::NoRun(fork.of));
-                }
-                let (seq, turn) =
-                    fork_point(outline, &fork.at).ok_or_else(|| StartError::NoStep {
-                        run: fork.of,
-                        job: job.to_owned(),
-                        step: fork.at.clone(),
-                    })?;
-                forked = Some(ForkAt {
-                    of: fork.of,
-                    seq,
-                    turn,
-                    prompt: fork.prompt.clone(),
-                });
-                let link = RunLink {
-                    how: "fork".to_owned(),
-                    of: fork.of,
-                    from: Some(fork.at.clone()),
-                };
-                (
-                    Mode::Replay {
-                        of: fork.of,
-                        from: seq,
-                    },
-                    Some(link),
-                )
-            }
-            // Recorded, so that a resume of this run keeps forcing (`super::resumed`).
-            Start::Force => (Mode::Force, Some(RunLink::started("force", None))),
-            Start::Rerun(step) => {
-                let seq = outline
-                    .entries
-                    .iter()
-                    .find(|e| e.name == *step || e.path == *step)
-                    .map(|e| e.seq)
-                    .ok_or_else(|| StartError::NoJobStep {
-                        job: job.to_owned(),
-                        step: step.clone(),
-                    })?;
-                let link = RunLink::started("rerun", Some(step.clone()));
-                rerun = Some(seq);
-                (Mode::Rerun(chain.dependents(seq)), Some(link))
-            }
-        };
-        Ok(Self {
+    ) -> Self {
+        Self {
             records,
             cas: Cas::new(state_dir.join("cas")),
             chain: std::sync::RwLock::new(chain),
             job: job.to_owned(),
-            mode,
             max_size,
             git_dir: state_dir.join("git"),
             live: Mutex::new(RunKeys::default()),
             link,
-            fork: forked,
-            rerun,
-        })
-    }
-
-    /// Whether step `seq` is the one `--rerun` names.
-    pub(crate) fn reruns(&self, seq: u32) -> bool {
-        self.rerun == Some(seq)
+            fork,
+        }
     }
 
     /// Where this run forks, when step `seq` is the step it forks (`--fork`).
@@ -321,38 +214,6 @@ impl StepCache {
             Some(l) => self.records.link(run, l),
             None => Ok(()),
         }
-    }
-
-    /// The earlier run whose record step `seq` must come back from, if any.
-    pub(crate) fn recorded_from(&self, seq: u32) -> Option<u64> {
-        match self.mode {
-            Mode::Resume(of, _) => Some(of),
-            Mode::Replay { of, from } if seq < from => Some(of),
-            _ => None,
-        }
-    }
-
-    /// Whether this run resumes an earlier one (`--resume`).
-    pub(crate) fn resuming(&self) -> bool {
-        matches!(self.mode, Mode::Resume(..))
-    }
-
-    /// What the header of a resumed run says of the run it resumes (`None`: not one).
-    pub fn resumes(&self) -> Option<String> {
-        match &self.mode {
-            Mode::Resume(of, how) => Some(super::resumed::header(*of, how)),
-            _ => None,
-        }
-    }
-
-    /// Whether step `seq` must run whatever the cache holds.
-    pub(crate) fn forced(&self, seq: u32) -> bool {
-        self.mode.forced_at(seq)
-    }
-
-    /// Whether this run ignores what earlier runs persisted (`--force`).
-    pub(crate) fn forcing(&self) -> bool {
-        matches!(self.mode, Mode::Force)
     }
 
     /// The run's keys and notes, for this module and the cache's own (the executor uses
@@ -425,53 +286,6 @@ impl StepCache {
         });
     }
 
-    /// Where step `seq`'s input artifacts were before it ran (to wipe an agent's work).
-    pub(crate) fn set_inputs_before(&self, seq: u32, before: HashMap<String, PathBuf>) {
-        self.with(|l| l.inputs_before.insert(seq, before));
-    }
-
-    /// Where input `artifact` of step `seq` was before it ran.
-    pub(crate) fn input_before(&self, seq: u32, artifact: &str) -> Option<PathBuf> {
-        self.with(|l| {
-            l.inputs_before
-                .get(&seq)
-                .and_then(|m| m.get(artifact).cloned())
-        })
-        .flatten()
-    }
-
-    /// A `get` step's resolved version.
-    pub(crate) fn set_version(&self, seq: u32, version: String) {
-        self.with(|l| l.versions.insert(seq, version));
-    }
-
-    /// The version step `seq` resolved, if it is a `get` that did.
-    pub(crate) fn version(&self, seq: u32) -> Option<String> {
-        self.with(|l| l.versions.get(&seq).cloned()).flatten()
-    }
-
-    /// Artifact `artifact` came from git `resource` at `commit`.
-    pub(crate) fn set_git_input(&self, artifact: String, resource: String, commit: String) {
-        self.with(|l| l.git_inputs.insert(artifact, (resource, commit)));
-    }
-
-    /// Step `seq` committed its work on `artifact` as `commit` (kept with its outcome).
-    pub(crate) fn set_commit(&self, seq: u32, artifact: String, commit: String) {
-        self.with(|l| l.commits.entry(seq).or_default().insert(artifact, commit));
-    }
-
-    /// The commits step `seq` made on its git inputs: artifact → commit.
-    pub(crate) fn commits(&self, seq: u32) -> std::collections::BTreeMap<String, String> {
-        self.with(|l| l.commits.get(&seq).cloned())
-            .flatten()
-            .unwrap_or_default()
-    }
-
-    /// The git resource and commit artifact `artifact` came from, if it did.
-    pub(crate) fn git_input(&self, artifact: &str) -> Option<(String, String)> {
-        self.with(|l| l.git_inputs.get(artifact).cloned()).flatten()
-    }
-
     /// Ends the run's use of the cache: marks replayed entries as used and, when new
     /// objects were stored, evicts the least recently used entries over the size limit.
     /// Returns a warning to print, if something went wrong (never fatal).
@@ -515,22 +329,4 @@ fn objects(o: &super::records::SuccessRecord) -> Vec<Digest> {
             _ => None,
         })
         .collect()
-}
-
-/// The step (outline seq) and turn that `STEP` or `STEP/TURN` names. A whole that names a
-/// step wins, since outline paths hold slashes and numbers (`2/in_parallel/0`).
-fn fork_point(outline: &Outline, at: &str) -> Option<(u32, Option<u32>)> {
-    let step = |name: &str| {
-        outline
-            .entries
-            .iter()
-            .find(|e| e.name == name || e.path == name)
-            .map(|e| e.seq)
-    };
-    if let Some(seq) = step(at) {
-        return Some((seq, None));
-    }
-    let (name, turn) = at.rsplit_once('/')?;
-    let turn = turn.parse::<u32>().ok().filter(|t| *t > 0)?;
-    Some((step(name)?, Some(turn)))
 }

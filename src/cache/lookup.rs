@@ -127,17 +127,18 @@ impl From<WorkerStopped> for CacheError {
 }
 
 impl StepCache {
-    /// Whether a succeeded record may stand in for step `seq` with `key`.
+    /// Whether a succeeded record may stand in for a step with `key`; `forced`: the run's
+    /// mode says the step runs whatever the cache holds.
     pub(crate) fn lookup(
         &self,
-        seq: u32,
+        forced: bool,
         key: &Digest,
         first_visit: bool,
         replayable: bool,
     ) -> Result<Lookup, CacheError> {
         let miss = if !first_visit {
             Some(Miss::Revisited)
-        } else if self.forced(seq) {
+        } else if forced {
             Some(Miss::Forced)
         } else if !replayable {
             Some(Miss::NotReplayable)

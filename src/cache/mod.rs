@@ -6,9 +6,8 @@
 //! * `key.rs`: what a key is made of;
 //! * `chain.rs`: which step each step's key chains to;
 //! * `records.rs`: the cache's tables in the state file;
-//! * `live.rs`: one run's view of the cache ([`StepCache`]), resume and replay;
-//! * `resumed.rs`: what a resumed run keeps of how the run it resumes started (`--force`,
-//!   `--rerun`, a replay), and its header;
+//! * `live.rs`: one run's view of the cache ([`StepCache`]), and how a run may start
+//!   ([`Start`]: resume, replay, ...), whose mode the run owns (`crate::run::mode`);
 //! * `lookup.rs`: the service the executor calls: hit or miss (and why) before a step,
 //!   storing after it;
 //! * `plan.rs`: `treadle plan`.
@@ -21,7 +20,6 @@ pub mod live;
 mod lookup;
 pub mod plan;
 pub mod records;
-mod resumed;
 
 pub use digest::{Digest, Manifest, manifest};
 pub use key::KeyParts;

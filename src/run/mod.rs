@@ -2,7 +2,7 @@
 //! prints its transcript.
 //!
 //! * `exec/`: the walker. `exec/mod.rs` defines the run's context (`Ctx`: what a run
-//!   shares, immutable, plus the owner of its mutable state) and the walker of one step
+//!   shares, immutable, plus the run's owner of its mutable state) and the walker of one step
 //!   (guard, attempts, timeouts, hooks, containers), the context's only methods. Each
 //!   step kind is a child module of functions taking the context as an argument:
 //!   * `job.rs`: the job's walk, its hooks and asserts; `plan.rs`: the plan in order,
@@ -30,8 +30,6 @@
 //!   * `continued.rs`: what a resumed run continues of the run it resumes: an agent step
 //!     left mid-way goes on in its session and directory, a task left mid-way starts
 //!     again;
-//!   * `kept.rs`: `keep_on_failure:`: a failed step's outputs kept, and a `--rerun` of it
-//!     started from them;
 //! * `done.rs`: how a step or a job ended (`Status`, `Done`);
 //! * `failure.rs`: why a step failed, typed (`StepFailure`, `FailureKind`), as the
 //!   record, the transcript, the API and the wire carry it;
@@ -47,6 +45,10 @@
 //! * `approval/`: the approval mailbox, and questions (`approval/question.rs`), parked
 //!   until `treadle answer` gives a value that fits; `approval_record.rs`: what the state
 //!   file records of an approval;
+//! * `lifecycle.rs`: one run from its begin to its end ([`lifecycle::Run`]: begin, adopt,
+//!   execute a whole job or one step, end), for YAML runs, workflows and workers alike; the
+//!   only place the walker's context is built; `mode.rs`: how a run started (fresh,
+//!   resumed, replayed, forced, rerun), the run's own;
 //! * `one_leaf.rs`: one task or agent step run alone, for a worker (`treadle worker`);
 //! * `open_run.rs`: a run begun without its plan, whose typed steps are handed to the
 //!   walker one at a time (a Rust workflow, `crate::workflow`);
@@ -88,6 +90,8 @@ pub mod event_log;
 pub mod exec;
 pub mod failure;
 mod handing;
+pub(crate) mod lifecycle;
+pub(crate) mod mode;
 pub mod one_leaf;
 pub mod open_run;
 pub(crate) mod output_limit;
@@ -109,10 +113,8 @@ mod work;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 pub use exec::Status;
 pub use failure::{FailureKind, StepFailure};
@@ -267,28 +269,6 @@ pub(crate) struct Served {
     pub remote: Option<Arc<dyn exec::RemoteSteps>>,
 }
 
-/// Gives the run its id and its event journal.
-async fn begin(
-    store: &Arc<Store>,
-    records: &[state::StepRecord],
-    pipeline: &str,
-    job: &str,
-) -> Result<(u64, Arc<event_log::EventLog>), RunError> {
-    let (store, records, p, j) = (
-        store.clone(),
-        records.to_vec(),
-        pipeline.to_owned(),
-        job.to_owned(),
-    );
-    tokio::task::spawn_blocking(move || {
-        let id = store.begin_run(&p, &j, exec::now_ms(), &records)?;
-        let journal = event_log::EventLog::open(store.database(), id)?;
-        Ok((id, Arc::new(journal)))
-    })
-    .await
-    .map_err(StateError::from)?
-}
-
 /// Runs one job like [`run_from`]; `served`: it runs in `treadle serve`, which follows it
 /// live and answers its approvals.
 pub(crate) async fn run_served(
@@ -300,152 +280,13 @@ pub(crate) async fn run_served(
     served: Option<Served>,
 ) -> Result<RunReport, RunError> {
     let earlier = start::earlier_job(&store, start).await?;
-    if let crate::cache::Start::Resume(old) = start {
-        stop_leftovers_of(&store, *old).await?;
-    }
     let job = loaded
         .job(options.job.as_deref().or(earlier.as_deref()))
         .map_err(RunError::Job)?;
-    let cache = start::open(&store, loaded, job, start).await?;
-    let outline = crate::pipeline::outline::Outline::of(job);
-    let records = pending_records(&outline);
-    let pipeline_name = loaded.file.display().to_string();
-    let (run, journal) = begin(&store, &records, &pipeline_name, &job.name.value).await?;
-    let begun = Begun {
-        run,
-        journal,
-        records,
-        cache,
-        adopted: false,
-    };
-    go_on(loaded, job, options, store, agents, begun, start, served).await
-}
-
-/// A run with its id, journal and records, about to walk its job.
-pub(crate) struct Begun {
-    /// Its id.
-    pub run: u64,
-    /// Its event journal.
-    pub journal: Arc<event_log::EventLog>,
-    /// Its steps' records, in outline order.
-    pub records: Vec<state::StepRecord>,
-    /// Its view of the step cache.
-    pub cache: Arc<crate::cache::StepCache>,
-    /// It goes on under the id a stopped process left it at (see `adopt`): its start is
-    /// already in its transcript, and it resumes no other run.
-    pub adopted: bool,
-}
-
-/// Walks the job of a begun run and records how it ended.
-#[allow(clippy::too_many_arguments)]
-async fn go_on(
-    loaded: &Loaded,
-    job: &crate::pipeline::Job,
-    options: RunOptions,
-    store: Arc<Store>,
-    agents: Arc<dyn AgentRunner>,
-    begun: Begun,
-    start: &crate::cache::Start,
-    served: Option<Served>,
-) -> Result<RunReport, RunError> {
-    let Begun {
-        run: run_id,
-        journal,
-        records,
-        cache,
-        adopted,
-    } = begun;
-    let state_path = store.path().to_path_buf();
-    let outline = crate::pipeline::outline::Outline::of(job);
-    let pipeline_name = loaded.file.display().to_string();
-    let job_name = job.name.value.clone();
-    let answerable = served.is_some();
-    let mut remote = None;
-    if let Some(served) = served {
-        (served.on_begin)(run_id, journal.clone());
-        remote = served.remote;
-    }
-    let state_dir = state_path
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let artifacts = Arc::new(artifacts::Artifacts::create(&state_dir, run_id)?);
-    if !adopted {
-        start::link(&store, &cache, start, run_id).await;
-    }
-    let run_span = crate::telemetry::spans::run(run_id, &job_name, &pipeline_name);
-    let journal_was_empty = journal.is_empty();
-    let transcript =
-        Arc::new(Transcript::new(options.style, redactor(loaded)).with_journal(journal));
-    let names = (job_name.as_str(), pipeline_name.as_str());
-    start::announce(&transcript, run_id, adopted, journal_was_empty, names);
-    if let (false, Some(text)) = (adopted, cache.resumes()) {
-        transcript.emit(&transcript::Event::Notice { run: run_id, text });
-    }
-    let started = Instant::now();
-    let ctx = exec::Ctx {
-        loaded,
-        job,
-        outline,
-        store: store.clone(),
-        transcript: transcript.clone(),
-        artifacts,
-        agents,
-        run: run_id,
-        root: options.cancel.clone(),
-        left: adopted.then(|| Arc::new(records.clone())),
-        state: run_state::Owner::new(
-            run_state::RunState {
-                records,
-                ..Default::default()
-            },
-            0,
-            0,
-        ),
-        cache: Some(cache.clone()),
-        answerable,
-        deadline: job.timeout.as_ref().map(|t| started + t.value.0),
-        versions: options.versions.clone(),
-        remote,
-        fence: None,
-        resume: None,
-        questions: None,
-    };
-    let job_span = crate::telemetry::spans::job(&run_span, &job.name.value);
-    let done = exec::job::job(&ctx).instrument(job_span).await;
-    if let Some(warning) = cache.finish() {
-        crate::console::tell!("treadle: {warning}");
-    }
-    conclude(&ctx, done, started, &run_span)
-        .instrument(run_span.clone())
-        .await
-}
-
-/// Ends a run whose job was walked: its outcome recorded and shown (errored when the state
-/// file could not record a step), and the steps' directories of a run that ended well
-/// discarded.
-async fn conclude(
-    ctx: &exec::Ctx<'_>,
-    mut done: exec::Done,
-    started: Instant,
-    run_span: &tracing::Span,
-) -> Result<RunReport, RunError> {
-    if let Some(e) = ctx.state.with(|s| s.state_error.take())
-        && done.status != Status::Aborted
-    {
-        done = exec::Done::fail(
-            FailureKind::Infrastructure,
-            format!("cannot record the run: {e}"),
-        );
-    }
-    crate::telemetry::spans::record_status(run_span, done.status.name());
-    let report = end_run(&ctx.store, &ctx.transcript, ctx.run, started, done).await;
-    if matches!(&report, Ok(r) if r.status == Status::Succeeded) {
-        // The agent steps' directories, kept for a process that stops before their records
-        // are final; a run that ended well goes on nowhere.
-        let artifacts = ctx.artifacts.clone();
-        let _ = tokio::task::spawn_blocking(move || artifacts.discard_steps()).await;
-    }
-    report
+    let opening = opening(loaded, job, options, store, agents, served);
+    let (run, _) = lifecycle::Run::begin(opening, start).await?;
+    let done = run.execute(loaded, job).await;
+    run.end(done).await
 }
 
 /// Goes on with run `id`, which a process that stopped left running (`treadle serve` and
@@ -460,36 +301,33 @@ pub(crate) async fn adopt_served(
     id: u64,
     served: Option<Served>,
 ) -> Result<RunReport, RunError> {
-    let start = crate::cache::Start::Resume(id);
-    // The process that ran it is gone; what its commands left running goes first.
-    stop_leftovers_of(&store, id).await?;
-    let earlier = start::earlier_job(&store, &start).await?;
+    let earlier = start::earlier_job(&store, &crate::cache::Start::Resume(id)).await?;
     let job = loaded.job(earlier.as_deref()).map_err(RunError::Job)?;
-    let cache = start::open(&store, loaded, job, &start).await?;
-    let outline = crate::pipeline::outline::Outline::of(job);
-    let pending = pending_records(&outline);
-    let (db, kept) = (store.database(), store.clone());
-    let (records, journal) = tokio::task::spawn_blocking(move || {
-        let stored = kept.steps(id)?;
-        let journal = event_log::EventLog::open(db, id)?;
-        Ok::<_, StateError>((stored, journal))
-    })
-    .await
-    .map_err(StateError::from)??;
-    // The stored records, unless the job's outline changed under them.
-    let same = records.len() == pending.len()
-        && records
-            .iter()
-            .zip(&pending)
-            .all(|(a, b)| a.seq == b.seq && a.path == b.path);
-    let begun = Begun {
-        run: id,
-        journal: Arc::new(journal),
-        records: if same { records } else { pending },
-        cache,
-        adopted: true,
-    };
-    go_on(loaded, job, options, store, agents, begun, &start, served).await
+    let opening = opening(loaded, job, options, store, agents, served);
+    let (run, _) = lifecycle::Run::adopt(opening, id).await?;
+    let done = run.execute(loaded, job).await;
+    run.end(done).await
+}
+
+/// What a YAML run of `job` is begun with.
+fn opening<'a>(
+    loaded: &'a Loaded,
+    job: &'a crate::pipeline::Job,
+    options: RunOptions,
+    store: Arc<Store>,
+    agents: Arc<dyn AgentRunner>,
+    served: Option<Served>,
+) -> lifecycle::Opening<'a> {
+    lifecycle::Opening {
+        loaded,
+        job,
+        store,
+        agents,
+        style: options.style,
+        cancel: options.cancel,
+        versions: options.versions,
+        served,
+    }
 }
 
 /// How long the processes of a run being resumed may take to die once killed.
@@ -521,76 +359,4 @@ pub(crate) fn pending_records(
             state::StepRecord::pending(e.seq, e.path.clone(), e.name.clone(), e.kind.to_string())
         })
         .collect()
-}
-
-/// Records how the run ended, shows it, and reports it.
-async fn end_run(
-    store: &Arc<Store>,
-    transcript: &Arc<Transcript>,
-    run_id: u64,
-    started: Instant,
-    done: exec::Done,
-) -> Result<RunReport, RunError> {
-    let status = RunStatus::from(done.status);
-    let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let failure = done.failure.clone().map(|f| StepFailure {
-        message: transcript.redactor().mask(&f.message),
-        ..f
-    });
-    let error = failure.as_ref().map(|f| f.message.clone());
-    let finished = Event::RunFinished {
-        run: run_id,
-        status,
-        duration_ms: took,
-        error: error.clone(),
-        failure: done.kind(),
-        asserts: done.asserts.clone(),
-    };
-    // The end and `run_finished` in one durable commit: a restarted server would go on
-    // with a run whose end a crash lost, and would leave one ended without its last event.
-    let ended = {
-        let (transcript, end) = (transcript.clone(), failure.clone());
-        tokio::task::spawn_blocking(move || {
-            transcript.emit_ending(&finished, move |txn| {
-                state::end_run_in(txn, run_id, status, took, end, None)
-            })
-        })
-        .await
-        .map_err(StateError::from)
-        .and_then(|r| r)
-    };
-    let recorded = match ended {
-        Ok(true) => Ok(()),
-        // No run journal here, or its commit failed (a full disk): the store records the
-        // end alone, and its error says why it cannot (the journal's is redb's own text).
-        Ok(false) | Err(_) => {
-            let (store, failure) = (store.clone(), failure.clone());
-            tokio::task::spawn_blocking(move || store.end_run(run_id, status, took, failure))
-                .await
-                .map_err(StateError::from)
-                .and_then(|r| r)
-        }
-    };
-    if let Err(source) = recorded {
-        // The disk is full, or redb refuses writes after an I/O error: the end goes to the
-        // lock file's reserved bytes, for the next open to record.
-        let (store, failure) = (store.clone(), failure.clone());
-        let noted = tokio::task::spawn_blocking(move || {
-            store.note_end(run_id, status, took, failure).is_ok()
-        })
-        .await
-        .unwrap_or(false);
-        return Err(RunError::EndNotRecorded {
-            run: run_id,
-            status: status.as_str(),
-            source,
-            noted,
-        });
-    }
-    Ok(RunReport {
-        run: run_id,
-        status: done.status,
-        error,
-        failure: done.kind(),
-    })
 }

@@ -1,7 +1,8 @@
 //! One task or agent step run alone, outside the walk of its job: what a worker
-//! (`treadle worker`) does with a step the server sent it. It builds the same `Ctx` the
-//! walker uses and calls the same leaf-running function (`Ctx::leaf`), so a step runs on a
-//! worker exactly as it runs in `treadle run`.
+//! (`treadle worker`) does with a step the server sent it. The step runs in the server's
+//! run as the worker hosts it (`lifecycle::Run::hosted`: no record or cache of its own),
+//! through the context every run builds (`Run::ctx`) and the same leaf-running function
+//! (`Ctx::leaf`), so a step runs on a worker exactly as it runs in `treadle run`.
 
 use std::sync::Arc;
 
@@ -9,9 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::artifacts::Artifacts;
 use super::cell::Given;
-use super::exec::{Ctx, Done};
+use super::exec::Done;
+use super::lifecycle::{Hosted, Run, Seat};
 use super::ports::AgentRunner;
-use super::run_state::{Owner, RunState};
 use super::state::{StepRecord, Store};
 use super::transcript::Transcript;
 use super::work::Work;
@@ -133,36 +134,26 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         Some(c) => c.entry(&entry),
         None => entry,
     };
-    let records = super::pending_records(&outline);
-    let ctx = Ctx {
-        loaded: req.loaded,
-        job: req.job,
-        outline,
-        store: req.store,
-        transcript: req.transcript,
-        artifacts: req.artifacts,
-        agents: req.agents,
-        run: req.run,
-        root: req.cancel.clone(),
-        state: Owner::new(
-            RunState {
-                records,
-                vars: req.vars,
-                ..Default::default()
+    let run = Run::hosted(
+        Hosted {
+            run: req.run,
+            store: req.store,
+            transcript: req.transcript,
+            artifacts: req.artifacts,
+            agents: req.agents,
+            cancel: req.cancel.clone(),
+            vars: req.vars,
+            spent: (req.tokens_spent, req.micro_usd_spent),
+            seat: Seat {
+                fence: req.fence.clone(),
+                resume: req.resume,
+                questions: req.questions.clone(),
+                ..Seat::default()
             },
-            req.tokens_spent,
-            req.micro_usd_spent,
-        ),
-        versions: std::collections::BTreeMap::new(),
-        cache: None,
-        answerable: false,
-        deadline: None,
-        remote: None,
-        fence: req.fence.clone(),
-        resume: req.resume,
-        left: None,
-        questions: req.questions.clone(),
-    };
+        },
+        req.job,
+    );
+    let ctx = run.ctx(req.loaded, req.job);
     let done = ctx
         .leaf(
             step,

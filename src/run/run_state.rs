@@ -1,9 +1,11 @@
 //! The executor's mutable run state and its single owner: what steps change while the run
-//! goes (their records, the execution log, captured vars, built agent steps, ...), held
+//! goes (their records, the execution log, captured vars, built agent steps, the versions
+//! its gets fetched and the commits its agents made, ...), held
 //! under one lock that is only taken for short, synchronous sections (never across an
 //! `.await`), and the budget counters beside it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -42,8 +44,20 @@ pub(crate) struct RunState {
     /// The agents that start this run on a `fallback:` entry (its index) because the
     /// pre-run probe found their primary down, by agent name.
     pub picked: HashMap<String, usize>,
+    /// The agents whose sources were probed before their first step (`lifecycle::pick_sources`).
+    pub probed: HashSet<String>,
     /// The versions the `every` gets take in the input set running now, by outline seq.
     pub every_versions: HashMap<u32, String>,
+    /// The version each `get` resolved (a commit, or a version as canonical JSON), by
+    /// outline seq.
+    pub versions: HashMap<u32, String>,
+    /// Where each step's input artifacts were before it ran, by outline seq (to wipe an
+    /// agent's work).
+    pub inputs_before: HashMap<u32, HashMap<String, PathBuf>>,
+    /// Artifacts that came from a git resource: name → (resource, commit).
+    pub git_inputs: HashMap<String, (String, String)>,
+    /// The commits an agent step made on its git inputs, by outline seq: artifact → commit.
+    pub commits: HashMap<u32, BTreeMap<String, String>>,
 }
 
 /// The single owner of a run's mutable state: one lock for the state, and the two budget
@@ -91,5 +105,54 @@ impl Owner {
     pub(crate) fn spend(&self, tokens: u64, micro_usd: u64) {
         self.tokens.fetch_add(tokens, Ordering::Relaxed);
         self.micro_usd.fetch_add(micro_usd, Ordering::Relaxed);
+    }
+}
+
+/// The run's git and resource state, under the same lock: named operations, so the
+/// steps that write it and those that read it agree on its shape.
+impl Owner {
+    /// Where step `seq`'s input artifacts were before it ran.
+    pub(crate) fn set_inputs_before(&self, seq: u32, before: HashMap<String, PathBuf>) {
+        self.with(|s| s.inputs_before.insert(seq, before));
+    }
+
+    /// Where input `artifact` of step `seq` was before it ran.
+    pub(crate) fn input_before(&self, seq: u32, artifact: &str) -> Option<PathBuf> {
+        self.with(|s| {
+            s.inputs_before
+                .get(&seq)
+                .and_then(|m| m.get(artifact).cloned())
+        })
+    }
+
+    /// A `get` step's resolved version.
+    pub(crate) fn set_version(&self, seq: u32, version: String) {
+        self.with(|s| s.versions.insert(seq, version));
+    }
+
+    /// The version step `seq` resolved, if it is a `get` that did.
+    pub(crate) fn version(&self, seq: u32) -> Option<String> {
+        self.with(|s| s.versions.get(&seq).cloned())
+    }
+
+    /// Artifact `artifact` came from git `resource` at `commit`.
+    pub(crate) fn set_git_input(&self, artifact: String, resource: String, commit: String) {
+        self.with(|s| s.git_inputs.insert(artifact, (resource, commit)));
+    }
+
+    /// The git resource and commit artifact `artifact` came from, if it did.
+    pub(crate) fn git_input(&self, artifact: &str) -> Option<(String, String)> {
+        self.with(|s| s.git_inputs.get(artifact).cloned())
+    }
+
+    /// Step `seq` committed its work on `artifact` as `commit` (kept with its outcome).
+    pub(crate) fn set_commit(&self, seq: u32, artifact: String, commit: String) {
+        self.with(|s| s.commits.entry(seq).or_default().insert(artifact, commit));
+    }
+
+    /// The commits step `seq` made on its git inputs: artifact → commit.
+    pub(crate) fn commits(&self, seq: u32) -> BTreeMap<String, String> {
+        self.with(|s| s.commits.get(&seq).cloned())
+            .unwrap_or_default()
     }
 }

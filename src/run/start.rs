@@ -1,13 +1,16 @@
 //! Opening the cache for a run: which job a resumed or replayed run is of, checking that
-//! the earlier run exists, and linking the new run to it; and the run's start announced.
+//! the earlier run exists, the run's mode, and linking the new run to it; and the run's
+//! start announced.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::mode::Mode;
 use super::state::{RunStatus, StateError, Store};
 use super::transcript::{Event, Transcript};
 use crate::blocking::blocking;
 use crate::cache::chain::Chain;
+use crate::cache::records::Records;
 use crate::cache::{Start, StartError, StepCache};
 use crate::pipeline::outline::Outline;
 use crate::pipeline::{Job, Loaded};
@@ -42,13 +45,13 @@ pub fn state_dir(store: &Store) -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
-/// Opens the cache for a run of `job`.
-pub async fn open(
+/// Opens the cache for a run of `job`, and the mode the run starts in as `start` asks.
+pub(crate) async fn open(
     store: &Arc<Store>,
     loaded: &Loaded,
     job: &Job,
     start: &Start,
-) -> Result<Arc<StepCache>, StartError> {
+) -> Result<(Arc<StepCache>, Mode), StartError> {
     let outline = Outline::of(job);
     let chain = Chain::of(job, &outline);
     let max = loaded
@@ -58,18 +61,18 @@ pub async fn open(
         .map_or(crate::cache::DEFAULT_MAX_SIZE, |c| c.max_bytes());
     let (store, start, name) = (store.clone(), start.clone(), job.name.value.clone());
     blocking(move || {
+        let records = Records::open(store.database())?;
         let exists = |id: u64| store.run(id).is_ok();
+        let opened = Mode::open(&start, &records, (&name, &outline, &chain), &exists)?;
         let cache = StepCache::open(
-            store.database(),
+            records,
             &state_dir(&store),
             &name,
-            &outline,
             chain,
-            &start,
-            &exists,
+            (opened.link, opened.fork),
             max,
-        )?;
-        Ok(Arc::new(cache))
+        );
+        Ok((Arc::new(cache), opened.mode))
     })
     .await
 }

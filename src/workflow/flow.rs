@@ -124,6 +124,9 @@ pub struct Options {
     pub cancel: CancellationToken,
     /// Runs agent steps (`None`: real sessions, as `treadle run`).
     pub runner: Option<Arc<dyn AgentRunner>>,
+    /// The run's `timeout:` (a YAML job's): counted from the run's begin, no step starts
+    /// once it has passed (`None`: no limit).
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl Options {
@@ -136,7 +139,15 @@ impl Options {
             style: Style::Plain,
             cancel: CancellationToken::new(),
             runner: None,
+            timeout: None,
         }
+    }
+
+    /// With a `timeout:` for the whole run, as a YAML job's: once it has passed, the next
+    /// step fails with `job timeout: ... passed before the next step could start`.
+    pub fn timeout(mut self, limit: std::time::Duration) -> Self {
+        self.timeout = Some(limit);
+        self
     }
 
     /// With these agents.
@@ -235,9 +246,13 @@ pub(crate) async fn run_in<W: Workflow>(
         style,
         cancel,
         runner,
+        timeout,
         ..
     } = options;
-    let loaded = loaded_of::<W>(agents);
+    let mut loaded = loaded_of::<W>(agents);
+    if let Some(job) = loaded.pipeline.jobs.first_mut() {
+        job.timeout = timeout.map(|t| At::new(crate::pipeline::DurationSpec(t)));
+    }
     let runner = runner.unwrap_or_else(crate::run::agents::default_agent_runner);
     let start = resume.map_or(Start::Fresh, Start::Resume);
     let job = loaded.pipeline.jobs.first().ok_or(FlowError::Failed(
@@ -399,7 +414,6 @@ impl Flow {
             });
         }
         open.record(seq)
-            .cloned()
             .ok_or_else(|| FlowError::Failed(format!("step `{name}` has no record")))
     }
 

@@ -76,8 +76,8 @@ pub(crate) async fn cache_before<'a>(
     // they are now; `--resume` only a step whose key is unchanged (below).
     if first_visit
         && from_record
-        && !cache.resuming()
-        && let Some(of) = cache.recorded_from(seq)
+        && !ctx.mode.resuming()
+        && let Some(of) = ctx.mode.recorded_from(seq)
         && let Some(outcome) = recorded(&cache, of, entry)
         && let Some(done) = reuse(ctx, &cache, step, entry, outcome, of).await
     {
@@ -92,8 +92,8 @@ pub(crate) async fn cache_before<'a>(
     cache.set_key(slot(entry, cell.is_some()), parts);
     if first_visit
         && from_record
-        && cache.resuming()
-        && let Some(of) = cache.recorded_from(seq)
+        && ctx.mode.resuming()
+        && let Some(of) = ctx.mode.recorded_from(seq)
         && let Some(outcome) = recorded(&cache, of, entry)
     {
         // The same rule as `plan`: a record is reused only for the same key, so an
@@ -110,7 +110,7 @@ pub(crate) async fn cache_before<'a>(
         Some(_) => cell_replayable(step),
         None => replayable(step),
     };
-    match cache.lookup(seq, &key, first_visit, replayable) {
+    match cache.lookup(ctx.mode.forced_at(seq), &key, first_visit, replayable) {
         Ok(Lookup::Hit(outcome)) => {
             let from = outcome.run;
             reuse(ctx, &cache, step, entry, *outcome, from).await
@@ -188,10 +188,10 @@ async fn key_parts<'a>(
         };
         before.insert(name, path);
     }
-    cache.set_inputs_before(entry.seq, before);
+    ctx.state.set_inputs_before(entry.seq, before);
     let version = match &step.kind {
         StepKind::Get { resource: res, .. } => {
-            Some(super::version::resolve_version(ctx, cache, step, &res.value, entry).await?)
+            Some(super::version::resolve_version(ctx, step, &res.value, entry).await?)
         }
         _ => None,
     };
@@ -235,7 +235,7 @@ async fn reuse<'a>(
     }
     // A committed agent step's commit goes back on this run's branch with its files.
     let mut outcome = outcome;
-    match super::resource::restore_commits(ctx, cache, entry, &outcome).await {
+    match super::resource::restore_commits(ctx, entry, &outcome).await {
         Ok(commits) => outcome.commits = commits,
         Err(e) => {
             crate::console::tell!(
@@ -306,7 +306,7 @@ async fn record_reused(
     // A cache hit is written without an fsync of its own (the run's end persists it; a
     // crash before only means it is replayed again); a step brought back from a resumed
     // run's record is durable, since only that record could bring it back again.
-    let durable = cache.recorded_from(entry.seq).is_some() && !is_cell(entry);
+    let durable = ctx.mode.recorded_from(entry.seq).is_some() && !is_cell(entry);
     let written = blocking::<_, CachedError>(move || {
         if let Some(r) = record {
             store.put_step_lazy(run, &r)?;
@@ -347,10 +347,11 @@ fn note_reused<'a>(
     }
     if let (Some(v), StepKind::Get { name, resource, .. }) = (&outcome.version, &step.kind) {
         let artifact = name.value.clone();
-        cache.set_version(entry.seq, v.clone());
-        cache.set_git_input(artifact, resource.value.clone(), v.clone());
+        ctx.state.set_version(entry.seq, v.clone());
+        ctx.state
+            .set_git_input(artifact, resource.value.clone(), v.clone());
     }
-    let touched = outcome.run == from_run && cache.recorded_from(entry.seq).is_none();
+    let touched = outcome.run == from_run && ctx.mode.recorded_from(entry.seq).is_none();
     cache.reused(slot(entry, is_cell(entry)), outcome.key, touched);
 }
 
@@ -484,8 +485,8 @@ async fn record_success<'a>(
         note: record.as_ref().and_then(|r| r.note.clone()),
         usage: record.as_ref().and_then(|r| r.usage.clone()),
         events,
-        version: cache.version(entry.seq),
-        commits: cache.commits(entry.seq),
+        version: ctx.state.version(entry.seq),
+        commits: ctx.state.commits(entry.seq),
         last_used_ms: now_ms(),
     };
     let replay = if is_cell(entry) {

@@ -93,11 +93,10 @@ async fn left_by(ctx: &Ctx<'_>, entry: &Entry) -> Option<(u64, StepRecord)> {
     if ctx.resume.is_some() {
         return None;
     }
-    let cache = ctx.cache.as_ref()?;
-    if !cache.resuming() {
+    if !ctx.mode.resuming() {
         return None;
     }
-    let of = cache.recorded_from(entry.seq)?;
+    let of = ctx.mode.recorded_from(entry.seq)?;
     let seq = entry.seq;
     let record = match &ctx.left {
         // This run's own records change as this process runs its steps.

@@ -48,7 +48,7 @@ pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
     };
     let job = ctx.job.name.value.as_str();
     let mut held: HashMap<u32, Option<String>> = HashMap::new();
-    let forcing = ctx.cache.as_ref().is_some_and(|c| c.forcing());
+    let forcing = ctx.mode.forcing();
     for &(seq, resource) in &gets {
         // `--force` ignores what was taken before; what it takes is recorded again.
         if forcing && let Err(e) = checker.history().rewind(job, resource) {

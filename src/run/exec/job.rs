@@ -18,7 +18,7 @@ pub(crate) async fn job<'a>(ctx: &'a Ctx<'a>) -> Done {
     let result = if let Some(why) = workspace.and_then(crate::pipeline::container::unsupported) {
         ctx.skip(plan);
         Done::fail(FailureKind::Configuration, why)
-    } else if let Err(e) = pick_sources(ctx).await {
+    } else if let Err(e) = crate::run::lifecycle::pick_sources(ctx).await {
         ctx.skip(plan);
         Done::fail(FailureKind::ModelOutage, e.to_string())
     } else {
@@ -38,20 +38,6 @@ pub(crate) async fn job<'a>(ctx: &'a Ctx<'a>) -> Done {
     let result = super::hooks::run_hooks(ctx, &hooks, result, &ctx.root).await;
     let judged = judge(ctx, result.clone());
     super::blame::blame(ctx, &result, judged)
-}
-
-/// Probes the sources of the agents with `fallback:` before the first step, and notes
-/// those that start on a fallback (`crate::agent::source_pick`).
-async fn pick_sources<'a>(ctx: &Ctx<'a>) -> Result<(), crate::agent::source_pick::NoSource> {
-    let picked = crate::agent::source_pick::pick(ctx.loaded, ctx.job).await?;
-    for p in picked {
-        ctx.emit(crate::run::transcript::Event::Notice {
-            run: ctx.run,
-            text: p.note.clone(),
-        });
-        ctx.state.with(|s| s.picked.insert(p.agent, p.fallback));
-    }
-    Ok(())
 }
 
 /// The names in the execution log, in order.

@@ -186,7 +186,7 @@ pub(crate) async fn starting_state(
     attempt: u32,
 ) -> Option<Start> {
     let asked = step.keep_on_failure.as_ref().is_some_and(|k| k.value);
-    let reruns = ctx.cache.as_ref().is_some_and(|c| c.reruns(entry.seq));
+    let reruns = ctx.mode.reruns(entry.seq);
     if !asked || !reruns || entry.cell.is_some() {
         return None;
     }

@@ -106,8 +106,8 @@ pub(crate) trait RemoteSteps: Send + Sync {
 }
 
 /// What a run shares: its immutable context (shared by `&` for the whole run) and the
-/// single owner of its mutable state. What one step is given by its block travels as an
-/// argument ([`Given`]), not here.
+/// single owner of its mutable state. Built only by `super::lifecycle::Run::ctx`. What one
+/// step is given by its block travels as an argument ([`Given`]), not here.
 pub(crate) struct Ctx<'a> {
     pub loaded: &'a Loaded,
     pub job: &'a Job,
@@ -121,6 +121,8 @@ pub(crate) struct Ctx<'a> {
     pub root: CancellationToken,
     /// The step cache (`None`: every step runs).
     pub cache: Option<std::sync::Arc<crate::cache::StepCache>>,
+    /// How the run started: what it may take from the cache and from an earlier run.
+    pub mode: &'a super::mode::Mode,
     /// Someone can answer approvals while the run waits even though its stdin is not a
     /// terminal (`treadle serve` runs it).
     pub answerable: bool,
@@ -128,7 +130,7 @@ pub(crate) struct Ctx<'a> {
     pub deadline: Option<Instant>,
     /// The version each `get` of a resource fetches, by resource (a triggered build's
     /// inputs); others fetch their latest.
-    pub versions: std::collections::BTreeMap<String, String>,
+    pub versions: &'a std::collections::BTreeMap<String, String>,
     /// Runs leaf steps on workers over NATS (`treadle serve --nats`); `None`: here.
     pub remote: Option<std::sync::Arc<dyn RemoteSteps>>,
     /// Admits the writes of agent steps' sessions (a worker's lease on the step); `None`:
@@ -144,8 +146,9 @@ pub(crate) struct Ctx<'a> {
     /// process left them, which say what that process left unfinished (`continued`); the
     /// records themselves change as this process runs the steps.
     pub left: Option<std::sync::Arc<Vec<StepRecord>>>,
-    /// The run's mutable state (records, log, vars, ...) and its budget counters.
-    pub state: Owner,
+    /// The run's mutable state (records, log, vars, ...) and its budget counters, owned
+    /// by the run (`super::lifecycle::Run`), which outlives every step's context.
+    pub state: &'a Owner,
 }
 
 pub(crate) use super::done::worst;

@@ -9,12 +9,10 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use super::{Ctx, Done};
 use crate::agent::commit::{self, Keep, ManagedWork};
 use crate::blocking::blocking;
-use crate::cache::StepCache;
 use crate::cache::records::SuccessRecord;
 use crate::pipeline::Step;
 use crate::pipeline::Version;
@@ -63,7 +61,7 @@ pub(crate) async fn get_step<'a>(
         }
         Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
-    let known = match ctx.cache.as_ref().and_then(|c| c.version(entry.seq)) {
+    let known = match ctx.state.version(entry.seq) {
         Some(v) => Some(v),
         None if step.version().is_some() => {
             match super::version::pick_version(ctx, step, entry, resource).await {
@@ -104,10 +102,9 @@ pub(crate) async fn get_step<'a>(
     };
     let line = format!("fetched {} {} at {commit}", src.uri, src.branch);
     say(ctx, entry, line.clone());
-    if let Some(c) = &ctx.cache {
-        c.set_version(entry.seq, commit.clone());
-        c.set_git_input(artifact, resource.to_owned(), commit.clone());
-    }
+    ctx.state.set_version(entry.seq, commit.clone());
+    ctx.state
+        .set_git_input(artifact, resource.to_owned(), commit.clone());
     super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
     Done::ok()
 }
@@ -182,19 +179,18 @@ pub(crate) async fn put_step<'a>(
 /// as one commit on the run's branch, or wiped, as `crate::agent::commit`'s rule says.
 /// `Some`: the step fails instead (a commit that could not be made; its changes wiped).
 pub(crate) async fn keep_work(ctx: &Ctx<'_>, step: &Step, entry: &Entry) -> Option<Done> {
-    let cache = ctx.cache.clone()?;
-    for work in commit::managed_work(step, |a| cache.git_input(a)) {
+    for work in commit::managed_work(step, |a| ctx.state.git_input(a)) {
         let Keep::Commit(message) = &work.keep else {
-            let wiped = wipe_work(ctx, &cache, entry, &work.artifact, "no `commit:`");
+            let wiped = wipe_work(ctx, entry, &work.artifact, "no `commit:`");
             match wiped.await {
                 Ok(()) => continue,
                 Err(e) => return Some(Done::fail(FailureKind::Infrastructure, e.to_string())),
             }
         };
-        if let Err(e) = commit_work(ctx, &cache, entry, &work, message).await {
+        if let Err(e) = commit_work(ctx, entry, &work, message).await {
             // A step that fails keeps nothing: its changes go too.
             let why = "its commit failed";
-            if let Err(wipe) = wipe_work(ctx, &cache, entry, &work.artifact, why).await {
+            if let Err(wipe) = wipe_work(ctx, entry, &work.artifact, why).await {
                 crate::console::tell!("treadle: {wipe}");
             }
             let artifact = &work.artifact;
@@ -209,7 +205,6 @@ pub(crate) async fn keep_work(ctx: &Ctx<'_>, step: &Step, entry: &Entry) -> Opti
 
 async fn commit_work(
     ctx: &Ctx<'_>,
-    cache: &Arc<StepCache>,
     entry: &Entry,
     work: &ManagedWork,
     message: &str,
@@ -237,8 +232,9 @@ async fn commit_work(
             message.lines().next().unwrap_or_default()
         ),
     );
-    cache.set_git_input(work.artifact.clone(), work.resource.clone(), made.clone());
-    cache.set_commit(entry.seq, work.artifact.clone(), made);
+    ctx.state
+        .set_git_input(work.artifact.clone(), work.resource.clone(), made.clone());
+    ctx.state.set_commit(entry.seq, work.artifact.clone(), made);
     Ok(())
 }
 
@@ -246,13 +242,12 @@ async fn commit_work(
 /// `commit::restore_commit`), and the artifacts' git state with them; the commits now.
 pub(crate) async fn restore_commits(
     ctx: &Ctx<'_>,
-    cache: &Arc<StepCache>,
     entry: &Entry,
     outcome: &SuccessRecord,
 ) -> Result<BTreeMap<String, String>, ResourceError> {
     let mut now = BTreeMap::new();
     for (artifact, made) in &outcome.commits {
-        let Some((resource, base)) = cache.git_input(artifact) else {
+        let Some((resource, base)) = ctx.state.git_input(artifact) else {
             return Err(ResourceError::Git(git::GitError::Failed {
                 what: "replay",
                 detail: format!("`{artifact}` holds no git resource in this run"),
@@ -276,8 +271,10 @@ pub(crate) async fn restore_commits(
                 outcome.run, src.uri
             ),
         );
-        cache.set_git_input(artifact.clone(), resource, kept.clone());
-        cache.set_commit(entry.seq, artifact.clone(), kept.clone());
+        ctx.state
+            .set_git_input(artifact.clone(), resource, kept.clone());
+        ctx.state
+            .set_commit(entry.seq, artifact.clone(), kept.clone());
         now.insert(artifact.clone(), kept);
     }
     Ok(now)
@@ -285,12 +282,11 @@ pub(crate) async fn restore_commits(
 
 async fn wipe_work<'a>(
     ctx: &Ctx<'a>,
-    cache: &Arc<StepCache>,
     entry: &Entry,
     artifact: &str,
     why: &str,
 ) -> Result<(), ResourceError> {
-    let Some(before) = cache.input_before(entry.seq, artifact) else {
+    let Some(before) = ctx.state.input_before(entry.seq, artifact) else {
         return Ok(());
     };
     let ws = ctx.artifacts.clone();

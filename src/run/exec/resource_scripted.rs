@@ -37,7 +37,7 @@ pub(crate) async fn get_versioned<'a>(
     resource: &'a str,
     cancel: &CancellationToken,
 ) -> Done {
-    let known = ctx.cache.as_ref().and_then(|c| c.version(entry.seq));
+    let known = ctx.state.version(entry.seq);
     let text = match known {
         Some(v) => v,
         None => match super::version::pick_version(ctx, step, entry, resource).await {
@@ -88,9 +88,7 @@ pub(crate) async fn get_versioned<'a>(
     }
     let line = format!("fetched {resource} at {text}");
     tell(ctx, entry, line.clone());
-    if let Some(c) = &ctx.cache {
-        c.set_version(entry.seq, text);
-    }
+    ctx.state.set_version(entry.seq, text);
     super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
     Done::ok()
 }

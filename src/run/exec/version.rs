@@ -4,20 +4,17 @@
 
 use super::{Ctx, Done};
 use crate::blocking::blocking;
-use crate::cache::StepCache;
 use crate::pipeline::Step;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{Version, VersionSpec};
 use crate::resource::check::Checker;
 use crate::resource::{Kind, ResourceError, ops};
 use crate::run::failure::FailureKind;
-use std::sync::Arc;
 
 /// The version a `get` of `resource` fetches (a git commit, or a version as canonical
 /// JSON); remembered for the step.
 pub(crate) async fn resolve_version<'a>(
     ctx: &Ctx<'a>,
-    cache: &Arc<StepCache>,
     step: &Step,
     resource: &str,
     entry: &Entry,
@@ -27,7 +24,7 @@ pub(crate) async fn resolve_version<'a>(
         Some(pinned) => pinned.clone(),
         None => pick_version(ctx, step, entry, resource).await?,
     };
-    cache.set_version(entry.seq, version.clone());
+    ctx.state.set_version(entry.seq, version.clone());
     Ok(version)
 }
 
