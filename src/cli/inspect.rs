@@ -294,6 +294,17 @@ fn notes(r: &RunRecord, forked: &dyn Fn(u64) -> Option<(u64, String)>) -> String
         .join("; ")
 }
 
+/// The last column of a step's row: why it did not succeed, and the worker that took it
+/// (`treadle serve --nats`).
+fn step_notes(s: &StepRecord) -> String {
+    let worker = s.worker.as_ref().map(|w| format!("on {w}"));
+    [s.error.clone(), worker]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The steps table of `treadle runs --steps N` (also printed from a server's answer).
 pub(super) fn print_steps(list: &[StepRecord]) {
     say!(
@@ -319,7 +330,7 @@ pub(super) fn print_steps(list: &[StepRecord]) {
             ms(s.duration_ms),
             exit,
             s.attempts,
-            s.error.clone().unwrap_or_default()
+            step_notes(s)
         );
     }
 }

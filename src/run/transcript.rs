@@ -58,6 +58,31 @@ pub enum Event {
         /// Attempt number, from 1.
         attempt: u32,
     },
+    /// A step (an attempt of it) was put on the NATS queue for a `treadle worker`
+    /// (`treadle serve --nats`); it reads `queued` until a worker takes it.
+    StepQueued {
+        /// Run id.
+        run: u64,
+        /// The step.
+        seq: u32,
+        /// Display name.
+        name: String,
+        /// Nesting depth.
+        depth: u32,
+    },
+    /// A worker took a queued step: it runs there now.
+    StepTaken {
+        /// Run id.
+        run: u64,
+        /// The step.
+        seq: u32,
+        /// Display name.
+        name: String,
+        /// Nesting depth.
+        depth: u32,
+        /// The worker's name.
+        worker: String,
+    },
     /// A line a task printed.
     Output {
         /// Run id.
@@ -569,6 +594,16 @@ impl Transcript {
             Event::StepSkipped { name, depth, .. } => {
                 self.line(&format!("{}- {name} skipped", pad(*depth)))
             }
+            Event::StepQueued { name, depth, .. } => self.line(&format!(
+                "{}⋯ {name} queued: waiting for a worker",
+                pad(*depth)
+            )),
+            Event::StepTaken {
+                name,
+                depth,
+                worker,
+                ..
+            } => self.line(&format!("{}▶ {name} running on {worker}", pad(*depth))),
             Event::Notice { text, .. } => self.line(&format!("note: {text}")),
             Event::RunFinished {
                 run,

@@ -132,6 +132,9 @@ pub struct StepNode {
     pub usage: Option<Value>,
     /// The end of its output.
     pub output_tail: String,
+    /// The `treadle worker` that took it (`--nats`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
     /// The steps inside it (a block's).
     pub children: Vec<StepNode>,
 }
@@ -207,6 +210,7 @@ impl StepNode {
             cost_usd: spent.and_then(|s| s.cost_usd()),
             usage: step.usage.clone(),
             output_tail: step.stdout_tail.clone(),
+            worker: step.worker.clone(),
             children: Vec::new(),
         }
     }
@@ -230,6 +234,7 @@ impl StepNode {
             note: None,
             usage: self.usage.clone(),
             cached_from: self.from_run,
+            worker: self.worker.clone(),
         }
     }
 
