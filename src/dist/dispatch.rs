@@ -260,15 +260,28 @@ async fn mark_queued(ctx: &Ctx<'_>, entry: &Entry) {
 }
 
 /// Waits for the result under `key`; meanwhile, once a worker takes the step (makes its
-/// lease), marks it running on that worker: record and `step_taken` event.
+/// lease), marks it running on that worker. A step whose result comes before its lease is
+/// seen (a quick one) is marked taken by the worker that ran it, so that every step run on
+/// a worker says which.
 async fn result_once_taken(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, key: &str) -> StepResult {
     let result = wait_result(bus, key);
     tokio::pin!(result);
     let holder = super::bus::wait_for(&bus.leases, key, super::lease::holder);
     let worker = tokio::select! {
-        r = &mut result => return r,
+        r = &mut result => {
+            if !r.worker.is_empty() {
+                mark_taken(ctx, entry, r.worker.clone()).await;
+            }
+            return r;
+        }
         worker = holder => worker,
     };
+    mark_taken(ctx, entry, worker).await;
+    result.await
+}
+
+/// Marks the step running on `worker`: its record and a `step_taken` event.
+async fn mark_taken(ctx: &Ctx<'_>, entry: &Entry, worker: String) {
     crate::run::exec::record::update_at(ctx, entry, |r| {
         r.status = crate::run::state::StepStatus::Running;
         r.worker = Some(worker.clone());
@@ -281,7 +294,6 @@ async fn result_once_taken(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, key: &str) -
         depth: entry.depth,
         worker,
     });
-    result.await
 }
 
 /// Waits for the result under `key`, through NATS restarts.
