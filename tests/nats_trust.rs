@@ -4,8 +4,15 @@
 //! * `user_password_token_and_nkey_authenticate`: a `nats-server` configured for a user
 //!   and password, one for a token and one for an nkey; a server and a worker given the
 //!   credentials in each conventional form (`nats://user:pass@`, `NATS_TOKEN`,
-//!   `--nats-nkey FILE`) run a step; no secret appears in their output. A creds file needs
-//!   an operator-mode server (JWTs from `nsc`): skipped, saying so.
+//!   `--nats-nkey FILE`) run a step; no secret appears in their output.
+//! * `a_creds_file_authenticates_against_an_operator_mode_server`: an operator-mode
+//!   `nats-server` (operator, system account and an account with JetStream, as JWTs made
+//!   here with `nkeys`, preloaded in a memory resolver); a server and a worker given a user's
+//!   creds file (`--nats-creds`) run a step; without it they are refused.
+//! * `a_client_certificate_is_verified`: a CA, a server certificate and a client certificate
+//!   made with the `openssl` CLI, a `nats-server` with `tls { verify: true }`; a server and a
+//!   worker with the client certificate run a step; a worker without one is refused at once
+//!   (exit 2) saying the TLS handshake failed and which options give a certificate.
 //! * `a_forged_step_message_is_refused`: with a signing key shared by the server and the
 //!   worker, a run goes through; a step message published by someone else, unsigned or
 //!   signed with another key, is refused and logged, and its command never runs.
@@ -16,12 +23,13 @@
 
 use crate::common;
 
+use std::path::Path;
 use std::time::Duration;
 
 use common::Fixture;
 use common::nats::{Nats, Worker, lines, wait_status};
 use common::server::{Server, post};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Runs a one-task pipeline through a server and a worker given `args` and `env`; the
 /// output of both.
@@ -95,9 +103,238 @@ async fn user_password_token_and_nkey_authenticate() {
         "{}",
         refused.stderr()
     );
-    eprintln!(
-        "SKIP {test}: creds files: a creds file is a user JWT signed by an account of an operator-mode nats-server (made with nsc); not set up here"
+}
+
+/// A JWT as NATS reads them: `base64url(header).base64url(claims).base64url(signature)`,
+/// the signature ed25519 over the first two parts by the issuer's nkey.
+fn jwt(issuer: &nkeys::KeyPair, subject: &str, name: &str, nats: Value) -> String {
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let header = b64(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+    let claims = json!({
+        "jti": format!("{name}-{subject}"), "iat": 1_700_000_000u64,
+        "iss": issuer.public_key(), "sub": subject, "name": name, "nats": nats,
+    });
+    let claims = b64(claims.to_string().as_bytes());
+    let signed = format!("{header}.{claims}");
+    let signature = issuer.sign(signed.as_bytes()).expect("sign");
+    format!("{signed}.{}", b64(&signature))
+}
+
+/// An operator-mode nats-server's config (an operator, its system account, and an account
+/// with JetStream, preloaded in a memory resolver) and a creds file of a user of that
+/// account, as `nsc` would make them.
+fn operator_mode() -> (String, String) {
+    let (operator, system, account, user) = (
+        nkeys::KeyPair::new_operator(),
+        nkeys::KeyPair::new_account(),
+        nkeys::KeyPair::new_account(),
+        nkeys::KeyPair::new_user(),
     );
+    let limits = json!({"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+        "wildcards": true, "conn": -1, "leaf": -1});
+    let mut with_js = limits.clone();
+    for key in ["mem_storage", "disk_storage", "streams", "consumer"] {
+        with_js[key] = json!(-1);
+    }
+    let account_claims = |limits: Value| {
+        json!({"limits": limits, "default_permissions": {"pub": {}, "sub": {}},
+            "type": "account", "version": 2})
+    };
+    let op = jwt(
+        &operator,
+        &operator.public_key(),
+        "op",
+        json!({"type": "operator", "version": 2, "system_account": system.public_key()}),
+    );
+    let sys = jwt(
+        &operator,
+        &system.public_key(),
+        "SYS",
+        account_claims(limits),
+    );
+    let acc = jwt(
+        &operator,
+        &account.public_key(),
+        "acc",
+        account_claims(with_js),
+    );
+    let usr = jwt(
+        &account,
+        &user.public_key(),
+        "worker",
+        json!({"pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+            "type": "user", "version": 2}),
+    );
+    let conf = format!(
+        "operator: \"{op}\"\nsystem_account: {s}\nresolver: MEMORY\nresolver_preload: {{\n  {s}: \"{sys}\"\n  {a}: \"{acc}\"\n}}\njetstream {{}}\n",
+        s = system.public_key(),
+        a = account.public_key()
+    );
+    let creds = format!(
+        "-----BEGIN NATS USER JWT-----\n{usr}\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+        user.seed().expect("seed")
+    );
+    (conf, creds)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_creds_file_authenticates_against_an_operator_mode_server() {
+    let test = "a_creds_file_authenticates_against_an_operator_mode_server";
+    let (conf, creds) = operator_mode();
+    let Some(nats) = Nats::with_config(test, &conf) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("worker.creds");
+    std::fs::write(&file, &creds).expect("creds file");
+    let file = file.display().to_string();
+    let said = one_step(&["--nats", &nats.url, "--nats-creds", &file], &[]).await;
+    let seed = creds
+        .lines()
+        .find(|l| l.starts_with("SU"))
+        .expect("the seed");
+    assert!(!said.contains(seed), "the seed was shown: {said}");
+    let f =
+        Fixture::new("jobs:\n  - name: main\n    plan:\n      - task: t\n        run: 'true'\n");
+    let refused = f.treadle(&["worker", "--nats", &nats.url, "--dir", "w"]);
+    refused.expect_code(2);
+    assert!(
+        refused.stderr().contains("authorization violation"),
+        "{}",
+        refused.stderr()
+    );
+}
+
+/// Runs `openssl ARGS` in `dir`; `false` when it is not installed.
+fn openssl(dir: &Path, args: &[&str]) -> bool {
+    let Ok(out) = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+    else {
+        return false;
+    };
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}
+
+/// A CA (`ca.pem`), and `NAME.pem`/`NAME.key` signed by it for each of `server` (for
+/// 127.0.0.1) and `client`, in `dir`; `false` without the `openssl` CLI.
+fn certificates(dir: &Path) -> bool {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+    ]);
+    if !openssl(dir, &ca) {
+        return false;
+    }
+    let uses = [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        ),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ];
+    for (who, ext) in uses {
+        std::fs::write(dir.join(format!("{who}.ext")), ext).expect("extensions");
+        let (key, csr, pem) = (
+            format!("{who}.key"),
+            format!("{who}.csr"),
+            format!("{who}.pem"),
+        );
+        let subject = format!("/CN=treadle-{who}");
+        let mut req = vec!["req"];
+        req.extend(ec);
+        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
+        openssl(dir, &req);
+        let ext = format!("{who}.ext");
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &pem,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ],
+        );
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_certificate_is_verified() {
+    let test = "a_client_certificate_is_verified";
+    let dir = tempfile::tempdir().expect("temp dir");
+    if !certificates(dir.path()) {
+        eprintln!("SKIP {test}: the openssl CLI is not installed (apt-get install openssl)");
+        return;
+    }
+    let at = |name: &str| dir.path().join(name).display().to_string();
+    let conf = format!(
+        "jetstream {{}}\ntls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: true\n}}\n",
+        at("server.pem"),
+        at("server.key"),
+        at("ca.pem")
+    );
+    let Some(nats) = Nats::with_config(test, &conf) else {
+        return;
+    };
+    let (ca, cert, key) = (at("ca.pem"), at("client.pem"), at("client.key"));
+    let with_cert = [
+        "--nats",
+        &nats.url,
+        "--nats-ca",
+        &ca,
+        "--nats-tls-cert",
+        &cert,
+        "--nats-tls-key",
+        &key,
+    ];
+    one_step(&with_cert, &[]).await;
+    // Without a certificate: refused at once, not waited on as if NATS were away.
+    let f =
+        Fixture::new("jobs:\n  - name: main\n    plan:\n      - task: t\n        run: 'true'\n");
+    let mut refused = Worker::start_with(
+        &["--nats", &nats.url, "--nats-ca", &ca],
+        &f.path().join("w"),
+        &[],
+    );
+    let code = refused.wait_exit(Duration::from_secs(30));
+    let log = refused.log();
+    assert_eq!(code, Some(2), "{log}");
+    assert!(log.contains("the TLS handshake failed"), "{log}");
+    assert!(log.contains("--nats-tls-cert"), "{log}");
 }
 
 /// A step message as a server would send it, running `command`.

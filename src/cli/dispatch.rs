@@ -124,6 +124,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
             state,
             interval,
             nats,
+            unclaimed_warning,
             allowed_hosts,
             no_adopt,
             header_timeout,
@@ -145,6 +146,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
                 state,
                 interval,
                 nats,
+                unclaimed_warning,
                 allowed_hosts,
                 no_adopt,
                 limits: crate::server::listen::Limits {

@@ -294,6 +294,24 @@ fn notes(r: &RunRecord, forked: &dyn Fn(u64) -> Option<(u64, String)>) -> String
         .join("; ")
 }
 
+/// The last column of a step's row: why it did not succeed, what it kept of its outputs
+/// (`keep_on_failure:`) or started from, and the worker that took it (`treadle serve --nats`).
+fn step_notes(s: &StepRecord) -> String {
+    let kept = s.kept.as_ref().map(|k| {
+        let outputs = k.outputs.join(", ");
+        format!("kept: {outputs} in {}", k.dir)
+    });
+    let from_kept = s
+        .from_kept
+        .map(|run| format!("started from the outputs run {run} kept"));
+    let worker = s.worker.as_ref().map(|w| format!("on {w}"));
+    [s.error.clone(), kept, from_kept, worker]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The steps table of `treadle runs --steps N` (also printed from a server's answer).
 pub(super) fn print_steps(list: &[StepRecord]) {
     say!(
@@ -310,14 +328,6 @@ pub(super) fn print_steps(list: &[StepRecord]) {
         let exit = s
             .exit_code
             .map_or_else(|| "-".to_owned(), |c| c.to_string());
-        let mut error = s.error.clone().unwrap_or_default();
-        if let Some(kept) = &s.kept {
-            let outputs = kept.outputs.join(", ");
-            error = format!("{error} (kept: {outputs} in {})", kept.dir);
-        }
-        if let Some(run) = s.from_kept {
-            error = format!("{error} (started from the outputs run {run} kept)");
-        }
         say!(
             "{:<12} {:<24} {:<12} {:<10} {:>9} {:>5} {:>8}  {}",
             s.path,
@@ -327,7 +337,7 @@ pub(super) fn print_steps(list: &[StepRecord]) {
             ms(s.duration_ms),
             exit,
             s.attempts,
-            error.trim_start()
+            step_notes(s)
         );
     }
 }

@@ -268,6 +268,10 @@ pub enum Command {
         interval: std::time::Duration,
         #[command(flatten)]
         nats: nats_args::NatsArgs,
+        /// With --nats: how long a step may wait on the queue with no worker taking it
+        /// before the server logs it, with the workers it heard from.
+        #[arg(long, default_value = "60s", value_parser = parse_interval, value_name = "DURATION", requires = "nats")]
+        unclaimed_warning: std::time::Duration,
         /// A name this server answers to besides localhost and IP addresses (repeatable):
         /// requests whose Host is any other name are refused (421), against DNS rebinding.
         #[arg(long = "allowed-host", value_name = "NAME")]

@@ -279,6 +279,14 @@ impl NatsConfig {
                     }
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
+                Err(e) if tls_refused(&e) => {
+                    return Err(DistError::Connect {
+                        url: self.shown(),
+                        why: format!(
+                            "the TLS handshake failed: {e} (a server that verifies clients needs --nats-tls-cert and --nats-tls-key signed by a CA it trusts; its own certificate must be signed by the CA given with --nats-ca)"
+                        ),
+                    });
+                }
                 Err(e) => {
                     return Err(DistError::Connect {
                         url: self.shown(),
@@ -294,7 +302,17 @@ impl NatsConfig {
 /// refusal to report.
 fn waits(e: &async_nats::ConnectError) -> bool {
     use async_nats::ConnectErrorKind as K;
-    matches!(e.kind(), K::Io | K::TimedOut | K::Dns)
+    matches!(e.kind(), K::Io | K::TimedOut | K::Dns) && !tls_refused(e)
+}
+
+/// Whether the server answered, but the TLS handshake failed: a certificate refused either
+/// way (the client's, by a server with `verify: true`; the server's, by this client). The
+/// TLS stream reports such an answer as invalid data, unlike a server that is away (refused,
+/// reset, timed out), which is waited out.
+fn tls_refused(e: &async_nats::ConnectError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::InvalidData)
 }
 
 /// The replica count to use: `configured`, else 3 when the server says it is one of a

@@ -19,6 +19,7 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, Step};
 use crate::run::exec::{Ctx, Done, RemoteSteps};
 use crate::run::failure::FailureKind;
+use crate::run::transcript::Event;
 
 /// One server's connection to its workers.
 pub struct Dispatcher {
@@ -31,15 +32,20 @@ pub struct Dispatcher {
     seen: Arc<super::seen::Seen>,
     /// Steps' figures for `/metrics`.
     stats: super::stats::Stats,
+    /// How long a step may wait for a worker before the server logs it
+    /// (`--unclaimed-warning`).
+    unclaimed_warning: std::time::Duration,
 }
 
 impl Dispatcher {
     /// Connects to NATS at `url` (waiting for it) and makes the streams and buckets. The
     /// server's id comes from its state file, whose run ids are unique, so step keys and
-    /// event subjects are unique across servers sharing one NATS and across restarts.
+    /// event subjects are unique across servers sharing one NATS and across restarts. A
+    /// step no worker took within `unclaimed_warning` is logged.
     pub async fn connect(
         nats: &super::connect::NatsConfig,
         state: &std::path::Path,
+        unclaimed_warning: std::time::Duration,
     ) -> Result<Arc<Self>, DistError> {
         let bus = Bus::connect(nats, "treadle serve").await?;
         let path = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
@@ -51,6 +57,7 @@ impl Dispatcher {
             signing: nats.signing.clone(),
             seen,
             stats: super::stats::Stats::default(),
+            unclaimed_warning,
         }))
     }
 
@@ -146,7 +153,7 @@ impl RemoteSteps for RemoteRun {
             tokens_spent: ctx.state.tokens(),
             micro_usd_spent: ctx.state.micro_usd(),
             agent: matches!(&step.kind, crate::pipeline::StepKind::Agent(_)),
-            cell,
+            cell: cell.clone(),
         };
         let payload = match serde_json::to_vec(&job) {
             Ok(p) => bytes::Bytes::from(p),
@@ -167,11 +174,13 @@ impl RemoteSteps for RemoteRun {
             step: &entry.name,
             run: ctx.run,
             seen: &self.dispatcher.seen,
+            warn_after: self.dispatcher.unclaimed_warning,
         };
         let began = std::time::Instant::now();
+        mark_queued(ctx, entry).await;
         let seq = queued.publish(&key).await;
         let result = tokio::select! {
-            r = wait_result(bus, &key) => r,
+            r = result_once_taken(bus, ctx, entry, &key) => r,
             () = cancel.cancelled() => self.give_up(&key).await,
             // Its questions for a person are asked here, where the run's approvals are.
             () = super::asks::serve(bus, ctx, step, entry, &key, &cancel) => wait_result(bus, &key).await,
@@ -191,7 +200,8 @@ impl RemoteSteps for RemoteRun {
         if result.status == CANCELLED {
             return ctx.cancelled();
         }
-        apply(bus, ctx, entry, &result).await
+        let segments = cell.map(|c| c.segments);
+        apply(bus, ctx, entry, &result, segments.as_deref()).await
     }
 }
 
@@ -233,18 +243,81 @@ impl RemoteRun {
     }
 }
 
+/// Marks the step `queued` (record and `step_queued` event) before its message is
+/// published: it reads so until a worker takes it ([`result_once_taken`]).
+async fn mark_queued(ctx: &Ctx<'_>, entry: &Entry) {
+    crate::run::exec::record::update_at(ctx, entry, |r| {
+        r.status = crate::run::state::StepStatus::Queued;
+        r.worker = None;
+    })
+    .await;
+    ctx.emit(Event::StepQueued {
+        run: ctx.run,
+        seq: entry.seq,
+        name: entry.name.clone(),
+        depth: entry.depth,
+    });
+}
+
+/// Waits for the result under `key`; meanwhile, once a worker takes the step (makes its
+/// lease), marks it running on that worker. A step whose result comes before its lease is
+/// seen (a quick one) is marked taken by the worker that ran it, so that every step run on
+/// a worker says which.
+async fn result_once_taken(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, key: &str) -> StepResult {
+    let result = wait_result(bus, key);
+    tokio::pin!(result);
+    let holder = super::bus::wait_for(&bus.leases, key, super::lease::holder);
+    let worker = tokio::select! {
+        r = &mut result => {
+            if !r.worker.is_empty() {
+                mark_taken(ctx, entry, r.worker.clone()).await;
+            }
+            return r;
+        }
+        worker = holder => worker,
+    };
+    mark_taken(ctx, entry, worker).await;
+    result.await
+}
+
+/// Marks the step running on `worker`: its record and a `step_taken` event.
+async fn mark_taken(ctx: &Ctx<'_>, entry: &Entry, worker: String) {
+    crate::run::exec::record::update_at(ctx, entry, |r| {
+        r.status = crate::run::state::StepStatus::Running;
+        r.worker = Some(worker.clone());
+    })
+    .await;
+    ctx.emit(Event::StepTaken {
+        run: ctx.run,
+        seq: entry.seq,
+        name: entry.name.clone(),
+        depth: entry.depth,
+        worker,
+    });
+}
+
 /// Waits for the result under `key`, through NATS restarts.
 pub async fn wait_result(bus: &Bus, key: &str) -> StepResult {
     super::bus::wait_for(&bus.done, key, |bytes| serde_json::from_slice(bytes).ok()).await
 }
 
-/// Takes a worker's result into the run: its events, its record, its tokens, its outputs.
-async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> Done {
+/// Takes a worker's result into the run: its events, its record, its tokens, its outputs
+/// (a cell's, `segments`, into its place in its block's artifacts, as the local executor
+/// collects them).
+async fn apply(
+    bus: &Bus,
+    ctx: &Ctx<'_>,
+    entry: &Entry,
+    result: &StepResult,
+    segments: Option<&[String]>,
+) -> Done {
     for line in &result.events {
         ctx.transcript.emit_line(line);
     }
     if let Some(rec) = result.record.clone() {
+        let worker = Some(result.worker.clone()).filter(|w| !w.is_empty());
         crate::run::exec::record::update_at(ctx, entry, move |r| {
+            r.worker = worker.or(r.worker.take());
             r.exit_code = rec.exit_code;
             r.stdout_tail = rec.stdout_tail;
             r.verdict = rec.verdict;
@@ -254,17 +327,25 @@ async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> 
     }
     ctx.state.spend(result.tokens, result.micro_usd);
     let done = result.done();
+    let place = match entry.cell {
+        Some(cell) => format!("{}-c{cell}", entry.seq),
+        None => entry.seq.to_string(),
+    };
     for out in &result.outputs {
         let incoming = ctx
             .artifacts
             .root()
             .join("incoming")
-            .join(format!("{}-{}", entry.seq, out.name));
+            .join(format!("{place}-{}", out.name));
         let _ = std::fs::remove_dir_all(&incoming);
         if let Err(e) = carry::receive(bus, &out.digest, &incoming).await {
             return Done::fail(FailureKind::Infrastructure, e.to_string());
         }
-        if let Err(e) = ctx.artifacts.adopt(&out.name, &incoming) {
+        let adopted = match segments {
+            Some(segments) => ctx.artifacts.adopt_cell(&out.name, &incoming, segments),
+            None => ctx.artifacts.adopt(&out.name, &incoming),
+        };
+        if let Err(e) = adopted {
             return Done::fail(FailureKind::Infrastructure, e.to_string());
         }
     }

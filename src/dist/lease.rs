@@ -56,6 +56,13 @@ fn encode(value: &Value) -> bytes::Bytes {
     bytes::Bytes::from(serde_json::to_vec(value).unwrap_or_default())
 }
 
+/// The worker named in a lease's stored value, when it is one: who took the step (the
+/// server's view of a queued step, [`super::dispatch`]).
+pub fn holder(bytes: &[u8]) -> Option<String> {
+    let value = serde_json::from_slice::<Value>(bytes).ok()?;
+    Some(value.holder).filter(|h| !h.is_empty())
+}
+
 /// How taking a step's lease went.
 pub enum Acquired {
     /// This worker holds it now.

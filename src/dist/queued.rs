@@ -2,7 +2,8 @@
 //! server has a key), and watched until a worker takes it. Two things are told rather than
 //! waited out in silence:
 //!
-//! * a step no worker took within [`WAITING_LOG`] is logged, with the workers seen;
+//! * a step no worker took within the server's `--unclaimed-warning` (default
+//!   [`UNCLAIMED_WARNING`]) is logged, with the workers seen;
 //! * a step whose message is gone from the steps stream while no worker holds its lease and
 //!   no result is stored was lost by NATS (the stream came back empty: its node's store
 //!   lost): the streams are made again and the step is queued again from the server's own
@@ -23,8 +24,9 @@ use super::sign::{HEADER, SigningKey};
 
 /// How often a queued step is looked at.
 const WATCH_EVERY: Duration = Duration::from_secs(5);
-/// How long a step may wait for a worker before the wait is logged.
-const WAITING_LOG: Duration = Duration::from_secs(60);
+/// How long a step may wait for a worker before the wait is logged, unless the server is
+/// told otherwise (`--unclaimed-warning`).
+pub const UNCLAIMED_WARNING: Duration = Duration::from_secs(60);
 /// How many times a lost step is queued again before it fails.
 const REQUEUES: u32 = 3;
 
@@ -44,6 +46,8 @@ pub struct Queued<'a> {
     pub run: u64,
     /// The workers heard from.
     pub seen: &'a Seen,
+    /// How long it may wait for a worker before the wait is logged.
+    pub warn_after: Duration,
 }
 
 impl Queued<'_> {
@@ -83,32 +87,24 @@ impl Queued<'_> {
     /// only when the step is lost for good, with why.
     pub async fn watch(&self, mut seq: u64) -> String {
         let since = Instant::now();
-        let mut told = false;
+        let mut warn_at = Some(since + self.warn_after);
         let mut requeued = 0;
+        let mut next_look = since + WATCH_EVERY;
         loop {
-            tokio::time::sleep(WATCH_EVERY).await;
-            if self.taken().await {
+            // The warning is due at its own time, not at the next look.
+            let wake = warn_at.map_or(next_look, |w| w.min(next_look));
+            tokio::time::sleep_until(wake.into()).await;
+            if warn_at.is_some_and(|w| Instant::now() >= w) {
+                warn_at = None;
+                if !self.taken().await {
+                    self.warn_unclaimed(since.elapsed());
+                }
+            }
+            if Instant::now() < next_look {
                 continue;
             }
-            if !told && since.elapsed() >= WAITING_LOG {
-                told = true;
-                let workers = self.seen.alive();
-                let free: usize = workers
-                    .iter()
-                    .map(|w| w.slots - w.running.min(w.slots))
-                    .sum();
-                tracing::warn!(
-                    "run {}: step `{}` has waited {}s for a worker: {}",
-                    self.run,
-                    self.step,
-                    since.elapsed().as_secs(),
-                    match workers.len() {
-                        0 => "no `treadle worker` has been heard from on this NATS".to_owned(),
-                        n => format!("{n} worker(s) seen, {free} slot(s) free"),
-                    }
-                );
-            }
-            if !self.lost(seq).await {
+            next_look = Instant::now() + WATCH_EVERY;
+            if self.taken().await || !self.lost(seq).await {
                 continue;
             }
             if requeued == REQUEUES {
@@ -128,6 +124,31 @@ impl Queued<'_> {
                 .publish(&format!("{}.requeued.{requeued}", self.key))
                 .await;
         }
+    }
+
+    /// Logs that the step has waited `waited` for a worker, and why it may be: the workers
+    /// heard from, each with its free slots.
+    fn warn_unclaimed(&self, waited: Duration) {
+        let workers = self.seen.alive();
+        let why = match workers.len() {
+            0 => "no `treadle worker` has been heard from on this NATS (start one: `treadle worker --nats URL`)".to_owned(),
+            n => {
+                let each: Vec<String> = workers
+                    .iter()
+                    .map(|w| {
+                        let free = w.slots - w.running.min(w.slots);
+                        format!("{} {free} of {} slots free", w.name, w.slots)
+                    })
+                    .collect();
+                format!("{n} worker(s) seen: {}", each.join(", "))
+            }
+        };
+        tracing::warn!(
+            "run {}: step `{}` has waited {} for a worker: {why}",
+            self.run,
+            self.step,
+            crate::pipeline::duration::format_duration(waited)
+        );
     }
 
     /// Whether a worker holds (or held) the step's lease, or its result is stored.

@@ -246,25 +246,55 @@ impl Artifacts {
     ) -> Result<(), ArtifactError> {
         for output in outputs {
             plain(output)?;
-            segments.iter().try_for_each(|s| plain(s))?;
-            let src = dir.join(output);
-            match fs::symlink_metadata(&src) {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => return Err(ArtifactError::ReplacedOutput(output.clone())),
-                Err(_) => return Err(ArtifactError::MissingOutput(output.clone())),
-            }
-            let root = self
-                .artifact(output)
-                .ok_or_else(|| ArtifactError::MissingOutput(output.clone()))?;
-            let dest = segments.iter().fold(root, |p, s| p.join(s));
-            if let Some(parent) = dest.parent() {
-                fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
-            }
-            if dest.exists() {
-                fs::remove_dir_all(&dest).map_err(io("cannot clear", &dest))?;
-            }
-            fs::rename(&src, &dest).map_err(io("cannot collect output", &src))?;
+            self.place_cell(&dir.join(output), output, segments)?;
         }
+        Ok(())
+    }
+
+    /// Moves a cell's output `name` that a worker collected (the directory `received`,
+    /// holding it at `value/value` as [`Artifacts::collect_cell`] placed it there) into
+    /// its place in this run's collected artifact.
+    pub fn adopt_cell(
+        &self,
+        name: &str,
+        received: &Path,
+        segments: &[String],
+    ) -> Result<(), ArtifactError> {
+        plain(name)?;
+        segments.iter().try_for_each(|s| plain(s))?;
+        let src = segments
+            .iter()
+            .fold(received.to_path_buf(), |p, s| p.join(s));
+        self.place_cell(&src, name, segments)?;
+        // What is left is the emptied path down to the cell's place.
+        let _ = fs::remove_dir_all(received);
+        Ok(())
+    }
+
+    /// Moves the directory `src` to `ARTIFACT/value/value` under the collected `output`.
+    fn place_cell(
+        &self,
+        src: &Path,
+        output: &str,
+        segments: &[String],
+    ) -> Result<(), ArtifactError> {
+        segments.iter().try_for_each(|s| plain(s))?;
+        match fs::symlink_metadata(src) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(ArtifactError::ReplacedOutput(output.to_owned())),
+            Err(_) => return Err(ArtifactError::MissingOutput(output.to_owned())),
+        }
+        let root = self
+            .artifact(output)
+            .ok_or_else(|| ArtifactError::MissingOutput(output.to_owned()))?;
+        let dest = segments.iter().fold(root, |p, s| p.join(s));
+        if let Some(parent) = dest.parent() {
+            fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
+        }
+        if dest.exists() {
+            fs::remove_dir_all(&dest).map_err(io("cannot clear", &dest))?;
+        }
+        fs::rename(src, &dest).map_err(io("cannot collect output", src))?;
         Ok(())
     }
 

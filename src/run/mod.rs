@@ -67,6 +67,7 @@
 //! * `state_view.rs`: a state file opened to read only (`treadle runs` on a read-only
 //!   `.treadle`);
 //! * `state_lock.rs`: one process per state file, and who holds it;
+//! * `event.rs`: what happens in a run, one `Event` each (printed, logged, sent);
 //! * `event_log.rs`: the run's event log (numbered events in the state file) and its live
 //!   followers;
 //! * `transcript.rs`: what is printed; `error_lines.rs`: a failed run's error there, one
@@ -86,6 +87,7 @@ mod caches;
 pub(crate) mod cell;
 mod done;
 pub mod error_lines;
+pub mod event;
 pub mod event_log;
 pub mod exec;
 pub mod failure;

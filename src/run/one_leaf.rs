@@ -88,6 +88,9 @@ pub enum OneLeafError {
         /// The seq asked for.
         seq: u32,
     },
+    /// The cell's outputs cannot be collected here.
+    #[error("cannot collect the cell's outputs: {0}")]
+    Collect(#[from] super::artifacts::ArtifactError),
     /// The step asked for is neither a task nor an agent (only those go to workers).
     #[error("step {seq} of job `{job}` is not a task or an agent")]
     NotWork {
@@ -134,6 +137,12 @@ pub async fn run_one(req: OneLeaf<'_>) -> Result<LeafOutcome, OneLeafError> {
         Some(c) => c.entry(&entry),
         None => entry,
     };
+    // A cell collects its outputs into its place under its block's artifact
+    // (`ARTIFACT/value/value`), as in the walk; the server moves that place into its own.
+    if cell.is_some() && !step.outputs.is_empty() {
+        let names: Vec<String> = step.outputs.iter().map(|o| o.value.clone()).collect();
+        req.artifacts.begin_collection(&names)?;
+    }
     let run = Run::hosted(
         Hosted {
             run: req.run,

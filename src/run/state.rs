@@ -356,7 +356,10 @@ impl Store {
     /// the run is then recorded as running with the step not finished, which is true.
     pub fn put_step(&self, run: u64, step: &StepRecord) -> Result<(), StateError> {
         let mut txn = self.db.begin_write()?;
-        if matches!(step.status, StepStatus::Pending | StepStatus::Running) {
+        if matches!(
+            step.status,
+            StepStatus::Pending | StepStatus::Queued | StepStatus::Running
+        ) {
             // Refused only where durability cannot be lowered; the commit then just syncs.
             let _ = txn.set_durability(redb::Durability::None);
         }
@@ -506,7 +509,7 @@ pub(crate) fn end_run_in(
             match s.status {
                 StepStatus::Pending => s.status = StepStatus::Skipped,
                 // Its process stopped while it ran (or the run ended around it).
-                StepStatus::Running => {
+                StepStatus::Queued | StepStatus::Running => {
                     s.status = StepStatus::Aborted;
                     s.failure = Some(FailureKind::Interrupted);
                     s.error.get_or_insert_with(|| "interrupted".to_owned());

@@ -28,6 +28,8 @@ pub enum RunStatus {
 pub enum StepStatus {
     /// Not reached yet.
     Pending,
+    /// On the NATS queue, no worker has taken it yet (`treadle serve --nats`).
+    Queued,
     /// In progress.
     Running,
     /// Finished well.
@@ -47,6 +49,7 @@ impl StepStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
+            Self::Queued => "queued",
             Self::Running => "running",
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
@@ -188,6 +191,9 @@ pub struct StepRecord {
     /// them when it failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_kept: Option<u64>,
+    /// The `treadle worker` that took the step (its last attempt's), under `--nats`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 impl StepRecord {
@@ -212,6 +218,7 @@ impl StepRecord {
             cached_from: None,
             kept: None,
             from_kept: None,
+            worker: None,
         }
     }
 

@@ -27,6 +27,9 @@ pub struct ServeOptions {
     pub interval: std::time::Duration,
     /// The NATS server whose workers run the steps (`--nats`); `None`: they run here.
     pub nats: Option<crate::dist::connect::NatsConfig>,
+    /// How long a step on the NATS queue may wait for a worker before the wait is logged
+    /// (`--unclaimed-warning`).
+    pub unclaimed_warning: std::time::Duration,
     /// Names besides `localhost` and IP literals the server answers to (`--allowed-host`).
     pub allowed_hosts: Vec<super::hosts::HostName>,
     /// Leave the runs a stopped process left running as they are (`--no-adopt`): they
@@ -188,7 +191,9 @@ pub async fn serve_with(
     };
     let store = crate::run::open_store(state.clone()).await?;
     let dispatcher = match &options.nats {
-        Some(nats) => Some(crate::dist::Dispatcher::connect(nats, &state).await?),
+        Some(nats) => {
+            Some(crate::dist::Dispatcher::connect(nats, &state, options.unclaimed_warning).await?)
+        }
         None => None,
     };
     let listener = tokio::net::TcpListener::bind(options.addr)

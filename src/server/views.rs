@@ -138,6 +138,9 @@ pub struct StepNode {
     /// The run whose kept outputs it started from (a `--rerun`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_kept: Option<u64>,
+    /// The `treadle worker` that took it (`--nats`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
     /// The steps inside it (a block's).
     pub children: Vec<StepNode>,
 }
@@ -215,6 +218,7 @@ impl StepNode {
             output_tail: step.stdout_tail.clone(),
             kept: step.kept.clone(),
             from_kept: step.from_kept,
+            worker: step.worker.clone(),
             children: Vec::new(),
         }
     }
@@ -240,6 +244,7 @@ impl StepNode {
             cached_from: self.from_run,
             kept: self.kept.clone(),
             from_kept: self.from_kept,
+            worker: self.worker.clone(),
         }
     }
 

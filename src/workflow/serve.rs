@@ -65,6 +65,7 @@ impl Server {
                 state: Some(state.into()),
                 interval: std::time::Duration::from_secs(60),
                 nats: None,
+                unclaimed_warning: crate::dist::queued::UNCLAIMED_WARNING,
                 allowed_hosts: Vec::new(),
                 no_adopt: false,
                 limits: Default::default(),

@@ -327,3 +327,27 @@ impl Nats {
         }
     }
 }
+
+/// Follows the run's SSE stream from its start to `end`: the events as the web view gets them.
+pub async fn follow(client: reqwest::Client, base: String, run: u64) -> Vec<String> {
+    let r = client
+        .get(format!("{base}/api/v1/runs/{run}/events"))
+        .send()
+        .await
+        .expect("GET events");
+    assert_eq!(r.status().as_u16(), 200);
+    let mut parser = treadle::server::client::SseParser::default();
+    let mut out = Vec::new();
+    let mut body = r.bytes_stream();
+    while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+        for e in parser.feed(&chunk.expect("chunk")) {
+            if e.event == "end" {
+                return out;
+            }
+            if e.id.is_some() {
+                out.push(e.data);
+            }
+        }
+    }
+    panic!("the stream closed without `end`");
+}

@@ -21,6 +21,17 @@ impl Server {
     /// `treadle serve ARGS --addr ADDR` in `dir`, with extra environment; waits until its
     /// discovery file names it.
     pub fn start_at(dir: &Path, args: &[&str], addr: &str, env: &[(&str, &str)]) -> Self {
+        Self::launch(dir, args, addr, env, Stdio::piped())
+    }
+
+    /// `treadle serve ARGS` on a free loopback port, its stderr written to the file `log`
+    /// (read while it runs; [`Server::stop`] then gives no stderr).
+    pub fn start_logged(dir: &Path, args: &[&str], env: &[(&str, &str)], log: &Path) -> Self {
+        let file = std::fs::File::create(log).expect("the server's log");
+        Self::launch(dir, args, "127.0.0.1:0", env, Stdio::from(file))
+    }
+
+    fn launch(dir: &Path, args: &[&str], addr: &str, env: &[(&str, &str)], stderr: Stdio) -> Self {
         // Beside the served files: in a served directory, or the first file's.
         let served = args.first().map(|a| dir.join(a));
         let home = match served {
@@ -37,7 +48,7 @@ impl Server {
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(stderr);
         for var in ["OPENAI_API_KEY", "OPENROUTER_API_KEY", "TREADLE_LOCAL_URL"] {
             cmd.env_remove(var);
         }

@@ -72,7 +72,9 @@ fn shown_of_step(
 /// Whether a step's record in an earlier run says that run stopped while the step ran.
 fn left_unfinished(record: &StepRecord) -> bool {
     match record.status {
-        StepStatus::Pending | StepStatus::Running | StepStatus::Aborted => true,
+        StepStatus::Pending | StepStatus::Queued | StepStatus::Running | StepStatus::Aborted => {
+            true
+        }
         StepStatus::Failed | StepStatus::Errored => {
             record.failure == Some(FailureKind::Interrupted)
         }

@@ -451,9 +451,9 @@ impl<'a> Ctx<'a> {
         cancel: CancellationToken,
         given: Given<'a>,
     ) -> Done {
-        // A cell goes with its values; a step handed text, and a cell with outputs (which
-        // are collected into its block's artifact here), stay.
-        let to_worker = given.handed.is_none() && (given.cell.is_none() || step.outputs.is_empty());
+        // A cell goes with its values (its outputs come back into its place in its block's
+        // artifact); a step handed text stays.
+        let to_worker = given.handed.is_none();
         if let Some(remote) = self.remote.as_ref().filter(|_| to_worker) {
             let cell = given.cell.map(crate::run::cell::Cell::values);
             return remote.leaf(self, step, entry, attempt, cancel, cell).await;

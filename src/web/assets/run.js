@@ -320,6 +320,13 @@ class RunPage {
         // Its start time (for the elapsed time) is in the snapshot.
         if (!d.started_ms) this.refetch();
         break;
+      case "step_queued":
+        // On the NATS queue until a worker takes it (`treadle serve --nats`).
+        Object.assign(d, { status: "queued", worker: null });
+        break;
+      case "step_taken":
+        Object.assign(d, { status: "running", worker: e.worker });
+        break;
       case "step_finished":
         Object.assign(d, { status: e.status, duration_ms: e.duration_ms, exit_code: e.exit_code ?? null,
           verdict: e.verdict ?? null, error: e.error ?? null });
@@ -389,7 +396,7 @@ class RunPage {
   }
 }
 
-const RANK = { pending: 0, running: 1, succeeded: 2, failed: 2, errored: 2, aborted: 2, skipped: 2 };
+const RANK = { pending: 0, queued: 1, running: 2, succeeded: 3, failed: 3, errored: 3, aborted: 3, skipped: 3 };
 function rank(status) {
   return RANK[status] ?? 0;
 }

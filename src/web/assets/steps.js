@@ -98,9 +98,9 @@ function countText(step, steps) {
   if (kids.length === 1 && !ENDED_BADLY.has(kids[0])) return "";
   const by = {};
   for (const s of kids) by[s] = (by[s] || 0) + 1;
-  const words = { succeeded: "passed", failed: "failed", errored: "errored", aborted: "aborted", running: "running", skipped: "skipped", pending: "pending" };
+  const words = { succeeded: "passed", failed: "failed", errored: "errored", aborted: "aborted", running: "running", queued: "queued", skipped: "skipped", pending: "pending" };
   const parts = [`${kids.length} steps`];
-  for (const key of ["succeeded", "failed", "errored", "aborted", "running", "skipped", "pending"]) {
+  for (const key of ["succeeded", "failed", "errored", "aborted", "running", "queued", "skipped", "pending"]) {
     if (by[key]) parts.push(`${by[key]} ${words[key]}`);
   }
   return parts.join(" · ");
@@ -176,7 +176,8 @@ export function paint(step, steps, runId) {
   const expandable = isBlock(step) || hasBody(step);
   const folded = expandable && isFolded(step);
   v.el.className = `step st-${d.status} kind-${d.kind}${d.cached ? " cached" : ""}${folded ? " folded" : ""}${isBlock(step) ? " block" : ""}`;
-  const meta = [duration(d.duration_ms), tokens(d.tokens ?? usageTokens(step))];
+  // Where it ran, under `treadle serve --nats`: the worker that took it.
+  const meta = [d.worker ? `on ${d.worker}` : "", duration(d.duration_ms), tokens(d.tokens ?? usageTokens(step))];
   if (d.kind === "agent" || d.cost_usd !== null && d.cost_usd !== undefined) {
     // A step from the cache shows what it cost when it ran, said to be replayed.
     meta.push(cost(d.cost_usd ?? step.usage?.cost_usd) + (d.cached ? " replayed" : ""));
