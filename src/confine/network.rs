@@ -214,15 +214,28 @@ pub fn enter(namespace: Namespace) -> io::Result<()> {
                     }
                 )));
             }
-            write_file(b"/proc/self/setgroups\0", b"deny")?;
-            write_map(b"/proc/self/uid_map\0", uid)?;
-            write_map(b"/proc/self/gid_map\0", gid)?;
+            map_self(uid, gid)?;
         }
         if namespace == Namespace::Loopback {
             loopback_up()?;
         }
     }
     Ok(())
+}
+
+/// In a user namespace just made: maps the caller's user and group (`uid`, `gid`, read
+/// before it was made) onto themselves, so files keep their owners.
+///
+/// # Safety
+///
+/// Between fork and exec only.
+pub(super) unsafe fn map_self(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        write_file(b"/proc/self/setgroups\0", b"deny")?;
+        write_map(b"/proc/self/uid_map\0", uid)?;
+        write_map(b"/proc/self/gid_map\0", gid)
+    }
 }
 
 /// Writes `id id 1` to a map file.
