@@ -131,8 +131,17 @@ fn a_confined_task_cannot_see_another_task_running_beside_it() {
     let all = format!("{seen}{rest}{tail}");
     eprintln!("{all}");
     assert!(status.success(), "{all}");
+    // Lines the attacker printed (`attacker │ ...`); its `PS` line quotes its own script.
+    let printed: Vec<&str> = all
+        .lines()
+        .filter_map(|l| l.split_once("attacker │ ").map(|(_, rest)| rest))
+        .collect();
     assert!(
-        !all.contains("FOUND"),
+        printed.iter().any(|l| l.starts_with("SEEN ")),
+        "the attack did not run:\n{all}"
+    );
+    assert!(
+        !printed.iter().any(|l| l.starts_with("FOUND")),
         "the attacker read the secret:\n{all}"
     );
     // Its own shell, python and ps, nothing of the holder's, its keeper's or treadle's.
