@@ -225,7 +225,11 @@ fn fork_keeper(treadle: libc::pid_t, own_pids: bool) -> io::Result<()> {
         let keeper = libc::getpid();
         // Refused (a container without the rights): the command sees the machine's
         // processes, as docs/security.md says.
-        let isolated = own_pids && crate::confine::pid::unshare_for_children();
+        let pids = if own_pids {
+            crate::confine::pid::unshare_for_children()
+        } else {
+            crate::confine::pid::Pids::Shared
+        };
         match libc::fork() {
             -1 => Err(io::Error::last_os_error()),
             0 => {
@@ -241,12 +245,13 @@ fn fork_keeper(treadle: libc::pid_t, own_pids: bool) -> io::Result<()> {
                 );
                 // The first process of a namespace sees its parent, outside it, as 0; the
                 // death signal set above still covers a keeper that dies from here on.
+                let isolated = pids != crate::confine::pid::Pids::Shared;
                 let parent = if isolated { 0 } else { keeper };
                 if libc::getppid() != parent {
                     libc::_exit(137);
                 }
                 libc::setpgid(0, 0);
-                Ok(())
+                crate::confine::pid::map_user(pids)
             }
             command => {
                 close_all();

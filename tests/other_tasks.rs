@@ -100,7 +100,7 @@ fn dirs(child: &mut Child, prefixes: &[&str], seen: &mut String) -> Vec<PathBuf>
 
 #[test]
 fn a_confined_task_cannot_see_another_task_running_beside_it() {
-    if treadle::confine::abi().is_none() || !treadle::environ::find_program("python3").is_some() {
+    if treadle::confine::abi().is_none() || treadle::environ::find_program("python3").is_none() {
         eprintln!("SKIP: needs Landlock and python3");
         return;
     }
@@ -148,4 +148,65 @@ fn a_confined_task_cannot_see_another_task_running_beside_it() {
     let ps = all.lines().find(|l| l.contains("PS ")).unwrap_or_default();
     assert!(!ps.contains("holding in"), "ps shows the holder: {ps}");
     assert!(!ps.contains("treadle"), "ps shows treadle: {ps}");
+}
+
+/// The user the unprivileged test runs as when the tests run as root (`nobody`).
+const NOBODY: u32 = 65_534;
+
+/// As a user other than root, the keeper makes a user namespace with the PID namespace
+/// (and `network: loopback` one with its network namespace), and the command writes its
+/// maps: run as `nobody` (through `setpriv` when the tests run as root), a confined task
+/// is the first process of its own PID namespace, and the files it writes keep its user;
+/// a `network: loopback` task runs the same way. Fails before the maps were written by
+/// the command (treadle's forks are not dumpable, so their `/proc/self` maps belong to
+/// root): every confined task then ended with status 137 before it started.
+#[test]
+fn as_a_user_other_than_root_a_task_still_gets_its_own_pids() {
+    if treadle::confine::abi().is_none() {
+        eprintln!("SKIP: needs Landlock");
+        return;
+    }
+    let root = rustix::process::geteuid().is_root();
+    if root && treadle::environ::find_program("setpriv").is_none() {
+        eprintln!("SKIP: needs setpriv to run treadle as a user other than root");
+        return;
+    }
+    let f = Fixture::new(
+        "plan:\n  - task: own\n    run: |\n      echo \"pid $$ ppid $PPID\"\n      touch made\n      [ \"$(stat -c %u made)\" = \"$(id -u)\" ] && echo \"owner kept\"\n  - task: loop\n    network: loopback\n    run: echo \"loop pid $$\"\n",
+    );
+    let bin = env!("CARGO_BIN_EXE_treadle");
+    let mut cmd = if root {
+        let chowned = std::process::Command::new("chown")
+            .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+            .arg(f.path())
+            .status()
+            .expect("chown");
+        assert!(chowned.success());
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args([
+            format!("--reuid={NOBODY}"),
+            format!("--regid={NOBODY}"),
+            "--clear-groups".to_owned(),
+        ])
+        .arg(bin);
+        cmd
+    } else {
+        std::process::Command::new(bin)
+    };
+    let out = cmd
+        .arg("run")
+        .current_dir(f.path())
+        .env("HOME", f.path())
+        .env_remove("TREADLE_LOCAL_URL")
+        .output()
+        .expect("run treadle");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{all}");
+    for line in ["│ pid 1 ppid 0", "│ owner kept", "│ loop pid 1"] {
+        assert!(all.contains(line), "no `{line}`:\n{all}");
+    }
 }

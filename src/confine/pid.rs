@@ -6,11 +6,13 @@
 //! once could read each other's environment. In a namespace of its own, the other tasks,
 //! their keepers and treadle have no `/proc/PID` at all.
 //!
-//! Two halves, both between fork and exec, system calls only:
+//! Three parts, all between fork and exec, system calls only:
 //!
 //! * [`unshare_for_children`], in the keeper before it forks the command: the command is
 //!   then the first process (PID 1) of a new PID namespace. When that namespace ends (the
-//!   command exits) the kernel kills whatever is left in it.
+//!   command exits) the kernel kills whatever is left in it. Not root, the keeper makes a
+//!   user namespace with it.
+//! * [`map_user`], in the command: that user namespace's maps (its own user and group).
 //! * [`own_proc`], in the command: a mount namespace of its own, with a fresh `proc`
 //!   mounted on `/proc`, which its Landlock ruleset (not yet enforced) is allowed to read:
 //!   the rules built in treadle named the machine's `/proc`, another file system.
@@ -21,22 +23,50 @@
 use std::io;
 use std::os::fd::RawFd;
 
+/// What the keeper made for its command ([`unshare_for_children`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pids {
+    /// Nothing: the command sees the machine's processes.
+    Shared,
+    /// A PID namespace (treadle runs as root).
+    Own,
+    /// A PID namespace and a user namespace with it, whose maps the command writes
+    /// ([`map_user`]): `uid` and `gid` as they were before it was made.
+    OwnWithUser { uid: u32, gid: u32 },
+}
+
 /// Between fork and exec, in the keeper: makes its next child the first process of a new
-/// PID namespace. Without the right to (not root) it makes a user namespace too, mapping
-/// its own user and group onto themselves, which gives the command the right to mount its
-/// `/proc`. Returns whether the namespace was made.
-pub(crate) fn unshare_for_children() -> bool {
-    // SAFETY: unshare, getuid and getgid take plain arguments; the map writes take buffers
-    // on this stack.
+/// PID namespace. Without the right to (not root) it makes a user namespace too, which
+/// gives the command the right to mount its `/proc`; the command maps its user and group
+/// there ([`map_user`]). Returns what was made.
+pub(crate) fn unshare_for_children() -> Pids {
+    // SAFETY: unshare, getuid and getgid take plain arguments.
     unsafe {
         if libc::unshare(libc::CLONE_NEWPID) == 0 {
-            return true;
+            return Pids::Own;
         }
         let (uid, gid) = (libc::getuid(), libc::getgid());
         if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) != 0 {
-            return false;
+            return Pids::Shared;
         }
-        super::network::map_self(uid, gid).is_ok()
+        Pids::OwnWithUser { uid, gid }
+    }
+}
+
+/// Between fork and exec, in the command, first: when the keeper made a user namespace
+/// with the PID namespace, maps the command's user and group onto themselves there (files
+/// keep their owners). The keeper cannot: a process that is not dumpable (treadle and its
+/// forks, `crate::environ::take_keys`) has `/proc/self` files owned by root, so the maps
+/// are written by the command, which execs next (`network::map_self`).
+///
+/// # Safety
+///
+/// Between fork and exec only, in the command the keeper forked.
+pub(crate) unsafe fn map_user(pids: Pids) -> io::Result<()> {
+    match pids {
+        // SAFETY: per this function's contract.
+        Pids::OwnWithUser { uid, gid } => unsafe { super::network::map_self(uid, gid) },
+        Pids::Shared | Pids::Own => Ok(()),
     }
 }
 
