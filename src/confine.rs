@@ -10,6 +10,8 @@
 //! reach, and Landlock also keeps it from signalling processes outside it. It connects
 //! where its `network:` grant says ([`network`]; never to the serving server's port), and
 //! it starts without `CAP_SYS_PTRACE`, so it cannot read treadle's or its keeper's memory.
+//! Under its keeper it is the first process of a PID namespace of its own, with a `/proc`
+//! of that namespace ([`pid`]): other tasks, their keepers and treadle are not there to read.
 //!
 //! The rules are built in the parent (paths are opened there) and applied one of two ways,
 //! treadle itself staying unconfined either way:
@@ -33,8 +35,9 @@
 //! configuration; its `network:` and treadle's loopback ports for it), `toolchains` (the
 //! user's toolchains readable, credential places never), `grant` (the `network:` grant as
 //! the pipeline file writes it, parsed once), `network` (that grant enforced: TCP rules,
-//! the server's port, namespaces), `denied` (the hint for a refusal), `rules` (the ruleset
-//! of one command from what it may read). The grant's type lives here, not in `pipeline`,
+//! the server's port, namespaces), `pid` (a PID namespace and `/proc` of the command's
+//! own), `denied` (the hint for a refusal), `rules` (the ruleset of one command from what
+//! it may read). The grant's type lives here, not in `pipeline`,
 //! which re-exports it, so that confinement depends on nothing of the pipeline's.
 //!
 //! The `landlock` crate is the Landlock project's own Rust binding (rust-landlock),
@@ -44,6 +47,7 @@ pub mod cli;
 pub(crate) mod denied;
 pub mod grant;
 pub mod network;
+pub(crate) mod pid;
 mod rules;
 pub mod toolchains;
 
@@ -126,6 +130,9 @@ pub struct Policy<'a> {
     pub network: &'a Network,
     /// Directories it may also write (declared caches).
     pub writable: &'a [PathBuf],
+    /// Directories it may also read and execute (an MCP server's project, where its
+    /// program lives).
+    pub readable: &'a [PathBuf],
 }
 
 /// The network a step gets when it names none: `none` when its files are confined,
@@ -307,7 +314,11 @@ pub fn confine(cmd: &mut tokio::process::Command, policy: &Policy<'_>) -> Result
         for path in policy.writable {
             cache_dir(path, cmd)?;
         }
-        prepare(cmd, policy.dir, &Reads::TASK, &net)?
+        let reads = Reads {
+            readable: policy.readable,
+            ..Reads::TASK
+        };
+        prepare(cmd, policy.dir, &reads, &net)?
             .map(|r| writable(r, policy.writable))
             .transpose()
             .map_err(|source| ConfineError::Rules {
@@ -321,14 +332,27 @@ pub fn confine(cmd: &mut tokio::process::Command, policy: &Policy<'_>) -> Result
         })?
     };
     let namespace = net.namespace;
+    // A confined command sees its own processes only: its keeper made it the first of a
+    // PID namespace (`keeper::keep`), and it mounts that namespace's `/proc`, which its
+    // ruleset must then let it read (a descriptor of the same ruleset, to add the rule).
+    let own_pids = policy.files;
+    let proc_rule: Option<std::os::fd::OwnedFd> = match ruleset.as_ref() {
+        Some(r) if own_pids => r.try_clone().map_err(ConfineError::Start)?.into(),
+        _ => None,
+    };
+    let proc_access = pid::proc_access();
     let slot = Mutex::new((ruleset, net.layer.take()));
     // SAFETY: the closure runs in the child between fork and exec. It takes the rulesets
     // built above (their file descriptors are inherited) and makes system calls only
-    // (unshare and the namespace's setup, prctl, landlock_restrict_self); it allocates
+    // (unshare and the namespaces' setup, mount, prctl, the Landlock calls); it allocates
     // only to report an error. The mutex is this closure's own, so no other thread can
     // hold it at fork.
     unsafe {
         cmd.pre_exec(move || {
+            if own_pids {
+                use std::os::fd::AsRawFd;
+                pid::own_proc(proc_rule.as_ref().map(AsRawFd::as_raw_fd), proc_access)?;
+            }
             if let Some(ns) = namespace {
                 network::enter(ns)?;
             }
@@ -350,7 +374,7 @@ pub fn confine(cmd: &mut tokio::process::Command, policy: &Policy<'_>) -> Result
 /// root cannot read the `/proc/PID/environ` or `mem` of treadle or its keepers, which are
 /// not dumpable (`crate::environ::take_keys`), nor of any process whose capabilities it
 /// does not hold. System calls only.
-fn drop_ptrace() {
+pub(crate) fn drop_ptrace() {
     const CAP_SYS_PTRACE: u32 = 19;
     const VERSION_3: u32 = 0x2008_0522;
     #[repr(C)]
@@ -468,6 +492,7 @@ mod tests {
                 files: true,
                 network: &Network::Any,
                 writable: &[],
+                readable: &[],
             };
             confine(&mut cmd, &policy).unwrap();
             cmd.spawn().unwrap()

@@ -52,13 +52,18 @@ pub fn mark(state: &Path, run: u64) -> String {
 /// Call it before any other `pre_exec` work of `cmd` (Landlock's): that work then runs in
 /// the command only. `cmd` should have `process_group(0)`, so that the keeper is out of
 /// reach of the terminal's Ctrl-C, and no `kill_on_drop` (drop a [`Kept`] instead).
-pub(crate) fn keep(cmd: &mut tokio::process::Command) {
+///
+/// With `own_pids` (a confined command's), the command is the first process of a PID
+/// namespace of its own (`confine::pid`; `confine::confine` then gives it its `/proc`):
+/// it sees its own processes only, and the kernel kills what is left in the namespace
+/// when it exits.
+pub(crate) fn keep(cmd: &mut tokio::process::Command, own_pids: bool) {
     let treadle = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe calls are allowed: it makes system calls only, allocates nothing,
     // and in the keeper never returns (it ends with `_exit`).
     unsafe {
-        cmd.pre_exec(move || fork_keeper(treadle));
+        cmd.pre_exec(move || fork_keeper(treadle, own_pids));
     }
 }
 
@@ -199,7 +204,7 @@ const PARENT_DIED: libc::c_int = libc::SIGUSR1;
 
 /// Between fork and exec: becomes the keeper, forks the command and returns `Ok` in it;
 /// the keeper itself never returns.
-fn fork_keeper(treadle: libc::pid_t) -> io::Result<()> {
+fn fork_keeper(treadle: libc::pid_t, own_pids: bool) -> io::Result<()> {
     let set = watched();
     // SAFETY: plain system calls with arguments on this stack, in a single-threaded child.
     unsafe {
@@ -218,6 +223,13 @@ fn fork_keeper(treadle: libc::pid_t) -> io::Result<()> {
         }
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
         let keeper = libc::getpid();
+        // Refused (a container without the rights): the command sees the machine's
+        // processes, as docs/security.md says.
+        let pids = if own_pids {
+            crate::confine::pid::unshare_for_children()
+        } else {
+            crate::confine::pid::Pids::Shared
+        };
         match libc::fork() {
             -1 => Err(io::Error::last_os_error()),
             0 => {
@@ -231,11 +243,15 @@ fn fork_keeper(treadle: libc::pid_t) -> io::Result<()> {
                     0,
                     0,
                 );
-                if libc::getppid() != keeper {
+                // The first process of a namespace sees its parent, outside it, as 0; the
+                // death signal set above still covers a keeper that dies from here on.
+                let isolated = pids != crate::confine::pid::Pids::Shared;
+                let parent = if isolated { 0 } else { keeper };
+                if libc::getppid() != parent {
                     libc::_exit(137);
                 }
                 libc::setpgid(0, 0);
-                Ok(())
+                crate::confine::pid::map_user(pids)
             }
             command => {
                 close_all();

@@ -25,8 +25,8 @@
 //! * [`clock`]: wall-clock milliseconds, as the state file records them.
 //! * [`environ`]: API keys taken out of treadle's environment at start-up; the allow-listed
 //!   environment of every command it starts.
-//! * [`confine`]: Landlock confinement of tasks, `run_shell`, hooks and CLI agents to their
-//!   step directory.
+//! * [`confine`]: Landlock confinement of tasks, `run_shell`, hooks, MCP servers and CLI
+//!   agents to their step directory; a confined command's PID namespace and `/proc`.
 //! * [`keeper`]: the process between treadle and each command, which lets nothing the
 //!   command starts outlive it or treadle; a run's leftovers found and stopped.
 //! * [`server`]: `treadle serve`: the process that owns the state file, its HTTP API, each

@@ -1,7 +1,8 @@
 //! Hooks' processes, real ones under `treadle run`: a guard that prints its deny and
 //! leaves children holding its output (one in a session of its own) denies, and its
 //! children die with it; a hook's `setsid` child dies when treadle is killed with SIGKILL
-//! (hooks run under the keeper, as tasks do).
+//! (hooks run under the keeper, as tasks do), and when the keeper is killed with treadle,
+//! `--resume` finds the child by the run's mark and stops it before the step runs again.
 
 use crate::common;
 
@@ -162,4 +163,83 @@ async fn a_hooks_setsid_child_dies_when_treadle_is_killed() {
     })
     .await
     .unwrap();
+}
+
+/// The file `name` under `root`, once it is there (waited for on a blocking thread).
+async fn appeared(root: &Path, name: &'static str) -> String {
+    let root = root.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let mut file = None;
+        wait_for(&format!("{name} appeared"), Duration::from_secs(60), || {
+            file = find(&root, name);
+            file.is_some()
+        });
+        std::fs::read_to_string(file.unwrap())
+            .unwrap()
+            .trim()
+            .to_owned()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_stops_a_hooks_child_that_escaped_a_killed_keeper() {
+    let server = ScriptedServer::start(Script::new([
+        Reply::tool_call("run_shell", json!({ "command": "printf 'RAN-%s' OK" })),
+        Reply::text("Done."),
+        Reply::text("Done."),
+        Reply::text("Done."),
+    ]))
+    .await
+    .expect("server");
+    // The first time, the guard leaves a `setsid` child, says its keeper, and waits; once
+    // the test has made the project's `resumed`, it allows at once.
+    let hook = format!(
+        "[ -e \"$TREADLE_PROJECT_DIR/resumed\" ] && exit 0\n{ESCAPED_CHILD}\necho $PPID > \"$TREADLE_STEP_DIR/hook-keeper\"\nsleep 300"
+    );
+    let f = Fixture::new(&guarded(&hook, "600s"));
+    let mut treadle = Command::new(env!("CARGO_BIN_EXE_treadle"))
+        .arg("run")
+        .current_dir(f.path())
+        .env("TREADLE_LOCAL_URL", server.base_url())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = appeared(f.path(), "hook-child").await;
+    let keeper = appeared(f.path(), "hook-keeper").await;
+    assert!(running(&child) && running(&keeper));
+    // Treadle and the hook's keeper die at once: nothing sweeps the child, which lives on.
+    for pid in [keeper.clone(), treadle.id().to_string()] {
+        let killed = Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+        assert!(killed.success(), "kill -KILL {pid}");
+    }
+    let _ = treadle.wait();
+    assert!(
+        running(&child),
+        "the child should have escaped a killed keeper"
+    );
+    std::fs::write(f.path().join("resumed"), "").unwrap();
+    let url = server.base_url().to_owned();
+    let (f, resumed) = tokio::task::spawn_blocking(move || {
+        let run = f.treadle_env(&["run", "--resume", "1"], &[("TREADLE_LOCAL_URL", &url)]);
+        (f, run)
+    })
+    .await
+    .unwrap();
+    let err = resumed.stderr();
+    // The child, and the `sleep` the killed hook was running.
+    assert!(
+        err.contains("stopped 2 process(es) left running by run 1"),
+        "{}\n{err}",
+        resumed.stdout()
+    );
+    assert!(
+        !running(&child),
+        "the hook's child {child} outlived the resume"
+    );
+    resumed.expect_code(0);
+    drop(f);
 }

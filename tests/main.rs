@@ -79,6 +79,7 @@ mod nats_takeover;
 mod nats_trust;
 mod nats_workers;
 mod needs;
+mod other_tasks;
 mod otlp;
 mod plan_vs_run;
 mod preflight;

@@ -1,13 +1,14 @@
 //! MCP servers in pipelines: an agent calls a tool of the real fixture server over stdio
-//! (against the scripted model server), `validate` finds a missing server command, and
-//! the load checks refuse a grant naming an undeclared server.
+//! (against the scripted model server), the server runs in the step's sandbox (a
+//! credential place refused, its tools still working), `validate` finds a missing server
+//! command, and the load checks refuse a grant naming an undeclared server.
 
 use crate::common;
 
 use common::Fixture;
 use common::mcp::fixture_server;
 use serde_json::{Value, json};
-use treadle_scripted::{Reply, Script, ScriptedServer};
+use treadle_scripted::{Reply, Script, ScriptedServer, ToolCall};
 
 fn pipeline(command: &str) -> String {
     format!(
@@ -134,6 +135,72 @@ async fn a_stdio_server_gets_the_allow_listed_environment_and_its_env_only() {
             "{hidden} reached the server: {names:?}"
         );
     }
+}
+
+/// The tool messages of the model's last request, joined.
+fn tool_results(server: &ScriptedServer) -> String {
+    let last = server.requests().pop().expect("a second model request");
+    last.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stdio_server_runs_in_the_steps_sandbox() {
+    if treadle::confine::abi().is_none() {
+        eprintln!("SKIP: no Landlock");
+        return;
+    }
+    let bin = tokio::task::spawn_blocking(fixture_server).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let key = home.path().join(".ssh/id_rsa");
+    std::fs::create_dir_all(key.parent().unwrap()).unwrap();
+    std::fs::write(&key, "PRIVATE-KEY-of-the-user\n").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let other = outside.path().join("notes.txt");
+    std::fs::write(&other, "another project's notes\n").unwrap();
+    let server = ScriptedServer::start(Script::new([
+        Reply::tool_calls([
+            ToolCall::new("fixture__read_path", json!({"path": key})),
+            ToolCall::new("fixture__read_path", json!({"path": other})),
+            ToolCall::new("fixture__add", json!({"a": 2, "b": 3})),
+        ]),
+        Reply::text("done"),
+    ]))
+    .await
+    .expect("scripted server");
+    let yaml = pipeline(&bin.display().to_string())
+        .replace("fixture__add]", "fixture__add, fixture__read_path]")
+        .replace("        assert:\n          tool_calls:\n            - name: fixture__add\n              args: { a: 2, b: 3 }\n", "");
+    let f = Fixture::new(&yaml);
+    let url = server.base_url().to_string();
+    let home_dir = home.path().display().to_string();
+    let run = tokio::task::spawn_blocking(move || {
+        f.treadle_env(
+            &["run"],
+            &[("TREADLE_LOCAL_URL", url.as_str()), ("HOME", &home_dir)],
+        )
+    })
+    .await
+    .unwrap();
+    run.expect_code(0);
+    let results = tool_results(&server);
+    assert!(
+        !results.contains("PRIVATE-KEY"),
+        "the server read the key:\n{results}"
+    );
+    assert!(
+        !results.contains("another project"),
+        "the server read outside its sandbox:\n{results}"
+    );
+    assert_eq!(results.matches("Permission denied").count(), 2, "{results}");
+    // Its tools still work.
+    assert!(results.lines().any(|l| l == "5"), "{results}");
 }
 
 #[test]

@@ -93,7 +93,9 @@ fn grep(files: &[PathBuf]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_the_model_repeats_is_in_no_file_and_no_command_can_read_it() {
-    let shell = "mkdir -p out; tr '\\0' '\\n' < /proc/$PPID/environ > out/environ.txt; \
+    // A confined command's parent is outside its PID namespace (`$PPID` is 0): what it
+    // reads then is the shell's error, kept in the file as well.
+    let shell = "mkdir -p out; { tr '\\0' '\\n' < /proc/$PPID/environ; } > out/environ.txt 2>&1; \
                  env > out/env.txt; echo "
         .to_owned()
         + KEY

@@ -56,6 +56,7 @@ async fn lists_tools_prefixed_with_schemas() {
             "fixture__env_names",
             "fixture__fail",
             "fixture__pid",
+            "fixture__read_path",
             "fixture__slow"
         ]
     );

@@ -9,7 +9,8 @@
 //!   directories readable; nothing else.
 //! * Environment: treadle's allow-list ([`crate::environ::command_env`], which never holds
 //!   a key), `TREADLE_PROJECT_DIR` / `CLAUDE_PROJECT_DIR` (the project) and
-//!   `TREADLE_STEP_DIR`, absolute paths as in Claude Code.
+//!   `TREADLE_STEP_DIR`, absolute paths as in Claude Code; in a run, the run's
+//!   `TREADLE_RUN_MARK`, as tasks have it, so `--resume` finds a hook's escaped children.
 //! * Working directory: the project, so `./hooks/check.sh` means what it does in Claude Code.
 //! * Transcript: each run is one notice (`hook NAME: what came of it`), then its stdout and
 //!   stderr lines.
@@ -37,6 +38,9 @@ pub struct StepHooks {
     pub run: Option<String>,
     /// The job's name, for the envelope.
     pub job: Option<String>,
+    /// The run's [`crate::keeper::MARK`] value, which every hook process carries: a hook's
+    /// child that escaped a keeper killed with treadle is found and killed by `--resume`.
+    pub mark: Option<String>,
 }
 
 impl StepHooks {
@@ -47,6 +51,7 @@ impl StepHooks {
             project: loaded.dir.clone(),
             run: None,
             job: None,
+            mark: None,
         }
     }
 
@@ -101,6 +106,7 @@ impl StepHooks {
         let launcher: Arc<dyn Launcher> = Arc::new(Confined {
             dir: absolute(dir),
             project: absolute(&self.project),
+            mark: self.mark.clone(),
         });
         let reporter: Reporter = Arc::new(move |report| {
             // The receiver is gone only once the step ended; nothing is left to show.
@@ -175,30 +181,41 @@ pub(super) fn transcript_lines(report: &HookReport) -> Vec<AgentEvent> {
 struct Confined {
     dir: PathBuf,
     project: PathBuf,
+    /// The run's leftover mark, when the hooks run for a run.
+    mark: Option<String>,
 }
 
 impl Launcher for Confined {
     fn launch(&self, mut command: tokio::process::Command) -> Launched {
-        let extra = [
-            (
-                "TREADLE_PROJECT_DIR".to_owned(),
-                self.project.display().to_string(),
-            ),
-            (
-                "CLAUDE_PROJECT_DIR".to_owned(),
-                self.project.display().to_string(),
-            ),
+        let project = self.project.display().to_string();
+        let mut extra = vec![
+            ("TREADLE_PROJECT_DIR".to_owned(), project.clone()),
+            ("CLAUDE_PROJECT_DIR".to_owned(), project),
             (
                 "TREADLE_STEP_DIR".to_owned(),
                 self.dir.display().to_string(),
             ),
         ];
+        // How a resume finds what the hook left if treadle and its keeper are killed.
+        if let Some(mark) = &self.mark {
+            extra.push((crate::keeper::MARK.to_owned(), mark.clone()));
+        }
         crate::environ::set_command_env(&mut command, &[], extra.iter().map(|(k, v)| (k, v)));
         // The keeper, as for tasks: nothing the hook starts (a background or `setsid`
         // child) outlives its end, its timeout, or treadle, even killed with SIGKILL. Its
         // `pre_exec` work runs before Landlock's (the spawning thread is confined, so the
-        // keeper and the command both are).
-        crate::keeper::keep(&mut command);
+        // keeper and the command both are). No PID namespace: a Landlock-confined process
+        // may not mount the `/proc` it would need (docs/security.md, the hooks' row).
+        crate::keeper::keep(&mut command, false);
+        // SAFETY: runs in the hook's command between fork and exec (after the keeper's
+        // fork); `drop_ptrace` makes system calls only. Without `CAP_SYS_PTRACE` a hook
+        // cannot read treadle's memory, as a task cannot.
+        unsafe {
+            command.pre_exec(|| {
+                crate::confine::drop_ptrace();
+                Ok(())
+            });
+        }
         let (dir, project) = (self.dir.clone(), self.project.clone());
         Box::pin(async move {
             crate::confine::spawn_reading(command, &dir, &[project])

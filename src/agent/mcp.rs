@@ -3,11 +3,16 @@
 //!
 //! Only servers the step's grant names are started: a server none of whose tools the step
 //! may call would cost a process (or a connection) and its startup time for nothing.
+//!
+//! A stdio server runs in the step's sandbox, as its `run_shell` does ([`confined`]):
+//! Landlock keeps it to the system, the toolchains, the step directory and, read-only, the
+//! project its program lives in; it connects where the step's `network:` says.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use treadle_session::Tool;
-use treadle_session::mcp::{McpError, McpServer, McpServerConfig};
+use treadle_session::mcp::{McpError, McpServer, McpServerConfig, McpTransport, Prepare};
 
 use crate::pipeline::mcp::{covers, server_of};
 
@@ -104,4 +109,53 @@ impl StepServers {
     pub async fn shutdown(self) {
         futures::future::join_all(self.servers.iter().map(McpServer::shutdown)).await;
     }
+}
+
+/// `configs` with each stdio server confined as the step's `run_shell` commands are
+/// (docs/security.md, the policy table): its files as a task's (`ws`'s step directory
+/// writable, unless the step is `confined: false`) with, read-only, `project` (where it
+/// runs, and where its relative arguments point) and the directory of its program when it
+/// is named by a path; and the step's `network:`. HTTP servers are treadle's own
+/// connections and are left as they are.
+pub fn confined(
+    configs: &[McpServerConfig],
+    ws: &crate::tools::Workspace,
+    project: &Path,
+) -> Vec<McpServerConfig> {
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let project = absolute(project);
+    configs
+        .iter()
+        .cloned()
+        .map(|mut config| {
+            if let McpTransport::Stdio {
+                command, prepare, ..
+            } = &mut config.transport
+            {
+                let mut readable = vec![project.clone()];
+                if command.contains('/') {
+                    let program = project.join(&*command);
+                    readable.extend(program.parent().map(Path::to_path_buf));
+                }
+                *prepare = Some(sandbox(ws, readable));
+            }
+            config
+        })
+        .collect()
+}
+
+/// The step's sandbox for a server, with `readable` read-only besides a task's places.
+fn sandbox(ws: &crate::tools::Workspace, readable: Vec<PathBuf>) -> Prepare {
+    let dir = ws.root().to_path_buf();
+    let (files, network) = (ws.confined(), ws.network());
+    Prepare::new(move |cmd| {
+        let policy = crate::confine::Policy {
+            dir: &dir,
+            files,
+            network: &network,
+            writable: &[],
+            readable: &readable,
+        };
+        crate::confine::confine(cmd, &policy).map_err(std::io::Error::other)
+    })
 }

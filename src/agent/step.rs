@@ -133,7 +133,8 @@ async fn run_step(
         parent,
         required: own.required.with_files(&step.dir, &step.owed_files),
     };
-    let (servers, remote_tools) = StepServers::start(&step.mcp, &remote).await?;
+    let mcp = super::mcp::confined(&step.mcp, &workspace, &step.controls.hooks.project);
+    let (servers, remote_tools) = StepServers::start(&mcp, &remote).await?;
     tools.extend(remote_tools);
     // MCP results are masked too: a stdio server inherits the environment, key included.
     let tools = match &step.controls.wrap_tools {

@@ -214,15 +214,35 @@ pub fn enter(namespace: Namespace) -> io::Result<()> {
                     }
                 )));
             }
-            write_file(b"/proc/self/setgroups\0", b"deny")?;
-            write_map(b"/proc/self/uid_map\0", uid)?;
-            write_map(b"/proc/self/gid_map\0", gid)?;
+            map_self(uid, gid)?;
         }
         if namespace == Namespace::Loopback {
             loopback_up()?;
         }
     }
     Ok(())
+}
+
+/// In a user namespace just made: maps the caller's user and group (`uid`, `gid`, read
+/// before it was made) onto themselves, so files keep their owners.
+///
+/// The caller is made dumpable first: a process that is not (treadle's forks inherit
+/// `crate::environ::take_keys`'s `PR_SET_DUMPABLE` 0) has its `/proc/self` files owned by
+/// root, and a user other than root could not write its maps. The exec that follows
+/// replaces the memory that flag protected.
+///
+/// # Safety
+///
+/// Between fork and exec only, in the process that execs the command (never the keeper,
+/// whose memory, a copy of treadle's, stays).
+pub(super) unsafe fn map_self(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: per this function's contract; prctl takes plain integers.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+        write_file(b"/proc/self/setgroups\0", b"deny")?;
+        write_map(b"/proc/self/uid_map\0", uid)?;
+        write_map(b"/proc/self/gid_map\0", gid)
+    }
 }
 
 /// Writes `id id 1` to a map file.

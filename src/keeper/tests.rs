@@ -18,7 +18,7 @@ async fn start(script: &str, mark: &str) -> (tokio::process::Child, String) {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .process_group(0);
-    keep(&mut cmd);
+    keep(&mut cmd, false);
     let mut child = cmd.spawn().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line())

@@ -52,6 +52,8 @@ fn config(spec: &McpServerSpec) -> Option<McpServerConfig> {
                 .collect(),
             inherit_env: false,
             cwd: None,
+            // The step's sandbox is added where the step is known (`agent::mcp`).
+            prepare: None,
         },
         (None, Some(url)) => McpTransport::Http {
             url: url.value.clone(),

@@ -146,7 +146,7 @@ fn command(spec: &TaskSpec<'_>) -> (Command, String) {
         .stderr(Stdio::piped())
         .process_group(0);
     // First of the `pre_exec` work: Landlock's then runs in the command, not the keeper.
-    crate::keeper::keep(&mut cmd);
+    crate::keeper::keep(&mut cmd, spec.confined);
     (cmd, program)
 }
 
@@ -167,6 +167,7 @@ pub async fn run_task(
         files: spec.confined,
         network: spec.network,
         writable: spec.caches,
+        readable: &[],
     };
     crate::confine::confine(&mut cmd, &policy)?;
     // Dropped mid-command (the step's future dropped), the keeper is told to stop.

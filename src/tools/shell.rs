@@ -114,7 +114,7 @@ pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ra
     // A tool call caught by a crash is asked about when its session is restored; it must
     // not go on behind that question: its keeper stops it, and whatever it started, when
     // treadle dies. First of the `pre_exec` work, so that Landlock's runs in the command.
-    crate::keeper::keep(&mut command);
+    crate::keeper::keep(&mut command, ws.confined());
     crate::environ::set_command_env(&mut command, ws.pass_env(), std::iter::empty());
     for name in ws.hidden_env() {
         command.env_remove(name);
@@ -126,6 +126,7 @@ pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ra
         files: ws.confined(),
         network: &network,
         writable: &[],
+        readable: &[],
     };
     crate::confine::confine(&mut command, &policy).map_err(|e| ToolError::new(e.to_string()))?;
 

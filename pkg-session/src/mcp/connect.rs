@@ -75,7 +75,18 @@ pub(super) async fn open(config: &McpServerConfig) -> Result<Connection, McpErro
             env,
             inherit_env,
             cwd,
-        } => open_stdio(server, command, args, env, *inherit_env, cwd.as_deref()).await,
+            prepare,
+        } => {
+            let spawn = Spawn {
+                command,
+                args,
+                env,
+                inherit_env: *inherit_env,
+                cwd: cwd.as_deref(),
+                prepare: prepare.as_ref(),
+            };
+            open_stdio(server, &spawn).await
+        }
         McpTransport::Http {
             url,
             bearer_env,
@@ -84,15 +95,26 @@ pub(super) async fn open(config: &McpServerConfig) -> Result<Connection, McpErro
     }
 }
 
-/// Spawns a server that speaks MCP on its stdin and stdout.
-async fn open_stdio(
-    server: &str,
-    command: &str,
-    args: &[String],
-    env: &[(String, String)],
+/// How to start a stdio server (its [`McpTransport::Stdio`] fields).
+struct Spawn<'a> {
+    command: &'a str,
+    args: &'a [String],
+    env: &'a [(String, String)],
     inherit_env: bool,
-    cwd: Option<&std::path::Path>,
-) -> Result<Connection, McpError> {
+    cwd: Option<&'a std::path::Path>,
+    prepare: Option<&'a super::Prepare>,
+}
+
+/// Spawns a server that speaks MCP on its stdin and stdout.
+async fn open_stdio(server: &str, spawn: &Spawn<'_>) -> Result<Connection, McpError> {
+    let Spawn {
+        command,
+        args,
+        env,
+        inherit_env,
+        cwd,
+        prepare,
+    } = *spawn;
     if let Some(dir) = cwd
         && !dir.is_dir()
     {
@@ -114,6 +136,13 @@ async fn open_stdio(
     cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
+    }
+    if let Some(prepare) = prepare {
+        prepare.apply(&mut cmd).map_err(|source| McpError::Spawn {
+            server: server.to_owned(),
+            command: command.to_owned(),
+            source,
+        })?;
     }
     let (transport, stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::piped())

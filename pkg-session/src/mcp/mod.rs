@@ -30,7 +30,7 @@
 //!
 //! The command runs with the parent's environment (unless `inherit_env` is false) plus
 //! [`McpTransport::Stdio::env`], in
-//! `cwd` when given. Its stderr is captured, not inherited (it would interleave with the
+//! `cwd` when given, after its `prepare` (a caller's confinement). Its stderr is captured, not inherited (it would interleave with the
 //! CLI's own output): each line goes to `tracing` at debug level, and the last lines are
 //! quoted in the error when the server fails to start. On shutdown the server's stdin is
 //! closed, then it gets SIGTERM, then SIGKILL (rmcp's graceful shutdown).
@@ -46,6 +46,7 @@ mod server;
 mod tool;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use server::McpServer;
@@ -55,6 +56,42 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The call timeout the convenience constructors use.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Work on a stdio server's command before it is spawned ([`McpTransport::Stdio`]'s
+/// `prepare`): treadle confines the server to its step's sandbox with it. An error fails
+/// the start, as a spawn error does.
+#[derive(Clone)]
+pub struct Prepare(Arc<PrepareFn>);
+
+type PrepareFn = dyn Fn(&mut tokio::process::Command) -> std::io::Result<()> + Send + Sync;
+
+impl Prepare {
+    /// Wraps `f`, called with the command before every start of the server.
+    pub fn new(
+        f: impl Fn(&mut tokio::process::Command) -> std::io::Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(f))
+    }
+
+    pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) -> std::io::Result<()> {
+        (self.0)(cmd)
+    }
+}
+
+impl std::fmt::Debug for Prepare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prepare")
+    }
+}
+
+/// The same work only: two configs are equal when they share one `Prepare`.
+impl PartialEq for Prepare {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Prepare {}
 
 /// How to reach an MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +109,9 @@ pub enum McpTransport {
         inherit_env: bool,
         /// The working directory; the parent's when `None`.
         cwd: Option<PathBuf>,
+        /// Work on the command before each start (the first and every restart): how a
+        /// caller confines the server. `None`: the command runs as it is.
+        prepare: Option<Prepare>,
     },
     /// A streamable HTTP endpoint, such as `http://127.0.0.1:8000/mcp`.
     Http {
@@ -117,6 +157,7 @@ impl McpServerConfig {
                 env: Vec::new(),
                 inherit_env: true,
                 cwd: None,
+                prepare: None,
             },
             call_timeout: DEFAULT_CALL_TIMEOUT,
             effects: Default::default(),

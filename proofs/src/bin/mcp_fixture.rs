@@ -15,6 +15,7 @@
 //! * `crash {}`: the process exits with status 3 in the middle of the call;
 //! * `slow {ms}`: sleeps `ms` milliseconds, then answers;
 //! * `pid {}`: the server's process id, so a test can see that a restart made a new process.
+//! * `read_path {path}`: the file's text, or why it cannot be read (a sandbox's refusal).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -94,6 +95,15 @@ fn tools() -> Vec<Tool> {
             schema(json!({"type": "object", "properties": {}})),
         ),
         Tool::new(
+            "read_path",
+            "Reads the file at path: its text, or why it cannot be read.",
+            schema(json!({
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"]
+            })),
+        ),
+        Tool::new(
             "env_names",
             "The names of the server's environment variables, one per line, sorted.",
             schema(json!({"type": "object", "properties": {}})),
@@ -166,6 +176,13 @@ impl ServerHandler for Fixture {
                 text(format!("slept {ms} ms"))
             }
             "pid" => text(std::process::id().to_string()),
+            "read_path" => {
+                let path = arg(&request, "path")?.as_str().unwrap_or_default();
+                match std::fs::read_to_string(path) {
+                    Ok(content) => text(content),
+                    Err(e) => text(format!("cannot read {path}: {e}")),
+                }
+            }
             "env_names" => {
                 let mut names: Vec<String> = std::env::vars_os()
                     .map(|(k, _)| k.to_string_lossy().into_owned())

@@ -90,6 +90,7 @@ pub(crate) fn controlled(
     agent_step.controls.on_session = Some(super::continued::session_noter(ctx, entry, at.dir));
     agent_step.controls.hooks.run = Some(ctx.run.to_string());
     agent_step.controls.hooks.job = Some(ctx.job.name.value.clone());
+    agent_step.controls.hooks.mark = Some(crate::keeper::mark(ctx.store.path(), ctx.run));
     let asks_people =
         agent_step.tools.iter().any(|t| t == "ask_human") || agent_step.granted.asks_people();
     match &ctx.questions {
