@@ -98,6 +98,9 @@ pub struct SuccessRecord {
     /// The end of its output.
     #[serde(default)]
     pub stdout_tail: String,
+    /// A task's stdout and stderr apart (the record's `streams`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<crate::run::state::Streams>,
     /// An agent's verdict.
     #[serde(default)]
     pub verdict: Option<String>,

@@ -294,6 +294,17 @@ fn notes(r: &RunRecord, forked: &dyn Fn(u64) -> Option<(u64, String)>) -> String
         .join("; ")
 }
 
+/// The last column of a step's line: why it failed, or why it was skipped when that was
+/// said (a workflow's `skip(label, reason)`).
+fn said(s: &StepRecord) -> String {
+    let skipped = s.status == crate::run::StepStatus::Skipped;
+    let reason = s.note.as_ref().filter(|_| skipped);
+    s.error
+        .clone()
+        .or_else(|| reason.cloned())
+        .unwrap_or_default()
+}
+
 /// The steps table of `treadle runs --steps N` (also printed from a server's answer).
 pub(super) fn print_steps(list: &[StepRecord]) {
     say!(
@@ -319,7 +330,7 @@ pub(super) fn print_steps(list: &[StepRecord]) {
             ms(s.duration_ms),
             exit,
             s.attempts,
-            s.error.clone().unwrap_or_default()
+            said(s)
         );
     }
 }

@@ -247,6 +247,7 @@ async fn apply(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, result: &StepResult) -> 
         crate::run::exec::record::update_at(ctx, entry, move |r| {
             r.exit_code = rec.exit_code;
             r.stdout_tail = rec.stdout_tail;
+            r.streams = rec.streams;
             r.verdict = rec.verdict;
             r.usage = rec.usage;
         })

@@ -123,6 +123,19 @@ pub struct RunRecord {
     pub failure: Option<FailureKind>,
 }
 
+/// A command's stdout and stderr kept apart: the last
+/// [`crate::run::task::STREAM_END_BYTES`] of each, secrets masked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Streams {
+    /// The end of its stdout.
+    pub stdout: String,
+    /// The end of its stderr.
+    pub stderr: String,
+    /// Whether a stream was longer, so only its end is here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+}
+
 /// One step of a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepRecord {
@@ -151,6 +164,10 @@ pub struct StepRecord {
     /// The end of its output (stdout and stderr, secrets masked).
     #[serde(default)]
     pub stdout_tail: String,
+    /// A task's stdout and stderr apart, the end of each (secrets masked): what a
+    /// workflow's shell step gives back. `None` for other kinds, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<Streams>,
     /// Why it failed.
     #[serde(default)]
     pub error: Option<String>,
@@ -187,6 +204,7 @@ impl StepRecord {
             exit_code: None,
             attempts: 0,
             stdout_tail: String::new(),
+            streams: None,
             error: None,
             failure: None,
             verdict: None,

@@ -133,6 +133,9 @@ pub enum Event {
         name: String,
         /// Nesting depth.
         depth: u32,
+        /// Why, when it was said (a workflow's `skip(label, reason)`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A step taken from the cache (or from a resumed run's record) instead of run.
     StepCached {
@@ -566,8 +569,17 @@ impl Transcript {
                     pad(*depth)
                 ));
             }
-            Event::StepSkipped { name, depth, .. } => {
-                self.line(&format!("{}- {name} skipped", pad(*depth)))
+            Event::StepSkipped {
+                name,
+                depth,
+                reason,
+                ..
+            } => {
+                let why = reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                self.line(&format!("{}- {name} skipped{why}", pad(*depth)))
             }
             Event::Notice { text, .. } => self.line(&format!("note: {text}")),
             Event::RunFinished {

@@ -152,6 +152,16 @@ impl AgentTask {
         self
     }
 
+    /// Its answer is a `T`: [`super::Flow::agent`] gives back the `T` instead of an
+    /// [`super::AgentReply`]. `T`'s JSON Schema (schemars) is the step's `output_schema:`,
+    /// and the answer is written to an output artifact named after the step.
+    pub fn output<T>(self) -> super::outputs::Typed<T>
+    where
+        T: serde::de::DeserializeOwned + schemars::JsonSchema,
+    {
+        super::outputs::Typed::new(self)
+    }
+
     /// Its answer as JSON checked against `schema`, written to `output/output.json`
     /// (`output_schema:`; `output` joins its outputs).
     pub(crate) fn output_schema(mut self, output: &str, schema: serde_json::Value) -> Self {
@@ -192,27 +202,6 @@ impl AgentTask {
         step.name = Some(At::new(name.to_owned()));
         step
     }
-}
-
-/// What a shell step gave back (as its record in the state file keeps it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShellOutput {
-    /// Its exit code.
-    pub exit_code: Option<i32>,
-    /// The end of its output (the last 4 KiB, secrets masked).
-    pub stdout: String,
-}
-
-/// What an agent step gave back (as its record keeps it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentReply {
-    /// The end of its final answer (the last 4 KiB, secrets masked); a longer result
-    /// belongs in an output artifact or a typed answer.
-    pub text: String,
-    /// The verdict it picked, with `verdicts`.
-    pub verdict: Option<String>,
-    /// The reason it gave with its verdict.
-    pub note: Option<String>,
 }
 
 #[cfg(test)]

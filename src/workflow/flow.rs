@@ -9,9 +9,9 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::agents::Agents;
-use super::calls::{AgentReply, AgentTask, Shell, ShellOutput};
+use super::outputs::ShellOutput;
+use super::resume::Resume;
 use crate::cache::Start;
-use crate::pipeline::controls::OUTPUT_FILE;
 use crate::pipeline::{At, Loaded, Step};
 use crate::run::exec::Done;
 use crate::run::open_run::OpenRun;
@@ -49,6 +49,9 @@ pub enum FlowError {
         status: Status,
         /// Why.
         error: Option<String>,
+        /// A shell step's output (its exit code, stdout and stderr), kept for the
+        /// workflow to read or show ([`FlowError::output`]).
+        output: Option<Box<ShellOutput>>,
     },
     /// A typed answer is missing or is not the type asked for.
     #[error("step `{name}` gave no typed answer: {reason}")]
@@ -69,6 +72,31 @@ pub enum FlowError {
     /// The workflow's own code gave up.
     #[error("{0}")]
     Failed(String),
+    /// A step's result was asked for an output artifact the step did not declare.
+    #[error(
+        "step `{step}` has no output artifact `{name}` ({})",
+        declared_list(.declared)
+    )]
+    ArtifactNotDeclared {
+        /// The step.
+        step: String,
+        /// The name asked for.
+        name: String,
+        /// The outputs it declared.
+        declared: Vec<String>,
+    },
+    /// A file of a step's output artifact could not be read.
+    #[error("step `{step}`: cannot read `{}` of its artifact `{name}`: {source}", .file.display())]
+    ArtifactRead {
+        /// The step.
+        step: String,
+        /// The artifact.
+        name: String,
+        /// The file, relative to the artifact.
+        file: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The run could not start or its end could not be recorded.
     #[error(transparent)]
     Run(#[from] RunError),
@@ -88,10 +116,34 @@ impl FlowError {
     fn status(&self) -> Status {
         match self {
             Self::Step { status, .. } => *status,
-            Self::Output { .. } | Self::Failed(_) => Status::Failed,
+            Self::Output { .. } | Self::Failed(_) | Self::ArtifactRead { .. } => Status::Failed,
             Self::Refused { .. } | Self::Unevaluable { .. } => Status::Errored,
-            Self::Run(_) => Status::Errored,
+            Self::ArtifactNotDeclared { .. } | Self::Run(_) => Status::Errored,
         }
+    }
+
+    /// The output of the shell step that did not succeed (its exit code, stdout and
+    /// stderr), when this is one.
+    pub fn output(&self) -> Option<&ShellOutput> {
+        match self {
+            Self::Step { output, .. } => output.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// The outputs a step declared, for [`FlowError::ArtifactNotDeclared`]'s message.
+fn declared_list(declared: &[String]) -> String {
+    match declared {
+        [] => "it declared none".to_owned(),
+        names => format!(
+            "its outputs: {}",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -101,9 +153,9 @@ pub struct Options {
     pub state: PathBuf,
     /// The agents its agent steps name.
     pub agents: Agents,
-    /// The run it resumes (`treadle run --resume RUN`): its recorded steps with unchanged
-    /// keys give back their results without running.
-    pub resume: Option<u64>,
+    /// The run it resumes, if any ([`Resume`]): the resumed run's recorded steps with
+    /// unchanged keys give back their results without running.
+    pub resume: Resume,
     /// How the transcript is printed.
     pub style: Style,
     /// Cancelled to stop the run (Ctrl-C): the step running is aborted.
@@ -118,7 +170,7 @@ impl Options {
         Self {
             state: state.into(),
             agents: Agents::none(),
-            resume: None,
+            resume: Resume::Fresh,
             style: Style::Plain,
             cancel: CancellationToken::new(),
             runner: None,
@@ -133,7 +185,16 @@ impl Options {
 
     /// Resuming run `run` (`None`: fresh).
     pub fn resume(mut self, run: Option<u64>) -> Self {
-        self.resume = run;
+        self.resume = Resume::from(run);
+        self
+    }
+
+    /// Resuming the newest run of this workflow in the state file if it is unfinished
+    /// (its process was killed, or it was interrupted), else fresh: a program killed
+    /// mid-run and started again goes on where it was, without being told the run's
+    /// number. [`Report::resumed`] says which run it resumed.
+    pub fn resume_last(mut self) -> Self {
+        self.resume = Resume::Last;
         self
     }
 
@@ -149,6 +210,8 @@ impl Options {
 pub struct Report<O> {
     /// The run's id in the state file.
     pub run: u64,
+    /// The run it resumed (`None`: a fresh run).
+    pub resumed: Option<u64>,
     /// How it ended (its exit code: [`crate::run::RunReport::exit_code`]'s).
     pub status: Status,
     /// Its output, or why there is none.
@@ -169,6 +232,8 @@ pub struct Flow {
     mode: Mode,
     /// The child workflows being run, outermost first (their names prefix step names).
     within: Vec<&'static str>,
+    /// The outline seq of the last step run (`None` before the first, and in a plan).
+    last: Option<u32>,
 }
 
 /// What a flow's steps go to: the executor, in a run, or the planner
@@ -225,7 +290,11 @@ pub(crate) async fn run_in<W: Workflow>(
     } = options;
     let loaded = loaded_of::<W>(agents);
     let runner = runner.unwrap_or_else(crate::run::agents::default_agent_runner);
-    let start = resume.map_or(Start::Fresh, Start::Resume);
+    let start = resume.start(&store, W::NAME).await?;
+    let resumed = match start {
+        Start::Resume(run) => Some(run),
+        _ => None,
+    };
     let job = loaded.pipeline.jobs.first().ok_or(FlowError::Failed(
         "the workflow's job is missing".to_owned(),
     ))?;
@@ -238,6 +307,7 @@ pub(crate) async fn run_in<W: Workflow>(
         loaded,
         mode: Mode::Run(open),
         within: Vec::new(),
+        last: None,
     };
     let output = workflow.run(&mut flow, input).await;
     let done = match &output {
@@ -257,6 +327,7 @@ pub(crate) async fn run_in<W: Workflow>(
     let ended = open.end(done).await?;
     Ok(Report {
         run: ended.run,
+        resumed,
         status: ended.status,
         output,
     })
@@ -285,6 +356,7 @@ impl Flow {
             loaded,
             mode: Mode::Plan(planner),
             within: Vec::new(),
+            last: None,
         }
     }
 
@@ -307,6 +379,14 @@ impl Flow {
         match &self.mode {
             Mode::Run(open) => open.artifact(name),
             Mode::Plan(_) => None,
+        }
+    }
+
+    /// The record of the last step run, as it stands (`None` in a plan).
+    pub(super) fn last_record(&self) -> Option<&StepRecord> {
+        match (&self.mode, self.last) {
+            (Mode::Run(open), Some(seq)) => open.record(seq),
+            _ => None,
         }
     }
 
@@ -379,54 +459,18 @@ impl Flow {
             Mode::Plan(planner) => return Ok(planner.step(&self.loaded, job)),
         };
         let (done, seq) = open.step(&self.loaded, job).await;
+        self.last = Some(seq);
         if !done.is_ok() {
             return Err(FlowError::Step {
                 name,
                 status: done.status,
                 error: done.error().map(str::to_owned),
+                output: None,
             });
         }
         open.record(seq)
             .cloned()
             .ok_or_else(|| FlowError::Failed(format!("step `{name}` has no record")))
-    }
-
-    /// Runs a shell command as step `name` (a `task:`).
-    pub async fn shell(&mut self, name: &str, shell: Shell) -> Result<ShellOutput, FlowError> {
-        let record = self.step(shell.into_step(&self.named(name))).await?;
-        Ok(ShellOutput {
-            exit_code: record.exit_code,
-            stdout: record.stdout_tail,
-        })
-    }
-
-    /// Runs an agent step named `name`; gives back its answer and verdict.
-    pub async fn agent(&mut self, name: &str, call: AgentTask) -> Result<AgentReply, FlowError> {
-        let step = call.into_step(&self.named(name));
-        let decides =
-            matches!(&step.kind, crate::pipeline::StepKind::Agent(c) if c.verdicts.is_some());
-        let record = self.step(step).await?;
-        if decides && !self.known() {
-            return Err(self.unevaluable(name, "the verdict"));
-        }
-        Ok(AgentReply {
-            text: record.stdout_tail,
-            verdict: record.verdict,
-            note: record.note,
-        })
-    }
-
-    /// Runs an agent step named `name` whose answer is a `T`: its JSON Schema (schemars)
-    /// is the step's `output_schema:`, written to an output artifact named `name`.
-    pub async fn agent_typed<T>(&mut self, name: &str, call: AgentTask) -> Result<T, FlowError>
-    where
-        T: DeserializeOwned + schemars::JsonSchema,
-    {
-        let full = self.named(name);
-        let schema = schemars::schema_for!(T).to_value();
-        let call = call.output_schema(&full, schema);
-        self.step(call.into_step(&full)).await?;
-        self.typed_file(&full, OUTPUT_FILE).await
     }
 
     /// The `T` in `file` of artifact `name` (made by step `name`).
@@ -435,30 +479,45 @@ impl Flow {
         name: &str,
         file: &str,
     ) -> Result<T, FlowError> {
+        let text = self
+            .read_output(name, name, file, "the typed answer")
+            .await?;
+        serde_json::from_str(&text).map_err(|e| FlowError::Output {
+            name: name.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The text of `file` in artifact `name`, made by `step`, which has just run. In a
+    /// plan: its recorded one when the cache would replay the step, else
+    /// [`FlowError::Unevaluable`] (`what`: which output of the step it is).
+    pub(super) async fn read_output(
+        &self,
+        step: &str,
+        name: &str,
+        file: &str,
+        what: &str,
+    ) -> Result<String, FlowError> {
         let bad = |reason: String| FlowError::Output {
             name: name.to_owned(),
             reason,
         };
         if let Mode::Plan(planner) = &self.mode {
-            let text = match planner.typed_answer(name, file) {
-                Some(found) => found.map_err(|e| bad(e.to_string()))?,
-                None => {
-                    return Err(FlowError::Unevaluable {
-                        step: name.to_owned(),
-                        what: "the typed answer".to_owned(),
-                    });
-                }
+            return match planner.typed_answer(name, file) {
+                Some(found) => found.map_err(|e| bad(e.to_string())),
+                None => Err(FlowError::Unevaluable {
+                    step: step.to_owned(),
+                    what: what.to_owned(),
+                }),
             };
-            return serde_json::from_str(&text).map_err(|e| bad(e.to_string()));
         }
         let path = self
             .artifact(name)
             .ok_or_else(|| bad("its output artifact is missing".to_owned()))?
             .join(file);
-        let text = tokio::fs::read_to_string(&path)
+        tokio::fs::read_to_string(&path)
             .await
-            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
-        serde_json::from_str(&text).map_err(|e| bad(e.to_string()))
+            .map_err(|e| bad(format!("{}: {e}", path.display())))
     }
 
     /// Runs `child` on `input` as steps of this run (named `CHILD.step`), and gives back
