@@ -13,11 +13,10 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use treadle_session::Secrets;
-
 use super::error_lines::error_lines;
 use super::event_log::EventLog;
 use super::failure::FailureKind;
+pub use super::redactor::Redactor;
 use super::state::{ApprovalStatus, RunStatus, StepStatus};
 use crate::assert::AssertFailure;
 use crate::pipeline::Kind;
@@ -202,31 +201,6 @@ pub enum Event {
         #[serde(skip_serializing_if = "Vec::is_empty", skip_deserializing)]
         asserts: Vec<AssertFailure>,
     },
-}
-
-/// Masks secret values in text, in plain and encoded forms (the session's scrubber).
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    secrets: Secrets,
-}
-
-impl Redactor {
-    /// Masks each of these values (short ones are ignored: they would mask ordinary words).
-    pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        Self {
-            secrets: Secrets::new(secrets),
-        }
-    }
-
-    /// The text with every form of every secret replaced by `***`.
-    pub fn mask(&self, text: &str) -> String {
-        self.secrets.scrub(text).into_owned()
-    }
-
-    /// The scrubber itself, for what is written elsewhere (tapes, tool results).
-    pub fn secrets(&self) -> &Secrets {
-        &self.secrets
-    }
 }
 
 /// How the transcript is drawn.
