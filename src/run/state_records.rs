@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::done::Status;
 use super::failure::{FailureKind, StepFailure};
+// Defined with the cache's records (a replay restores it): the cache sits below `run`.
+pub use crate::cache::records::Streams;
 
 /// How a run ended (or that it has not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,19 +123,6 @@ pub struct RunRecord {
     /// The kind of that failure (absent in records written before kinds were kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureKind>,
-}
-
-/// A command's stdout and stderr kept apart: the last
-/// [`crate::run::task::STREAM_END_BYTES`] of each, secrets masked.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Streams {
-    /// The end of its stdout.
-    pub stdout: String,
-    /// The end of its stderr.
-    pub stderr: String,
-    /// Whether a stream was longer, so only its end is here.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cut: bool,
 }
 
 /// One step of a run.
