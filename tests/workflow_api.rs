@@ -12,7 +12,9 @@ use treadle::pipeline::container::Env;
 use treadle::pipeline::flow_keys::{Decided, When};
 use treadle::pipeline::{At, Step, StepKind};
 use treadle::run::Store;
-use treadle::workflow::{self, Flow, FlowError, Options, Shell, ShellOutput, Workflow};
+use treadle::workflow::{
+    self, Artifact, ArtifactError, Flow, FlowError, Options, Shell, ShellOutput, Workflow,
+};
 
 fn state_in(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join(".treadle/state.redb")
@@ -129,9 +131,17 @@ impl Workflow for Build {
         let build = flow.shell("build", make).await?;
         let logs = build.artifact("logs")?;
         let undeclared = match build.artifact("build.log") {
-            Err(e @ FlowError::ArtifactNotDeclared { .. }) => e.to_string(),
+            Err(e @ ArtifactError::NotDeclared { .. }) => e.to_string(),
             other => return Err(FlowError::Failed(format!("not refused: {other:?}"))),
         };
+        // `?` in a workflow makes it the workflow's error, still typed.
+        let asked = || -> Result<Artifact, FlowError> { Ok(build.artifact("build.log")?) };
+        if !matches!(
+            asked(),
+            Err(FlowError::Artifact(ArtifactError::NotDeclared { .. }))
+        ) {
+            return Err(FlowError::Failed("`?` lost the error's type".to_owned()));
+        }
         let again = Shell::new("echo rebuilt > logs/build.log").outputs(["logs"]);
         let rebuilt = flow.shell("rebuild", again).await?.artifact("logs")?;
         Ok((

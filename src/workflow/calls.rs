@@ -152,16 +152,6 @@ impl AgentTask {
         self
     }
 
-    /// Its answer is a `T`: [`super::Flow::agent`] gives back the `T` instead of an
-    /// [`super::AgentReply`]. `T`'s JSON Schema (schemars) is the step's `output_schema:`,
-    /// and the answer is written to an output artifact named after the step.
-    pub fn output<T>(self) -> super::outputs::Typed<T>
-    where
-        T: serde::de::DeserializeOwned + schemars::JsonSchema,
-    {
-        super::outputs::Typed::new(self)
-    }
-
     /// Its answer as JSON checked against `schema`, written to `output/output.json`
     /// (`output_schema:`; `output` joins its outputs).
     pub(crate) fn output_schema(mut self, output: &str, schema: serde_json::Value) -> Self {

@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::agents::Agents;
-use super::outputs::ShellOutput;
+use super::artifact::ArtifactError;
+use super::replies::ShellOutput;
 use super::resume::Resume;
 use crate::cache::Start;
 use crate::pipeline::{At, Loaded, Step};
@@ -72,31 +73,10 @@ pub enum FlowError {
     /// The workflow's own code gave up.
     #[error("{0}")]
     Failed(String),
-    /// A step's result was asked for an output artifact the step did not declare.
-    #[error(
-        "step `{step}` has no output artifact `{name}` ({})",
-        declared_list(.declared)
-    )]
-    ArtifactNotDeclared {
-        /// The step.
-        step: String,
-        /// The name asked for.
-        name: String,
-        /// The outputs it declared.
-        declared: Vec<String>,
-    },
-    /// A file of a step's output artifact could not be read.
-    #[error("step `{step}`: cannot read `{}` of its artifact `{name}`: {source}", .file.display())]
-    ArtifactRead {
-        /// The step.
-        step: String,
-        /// The artifact.
-        name: String,
-        /// The file, relative to the artifact.
-        file: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// An output artifact of a step could not be had (a name the step did not declare)
+    /// or read ([`ArtifactError`]).
+    #[error(transparent)]
+    Artifact(ArtifactError),
     /// The run could not start or its end could not be recorded.
     #[error(transparent)]
     Run(#[from] RunError),
@@ -116,9 +96,10 @@ impl FlowError {
     fn status(&self) -> Status {
         match self {
             Self::Step { status, .. } => *status,
-            Self::Output { .. } | Self::Failed(_) | Self::ArtifactRead { .. } => Status::Failed,
-            Self::Refused { .. } | Self::Unevaluable { .. } => Status::Errored,
-            Self::ArtifactNotDeclared { .. } | Self::Run(_) => Status::Errored,
+            Self::Output { .. } | Self::Failed(_) => Status::Failed,
+            Self::Artifact(ArtifactError::Read { .. }) => Status::Failed,
+            Self::Refused { .. } | Self::Unevaluable { .. } | Self::Run(_) => Status::Errored,
+            Self::Artifact(_) => Status::Errored,
         }
     }
 
@@ -132,18 +113,17 @@ impl FlowError {
     }
 }
 
-/// The outputs a step declared, for [`FlowError::ArtifactNotDeclared`]'s message.
-fn declared_list(declared: &[String]) -> String {
-    match declared {
-        [] => "it declared none".to_owned(),
-        names => format!(
-            "its outputs: {}",
-            names
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+impl From<ArtifactError> for FlowError {
+    /// In a plan an artifact's files are not there yet: that is where the plan stops
+    /// ([`FlowError::Unevaluable`]), as at a verdict; the rest is [`FlowError::Artifact`].
+    fn from(error: ArtifactError) -> Self {
+        match error {
+            ArtifactError::Unevaluable { step, name } => Self::Unevaluable {
+                step,
+                what: format!("its artifact `{name}`"),
+            },
+            other => Self::Artifact(other),
+        }
     }
 }
 

@@ -27,10 +27,11 @@
 //! * **`&mut Flow`** makes the steps of one run sequential, which gives each a place in
 //!   the chain; work that should run at once belongs in one step.
 //!
-//! What steps give back (`outputs.rs`): a shell step's [`ShellOutput`] (stdout and stderr
-//! apart; a failed command's in its [`FlowError`]), an agent step's [`AgentReply`] or typed
-//! answer, and handles on the output artifacts a step declared ([`Artifact`],
-//! `artifact.rs`).
+//! What steps give back (`replies.rs`; the calls that run them are `outputs.rs`): a shell
+//! step's [`ShellOutput`] (stdout and stderr apart; a failed command's in its
+//! [`FlowError`]), an agent step's [`AgentReply`] or typed answer, and handles on the
+//! output artifacts a step declared ([`Artifact`], `artifact.rs`, with its own
+//! [`ArtifactError`]).
 //!
 //! Serving and planning:
 //! * [`Server`] serves registered workflows with `treadle serve`'s server (its API, page,
@@ -73,16 +74,18 @@ mod outputs;
 mod people;
 mod plan;
 mod planner;
+mod replies;
 mod resume;
 mod serve;
 
 pub use agents::Agents;
-pub use artifact::Artifact;
+pub use artifact::{Artifact, ArtifactError};
 pub use calls::{AgentTask, Shell};
 pub use flow::{Flow, FlowError, Options, Report, Workflow, run};
 pub use http::{Http, HttpOutput};
-pub use outputs::{AgentAsk, AgentReply, ShellOutput, Typed};
+pub use outputs::{AgentAsk, Typed};
 pub use people::{Approval, Ask, Escalation};
 pub use plan::{Plan, Unevaluable, plan};
+pub use replies::{AgentReply, ShellOutput};
 pub use resume::Resume;
 pub use serve::Server;

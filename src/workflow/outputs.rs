@@ -1,86 +1,18 @@
-//! What a workflow's shell and agent steps give back, and the calls that run them:
-//! [`Flow::shell`] gives a [`ShellOutput`] (a failed command's is kept in its error),
-//! [`Flow::agent`] an [`AgentReply`], or a `T` for a task whose answer is typed
-//! ([`AgentTask::output`] makes a [`Typed`] task). Each result hands out its step's
-//! declared output artifacts by name ([`super::Artifact`]).
+//! The calls that run a workflow's shell and agent steps: [`Flow::shell`] gives a
+//! [`ShellOutput`] (a failed command's is kept in its error), [`Flow::agent`] an
+//! [`AgentReply`], or a `T` for a task whose answer is typed ([`AgentTask::output`] makes
+//! a [`Typed`] task). What they give back is `replies.rs`.
 
 use std::future::Future;
 use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 
-use super::artifact::{Artifact, Made, declared};
+use super::artifact::{Made, declared};
 use super::calls::{AgentTask, Shell};
 use super::flow::{Flow, FlowError};
+use super::replies::{AgentReply, ShellOutput};
 use crate::pipeline::controls::OUTPUT_FILE;
-use crate::run::state::StepRecord;
-
-/// What a shell step gave back, as its record in the state file keeps it (a replayed
-/// step gives back what it gave when it ran).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShellOutput {
-    /// Its exit code (`None`: a signal or its timeout ended it).
-    pub exit_code: Option<i32>,
-    /// Its stdout: the last 64 KiB ([`crate::run::task::STREAM_END_BYTES`]), secrets
-    /// masked. A longer result belongs in an output artifact.
-    pub stdout: String,
-    /// Its stderr, the same way.
-    pub stderr: String,
-    /// Whether stdout or stderr was longer than that, so only its end is here.
-    pub truncated: bool,
-    made: Made,
-}
-
-impl ShellOutput {
-    /// Whether the command exited 0. A step that did not is an
-    /// `Err(FlowError::Step { .. })`, whose [`FlowError::output`] is this.
-    pub fn is_success(&self) -> bool {
-        self.exit_code == Some(0)
-    }
-
-    /// Output artifact `name` of the step (one of its `outputs`), or
-    /// [`FlowError::ArtifactNotDeclared`].
-    pub fn artifact(&self, name: &str) -> Result<Artifact, FlowError> {
-        self.made.get(name)
-    }
-
-    /// Of the step's record. A record written before streams were kept apart has only the
-    /// end of both, mixed: it is given as stdout, marked truncated.
-    fn of(record: &StepRecord, made: Made) -> Self {
-        let (stdout, stderr, truncated) = match &record.streams {
-            Some(s) => (s.stdout.clone(), s.stderr.clone(), s.cut),
-            None => (record.stdout_tail.clone(), String::new(), true),
-        };
-        Self {
-            exit_code: record.exit_code,
-            stdout,
-            stderr,
-            truncated,
-            made,
-        }
-    }
-}
-
-/// What an agent step gave back (as its record keeps it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentReply {
-    /// The end of its final answer (the last 4 KiB, secrets masked); a longer result
-    /// belongs in an output artifact or a typed answer.
-    pub text: String,
-    /// The verdict it picked, with `verdicts`.
-    pub verdict: Option<String>,
-    /// The reason it gave with its verdict.
-    pub note: Option<String>,
-    made: Made,
-}
-
-impl AgentReply {
-    /// Output artifact `name` of the step (one of its `outputs`), or
-    /// [`FlowError::ArtifactNotDeclared`].
-    pub fn artifact(&self, name: &str) -> Result<Artifact, FlowError> {
-        self.made.get(name)
-    }
-}
 
 /// An agent task whose answer is a `T` ([`AgentTask::output`]): [`Flow::agent`] gives
 /// back the `T`.
@@ -91,10 +23,18 @@ pub struct Typed<T> {
     answer: PhantomData<fn() -> T>,
 }
 
-impl<T> Typed<T> {
-    pub(super) fn new(task: AgentTask) -> Self {
-        Self {
-            task,
+// Here rather than with the task's other builders (`calls.rs`): what a step gives back
+// is this file's concern, and `calls` stays below it.
+impl AgentTask {
+    /// Its answer is a `T`: [`Flow::agent`] gives back the `T` instead of an
+    /// [`AgentReply`]. `T`'s JSON Schema (schemars) is the step's `output_schema:`, and the
+    /// answer is written to an output artifact named after the step.
+    pub fn output<T>(self) -> Typed<T>
+    where
+        T: DeserializeOwned + schemars::JsonSchema,
+    {
+        Typed {
+            task: self,
             answer: PhantomData,
         }
     }
@@ -134,12 +74,8 @@ impl AgentAsk for AgentTask {
         if decides && !flow.known() {
             return Err(flow.unevaluable(name, "the verdict"));
         }
-        Ok(AgentReply {
-            text: record.stdout_tail,
-            verdict: record.verdict,
-            note: record.note,
-            made: Made::of(flow, &full, &declared),
-        })
+        let made = Made::of(&full, &declared, |o| flow.artifact(o));
+        Ok(AgentReply::of(record, made))
     }
 }
 
@@ -166,14 +102,17 @@ impl Flow {
         let step = shell.into_step(&full);
         let declared = declared(&step);
         match self.step(step).await {
-            Ok(record) => Ok(ShellOutput::of(&record, Made::of(self, &full, &declared))),
+            Ok(record) => {
+                let made = Made::of(&full, &declared, |o| self.artifact(o));
+                Ok(ShellOutput::of(&record, made))
+            }
             Err(FlowError::Step {
                 name,
                 status,
                 error,
                 output: None,
             }) => {
-                let made = Made::of(self, &full, &declared);
+                let made = Made::of(&full, &declared, |o| self.artifact(o));
                 let output = self
                     .last_record()
                     .map(|r| Box::new(ShellOutput::of(r, made)));
