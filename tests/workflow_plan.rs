@@ -248,3 +248,34 @@ async fn an_http_steps_response_is_unevaluable_until_the_cache_would_replay_it()
     assert_eq!(second.unevaluable, None, "{}", second.render());
     assert_eq!(cached(&second), ["fetch", "say"], "{}", second.render());
 }
+
+/// A step's artifact read by the workflow's own code.
+struct Logs;
+
+impl Workflow for Logs {
+    type Input = ();
+    type Output = String;
+    const NAME: &'static str = "logs";
+
+    async fn run(&self, flow: &mut Flow, (): ()) -> Result<String, FlowError> {
+        let make = Shell::new("echo built > logs/build.log").outputs(["logs"]);
+        let build = flow.shell("build", make).await?;
+        Ok(build.artifact("logs")?.read_to_string("build.log").await?)
+    }
+}
+
+/// In a plan no step leaves files: reading an artifact (an `ArtifactError` made a
+/// `FlowError` by `?`) is where the plan stops, as at a verdict, not a plan error.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_artifacts_files_are_unevaluable_in_a_plan() {
+    let dir = tempfile::tempdir().expect("dir");
+    let state = dir.path().join(".treadle/state.redb");
+    let plan = plan_then_run(&Logs, || (), || Options::new(&state), &state).await;
+    let stop = plan.unevaluable.as_ref().expect("the files are not there");
+    assert_eq!(
+        (stop.step.as_str(), stop.what.as_str()),
+        ("build", "its artifact `logs`")
+    );
+    let names: Vec<&str> = plan.steps.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["build"]);
+}
