@@ -37,7 +37,7 @@ impl Workflow for Guide {
             "planner",
             format!("List 2 to 5 chapter titles for a guide to {subject}."),
         );
-        let outline: Outline = flow.agent_typed("outline", ask).await?;
+        let outline = flow.agent("outline", ask.output::<Outline>()).await?;
         let mut chapters = Vec::new();
         for (i, title) in outline.chapters.iter().enumerate() {
             let out = format!("chapter{i}");

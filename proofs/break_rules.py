@@ -74,6 +74,12 @@ breaks = [
   "        if outcome.key == key {",
   "        if outcome.key == key || ctx.mode.resuming() {",
   "workflow_resume"),
+ # `resume_last()` no longer finds the run its program was killed in: the program starts
+ # a fresh run, and the steps recorded before the kill run again.
+ ("workflow-resume-last", "src/workflow/resume.rs",
+  "                    .filter(|r| unfinished(r.status))",
+  "                    .filter(|r| unfinished(r.status) && r.id == 0)",
+  "workflow_resume"),
 ]
 # Proofs that run a binary of the treadle crate, which their crate does not build.
 binary = {"run-survives-restart": ['--bin','treadle'], "controls-out": ['--bin','treadle']}

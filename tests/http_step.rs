@@ -19,14 +19,14 @@ use crate::workflow_keys::records_and_keys;
 
 /// What the server saw: the number of requests and each request's headers and body.
 #[derive(Default)]
-struct Seen {
+pub(crate) struct Seen {
     count: AtomicUsize,
     requests: Mutex<Vec<(HeaderMap, String)>>,
 }
 
 /// A server on loopback: `GET /greeting` says hello, `POST /echo` answers with the
 /// `authorization` header it got, `GET /boom` is a 500. Its base URL.
-async fn server(seen: Arc<Seen>) -> String {
+pub(crate) async fn server(seen: Arc<Seen>) -> String {
     let note = |seen: &Arc<Seen>, headers: &HeaderMap, body: String| {
         seen.count.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut r) = seen.requests.lock() {

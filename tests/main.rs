@@ -141,6 +141,7 @@ mod web_run_page;
 mod web_runs_chart;
 mod web_shadow;
 mod web_waiting;
+mod workflow_api;
 mod workflow_examples;
 mod workflow_keys;
 mod workflow_lifecycle;

@@ -193,20 +193,21 @@ async fn the_fan_out_runs_one_step_per_chapter_of_the_typed_answer_and_resumes_w
 }
 
 /// Every ```rust block of docs/workflows.md is a piece of one of the workflow examples
-/// (or of the served binary, or of the plan's test), as written there: the code the
+/// (or of the served binary, or of the plan's or the API's test), as written there: the code the
 /// reader sees is the code compiled and run above.
 #[test]
 fn the_workflow_docs_show_the_examples_these_tests_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("docs/workflows.md")).expect("docs/workflows.md");
-    // The served binary and the plan's test are run by proofs/tests/workflow_serve.rs
-    // and tests/workflow_plan.rs.
+    // The served binary, the plan's test and the API's are run by
+    // proofs/tests/workflow_serve.rs, tests/workflow_plan.rs and tests/workflow_api.rs.
     let examples: Vec<String> = [
         "examples/review_workflow.rs",
         "examples/fanout_workflow.rs",
         "examples/people_workflow.rs",
         "proofs/src/bin/workflow_server.rs",
         "tests/workflow_plan.rs",
+        "tests/workflow_api.rs",
     ]
     .iter()
     .map(|f| std::fs::read_to_string(root.join(f)).expect("example"))

@@ -200,7 +200,7 @@ impl Workflow for Branches {
         let out = flow.shell("probe", workflow::Shell::new("echo no")).await?;
         flow.when_dynamic("retry", out.stdout.trim() == "yes")
             .await?;
-        flow.skip("legacy").await
+        flow.skip("legacy", "retired").await
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::json;
 use treadle::cache::plan::Planned;
 use treadle::run::Store;
-use treadle::workflow::{self, Agents, Flow, FlowError, Options, Plan, Shell, Workflow};
+use treadle::workflow::{self, Agents, Flow, FlowError, Http, Options, Plan, Shell, Workflow};
 use treadle_scripted::{Reply, Script, ScriptedServer};
 
 use crate::workflow_examples::{fanout_workflow, review_workflow};
@@ -209,4 +209,73 @@ async fn a_dynamic_branch_is_unevaluable_until_the_output_it_reads_is_recorded()
     let names: Vec<&str> = second.steps.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, ["probe", "go", "act"], "{}", second.render());
     assert!(cached(&second).contains(&"probe"), "{}", second.render());
+}
+
+/// An HTTP step whose body the next step is given.
+struct Fetch(String);
+
+impl Workflow for Fetch {
+    type Input = ();
+    type Output = String;
+    const NAME: &'static str = "fetch";
+
+    async fn run(&self, flow: &mut Flow, (): ()) -> Result<String, FlowError> {
+        let url = format!("{}/greeting", self.0);
+        let got = flow.http("fetch", Http::get(url)).await?;
+        let say = Shell::new("echo \"$BODY\"").env("BODY", got.body);
+        Ok(flow.shell("say", say).await?.stdout)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http_steps_response_is_unevaluable_until_the_cache_would_replay_it() {
+    let seen = std::sync::Arc::new(crate::http_step::Seen::default());
+    let fetch = Fetch(crate::http_step::server(seen).await);
+    let dir = tempfile::tempdir().expect("dir");
+    let state = dir.path().join(".treadle/state.redb");
+    let options = || Options::new(&state);
+
+    let first = plan_then_run(&fetch, || (), options, &state).await;
+    assert_eq!(first.error, None, "{}", first.render());
+    let stop = first.unevaluable.as_ref().expect("no response yet");
+    assert_eq!(
+        (stop.step.as_str(), stop.what.as_str()),
+        ("fetch", "the response")
+    );
+
+    // The request would be replayed: the plan reads its recorded response and goes on.
+    let second = plan_then_run(&fetch, || (), options, &state).await;
+    assert_eq!(second.unevaluable, None, "{}", second.render());
+    assert_eq!(cached(&second), ["fetch", "say"], "{}", second.render());
+}
+
+/// A step's artifact read by the workflow's own code.
+struct Logs;
+
+impl Workflow for Logs {
+    type Input = ();
+    type Output = String;
+    const NAME: &'static str = "logs";
+
+    async fn run(&self, flow: &mut Flow, (): ()) -> Result<String, FlowError> {
+        let make = Shell::new("echo built > logs/build.log").outputs(["logs"]);
+        let build = flow.shell("build", make).await?;
+        Ok(build.artifact("logs")?.read_to_string("build.log").await?)
+    }
+}
+
+/// In a plan no step leaves files: reading an artifact (an `ArtifactError` made a
+/// `FlowError` by `?`) is where the plan stops, as at a verdict, not a plan error.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_artifacts_files_are_unevaluable_in_a_plan() {
+    let dir = tempfile::tempdir().expect("dir");
+    let state = dir.path().join(".treadle/state.redb");
+    let plan = plan_then_run(&Logs, || (), || Options::new(&state), &state).await;
+    let stop = plan.unevaluable.as_ref().expect("the files are not there");
+    assert_eq!(
+        (stop.step.as_str(), stop.what.as_str()),
+        ("build", "its artifact `logs`")
+    );
+    let names: Vec<&str> = plan.steps.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["build"]);
 }

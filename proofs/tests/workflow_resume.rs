@@ -210,3 +210,106 @@ fn a_killed_workflow_resumed_never_reruns_a_recorded_step_nor_skips_a_changed_on
         "{kills_one} + {kills_two} kills; {reruns} step run(s) a kill caught in flight ran again in phase one; changed from s{changed}"
     );
 }
+
+/// How long the killed run of [`a_killed_workflow_run_again_with_resume_last_goes_on`] may
+/// take to count the steps it waits for before it is killed.
+const COUNT_WAIT: Duration = Duration::from_secs(60);
+
+/// Starts the counter workflow with `resume_last()` (`last`) and gives back the child.
+fn start_last(world: &World) -> std::process::Child {
+    Command::new(&world.bin)
+        .arg("run")
+        .arg(&world.state)
+        .arg(&world.counter)
+        .arg(STEPS.to_string())
+        .arg(STEPS.to_string())
+        .arg("last")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the workflow")
+}
+
+/// Runs the workflow with `resume_last()` to its end; gives back the run it said it
+/// resumed (its last line, after the transcript).
+fn run_last_to_end(world: &World) -> Option<u64> {
+    let out = start_last(world).wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "the workflow failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    said.lines()
+        .filter_map(|l| l.strip_prefix("resumed "))
+        .map(|run| run.parse().expect("a run number"))
+        .next_back()
+}
+
+/// The program is told no run number: `Options::resume_last()` finds the run it was killed
+/// in (the newest of its workflow in the state file, unfinished), resumes it, and the
+/// steps that run recorded do not run again; once a run of it ended, the next starts
+/// fresh.
+#[test]
+fn a_killed_workflow_run_again_with_resume_last_goes_on() {
+    let dir = tempfile::tempdir().expect("dir");
+    let world = World {
+        bin: workflow_binary(),
+        state: dir.path().join(".treadle").join("state.redb"),
+        counter: dir.path().join("counter"),
+    };
+    // The first run is killed once it has counted a few steps (each step counts itself
+    // before it is recorded, so some are recorded and one may be in flight).
+    let mut child = start_last(&world);
+    let started = std::time::Instant::now();
+    while world.counts().len() < 5 {
+        assert!(
+            child.try_wait().expect("poll").is_none(),
+            "the workflow ended before it was killed"
+        );
+        assert!(started.elapsed() < COUNT_WAIT, "no step counted in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let killed = world.latest().expect("the killed run is recorded");
+    assert_eq!(killed.status, "running", "killed mid-run");
+    assert!(!killed.succeeded.is_empty(), "some steps were recorded");
+    let frozen = world.counts();
+
+    assert_eq!(run_last_to_end(&world), Some(killed.run), "told no number");
+    let after = world.latest().expect("the resumed run");
+    assert!(after.run > killed.run);
+    assert_eq!(after.status, "succeeded");
+    assert_eq!(after.succeeded.len(), STEPS as usize, "every step recorded");
+    let counts = world.counts();
+    for step in &killed.succeeded {
+        assert_eq!(
+            counts.get(step),
+            frozen.get(step),
+            "s{step}, recorded before the kill, ran again: the run was not resumed"
+        );
+    }
+    assert!(
+        (0..STEPS).all(|s| counts.get(&s).is_some_and(|n| *n >= 1)),
+        "{counts:?}"
+    );
+    let store = treadle::run::Store::open(&world.state).expect("state");
+    let old = store.run(killed.run).expect("the killed run");
+    assert_eq!(old.status, treadle::run::RunStatus::Aborted, "{old:?}");
+    drop(store);
+
+    // The newest run ended: nothing is left to resume, the next run is fresh and its
+    // (volatile) steps all run again.
+    assert_eq!(
+        run_last_to_end(&world),
+        None,
+        "a finished run is not resumed"
+    );
+    let fresh = world.latest().expect("the fresh run");
+    assert_eq!(fresh.status, "succeeded");
+    let again = world.counts();
+    for step in 0..STEPS {
+        assert_eq!(again[&step], counts[&step] + 1, "s{step} ran once more");
+    }
+}

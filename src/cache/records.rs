@@ -83,6 +83,20 @@ pub struct OutputTree {
     pub manifest: Manifest,
 }
 
+/// A command's stdout and stderr kept apart: the last
+/// [`crate::run::task::STREAM_END_BYTES`] of each, secrets masked (in a step's record
+/// and in its [`SuccessRecord`], so a replay gives back what the run gave).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Streams {
+    /// The end of its stdout.
+    pub stdout: String,
+    /// The end of its stderr.
+    pub stderr: String,
+    /// Whether a stream was longer, so only its end is here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+}
+
 /// What a succeeded step left: enough to replay it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SuccessRecord {
@@ -102,6 +116,9 @@ pub struct SuccessRecord {
     /// The end of its output.
     #[serde(default)]
     pub stdout_tail: String,
+    /// A task's stdout and stderr apart (the record's `streams`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<Streams>,
     /// An agent's verdict.
     #[serde(default)]
     pub verdict: Option<String>,

@@ -294,9 +294,15 @@ fn notes(r: &RunRecord, forked: &dyn Fn(u64) -> Option<(u64, String)>) -> String
         .join("; ")
 }
 
-/// The last column of a step's row: why it did not succeed, what it kept of its outputs
-/// (`keep_on_failure:`) or started from, and the worker that took it (`treadle serve --nats`).
+/// The last column of a step's row: why it did not succeed (or why it was skipped, when a
+/// workflow's `skip(label, reason)` said), what it kept of its outputs (`keep_on_failure:`)
+/// or started from, and the worker that took it (`treadle serve --nats`).
 fn step_notes(s: &StepRecord) -> String {
+    let skipped = s.status == crate::run::StepStatus::Skipped;
+    let why = s
+        .error
+        .clone()
+        .or_else(|| s.note.clone().filter(|_| skipped));
     let kept = s.kept.as_ref().map(|k| {
         let outputs = k.outputs.join(", ");
         format!("kept: {outputs} in {}", k.dir)
@@ -305,7 +311,7 @@ fn step_notes(s: &StepRecord) -> String {
         .from_kept
         .map(|run| format!("started from the outputs run {run} kept"));
     let worker = s.worker.as_ref().map(|w| format!("on {w}"));
-    [s.error.clone(), kept, from_kept, worker]
+    [why, kept, from_kept, worker]
         .into_iter()
         .flatten()
         .collect::<Vec<_>>()

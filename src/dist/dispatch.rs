@@ -320,6 +320,7 @@ async fn apply(
             r.worker = worker.or(r.worker.take());
             r.exit_code = rec.exit_code;
             r.stdout_tail = rec.stdout_tail;
+            r.streams = rec.streams;
             r.verdict = rec.verdict;
             r.usage = rec.usage;
         })

@@ -22,6 +22,20 @@ pub enum When {
     Shell(String),
     /// `when: { run: test -s risk/level.txt }`.
     Long(WhenConfig),
+    /// Decided when the step was made, so no command runs: a Rust workflow's recorded
+    /// branch (`Flow::when`, `Flow::skip`). Not a spelling of the file.
+    #[schemars(skip)]
+    Decided(Decided),
+}
+
+/// A guard decided in advance ([`When::Decided`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// Whether the step runs.
+    pub taken: bool,
+    /// Why, said with the step when it is skipped (its record's `note`, the transcript's
+    /// line, the API's step).
+    pub reason: Option<String>,
 }
 
 /// The long form of `when:`.
@@ -33,11 +47,20 @@ pub struct WhenConfig {
 }
 
 impl When {
-    /// The guard's command line.
-    pub fn command(&self) -> &str {
+    /// The guard's command line (`None`: decided in advance, no command).
+    pub fn command(&self) -> Option<&str> {
         match self {
-            Self::Shell(s) => s,
-            Self::Long(c) => &c.run,
+            Self::Shell(s) => Some(s),
+            Self::Long(c) => Some(&c.run),
+            Self::Decided(_) => None,
+        }
+    }
+
+    /// Why a step this guard skips is skipped, when it says.
+    pub fn skip_reason(&self) -> Option<&str> {
+        match self {
+            Self::Decided(d) => d.reason.as_deref(),
+            _ => None,
         }
     }
 }

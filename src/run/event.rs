@@ -143,6 +143,9 @@ pub enum Event {
         name: String,
         /// Nesting depth.
         depth: u32,
+        /// Why, when it was said (a workflow's `skip(label, reason)`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A step taken from the cache (or from a resumed run's record) instead of run.
     StepCached {

@@ -71,7 +71,7 @@
 //! * `event_log.rs`: the run's event log (numbered events in the state file) and its live
 //!   followers;
 //! * `transcript.rs`: what is printed; `error_lines.rs`: a failed run's error there, one
-//!   clause a line;
+//!   clause a line; `redactor.rs`: secrets masked in all of it;
 //! * `terminal.rs`: control characters in printed text shown, not sent;
 //! * `waiting.rs`: what a running run waits on (a person's approval or answer, its
 //!   deadline), as `treadle runs`, the API and the page show it;
@@ -98,6 +98,7 @@ pub mod one_leaf;
 pub mod open_run;
 pub(crate) mod output_limit;
 pub mod ports;
+mod redactor;
 mod run_state;
 pub mod spent;
 pub mod start;

@@ -24,7 +24,7 @@ use treadle_session::journal::{self, JournalOpenError, JournalOptions};
 
 pub use super::approval_record::{ApprovalRecord, ApprovalStatus};
 use super::failure::{FailureKind, StepFailure};
-pub use super::state_records::{RunRecord, RunStatus, StepRecord, StepStatus};
+pub use super::state_records::{RunRecord, RunStatus, StepRecord, StepStatus, Streams};
 
 const RUNS: TableDefinition<u64, &[u8]> = TableDefinition::new("runs");
 const STEPS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("steps");

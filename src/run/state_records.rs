@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::done::Status;
 use super::failure::{FailureKind, StepFailure};
+// Defined with the cache's records (a replay restores it): the cache sits below `run`.
+pub use crate::cache::records::Streams;
 
 /// How a run ended (or that it has not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +166,10 @@ pub struct StepRecord {
     /// The end of its output (stdout and stderr, secrets masked).
     #[serde(default)]
     pub stdout_tail: String,
+    /// A task's stdout and stderr apart, the end of each (secrets masked): what a
+    /// workflow's shell step gives back. `None` for other kinds, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<Streams>,
     /// Why it failed.
     #[serde(default)]
     pub error: Option<String>,
@@ -210,6 +216,7 @@ impl StepRecord {
             exit_code: None,
             attempts: 0,
             stdout_tail: String::new(),
+            streams: None,
             error: None,
             failure: None,
             verdict: None,

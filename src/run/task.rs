@@ -20,6 +20,7 @@ use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::RunSpec;
+use crate::run::state_records::Streams;
 
 /// Bytes of output kept for the state file.
 pub const TAIL_BYTES: usize = 4096;
@@ -27,12 +28,22 @@ pub const TAIL_BYTES: usize = 4096;
 /// The last [`TAIL_BYTES`] of `text`, starting on a character boundary: what a step's
 /// record keeps of its output (a task's, an agent's answer, an http step's body).
 pub fn record_tail(text: &str) -> &str {
-    let mut cut = text.len().saturating_sub(TAIL_BYTES);
+    end_of_text(text, TAIL_BYTES)
+}
+
+/// The last `bytes` of `text` (fewer when that would split a character).
+fn end_of_text(text: &str, bytes: usize) -> &str {
+    let mut cut = text.len().saturating_sub(bytes);
     while !text.is_char_boundary(cut) {
         cut += 1;
     }
     &text[cut..]
 }
+
+/// Bytes of the end of stdout (and of stderr) kept in a task's record, stream by stream
+/// ([`Streams`]): what a workflow's shell step gives back. Enough for a command's result
+/// or its error message; a longer result belongs in an output artifact.
+pub const STREAM_END_BYTES: usize = 64 * 1024;
 /// Bytes of stdout (and of stderr) kept for `assert: { stdout, output }`.
 const STREAM_CAP: usize = 1 << 20;
 /// How long the pipes may stay quiet after the command exited before its leftovers are
@@ -68,6 +79,8 @@ pub struct TaskResult {
     pub stderr: String,
     /// The last few KiB of stdout and stderr, interleaved as printed.
     pub tail: String,
+    /// The end of each stream, apart ([`STREAM_END_BYTES`] of each).
+    pub streams: Streams,
 }
 
 /// Why a command could not be started.
@@ -199,6 +212,7 @@ pub async fn run_task(
         stdout: out.stdout,
         stderr: out.stderr,
         tail: out.tail,
+        streams: out.ends.finish(),
     })
 }
 
@@ -207,6 +221,44 @@ struct Output {
     stdout: String,
     stderr: String,
     tail: String,
+    ends: Ends,
+}
+
+/// The ends of stdout and stderr as they are read, each trimmed to [`STREAM_END_BYTES`]
+/// once it holds twice that (so a long output is not copied at every line).
+#[derive(Default)]
+struct Ends {
+    stdout: String,
+    stderr: String,
+    cut: bool,
+}
+
+impl Ends {
+    fn push(&mut self, stream: &'static str, line: &str) {
+        let end = match stream {
+            "stdout" => &mut self.stdout,
+            _ => &mut self.stderr,
+        };
+        end.push_str(line);
+        end.push('\n');
+        if end.len() > 2 * STREAM_END_BYTES {
+            let cut = end.len() - end_of_text(end, STREAM_END_BYTES).len();
+            end.drain(..cut);
+            self.cut = true;
+        }
+    }
+
+    fn finish(self) -> Streams {
+        let end = |text: &str| end_of_text(text, STREAM_END_BYTES).to_owned();
+        let cut = self.cut
+            || self.stdout.len() > STREAM_END_BYTES
+            || self.stderr.len() > STREAM_END_BYTES;
+        Streams {
+            stdout: end(&self.stdout),
+            stderr: end(&self.stderr),
+            cut,
+        }
+    }
 }
 
 impl Output {
@@ -219,6 +271,7 @@ impl Output {
             kept.push_str(line);
             kept.push('\n');
         }
+        self.ends.push(stream, line);
         self.tail.push_str(line);
         self.tail.push('\n');
         if self.tail.len() > 2 * TAIL_BYTES {

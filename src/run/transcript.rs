@@ -12,39 +12,13 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use treadle_session::Secrets;
-
 use super::error_lines::error_lines;
 use super::event_log::EventLog;
 use super::state::StepStatus;
 use crate::pipeline::duration::format_duration;
 
 pub use super::event::Event;
-
-/// Masks secret values in text, in plain and encoded forms (the session's scrubber).
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    secrets: Secrets,
-}
-
-impl Redactor {
-    /// Masks each of these values (short ones are ignored: they would mask ordinary words).
-    pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        Self {
-            secrets: Secrets::new(secrets),
-        }
-    }
-
-    /// The text with every form of every secret replaced by `***`.
-    pub fn mask(&self, text: &str) -> String {
-        self.secrets.scrub(text).into_owned()
-    }
-
-    /// The scrubber itself, for what is written elsewhere (tapes, tool results).
-    pub fn secrets(&self) -> &Secrets {
-        &self.secrets
-    }
-}
+pub use super::redactor::Redactor;
 
 /// How the transcript is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,8 +360,17 @@ impl Transcript {
                     pad(*depth)
                 ));
             }
-            Event::StepSkipped { name, depth, .. } => {
-                self.line(&format!("{}- {name} skipped", pad(*depth)))
+            Event::StepSkipped {
+                name,
+                depth,
+                reason,
+                ..
+            } => {
+                let why = reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                self.line(&format!("{}- {name} skipped{why}", pad(*depth)))
             }
             Event::StepQueued { name, depth, .. } => self.line(&format!(
                 "{}⋯ {name} queued: waiting for a worker",

@@ -118,6 +118,10 @@ pub struct StepNode {
     pub attempts: u32,
     /// An agent's verdict.
     pub verdict: Option<String>,
+    /// The reason said with it: an agent's with its verdict, a workflow's for a skipped
+    /// branch (`skip(label, reason)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
     /// The kind of that failure.
@@ -210,6 +214,7 @@ impl StepNode {
             exit_code: step.exit_code,
             attempts: step.attempts,
             verdict: step.verdict.clone(),
+            note: step.note.clone(),
             error: step.error.clone(),
             failure: step.failure,
             tokens: spent.map(|s| s.tokens()),
@@ -236,10 +241,11 @@ impl StepNode {
             exit_code: self.exit_code,
             attempts: self.attempts,
             stdout_tail: self.output_tail.clone(),
+            streams: None,
             error: self.error.clone(),
             failure: self.failure,
             verdict: self.verdict.clone(),
-            note: None,
+            note: self.note.clone(),
             usage: self.usage.clone(),
             cached_from: self.from_run,
             kept: self.kept.clone(),

@@ -194,27 +194,6 @@ impl AgentTask {
     }
 }
 
-/// What a shell step gave back (as its record in the state file keeps it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShellOutput {
-    /// Its exit code.
-    pub exit_code: Option<i32>,
-    /// The end of its output (the last 4 KiB, secrets masked).
-    pub stdout: String,
-}
-
-/// What an agent step gave back (as its record keeps it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentReply {
-    /// The end of its final answer (the last 4 KiB, secrets masked); a longer result
-    /// belongs in an output artifact or a typed answer.
-    pub text: String,
-    /// The verdict it picked, with `verdicts`.
-    pub verdict: Option<String>,
-    /// The reason it gave with its verdict.
-    pub note: Option<String>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::AgentTask;

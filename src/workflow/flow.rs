@@ -9,9 +9,10 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::agents::Agents;
-use super::calls::{AgentReply, AgentTask, Shell, ShellOutput};
+use super::artifact::ArtifactError;
+use super::replies::ShellOutput;
+use super::resume::Resume;
 use crate::cache::Start;
-use crate::pipeline::controls::OUTPUT_FILE;
 use crate::pipeline::{At, Loaded, Step};
 use crate::run::exec::Done;
 use crate::run::open_run::OpenRun;
@@ -51,6 +52,9 @@ pub enum FlowError {
         failure: Option<crate::run::FailureKind>,
         /// Why.
         error: Option<String>,
+        /// A shell step's output (its exit code, stdout and stderr), kept for the
+        /// workflow to read or show ([`FlowError::output`]).
+        output: Option<Box<ShellOutput>>,
     },
     /// A typed answer is missing or is not the type asked for.
     #[error("step `{name}` gave no typed answer: {reason}")]
@@ -71,6 +75,10 @@ pub enum FlowError {
     /// The workflow's own code gave up.
     #[error("{0}")]
     Failed(String),
+    /// An output artifact of a step could not be had (a name the step did not declare)
+    /// or read ([`ArtifactError`]).
+    #[error(transparent)]
+    Artifact(ArtifactError),
     /// The run could not start or its end could not be recorded.
     #[error(transparent)]
     Run(#[from] RunError),
@@ -91,8 +99,18 @@ impl FlowError {
         match self {
             Self::Step { status, .. } => *status,
             Self::Output { .. } | Self::Failed(_) => Status::Failed,
-            Self::Refused { .. } | Self::Unevaluable { .. } => Status::Errored,
-            Self::Run(_) => Status::Errored,
+            Self::Artifact(ArtifactError::Read { .. }) => Status::Failed,
+            Self::Refused { .. } | Self::Unevaluable { .. } | Self::Run(_) => Status::Errored,
+            Self::Artifact(_) => Status::Errored,
+        }
+    }
+
+    /// The output of the shell step that did not succeed (its exit code, stdout and
+    /// stderr), when this is one.
+    pub fn output(&self) -> Option<&ShellOutput> {
+        match self {
+            Self::Step { output, .. } => output.as_deref(),
+            _ => None,
         }
     }
 
@@ -104,7 +122,23 @@ impl FlowError {
             Self::Output { .. } => FailureKind::InvalidOutput,
             Self::Refused { .. } => FailureKind::Configuration,
             Self::Run(_) => FailureKind::Infrastructure,
+            Self::Artifact(ArtifactError::Read { .. }) => FailureKind::Infrastructure,
+            Self::Artifact(_) => FailureKind::Configuration,
             Self::Failed(_) | Self::Unevaluable { .. } => FailureKind::Other,
+        }
+    }
+}
+
+impl From<ArtifactError> for FlowError {
+    /// In a plan an artifact's files are not there yet: that is where the plan stops
+    /// ([`FlowError::Unevaluable`]), as at a verdict; the rest is [`FlowError::Artifact`].
+    fn from(error: ArtifactError) -> Self {
+        match error {
+            ArtifactError::Unevaluable { step, name } => Self::Unevaluable {
+                step,
+                what: format!("its artifact `{name}`"),
+            },
+            other => Self::Artifact(other),
         }
     }
 }
@@ -115,9 +149,9 @@ pub struct Options {
     pub state: PathBuf,
     /// The agents its agent steps name.
     pub agents: Agents,
-    /// The run it resumes (`treadle run --resume RUN`): its recorded steps with unchanged
-    /// keys give back their results without running.
-    pub resume: Option<u64>,
+    /// The run it resumes, if any ([`Resume`]): the resumed run's recorded steps with
+    /// unchanged keys give back their results without running.
+    pub resume: Resume,
     /// How the transcript is printed.
     pub style: Style,
     /// Cancelled to stop the run (Ctrl-C): the step running is aborted.
@@ -135,7 +169,7 @@ impl Options {
         Self {
             state: state.into(),
             agents: Agents::none(),
-            resume: None,
+            resume: Resume::Fresh,
             style: Style::Plain,
             cancel: CancellationToken::new(),
             runner: None,
@@ -158,7 +192,16 @@ impl Options {
 
     /// Resuming run `run` (`None`: fresh).
     pub fn resume(mut self, run: Option<u64>) -> Self {
-        self.resume = run;
+        self.resume = Resume::from(run);
+        self
+    }
+
+    /// Resuming the newest run of this workflow in the state file if it is unfinished
+    /// (its process was killed, or it was interrupted), else fresh: a program killed
+    /// mid-run and started again goes on where it was, without being told the run's
+    /// number. [`Report::resumed`] says which run it resumed.
+    pub fn resume_last(mut self) -> Self {
+        self.resume = Resume::Last;
         self
     }
 
@@ -174,6 +217,8 @@ impl Options {
 pub struct Report<O> {
     /// The run's id in the state file.
     pub run: u64,
+    /// The run it resumed (`None`: a fresh run).
+    pub resumed: Option<u64>,
     /// How it ended (its exit code: [`crate::run::RunReport::exit_code`]'s).
     pub status: Status,
     /// Its output, or why there is none.
@@ -194,6 +239,8 @@ pub struct Flow {
     mode: Mode,
     /// The child workflows being run, outermost first (their names prefix step names).
     within: Vec<&'static str>,
+    /// The outline seq of the last step run (`None` before the first, and in a plan).
+    last: Option<u32>,
 }
 
 /// What a flow's steps go to: the executor, in a run, or the planner
@@ -254,7 +301,11 @@ pub(crate) async fn run_in<W: Workflow>(
         job.timeout = timeout.map(|t| At::new(crate::pipeline::DurationSpec(t)));
     }
     let runner = runner.unwrap_or_else(crate::run::agents::default_agent_runner);
-    let start = resume.map_or(Start::Fresh, Start::Resume);
+    let start = resume.start(&store, W::NAME).await?;
+    let resumed = match start {
+        Start::Resume(run) => Some(run),
+        _ => None,
+    };
     let job = loaded.pipeline.jobs.first().ok_or(FlowError::Failed(
         "the workflow's job is missing".to_owned(),
     ))?;
@@ -267,6 +318,7 @@ pub(crate) async fn run_in<W: Workflow>(
         loaded,
         mode: Mode::Run(open),
         within: Vec::new(),
+        last: None,
     };
     let output = workflow.run(&mut flow, input).await;
     let done = match &output {
@@ -283,6 +335,7 @@ pub(crate) async fn run_in<W: Workflow>(
     let ended = open.end(done).await?;
     Ok(Report {
         run: ended.run,
+        resumed,
         status: ended.status,
         output,
     })
@@ -311,6 +364,7 @@ impl Flow {
             loaded,
             mode: Mode::Plan(planner),
             within: Vec::new(),
+            last: None,
         }
     }
 
@@ -333,6 +387,14 @@ impl Flow {
         match &self.mode {
             Mode::Run(open) => open.artifact(name),
             Mode::Plan(_) => None,
+        }
+    }
+
+    /// The record of the last step run, as it stands (`None` in a plan).
+    pub(super) fn last_record(&self) -> Option<StepRecord> {
+        match (&self.mode, self.last) {
+            (Mode::Run(open), Some(seq)) => open.record(seq),
+            _ => None,
         }
     }
 
@@ -405,54 +467,18 @@ impl Flow {
             Mode::Plan(planner) => return Ok(planner.step(&self.loaded, job)),
         };
         let (done, seq) = open.step(&self.loaded, job).await;
+        self.last = Some(seq);
         if !done.is_ok() {
             return Err(FlowError::Step {
                 name,
                 status: done.status,
                 failure: done.kind(),
                 error: done.error().map(str::to_owned),
+                output: None,
             });
         }
         open.record(seq)
             .ok_or_else(|| FlowError::Failed(format!("step `{name}` has no record")))
-    }
-
-    /// Runs a shell command as step `name` (a `task:`).
-    pub async fn shell(&mut self, name: &str, shell: Shell) -> Result<ShellOutput, FlowError> {
-        let record = self.step(shell.into_step(&self.named(name))).await?;
-        Ok(ShellOutput {
-            exit_code: record.exit_code,
-            stdout: record.stdout_tail,
-        })
-    }
-
-    /// Runs an agent step named `name`; gives back its answer and verdict.
-    pub async fn agent(&mut self, name: &str, call: AgentTask) -> Result<AgentReply, FlowError> {
-        let step = call.into_step(&self.named(name));
-        let decides =
-            matches!(&step.kind, crate::pipeline::StepKind::Agent(c) if c.verdicts.is_some());
-        let record = self.step(step).await?;
-        if decides && !self.known() {
-            return Err(self.unevaluable(name, "the verdict"));
-        }
-        Ok(AgentReply {
-            text: record.stdout_tail,
-            verdict: record.verdict,
-            note: record.note,
-        })
-    }
-
-    /// Runs an agent step named `name` whose answer is a `T`: its JSON Schema (schemars)
-    /// is the step's `output_schema:`, written to an output artifact named `name`.
-    pub async fn agent_typed<T>(&mut self, name: &str, call: AgentTask) -> Result<T, FlowError>
-    where
-        T: DeserializeOwned + schemars::JsonSchema,
-    {
-        let full = self.named(name);
-        let schema = schemars::schema_for!(T).to_value();
-        let call = call.output_schema(&full, schema);
-        self.step(call.into_step(&full)).await?;
-        self.typed_file(&full, OUTPUT_FILE).await
     }
 
     /// The `T` in `file` of artifact `name` (made by step `name`).
@@ -461,30 +487,45 @@ impl Flow {
         name: &str,
         file: &str,
     ) -> Result<T, FlowError> {
+        let text = self
+            .read_output(name, name, file, "the typed answer")
+            .await?;
+        serde_json::from_str(&text).map_err(|e| FlowError::Output {
+            name: name.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The text of `file` in artifact `name`, made by `step`, which has just run. In a
+    /// plan: its recorded one when the cache would replay the step, else
+    /// [`FlowError::Unevaluable`] (`what`: which output of the step it is).
+    pub(super) async fn read_output(
+        &self,
+        step: &str,
+        name: &str,
+        file: &str,
+        what: &str,
+    ) -> Result<String, FlowError> {
         let bad = |reason: String| FlowError::Output {
             name: name.to_owned(),
             reason,
         };
         if let Mode::Plan(planner) = &self.mode {
-            let text = match planner.typed_answer(name, file) {
-                Some(found) => found.map_err(|e| bad(e.to_string()))?,
-                None => {
-                    return Err(FlowError::Unevaluable {
-                        step: name.to_owned(),
-                        what: "the typed answer".to_owned(),
-                    });
-                }
+            return match planner.typed_answer(name, file) {
+                Some(found) => found.map_err(|e| bad(e.to_string())),
+                None => Err(FlowError::Unevaluable {
+                    step: step.to_owned(),
+                    what: what.to_owned(),
+                }),
             };
-            return serde_json::from_str(&text).map_err(|e| bad(e.to_string()));
         }
         let path = self
             .artifact(name)
             .ok_or_else(|| bad("its output artifact is missing".to_owned()))?
             .join(file);
-        let text = tokio::fs::read_to_string(&path)
+        tokio::fs::read_to_string(&path)
             .await
-            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
-        serde_json::from_str(&text).map_err(|e| bad(e.to_string()))
+            .map_err(|e| bad(format!("{}: {e}", path.display())))
     }
 
     /// Runs `child` on `input` as steps of this run (named `CHILD.step`), and gives back

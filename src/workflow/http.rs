@@ -106,9 +106,13 @@ pub struct HttpOutput {
     pub body: String,
 }
 
+/// What a plan cannot know of an HTTP step before it is sent.
+const RESPONSE: &str = "the response";
+
 impl Flow {
     /// Sends the request of `http` as step `name`; its response. A status outside
-    /// `expect` fails the step (and so this call, naming the status).
+    /// `expect` fails the step (and so this call, naming the status). In a plan, the
+    /// response of a request the cache would not replay is [`FlowError::Unevaluable`].
     pub async fn http(&mut self, name: &str, http: Http) -> Result<HttpOutput, FlowError> {
         let full = self.named(name);
         let http = match http.call.output {
@@ -117,23 +121,10 @@ impl Flow {
         };
         let output = http.call.output.as_ref().map(|o| o.value.clone());
         self.step(http.into_step(&full)).await?;
-        let output = output.unwrap_or(full);
-        let read = |file: &str| {
-            let path = self.artifact(&output).map(|a| a.join(file));
-            let output = output.clone();
-            async move {
-                let bad = |reason: String| FlowError::Output {
-                    name: output.clone(),
-                    reason,
-                };
-                let path = path.ok_or_else(|| bad("its output artifact is missing".into()))?;
-                tokio::fs::read_to_string(&path)
-                    .await
-                    .map_err(|e| bad(format!("{}: {e}", path.display())))
-            }
-        };
-        let status = read("status").await?;
-        let body = read("body").await?;
+        let output = output.unwrap_or_else(|| full.clone());
+        // In a plan, a request that would be sent has no response yet: unevaluable.
+        let status = self.read_output(&full, &output, "status", RESPONSE).await?;
+        let body = self.read_output(&full, &output, "body", RESPONSE).await?;
         let status = status.trim().parse().map_err(|e| FlowError::Output {
             name: name.to_owned(),
             reason: format!("status `{status}`: {e}"),

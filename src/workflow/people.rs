@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use super::calls::AgentTask;
 use super::flow::{Flow, FlowError};
 use crate::pipeline::approval_policy::ApprovalPolicy;
-use crate::pipeline::flow_keys::When;
+use crate::pipeline::flow_keys::{Decided, When};
 use crate::pipeline::step_keys::{Approval as ApprovalKey, ApprovalSpec};
 use crate::pipeline::{At, DurationSpec, Step, StepKind};
 use crate::run::exec::input::ANSWER_FILE;
@@ -224,14 +224,14 @@ impl Flow {
                 reason: "a decision needs `verdicts` and a `min_confidence`".to_owned(),
             });
         }
-        self.agent_typed(name, task).await
+        self.agent(name, task.output::<T>()).await
     }
 
     /// Records branch `label` and whether it is taken (`cond`), decided by the workflow's
     /// input or by constants: a step named `label` in the run, succeeded when taken,
     /// skipped when not. Gives back `cond`.
     pub async fn when(&mut self, label: &str, cond: bool) -> Result<bool, FlowError> {
-        self.branch(label, cond, "").await
+        self.branch(label, cond, "", None).await
     }
 
     /// [`Flow::when`] for a branch decided by the outputs of earlier steps (a planner
@@ -241,22 +241,36 @@ impl Flow {
         if !self.all_known() {
             return Err(self.unevaluable(label, "the outcome"));
         }
-        self.branch(label, cond, DEPENDS).await
+        self.branch(label, cond, DEPENDS, None).await
     }
 
-    /// Records branch `label` as not taken.
-    pub async fn skip(&mut self, label: &str) -> Result<(), FlowError> {
-        self.branch(label, false, "").await.map(|_| ())
+    /// Records branch `label` as not taken, for `reason`: the skipped step's record
+    /// keeps it as its `note` (so do the API's step and `treadle runs --steps`), and the
+    /// transcript says it (`- legacy skipped: retired in 2.0`).
+    pub async fn skip(&mut self, label: &str, reason: impl Into<String>) -> Result<(), FlowError> {
+        let reason = Some(reason.into());
+        self.branch(label, false, "", reason).await.map(|_| ())
     }
 
-    /// A `do: []` step named `label` whose `when:` guard is `true` or `false`: the
-    /// executor records it succeeded or skipped, as it does a YAML step's guard.
-    async fn branch(&mut self, label: &str, cond: bool, why: &str) -> Result<bool, FlowError> {
+    /// A `do: []` step named `label` whose guard is decided already (`cond`): the
+    /// executor records it succeeded or skipped (with `reason`), as it does a YAML step's
+    /// guard, and runs no command to decide it.
+    async fn branch(
+        &mut self,
+        label: &str,
+        cond: bool,
+        why: &str,
+        reason: Option<String>,
+    ) -> Result<bool, FlowError> {
         let mut step = Step::of_kind(StepKind::Do(Vec::new()));
         step.name = Some(At::new(self.named(label)));
         let taken = if cond { TAKEN } else { NOT_TAKEN };
         step.description = Some(format!("{taken}{why}"));
-        step.when = Some(At::new(When::Shell(cond.to_string())));
+        let decided = Decided {
+            taken: cond,
+            reason,
+        };
+        step.when = Some(At::new(When::Decided(decided)));
         self.step(step).await?;
         Ok(cond)
     }

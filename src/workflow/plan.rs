@@ -8,8 +8,9 @@
 //! * a step the cache would replay: its recorded result (its text, verdict, typed answer),
 //!   so the workflow goes on as the run would;
 //! * a step that would run: an empty result (exit code 0, no text). A verdict or a typed
-//!   answer cannot be made up, so [`super::Flow::agent`] with verdicts and
-//!   [`super::Flow::agent_typed`] give [`FlowError::Unevaluable`] instead, and the plan
+//!   answer cannot be made up, and neither can an HTTP response, so [`super::Flow::agent`]
+//!   with verdicts or a typed answer and [`super::Flow::http`] give
+//!   [`FlowError::Unevaluable`] instead, and the plan
 //!   ends there, saying which step's output what follows depends on. A workflow can ask
 //!   [`super::Flow::is_planning`] and [`super::Flow::known`] and say the same of any
 //!   other output with [`super::Flow::unevaluable`].

@@ -86,6 +86,7 @@ impl Planner {
             record.cached_from = Some(r.run);
             record.exit_code = r.exit_code;
             record.stdout_tail = r.stdout_tail.clone();
+            record.streams = r.streams.clone();
             record.verdict = r.verdict.clone();
             record.note = r.note.clone();
         }

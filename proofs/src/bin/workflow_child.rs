@@ -10,7 +10,8 @@
 //! the one `TREADLE_LOCAL_URL` names.
 //!
 //! ```text
-//! treadle-workflow-child run STATE COUNTER STEPS CHANGED [RUN]   # RUN: the run it resumes
+//! treadle-workflow-child run STATE COUNTER STEPS CHANGED [RUN]   # RUN: the run it resumes,
+//!                                                                # or `last` (resume_last)
 //! treadle-workflow-child agent STATE [RUN]                       # the writer workflow
 //! treadle-workflow-child records STATE                           # the latest run, as JSON
 //! ```
@@ -139,15 +140,22 @@ async fn main() -> ExitCode {
                 eprintln!("STEPS and CHANGED are numbers");
                 return ExitCode::from(2);
             };
-            let resume = rest.first().and_then(|r| r.parse().ok());
             let input = Counted {
                 counter: PathBuf::from(counter),
                 steps,
                 changed,
             };
-            let options = Options::new(*state).resume(resume);
+            let options = match rest.first() {
+                Some(&"last") => Options::new(*state).resume_last(),
+                run => Options::new(*state).resume(run.and_then(|r| r.parse().ok())),
+            };
             match workflow::run(&Counter, input, options).await {
-                Ok(report) => ExitCode::from(report.exit_code()),
+                Ok(report) => {
+                    if let Some(old) = report.resumed {
+                        println!("resumed {old}");
+                    }
+                    ExitCode::from(report.exit_code())
+                }
                 Err(e) => {
                     eprintln!("{e}");
                     ExitCode::from(2)
@@ -156,7 +164,7 @@ async fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: treadle-workflow-child run STATE COUNTER STEPS CHANGED [RUN] | agent STATE [RUN] | records STATE"
+                "usage: treadle-workflow-child run STATE COUNTER STEPS CHANGED [RUN|last] | agent STATE [RUN] | records STATE"
             );
             ExitCode::from(2)
         }

@@ -281,6 +281,7 @@ async fn record_reused(
         r.duration_ms = Some(took);
         r.exit_code = o.exit_code;
         r.stdout_tail = o.stdout_tail;
+        r.streams = o.streams;
         r.verdict = o.verdict;
         r.note = o.note;
         r.usage = o.usage;
@@ -481,6 +482,7 @@ async fn record_success<'a>(
             .as_ref()
             .map(|r| r.stdout_tail.clone())
             .unwrap_or_default(),
+        streams: record.as_ref().and_then(|r| r.streams.clone()),
         verdict: record.as_ref().and_then(|r| r.verdict.clone()),
         note: record.as_ref().and_then(|r| r.note.clone()),
         usage: record.as_ref().and_then(|r| r.usage.clone()),

@@ -104,6 +104,11 @@ pub(crate) async fn guard<'a>(
     when: &When,
     cancel: &CancellationToken,
 ) -> Result<bool, Done> {
+    // A guard decided when the step was made (a workflow's branch) starts no process.
+    let command = match when {
+        When::Decided(decided) => return Ok(decided.taken),
+        _ => when.command().unwrap_or_default(),
+    };
     let dir = ctx.artifacts.root().join("steps").join(format!(
         "{:03}-guard-{}",
         entry.seq,
@@ -140,7 +145,7 @@ pub(crate) async fn guard<'a>(
             format!("cannot prepare the `when:` guard: {e}"),
         ));
     }
-    let run = RunSpec::Shell(when.command().to_owned());
+    let run = RunSpec::Shell(command.to_owned());
     let network = super::leaf::step_network(ctx, step, None);
     let spec = TaskSpec {
         run: &run,

@@ -99,9 +99,11 @@ pub(crate) async fn task<'a>(
         _ => None,
     };
     let tail = ctx.transcript.redactor().mask(&result.tail);
+    let streams = masked_streams(ctx, &result.streams);
     super::record::update_at(ctx, entry, |r| {
         r.exit_code = code;
         r.stdout_tail = tail;
+        r.streams = Some(streams);
     })
     .await;
     let done = task_end(ctx, step, &result, spec.confined, &dir);
@@ -117,6 +119,19 @@ pub(crate) async fn task<'a>(
         tool_calls: &[],
     };
     super::step_dir::conclude(ctx, step, &dir, facts, given.cell).await
+}
+
+/// A command's streams as its record keeps them: secrets masked in each.
+fn masked_streams(
+    ctx: &Ctx<'_>,
+    streams: &crate::run::state::Streams,
+) -> crate::run::state::Streams {
+    let redactor = ctx.transcript.redactor();
+    crate::run::state::Streams {
+        stdout: redactor.mask(&streams.stdout),
+        stderr: redactor.mask(&streams.stderr),
+        cut: streams.cut,
+    }
 }
 
 /// How a command ended badly, in the words the fixer (`fix:`) is given; `None` when it

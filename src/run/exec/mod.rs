@@ -178,9 +178,27 @@ impl<'a> Ctx<'a> {
                     seq: e.seq,
                     name: e.name.clone(),
                     depth: e.depth,
+                    reason: None,
                 });
             }
         }
+    }
+
+    /// Skips `step`, which its `when:` guard kept from running, saying `reason` (when the
+    /// guard gives one) in its record's `note` and the transcript's line.
+    async fn guarded_off(&self, step: &At<Step>, entry: &Entry, reason: Option<&str>) {
+        let Some(reason) = reason else {
+            return self.skip(std::slice::from_ref(step));
+        };
+        let note = reason.to_owned();
+        record::update(self, entry.seq, |r| r.note = Some(note)).await;
+        self.emit(Event::StepSkipped {
+            run: self.run,
+            seq: entry.seq,
+            name: entry.name.clone(),
+            depth: entry.depth,
+            reason: Some(reason.to_owned()),
+        });
     }
 
     /// Runs one step with its guard, attempts, timeout and hooks.
@@ -236,7 +254,7 @@ impl<'a> Ctx<'a> {
                 match flow::guard(self, step, entry, &when.value, &cancel).await {
                     Ok(true) => {}
                     Ok(false) => {
-                        self.skip(std::slice::from_ref(step));
+                        self.guarded_off(step, entry, when.skip_reason()).await;
                         return Done::ok();
                     }
                     Err(done) => return hooks::hooks(self, step, done, &cancel).await,
