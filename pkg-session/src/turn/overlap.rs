@@ -15,7 +15,9 @@
 //! * A refused commit ends the turn with that error, as it did (rule 4): the call in
 //!   flight is dropped, and the counts go back to the last acknowledged step.
 //! * Rule 5: a loop with hooks never overlaps (`tools.rs`), since a step's finish hooks
-//!   follow its journal append and come before the next step's begin.
+//!   follow its journal append and come before the next step's begin. Nor does a session
+//!   with a write fence: a worker whose lease went to another makes no model call after
+//!   the refused append.
 //!
 //! Decision: only the model call overlaps. Everything else that follows a commit (a
 //! compaction, the next tool batch, the turn's terminal) waits for the acknowledgement

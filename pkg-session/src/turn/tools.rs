@@ -82,9 +82,12 @@ impl Turn {
         messages.extend(results);
         // The turn goes on after this step: its log sync may overlap the next model call
         // (see `overlap.rs`), unless hooks watch the step's end, which rule 5 puts after
-        // the journal's append and before the next step's begin.
-        let overlap =
-            final_text.is_none() && matches!(stuck, Repeats::Fine) && self.ctx.hooks.is_empty();
+        // the journal's append and before the next step's begin, or a fence admits the
+        // append: a worker whose lease went elsewhere makes no model call after it.
+        let overlap = final_text.is_none()
+            && matches!(stuck, Repeats::Fine)
+            && self.ctx.hooks.is_empty()
+            && !self.ctx.hub.fenced();
         let end = if overlap {
             self.send_and_count(step, index, messages, usage, model)
                 .await
