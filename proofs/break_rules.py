@@ -16,6 +16,12 @@ breaks = [
   "            ctx.emit_now(&header, || EventKind::TokenDelta { kind, index, text });",
   "            let (ctx, header) = (ctx.clone(), header.clone());\n            tokio::spawn(async move { tokio::time::sleep(std::time::Duration::from_millis(3)).await; ctx.emit(header, move || EventKind::TokenDelta { kind, index, text }); });",
   "deltas_before_done"),
+ # A step's model call overlapping the step before's log sync publishes its deltas at once
+ # instead of holding them until that step's commit is acknowledged.
+ ("deltas-held-until-commit", "pkg-session/src/turn/overlap.rs",
+  "        if !self.holding.load(Ordering::Acquire) {",
+  "        if true || !self.holding.load(Ordering::Acquire) {",
+  "deltas_before_done"),
  ("discarded-step", "pkg-session/src/turn/mod.rs",
   "            Some(Err(error)) => {\n                let kind = error.failure();\n                let error = error.to_string();",
   "            Some(Err(error)) => {\n                let partial = crate::protocol::StepCommit { step, index: self.steps, messages: vec![Message::text(treadle_event::Role::Assistant, \"partial\")], usage: Usage::default(), model: String::new(), effects: Vec::new() };\n                let _ = self.commit(partial).await;\n                let kind = error.failure();\n                let error = error.to_string();",

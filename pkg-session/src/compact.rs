@@ -38,14 +38,20 @@ pub(crate) struct CompactScope<'a> {
 /// the step about to run. Any failure (the model, the journal, an interrupt) leaves the
 /// history as it was: compaction is an optimisation, never a reason for a turn to fail.
 pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, request: &mut PreparedRequest) {
-    let budget = scope.ctx.compaction.budget;
-    let tokens = estimate(request.messages());
-    if budget == 0 || tokens <= budget {
+    if !due(scope.ctx, request) {
         return;
     }
+    let budget = scope.ctx.compaction.budget;
+    let tokens = estimate(request.messages());
     // Boxed: a compaction (a model call, hooks, the actor's commit) is rare, and its
     // future inline would size every step's future, held for the whole turn.
     Box::pin(compact(scope, request, budget, tokens)).await;
+}
+
+/// Whether the next model call of `request` compacts the history first.
+pub(crate) fn due(ctx: &LoopContext, request: &PreparedRequest) -> bool {
+    let budget = ctx.compaction.budget;
+    budget != 0 && estimate(request.messages()) > budget
 }
 
 /// [`compact_if_due`] once it is due: `tokens` of the history are past `budget`.

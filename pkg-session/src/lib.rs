@@ -109,7 +109,8 @@ pub mod tls;
 // * `compaction`: the settings that bound a loop's history (budget, inline cap).
 // * `context`: what every turn of a loop shares (model client, tools, hooks, hub).
 // * `turn`: the task that runs one turn, step by step, outside the actor; a step's model
-//   call in `turn/mod.rs`, its tool batch, loop detection and commit in `turn/tools.rs`.
+//   call in `turn/mod.rs`, its tool batch, loop detection and commit in `turn/tools.rs`,
+//   a lone step's log sync overlapped with the next model call in `turn/overlap.rs`.
 // * `batch`: runs a step's tool calls: arguments parsed and checked against the tool's
 //   JSON schema, authorized by the guards in call order, then run in parallel (at most
 //   `max_parallel_tools`), except that a call waits for the earlier calls it conflicts with;

@@ -1,6 +1,8 @@
 //! Rule 3, deltas-before-done: every `TokenDelta` of a step reaches a subscriber before
-//! that step's `StepDone`, on every subscription that receives both — and the deltas add
-//! up to exactly what was committed.
+//! that step's `StepDone`, and after the `StepDone` of the step before it (a step's model
+//! call may start before that step's commit is acknowledged, its deltas may not be
+//! published before), on every subscription that receives both — and the deltas add up
+//! to exactly what was committed.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -28,6 +30,8 @@ async fn deltas_of_a_step_arrive_before_its_step_done() {
             let mut text: HashMap<StepId, String> = HashMap::new();
             let mut args: HashMap<(StepId, u32), String> = HashMap::new();
             let mut step_dones = 0;
+            // The step whose deltas came last.
+            let mut streaming: Option<StepId> = None;
             for d in &deliveries {
                 let step = d.event.header.step;
                 match &d.event.kind {
@@ -42,6 +46,15 @@ async fn deltas_of_a_step_arrive_before_its_step_done() {
                             "seed {seed}: a delta arrived after its StepDone: {:?}",
                             names(&deliveries)
                         );
+                        if let Some(before) = streaming.filter(|s| *s != step) {
+                            assert!(
+                                done.contains(&before),
+                                "seed {seed}: a step's delta arrived before the StepDone of \
+                                 the step before it: {:?}",
+                                names(&deliveries)
+                            );
+                        }
+                        streaming = Some(step);
                         match kind {
                             DeltaKind::Text => text.entry(step).or_default().push_str(piece),
                             DeltaKind::ToolArguments => args

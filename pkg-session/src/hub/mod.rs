@@ -305,6 +305,11 @@ impl Hub {
         self.inner.hooks.begin(call).await.ok()
     }
 
+    /// Whether a write fence admits this session's appends (a worker holding a lease).
+    pub(crate) fn fenced(&self) -> bool {
+        self.inner.fence.is_some()
+    }
+
     /// The hooks of this session.
     pub(crate) fn hooks(&self) -> &HookRunner {
         &self.inner.hooks

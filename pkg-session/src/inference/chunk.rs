@@ -9,14 +9,17 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::few::Few;
+
 /// One `data:` payload of a streamed chat completion.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct Chunk<'a> {
     #[serde(borrow, deserialize_with = "text")]
     pub model: Option<Cow<'a, str>>,
+    /// Nearly always one: kept without a `Vec` (see [`Few`]).
     #[serde(borrow, deserialize_with = "null_default")]
-    pub choices: Vec<Choice<'a>>,
+    pub choices: Few<Choice<'a>>,
     /// Latest usage wins: most servers send it once at the end, some on every chunk.
     pub usage: Option<ChunkUsage>,
     /// OpenRouter and vLLM report a failure after the response started this way.
@@ -47,8 +50,9 @@ pub(crate) struct Delta<'a> {
     /// than a serde alias: an alias fails on servers that send both.
     #[serde(borrow, deserialize_with = "text")]
     pub reasoning: Option<Cow<'a, str>>,
+    /// Nearly always none or one: kept without a `Vec` (see [`Few`]).
     #[serde(borrow, deserialize_with = "null_default")]
-    pub tool_calls: Vec<ToolCallDelta<'a>>,
+    pub tool_calls: Few<ToolCallDelta<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -249,8 +253,9 @@ mod tests {
                 "usage":null}"#,
         );
         assert_eq!(c.model.as_deref(), Some("m"));
-        assert_eq!(c.choices[0].finish_reason.as_deref(), Some(""));
-        let d = c.choices[0].delta.as_ref();
+        let choice = c.choices.first();
+        assert_eq!(choice.and_then(|c| c.finish_reason.as_deref()), Some(""));
+        let d = choice.and_then(|c| c.delta.as_ref());
         assert_eq!(d.and_then(|d| d.reasoning_content.as_deref()), Some("r"));
         assert!(c.usage.is_none());
     }
@@ -276,7 +281,11 @@ mod tests {
         let c = parse(
             r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":{"k":1}}}]}}]}"#,
         );
-        let d = c.choices[0].delta.as_ref().map(|d| &d.tool_calls[0]);
+        let d = c
+            .choices
+            .first()
+            .and_then(|c| c.delta.as_ref())
+            .and_then(|d| d.tool_calls.first());
         let args = d
             .and_then(|t| t.function.as_ref())
             .and_then(|f| f.arguments.as_deref());

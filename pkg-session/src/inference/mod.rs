@@ -18,6 +18,8 @@
 //! * `chunk.rs`: tolerant chunk types (`finish_reason: ""`, missing or `null` usage and
 //!   choices, unknown fields, `reasoning_content`, cached tokens), borrowing their strings
 //!   from the event's data.
+//! * `few.rs`: `Few`, a chunk's arrays (`choices`, `tool_calls`) without a `Vec` when they
+//!   hold one element.
 //! * `stitch.rs`: chunks → `Completion`; tool-call pieces stitched by index.
 //! * `client_tests.rs`: the client against the scripted server (real loopback HTTP).
 //! * `http.rs`: the process's shared HTTP clients (one connection pool, one TLS setup).
@@ -44,6 +46,7 @@ mod chunk;
 mod client;
 mod config;
 mod error;
+mod few;
 mod http;
 mod limits;
 mod request;

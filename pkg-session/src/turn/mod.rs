@@ -5,6 +5,11 @@
 //! the step fails or is interrupted, so a discarded step leaves no trace in the history
 //! (rule 4). Hooks are begun and finished here, in the order of rule 5.
 //!
+//! A lone step's log sync overlaps the next model call (`overlap.rs`): in a loop without
+//! hooks, a tool step's commit is sent to the actor and the next request goes out at once;
+//! the deltas of that request are held until the commit is acknowledged, and a refused
+//! commit ends the turn there, the call in flight dropped.
+//!
 //! A turn restored while parked on a permission gate (see `resume.rs`) starts at that
 //! step's batch: the step keeps its id and index, skips inference (the assistant message
 //! is the one journaled with the gate, so no inference hooks run for it), runs its batch,
@@ -27,7 +32,10 @@ use crate::repeats::RepeatWatch;
 use crate::resume::{Prior, Resume};
 use crate::subject::StagedStep;
 
+mod overlap;
 mod tools;
+
+use overlap::Pending;
 
 /// How a turn ends, before it becomes a terminal event.
 enum End {
@@ -74,6 +82,8 @@ struct Turn {
     seed: Vec<Message>,
     /// Committed steps that made no model call (the seed's): not charged to the limit.
     seeded: u32,
+    /// The last step's commit, sent and not yet acknowledged (see `overlap.rs`).
+    pending: Option<Pending>,
 }
 
 /// Everything a turn task starts from.
@@ -148,6 +158,7 @@ pub(crate) async fn run(start: Box<TurnStart>) {
         effects: Vec::new(),
         seed: options.seed,
         seeded: 0,
+        pending: None,
     };
     let end = turn.drive(index, input).instrument(span.clone()).await;
     // Steps count model calls; the seed's step made none.
@@ -231,7 +242,17 @@ impl Turn {
         end
     }
 
+    /// The turn's steps; a commit still unacknowledged when they end decides the turn: its
+    /// terminal comes after that step's `StepDone`, or says why the step was refused.
     async fn steps(&mut self) -> End {
+        let end = self.step_loop().await;
+        match self.settle().await {
+            Ok(()) => end,
+            Err(error) => End::Failed(FailureCause::Journal, error.to_string()),
+        }
+    }
+
+    async fn step_loop(&mut self) -> End {
         if !self.seed.is_empty()
             && let Err(end) = self.seed_step().await
         {
@@ -380,6 +401,12 @@ impl Turn {
     /// `Err` is how the turn ends when the call fails, is denied or is interrupted.
     async fn infer(&mut self, step: StepId) -> Result<Completion, End> {
         let ctx = self.ctx.clone();
+        if self.pending.is_some() && crate::compact::due(&ctx, &self.request) {
+            // A compaction rewrites the history: it waits for the step before it.
+            self.settle()
+                .await
+                .map_err(|error| End::Failed(FailureCause::Journal, error.to_string()))?;
+        }
         let scope = crate::compact::CompactScope {
             ctx: &ctx,
             actor: &self.actor,
@@ -401,6 +428,12 @@ impl Turn {
         // subscriber printing text deltas never prints a call's JSON (text_calls.rs).
         let takes_text_calls = self.calls_may_be_text();
         let mut held = crate::text_calls::HeldText::new(takes_text_calls);
+        let publish = |kind, index, text| {
+            ctx.emit_now(&header, || EventKind::TokenDelta { kind, index, text });
+        };
+        // While the step before this one is unacknowledged, its deltas wait here.
+        let pending = self.pending.take();
+        let waiting = overlap::Waiting::new(pending.is_some());
         let mut on_delta = |kind, index, text: &str| {
             let text = match kind {
                 DeltaKind::Text => match held.take(text) {
@@ -409,12 +442,30 @@ impl Turn {
                 },
                 _ => text.to_owned(),
             };
-            ctx.emit_now(&header, || EventKind::TokenDelta { kind, index, text });
+            if let Some((kind, index, text)) = waiting.hold(kind, index, text, || {
+                ctx.hub.wants_ephemeral(header.loop_id)
+            }) {
+                publish(kind, index, text);
+            }
         };
-        let result = tokio::select! {
-            biased;
-            _ = self.cancel.cancelled() => None,
-            result = ctx.client.complete(&self.request, &mut on_delta) => Some(result),
+        let call = ctx.client.complete(&self.request, &mut on_delta);
+        let result = match pending {
+            None => tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => None,
+                result = call => Some(result),
+            },
+            Some(pending) => {
+                let acked = || waiting.release(publish);
+                match overlap::alongside(pending.ack, call, &self.cancel, acked).await {
+                    Ok(result) => result,
+                    Err(error) => {
+                        self.undo(pending.before);
+                        finish(inference_hook, OperationOutcome::Canceled, None).await;
+                        return Err(End::Failed(FailureCause::Journal, error.to_string()));
+                    }
+                }
+            }
         };
         let mut completion = match result {
             None => {

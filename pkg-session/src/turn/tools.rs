@@ -1,7 +1,7 @@
 //! A step's tool half: its batch run, loop detection, the closing step after a
 //! turn-ending tool, and the commit through the loop actor.
 
-use ractor::rpc::CallResult;
+use tokio::sync::oneshot;
 use treadle_event::{Block, EventKind, FailureCause, Message, Role, StepId, Usage};
 
 use crate::batch::{self, BatchOutcome};
@@ -12,6 +12,7 @@ use crate::repeats::{Interaction, Repeats};
 use crate::resume::Prior;
 use crate::subject::StagedStep;
 
+use super::overlap::{self, Pending};
 use super::{End, StepEnd, Turn};
 
 /// The result of a call made after the turn's work was done.
@@ -79,9 +80,21 @@ impl Turn {
         } = staged;
         let mut messages = vec![message];
         messages.extend(results);
-        let end = self
-            .commit_and_count(step, index, messages, usage, model, final_text)
-            .await;
+        // The turn goes on after this step: its log sync may overlap the next model call
+        // (see `overlap.rs`), unless hooks watch the step's end, which rule 5 puts after
+        // the journal's append and before the next step's begin, or a fence admits the
+        // append: a worker whose lease went elsewhere makes no model call after it.
+        let overlap = final_text.is_none()
+            && matches!(stuck, Repeats::Fine)
+            && self.ctx.hooks.is_empty()
+            && !self.ctx.hub.fenced();
+        let end = if overlap {
+            self.send_and_count(step, index, messages, usage, model)
+                .await
+        } else {
+            self.commit_and_count(step, index, messages, usage, model, final_text)
+                .await
+        };
         match (end, stuck) {
             (StepEnd::Committed(_), Repeats::Stuck(why)) => {
                 StepEnd::Ended(End::Failed(FailureCause::Repeated, why))
@@ -165,10 +178,73 @@ impl Turn {
         step: StepId,
         index: u32,
         messages: Vec<Message>,
-        mut usage: Usage,
+        usage: Usage,
         model: String,
         final_text: Option<String>,
     ) -> StepEnd {
+        let committed = match self.step_commit(step, index, messages, usage, model).await {
+            Ok((commit, messages)) => {
+                let usage = commit.usage;
+                self.commit(commit).await.map(|()| (messages, usage))
+            }
+            Err(error) => Err(error),
+        };
+        let (messages, usage) = match committed {
+            Ok(committed) => committed,
+            Err(error) => {
+                return StepEnd::Discarded(End::Failed(FailureCause::Journal, error.to_string()));
+            }
+        };
+        self.request.extend(messages);
+        self.usage += usage;
+        self.steps += 1;
+        StepEnd::Committed(final_text)
+    }
+
+    /// [`Turn::commit_and_count`] of a step the turn goes on after, without waiting for
+    /// the acknowledgement: the next step's model call waits for it (see `overlap.rs`).
+    async fn send_and_count(
+        &mut self,
+        step: StepId,
+        index: u32,
+        messages: Vec<Message>,
+        usage: Usage,
+        model: String,
+    ) -> StepEnd {
+        let sent = match self.step_commit(step, index, messages, usage, model).await {
+            Ok((commit, messages)) => {
+                let usage = commit.usage;
+                self.send(commit).map(|ack| (ack, messages, usage))
+            }
+            Err(error) => Err(error),
+        };
+        let (ack, messages, usage) = match sent {
+            Ok(sent) => sent,
+            Err(error) => {
+                return StepEnd::Discarded(End::Failed(FailureCause::Journal, error.to_string()));
+            }
+        };
+        self.pending = Some(Pending {
+            ack,
+            before: self.counts(),
+        });
+        self.request.extend(messages);
+        self.usage += usage;
+        self.steps += 1;
+        StepEnd::Committed(None)
+    }
+
+    /// A step's group as the actor commits it, and its messages for the next request. The
+    /// commit before it is acknowledged first: the actor takes one step at a time.
+    async fn step_commit(
+        &mut self,
+        step: StepId,
+        index: u32,
+        messages: Vec<Message>,
+        mut usage: Usage,
+        model: String,
+    ) -> Result<(StepCommit, Vec<Message>), CommitError> {
+        self.settle().await?;
         usage += self.ctx.take_delegated();
         let commit = StepCommit {
             step,
@@ -178,13 +254,7 @@ impl Turn {
             model,
             effects: std::mem::take(&mut self.effects),
         };
-        if let Err(error) = self.commit(commit).await {
-            return StepEnd::Discarded(End::Failed(FailureCause::Journal, error.to_string()));
-        }
-        self.request.extend(messages);
-        self.usage += usage;
-        self.steps += 1;
-        StepEnd::Committed(final_text)
+        Ok((commit, messages))
     }
 
     /// Whether a text answer made only of tool calls is taken as those calls: when tools
@@ -211,23 +281,25 @@ impl Turn {
     }
 
     /// Asks the actor to journal and commit the step's group (the step.commit point of
-    /// rule 5: the journal-append hooks run around the append, in the hub).
+    /// rule 5: the journal-append hooks run around the append, in the hub); the answer
+    /// comes on the receiver once the journal acknowledged the group and it is published.
+    pub(super) fn send(
+        &self,
+        commit: StepCommit,
+    ) -> Result<oneshot::Receiver<Result<(), CommitError>>, CommitError> {
+        let (reply, ack) = oneshot::channel();
+        self.actor
+            .cast(LoopMsg::Commit {
+                coords: self.coords,
+                commit,
+                reply: reply.into(),
+            })
+            .map_err(|_| CommitError::ActorGone)?;
+        Ok(ack)
+    }
+
+    /// Asks the actor to commit the step's group and waits for the answer.
     pub(super) async fn commit(&self, commit: StepCommit) -> Result<(), CommitError> {
-        let coords = self.coords;
-        let reply = self
-            .actor
-            .call(
-                |reply| LoopMsg::Commit {
-                    coords,
-                    commit,
-                    reply,
-                },
-                None,
-            )
-            .await;
-        match reply {
-            Ok(CallResult::Success(result)) => result,
-            _ => Err(CommitError::ActorGone),
-        }
+        overlap::acknowledged(self.send(commit)?).await
     }
 }
