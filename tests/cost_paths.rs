@@ -17,8 +17,11 @@ use treadle_scripted::{Reply, Script, ScriptedServer};
 /// model's shows.
 const PRICES: &str = "prices:\n  primary-model: { prompt: 1.0, completion: 2.0 }\n  equivalent-model: { prompt: 3.0, completion: 4.0 }\n  child-model: { prompt: 5.0, completion: 7.0 }\n  qwen2.5-coder-0.5b: { prompt: 1.0, completion: 2.0 }\n";
 
-/// What calls cost: (prompt, completion) tokens at (prompt, completion) dollars per million.
-fn usd(calls: &[((u64, u64), (f64, f64))]) -> f64 {
+/// A model call: (prompt, completion) tokens at (prompt, completion) dollars per million.
+type Call = ((u64, u64), (f64, f64));
+
+/// What calls cost.
+fn usd(calls: &[Call]) -> f64 {
     calls
         .iter()
         .map(|((p, c), (pp, cp))| (*p as f64 * pp + *c as f64 * cp) / 1e6)

@@ -52,9 +52,7 @@ async fn a_failed_step_keeps_its_outputs_and_a_rerun_starts_from_them_but_never_
     assert_eq!(command, "treadle run treadle.yml --rerun convert", "{hint}");
     let steps = f.treadle(&["runs", "--steps", "1"]);
     assert!(
-        steps
-            .stdout()
-            .contains("kept: rows in runs/1/kept/convert"),
+        steps.stdout().contains("kept: rows in runs/1/kept/convert"),
         "{}",
         steps.stdout()
     );

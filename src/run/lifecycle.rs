@@ -310,7 +310,7 @@ impl Run {
             versions: &self.seat.versions,
             remote: self.seat.remote.clone(),
             fence: self.seat.fence.clone(),
-            resume: self.seat.resume.clone(),
+            resume: self.seat.resume,
             questions: self.seat.questions.clone(),
             left: self.left.clone(),
             state: &self.state,

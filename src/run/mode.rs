@@ -213,9 +213,7 @@ fn inherited(
                 continue;
             }
             "force" => Mode::Force,
-            "rerun" => {
-                seq(link.from).map_or(Mode::Fresh, |s| Mode::Rerun(s, chain.dependents(s)))
-            }
+            "rerun" => seq(link.from).map_or(Mode::Fresh, |s| Mode::Rerun(s, chain.dependents(s))),
             "replay" | "fork" => {
                 seq(link.from).map_or(Mode::Fresh, |from| Mode::Replay { of: link.of, from })
             }

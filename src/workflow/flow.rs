@@ -246,7 +246,7 @@ pub struct Flow {
 /// What a flow's steps go to: the executor, in a run, or the planner
 /// ([`super::plan()`]), which runs nothing.
 pub(super) enum Mode {
-    Run(OpenRun),
+    Run(Box<OpenRun>),
     Plan(Box<super::planner::Planner>),
 }
 
@@ -316,7 +316,7 @@ pub(crate) async fn run_in<W: Workflow>(
     }
     let mut flow = Flow {
         loaded,
-        mode: Mode::Run(open),
+        mode: Mode::Run(Box::new(open)),
         within: Vec::new(),
         last: None,
     };
