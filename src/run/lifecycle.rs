@@ -7,7 +7,7 @@
 //! built. So a workflow's steps share one run state (vars, picked sources, built agent
 //! steps, spend) as a YAML job's do, and get the job's deadline and source picking too.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -346,7 +346,7 @@ impl Run {
             ctx.skip(std::slice::from_ref(step));
             return (done, seq);
         }
-        if let Err(e) = pick_sources(&ctx).await {
+        if let Err(e) = exec::job::pick_sources(&ctx).await {
             ctx.skip(std::slice::from_ref(step));
             return (Done::fail(FailureKind::ModelOutage, e.to_string()), seq);
         }
@@ -429,27 +429,6 @@ impl Run {
     pub(crate) fn answered_by_server(&mut self) {
         self.seat.answerable = true;
     }
-}
-
-/// Probes the sources of the agents with `fallback:` that `ctx.job` reaches and this run
-/// has not probed yet, and notes those that start on a fallback (`crate::agent::source_pick`):
-/// a YAML job's once before its first step, a workflow's before each step that brings an
-/// agent the run had not used.
-pub(crate) async fn pick_sources(ctx: &Ctx<'_>) -> Result<(), crate::agent::source_pick::NoSource> {
-    let probed: HashSet<String> = ctx.state.with(|s| s.probed.clone());
-    let (picked, newly) = crate::agent::source_pick::pick(ctx.loaded, ctx.job, &probed).await?;
-    for p in &picked {
-        ctx.emit(Event::Notice {
-            run: ctx.run,
-            text: p.note.clone(),
-        });
-    }
-    ctx.state.with(|s| {
-        s.probed.extend(newly);
-        s.picked
-            .extend(picked.into_iter().map(|p| (p.agent, p.fallback)));
-    });
-    Ok(())
 }
 
 /// Gives a run its id and its event journal in the state file.

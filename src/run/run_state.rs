@@ -44,7 +44,7 @@ pub(crate) struct RunState {
     /// The agents that start this run on a `fallback:` entry (its index) because the
     /// pre-run probe found their primary down, by agent name.
     pub picked: HashMap<String, usize>,
-    /// The agents whose sources were probed before their first step (`lifecycle::pick_sources`).
+    /// The agents whose sources were probed before their first step (`exec::job::pick_sources`).
     pub probed: HashSet<String>,
     /// The versions the `every` gets take in the input set running now, by outline seq.
     pub every_versions: HashMap<u32, String>,

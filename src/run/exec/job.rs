@@ -18,7 +18,7 @@ pub(crate) async fn job<'a>(ctx: &'a Ctx<'a>) -> Done {
     let result = if let Some(why) = workspace.and_then(crate::pipeline::container::unsupported) {
         ctx.skip(plan);
         Done::fail(FailureKind::Configuration, why)
-    } else if let Err(e) = crate::run::lifecycle::pick_sources(ctx).await {
+    } else if let Err(e) = pick_sources(ctx).await {
         ctx.skip(plan);
         Done::fail(FailureKind::ModelOutage, e.to_string())
     } else {
@@ -73,4 +73,25 @@ fn judge<'a>(ctx: &Ctx<'a>, result: Done) -> Done {
         None => spec.execution.is_some(),
     };
     if clears { Done::ok() } else { result }
+}
+
+/// Probes the sources of the agents with `fallback:` that `ctx.job` reaches and this run
+/// has not probed yet, and notes those that start on a fallback (`crate::agent::source_pick`):
+/// a YAML job's once before its first step, a workflow's before each step that brings an
+/// agent the run had not used.
+pub(crate) async fn pick_sources(ctx: &Ctx<'_>) -> Result<(), crate::agent::source_pick::NoSource> {
+    let probed: std::collections::HashSet<String> = ctx.state.with(|s| s.probed.clone());
+    let (picked, newly) = crate::agent::source_pick::pick(ctx.loaded, ctx.job, &probed).await?;
+    for p in &picked {
+        ctx.emit(crate::run::transcript::Event::Notice {
+            run: ctx.run,
+            text: p.note.clone(),
+        });
+    }
+    ctx.state.with(|s| {
+        s.probed.extend(newly);
+        s.picked
+            .extend(picked.into_iter().map(|p| (p.agent, p.fallback)));
+    });
+    Ok(())
 }
