@@ -61,6 +61,13 @@ def loadavg():
 REPLAYED = {"steps": "skip: ", "treadle": "cached: not run"}
 
 
+def fail(why, said):
+    """Stops the script with why and the end of what the tool printed (the scratch folder,
+    with its logs, is gone when the script ends)."""
+    tail = "\n".join(said.splitlines()[-20:])
+    sys.exit(f"{why}; it printed, last lines:\n{tail}")
+
+
 def timed(argv, cwd, log):
     """Runs argv in cwd under /usr/bin/time; returns (wall s, cpu s, peak RSS MB) and
     what it printed."""
@@ -75,7 +82,8 @@ def timed(argv, cwd, log):
     with open(log, "ab") as sink:
         sink.write(done.stdout)
     if done.returncode != 0:
-        sys.exit(f"{' '.join(argv)} in {cwd} failed ({done.returncode}); see {log}")
+        said = done.stdout.decode(errors="replace")
+        fail(f"{' '.join(argv)} in {cwd} failed ({done.returncode})", said)
     with open(out) as f:
         # /usr/bin/time may print a line of its own before the figures (a signal).
         wall, user, system, rss_kb = f.read().split()[-4:]
@@ -93,11 +101,12 @@ def run_pair(tool, binary, n, scratch, rnd):
     argv = [binary, "run", "pipeline.yml"]
     fresh, said = timed(argv, folder, log)
     if said.count(REPLAYED[tool]) != 0:
-        sys.exit(f"{tool} replayed steps of a fresh run in {folder}; see {log}")
+        fail(f"{tool} replayed steps of a fresh run in {folder}", said)
     cached, said = timed(argv, folder, log)
     # A cached run that ran its tasks again would be timed as cached: it must not pass.
     if said.count(REPLAYED[tool]) != n:
-        sys.exit(f"{tool} did not replay all {n} steps in {folder}; see {log}")
+        replayed = said.count(REPLAYED[tool])
+        fail(f"{tool} replayed {replayed} of {n} steps in the cached run in {folder}", said)
     return fresh, cached
 
 
