@@ -1,6 +1,6 @@
-//! The path rules many confined commands share (the system, the toolchains, `/dev`, a hook's
-//! project): their paths opened once per process and set of rules, and added to each
-//! command's own ruleset by descriptor.
+//! The path rules many confined commands share (the system, the toolchains, `/dev`): their
+//! paths opened once per process and set of rules, and added to each command's own ruleset
+//! by descriptor. A caller's own places (a hook's project) are opened per command ([`open`]).
 //!
 //! Built path by path, as the `landlock` crate's `path_beneath_rules` does, a rule costs an
 //! `open`, two `fstat`s, a `fcntl` and a `close` besides the `landlock_add_rule`; a task had
@@ -55,7 +55,7 @@ pub(super) fn base(wanted: Wanted) -> Arc<Base> {
 }
 
 /// Opens each path of `wanted` and merges the rules naming the same file.
-fn open(wanted: &[(PathBuf, BitFlags<AccessFs>)]) -> Base {
+pub(super) fn open(wanted: &[(PathBuf, BitFlags<AccessFs>)]) -> Base {
     let mut rules: Vec<(OwnedFd, u64, (u64, u64))> = Vec::new();
     for (path, access) in wanted {
         let Some((fd, access, id)) = opened(path, *access) else {
@@ -103,29 +103,35 @@ struct PathBeneathAttr {
 /// `LANDLOCK_RULE_PATH_BENEATH`.
 const RULE_PATH_BENEATH: libc::c_long = 1;
 
-impl Base {
-    /// Adds every rule to `ruleset` (created, not yet enforced), and `dir` with every right
-    /// the ruleset handles (a command's step directory).
-    pub(super) fn add_to(&self, ruleset: &RulesetCreated, dir: &Path) -> io::Result<()> {
-        // The crate does not lend its descriptor; a duplicate names the same ruleset.
-        let Some(target) = Option::<OwnedFd>::from(ruleset.try_clone()?) else {
-            // No Landlock after all (the ruleset enforces nothing): nothing to add to.
-            return Ok(());
-        };
-        for (parent, access) in &self.rules {
+/// Adds the rules of each of `bases` to `ruleset` (created, not yet enforced), and `dir`
+/// with every right the ruleset handles (a command's step directory).
+pub(super) fn add_to<'a>(
+    ruleset: &RulesetCreated,
+    bases: impl IntoIterator<Item = &'a Base>,
+    dir: &Path,
+) -> io::Result<()> {
+    // The crate does not lend its descriptor; a duplicate names the same ruleset.
+    let Some(target) = Option::<OwnedFd>::from(ruleset.try_clone()?) else {
+        // No Landlock after all (the ruleset enforces nothing): nothing to add to.
+        return Ok(());
+    };
+    for base in bases {
+        for (parent, access) in &base.rules {
             add(&target, parent, *access)?;
         }
-        let dir = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-            .open(dir)?;
-        add(
-            &target,
-            &dir.into(),
-            AccessFs::from_all(TARGET).bits() & known(),
-        )
     }
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(dir)?;
+    add(
+        &target,
+        &dir.into(),
+        AccessFs::from_all(TARGET).bits() & known(),
+    )
+}
 
+impl Base {
     /// How many distinct files its rules name.
     #[cfg(test)]
     pub(super) fn count(&self) -> usize {

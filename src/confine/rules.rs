@@ -60,16 +60,22 @@ pub(super) fn rules<'a>(
         true => toolchains::readable(var("HOME").as_deref(), &path_dirs, var),
         false => Vec::new(),
     };
-    let mut wanted: base::Wanted = Vec::new();
-    for paths in [
-        reads.system.iter().map(PathBuf::from).collect::<Vec<_>>(),
-        toolchains,
-        reads.readable.to_vec(),
-    ] {
-        wanted.extend(paths.into_iter().map(|p| (p, read)));
-    }
+    let mut wanted: base::Wanted = (reads.system.iter().map(PathBuf::from))
+        .chain(toolchains)
+        .map(|p| (p, read))
+        .collect();
     wanted.push((PathBuf::from("/dev"), devices));
     let shared = base::base(wanted);
+    // A caller's own places (a hook's project, a CLI's install) are opened for each command:
+    // they may be deleted and made again while a server runs, and a kept descriptor would
+    // still name the old directory.
+    let own = base::open(
+        &reads
+            .readable
+            .iter()
+            .map(|p| (p.clone(), read))
+            .collect::<Vec<_>>(),
+    );
     let ruleset = Ruleset::default()
         // Best effort: an older kernel enforces what it knows (reported by the status).
         .set_compatibility(CompatLevel::BestEffort)
@@ -81,12 +87,10 @@ pub(super) fn rules<'a>(
         .and_then(|r| r.create())
         .and_then(|r| network::allow(r, net))
         .map_err(rules_error(dir))?;
-    shared
-        .add_to(&ruleset, dir)
-        .map_err(|source| ConfineError::Rule {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
+    base::add_to(&ruleset, [&*shared, &own], dir).map_err(|source| ConfineError::Rule {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     Ok(ruleset)
 }
 
@@ -94,5 +98,45 @@ fn rules_error(dir: &Path) -> impl Fn(RulesetError) -> ConfineError + '_ {
     move |source| ConfineError::Rules {
         dir: dir.to_path_buf(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller's own place (a hook's project) deleted and made again between two commands
+    /// is read by the second: its rule is opened for each command, not kept from the first.
+    #[test]
+    fn a_readable_place_made_again_is_read_by_the_next_command() {
+        if super::super::abi().is_none() {
+            crate::console::tell!("SKIP: no Landlock");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let (project, step) = (root.path().join("project"), root.path().join("step"));
+        std::fs::create_dir(&step).unwrap();
+        let confined_read = |text: &str| {
+            std::fs::create_dir(&project).unwrap();
+            std::fs::write(project.join("f"), text).unwrap();
+            let (step, project) = (step.clone(), project.clone());
+            std::thread::spawn(move || {
+                let readable = [project.clone()];
+                let reads = Reads {
+                    system: &[],
+                    toolchains: false,
+                    readable: &readable,
+                };
+                let plan = network::Plan::default();
+                let ruleset = rules(&step, &reads, &plan, std::iter::empty()).unwrap();
+                ruleset.restrict_self().unwrap();
+                std::fs::read_to_string(project.join("f"))
+            })
+            .join()
+            .unwrap()
+        };
+        assert_eq!(confined_read("one").unwrap(), "one");
+        std::fs::remove_dir_all(&project).unwrap();
+        assert_eq!(confined_read("two").unwrap(), "two");
     }
 }
