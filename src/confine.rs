@@ -37,12 +37,14 @@
 //! the pipeline file writes it, parsed once), `network` (that grant enforced: TCP rules,
 //! the server's port, namespaces), `pid` (a PID namespace and `/proc` of the command's
 //! own), `denied` (the hint for a refusal), `rules` (the ruleset of one command from what
-//! it may read). The grant's type lives here, not in `pipeline`,
+//! it may read), `base` (the path rules commands share, opened once per process). The
+//! grant's type lives here, not in `pipeline`,
 //! which re-exports it, so that confinement depends on nothing of the pipeline's.
 //!
 //! The `landlock` crate is the Landlock project's own Rust binding (rust-landlock),
 //! used by its kernel developers' tests; it degrades to "not enforced" on old kernels.
 
+mod base;
 pub mod cli;
 pub(crate) mod denied;
 pub mod grant;
@@ -85,6 +87,14 @@ pub enum ConfineError {
         dir: PathBuf,
         /// What Landlock said.
         source: RulesetError,
+    },
+    /// A rule could not be added to its ruleset.
+    #[error("cannot confine the command to {dir}: Landlock: {source}")]
+    Rule {
+        /// The step directory.
+        dir: PathBuf,
+        /// What the kernel said.
+        source: std::io::Error,
     },
     /// Its temporary directory could not be made.
     #[error("cannot create {path}: {source}")]
@@ -296,12 +306,7 @@ fn prepare(
     // `access()` says is writable and Landlock then refuses.
     let tmp = std::path::absolute(&tmp).unwrap_or(tmp);
     cmd.env("TMPDIR", &tmp);
-    rules(dir, reads, net, cmd.as_std().get_envs())
-        .map(Some)
-        .map_err(|source| ConfineError::Rules {
-            dir: dir.to_path_buf(),
-            source,
-        })
+    rules(dir, reads, net, cmd.as_std().get_envs()).map(Some)
 }
 
 /// Makes `cmd` confined by `policy` when it starts, applied between fork and exec (see the

@@ -43,9 +43,23 @@ pub const MARK: &str = "TREADLE_RUN_MARK";
 /// The value of [`MARK`] for run `run` of the state file `state`: the same in every
 /// process that opens that file, and different for every other run or state file.
 pub fn mark(state: &Path, run: u64) -> String {
+    // Every command of a run asks; the path is resolved (a `readlink` per component) once.
+    static LAST: std::sync::Mutex<Option<(std::path::PathBuf, u64, String)>> =
+        std::sync::Mutex::new(None);
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((path, r, mark)) = last.as_ref()
+        && path == state
+        && *r == run
+    {
+        return mark.clone();
+    }
     let canonical = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
     let hash = blake3::hash(canonical.as_os_str().as_encoded_bytes());
-    format!("{}-{run}", &hash.to_hex()[..16])
+    let mark = format!("{}-{run}", &hash.to_hex()[..16]);
+    *last = Some((state.to_path_buf(), run, mark.clone()));
+    mark
 }
 
 /// Makes the process `cmd` starts a keeper of the command (see the module's documentation).

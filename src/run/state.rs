@@ -12,6 +12,9 @@
 //! One process opens a state file at a time ([`super::state_lock`], then redb's own lock):
 //! a second `treadle run` on the same pipeline fails with [`StateError::Held`], naming the
 //! process that holds it, instead of corrupting anything.
+//!
+//! A step's end is its one durable write; ends that come together share a sync
+//! (`group_sync`, the only submodule).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +28,9 @@ use treadle_session::journal::{self, JournalOpenError, JournalOptions};
 pub use super::approval_record::{ApprovalRecord, ApprovalStatus};
 use super::failure::{FailureKind, StepFailure};
 pub use super::state_records::{RunRecord, RunStatus, StepRecord, StepStatus, Streams};
+
+mod group_sync;
+use group_sync::GroupSync;
 
 const RUNS: TableDefinition<u64, &[u8]> = TableDefinition::new("runs");
 const STEPS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("steps");
@@ -123,6 +129,8 @@ db_err!(
 /// The open state file.
 pub struct Store {
     db: Arc<Database>,
+    /// Steps that end together share a sync.
+    syncs: GroupSync,
     journal: Journal,
     path: PathBuf,
     // Dropped last: the lock outlives the journal and database handles.
@@ -188,6 +196,7 @@ impl Store {
         txn.commit()?;
         let mut store = Self {
             db,
+            syncs: GroupSync::default(),
             journal,
             path: path.to_path_buf(),
             lock,
@@ -350,23 +359,45 @@ impl Store {
         Ok(())
     }
 
-    /// Writes a step's record. Only a step's final status is made durable (one fsync per
-    /// step): the transitions before it (running, attempt, exit code) are committed without
-    /// a sync, and the final commit persists them too. A crash can lose only those, and
-    /// the run is then recorded as running with the step not finished, which is true.
+    /// Writes a step's record. Only a step's final status is made durable: the transitions
+    /// before it (running, attempt, exit code) are committed without a sync, and the final
+    /// commit persists them too. A crash can lose only those, and the run is then recorded
+    /// as running with the step not finished, which is true.
     pub fn put_step(&self, run: u64, step: &StepRecord) -> Result<(), StateError> {
-        let mut txn = self.db.begin_write()?;
-        if matches!(
+        let lasting = !matches!(
             step.status,
             StepStatus::Pending | StepStatus::Queued | StepStatus::Running
-        ) {
+        );
+        self.put_step_as(run, step, lasting)
+    }
+
+    /// Writes a step's record, made durable when `lasting`: then it shares its sync with
+    /// the records of steps that end at the same time (a group commit, [`GroupSync`]), and
+    /// is durable when this returns.
+    pub fn put_step_as(
+        &self,
+        run: u64,
+        step: &StepRecord,
+        lasting: bool,
+    ) -> Result<(), StateError> {
+        let bytes = encode(step)?;
+        let write = |durability: redb::Durability| -> Result<(), StateError> {
+            let mut txn = self.db.begin_write()?;
             // Refused only where durability cannot be lowered; the commit then just syncs.
-            let _ = txn.set_durability(redb::Durability::None);
+            let _ = txn.set_durability(durability);
+            txn.open_table(STEPS)?
+                .insert((run, step.seq), bytes.as_slice())?;
+            txn.commit()?;
+            Ok(())
+        };
+        if !lasting {
+            return write(redb::Durability::None);
         }
-        txn.open_table(STEPS)?
-            .insert((run, step.seq), encode(step)?.as_slice())?;
-        txn.commit()?;
-        Ok(())
+        self.syncs.durable(write, || {
+            // An empty durable commit: it persists every commit before it.
+            self.db.begin_write()?.commit()?;
+            Ok(())
+        })
     }
 
     /// Ends a run (with why it did not succeed), turning every step still pending or

@@ -125,8 +125,16 @@ pub struct TaskSpec<'a> {
 fn command(spec: &TaskSpec<'_>) -> (Command, String) {
     let (mut cmd, program) = match spec.run {
         RunSpec::Shell(line) => {
-            let mut c = Command::new("sh");
-            c.arg("-c").arg(line).current_dir(spec.dir);
+            // By its path when the command gets treadle's `PATH` (the child then makes one
+            // `execve`, not one per `PATH` entry before `sh`'s); by name when the step sets
+            // its own `PATH`, which may hold another `sh`. `$0` is `sh` either way.
+            let own_path =
+                spec.env.contains_key("PATH") || spec.extra_env.iter().any(|(k, _)| k == "PATH");
+            let mut c = match own_path {
+                true => Command::new("sh"),
+                false => Command::new(crate::environ::sh()),
+            };
+            c.arg0("sh").arg("-c").arg(line).current_dir(spec.dir);
             (c, "sh".to_owned())
         }
         RunSpec::Exec(cfg) => {

@@ -498,7 +498,10 @@ async fn record_success<'a>(
     };
     let shared = (replay && ctx.remote.is_some()).then(|| outcome.clone());
     let (cache, path) = (cache.clone(), entry.path.clone());
-    blocking::<_, CachedError>(move || Ok(cache.put_success(&path, &outcome, replay, true)?))
+    // Committed without a sync of its own: the step's end, recorded next in the same
+    // state file, is durable and persists this with it (one sync per step, not two), and
+    // a crash before it loses both, leaving the step unfinished, which it then is.
+    blocking::<_, CachedError>(move || Ok(cache.put_success(&path, &outcome, replay, false)?))
         .await?;
     // Under `--nats`, shared for every server, once it is in the state file.
     if let (Some(remote), Some(outcome)) = (&ctx.remote, shared) {

@@ -292,7 +292,7 @@ impl<'a> Ctx<'a> {
             if done.is_ok() && !kept::started_from_kept(self, entry) {
                 cached::cache_after(self, step, entry).await;
             }
-            record::record_end(self, entry, &done, started).await;
+            record::record_end(self, step, entry, &done, started).await;
             // A step its group cancelled (a lost race, a fail_fast sibling) did not run to
             // its end, so it is not in the execution log.
             if done.is_ok() || !cancel.is_cancelled() {

@@ -54,15 +54,30 @@ pub(crate) fn keep_state_error<'a>(ctx: &Ctx<'a>, error: String) {
     });
 }
 
-/// Records how a step ended in its record.
-pub(crate) async fn record_end<'a>(ctx: &Ctx<'a>, entry: &Entry, done: &Done, started: Instant) {
+/// Records how a step ended in its record: durably for a leaf (it did work that must not
+/// run again), with the ends of leaves that end at the same time ([`Store::put_step_as`]);
+/// without a sync for a step that only holds others (`do:`, `in_parallel:`, ...), which
+/// did nothing of its own: its children's records are durable, and a crash that loses its
+/// end leaves it running, to go on through them.
+pub(crate) async fn record_end<'a>(
+    ctx: &Ctx<'a>,
+    step: &Step,
+    entry: &Entry,
+    done: &Done,
+    started: Instant,
+) {
     let (status, failure) = (StepStatus::from(done.status), done.failure.clone());
-    update(ctx, entry.seq, move |r| {
+    let lasting = Kind::of(step).is_leaf();
+    let change = move |r: &mut StepRecord| {
         r.status = status;
         r.duration_ms = Some(millis(started.elapsed()));
         r.set_failure(failure);
-    })
-    .await;
+    };
+    let Some(record) = changed(ctx, entry.seq, None, change) else {
+        return;
+    };
+    let run = ctx.run;
+    write_state(ctx, move |store| store.put_step_as(run, &record, lasting)).await;
 }
 
 /// Adds a leaf step that ran to the execution log (containers record nothing).
@@ -137,7 +152,22 @@ pub(super) async fn update_in<'a>(
     cell: Option<CellAt>,
     change: impl FnOnce(&mut StepRecord),
 ) {
-    let record = ctx.state.with(|s| {
+    let Some(record) = changed(ctx, seq, cell, change) else {
+        return;
+    };
+    let run = ctx.run;
+    write_state(ctx, move |store| store.put_step(run, &record)).await;
+}
+
+/// Changes the record of step `seq` (and a cell's own view of it) in memory; returns the
+/// record to write.
+fn changed<'a>(
+    ctx: &Ctx<'a>,
+    seq: u32,
+    cell: Option<CellAt>,
+    change: impl FnOnce(&mut StepRecord),
+) -> Option<StepRecord> {
+    ctx.state.with(|s| {
         let r = s.records.get_mut(seq as usize)?;
         change(r);
         let record = r.clone();
@@ -145,12 +175,7 @@ pub(super) async fn update_in<'a>(
             s.cell_records.insert(at, record.clone());
         }
         Some(record)
-    });
-    let Some(record) = record else {
-        return;
-    };
-    let run = ctx.run;
-    write_state(ctx, move |store| store.put_step(run, &record)).await;
+    })
 }
 
 /// How long the execution log is now, to reorder what a group adds after it.
