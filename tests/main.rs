@@ -72,6 +72,7 @@ mod model_tape;
 mod model_timing;
 mod nats_across;
 mod nats_cluster;
+mod nats_lease;
 mod nats_outage;
 mod nats_queue;
 mod nats_sessions;

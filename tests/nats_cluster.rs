@@ -10,7 +10,10 @@
 //!   wiped (its disk lost) before it comes back: a second run finishes (the replicas fill
 //!   it again). A third run has all three nodes killed for 20 s mid-run, then started
 //!   again: it finishes. Every task, every tool effect, and every model call exactly once
-//!   (counted in files outside the workers and by the model server).
+//!   (counted in files outside the workers and by the model server). A copy of a step's
+//!   message redelivered after an outage may reach the worker still running it: it is
+//!   handed back (tests/nats_lease.rs shows it alone). The one rerun the design accepts, a
+//!   worker stalled 6 s without renewing its lease (docs/scale-out.md), nothing here does.
 
 use crate::common;
 

@@ -4,6 +4,10 @@
 //! * The first worker to take the step makes the lease with `create` (only when no value is
 //!   there); its holder renews it every [`RENEW_EVERY`] with `update` at the revision it
 //!   last wrote (compare-and-set), so a renewal fails once anyone else wrote the key.
+//! * Each take of the step writes its own mark beside the worker's name: a worker handed
+//!   the step again while it still runs it (its message redelivered to it after an outage
+//!   that outlasted the ack wait) is another contender, not the holder, and finds the lease
+//!   renewed. Only this take's own writes whose answers were lost are recognised as its own.
 //! * A worker handed the same step again (its holder stopped extending the delivery) takes
 //!   the lease over only after seeing its revision unchanged for [`LEASE_TIME`] by its own
 //!   clock while the bucket takes writes (probed with an update that cannot match: after
@@ -24,6 +28,7 @@
 //!   is retried until it is, or until the lease is lost.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::kv::{self, CreateErrorKind, UpdateErrorKind};
@@ -47,9 +52,47 @@ pub const TRUST_FOR: Duration = Duration::from_secs(3);
 struct Value {
     /// The worker holding it.
     holder: String,
+    /// Which of that worker's takes of the step holds it ([`Taker`]).
+    #[serde(default)]
+    take: u64,
     /// The step's result, once committed.
     #[serde(default)]
     result: Option<StepResult>,
+}
+
+/// Who writes a lease: a worker, in one take of the step. A worker's name alone does not
+/// tell its takes apart, and a copy of the step's message redelivered to the worker that
+/// runs it must not take that run's lease for its own (it would run the step again).
+#[derive(Clone)]
+struct Taker {
+    holder: String,
+    take: u64,
+}
+
+/// Numbers this process's takes (0: a value written without a take mark).
+static TAKES: AtomicU64 = AtomicU64::new(1);
+
+impl Taker {
+    fn new(holder: &str) -> Self {
+        Self {
+            holder: holder.to_owned(),
+            take: TAKES.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The value this take writes: the lease, with `result` once committed.
+    fn value(&self, result: Option<StepResult>) -> bytes::Bytes {
+        encode(&Value {
+            holder: self.holder.clone(),
+            take: self.take,
+            result,
+        })
+    }
+
+    /// Whether `value` was written by this take.
+    fn wrote(&self, value: &Value) -> bool {
+        value.holder == self.holder && value.take == self.take
+    }
 }
 
 fn encode(value: &Value) -> bytes::Bytes {
@@ -111,7 +154,7 @@ pub struct Lease {
     /// Where the session's events are mirrored.
     js: async_nats::jetstream::Context,
     key: String,
-    holder: String,
+    taker: Taker,
     state: watch::Receiver<State>,
     /// Cancelled when the lease is lost.
     lost: CancellationToken,
@@ -122,11 +165,9 @@ pub struct Lease {
 /// Takes the lease of step `key` for `holder` (see the module's doc).
 pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
     let store = bus.leases.clone();
-    let start = |revision, sent| Lease::start(&store, &bus.js, key, holder, revision, sent);
-    let mine = encode(&Value {
-        holder: holder.to_owned(),
-        result: None,
-    });
+    let taker = Taker::new(holder);
+    let start = |revision, sent| Lease::start(&store, &bus.js, key, &taker, revision, sent);
+    let mine = taker.value(None);
     // The revision seen and when it was first seen; when this worker last wrote.
     let mut seen: Option<(u64, Instant)> = None;
     let mut sent = Instant::now();
@@ -150,8 +191,9 @@ pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
             if let Some(result) = value.result {
                 return Acquired::Finished(Box::new(result));
             }
-            // Our own write whose answer was lost.
-            if value.holder == holder {
+            // This take's own write whose answer was lost (not another take of this
+            // worker's: that one runs the step).
+            if taker.wrote(&value) {
                 return Acquired::Held(Box::new(start(entry.revision, sent)));
             }
         }
@@ -194,7 +236,7 @@ impl Lease {
         store: &kv::Store,
         js: &async_nats::jetstream::Context,
         key: &str,
-        holder: &str,
+        taker: &Taker,
         revision: u64,
         sent: Instant,
     ) -> Self {
@@ -206,7 +248,7 @@ impl Lease {
         let renewer = Renewer {
             store: store.clone(),
             key: key.to_owned(),
-            holder: holder.to_owned(),
+            taker: taker.clone(),
             state: tx,
             lost: lost.clone(),
             stop: stop.clone(),
@@ -215,7 +257,7 @@ impl Lease {
             store: store.clone(),
             js: js.clone(),
             key: key.to_owned(),
-            holder: holder.to_owned(),
+            taker: taker.clone(),
             state,
             lost,
             stop,
@@ -250,10 +292,7 @@ impl Lease {
         if let Standing::Lost(why) = state.standing {
             return Err(why);
         }
-        let value = encode(&Value {
-            holder: self.holder.clone(),
-            result: Some(result.clone()),
-        });
+        let value = self.taker.value(Some(result.clone()));
         let mut revision = state.revision;
         loop {
             match self.store.update(&self.key, value.clone(), revision).await {
@@ -269,8 +308,8 @@ impl Lease {
                         return Err(LeaseLost::Vanished);
                     };
                     match serde_json::from_slice::<Value>(&now.value) {
-                        Ok(v) if v.holder == self.holder && v.result.is_some() => return Ok(()),
-                        Ok(v) if v.holder == self.holder => revision = now.revision,
+                        Ok(v) if self.taker.wrote(&v) && v.result.is_some() => return Ok(()),
+                        Ok(v) if self.taker.wrote(&v) => revision = now.revision,
                         _ => return Err(LeaseLost::TakenOver),
                     }
                 }
@@ -315,7 +354,7 @@ impl Drop for Lease {
 struct Renewer {
     store: kv::Store,
     key: String,
-    holder: String,
+    taker: Taker,
     state: watch::Sender<State>,
     lost: CancellationToken,
     stop: CancellationToken,
@@ -323,10 +362,7 @@ struct Renewer {
 
 impl Renewer {
     async fn run(self) {
-        let mine = encode(&Value {
-            holder: self.holder.clone(),
-            result: None,
-        });
+        let mine = self.taker.value(None);
         loop {
             tokio::select! {
                 () = tokio::time::sleep(RENEW_EVERY) => {}
@@ -376,7 +412,7 @@ impl Renewer {
         };
         let value =
             serde_json::from_slice::<Value>(&entry.value).map_err(|_| LeaseLost::TakenOver)?;
-        match value.holder == self.holder && value.result.is_none() {
+        match self.taker.wrote(&value) && value.result.is_none() {
             true => Ok(entry.revision),
             false => Err(LeaseLost::TakenOver),
         }

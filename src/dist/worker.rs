@@ -3,8 +3,9 @@
 //! result under the step's key, then acknowledges the message.
 //!
 //! Each step once: every step runs under its lease ([`super::lease`]), so a copy of its
-//! message handed to another worker while its holder lives (redelivered after a NATS outage
-//! that outlasted the ack wait) finds the lease renewed and is handed back, not run. The
+//! message handed to another worker, or to this one in another slot, while its holder lives
+//! (redelivered after a NATS outage that outlasted the ack wait) finds the lease renewed
+//! and is handed back, not run. The
 //! delivery is extended every third of the ack wait from the moment the message is taken
 //! until its result is stored, however long NATS is away; the result is stored with
 //! `create` under the step key (the first stands), and a step whose key has a result is
