@@ -90,4 +90,3 @@ db_err!(
     redb::StorageError,
     redb::CommitError
 );
-
