@@ -266,13 +266,7 @@ impl Store {
     /// Writes a step's record without waiting for the disk: for a replayed step, whose
     /// record the cache can rebuild. The run's end (or any later durable write) persists it.
     pub fn put_step_lazy(&self, run: u64, step: &StepRecord) -> Result<(), StateError> {
-        let mut txn = self.db.begin_write()?;
-        // Refused only where durability cannot be lowered; the commit then just syncs.
-        let _ = txn.set_durability(redb::Durability::None);
-        txn.open_table(STEPS)?
-            .insert((run, step.seq), encode(step)?.as_slice())?;
-        txn.commit()?;
-        Ok(())
+        self.put_step_as(run, step, false)
     }
 
     /// Writes a step's record. Only a step's final status is made durable: the transitions
