@@ -98,7 +98,7 @@ impl Bus {
                 // cannot be raised) is not waited out.
                 Err(e @ DistError::Replicas { .. }) => return Err(e),
                 Err(e) if started.elapsed() >= JETSTREAM_WAIT => {
-                    return Err(DistError::JetStream(e.to_string()));
+                    return Err(DistError::JetStream(Box::new(e)));
                 }
                 Err(e) => {
                     if !said {

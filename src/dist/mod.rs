@@ -82,7 +82,7 @@ pub enum DistError {
     #[error(
         "NATS answers but JetStream does not: {0}\nhint: the NATS server must run with JetStream (`nats-server -js`, or `jetstream {{}}` in its config); a cluster needs a majority of its servers up"
     )]
-    JetStream(String),
+    JetStream(#[source] Box<DistError>),
     /// A stream or bucket cannot have the replica count asked for.
     #[error("cannot set up {what}: {why}")]
     Replicas {
@@ -97,9 +97,16 @@ pub enum DistError {
     /// The session of a step taken over cannot be rebuilt from its mirrored events.
     #[error("taking the step over: {0}")]
     Takeover(String),
-    /// The pipeline the server sent does not load here.
+    /// The pipeline the server sent does not load here: its located errors.
     #[error("the step's pipeline does not load on this worker: {0}")]
-    Pipeline(String),
+    Pipeline(#[source] crate::pipeline::LoadError),
+    /// The pipeline loads, but has no job of the name the server sent.
+    #[error("the step's pipeline does not load on this worker: {0}")]
+    NoJob(crate::pipeline::Diagnostic),
+    /// The step could not be run here (the server's pipeline and this worker's disagree on
+    /// its place, or it is not one step).
+    #[error("the step's pipeline does not load on this worker: {0}")]
+    Step(#[source] crate::run::one_leaf::OneLeafError),
 }
 
 impl From<crate::blocking::WorkerStopped> for DistError {

@@ -371,7 +371,7 @@ impl Worker {
         let loaded = self.parsed.load(&job.file, &job.job, &job.source)?;
         let job_def = loaded
             .job(Some(&job.job))
-            .map_err(|e| DistError::Pipeline(e.to_string()))?;
+            .map_err(DistError::NoJob)?;
         let artifacts = Arc::new(
             Artifacts::create(place, job.run).map_err(|e| DistError::Artifact(e.to_string()))?,
         );
@@ -431,7 +431,7 @@ impl Worker {
             cell: job.cell.clone(),
         })
         .await
-        .map_err(|e| DistError::Pipeline(e.to_string()));
+        .map_err(DistError::Step);
         if let Some(l) = listening {
             l.abort();
         }

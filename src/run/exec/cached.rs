@@ -41,14 +41,8 @@ enum CachedError {
     #[error(transparent)]
     State(#[from] StateError),
     /// The blocking task doing the work did not finish.
-    #[error("the worker stopped: {0}")]
-    Worker(String),
-}
-
-impl From<WorkerStopped> for CachedError {
-    fn from(stopped: WorkerStopped) -> Self {
-        CachedError::Worker(stopped.0)
-    }
+    #[error("the worker stopped: {}", .0.0)]
+    Worker(#[from] WorkerStopped),
 }
 
 fn step_cache<'a>(ctx: &Ctx<'a>) -> Option<Arc<StepCache>> {

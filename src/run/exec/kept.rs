@@ -37,8 +37,8 @@ pub enum KeptError {
     #[error(transparent)]
     State(#[from] StateError),
     /// The blocking task doing the copy did not finish.
-    #[error("the copy stopped: {0}")]
-    Stopped(String),
+    #[error("the copy stopped: {}", .0.0)]
+    Stopped(#[from] crate::blocking::WorkerStopped),
 }
 
 /// The directory run `run_root`'s kept outputs of step `name` go to.
@@ -63,10 +63,9 @@ pub(crate) async fn keep_failed(ctx: &Ctx<'_>, step: &Step, entry: &Entry, done:
     let from = ctx.artifacts.step_dir(entry.seq, &entry.name, attempt);
     let to = kept_dir(ctx.artifacts.root(), &entry.name);
     let outputs = produced(step);
-    let copied = tokio::task::spawn_blocking(move || copy_out(&from, &to, &outputs))
-        .await
-        .map_err(|e| KeptError::Stopped(e.to_string()))
-        .and_then(|r| r.map_err(KeptError::from));
+    let copied =
+        crate::blocking::blocking(move || copy_out(&from, &to, &outputs).map_err(KeptError::from))
+            .await;
     let outputs = match copied {
         Ok(o) if !o.is_empty() => o,
         Ok(_) => {
@@ -191,10 +190,9 @@ pub(crate) async fn starting_state(
         return None;
     }
     let (store, run, name) = (ctx.store.clone(), ctx.run, entry.name.clone());
-    let found = tokio::task::spawn_blocking(move || latest_kept(&store, run, &name))
-        .await
-        .map_err(|e| KeptError::Stopped(e.to_string()))
-        .and_then(|r| r.map_err(KeptError::from));
+    let found =
+        crate::blocking::blocking(move || latest_kept(&store, run, &name).map_err(KeptError::from))
+            .await;
     let (of, kept) = match found {
         Ok(Some(found)) => found,
         Ok(None) => return None,
