@@ -49,7 +49,10 @@ mod tests {
         assert_eq!(bytes.first(), Some(&FORMAT_JSON_V1));
         assert_eq!(decode::<Vec<u8>>(&bytes).ok(), Some(vec![1, 2]));
         let newer = decode::<Vec<u8>>(&[9, b'1']);
-        assert!(matches!(newer, Err(FormatError::UnknownByte(9))), "{newer:?}");
+        assert!(
+            matches!(newer, Err(FormatError::UnknownByte(9))),
+            "{newer:?}"
+        );
         assert!(matches!(decode::<u8>(&[]), Err(FormatError::Empty)));
         let bad = decode::<u8>(&[FORMAT_JSON_V1, b'x']);
         assert!(matches!(bad, Err(FormatError::Json(_))), "{bad:?}");
