@@ -27,7 +27,7 @@ pub(super) fn channel() -> (Begun, BegunId) {
 
 impl Begun {
     /// Tells the waiting request, if nobody told it yet.
-    pub(super) fn tell(&self, result: Told) {
+    pub(super) fn answer(&self, result: Told) {
         if let Some(tx) = self.0.lock().ok().and_then(|mut t| t.take()) {
             let _ = tx.send(result);
         }

@@ -113,7 +113,7 @@ async fn begin(
             if let Ok(mut live) = app.live.lock() {
                 live.insert(id, LiveRun { journal, cancel });
             }
-            begun.tell(Ok(id));
+            begun.answer(Ok(id));
         })
     };
     let launch = Launch {
@@ -134,7 +134,7 @@ async fn begin(
                     live.remove(&id);
                 }
             }
-            Err(e) => begun.tell(Err(ApiError::Unprocessable(e.to_string()))),
+            Err(e) => begun.answer(Err(ApiError::Unprocessable(e.to_string()))),
         }
     });
     begun_id.id("began").await

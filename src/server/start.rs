@@ -164,7 +164,7 @@ fn launch(
                 if let Ok(mut live) = app.live.lock() {
                     live.insert(id, LiveRun { journal, cancel });
                 }
-                begun.tell(Ok(id));
+                begun.answer(Ok(id));
             },
         )
     };
@@ -186,7 +186,7 @@ fn launch(
                     live.remove(&r.run);
                 }
             }
-            Err(e) => begun.tell(Err(ApiError::Unprocessable(e.to_string()))),
+            Err(e) => begun.answer(Err(ApiError::Unprocessable(e.to_string()))),
         }
     });
 }

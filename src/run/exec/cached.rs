@@ -410,12 +410,7 @@ fn show_reused<'a>(ctx: &Ctx<'a>, entry: &Entry, outcome: &SuccessRecord, from_r
         });
     }
     for line in outcome.stdout_tail.lines() {
-        ctx.emit(Event::Output {
-            run: ctx.run,
-            seq: entry.seq,
-            stream: "stdout".into(),
-            line: line.to_owned(),
-        });
+        ctx.step_line(entry, line.to_owned());
     }
 }
 

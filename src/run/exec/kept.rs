@@ -69,14 +69,14 @@ pub(crate) async fn keep_failed(ctx: &Ctx<'_>, step: &Step, entry: &Entry, done:
     let outputs = match copied {
         Ok(o) if !o.is_empty() => o,
         Ok(_) => {
-            say(
+            notice(
                 ctx,
                 format!("`{}` failed with no outputs left to keep", entry.name),
             );
             return;
         }
         Err(e) => {
-            say(
+            notice(
                 ctx,
                 format!("cannot keep the outputs of `{}`: {e}", entry.name),
             );
@@ -91,7 +91,7 @@ pub(crate) async fn keep_failed(ctx: &Ctx<'_>, step: &Step, entry: &Entry, done:
         outputs: outputs.clone(),
     };
     super::record::update(ctx, entry.seq, move |r| r.kept = Some(kept)).await;
-    say(
+    notice(
         ctx,
         format!(
             "`{}` failed; its outputs ({}) are kept in {} (keep_on_failure): `{} --rerun {}` starts it from them",
@@ -197,7 +197,7 @@ pub(crate) async fn starting_state(
         Ok(Some(found)) => found,
         Ok(None) => return None,
         Err(e) => {
-            say(
+            notice(
                 ctx,
                 format!("cannot look for the outputs `{}` kept: {e}", entry.name),
             );
@@ -207,7 +207,7 @@ pub(crate) async fn starting_state(
     let state_dir = ctx.store.path().parent().unwrap_or(Path::new("."));
     let dir = state_dir.join(&kept.dir);
     if !dir.is_dir() {
-        say(
+        notice(
             ctx,
             format!(
                 "the outputs run {of} kept of `{}` are gone ({} was pruned); it starts afresh",
@@ -224,7 +224,7 @@ pub(crate) async fn starting_state(
             entry.name,
             kept.outputs.join(", ")
         );
-        say(ctx, text);
+        notice(ctx, text);
     }
     Some(Start {
         dir,
@@ -268,6 +268,6 @@ pub(crate) fn started_from_kept(ctx: &Ctx<'_>, entry: &Entry) -> bool {
         .unwrap_or(false)
 }
 
-fn say(ctx: &Ctx<'_>, text: String) {
+fn notice(ctx: &Ctx<'_>, text: String) {
     ctx.emit(Event::Notice { run: ctx.run, text });
 }

@@ -160,6 +160,17 @@ impl<'a> Ctx<'a> {
         self.transcript.emit(&event);
     }
 
+    /// A line of the step at `entry`'s output, as the step's own command would print it
+    /// (a `get`'s version, an `http` step's body, a replayed step's tail).
+    pub(crate) fn step_line(&self, entry: &Entry, line: String) {
+        self.emit(Event::Output {
+            run: self.run,
+            seq: entry.seq,
+            stream: "stdout".into(),
+            line,
+        });
+    }
+
     /// The status a cancelled step ends with: aborted on Ctrl-C, else interrupted by a
     /// sibling (`fail_fast`) or a timeout the caller reports.
     pub(crate) fn cancelled(&self) -> Done {
