@@ -16,7 +16,7 @@ use std::time::Instant;
 use serde_json::json;
 use treadle::pipeline::CheckScope;
 use treadle::run::Style;
-use treadle::watch::{NoHooks, WatchConfig, Watched, Watcher};
+use treadle::watch::{NoObserver, WatchConfig, Watched, Watcher};
 
 fn pipeline(resources: usize) -> String {
     let mut yaml = String::from(
@@ -69,7 +69,7 @@ fn main() {
             max_concurrent: 1,
             style: Style::Quiet,
             agents: treadle::run::agents::default_agent_runner(),
-            hooks: Arc::new(NoHooks),
+            observer: Arc::new(NoObserver),
         };
         let watched = Watched::of("bench".to_owned(), loaded);
         let watcher = Watcher::new(vec![watched], store, config).expect("watcher");

@@ -22,6 +22,8 @@
 //! * [`template`]: the one `{{ }}` engine (the Go-template subset of `steps`): resource
 //!   scripts, custom tools' commands, `across:` cells' `{{ .vars.NAME }}`.
 //! * [`blocking`]: blocking work (redb, git, files) off the async threads, one helper.
+//! * [`stored_json`]: the format of a value in the state file's tables (a format byte, then
+//!   JSON), written and read in one place.
 //! * [`clock`]: wall-clock milliseconds, as the state file records them.
 //! * [`environ`]: API keys taken out of treadle's environment at start-up; the allow-listed
 //!   environment of every command it starts.
@@ -63,6 +65,7 @@ pub mod resource;
 pub mod run;
 pub mod server;
 pub mod shadow;
+pub mod stored_json;
 pub mod telemetry;
 pub mod template;
 pub mod tools;

@@ -30,8 +30,8 @@ pub enum CacheError {
     #[error(transparent)]
     Digest(#[from] DigestError),
     /// The blocking task doing the work did not finish.
-    #[error("the cache's worker stopped: {0}")]
-    Worker(String),
+    #[error("the cache's worker stopped: {}", .0.0)]
+    Worker(#[from] WorkerStopped),
 }
 
 /// What the cache says before a leaf step runs.
@@ -117,12 +117,6 @@ fn uses_captured_var(step: &Step) -> bool {
             cfg.path.contains("((") || cfg.args.iter().any(|a| a.contains("(("))
         }
         None => false,
-    }
-}
-
-impl From<WorkerStopped> for CacheError {
-    fn from(stopped: WorkerStopped) -> Self {
-        CacheError::Worker(stopped.0)
     }
 }
 

@@ -24,8 +24,6 @@ const RESULTS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("step_r
 const LAST: TableDefinition<&str, &[u8]> = TableDefinition::new("cache_last");
 const LINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("run_links");
 
-const FORMAT_JSON_V1: u8 = 1;
-
 /// Errors reading or writing the cache's tables.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -37,7 +35,7 @@ pub enum RecordError {
     Stopped(#[from] crate::blocking::WorkerStopped),
     /// A value this version cannot read.
     #[error("a cache record is in an unknown format ({0})")]
-    Format(String),
+    Format(#[from] crate::stored_json::FormatError),
 }
 
 macro_rules! db_err {
@@ -57,19 +55,11 @@ db_err!(
 );
 
 fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, RecordError> {
-    let mut out = vec![FORMAT_JSON_V1];
-    serde_json::to_writer(&mut out, v).map_err(|e| RecordError::Format(e.to_string()))?;
-    Ok(out)
+    Ok(crate::stored_json::encode(v)?)
 }
 
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, RecordError> {
-    match bytes.split_first() {
-        Some((&FORMAT_JSON_V1, json)) => {
-            serde_json::from_slice(json).map_err(|e| RecordError::Format(e.to_string()))
-        }
-        Some((b, _)) => Err(RecordError::Format(format!("format byte {b}"))),
-        None => Err(RecordError::Format("empty value".to_owned())),
-    }
+    Ok(crate::stored_json::decode(bytes)?)
 }
 
 /// One output artifact of a step, as stored.

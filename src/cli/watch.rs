@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::{EXIT_CONFIG, EXIT_INTERRUPTED, signals};
 use crate::console::tell;
 use crate::run::{self, Style};
-use crate::watch::{NoHooks, Stops, WatchConfig, Watched, Watcher};
+use crate::watch::{NoObserver, Stops, WatchConfig, Watched, Watcher};
 
 /// How long a shutdown waits for builds that are not `interruptible:`.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(600);
@@ -63,7 +63,7 @@ pub(super) async fn watch(args: WatchArgs) -> u8 {
         max_concurrent: args.max_concurrent,
         style: Style::detect(args.json),
         agents: run::agents::default_agent_runner(),
-        hooks: Arc::new(NoHooks),
+        observer: Arc::new(NoObserver),
     };
     let watcher = match Watcher::new(vec![w], store, config) {
         Ok(w) => w,
@@ -112,7 +112,7 @@ async fn listen(
     // Nor may a step reach the webhook that triggers builds.
     crate::confine::network::forbid_port(bound.port());
     tell!("treadle watch: webhooks on http://{bound}/hooks/check/RESOURCE");
-    let app = crate::watch::hooks::router(watcher);
+    let app = crate::watch::webhooks::router(watcher);
     tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })

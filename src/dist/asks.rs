@@ -2,16 +2,16 @@
 //! run it is: a `permissions:` rule that says `ask`, a verdict below `min_confidence:`
 //! escalated to a person, and `ask_human` calls.
 //!
-//! The worker puts each question in the `treadle-asks` bucket under `<step key>.<n>` and
+//! The worker puts each question in the `treadle-asks` bucket under `<attempt id>.<n>` and
 //! waits for that key to hold an answer. The server, while it waits for the step's result,
-//! watches `<step key>.*` and asks each question exactly as a step running in its own
+//! watches `<attempt id>.*` and asks each question exactly as a step running in its own
 //! process asks (`run::approval`): parked in its mailbox and recorded in its state file, so
 //! `treadle approvals`, `treadle approve`, `treadle answer`, the API and the web page list
 //! and answer it, with the step's `timeout:` as the deadline. The answer is written back to
 //! the same key. Both sides go through NATS outages (watches are made again, keys read).
 //!
 //! A server that starts against a NATS where yes-or-no questions of its own steps wait
-//! unanswered (it died while a worker's step waited on one; its step keys begin with its
+//! unanswered (it died while a worker's step waited on one; its attempt ids begin with its
 //! id, the same across restarts) asks each again in its state file ([`adopt`]), so it is
 //! listed and answered as before and the worker's step goes on.
 
@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use treadle_session::{GateAnswer, HumanQuestion};
 
+use super::attempt_id::AttemptId;
 use super::bus::{Bus, retrying, wait_for};
 use crate::agent::{Answered, Answerer, Asker, Question, QuestionKind};
 use crate::pipeline::outline::Entry;
@@ -61,20 +62,20 @@ enum Ask {
     },
 }
 
-/// The worker's side: the questions of the step under `key` go to the server.
+/// The worker's side: the questions of attempt `attempt_id` go to the server.
 pub struct Remote {
     bus: Bus,
-    key: String,
+    attempt_id: AttemptId,
     next: AtomicU32,
     cancel: CancellationToken,
 }
 
 impl Remote {
-    /// For the step under `key`; waiting for an answer ends when `cancel` does.
-    pub fn new(bus: Bus, key: &str, cancel: CancellationToken) -> Arc<Self> {
+    /// For attempt `attempt_id`; waiting for an answer ends when `cancel` does.
+    pub fn new(bus: Bus, attempt_id: &AttemptId, cancel: CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             bus,
-            key: key.to_owned(),
+            attempt_id: attempt_id.clone(),
             next: AtomicU32::new(0),
             cancel,
         })
@@ -82,7 +83,11 @@ impl Remote {
 
     /// Asks `ask` and waits for its answer; `None` when the step was cancelled first.
     async fn put_and_wait(&self, ask: &Ask) -> Option<Ask> {
-        let key = format!("{}.{}", self.key, self.next.fetch_add(1, Ordering::Relaxed));
+        let key = format!(
+            "{}.{}",
+            self.attempt_id,
+            self.next.fetch_add(1, Ordering::Relaxed)
+        );
         let value = bytes::Bytes::from(serde_json::to_vec(ask).ok()?);
         retrying("asking the server", || {
             self.bus.asks.put(&key, value.clone())
@@ -143,17 +148,17 @@ impl Asker for Remote {
     }
 }
 
-/// The server's side: asks the questions of the step under `key` (run by a worker) as the
+/// The server's side: asks the questions of attempt `attempt_id` (run by a worker) as the
 /// run's own, and writes each answer back. Runs until dropped.
 pub(crate) async fn serve(
     bus: &Bus,
     ctx: &Ctx<'_>,
     step: &At<Step>,
     entry: &Entry,
-    key: &str,
+    attempt_id: &AttemptId,
     cancel: &CancellationToken,
 ) {
-    let pattern = format!("{key}.*");
+    let pattern = format!("{attempt_id}.*");
     loop {
         let mut watch = retrying("watching a step's questions", || bus.asks.watch(&pattern)).await;
         loop {
@@ -247,7 +252,7 @@ pub(crate) async fn adopt(
         let Ok(Ask::Approval { kind, message }) = serde_json::from_slice::<Ask>(&value) else {
             continue;
         };
-        // `<server>.<run>.<seq>.<attempt>.<n>`
+        // `<attempt id>.<n>`: `<server>.<run>.<seq>.<attempt>.<n>` (`super::attempt_id`)
         let mut parts = key[prefix.len()..].split('.');
         let (Some(Ok(run)), Some(Ok(seq))) = (
             parts.next().map(str::parse::<u64>),

@@ -5,21 +5,21 @@
 //!   attempt of one step ([`super::wire::StepJob`]); the durable pull consumer `workers` hands
 //!   each to one worker at a time and hands it out again after [`ACK_WAIT`] without an
 //!   acknowledgement (or an in-progress extension).
-//! * `treadle-done` (key-value): each attempt's result by its step key, written once with
+//! * `treadle-done` (key-value): each attempt's result by its attempt id (`super::attempt_id`), written once with
 //!   `create` (compare-and-set on "no value yet"): the first result wins, and a redelivered
 //!   step whose key has a result is not run again.
-//! * `treadle-leases` (key-value): which worker holds an agent step's session, by step key,
+//! * `treadle-leases` (key-value): which worker holds an agent step's session, by attempt id,
 //!   renewed with revision-checked updates ([`super::lease`]).
 //! * `treadle-cache` (key-value): step cache records by cache key, shared by every server
 //!   ([`super::shared_cache`]).
 //! * `treadle-asks` (key-value): an agent step's questions for a person, asked by its worker
-//!   under `<step key>.<n>` and answered there by the server ([`super::asks`]).
+//!   under `<attempt id>.<n>` and answered there by the server ([`super::asks`]).
 //! * `treadle-artifacts` (object store): artifact directories packed ([`super::carry`]), named
 //!   by their blake3 digest.
 //! * `TREADLE_EVENTS` (subjects `treadle.events.<server>.<run>`): every run's enduring events,
 //!   deduplicated by their id (`Nats-Msg-Id`); see [`super::events`].
-//! * Plain subjects, not stored: `treadle.cancel.<key>` (stop a step) and
-//!   `treadle.tokens.<key>` (an agent step's token deltas).
+//! * Plain subjects, not stored: `treadle.cancel.<attempt id>` (stop a step) and
+//!   `treadle.tokens.<attempt id>` (an agent step's token deltas).
 
 use std::time::Duration;
 
@@ -59,9 +59,9 @@ pub struct Bus {
     pub client: async_nats::Client,
     /// JetStream.
     pub js: jetstream::Context,
-    /// Results by step key.
+    /// Results by attempt id.
     pub done: kv::Store,
-    /// Agent steps' session leases by step key ([`super::lease`]).
+    /// Agent steps' session leases by attempt id ([`super::lease`]).
     pub leases: kv::Store,
     /// Cache records by cache key ([`super::shared_cache`]).
     pub cache: kv::Store,
@@ -98,7 +98,7 @@ impl Bus {
                 // cannot be raised) is not waited out.
                 Err(e @ DistError::Replicas { .. }) => return Err(e),
                 Err(e) if started.elapsed() >= JETSTREAM_WAIT => {
-                    return Err(DistError::JetStream(e.to_string()));
+                    return Err(DistError::JetStream(Box::new(e)));
                 }
                 Err(e) => {
                     if !said {

@@ -1,6 +1,6 @@
 //! The server's side (`treadle serve --nats`): the walker plans the run as always, and each
 //! task or agent step it reaches is put on the steps stream instead of run here; the
-//! walker waits for the step's result under its key and goes on as if it had run the step
+//! walker waits for the step's result under its attempt's id and goes on as if it had run the step
 //! itself (record, events, outputs, tokens).
 
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::attempt_id::AttemptId;
 use super::bus::Bus;
 use super::wire::{CANCELLED, Carried, StepJob, StepResult};
 use super::{DistError, carry};
@@ -24,7 +25,7 @@ use crate::run::transcript::Event;
 /// One server's connection to its workers.
 pub struct Dispatcher {
     bus: Bus,
-    // Makes step keys unique across servers (and restarts of one) sharing a NATS.
+    // Makes attempt ids unique across servers (and restarts of one) sharing a NATS.
     server: String,
     /// Step messages are signed with it, when given.
     signing: Option<super::sign::SigningKey>,
@@ -39,7 +40,7 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     /// Connects to NATS at `url` (waiting for it) and makes the streams and buckets. The
-    /// server's id comes from its state file, whose run ids are unique, so step keys and
+    /// server's id comes from its state file, whose run ids are unique, so attempt ids and
     /// event subjects are unique across servers sharing one NATS and across restarts. A
     /// step no worker took within `unclaimed_warning` is logged.
     pub async fn connect(
@@ -76,7 +77,7 @@ impl Dispatcher {
         &self.bus
     }
 
-    /// This server's id in step keys and event subjects.
+    /// This server's id in attempt ids and event subjects.
     pub fn server(&self) -> &str {
         &self.server
     }
@@ -122,10 +123,7 @@ impl RemoteSteps for RemoteRun {
     ) -> Done {
         let bus = &self.dispatcher.bus;
         let (server, run, seq) = (&self.dispatcher.server, ctx.run, entry.seq);
-        let key = match &cell {
-            Some(c) => format!("{server}.{run}.{seq}.c{}.{attempt}", c.index),
-            None => format!("{server}.{run}.{seq}.{attempt}"),
-        };
+        let attempt_id = AttemptId::new(server, run, seq, cell.as_ref().map(|c| c.index), attempt);
         let mut inputs = Vec::new();
         for name in &step.inputs {
             // A missing input is the worker's to report, as `treadle run` would.
@@ -141,7 +139,7 @@ impl RemoteSteps for RemoteRun {
             }
         }
         let job = StepJob {
-            key: key.clone(),
+            attempt_id: attempt_id.clone(),
             run: ctx.run,
             seq: entry.seq,
             attempt,
@@ -164,11 +162,11 @@ impl RemoteSteps for RemoteRun {
                 );
             }
         };
-        let tokens = self.forward_tokens(ctx, &key, entry.seq).await;
+        let tokens = self.forward_tokens(ctx, &attempt_id, entry.seq).await;
         let signing = self.dispatcher.signing.as_ref();
         let queued = super::queued::Queued {
             bus,
-            key: &key,
+            attempt_id: &attempt_id,
             payload: &payload,
             signing,
             step: &entry.name,
@@ -178,12 +176,12 @@ impl RemoteSteps for RemoteRun {
         };
         let began = std::time::Instant::now();
         mark_queued(ctx, entry).await;
-        let seq = queued.publish(&key).await;
+        let seq = queued.publish(&attempt_id).await;
         let result = tokio::select! {
-            r = result_once_taken(bus, ctx, entry, &key) => r,
-            () = cancel.cancelled() => self.give_up(&key).await,
+            r = result_once_taken(bus, ctx, entry, &attempt_id) => r,
+            () = cancel.cancelled() => self.give_up(&attempt_id).await,
             // Its questions for a person are asked here, where the run's approvals are.
-            () = super::asks::serve(bus, ctx, step, entry, &key, &cancel) => wait_result(bus, &key).await,
+            () = super::asks::serve(bus, ctx, step, entry, &attempt_id, &cancel) => wait_result(bus, &attempt_id).await,
             // A step lost from NATS (its stream came back empty) is queued again, a few
             // times, then fails naming what was lost: never a silent wait.
             lost = queued.watch(seq) => {
@@ -210,13 +208,13 @@ impl RemoteRun {
     async fn forward_tokens(
         &self,
         ctx: &Ctx<'_>,
-        key: &str,
+        attempt_id: &AttemptId,
         seq: u32,
     ) -> Option<tokio::task::JoinHandle<()>> {
         let bus = &self.dispatcher.bus;
         let mut sub = bus
             .client
-            .subscribe(format!("treadle.tokens.{key}"))
+            .subscribe(format!("treadle.tokens.{attempt_id}"))
             .await
             .ok()?;
         let transcript = ctx.transcript.clone();
@@ -227,18 +225,18 @@ impl RemoteRun {
         }))
     }
 
-    /// Stops the step: tells its worker, and records `cancelled` under its key unless a
-    /// result got there first (then that result stands).
-    async fn give_up(&self, key: &str) -> StepResult {
+    /// Stops the step: tells its worker, and records `cancelled` under its attempt's id
+    /// unless a result got there first (then that result stands).
+    async fn give_up(&self, attempt_id: &AttemptId) -> StepResult {
         let bus = &self.dispatcher.bus;
         let _ = bus
             .client
-            .publish(format!("treadle.cancel.{key}"), bytes::Bytes::new())
+            .publish(format!("treadle.cancel.{attempt_id}"), bytes::Bytes::new())
             .await;
         let marker = serde_json::to_vec(&StepResult::cancelled()).unwrap_or_default();
-        match bus.done.create(key, marker.into()).await {
+        match bus.done.create(attempt_id.as_str(), marker.into()).await {
             Ok(_) => StepResult::cancelled(),
-            Err(_) => wait_result(bus, key).await,
+            Err(_) => wait_result(bus, attempt_id).await,
         }
     }
 }
@@ -259,14 +257,19 @@ async fn mark_queued(ctx: &Ctx<'_>, entry: &Entry) {
     });
 }
 
-/// Waits for the result under `key`; meanwhile, once a worker takes the step (makes its
+/// Waits for the result under `attempt_id`; meanwhile, once a worker takes the step (makes its
 /// lease), marks it running on that worker. A step whose result comes before its lease is
 /// seen (a quick one) is marked taken by the worker that ran it, so that every step run on
 /// a worker says which.
-async fn result_once_taken(bus: &Bus, ctx: &Ctx<'_>, entry: &Entry, key: &str) -> StepResult {
-    let result = wait_result(bus, key);
+async fn result_once_taken(
+    bus: &Bus,
+    ctx: &Ctx<'_>,
+    entry: &Entry,
+    attempt_id: &AttemptId,
+) -> StepResult {
+    let result = wait_result(bus, attempt_id);
     tokio::pin!(result);
-    let holder = super::bus::wait_for(&bus.leases, key, super::lease::holder);
+    let holder = super::bus::wait_for(&bus.leases, attempt_id, super::lease::holder);
     let worker = tokio::select! {
         r = &mut result => {
             if !r.worker.is_empty() {
@@ -296,9 +299,12 @@ async fn mark_taken(ctx: &Ctx<'_>, entry: &Entry, worker: String) {
     });
 }
 
-/// Waits for the result under `key`, through NATS restarts.
-pub async fn wait_result(bus: &Bus, key: &str) -> StepResult {
-    super::bus::wait_for(&bus.done, key, |bytes| serde_json::from_slice(bytes).ok()).await
+/// Waits for the result of attempt `attempt_id`, through NATS restarts.
+pub async fn wait_result(bus: &Bus, attempt_id: &AttemptId) -> StepResult {
+    super::bus::wait_for(&bus.done, attempt_id, |bytes| {
+        serde_json::from_slice(bytes).ok()
+    })
+    .await
 }
 
 /// Takes a worker's result into the run: its events, its record, its tokens, its outputs

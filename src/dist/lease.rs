@@ -1,5 +1,6 @@
 //! One writer per agent session: the worker that runs an agent step holds the step's
-//! session through a lease in the `treadle-leases` bucket, under the step key.
+//! session through a lease in the `treadle-leases` bucket, under the attempt id
+//! (`super::attempt_id`).
 //!
 //! * The first worker to take the step makes the lease with `create` (only when no value is
 //!   there); its holder renews it every [`RENEW_EVERY`] with `update` at the revision it
@@ -162,7 +163,7 @@ pub struct Lease {
     renewing: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// Takes the lease of step `key` for `holder` (see the module's doc).
+/// Takes the lease of attempt `key` (its id) for `holder` (see the module's doc).
 pub async fn acquire(bus: &Bus, key: &str, holder: &str) -> Acquired {
     let store = bus.leases.clone();
     let taker = Taker::new(holder);

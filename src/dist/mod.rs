@@ -17,7 +17,8 @@
 //!   parsed once; the start-up wait;
 //! * `sign.rs`: step messages signed with a key the server and its workers share;
 //! * `bus.rs`: the connection, the streams, buckets and subjects, retrying through outages;
-//! * `wire.rs`: the step and result messages;
+//! * `wire.rs`: the step and result messages; `attempt_id.rs`: the name of one attempt of
+//!   a step on NATS (`AttemptId`, not the step's cache key);
 //! * `carry.rs`: artifact directories through the object store, by blake3 digest;
 //! * `dispatch.rs`: the server's side: a step to the queue, its result back into the run;
 //! * `queued.rs`: a queued step's message, watched until a worker takes it (a long wait
@@ -37,6 +38,7 @@
 //!   restored from them by a worker that takes the step over.
 
 pub mod asks;
+pub mod attempt_id;
 pub mod bus;
 pub mod carry;
 pub mod connect;
@@ -82,7 +84,7 @@ pub enum DistError {
     #[error(
         "NATS answers but JetStream does not: {0}\nhint: the NATS server must run with JetStream (`nats-server -js`, or `jetstream {{}}` in its config); a cluster needs a majority of its servers up"
     )]
-    JetStream(String),
+    JetStream(#[source] Box<DistError>),
     /// A stream or bucket cannot have the replica count asked for.
     #[error("cannot set up {what}: {why}")]
     Replicas {
@@ -97,9 +99,16 @@ pub enum DistError {
     /// The session of a step taken over cannot be rebuilt from its mirrored events.
     #[error("taking the step over: {0}")]
     Takeover(String),
-    /// The pipeline the server sent does not load here.
+    /// The pipeline the server sent does not load here: its located errors.
     #[error("the step's pipeline does not load on this worker: {0}")]
-    Pipeline(String),
+    Pipeline(#[source] crate::pipeline::LoadError),
+    /// The pipeline loads, but has no job of the name the server sent.
+    #[error("the step's pipeline does not load on this worker: {0}")]
+    NoJob(crate::pipeline::Diagnostic),
+    /// The step could not be run here (the pipeline the server sent has no such step, or
+    /// not one a worker runs, or a cell's outputs cannot be collected).
+    #[error("the step cannot run on this worker: {0}")]
+    Step(#[source] crate::run::one_leaf::OneLeafError),
 }
 
 impl From<crate::blocking::WorkerStopped> for DistError {

@@ -42,7 +42,7 @@ impl Parsed {
         };
         let loaded = crate::pipeline::load_text(file, source, &scope)
             .map(Arc::new)
-            .map_err(|e| DistError::Pipeline(e.to_string()))?;
+            .map_err(DistError::Pipeline)?;
         if let Ok(mut m) = self.0.lock() {
             if m.len() >= KEEP {
                 m.clear();

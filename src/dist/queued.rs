@@ -34,8 +34,8 @@ const REQUEUES: u32 = 3;
 pub struct Queued<'a> {
     /// The connection.
     pub bus: &'a Bus,
-    /// The step key.
-    pub key: &'a str,
+    /// The attempt's id.
+    pub attempt_id: &'a super::attempt_id::AttemptId,
     /// The step message.
     pub payload: &'a bytes::Bytes,
     /// The server's signing key.
@@ -121,7 +121,7 @@ impl Queued<'_> {
                 self.step
             );
             seq = self
-                .publish(&format!("{}.requeued.{requeued}", self.key))
+                .publish(&format!("{}.requeued.{requeued}", self.attempt_id))
                 .await;
         }
     }
@@ -153,7 +153,7 @@ impl Queued<'_> {
 
     /// Whether a worker holds (or held) the step's lease, or its result is stored.
     async fn taken(&self) -> bool {
-        let leased = self.bus.leases.entry(self.key).await;
+        let leased = self.bus.leases.entry(self.attempt_id.as_str()).await;
         matches!(leased, Ok(Some(e)) if e.operation == kv::Operation::Put)
     }
 
@@ -185,6 +185,6 @@ impl Queued<'_> {
             tracing::warn!("making the streams and buckets again: {e}");
             return false;
         }
-        !self.taken().await && matches!(self.bus.done.get(self.key).await, Ok(None))
+        !self.taken().await && matches!(self.bus.done.get(self.attempt_id.as_str()).await, Ok(None))
     }
 }

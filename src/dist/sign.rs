@@ -6,7 +6,7 @@
 //! `Treadle-Signature` header. BLAKE3's keyed mode is a MAC by design (a PRF keyed with 32
 //! bytes), serves here as HMAC-SHA256 would, and is already the project's hash; the key is
 //! derived from the shared secret with BLAKE3's key derivation, so a secret of any length
-//! works. The payload holds the step key, so a signature cannot be moved to another step;
+//! works. The payload holds the attempt id, so a signature cannot be moved to another step;
 //! a replayed message names a step whose result exists, and is not run again.
 //!
 //! The secret comes from `--nats-signing-key FILE` or `TREADLE_NATS_SIGNING_KEY`; it is

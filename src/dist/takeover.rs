@@ -4,8 +4,8 @@
 //! restore path) instead of starting afresh.
 //!
 //! * The holder's lease fence ([`super::lease`]) publishes each event once it is journaled
-//!   and before the session acts on it, to `treadle.events.<step key>.session` with
-//!   `Nats-Msg-Id: <step key>.<event id>` (a publish retried after an outage is stored once),
+//!   and before the session acts on it, to `treadle.events.<attempt id>.session` with
+//!   `Nats-Msg-Id: <attempt id>.<event id>` (a publish retried after an outage is stored once),
 //!   and waits for JetStream's acknowledgement: an effectful call's intent is in the stream
 //!   before the call runs.
 //! * A worker that takes the step reads those events back in stream order, appends to its
@@ -25,8 +25,8 @@ use super::bus::{Bus, EVENTS_STREAM, retrying};
 
 /// The subject a step's session events are mirrored to (inside the run's events stream,
 /// outside the subject its followers read).
-pub fn subject(key: &str) -> String {
-    format!("treadle.events.{key}.session")
+pub fn subject(attempt_id: &str) -> String {
+    format!("treadle.events.{attempt_id}.session")
 }
 
 /// Why a session event could not be mirrored (retried until the lease is lost).
@@ -40,20 +40,24 @@ pub(crate) enum MirrorError {
     Publish(#[from] async_nats::jetstream::context::PublishError),
 }
 
-/// Publishes one session event of step `key` and waits for the stream to store it.
-pub(crate) async fn publish(js: &Context, key: &str, event: &Event) -> Result<(), MirrorError> {
+/// Publishes one session event of attempt `attempt_id` and waits for the stream to store it.
+pub(crate) async fn publish(
+    js: &Context,
+    attempt_id: &str,
+    event: &Event,
+) -> Result<(), MirrorError> {
     let body = serde_json::to_vec(event)?;
-    let id = format!("{key}.{}", event.id());
+    let id = format!("{attempt_id}.{}", event.id());
     let message = PublishMessage::build()
         .payload(bytes::Bytes::from(body))
         .message_id(&id);
-    js.send_publish(subject(key), message).await?.await?;
+    js.send_publish(subject(attempt_id), message).await?.await?;
     Ok(())
 }
 
-/// The session events mirrored for step `key`, in the order they were stored.
-pub(crate) async fn mirrored(bus: &Bus, key: &str) -> Result<Vec<Event>, DistError> {
-    let subject = subject(key);
+/// The session events mirrored for attempt `attempt_id`, in the order they were stored.
+pub(crate) async fn mirrored(bus: &Bus, attempt_id: &str) -> Result<Vec<Event>, DistError> {
+    let subject = subject(attempt_id);
     let stream = retrying("opening the events stream", || {
         bus.js.get_stream(EVENTS_STREAM)
     })

@@ -22,9 +22,10 @@ pub struct Carried {
 /// One attempt of one step, for a worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepJob {
-    /// The step key: `<server>.<run>.<seq>.<attempt>` (`<server>.<run>.<seq>.c<cell>.<attempt>`
-    /// for a cell of an `across:` step); its result is stored under it.
-    pub key: String,
+    /// The attempt's id (`super::attempt_id`); its result is stored under it. Named `key`
+    /// on the wire, as workers of earlier versions read it.
+    #[serde(rename = "key")]
+    pub attempt_id: super::attempt_id::AttemptId,
     /// The run's id on the server.
     pub run: u64,
     /// The step's outline seq.

@@ -1,6 +1,6 @@
 //! `treadle worker --nats URL [--slots N]`: takes steps off the steps stream, at most
 //! `slots` at a time, runs each exactly as `treadle run` would (`run::one_leaf`), stores the
-//! result under the step's key, then acknowledges the message.
+//! result under the attempt's id (`super::attempt_id`), then acknowledges the message.
 //!
 //! Each step once: every step runs under its lease ([`super::lease`]), so a copy of its
 //! message handed to another worker, or to this one in another slot, while its holder lives
@@ -8,7 +8,7 @@
 //! and is handed back, not run. The
 //! delivery is extended every third of the ack wait from the moment the message is taken
 //! until its result is stored, however long NATS is away; the result is stored with
-//! `create` under the step key (the first stands), and a step whose key has a result is
+//! `create` under the attempt id (the first stands), and an attempt whose id has a result is
 //! acknowledged without running. A worker that dies stops extending and renewing, and the
 //! step goes to another worker (which runs a task again from its start; an agent step goes
 //! on from its mirrored session).
@@ -26,6 +26,7 @@ use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::attempt_id::AttemptId;
 use super::bus::{ACK_WAIT, Bus, retrying};
 use super::connect::NatsConfig;
 use super::lease::{self, Acquired, Lease};
@@ -214,7 +215,7 @@ enum Leased {
 struct Collect {
     events: Mutex<Vec<String>>,
     client: async_nats::Client,
-    key: String,
+    attempt_id: AttemptId,
 }
 
 impl EventSink for Collect {
@@ -224,7 +225,10 @@ impl EventSink for Collect {
         }
     }
     fn token(&self, _step: u32, text: &str) {
-        let (client, subject) = (self.client.clone(), format!("treadle.tokens.{}", self.key));
+        let (client, subject) = (
+            self.client.clone(),
+            format!("treadle.tokens.{}", self.attempt_id),
+        );
         let text = bytes::Bytes::from(text.to_owned());
         // Live only: a lost delta is lost, as on the local journal's channel.
         tokio::spawn(async move {
@@ -244,7 +248,7 @@ impl Worker {
         let settled = self.settle(&job).await;
         match settled {
             // The result is stored: a lost acknowledgement only means a redelivery that
-            // is recognised by the key.
+            // is recognised by the attempt id.
             Some(Leased::Ran(_)) | None => {
                 let _ = message.ack().await;
             }
@@ -256,11 +260,11 @@ impl Worker {
             // The delivery is the new holder's now: acknowledging it could end the step
             // while that worker runs it.
             Some(Leased::Lost(why)) => {
-                tracing::warn!("step {} is not committed here: {why}", job.key);
+                tracing::warn!("step {} is not committed here: {why}", job.attempt_id);
             }
             Some(Leased::HandedBack) => {
                 let _ = message.ack_with(AckKind::Nak(None)).await;
-                tracing::warn!("step {} handed back", job.key);
+                tracing::warn!("step {} handed back", job.attempt_id);
             }
         }
         extend.cancel();
@@ -295,23 +299,26 @@ impl Worker {
         }
     }
 
-    /// Runs the step unless its key has a result, and stores its result; `None`: it had
+    /// Runs the step unless its attempt id has a result, and stores its result; `None`: it had
     /// one already.
     async fn settle(&self, job: &StepJob) -> Option<Leased> {
-        let finished = retrying("reading a step's result", || self.bus.done.get(&job.key)).await;
+        let finished = retrying("reading a step's result", || {
+            self.bus.done.get(job.attempt_id.as_str())
+        })
+        .await;
         if finished.is_some() {
             return None;
         }
         let outcome = self.leased(job).await;
         if let Leased::Ran(result) = &outcome {
-            self.store_result(&job.key, result).await;
+            self.store_result(&job.attempt_id, result).await;
         }
         Some(outcome)
     }
 
     /// Runs the step under its lease (committed into the lease first).
     async fn leased(&self, job: &StepJob) -> Leased {
-        match lease::acquire(&self.bus, &job.key, &self.name).await {
+        match lease::acquire(&self.bus, &job.attempt_id, &self.name).await {
             Acquired::Finished(result) => Leased::Ran(result),
             Acquired::Busy => Leased::Busy,
             Acquired::Held(lease) => {
@@ -328,11 +335,16 @@ impl Worker {
         }
     }
 
-    /// Stores `result` under `key` unless one is there: the first one stands.
-    async fn store_result(&self, key: &str, result: &StepResult) {
+    /// Stores `result` under `attempt_id` unless one is there: the first one stands.
+    async fn store_result(&self, attempt_id: &AttemptId, result: &StepResult) {
         let value = bytes::Bytes::from(serde_json::to_vec(result).unwrap_or_default());
         retrying("storing a step's result", || async {
-            match self.bus.done.create(key, value.clone()).await {
+            match self
+                .bus
+                .done
+                .create(attempt_id.as_str(), value.clone())
+                .await
+            {
                 Ok(_) => Ok(()),
                 Err(e) if e.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
                     Ok(())
@@ -345,7 +357,7 @@ impl Worker {
 
     /// Runs the step; any failure to set it up is its result (errored).
     async fn run(&self, job: &StepJob, lease: &Lease) -> StepResult {
-        let place = self.dir.join("steps").join(&job.key);
+        let place = self.dir.join("steps").join(job.attempt_id.as_str());
         let result = match self.run_in(job, &place, lease).await {
             Ok(r) => r,
             Err(e) => StepResult {
@@ -369,9 +381,7 @@ impl Worker {
         lease: &Lease,
     ) -> Result<StepResult, DistError> {
         let loaded = self.parsed.load(&job.file, &job.job, &job.source)?;
-        let job_def = loaded
-            .job(Some(&job.job))
-            .map_err(|e| DistError::Pipeline(e.to_string()))?;
+        let job_def = loaded.job(Some(&job.job)).map_err(DistError::NoJob)?;
         let artifacts = Arc::new(
             Artifacts::create(place, job.run).map_err(|e| DistError::Artifact(e.to_string()))?,
         );
@@ -385,12 +395,12 @@ impl Worker {
         let sink = Arc::new(Collect {
             events: Mutex::default(),
             client: self.bus.client.clone(),
-            key: job.key.clone(),
+            attempt_id: job.attempt_id.clone(),
         });
         // A leased step whose session events were mirrored by an earlier holder goes on
         // from that session.
         let resume = match job.agent {
-            true => self.adopt(&job.key).await?,
+            true => self.adopt(&job.attempt_id).await?,
             false => None,
         };
         let secrets = crate::run::redactor(&loaded);
@@ -404,7 +414,9 @@ impl Worker {
                 cancel.cancel();
             })
         };
-        let listening = self.listen_for_cancel(&job.key, cancel.clone()).await;
+        let listening = self
+            .listen_for_cancel(&job.attempt_id, cancel.clone())
+            .await;
         let outcome = run_one(OneLeaf {
             loaded: &loaded,
             job: job_def,
@@ -422,7 +434,8 @@ impl Worker {
             fence: job.agent.then(|| lease.fence()),
             resume,
             questions: job.agent.then(|| {
-                let asks = super::asks::Remote::new(self.bus.clone(), &job.key, cancel.clone());
+                let asks =
+                    super::asks::Remote::new(self.bus.clone(), &job.attempt_id, cancel.clone());
                 Questions {
                     asker: asks.clone(),
                     answerer: asks.answerer(),
@@ -431,7 +444,7 @@ impl Worker {
             cell: job.cell.clone(),
         })
         .await
-        .map_err(|e| DistError::Pipeline(e.to_string()));
+        .map_err(DistError::Step);
         if let Some(l) = listening {
             l.abort();
         }
@@ -461,10 +474,10 @@ impl Worker {
         })
     }
 
-    /// Rebuilds, in this worker's journal, the session an earlier holder of step `key`
-    /// mirrored; the session to restore, if there is one.
-    async fn adopt(&self, key: &str) -> Result<Option<SessionId>, DistError> {
-        let events = takeover::mirrored(&self.bus, key).await?;
+    /// Rebuilds, in this worker's journal, the session an earlier holder of attempt
+    /// `attempt_id` mirrored; the session to restore, if there is one.
+    async fn adopt(&self, attempt_id: &AttemptId) -> Result<Option<SessionId>, DistError> {
+        let events = takeover::mirrored(&self.bus, attempt_id).await?;
         if events.is_empty() {
             return Ok(None);
         }
@@ -472,7 +485,7 @@ impl Worker {
         let session = takeover::adopt(self.store.journal(), events).await?;
         if let Some(session) = session {
             tracing::warn!(
-                "step {key}: taken over; restoring session {session} from {count} mirrored events"
+                "step {attempt_id}: taken over; restoring session {session} from {count} mirrored events"
             );
         }
         Ok(session)
@@ -481,13 +494,13 @@ impl Worker {
     /// Cancels `cancel` when the server says to stop the step.
     async fn listen_for_cancel(
         &self,
-        key: &str,
+        attempt_id: &AttemptId,
         cancel: CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
         let mut sub = self
             .bus
             .client
-            .subscribe(format!("treadle.cancel.{key}"))
+            .subscribe(format!("treadle.cancel.{attempt_id}"))
             .await
             .ok()?;
         Some(tokio::spawn(async move {

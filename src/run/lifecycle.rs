@@ -342,7 +342,7 @@ impl Run {
             return (Done::fail(FailureKind::Infrastructure, why), 0);
         };
         self.append_pending(&ctx.outline).await;
-        if let Some(done) = exec::plan::past_deadline(&ctx) {
+        if let Some(done) = exec::walk::past_deadline(&ctx) {
             ctx.skip(std::slice::from_ref(step));
             return (done, seq);
         }

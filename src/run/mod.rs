@@ -3,14 +3,15 @@
 //!
 //! * `exec/`: the walker. `exec/mod.rs` defines the run's context (`Ctx`: what a run
 //!   shares, immutable, plus the run's owner of its mutable state) and the walker of one step
-//!   (guard, attempts, timeouts, hooks, containers), the context's only methods. Each
+//!   (guard, attempts, timeouts, outcome steps, containers), the context's only methods. Each
 //!   step kind is a child module of functions taking the context as an argument:
-//!   * `job.rs`: the job's walk, its hooks and asserts; `plan.rs`: the plan in order,
+//!   * `job.rs`: the job's walk, its outcome steps and asserts; `walk.rs`: the plan in order,
 //!     following routes (`max_visits`, the job's timeout);
 //!   * `blame.rs`: a failed job's error naming the step that failed it, and how to run
 //!     again an agent step the cache brought back before it;
 //!   * `every.rs`: `version: every`, the plan run once per input set;
-//!   * `hooks.rs`: the five hooks and which one fires;
+//!   * `outcome_steps.rs`: `on_success`, `on_failure`, `on_error`, `on_abort`, `ensure`
+//!     (Concourse's step hooks) and which one runs;
 //!   * `fix.rs`: `fix:`, a failed task handed to an agent before its command runs again;
 //!   * `flow.rs`: `when:` guards, `race:`, `across:`;
 //!   * `record.rs`: a step's record changed and written, how it ended shown, and the

@@ -40,8 +40,6 @@ const AGENT_EVENTS: TableDefinition<(u64, u32, u32), &[u8]> = TableDefinition::n
 const APPROVALS: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("approvals");
 
 /// Format byte of every value written by this version.
-const FORMAT_JSON_V1: u8 = 1;
-
 /// The open state file.
 pub struct Store {
     db: Arc<Database>,
@@ -71,19 +69,11 @@ struct UnrecordedEnd {
 const NOTE_ERROR_MAX: usize = 2048;
 
 pub(super) fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StateError> {
-    let mut out = vec![FORMAT_JSON_V1];
-    serde_json::to_writer(&mut out, v).map_err(|e| StateError::Format(e.to_string()))?;
-    Ok(out)
+    Ok(crate::stored_json::encode(v)?)
 }
 
 pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
-    match bytes.split_first() {
-        Some((&FORMAT_JSON_V1, json)) => {
-            serde_json::from_slice(json).map_err(|e| StateError::Format(e.to_string()))
-        }
-        Some((b, _)) => Err(StateError::Format(format!("format byte {b}"))),
-        None => Err(StateError::Format("empty value".to_owned())),
-    }
+    Ok(crate::stored_json::decode(bytes)?)
 }
 
 impl Store {

@@ -243,7 +243,7 @@ pub async fn serve_with(
     let mut routes = router(app.clone());
     if let Some(watcher) = super::watching::start(&app, &app.files.files(), options.interval) {
         // After the guard: a webhook carries its resource's own token, not the server's.
-        routes = routes.merge(crate::watch::hooks::router(watcher));
+        routes = routes.merge(crate::watch::webhooks::router(watcher));
     }
     // Before routing: a request to a name that is not this server's reaches no route.
     let allowed = Arc::new(super::hosts::AllowedHosts::new(

@@ -11,12 +11,11 @@
 //! the next one: a new run, resuming it (its recorded steps with unchanged keys replayed),
 //! since a workflow's plan is made by its code and cannot be taken up under the old id.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Json;
 use axum::http::StatusCode;
 use redb::{Database, ReadableDatabase, TableDefinition};
-use tokio::sync::oneshot;
 
 use super::api::blocking;
 use super::error::ApiError;
@@ -93,15 +92,6 @@ pub(super) async fn start(
     Ok((StatusCode::CREATED, Json(serde_json::json!({ "id": id }))))
 }
 
-/// What a begun run's id is sent through.
-type Begun = Arc<Mutex<Option<oneshot::Sender<Result<u64, ApiError>>>>>;
-
-fn tell(begun: &Begun, result: Result<u64, ApiError>) {
-    if let Some(tx) = begun.lock().ok().and_then(|mut t| t.take()) {
-        let _ = tx.send(result);
-    }
-}
-
 /// Starts `workflow` on `input` in this process (resuming run `resume`), live and
 /// followed; answers its id once it has begun, with its input kept.
 async fn begin(
@@ -110,8 +100,7 @@ async fn begin(
     input: serde_json::Value,
     resume: Option<u64>,
 ) -> Result<u64, ApiError> {
-    let (tx, rx) = oneshot::channel();
-    let begun: Begun = Arc::new(Mutex::new(Some(tx)));
+    let (begun, begun_id) = super::begun::channel();
     let cancel = app.shutdown.child_token();
     let kept = input.to_string();
     let on_begin: OnBegin = {
@@ -124,7 +113,7 @@ async fn begin(
             if let Ok(mut live) = app.live.lock() {
                 live.insert(id, LiveRun { journal, cancel });
             }
-            tell(&begun, Ok(id));
+            begun.answer(Ok(id));
         })
     };
     let launch = Launch {
@@ -145,11 +134,10 @@ async fn begin(
                     live.remove(&id);
                 }
             }
-            Err(e) => tell(&begun, Err(ApiError::Unprocessable(e.to_string()))),
+            Err(e) => begun.answer(Err(ApiError::Unprocessable(e.to_string()))),
         }
     });
-    rx.await
-        .map_err(|_| ApiError::Internal("the run ended before it began".to_owned()))?
+    begun_id.id("began").await
 }
 
 /// Goes on with `run`, a run of `workflow` a stopped process left running: a new run on

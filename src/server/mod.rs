@@ -17,7 +17,8 @@
 //! * `token.rs`: the token a server makes when none is configured, its file for the local
 //!   commands, and the page's cookie;
 //! * `api.rs`: health, pipelines, plans, runs (list, show, cancel);
-//! * `start.rs`: starting a run in the server;
+//! * `start.rs`: starting a run in the server; `begun.rs`: a started run's id handed to
+//!   the request that started it (YAML runs and Rust workflows alike);
 //! * `workflows.rs`: what the server needs of a workflow written in Rust, served beside the
 //!   files, and the set it serves;
 //! * `code.rs`: starting a run of one with its typed input, and resuming one a stopped
@@ -47,6 +48,7 @@ pub mod api_vars;
 pub mod app;
 pub mod approvals;
 mod artifacts;
+mod begun;
 pub mod client;
 mod code;
 mod diff;

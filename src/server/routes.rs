@@ -32,7 +32,7 @@ pub struct Route {
     endpoint: fn() -> MethodRouter<Arc<App>>,
 }
 
-/// The table. Webhooks (`/hooks/check/{resource}`, `crate::watch::hooks`) are not in it:
+/// The table. Webhooks (`/hooks/check/{resource}`, `crate::watch::webhooks`) are not in it:
 /// they are mounted beside it and carry their resource's own token.
 pub static ROUTES: &[Route] = &[
     Route {

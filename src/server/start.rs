@@ -9,13 +9,12 @@
 //! A run of the trigger queue is left to the watcher, which resumes it before its next
 //! build; one whose pipeline is no longer served, or no longer loads, stays interrupted.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use tokio::sync::oneshot;
 
 use super::api::{blocking, not_served};
 use super::error::ApiError;
@@ -46,15 +45,6 @@ pub struct StartRequest {
     /// a pipeline file takes `vars` instead.
     #[serde(default)]
     pub input: Option<serde_json::Value>,
-}
-
-/// What a started run's id (or the reason it could not start) is sent through.
-type Begun = Arc<Mutex<Option<oneshot::Sender<Result<u64, ApiError>>>>>;
-
-fn tell(begun: &Begun, result: Result<u64, ApiError>) {
-    if let Some(tx) = begun.lock().ok().and_then(|mut t| t.take()) {
-        let _ = tx.send(result);
-    }
 }
 
 /// `POST /api/v1/runs`: 201 `{"id": N}` once the run has begun.
@@ -125,8 +115,7 @@ pub(super) async fn begin(
     start: crate::cache::Start,
     trigger: String,
 ) -> Result<u64, ApiError> {
-    let (tx, rx) = oneshot::channel();
-    let begun: Begun = Arc::new(Mutex::new(Some(tx)));
+    let (begun, begun_id) = super::begun::channel();
     let options = RunOptions {
         job,
         style: Style::Quiet,
@@ -135,9 +124,7 @@ pub(super) async fn begin(
         versions: Default::default(),
     };
     launch(app, loaded, options, remote, How::Start(start), begun);
-    let id = rx
-        .await
-        .map_err(|_| ApiError::Internal("the run ended before it began".to_owned()))??;
+    let id = begun_id.id("began").await?;
     blocking(app, move |store| {
         Ok(triggers::set(&store.database(), id, &trigger)?)
     })
@@ -159,7 +146,7 @@ fn launch(
     options: RunOptions,
     remote: Option<Arc<dyn crate::run::exec::RemoteSteps>>,
     how: How,
-    begun: Begun,
+    begun: super::begun::Begun,
 ) {
     let cancel = options.cancel.clone();
     let on_begin = {
@@ -177,7 +164,7 @@ fn launch(
                 if let Ok(mut live) = app.live.lock() {
                     live.insert(id, LiveRun { journal, cancel });
                 }
-                tell(&begun, Ok(id));
+                begun.answer(Ok(id));
             },
         )
     };
@@ -199,7 +186,7 @@ fn launch(
                     live.remove(&r.run);
                 }
             }
-            Err(e) => tell(&begun, Err(ApiError::Unprocessable(e.to_string()))),
+            Err(e) => begun.answer(Err(ApiError::Unprocessable(e.to_string()))),
         }
     });
 }
@@ -267,7 +254,7 @@ async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(),
         Default::default(),
     )
     .await?;
-    let (tx, rx) = oneshot::channel();
+    let (begun, begun_id) = super::begun::channel();
     let options = RunOptions {
         job: Some(run.job.clone()),
         style: Style::Quiet,
@@ -275,17 +262,8 @@ async fn adopt(app: &Arc<App>, run: &crate::run::state::RunRecord) -> Result<(),
         cancel: app.shutdown.child_token(),
         versions: Default::default(),
     };
-    launch(
-        app,
-        loaded,
-        options,
-        remote,
-        How::Adopt(run.id),
-        Arc::new(Mutex::new(Some(tx))),
-    );
-    rx.await
-        .map_err(|_| ApiError::Internal("the run ended before it went on".to_owned()))?
-        .map(|_| ())
+    launch(app, loaded, options, remote, How::Adopt(run.id), begun);
+    begun_id.id("went on").await.map(|_| ())
 }
 
 /// The served file `run` was made from: the run's record names the file as it was given.

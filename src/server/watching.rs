@@ -19,14 +19,14 @@ use crate::console::tell;
 use crate::pipeline::CheckScope;
 use crate::run::Style;
 use crate::run::event_log::EventLog;
-use crate::watch::{RunHooks, Stops, WatchConfig, Watched, Watcher};
+use crate::watch::{BuildObserver, Stops, WatchConfig, Watched, Watcher};
 
 /// Lists the watcher's builds as the server's live runs.
-struct ServeHooks {
+struct ServeObserver {
     app: Weak<App>,
 }
 
-impl RunHooks for ServeHooks {
+impl BuildObserver for ServeObserver {
     fn begun(&self, run: u64, journal: Arc<EventLog>, cancel: CancellationToken) {
         let Some(app) = self.app.upgrade() else {
             return;
@@ -72,7 +72,7 @@ pub fn start(app: &Arc<App>, files: &[ServedFile], interval: Duration) -> Option
         max_concurrent: 1,
         style: Style::Quiet,
         agents: app.agents.clone(),
-        hooks: Arc::new(ServeHooks {
+        observer: Arc::new(ServeObserver {
             app: Arc::downgrade(app),
         }),
     };

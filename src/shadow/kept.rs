@@ -171,11 +171,11 @@ pub fn abandon_running(db: &Database, now_ms: u64) -> Result<u32, StateError> {
 }
 
 fn encode(record: &ShadowRecord) -> Result<Vec<u8>, StateError> {
-    serde_json::to_vec(record).map_err(|e| StateError::Format(e.to_string()))
+    serde_json::to_vec(record).map_err(|e| StateError::Format(e.into()))
 }
 
 fn decode(bytes: &[u8]) -> Result<ShadowRecord, StateError> {
-    serde_json::from_slice(bytes).map_err(|e| StateError::Format(e.to_string()))
+    serde_json::from_slice(bytes).map_err(|e| StateError::Format(e.into()))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //!
-//! * `plan.rs`: what the watcher reads of a pipeline, and the rule deciding a job's next
+//! * `watched.rs`: what the watcher reads of a pipeline, and the rule deciding a job's next
 //!   inputs (`trigger:`, `passed:`);
 //! * `check.rs`: checking one resource, through the resources' `Checker` (the watcher's
 //!   one interface to resource types);
@@ -13,15 +13,15 @@
 //!   the state file;
 //! * `poll.rs`: the poll rounds and queueing;
 //! * `worker.rs`: claiming within the limits and running builds;
-//! * `hooks.rs`: `POST /hooks/check/{resource}`, the webhook that asks for a check now;
+//! * `webhooks.rs`: `POST /hooks/check/{resource}`, the webhook that asks for a check now;
 //! * `control.rs`: `treadle jobs resume` while a watcher holds the state file.
 
 pub mod check;
 pub mod control;
-pub mod hooks;
-pub mod plan;
 pub mod poll;
 pub mod store;
+pub mod watched;
+pub mod webhooks;
 pub mod worker;
 
 use std::collections::HashMap;
@@ -33,12 +33,12 @@ use tokio_util::sync::CancellationToken;
 use crate::resource::check::Checker;
 use crate::run::event_log::EventLog;
 use crate::run::{AgentRunner, Store, Style};
-pub use plan::Watched;
+pub use watched::Watched;
 pub use worker::Stops;
 
 /// What the process running the watcher does when a build begins and ends (`treadle
 /// serve` lists it as a live run; `treadle watch` does nothing more).
-pub trait RunHooks: Send + Sync {
+pub trait BuildObserver: Send + Sync {
     /// Build `run` began; `cancel` stops it.
     fn begun(&self, run: u64, journal: Arc<EventLog>, cancel: CancellationToken);
     /// Build `run` ended.
@@ -46,9 +46,9 @@ pub trait RunHooks: Send + Sync {
 }
 
 /// Hooks that do nothing.
-pub struct NoHooks;
+pub struct NoObserver;
 
-impl RunHooks for NoHooks {
+impl BuildObserver for NoObserver {
     fn begun(&self, _: u64, _: Arc<EventLog>, _: CancellationToken) {}
     fn ended(&self, _: u64) {}
 }
@@ -62,7 +62,7 @@ pub struct Watcher {
     checkers: Vec<Checker>,
     store: Arc<Store>,
     agents: Arc<dyn AgentRunner>,
-    hooks: Arc<dyn RunHooks>,
+    observer: Arc<dyn BuildObserver>,
     style: Style,
     max_concurrent: usize,
     /// The latest version of each checked resource, by (pipeline index, resource).
@@ -85,7 +85,7 @@ pub struct WatchConfig {
     /// Runs agent steps.
     pub agents: Arc<dyn AgentRunner>,
     /// Told of each build's begin and end.
-    pub hooks: Arc<dyn RunHooks>,
+    pub observer: Arc<dyn BuildObserver>,
 }
 
 impl Watcher {
@@ -113,7 +113,7 @@ impl Watcher {
             pipelines: pipelines.into_iter().map(Arc::new).collect(),
             store,
             agents: config.agents,
-            hooks: config.hooks,
+            observer: config.observer,
             style: config.style,
             max_concurrent: config.max_concurrent.max(1),
             latest: Mutex::default(),

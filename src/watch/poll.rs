@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::Watcher;
 use super::check;
-use super::plan::{self, Waiting};
 use super::store::{self, Versions};
+use super::watched::{self, Waiting};
 use crate::console::tell;
 use crate::pipeline::Version;
 
@@ -220,7 +220,7 @@ impl Watcher {
                     continue;
                 }
                 let green = |u: &str| store::green_builds(&db, &w.name, u).unwrap_or_default();
-                let now = match plan::inputs(job, &latest, &green) {
+                let now = match watched::inputs(job, &latest, &green) {
                     Ok(v) => v,
                     Err(why) => {
                         self.say_waiting(&key, &why);
@@ -228,7 +228,7 @@ impl Watcher {
                     }
                 };
                 match store::scheduled(&db, &w.name, &job.name) {
-                    Ok(last) if plan::triggered(job, &now, last.as_ref()) => {
+                    Ok(last) if watched::triggered(job, &now, last.as_ref()) => {
                         due.push((w.name.clone(), job.name.clone(), now));
                     }
                     Ok(_) => {}

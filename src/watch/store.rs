@@ -70,11 +70,11 @@ fn db_err(e: impl Into<redb::Error>) -> StateError {
 }
 
 fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StateError> {
-    serde_json::to_vec(v).map_err(|e| StateError::Format(e.to_string()))
+    serde_json::to_vec(v).map_err(|e| StateError::Format(e.into()))
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StateError> {
-    serde_json::from_slice(bytes).map_err(|e| StateError::Format(e.to_string()))
+    serde_json::from_slice(bytes).map_err(|e| StateError::Format(e.into()))
 }
 
 /// Makes the tables, so that readers find them.

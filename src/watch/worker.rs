@@ -14,9 +14,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::Watcher;
-use super::plan::JobPlan;
 use super::poll::show_versions;
 use super::store::{self, BuildCount, Queued};
+use super::watched::WatchedJob;
 use crate::cache::Start;
 use crate::console::tell;
 use crate::resource::history::History;
@@ -36,7 +36,7 @@ pub struct InFlight {
 
 impl InFlight {
     /// Why `job` may not start now (`None`: it may).
-    fn refuse(&self, pipeline: &str, job: &JobPlan, max_total: usize) -> Option<String> {
+    fn refuse(&self, pipeline: &str, job: &WatchedJob, max_total: usize) -> Option<String> {
         if self.total >= max_total {
             return Some(format!("{max_total} builds running (--max-concurrent)"));
         }
@@ -55,7 +55,7 @@ impl InFlight {
         })
     }
 
-    fn take(&mut self, pipeline: &str, job: &JobPlan) {
+    fn take(&mut self, pipeline: &str, job: &WatchedJob) {
         self.total += 1;
         *self
             .per_job
@@ -67,7 +67,7 @@ impl InFlight {
         }
     }
 
-    fn give_back(&mut self, pipeline: &str, job: &JobPlan) {
+    fn give_back(&mut self, pipeline: &str, job: &WatchedJob) {
         self.total = self.total.saturating_sub(1);
         if let Some(n) = self
             .per_job
@@ -232,7 +232,8 @@ impl Watcher {
             versions: row.versions.clone(),
         };
         let on_begin = {
-            let (db, hooks, mut begun) = (self.store.database(), self.hooks.clone(), row.clone());
+            let (db, observer, mut begun) =
+                (self.store.database(), self.observer.clone(), row.clone());
             Box::new(move |id: u64, journal| {
                 begun.run = Some(id);
                 // Before the first step: a crash from here on resumes this run.
@@ -242,7 +243,7 @@ impl Watcher {
                         begun.id
                     );
                 }
-                hooks.begun(id, journal, cancel);
+                observer.begun(id, journal, cancel);
             })
         };
         let served = Some(Served {
@@ -269,7 +270,7 @@ impl Watcher {
                 return Some((row.run.unwrap_or(0), BuildCount::Red));
             }
         };
-        self.hooks.ended(report.run);
+        self.observer.ended(report.run);
         let outcome = match report.status {
             Status::Succeeded => BuildCount::Green,
             Status::Failed | Status::Errored => BuildCount::Red,
@@ -318,7 +319,7 @@ impl Watcher {
     }
 
     /// Records the build's end, counts a failure, pauses the job at its ceiling.
-    async fn finish(&self, row: &Queued, job: &JobPlan, run: u64, outcome: BuildCount) {
+    async fn finish(&self, row: &Queued, job: &WatchedJob, run: u64, outcome: BuildCount) {
         let published = self.published(row, run).await;
         let (db, row2, max) = (self.store.database(), row.clone(), job.max_failures);
         let standing = tokio::task::spawn_blocking(move || {

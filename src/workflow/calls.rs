@@ -8,7 +8,9 @@ use crate::pipeline::controls::OutputSchema;
 use crate::pipeline::flow_keys::Verdict;
 use crate::pipeline::{At, DurationSpec, RunSpec, Step, StepKind, TaskKeys};
 
-fn names<I: IntoIterator<Item = S>, S: Into<String>>(list: I) -> Vec<At<String>> {
+/// Names a workflow's builder was given, as the pipeline's typed step holds them (with no
+/// place in a file).
+pub(super) fn names<I: IntoIterator<Item = S>, S: Into<String>>(list: I) -> Vec<At<String>> {
     list.into_iter().map(|s| At::new(s.into())).collect()
 }
 

@@ -8,17 +8,13 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
-use super::calls::AgentTask;
+use super::calls::{AgentTask, names};
 use super::flow::{Flow, FlowError};
 use crate::pipeline::approval_policy::ApprovalPolicy;
 use crate::pipeline::flow_keys::{Decided, When};
 use crate::pipeline::step_keys::{Approval as ApprovalKey, ApprovalSpec};
 use crate::pipeline::{At, DurationSpec, Step, StepKind};
 use crate::run::exec::input::ANSWER_FILE;
-
-fn names<I: IntoIterator<Item = S>, S: Into<String>>(list: I) -> Vec<At<String>> {
-    list.into_iter().map(|s| At::new(s.into())).collect()
-}
 
 /// What an approval's deadline does (`on_timeout:`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -41,14 +41,8 @@ enum CachedError {
     #[error(transparent)]
     State(#[from] StateError),
     /// The blocking task doing the work did not finish.
-    #[error("the worker stopped: {0}")]
-    Worker(String),
-}
-
-impl From<WorkerStopped> for CachedError {
-    fn from(stopped: WorkerStopped) -> Self {
-        CachedError::Worker(stopped.0)
-    }
+    #[error("the worker stopped: {}", .0.0)]
+    Worker(#[from] WorkerStopped),
 }
 
 fn step_cache<'a>(ctx: &Ctx<'a>) -> Option<Arc<StepCache>> {
@@ -416,12 +410,7 @@ fn show_reused<'a>(ctx: &Ctx<'a>, entry: &Entry, outcome: &SuccessRecord, from_r
         });
     }
     for line in outcome.stdout_tail.lines() {
-        ctx.emit(Event::Output {
-            run: ctx.run,
-            seq: entry.seq,
-            stream: "stdout".into(),
-            line: line.to_owned(),
-        });
+        ctx.step_line(entry, line.to_owned());
     }
 }
 

@@ -32,7 +32,7 @@ fn every_gets<'p>(ctx: &Ctx<'_>, plan: &'p [At<Step>]) -> Vec<(u32, &'p str)> {
 /// then the rest once per input set.
 pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
     let plan = &ctx.job.plan;
-    let before = super::plan::walk(ctx, 0, start).await;
+    let before = super::walk::walk(ctx, 0, start).await;
     if !before.is_ok() {
         ctx.skip(&plan[start..]);
         return before;
@@ -100,7 +100,7 @@ pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
             .collect();
         ctx.state.with(|s| s.every_versions = decided);
         sets += 1;
-        let d = super::plan::walk(ctx, start, plan.len()).await;
+        let d = super::walk::walk(ctx, start, plan.len()).await;
         if d.status == Status::Aborted {
             return d;
         }

@@ -212,7 +212,7 @@ pub(crate) async fn across<'a>(
 ) -> Done {
     let axes = match axes(ctx, step) {
         Ok(a) => a,
-        Err(done) => return super::hooks::hooks(ctx, step, done, cancel).await,
+        Err(done) => return super::outcome_steps::after_step(ctx, step, done, cancel).await,
     };
     let cells = cells(step, &axes);
     if cells.is_empty() {
@@ -255,7 +255,7 @@ pub(crate) async fn across<'a>(
                         return None;
                     }
                 }
-                if let Some(done) = super::plan::past_deadline(ctx) {
+                if let Some(done) = super::walk::past_deadline(ctx) {
                     admission.close();
                     admission.release();
                     return Some(done);

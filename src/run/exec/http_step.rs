@@ -16,7 +16,7 @@ use crate::pipeline::{At, Step};
 use crate::run::failure::FailureKind;
 use crate::run::output_limit::OutputLimit;
 use crate::run::task::record_tail;
-use crate::run::transcript::{Event, Redactor};
+use crate::run::transcript::Redactor;
 
 /// Sends the request of `call` and judges the answer.
 pub(crate) async fn http<'a>(
@@ -48,12 +48,7 @@ pub(crate) async fn http<'a>(
     };
     let shown = secrets.mask(&ctx.transcript.redactor().mask(&body));
     for line in shown.lines() {
-        ctx.emit(Event::Output {
-            run: ctx.run,
-            seq: entry.seq,
-            stream: "stdout".into(),
-            line: line.to_owned(),
-        });
+        ctx.step_line(entry, line.to_owned());
     }
     let tail = record_tail(&shown).to_owned();
     super::record::update_at(ctx, entry, |r| r.stdout_tail = tail).await;

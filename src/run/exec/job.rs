@@ -7,7 +7,7 @@
 //! `outcome: failure` that happened, or a matching `execution:` with no `outcome:`, clears
 //! the plan's failure (the fixture failed on purpose).
 
-use super::{Ctx, Done, Hooks, Status};
+use super::{Ctx, Done, OutcomeSteps, Status};
 use crate::assert::{self, JobFacts, JobOutcome};
 use crate::run::failure::FailureKind;
 
@@ -24,18 +24,18 @@ pub(crate) async fn job<'a>(ctx: &'a Ctx<'a>) -> Done {
     } else {
         match super::every::first_every(plan) {
             Some(start) => super::every::walk_every(ctx, start).await,
-            None => super::plan::walk(ctx, 0, plan.len()).await,
+            None => super::walk::walk(ctx, 0, plan.len()).await,
         }
     };
     let job = ctx.job;
-    let hooks = Hooks {
+    let outcome_steps = OutcomeSteps {
         on_success: job.on_success.as_deref(),
         on_failure: job.on_failure.as_deref(),
         on_error: job.on_error.as_deref(),
         on_abort: job.on_abort.as_deref(),
         ensure: job.ensure.as_deref(),
     };
-    let result = super::hooks::run_hooks(ctx, &hooks, result, &ctx.root).await;
+    let result = super::outcome_steps::run_after(ctx, &outcome_steps, result, &ctx.root).await;
     let judged = judge(ctx, result.clone());
     super::blame::blame(ctx, &result, judged)
 }

@@ -37,8 +37,8 @@ pub enum KeptError {
     #[error(transparent)]
     State(#[from] StateError),
     /// The blocking task doing the copy did not finish.
-    #[error("the copy stopped: {0}")]
-    Stopped(String),
+    #[error("the copy stopped: {}", .0.0)]
+    Stopped(#[from] crate::blocking::WorkerStopped),
 }
 
 /// The directory run `run_root`'s kept outputs of step `name` go to.
@@ -63,21 +63,20 @@ pub(crate) async fn keep_failed(ctx: &Ctx<'_>, step: &Step, entry: &Entry, done:
     let from = ctx.artifacts.step_dir(entry.seq, &entry.name, attempt);
     let to = kept_dir(ctx.artifacts.root(), &entry.name);
     let outputs = produced(step);
-    let copied = tokio::task::spawn_blocking(move || copy_out(&from, &to, &outputs))
-        .await
-        .map_err(|e| KeptError::Stopped(e.to_string()))
-        .and_then(|r| r.map_err(KeptError::from));
+    let copied =
+        crate::blocking::blocking(move || copy_out(&from, &to, &outputs).map_err(KeptError::from))
+            .await;
     let outputs = match copied {
         Ok(o) if !o.is_empty() => o,
         Ok(_) => {
-            say(
+            notice(
                 ctx,
                 format!("`{}` failed with no outputs left to keep", entry.name),
             );
             return;
         }
         Err(e) => {
-            say(
+            notice(
                 ctx,
                 format!("cannot keep the outputs of `{}`: {e}", entry.name),
             );
@@ -92,7 +91,7 @@ pub(crate) async fn keep_failed(ctx: &Ctx<'_>, step: &Step, entry: &Entry, done:
         outputs: outputs.clone(),
     };
     super::record::update(ctx, entry.seq, move |r| r.kept = Some(kept)).await;
-    say(
+    notice(
         ctx,
         format!(
             "`{}` failed; its outputs ({}) are kept in {} (keep_on_failure): `{} --rerun {}` starts it from them",
@@ -191,15 +190,14 @@ pub(crate) async fn starting_state(
         return None;
     }
     let (store, run, name) = (ctx.store.clone(), ctx.run, entry.name.clone());
-    let found = tokio::task::spawn_blocking(move || latest_kept(&store, run, &name))
-        .await
-        .map_err(|e| KeptError::Stopped(e.to_string()))
-        .and_then(|r| r.map_err(KeptError::from));
+    let found =
+        crate::blocking::blocking(move || latest_kept(&store, run, &name).map_err(KeptError::from))
+            .await;
     let (of, kept) = match found {
         Ok(Some(found)) => found,
         Ok(None) => return None,
         Err(e) => {
-            say(
+            notice(
                 ctx,
                 format!("cannot look for the outputs `{}` kept: {e}", entry.name),
             );
@@ -209,7 +207,7 @@ pub(crate) async fn starting_state(
     let state_dir = ctx.store.path().parent().unwrap_or(Path::new("."));
     let dir = state_dir.join(&kept.dir);
     if !dir.is_dir() {
-        say(
+        notice(
             ctx,
             format!(
                 "the outputs run {of} kept of `{}` are gone ({} was pruned); it starts afresh",
@@ -226,7 +224,7 @@ pub(crate) async fn starting_state(
             entry.name,
             kept.outputs.join(", ")
         );
-        say(ctx, text);
+        notice(ctx, text);
     }
     Some(Start {
         dir,
@@ -270,6 +268,6 @@ pub(crate) fn started_from_kept(ctx: &Ctx<'_>, entry: &Entry) -> bool {
         .unwrap_or(false)
 }
 
-fn say(ctx: &Ctx<'_>, text: String) {
+fn notice(ctx: &Ctx<'_>, text: String) {
     ctx.emit(Event::Notice { run: ctx.run, text });
 }

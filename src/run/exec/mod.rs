@@ -35,18 +35,18 @@ pub(crate) mod every;
 pub(crate) mod fix;
 pub(crate) mod flow;
 pub(crate) mod forked;
-pub(crate) mod hooks;
 pub(crate) mod http_step;
 pub mod input;
 pub(crate) mod job;
 pub(crate) mod kept;
 pub mod leaf;
-pub(crate) mod plan;
+pub(crate) mod outcome_steps;
 pub(crate) mod record;
 pub(crate) mod resource;
 pub(crate) mod resource_scripted;
 pub(crate) mod step_dir;
 pub(crate) mod version;
+pub(crate) mod walk;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,7 +57,7 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub(crate) use self::hooks::Hooks;
+pub(crate) use self::outcome_steps::OutcomeSteps;
 use super::artifacts::Artifacts;
 use super::cell::Given;
 use super::failure::FailureKind;
@@ -160,6 +160,17 @@ impl<'a> Ctx<'a> {
         self.transcript.emit(&event);
     }
 
+    /// A line of the step at `entry`'s output, as the step's own command would print it
+    /// (a `get`'s version, an `http` step's body, a replayed step's tail).
+    pub(crate) fn step_line(&self, entry: &Entry, line: String) {
+        self.emit(Event::Output {
+            run: self.run,
+            seq: entry.seq,
+            stream: "stdout".into(),
+            line,
+        });
+    }
+
     /// The status a cancelled step ends with: aborted on Ctrl-C, else interrupted by a
     /// sibling (`fail_fast`) or a timeout the caller reports.
     pub(crate) fn cancelled(&self) -> Done {
@@ -257,7 +268,7 @@ impl<'a> Ctx<'a> {
                         self.guarded_off(step, entry, when.skip_reason()).await;
                         return Done::ok();
                     }
-                    Err(done) => return hooks::hooks(self, step, done, &cancel).await,
+                    Err(done) => return outcome_steps::after_step(self, step, done, &cancel).await,
                 }
             }
             let started = Instant::now();
@@ -265,7 +276,7 @@ impl<'a> Ctx<'a> {
             let before = cached::cache_before(self, step, entry, given.cell).await;
             if let Some(d) = before.as_ref().filter(|d| d.is_ok()) {
                 record::log_leaf(self, step, entry);
-                return hooks::hooks(self, step, d.clone(), &cancel).await;
+                return outcome_steps::after_step(self, step, d.clone(), &cancel).await;
             }
             record::update(self, entry.seq, |r| {
                 r.status = StepStatus::Running;
@@ -298,7 +309,7 @@ impl<'a> Ctx<'a> {
             if done.is_ok() || !cancel.is_cancelled() {
                 record::log_leaf(self, step, entry);
             }
-            hooks::hooks(self, step, done, &cancel).await
+            outcome_steps::after_step(self, step, done, &cancel).await
         }
         .boxed()
     }

@@ -11,19 +11,9 @@ use crate::pipeline::{Defaults, Step, Version};
 use crate::resource::history::History;
 use crate::resource::{Kind, time};
 use crate::run::failure::FailureKind;
-use crate::run::transcript::Event;
 
 fn params_of(step: &Step) -> Option<Value> {
     step.params().and_then(|p| serde_json::to_value(p).ok())
-}
-
-fn tell<'a>(ctx: &Ctx<'a>, entry: &Entry, line: String) {
-    ctx.emit(Event::Output {
-        run: ctx.run,
-        seq: entry.seq,
-        stream: "stdout".into(),
-        line,
-    });
 }
 
 /// `get:` of a scripted or `time` resource: its version (resolved before, or now),
@@ -87,7 +77,7 @@ pub(crate) async fn get_versioned<'a>(
         return Done::failed(e);
     }
     let line = format!("fetched {resource} at {text}");
-    tell(ctx, entry, line.clone());
+    ctx.step_line(entry, line.clone());
     ctx.state.set_version(entry.seq, text);
     super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
     Done::ok()
@@ -176,7 +166,7 @@ pub(crate) async fn put_versioned<'a>(
         Ok(None) => format!("put {resource}: done (no version printed)"),
         Err(e) => return Done::failed(e),
     };
-    tell(ctx, entry, line.clone());
+    ctx.step_line(entry, line.clone());
     super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
     Done::ok()
 }

@@ -57,9 +57,9 @@ pub enum StateError {
         "state file error: an earlier write to it failed (is the disk full?), and it takes no more writes until treadle opens it again"
     )]
     EarlierWriteFailed,
-    /// A value is in a format this version cannot read.
+    /// A value is in a format this version cannot read (or does not serialise).
     #[error("a record in the state file is in an unknown format ({0})")]
-    Format(String),
+    Format(#[from] crate::stored_json::FormatError),
     /// No run with this id.
     #[error("there is no run {0}")]
     NoRun(u64),

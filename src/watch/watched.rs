@@ -22,7 +22,7 @@ pub struct Get {
 
 /// One job, as the watcher sees it.
 #[derive(Debug, Clone)]
-pub struct JobPlan {
+pub struct WatchedJob {
     /// The job's name.
     pub name: String,
     /// Its gets that the watcher decides a version for (`trigger:` or `passed:`).
@@ -46,7 +46,7 @@ pub struct Watched {
     /// The loaded file.
     pub loaded: Loaded,
     /// Its jobs that have a `trigger: true` get.
-    pub jobs: Vec<JobPlan>,
+    pub jobs: Vec<WatchedJob>,
 }
 
 impl Watched {
@@ -56,7 +56,7 @@ impl Watched {
             .pipeline
             .jobs
             .iter()
-            .map(job_plan)
+            .map(watched_job)
             .filter(|j| j.gets.iter().any(|g| g.trigger))
             .collect();
         Self { name, loaded, jobs }
@@ -73,12 +73,12 @@ impl Watched {
     }
 
     /// The job named `name`, if it is watched.
-    pub fn job(&self, name: &str) -> Option<&JobPlan> {
+    pub fn job(&self, name: &str) -> Option<&WatchedJob> {
         self.jobs.iter().find(|j| j.name == name)
     }
 }
 
-fn job_plan(job: &Job) -> JobPlan {
+fn watched_job(job: &Job) -> WatchedJob {
     let mut gets: Vec<Get> = Vec::new();
     visit_job(job, &mut |s| {
         let StepKind::Get {
@@ -112,7 +112,7 @@ fn job_plan(job: &Job) -> JobPlan {
         }
     });
     let serial = job.serial.as_ref().is_some_and(|s| s.value) || !job.serial_groups.is_empty();
-    JobPlan {
+    WatchedJob {
         name: job.name.value.clone(),
         gets,
         max_in_flight: if serial {
@@ -151,7 +151,7 @@ impl std::fmt::Display for Waiting {
 /// together in one build of each named job (`green(job)`: that job's green builds'
 /// versions, newest first), the newest such builds preferred.
 pub fn inputs(
-    job: &JobPlan,
+    job: &WatchedJob,
     latest: &BTreeMap<String, String>,
     green: &dyn Fn(&str) -> Vec<Versions>,
 ) -> Result<Versions, Waiting> {
@@ -222,7 +222,7 @@ fn choose(upstream: &[(Vec<&str>, Vec<Versions>)], fixed: Versions) -> Option<Ve
 
 /// Whether `job` must be queued: a trigger get's version differs from what the job was
 /// last queued with (or it never was).
-pub fn triggered(job: &JobPlan, now: &Versions, last: Option<&Versions>) -> bool {
+pub fn triggered(job: &WatchedJob, now: &Versions, last: Option<&Versions>) -> bool {
     let Some(last) = last else {
         return true;
     };
@@ -243,8 +243,8 @@ mod tests {
             .collect()
     }
 
-    fn job(gets: Vec<Get>) -> JobPlan {
-        JobPlan {
+    fn job(gets: Vec<Get>) -> WatchedJob {
+        WatchedJob {
             name: "deploy".into(),
             gets,
             max_in_flight: None,
