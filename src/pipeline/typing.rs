@@ -1,11 +1,15 @@
 //! Typing a written pipeline: [`Typer`] turns each [`RawStep`] into a typed
 //! [`super::step::Step`] (a step with no kind, several, or a key of another kind is a
-//! located load error); the keys of an agent or task step are taken out of it, and an
+//! located load error); the keys of an agent or task step are taken out of it (the agent
+//! it names resolved to its definition, its prompt made one [`Prompt`]), and an
 //! `ensemble:` is expanded before its members are typed.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
-use super::agent_call::{AgentCall, TaskKeys};
+use super::agent_call::{AgentCall, EscalateTo, Fixer, Prompt, TaskKeys};
+use super::agent_def::Agent;
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem};
 use super::ensemble::{Ensemble, Rule};
@@ -16,12 +20,20 @@ use super::raw_step::RawStep;
 use super::step::{Step, StepKind};
 
 impl AgentCall {
-    /// Takes the agent keys out of `raw` (the step's `agent:` already taken, as `agent`).
-    pub(super) fn take(agent: At<String>, raw: &mut RawStep) -> Self {
+    /// Takes the agent keys out of `raw` (the step's `agent:` already taken, as `agent`,
+    /// and resolved, as `def`).
+    pub(super) fn take(
+        agent: At<String>,
+        def: Arc<Agent>,
+        prompt: Prompt,
+        escalate_to: Option<At<EscalateTo>>,
+        raw: &mut RawStep,
+    ) -> Self {
         Self {
             agent,
-            prompt: raw.prompt.take(),
-            messages: raw.messages.take(),
+            def,
+            prompt,
+            escalate_to,
             tools: raw.tools.take(),
             verdicts: raw.verdicts.take(),
             budget: raw.budget.take(),
@@ -29,21 +41,48 @@ impl AgentCall {
             output_schema: raw.output_schema.take(),
             min_confidence: raw.min_confidence.take(),
             verdict_from_text: raw.verdict_from_text.take(),
-            escalate_to: raw.escalate_to.take(),
             max_turns: raw.max_turns.take(),
             dir: raw.dir.take(),
             context_paths: raw.context_paths.take(),
             max_context_bytes: raw.max_context_bytes.take(),
-            prompt_file: raw.prompt_file.take(),
         }
     }
 }
 
+impl Prompt {
+    /// Takes `prompt:`, `messages:` and `prompt_file: { artifact, path }` out of `raw`
+    /// (the path form was read into `prompt:` by [`super::resolve`]): the one given, or
+    /// the keys given together, with the first of them (loading fails on the error).
+    fn take(raw: &mut RawStep) -> (Self, Option<Vec<&'static str>>) {
+        use super::step_keys::PromptFile;
+        let file = raw.prompt_file.take().and_then(|f| match f.value {
+            PromptFile::Artifact(a) => Some(a),
+            // Read by loading before typing; a path left here was reported there.
+            PromptFile::Path(_) => None,
+        });
+        let given: Vec<&'static str> = [
+            ("prompt", raw.prompt.is_some()),
+            ("messages", raw.messages.is_some()),
+            ("prompt_file", file.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, p)| p.then_some(k))
+        .collect();
+        let prompt = match (raw.prompt.take(), raw.messages.take(), file) {
+            (Some(text), ..) => Self::Text(text),
+            (None, Some(messages), _) => Self::Messages(messages),
+            (None, None, Some(file)) => Self::File(file),
+            (None, None, None) => Self::default(),
+        };
+        (prompt, (given.len() > 1).then_some(given))
+    }
+}
+
 impl TaskKeys {
-    /// Takes the task keys out of `raw`.
-    pub(super) fn take(raw: &mut RawStep) -> Self {
+    /// Takes the task keys out of `raw` (`fix:` already taken and resolved, as `fix`).
+    pub(super) fn take(fix: Option<At<Fixer>>, raw: &mut RawStep) -> Self {
         Self {
-            fix: raw.fix.take(),
+            fix,
             input_mapping: raw.input_mapping.take(),
             output_mapping: raw.output_mapping.take(),
         }
@@ -139,6 +178,10 @@ impl Ensemble<RawStep> {
 /// has no single kind or carries a key of another kind (loading fails on any).
 pub(super) struct Typer<'f> {
     file: &'f Path,
+    /// The definitions of `agents:` by name, each shared by the steps that name it.
+    agents: BTreeMap<String, Arc<Agent>>,
+    /// Their names in the file's order (for the hint of an unknown one).
+    known: Vec<String>,
     /// The problems found.
     pub out: Vec<Diagnostic>,
 }
@@ -149,7 +192,74 @@ impl<'f> Typer<'f> {
     pub(super) fn new(file: &'f Path) -> Self {
         Self {
             file,
+            agents: BTreeMap::new(),
+            known: Vec::new(),
             out: Vec::new(),
+        }
+    }
+
+    /// The definition `name` names. An unknown name is reported (`message` and `hint`
+    /// say what names it) and typed as a bare stand-in so that the checks after typing
+    /// report the rest of the file; loading fails on the report.
+    fn agent(
+        &mut self,
+        name: &At<String>,
+        said: impl FnOnce(&[String]) -> (String, String),
+    ) -> Arc<Agent> {
+        if let Some(def) = self.agents.get(&name.value) {
+            return def.clone();
+        }
+        let (message, hint) = said(&self.known);
+        self.out.push(Diagnostic::new(
+            self.file,
+            name.pos,
+            Problem::UnknownAgent,
+            message,
+            hint,
+        ));
+        Arc::new(Agent {
+            name: name.clone(),
+            ..Agent::default()
+        })
+    }
+
+    /// `escalate_to:` resolved: `human`, or an agent of the file.
+    fn escalate_to(&mut self, to: At<String>) -> At<EscalateTo> {
+        use super::controls::HUMAN;
+        let value = if to.value == HUMAN {
+            EscalateTo::Human
+        } else {
+            EscalateTo::Agent(self.agent(&to, |_| {
+                (
+                    format!("`escalate_to: {}` names no agent", to.value),
+                    format!("write `escalate_to: {HUMAN}` or the name of an agent under `agents:`"),
+                )
+            }))
+        };
+        At { value, pos: to.pos }
+    }
+
+    /// `fix:` of the task `task` resolved to its agent.
+    fn fixer(&mut self, fix: At<super::step_keys::Fix>, task: &str) -> At<Fixer> {
+        let spec = fix.value.spec();
+        let def = self.agent(
+            &At {
+                value: spec.agent.value.clone(),
+                pos: fix.pos,
+            },
+            |_| {
+                (
+                    format!(
+                        "`fix:` of step `{task}` names unknown agent `{}`",
+                        spec.agent.value
+                    ),
+                    "define the fixer under `agents:`, or fix the name".to_owned(),
+                )
+            },
+        );
+        At {
+            value: Fixer { spec, def },
+            pos: fix.pos,
         }
     }
 
@@ -165,6 +275,12 @@ impl<'f> Typer<'f> {
 
     /// The typed pipeline (`None` when a step has no single kind; see [`Self::out`]).
     pub(super) fn pipeline(&mut self, raw: Pipeline<RawStep>) -> Option<Pipeline> {
+        self.known = raw.agents.iter().map(|a| a.name.value.clone()).collect();
+        self.agents = raw
+            .agents
+            .iter()
+            .map(|a| (a.name.value.clone(), Arc::new(a.clone())))
+            .collect();
         let jobs: Vec<Option<Job>> = raw.jobs.into_iter().map(|j| self.job(j)).collect();
         let plan = raw.plan.map(|p| self.steps(p));
         Some(Pipeline {
@@ -332,11 +448,29 @@ impl<'f> Typer<'f> {
     /// Takes the kind key (exactly one is present) and its configuration out of `raw`.
     fn kind(&mut self, raw: &mut RawStep) -> Option<StepKind> {
         if let (Some(name), Some(run)) = (raw.task.take(), raw.run.take()) {
-            let keys = TaskKeys::take(raw);
+            let shown = raw.name.as_ref().unwrap_or(&name).value.clone();
+            let fix = raw.fix.take().map(|f| self.fixer(f, &shown));
+            let keys = TaskKeys::take(fix, raw);
             return Some(StepKind::Task { name, run, keys });
         }
         if let Some(a) = raw.agent.take() {
-            return Some(StepKind::Agent(Box::new(AgentCall::take(a, raw))));
+            let def = self.agent(&a, |known| super::check::unknown_agent(&a.value, known));
+            let (prompt, clash) = Prompt::take(raw);
+            if let Some(keys) = clash {
+                let keys: Vec<String> = keys.iter().map(|k| format!("`{k}:`")).collect();
+                self.push(
+                    a.pos,
+                    format!(
+                        "an agent step takes one of {}, not several",
+                        keys.join(", ")
+                    ),
+                    "keep one of them: the prompt is one text, several messages, or a file"
+                        .to_owned(),
+                );
+            }
+            let escalate_to = raw.escalate_to.take().map(|t| self.escalate_to(t));
+            let call = AgentCall::take(a, def, prompt, escalate_to, raw);
+            return Some(StepKind::Agent(Box::new(call)));
         }
         if let Some(name) = raw.approval.take() {
             let policy = super::approval_policy::ApprovalPolicy::of(&name.value);
