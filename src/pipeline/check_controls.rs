@@ -196,15 +196,16 @@ pub fn step_findings(
                 .to_owned(),
         ));
     }
-    if let Some(to) = &call.escalate_to {
-        if call.min_confidence.is_none() {
-            out.push((
-                to.pos,
-                Problem::BadStep,
-                "`escalate_to:` without `min_confidence:`".to_owned(),
-                "add `min_confidence: 0.8` (below it, the decision escalates)".to_owned(),
-            ));
-        }
+    // An `escalate_to:` naming no agent was reported when the step was typed.
+    if let Some(to) = &call.escalate_to
+        && call.min_confidence.is_none()
+    {
+        out.push((
+            to.pos,
+            Problem::BadStep,
+            "`escalate_to:` without `min_confidence:`".to_owned(),
+            "add `min_confidence: 0.8` (below it, the decision escalates)".to_owned(),
+        ));
     }
     out
 }

@@ -1,14 +1,14 @@
 //! Typing a written pipeline: [`Typer`] turns each [`RawStep`] into a typed
 //! [`super::step::Step`] (a step with no kind, several, or a key of another kind is a
 //! located load error); the keys of an agent or task step are taken out of it (the agent
-//! it names resolved to its definition, its prompt made one [`Prompt`]), and an
-//! `ensemble:` is expanded before its members are typed.
+//! it names resolved to its definition, its prompt made one [`Prompt`]: see
+//! [`super::typing_agent`]), and an `ensemble:` is expanded before its members are typed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::agent_call::{AgentCall, EscalateTo, Fixer, Prompt, TaskKeys};
+use super::agent_call::{AgentCall, Prompt, TaskKeys};
 use super::agent_def::Agent;
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem};
@@ -18,76 +18,6 @@ use super::format::{Job, Pipeline};
 use super::in_parallel::{InParallel, InParallelConfig};
 use super::raw_step::RawStep;
 use super::step::{Step, StepKind};
-
-impl AgentCall {
-    /// Takes the agent keys out of `raw` (the step's `agent:` already taken, as `agent`,
-    /// and resolved, as `def`).
-    pub(super) fn take(
-        agent: At<String>,
-        def: Arc<Agent>,
-        prompt: Prompt,
-        escalate_to: Option<At<EscalateTo>>,
-        raw: &mut RawStep,
-    ) -> Self {
-        Self {
-            agent,
-            def,
-            prompt,
-            escalate_to,
-            tools: raw.tools.take(),
-            verdicts: raw.verdicts.take(),
-            budget: raw.budget.take(),
-            commit: raw.commit.take(),
-            output_schema: raw.output_schema.take(),
-            min_confidence: raw.min_confidence.take(),
-            verdict_from_text: raw.verdict_from_text.take(),
-            max_turns: raw.max_turns.take(),
-            dir: raw.dir.take(),
-            context_paths: raw.context_paths.take(),
-            max_context_bytes: raw.max_context_bytes.take(),
-        }
-    }
-}
-
-impl Prompt {
-    /// Takes `prompt:`, `messages:` and `prompt_file: { artifact, path }` out of `raw`
-    /// (the path form was read into `prompt:` by [`super::resolve`]): the one given, or
-    /// the keys given together, with the first of them (loading fails on the error).
-    fn take(raw: &mut RawStep) -> (Self, Option<Vec<&'static str>>) {
-        use super::step_keys::PromptFile;
-        let file = raw.prompt_file.take().and_then(|f| match f.value {
-            PromptFile::Artifact(a) => Some(a),
-            // Read by loading before typing; a path left here was reported there.
-            PromptFile::Path(_) => None,
-        });
-        let given: Vec<&'static str> = [
-            ("prompt", raw.prompt.is_some()),
-            ("messages", raw.messages.is_some()),
-            ("prompt_file", file.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(k, p)| p.then_some(k))
-        .collect();
-        let prompt = match (raw.prompt.take(), raw.messages.take(), file) {
-            (Some(text), ..) => Self::Text(text),
-            (None, Some(messages), _) => Self::Messages(messages),
-            (None, None, Some(file)) => Self::File(file),
-            (None, None, None) => Self::default(),
-        };
-        (prompt, (given.len() > 1).then_some(given))
-    }
-}
-
-impl TaskKeys {
-    /// Takes the task keys out of `raw` (`fix:` already taken and resolved, as `fix`).
-    pub(super) fn take(fix: Option<At<Fixer>>, raw: &mut RawStep) -> Self {
-        Self {
-            fix,
-            input_mapping: raw.input_mapping.take(),
-            output_mapping: raw.output_mapping.take(),
-        }
-    }
-}
 
 /// A key of `agent:` or `task:` steps written on a step of another kind (found once the
 /// kind is known, reported with the step's name, at the key where it has a position).
@@ -177,11 +107,11 @@ impl Ensemble<RawStep> {
 /// Turns written steps into typed ones, collecting a located diagnostic for each step that
 /// has no single kind or carries a key of another kind (loading fails on any).
 pub(super) struct Typer<'f> {
-    file: &'f Path,
+    pub(super) file: &'f Path,
     /// The definitions of `agents:` by name, each shared by the steps that name it.
-    agents: BTreeMap<String, Arc<Agent>>,
+    pub(super) agents: BTreeMap<String, Arc<Agent>>,
     /// Their names in the file's order (for the hint of an unknown one).
-    known: Vec<String>,
+    pub(super) known: Vec<String>,
     /// The problems found.
     pub out: Vec<Diagnostic>,
 }
@@ -195,71 +125,6 @@ impl<'f> Typer<'f> {
             agents: BTreeMap::new(),
             known: Vec::new(),
             out: Vec::new(),
-        }
-    }
-
-    /// The definition `name` names. An unknown name is reported (`message` and `hint`
-    /// say what names it) and typed as a bare stand-in so that the checks after typing
-    /// report the rest of the file; loading fails on the report.
-    fn agent(
-        &mut self,
-        name: &At<String>,
-        said: impl FnOnce(&[String]) -> (String, String),
-    ) -> Arc<Agent> {
-        if let Some(def) = self.agents.get(&name.value) {
-            return def.clone();
-        }
-        let (message, hint) = said(&self.known);
-        self.out.push(Diagnostic::new(
-            self.file,
-            name.pos,
-            Problem::UnknownAgent,
-            message,
-            hint,
-        ));
-        Arc::new(Agent {
-            name: name.clone(),
-            ..Agent::default()
-        })
-    }
-
-    /// `escalate_to:` resolved: `human`, or an agent of the file.
-    fn escalate_to(&mut self, to: At<String>) -> At<EscalateTo> {
-        use super::controls::HUMAN;
-        let value = if to.value == HUMAN {
-            EscalateTo::Human
-        } else {
-            EscalateTo::Agent(self.agent(&to, |_| {
-                (
-                    format!("`escalate_to: {}` names no agent", to.value),
-                    format!("write `escalate_to: {HUMAN}` or the name of an agent under `agents:`"),
-                )
-            }))
-        };
-        At { value, pos: to.pos }
-    }
-
-    /// `fix:` of the task `task` resolved to its agent.
-    fn fixer(&mut self, fix: At<super::step_keys::Fix>, task: &str) -> At<Fixer> {
-        let spec = fix.value.spec();
-        let def = self.agent(
-            &At {
-                value: spec.agent.value.clone(),
-                pos: fix.pos,
-            },
-            |_| {
-                (
-                    format!(
-                        "`fix:` of step `{task}` names unknown agent `{}`",
-                        spec.agent.value
-                    ),
-                    "define the fixer under `agents:`, or fix the name".to_owned(),
-                )
-            },
-        );
-        At {
-            value: Fixer { spec, def },
-            pos: fix.pos,
         }
     }
 
