@@ -1,14 +1,14 @@
 //! Typing a written pipeline: [`Typer`] turns each [`RawStep`] into a typed
 //! [`super::step::Step`] (a step with no kind, several, or a key of another kind is a
 //! located load error); the keys of an agent or task step are taken out of it (the agent
-//! it names resolved to its definition, its prompt made one [`Prompt`]: see
+//! it names resolved to its definition, its prompt made one [`super::agent_call::Prompt`]: see
 //! [`super::typing_agent`]), and an `ensemble:` is expanded before its members are typed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::agent_call::{AgentCall, Prompt, TaskKeys};
+use super::agent_call::TaskKeys;
 use super::agent_def::Agent;
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem};
@@ -128,7 +128,7 @@ impl<'f> Typer<'f> {
         }
     }
 
-    fn push(&mut self, pos: Pos, message: String, hint: String) {
+    pub(super) fn push(&mut self, pos: Pos, message: String, hint: String) {
         self.out.push(Diagnostic::new(
             self.file,
             pos,
@@ -319,23 +319,7 @@ impl<'f> Typer<'f> {
             return Some(StepKind::Task { name, run, keys });
         }
         if let Some(a) = raw.agent.take() {
-            let def = self.agent(&a, |known| super::check::unknown_agent(&a.value, known));
-            let (prompt, clash) = Prompt::take(raw);
-            if let Some(keys) = clash {
-                let keys: Vec<String> = keys.iter().map(|k| format!("`{k}:`")).collect();
-                self.push(
-                    a.pos,
-                    format!(
-                        "an agent step takes one of {}, not several",
-                        keys.join(", ")
-                    ),
-                    "keep one of them: the prompt is one text, several messages, or a file"
-                        .to_owned(),
-                );
-            }
-            let escalate_to = raw.escalate_to.take().map(|t| self.escalate_to(t));
-            let call = AgentCall::take(a, def, prompt, escalate_to, raw);
-            return Some(StepKind::Agent(Box::new(call)));
+            return Some(StepKind::Agent(Box::new(self.agent_call(a, raw))));
         }
         if let Some(name) = raw.approval.take() {
             let policy = super::approval_policy::ApprovalPolicy::of(&name.value);

@@ -83,6 +83,25 @@ impl TaskKeys {
 }
 
 impl Typer<'_> {
+    /// The agent step whose `agent:` is `a`, its keys taken out of `raw`.
+    pub(super) fn agent_call(&mut self, a: At<String>, raw: &mut RawStep) -> AgentCall {
+        let def = self.agent(&a, |known| super::check::unknown_agent(&a.value, known));
+        let (prompt, clash) = Prompt::take(raw);
+        if let Some(keys) = clash {
+            let keys: Vec<String> = keys.iter().map(|k| format!("`{k}:`")).collect();
+            self.push(
+                a.pos,
+                format!(
+                    "an agent step takes one of {}, not several",
+                    keys.join(", ")
+                ),
+                "keep one of them: the prompt is one text, several messages, or a file".to_owned(),
+            );
+        }
+        let escalate_to = raw.escalate_to.take().map(|t| self.escalate_to(t));
+        AgentCall::take(a, def, prompt, escalate_to, raw)
+    }
+
     /// The definition `name` names. An unknown name is reported (`message` and `hint`
     /// say what names it) and typed as a bare stand-in so that the checks after typing
     /// report the rest of the file; loading fails on the report.
