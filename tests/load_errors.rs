@@ -72,6 +72,42 @@ fn unknown_agent() {
 }
 
 #[test]
+fn a_prompt_given_twice() {
+    // `prompt:` beside `prompt_file: { artifact, path }` was read as the file then the
+    // prompt; the instruction is one thing, so two of its keys are refused at load.
+    refused(
+        "agents:\n  - name: r\njobs:\n  - name: a\n    plan:\n      - task: t\n        outputs: [repo]\n        run: true\n      - agent: r\n        inputs: [repo]\n        prompt: hi\n        prompt_file: { artifact: repo, path: x.md }\n",
+        Some("9:16"),
+        "an agent step takes one of `prompt:`, `prompt_file:`, not several",
+    );
+}
+
+#[test]
+fn an_unknown_agent_and_the_rest_of_the_file_reported_together() {
+    // The unknown agent is found when the step is typed; the checks after typing still
+    // report the file's other problems in the same run.
+    let err = refused(
+        "agents:\n  - name: reviewer\njobs:\n  - name: a\n    plan:\n      - agent: reveiwer\n        prompt: hi\n        inputs: [nothing]\n",
+        Some("6:16"),
+        "unknown agent `reveiwer`",
+    );
+    assert!(err.contains("did you mean `reviewer`"), "{err}");
+    assert!(
+        err.contains("input `nothing` is not produced by any earlier step"),
+        "{err}"
+    );
+}
+
+#[test]
+fn escalation_to_an_unknown_agent() {
+    refused(
+        "agents:\n  - name: r\njobs:\n  - name: a\n    plan:\n      - agent: r\n        prompt: decide\n        verdicts: [approve, reject]\n        min_confidence: 0.8\n        escalate_to: boss\n",
+        Some("10:22"),
+        "`escalate_to: boss` names no agent",
+    );
+}
+
+#[test]
 fn verdict_to_missing_step() {
     refused(
         "agents:\n  - name: r\njobs:\n  - name: a\n    plan:\n      - agent: r\n        prompt: decide\n        verdicts:\n          - approve: publish\n      - task: publsh\n        run: true\n",

@@ -202,7 +202,10 @@ mod tests {
         let at = |s: &&str| At::new((*s).to_owned());
         let mut step = Step::agent(AgentCall {
             commit: commit.map(str::to_owned),
-            ..AgentCall::new(At::new("coder".to_owned()))
+            ..AgentCall::new(std::sync::Arc::new(crate::pipeline::Agent {
+                name: At::new("coder".to_owned()),
+                ..crate::pipeline::Agent::default()
+            }))
         });
         step.inputs = inputs.iter().map(at).collect();
         step.outputs = outputs.iter().map(at).collect();

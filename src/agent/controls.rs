@@ -241,23 +241,20 @@ impl StepControls {
 /// here), and the smaller of the agent's and the step's `budget: { dollars }`.
 pub fn from_pipeline(
     loaded: &crate::pipeline::Loaded,
-    agent: &crate::pipeline::Agent,
     call: &crate::pipeline::AgentCall,
 ) -> Result<StepControls, super::BuildError> {
-    use crate::pipeline::controls::HUMAN;
+    let agent: &crate::pipeline::Agent = &call.def;
+    use crate::pipeline::agent_call::EscalateTo;
     use crate::pipeline::model::{self, process_env};
 
     let confidence = match &call.min_confidence {
         Some(min) => {
-            let escalate_to = match call.escalate_to.as_ref().map(|t| t.value.as_str()) {
-                None | Some(HUMAN) => Escalation::Human,
-                Some(name) => {
-                    let stronger = loaded
-                        .agent(name)
-                        .ok_or_else(|| super::BuildError::UnknownAgent(name.to_owned()))?;
+            let escalate_to = match call.escalate_to.as_ref().map(|t| &t.value) {
+                None | Some(EscalateTo::Human) => Escalation::Human,
+                Some(EscalateTo::Agent(stronger)) => {
                     let model = model::resolve(&stronger.source, stronger.name.pos, &process_env)?;
                     Escalation::Agent {
-                        name: name.to_owned(),
+                        name: stronger.name.value.clone(),
                         model: Box::new(model),
                     }
                 }

@@ -127,8 +127,9 @@ fn delegate(
     let agent = loaded
         .agent(child)
         .ok_or_else(|| BuildError::UnknownAgent(child.to_owned()))?;
-    let step = Step::agent(AgentCall::new(agent.name.clone()));
-    let built = AgentStep::build_nested(loaded, &step, depth + 1)?;
+    let call = AgentCall::new(Arc::new(agent.clone()));
+    let step = Step::agent(call.clone());
+    let built = AgentStep::build_nested(loaded, &step, &call, depth + 1)?;
     let percent = parent
         .delegate_budget_percent
         .as_ref()

@@ -1,11 +1,13 @@
-//! Reading a pipeline's agent step into an [`AgentStep`]: its agent, its model (resolved
-//! against the process environment), its grant, its price and its controls. The one place
-//! a step's fields are read for an agent step (see `super::spec`).
+//! Reading a pipeline's agent step into an [`AgentStep`]: its agent (resolved when the
+//! file was loaded: [`AgentCall::def`]), its model (resolved here against the process
+//! environment, which holds the key variables and may change between runs), its grant,
+//! its price and its controls. The one place a step's fields are read for an agent step
+//! (see `super::spec`).
 
 use std::path::PathBuf;
 
 use crate::pipeline::model::{self, process_env};
-use crate::pipeline::{Agent, AgentCall, Loaded, ResolvedModel, Step, StepKind, mcp};
+use crate::pipeline::{Agent, AgentCall, Loaded, ResolvedModel, Step, mcp};
 use crate::tools::DEFAULT_GRANT;
 
 use super::budget::{BudgetScope, TokenBudget};
@@ -14,31 +16,27 @@ use super::cost::Prices;
 use super::spec::{AgentStep, BuildError, CliStep, Conversation, Dials, Granted};
 
 impl AgentStep {
-    /// Builds the agent step `step` runs, from the loaded pipeline: its agent, its model
-    /// (resolved against the process environment) and its price. The directory is the
-    /// executor's to add with [`AgentStep::in_dir`] once it is made.
-    pub fn build(loaded: &Loaded, step: &Step) -> Result<Self, BuildError> {
-        Self::build_nested(loaded, step, 0)
+    /// Builds the agent step `step` runs (`call` is its kind's payload), from the loaded
+    /// pipeline: its agent's model (resolved against the process environment) and its
+    /// price. The directory is the executor's to add with [`AgentStep::in_dir`] once it is
+    /// made.
+    pub fn build(loaded: &Loaded, step: &Step, call: &AgentCall) -> Result<Self, BuildError> {
+        Self::build_nested(loaded, step, call, 0)
     }
 
     /// [`AgentStep::build`] for a step `depth` delegations down (a sub-agent's own step).
     pub(crate) fn build_nested(
         loaded: &Loaded,
         step: &Step,
+        call: &AgentCall,
         depth: usize,
     ) -> Result<Self, BuildError> {
-        let StepKind::Agent(call) = &step.kind else {
-            return Err(BuildError::NotAgent);
-        };
-        let name = &call.agent;
-        let agent = loaded
-            .agent(&name.value)
-            .ok_or_else(|| BuildError::UnknownAgent(name.value.clone()))?;
+        let agent: &Agent = &call.def;
         let model = model::resolve(&agent.source, agent.name.pos, &process_env)?;
         if let Some(why) = super::refuse::unsupported(agent, step, &model) {
             return Err(BuildError::Unsupported(why));
         }
-        let controls = super::controls::from_pipeline(loaded, agent, call)?;
+        let controls = super::controls::from_pipeline(loaded, call)?;
         let mut fallbacks = Vec::new();
         for fb in &agent.fallback {
             let m = model::resolve(&fb.source, fb.pos, &process_env)?;
@@ -48,7 +46,7 @@ impl AgentStep {
             }
             fallbacks.push(m);
         }
-        let mut built = Self::from_pipeline(agent, step, call, model, PathBuf::new())
+        let mut built = Self::from_pipeline(step, call, model, PathBuf::new())
             .with_prices(&loaded.pipeline.prices);
         built.controls = controls;
         built.fallbacks = fallbacks;
@@ -74,18 +72,19 @@ impl AgentStep {
     ///   the agent's grant; they are filtered here too), else the agent's `tools:`, else the
     ///   read-only [`DEFAULT_GRANT`]; MCP tools stay names (and `{server}__*` patterns)
     ///   until the step starts their servers;
-    /// * prompt: `prompt:`, then each of `messages:`, separated by blank lines;
+    /// * prompt: `prompt:`, or each of `messages:` separated by blank lines (a
+    ///   `prompt_file:` inside an input is read when the step runs);
     /// * verdicts: the keys of `verdicts:`, in order;
     /// * budget: the smaller of the agent's and the step's `budget: { tokens }` (an
     ///   `across:` step's is its block's, not each cell's). A job budget is the executor's
     ///   to add with [`AgentStep::with_job_budget`].
     pub fn from_pipeline(
-        agent: &Agent,
         step: &Step,
         call: &AgentCall,
         model: ResolvedModel,
         dir: PathBuf,
     ) -> Self {
+        let agent: &Agent = &call.def;
         let granted: Vec<String> = match agent.grant() {
             Some(tools) => tools.into_iter().map(|t| t.value).collect(),
             None => DEFAULT_GRANT.iter().map(|t| (*t).to_owned()).collect(),
@@ -98,12 +97,6 @@ impl AgentStep {
                 .collect(),
             None => granted,
         };
-
-        let mut parts: Vec<&str> = Vec::new();
-        if let Some(prompt) = &call.prompt {
-            parts.push(prompt);
-        }
-        parts.extend(call.messages.iter().flatten().map(String::as_str));
 
         let verdicts = step.verdict_choices();
 
@@ -144,7 +137,7 @@ impl AgentStep {
             fallbacks: Vec::new(),
             system: agent.system.clone(),
             tools,
-            prompt: parts.join("\n\n"),
+            prompt: call.prompt.joined(),
             verdicts,
             verdict_from_text: call.verdict_from_text.as_ref().is_some_and(|v| v.value),
             max_turns: call.max_turns.as_ref().map(|m| m.value).or(agent.max_turns),

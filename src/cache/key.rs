@@ -21,24 +21,25 @@
 //! own) and its name.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::digest::Digest;
-use crate::agent::AgentStep;
+use crate::agent::{AgentStep, BuildError};
 use crate::pipeline::{AgentCall, Kind, Loaded, RunSpec, Step, StepKind};
 
 /// Everything a step's key is made of besides the step itself, as the caller knows it:
 /// the run from the artifacts and records it has, `plan` from the cache's records.
-#[derive(Debug)]
 pub struct KeyFacts<'a> {
     /// Each input's tree digest, by artifact name.
     pub inputs: BTreeMap<String, Digest>,
     /// A `get`'s resolved version (the commit).
     pub version: Option<&'a str>,
-    /// An agent step as built to run.
-    pub agent: Option<&'a AgentStep>,
+    /// An agent step as built to run, asked for when the step is one: the run gives the
+    /// one value it builds once and runs, `plan` builds it as the run would.
+    pub agent: &'a dyn Fn(&AgentCall) -> Result<Arc<AgentStep>, BuildError>,
     /// An `across:` cell's values, by variable.
     pub cell: Option<&'a BTreeMap<String, String>>,
     /// The decisions the step reads through `context: { from }`.
@@ -195,8 +196,14 @@ impl KeyParts {
 
 /// Why a step's configuration could not be resolved.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// The agent step could not be built (its model, say, cannot be resolved).
+    #[error(transparent)]
+    Agent(#[from] BuildError),
+    /// A `get` or `put` names a resource the file does not define.
+    #[error("unknown resource `{0}`")]
+    UnknownResource(String),
+}
 
 fn names(list: &[crate::pipeline::At<String>]) -> Vec<String> {
     list.iter().map(|s| s.value.clone()).collect()
@@ -215,7 +222,7 @@ fn config(
     loaded: &Loaded,
     step: &Step,
     version: Option<&str>,
-    agent: Option<&AgentStep>,
+    agent: &dyn Fn(&AgentCall) -> Result<Arc<AgentStep>, BuildError>,
 ) -> Result<Value, ConfigError> {
     let common = json!({
         "inputs": names(&step.inputs),
@@ -226,19 +233,14 @@ fn config(
     let kind = &step.kind;
     let specific = match kind {
         StepKind::Task { run, .. } => json!({ "run": run_json(&run.value) }),
-        StepKind::Agent(call) => {
-            let agent = agent.ok_or_else(|| {
-                ConfigError(format!("agent step `{}` was not built", call.agent.value))
-            })?;
-            agent_config(step, call, agent)
-        }
+        StepKind::Agent(call) => agent_config(step, call, &*agent(call)?),
         StepKind::Get { resource: res, .. } | StepKind::Put { resource: res, .. } => {
             let resource = loaded
                 .pipeline
                 .resources
                 .iter()
                 .find(|r| r.name.value == res.value)
-                .ok_or_else(|| ConfigError(format!("unknown resource `{}`", res.value)))?;
+                .ok_or_else(|| ConfigError::UnknownResource(res.value.clone()))?;
             let mut config = json!({
                 "type": resource.kind.value,
                 "source": resource.source,

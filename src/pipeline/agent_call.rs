@@ -1,25 +1,28 @@
-//! The typed keys of an `agent:` step ([`AgentCall`]) and of a `task:` step that only a
-//! task takes ([`TaskKeys`]). They are taken out of a written step when it is typed
+//! The typed keys of an `agent:` step ([`AgentCall`]: the agent it names, resolved to
+//! its definition, and its [`Prompt`]) and of a `task:` step that only a task takes
+//! ([`TaskKeys`]). They are taken out of a written step when it is typed
 //! ([`super::typing`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::agent_def::Budget;
+use super::agent_def::{Agent, Budget};
 use super::at::At;
 use super::flow_keys::VerdictEntry;
 use super::settings::SizeSpec;
-use super::step_keys::{Fix, PromptFile};
+use super::step_keys::{ArtifactFile, FixSpec};
 
 /// An `agent:` step: the agent it names and the keys only an agent step takes.
 /// [`AgentCall::new`] is one with none set (a step made in code sets what it needs).
 #[derive(Debug, Clone)]
 pub struct AgentCall {
-    /// The value of `agent:`, an entry of `agents:`.
+    /// The value of `agent:` as written (where the step names it).
     pub agent: At<String>,
+    /// The definition under `agents:` that `agent:` names, resolved when the file is
+    /// loaded: nothing after loading asks which agent a step runs.
+    pub def: Arc<Agent>,
     /// The instruction.
-    pub prompt: Option<String>,
-    /// The instruction as several user messages (joined by blank lines).
-    pub messages: Option<Vec<String>>,
+    pub prompt: Prompt,
     /// Narrows the agent's tool grant for this step (it cannot widen it).
     pub tools: Option<Vec<At<String>>>,
     /// The choices the agent must pick from: `- choice` continues in order,
@@ -39,8 +42,8 @@ pub struct AgentCall {
     /// that verdict (off by default).
     pub verdict_from_text: Option<At<bool>>,
     /// Where a verdict below `min_confidence` goes: `human` (the default, an approval) or
-    /// the name of a stronger agent of this file, which decides again.
-    pub escalate_to: Option<At<String>>,
+    /// a stronger agent of this file, which decides again (resolved at load).
+    pub escalate_to: Option<At<EscalateTo>>,
     /// Upper bound on model requests in this step (wins over the agent's).
     pub max_turns: Option<At<u32>>,
     /// The agent's working directory: `ARTIFACT/sub/dir`, inside one of the step's inputs
@@ -51,18 +54,76 @@ pub struct AgentCall {
     /// The most bytes of one tool result or context file put into the conversation (wins
     /// over the agent's).
     pub max_context_bytes: Option<SizeSpec>,
-    /// The prompt from a file inside an input, read at run time (the form of a file beside
-    /// the pipeline is read into `prompt` by loading).
-    pub prompt_file: Option<At<PromptFile>>,
+}
+
+/// `escalate_to:` of an agent step, resolved at load.
+#[derive(Debug, Clone)]
+pub enum EscalateTo {
+    /// `human`: an approval of the verdict.
+    Human,
+    /// Another agent of the file.
+    Agent(Arc<Agent>),
+}
+
+/// `fix:` of a task, its agent resolved at load.
+#[derive(Debug, Clone)]
+pub struct Fixer {
+    /// The overrides as written (all empty for `fix: NAME`).
+    pub spec: FixSpec,
+    /// The agent that repairs the task.
+    pub def: Arc<Agent>,
+}
+
+/// An agent step's instruction: one of `prompt:`, `messages:` and `prompt_file:` (the form
+/// of a file beside the pipeline is read into [`Prompt::Text`] by loading). A step with
+/// none has an empty text.
+#[derive(Debug, Clone)]
+pub enum Prompt {
+    /// `prompt:` (or `prompt_file: PATH`, read at load).
+    Text(String),
+    /// `messages:`, several user messages (joined by blank lines).
+    Messages(Vec<String>),
+    /// `prompt_file: { artifact, path }`: a file inside an input, read when the step runs.
+    File(ArtifactFile),
+}
+
+impl Default for Prompt {
+    fn default() -> Self {
+        Self::Text(String::new())
+    }
+}
+
+impl Prompt {
+    /// The texts known at load (none for a file read at run time), in order.
+    pub fn texts(&self) -> Vec<&str> {
+        match self {
+            Self::Text(t) => vec![t.as_str()],
+            Self::Messages(m) => m.iter().map(String::as_str).collect(),
+            Self::File(_) => Vec::new(),
+        }
+    }
+
+    /// The instruction known at load, its texts separated by blank lines.
+    pub fn joined(&self) -> String {
+        self.texts().join("\n\n")
+    }
+
+    /// The file inside an input to read when the step runs, if it is one.
+    pub fn file(&self) -> Option<&ArtifactFile> {
+        match self {
+            Self::File(f) => Some(f),
+            Self::Text(_) | Self::Messages(_) => None,
+        }
+    }
 }
 
 impl AgentCall {
-    /// A call of `agent` with no other key set.
-    pub fn new(agent: At<String>) -> Self {
+    /// A call of the agent `def` with no other key set, naming it as its definition does.
+    pub fn new(def: Arc<Agent>) -> Self {
         Self {
-            agent,
-            prompt: None,
-            messages: None,
+            agent: def.name.clone(),
+            def,
+            prompt: Prompt::default(),
             tools: None,
             verdicts: None,
             budget: None,
@@ -75,7 +136,6 @@ impl AgentCall {
             dir: None,
             context_paths: None,
             max_context_bytes: None,
-            prompt_file: None,
         }
     }
 }
@@ -84,7 +144,7 @@ impl AgentCall {
 #[derive(Debug, Clone, Default)]
 pub struct TaskKeys {
     /// An agent that repairs this task when its command fails; the command then runs again.
-    pub fix: Option<At<Fix>>,
+    pub fix: Option<At<Fixer>>,
     /// Inputs seen under another name: `{ NAME_IN_STEP: ARTIFACT }`.
     pub input_mapping: Option<At<BTreeMap<String, String>>>,
     /// Outputs collected under another name: `{ NAME_IN_STEP: ARTIFACT }`.

@@ -483,31 +483,12 @@ impl<'a> Checker<'a> {
                 "give the commit a message, or leave `commit:` out to wipe the agent's changes",
             );
         }
-        let Some(agent) = self.agents.get(name.value.as_str()).copied() else {
-            let known: Vec<&str> = self.agents.keys().copied().collect();
-            let hint = match did_you_mean(&name.value, known.iter().copied()) {
-                Some(n) => format!(
-                    "did you mean `{n}`? or define `{}` under `agents:`",
-                    name.value
-                ),
-                None if known.is_empty() => format!(
-                    "define it under `agents:` (`- name: {}` with a `source:`)",
-                    name.value
-                ),
-                None => format!(
-                    "agents in this file: {}; or define `{}` under `agents:`",
-                    known.join(", "),
-                    name.value
-                ),
-            };
-            self.push(
-                name.pos,
-                Problem::UnknownAgent,
-                format!("unknown agent `{}`", name.value),
-                hint,
-            );
+        // An unknown agent was reported when the step was typed (its definition there is
+        // a stand-in, whose grant says nothing about the step's tools).
+        if !self.agents.contains_key(name.value.as_str()) {
             return;
-        };
+        }
+        let agent: &Agent = &call.def;
         let granted = agent.grant();
         let grant: Vec<&str> = match &granted {
             Some(t) => t.iter().map(|t| t.value.as_str()).collect(),
@@ -529,22 +510,10 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-        for finding in super::check_controls::step_findings(
-            step,
-            call,
-            agent,
-            &self.agents,
-            &self.pipeline.prices,
-        ) {
+        for finding in
+            super::check_controls::step_findings(step, call, agent, &self.pipeline.prices)
+        {
             self.push_finding(finding);
-        }
-        if call.prompt.is_some() && call.messages.is_some() {
-            self.push(
-                name.pos,
-                Problem::BadStep,
-                "an agent step takes `prompt:` or `messages:`, not both",
-                "keep one of them",
-            );
         }
         for entry in call.verdicts.iter().flatten() {
             if entry.value.pairs().len() != 1 {
@@ -570,4 +539,19 @@ impl<'a> Checker<'a> {
             }
         }
     }
+}
+
+/// The message and hint of an `agent:` naming no agent of `known` (the file's agents).
+pub(super) fn unknown_agent(name: &str, known: &[String]) -> (String, String) {
+    let hint = match did_you_mean(name, known.iter().map(String::as_str)) {
+        Some(n) => format!("did you mean `{n}`? or define `{name}` under `agents:`"),
+        None if known.is_empty() => {
+            format!("define it under `agents:` (`- name: {name}` with a `source:`)")
+        }
+        None => format!(
+            "agents in this file: {}; or define `{name}` under `agents:`",
+            known.join(", ")
+        ),
+    };
+    (format!("unknown agent `{name}`"), hint)
 }

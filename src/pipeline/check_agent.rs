@@ -5,13 +5,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::agent_call::{AgentCall, TaskKeys};
+use super::agent_call::AgentCall;
 use super::agent_def::Agent;
 use super::at::{At, Pos};
 use super::diagnostic::{Finding, Problem};
 use super::format::{Pipeline, Step};
 use super::step::StepKind;
-use super::step_keys::{CONTEXT_LEVELS, PromptFile};
+use super::step_keys::CONTEXT_LEVELS;
 use super::tool_grant::{ToolKind, ToolObject};
 
 /// The deepest chain of agents calling agents as tools.
@@ -96,7 +96,7 @@ pub fn check(pipeline: &Pipeline) -> Vec<Finding> {
             }
         });
         super::walk::visit_job(job, &mut |s| {
-            step(s, &agents, &all, &deciders, &mut out);
+            step(s, &all, &deciders, &mut out);
         });
     }
     out
@@ -351,18 +351,10 @@ fn delegation_cycles(agents: &BTreeMap<&str, &Agent>, out: &mut Vec<Finding>) {
     }
 }
 
-fn step(
-    s: &Step,
-    agents: &BTreeMap<&str, &Agent>,
-    all: &BTreeSet<String>,
-    deciders: &BTreeSet<String>,
-    out: &mut Vec<Finding>,
-) {
+fn step(s: &Step, all: &BTreeSet<String>, deciders: &BTreeSet<String>, out: &mut Vec<Finding>) {
     let name = s.display_name();
-    match &s.kind {
-        StepKind::Task { keys, .. } => task_keys(keys, &name, agents, out),
-        StepKind::Agent(call) => agent_keys(s, call, &name, out),
-        _ => {}
+    if let StepKind::Agent(call) = &s.kind {
+        agent_keys(s, call, &name, out);
     }
     if let Some(ctx) = &s.context {
         for (from, level) in &ctx.value.from {
@@ -397,23 +389,6 @@ fn step(
     }
 }
 
-/// The checks of a task's `fix:`.
-fn task_keys(keys: &TaskKeys, name: &str, agents: &BTreeMap<&str, &Agent>, out: &mut Vec<Finding>) {
-    if let Some(fix) = &keys.fix
-        && !agents.contains_key(fix.value.agent())
-    {
-        out.push(finding(
-            fix.pos,
-            Problem::UnknownAgent,
-            format!(
-                "`fix:` of step `{name}` names unknown agent `{}`",
-                fix.value.agent()
-            ),
-            "define the fixer under `agents:`, or fix the name",
-        ));
-    }
-}
-
 /// The checks of an agent step's `dir:` and `prompt_file:` against its inputs and outputs.
 fn agent_keys(s: &Step, call: &AgentCall, name: &str, out: &mut Vec<Finding>) {
     if let Some(dir) = &call.dir {
@@ -437,10 +412,7 @@ fn agent_keys(s: &Step, call: &AgentCall, name: &str, out: &mut Vec<Finding>) {
             ));
         }
     }
-    if let Some(At {
-        value: PromptFile::Artifact(f),
-        ..
-    }) = &call.prompt_file
+    if let Some(f) = call.prompt.file()
         && !s.inputs.iter().any(|i| i.value == f.artifact.value)
     {
         out.push(finding(

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use super::agent_call::AgentCall;
 use super::agent_def::{Agent, Budget};
 use super::at::Pos;
-use super::controls::HUMAN;
 use super::diagnostic::{Finding, Problem};
 use super::format::Job;
 use super::model::DEFAULT_LOCAL_MODEL;
@@ -137,12 +136,11 @@ pub fn keep_findings(step: &Step) -> Vec<Finding> {
     out
 }
 
-/// The checks of an agent step's control keys, given its agent and the file's agents.
+/// The checks of an agent step's control keys, given its agent.
 pub fn step_findings(
     step: &Step,
     call: &AgentCall,
     agent: &Agent,
-    agents: &HashMap<&str, &Agent>,
     prices: &Prices,
 ) -> Vec<Finding> {
     let mut out = dollars_findings(call.budget.as_ref(), agent, prices, call.agent.pos);
@@ -198,23 +196,16 @@ pub fn step_findings(
                 .to_owned(),
         ));
     }
-    if let Some(to) = &call.escalate_to {
-        if call.min_confidence.is_none() {
-            out.push((
-                to.pos,
-                Problem::BadStep,
-                "`escalate_to:` without `min_confidence:`".to_owned(),
-                "add `min_confidence: 0.8` (below it, the decision escalates)".to_owned(),
-            ));
-        }
-        if to.value != HUMAN && !agents.contains_key(to.value.as_str()) {
-            out.push((
-                to.pos,
-                Problem::UnknownAgent,
-                format!("`escalate_to: {}` names no agent", to.value),
-                format!("write `escalate_to: {HUMAN}` or the name of an agent under `agents:`"),
-            ));
-        }
+    // An `escalate_to:` naming no agent was reported when the step was typed.
+    if let Some(to) = &call.escalate_to
+        && call.min_confidence.is_none()
+    {
+        out.push((
+            to.pos,
+            Problem::BadStep,
+            "`escalate_to:` without `min_confidence:`".to_owned(),
+            "add `min_confidence: 0.8` (below it, the decision escalates)".to_owned(),
+        ));
     }
     out
 }

@@ -423,8 +423,7 @@ fn unrenderable(texts: &[String], vars: &BTreeSet<String>, pos: Pos) -> Vec<Find
 fn templated_texts(step: &Step) -> Vec<String> {
     let mut texts = vec![step.display_name()];
     if let Some(call) = step.agent_call() {
-        texts.extend(call.prompt.clone());
-        texts.extend(call.messages.iter().flatten().cloned());
+        texts.extend(call.prompt.texts().into_iter().map(str::to_owned));
         texts.extend(call.context_paths.iter().flatten().map(|p| p.value.clone()));
     }
     match step.run().map(|r| &r.value) {

@@ -31,6 +31,8 @@
 //! * `http_step`: the `http:` step's request (its load checks and its part of the key).
 //! * `typing`: the conversion of written steps into typed ones (a located error for a step
 //!   with no single kind or a key of another), `ensemble:` expanded before it.
+//! * `typing_agent`: typing an agent step: its agent (and `escalate_to:`, a task's
+//!   `fix:`) resolved to a definition of `agents:`, its prompt one [`agent_call::Prompt`].
 //! * `load`: reading and parsing with located errors.
 //! * `diagnostic`: `FILE:LINE:COL` problems with hints, did-you-mean, and the `Finding`
 //!   every check returns.
@@ -107,6 +109,7 @@ pub mod step;
 pub mod step_keys;
 pub mod tool_grant;
 pub mod typing;
+pub mod typing_agent;
 pub mod vars;
 pub mod walk;
 

@@ -1,11 +1,15 @@
 //! Typing a written pipeline: [`Typer`] turns each [`RawStep`] into a typed
 //! [`super::step::Step`] (a step with no kind, several, or a key of another kind is a
-//! located load error); the keys of an agent or task step are taken out of it, and an
-//! `ensemble:` is expanded before its members are typed.
+//! located load error); the keys of an agent or task step are taken out of it (the agent
+//! it names resolved to its definition, its prompt made one [`super::agent_call::Prompt`]: see
+//! [`super::typing_agent`]), and an `ensemble:` is expanded before its members are typed.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
-use super::agent_call::{AgentCall, TaskKeys};
+use super::agent_call::TaskKeys;
+use super::agent_def::Agent;
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem};
 use super::ensemble::{Ensemble, Rule};
@@ -14,41 +18,6 @@ use super::format::{Job, Pipeline};
 use super::in_parallel::{InParallel, InParallelConfig};
 use super::raw_step::RawStep;
 use super::step::{Step, StepKind};
-
-impl AgentCall {
-    /// Takes the agent keys out of `raw` (the step's `agent:` already taken, as `agent`).
-    pub(super) fn take(agent: At<String>, raw: &mut RawStep) -> Self {
-        Self {
-            agent,
-            prompt: raw.prompt.take(),
-            messages: raw.messages.take(),
-            tools: raw.tools.take(),
-            verdicts: raw.verdicts.take(),
-            budget: raw.budget.take(),
-            commit: raw.commit.take(),
-            output_schema: raw.output_schema.take(),
-            min_confidence: raw.min_confidence.take(),
-            verdict_from_text: raw.verdict_from_text.take(),
-            escalate_to: raw.escalate_to.take(),
-            max_turns: raw.max_turns.take(),
-            dir: raw.dir.take(),
-            context_paths: raw.context_paths.take(),
-            max_context_bytes: raw.max_context_bytes.take(),
-            prompt_file: raw.prompt_file.take(),
-        }
-    }
-}
-
-impl TaskKeys {
-    /// Takes the task keys out of `raw`.
-    pub(super) fn take(raw: &mut RawStep) -> Self {
-        Self {
-            fix: raw.fix.take(),
-            input_mapping: raw.input_mapping.take(),
-            output_mapping: raw.output_mapping.take(),
-        }
-    }
-}
 
 /// A key of `agent:` or `task:` steps written on a step of another kind (found once the
 /// kind is known, reported with the step's name, at the key where it has a position).
@@ -138,7 +107,11 @@ impl Ensemble<RawStep> {
 /// Turns written steps into typed ones, collecting a located diagnostic for each step that
 /// has no single kind or carries a key of another kind (loading fails on any).
 pub(super) struct Typer<'f> {
-    file: &'f Path,
+    pub(super) file: &'f Path,
+    /// The definitions of `agents:` by name, each shared by the steps that name it.
+    pub(super) agents: BTreeMap<String, Arc<Agent>>,
+    /// Their names in the file's order (for the hint of an unknown one).
+    pub(super) known: Vec<String>,
     /// The problems found.
     pub out: Vec<Diagnostic>,
 }
@@ -149,11 +122,13 @@ impl<'f> Typer<'f> {
     pub(super) fn new(file: &'f Path) -> Self {
         Self {
             file,
+            agents: BTreeMap::new(),
+            known: Vec::new(),
             out: Vec::new(),
         }
     }
 
-    fn push(&mut self, pos: Pos, message: String, hint: String) {
+    pub(super) fn push(&mut self, pos: Pos, message: String, hint: String) {
         self.out.push(Diagnostic::new(
             self.file,
             pos,
@@ -165,6 +140,12 @@ impl<'f> Typer<'f> {
 
     /// The typed pipeline (`None` when a step has no single kind; see [`Self::out`]).
     pub(super) fn pipeline(&mut self, raw: Pipeline<RawStep>) -> Option<Pipeline> {
+        self.known = raw.agents.iter().map(|a| a.name.value.clone()).collect();
+        self.agents = raw
+            .agents
+            .iter()
+            .map(|a| (a.name.value.clone(), Arc::new(a.clone())))
+            .collect();
         let jobs: Vec<Option<Job>> = raw.jobs.into_iter().map(|j| self.job(j)).collect();
         let plan = raw.plan.map(|p| self.steps(p));
         Some(Pipeline {
@@ -332,11 +313,13 @@ impl<'f> Typer<'f> {
     /// Takes the kind key (exactly one is present) and its configuration out of `raw`.
     fn kind(&mut self, raw: &mut RawStep) -> Option<StepKind> {
         if let (Some(name), Some(run)) = (raw.task.take(), raw.run.take()) {
-            let keys = TaskKeys::take(raw);
+            let shown = raw.name.as_ref().unwrap_or(&name).value.clone();
+            let fix = raw.fix.take().map(|f| self.fixer(f, &shown));
+            let keys = TaskKeys::take(fix, raw);
             return Some(StepKind::Task { name, run, keys });
         }
         if let Some(a) = raw.agent.take() {
-            return Some(StepKind::Agent(Box::new(AgentCall::take(a, raw))));
+            return Some(StepKind::Agent(Box::new(self.agent_call(a, raw))));
         }
         if let Some(name) = raw.approval.take() {
             let policy = super::approval_policy::ApprovalPolicy::of(&name.value);

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::agent::AgentStep;
 use crate::agent::context_files::ReadError;
-use crate::pipeline::{At, Step};
+use crate::pipeline::Step;
 
 /// Why an agent step could not be handed what it reads before its first turn (the step
 /// fails).
@@ -66,7 +66,6 @@ pub(super) fn handed_files(
     limit: u64,
 ) -> Result<(Vec<crate::agent::context_files::ContextFile>, String), HandingError> {
     use crate::agent::context_files::{read_confined, read_context};
-    use crate::pipeline::step_keys::PromptFile;
     let mut context = Vec::new();
     if let Some(paths) = step.agent_call().and_then(|c| c.context_paths.as_ref()) {
         let paths: Vec<String> = paths
@@ -79,11 +78,7 @@ pub(super) fn handed_files(
         context = read_context(work, &paths, limit).map_err(HandingError::Context)?;
     }
     let mut prompt = String::new();
-    if let Some(At {
-        value: PromptFile::Artifact(f),
-        ..
-    }) = step.agent_call().and_then(|c| c.prompt_file.as_ref())
-    {
+    if let Some(f) = step.agent_call().and_then(|c| c.prompt.file()) {
         let path = format!("{}/{}", f.artifact.value, f.path.value);
         prompt = read_confined(dir, &path)?;
         prompt.push_str("\n\n");

@@ -1,15 +1,15 @@
 //! The work of a leaf step that may run here or on a worker: a task's command or an
 //! agent, taken from the typed step where the executor (or a worker) meets it.
 
-use crate::pipeline::{At, RunSpec, Step, StepKind};
+use crate::pipeline::{AgentCall, At, RunSpec, Step, StepKind};
 
 /// What a leaf that runs here or on a worker does: a task's command, or an agent.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Work<'a> {
     /// `task:` with this command.
     Task(&'a At<RunSpec>),
-    /// `agent:`.
-    Agent,
+    /// `agent:`, with its call (the agent resolved at load).
+    Agent(&'a AgentCall),
 }
 
 impl<'a> Work<'a> {
@@ -17,7 +17,7 @@ impl<'a> Work<'a> {
     pub(crate) fn of(step: &'a Step) -> Option<Self> {
         match &step.kind {
             StepKind::Task { run, .. } => Some(Self::Task(run)),
-            StepKind::Agent(_) => Some(Self::Agent),
+            StepKind::Agent(call) => Some(Self::Agent(call)),
             _ => None,
         }
     }

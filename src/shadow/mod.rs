@@ -202,7 +202,10 @@ async fn shadow_in(
     let mut steps = Vec::new();
     let mut traces = Vec::new();
     for (record, calls) in &recorded.agent_steps {
-        let Some(step) = find_step(job, &record.name) else {
+        // A step the file no longer has, or no longer as an agent step, has no shadow.
+        let Some((step, call)) =
+            find_step(job, &record.name).and_then(|s| Some((s, s.agent_call()?)))
+        else {
             continue;
         };
         let dir = scratch.join("steps").join(record.seq.to_string());
@@ -210,6 +213,7 @@ async fn shadow_in(
         let context = StepContext {
             loaded: &loaded,
             step,
+            call,
             record,
             calls,
             dir,
@@ -237,6 +241,7 @@ async fn shadow_in(
 struct StepContext<'a> {
     loaded: &'a Loaded,
     step: &'a Step,
+    call: &'a crate::pipeline::AgentCall,
     record: &'a StepRecord,
     calls: &'a [RecordedCall],
     dir: PathBuf,
@@ -248,7 +253,7 @@ async fn shadow_step(
     journal: &treadle_session::Journal,
 ) -> Result<(StepReport, Vec<report::Call>), ShadowError> {
     let name = context.record.name.clone();
-    let mut agent = AgentStep::build(context.loaded, context.step)
+    let mut agent = AgentStep::build(context.loaded, context.step, context.call)
         .map_err(|e| ShadowError::Build(format!("agent step `{name}`: {e}")))?
         .in_dir(context.dir.clone());
     if let Some(model) = &options.model {

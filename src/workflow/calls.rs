@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use super::FlowError;
 use crate::pipeline::container::Env;
 use crate::pipeline::controls::OutputSchema;
 use crate::pipeline::flow_keys::Verdict;
-use crate::pipeline::{At, DurationSpec, RunSpec, Step, StepKind, TaskKeys};
+use crate::pipeline::{At, DurationSpec, Loaded, RunSpec, Step, StepKind, TaskKeys};
 
 /// Names a workflow's builder was given, as the pipeline's typed step holds them (with no
 /// place in a file).
@@ -86,18 +87,30 @@ impl Shell {
 /// the keys every step has).
 #[derive(Debug, Clone)]
 pub struct AgentTask {
+    /// Its agent a bare definition of that name until the flow resolves it against the
+    /// workflow's agents ([`AgentTask::into_step`]), as loading resolves a YAML step's.
     call: crate::pipeline::AgentCall,
+    /// `escalate_to:` by name, resolved with the agent.
+    escalate_to: Option<String>,
     step: Step,
 }
 
 impl AgentTask {
     /// Asks agent `agent` to do `prompt`.
     pub fn new(agent: impl Into<String>, prompt: impl Into<String>) -> Self {
-        let mut call = crate::pipeline::AgentCall::new(At::new(agent.into()));
-        call.prompt = Some(prompt.into());
+        let named = crate::pipeline::Agent {
+            name: At::new(agent.into()),
+            ..crate::pipeline::Agent::default()
+        };
+        let mut call = crate::pipeline::AgentCall::new(std::sync::Arc::new(named));
+        call.prompt = crate::pipeline::agent_call::Prompt::Text(prompt.into());
         // The step's kind is set from `call` when the step is made.
         let step = Step::of_kind(StepKind::Do(Vec::new()));
-        Self { call, step }
+        Self {
+            call,
+            escalate_to: None,
+            step,
+        }
     }
 
     /// Artifacts it reads (`inputs:`).
@@ -177,7 +190,7 @@ impl AgentTask {
     /// Where a verdict below `min_confidence` goes (`escalate_to:`): `human` (the
     /// default) or a stronger agent, which decides again.
     pub fn escalate_to(mut self, to: impl Into<String>) -> Self {
-        self.call.escalate_to = Some(At::new(to.into()));
+        self.escalate_to = Some(to.into());
         self
     }
 
@@ -187,12 +200,34 @@ impl AgentTask {
             && self.call.min_confidence.is_some()
     }
 
-    /// The typed step, named `name` (`name:`).
-    pub fn into_step(self, name: &str) -> Step {
-        let Self { call, mut step } = self;
+    /// The typed step, named `name` (`name:`), its agent (and `escalate_to`) resolved
+    /// against the workflow's agents in `loaded`: an agent it does not define is refused
+    /// here, before the step runs, as loading refuses it in a YAML file.
+    pub fn into_step(self, name: &str, loaded: &Loaded) -> Result<Step, FlowError> {
+        use crate::pipeline::agent_call::EscalateTo;
+        let Self {
+            mut call,
+            escalate_to,
+            mut step,
+        } = self;
+        let resolve = |agent: &str| {
+            loaded
+                .agent(agent)
+                .map(|def| std::sync::Arc::new(def.clone()))
+                .ok_or_else(|| FlowError::Refused {
+                    name: name.to_owned(),
+                    reason: format!("unknown agent `{agent}`: add it to the workflow's agents"),
+                })
+        };
+        call.def = resolve(&call.agent.value)?;
+        call.escalate_to = match escalate_to.as_deref() {
+            None => None,
+            Some(crate::pipeline::controls::HUMAN) => Some(At::new(EscalateTo::Human)),
+            Some(to) => Some(At::new(EscalateTo::Agent(resolve(to)?))),
+        };
         step.kind = StepKind::Agent(Box::new(call));
         step.name = Some(At::new(name.to_owned()));
-        step
+        Ok(step)
     }
 }
 
@@ -208,7 +243,24 @@ mod tests {
             dollars: Some(0.5),
             ..Budget::default()
         };
-        let step = AgentTask::new("a", "p").budget(budget).into_step("s");
+        let agents = crate::workflow::Agents::none().with(crate::pipeline::Agent {
+            name: crate::pipeline::At::new("a".to_owned()),
+            ..crate::pipeline::Agent::default()
+        });
+        let loaded = crate::pipeline::Loaded {
+            file: agents.file.clone(),
+            dir: ".".into(),
+            pipeline: agents.pipeline,
+        };
+        let step = AgentTask::new("a", "p")
+            .budget(budget)
+            .into_step("s", &loaded);
+        let step = step.unwrap_or_else(|e| panic!("{e}"));
+        let unknown = AgentTask::new("b", "p").into_step("s", &loaded);
+        assert!(
+            matches!(&unknown, Err(super::FlowError::Refused { reason, .. }) if reason.contains("unknown agent `b`")),
+            "{unknown:?}"
+        );
         let b = step.agent_call().and_then(|c| c.budget.as_ref());
         assert_eq!(b.and_then(|b| b.tokens), Some(1200));
         assert_eq!(b.and_then(|b| b.dollars), Some(0.5));

@@ -434,6 +434,12 @@ impl Flow {
         }
     }
 
+    /// The workflow's loaded "pipeline": its agents (what an agent task is resolved
+    /// against) and its job.
+    pub(super) fn loaded(&self) -> &Loaded {
+        &self.loaded
+    }
+
     /// The name a step of this flow gets: a child's steps carry its name.
     pub(super) fn named(&self, name: &str) -> String {
         let mut full: String = self.within.iter().map(|w| format!("{w}.")).collect();

@@ -65,7 +65,7 @@ impl AgentAsk for AgentTask {
     type Answer = AgentReply;
 
     async fn ask(self, flow: &mut Flow, name: &str) -> Result<AgentReply, FlowError> {
-        let step = self.into_step(&flow.named(name));
+        let step = self.into_step(&flow.named(name), flow.loaded())?;
         let decides =
             matches!(&step.kind, crate::pipeline::StepKind::Agent(c) if c.verdicts.is_some());
         let full = flow.named(name);
@@ -89,7 +89,7 @@ where
         let full = flow.named(name);
         let schema = schemars::schema_for!(T).to_value();
         let call = self.task.output_schema(&full, schema);
-        flow.step(call.into_step(&full)).await?;
+        flow.step(call.into_step(&full, flow.loaded())?).await?;
         flow.typed_file(&full, OUTPUT_FILE).await
     }
 }

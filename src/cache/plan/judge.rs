@@ -8,13 +8,14 @@
 //! when the unknown facts come out as they did then, and the plan says so.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::lines::Cond;
 use crate::agent::AgentStep;
 use crate::cache::digest::Digest;
 use crate::cache::key::{self, Delivered, KeyFacts, KeyParts};
 use crate::cache::records::{Records, SuccessRecord};
-use crate::pipeline::{Job, Loaded, Step, StepKind};
+use crate::pipeline::{AgentCall, Job, Loaded, Step, StepKind};
 
 /// What the plan knows of a leaf's facts.
 pub(super) struct Known {
@@ -78,13 +79,8 @@ pub(super) fn judge(
             .map(|i| format!("input `{i}` is made by no step before it"))
             .collect());
     }
-    let agent = match &step.kind {
-        StepKind::Agent(_) => match AgentStep::build(loaded, step) {
-            Ok(a) => Some(a),
-            Err(e) => return run(vec![e.to_string()]),
-        },
-        _ => None,
-    };
+    // Built as the run builds it, when the key asks for it.
+    let agent = |call: &AgentCall| AgentStep::build(loaded, step, call).map(Arc::new);
     let last = records.and_then(|r| r.last(&job.name.value, path).ok().flatten());
     // A version the plan cannot ask for (a resource type's `check` runs only in a run) is
     // guessed as the one its last success fetched.
@@ -106,7 +102,7 @@ pub(super) fn judge(
     let facts = KeyFacts {
         inputs,
         version: version.as_deref(),
-        agent: agent.as_ref(),
+        agent: &agent,
         cell: known.cell.as_ref(),
         delivered: &known.delivered,
         prev: known.prev,

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use super::{Ctx, Done, now_ms};
 use crate::blocking::{WorkerStopped, blocking};
 use crate::cache::digest::Digest;
-use crate::cache::key::{self, KeyFacts, KeyParts};
+use crate::cache::key::{self, ConfigError, KeyFacts, KeyParts};
 use crate::cache::records::SuccessRecord;
 use crate::cache::{
     CacheError, Lookup, Miss, Slot, StepCache, cell_replayable, is_leaf, produced, replayable,
 };
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{At, Step, StepKind};
+use crate::pipeline::{AgentCall, At, Step, StepKind};
 use crate::run::artifacts::ArtifactError;
 use crate::run::cell::{Cell, CellAt, is_cell};
 use crate::run::failure::FailureKind;
@@ -189,22 +189,26 @@ async fn key_parts<'a>(
         }
         _ => None,
     };
-    let agent = match &step.kind {
-        StepKind::Agent(_) => Some(super::leaf::agent_step(ctx, step, entry)?),
-        _ => None,
-    };
+    // An agent step is built once (kept in the run's state) and keyed on what runs.
+    let agent = |call: &AgentCall| super::leaf::agent_step(ctx, (step, call), entry);
     let delivered = super::leaf::delivered(ctx, step);
     let facts = KeyFacts {
         inputs,
         version: version.as_deref(),
-        agent: agent.as_deref(),
+        agent: &agent,
         cell: cell.map(Cell::vars),
         delivered: &delivered,
         prev: cache.prev_key(entry.seq),
     };
     key::step_key(ctx.loaded, step, &facts)
         .map(Some)
-        .map_err(|e| Done::fail(FailureKind::Infrastructure, e.to_string()))
+        .map_err(|e| {
+            let kind = match e {
+                ConfigError::Agent(_) => FailureKind::Configuration,
+                ConfigError::UnknownResource(_) => FailureKind::Infrastructure,
+            };
+            Done::fail(kind, e.to_string())
+        })
 }
 
 /// Brings a recorded outcome back instead of running the step (a cache hit, or a

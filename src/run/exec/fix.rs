@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Ctx, Done};
 use crate::agent::AgentStep;
+use crate::pipeline::agent_call::Prompt;
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{AgentCall, At, RunSpec, Step};
@@ -52,21 +53,22 @@ pub(crate) async fn fix<'a>(
     let Some(fix) = step.task_keys().and_then(|k| k.fix.as_ref()) else {
         return Ok(());
     };
-    let spec = fix.value.spec();
+    let spec = &fix.value.spec;
     let mut prompt = instruction(&entry.name, run, failure, output);
     if let Some(extra) = &spec.prompt {
         prompt = format!("{extra}\n\n{prompt}");
     }
+    let call = AgentCall {
+        prompt: Prompt::Text(prompt),
+        tools: spec.tools.clone(),
+        ..AgentCall::new(fix.value.def.clone())
+    };
     let fixer = Step {
         name: Some(At::new(spec.agent.value.clone())),
         timeout: spec.timeout.clone(),
-        ..Step::agent(AgentCall {
-            prompt: Some(prompt),
-            tools: spec.tools.clone(),
-            ..AgentCall::new(At::new(spec.agent.value.clone()))
-        })
+        ..Step::agent(call.clone())
     };
-    let built = AgentStep::build(ctx.loaded, &fixer)
+    let built = AgentStep::build(ctx.loaded, &fixer, &call)
         .map_err(|e| Done::fail(CONFIG, format!("fix: {e}")))?;
     if let Err(e) = built.model.check_key(&process_env) {
         return Err(Done::fail(CONFIG, format!("fix: {e} ({})", e.hint())));

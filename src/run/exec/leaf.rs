@@ -11,11 +11,11 @@ use tokio_util::sync::CancellationToken;
 use super::continued::Unfinished;
 use super::forked::Forked;
 use super::{Ctx, Done, Status};
-use crate::agent::AgentStep;
+use crate::agent::{AgentStep, BuildError};
 use crate::assert::StepFacts;
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{RunSpec, Step};
+use crate::pipeline::{AgentCall, RunSpec, Step};
 use crate::run::cell::{Cell, Given};
 use crate::run::failure::{FailureKind, StepFailure};
 use crate::run::output_limit::OutputLimit;
@@ -236,21 +236,19 @@ fn task_end(ctx: &Ctx<'_>, step: &Step, result: &TaskResult, confined: bool, dir
     }
 }
 
-/// The agent step of `entry`, built from the pipeline the first time it is needed (for
-/// its key or to run it) and the same value after.
+/// The agent step of `entry` (`step`, whose call is `call`), built from the pipeline the
+/// first time it is needed (for its key or to run it) and the same value after.
 pub(crate) fn agent_step<'a>(
     ctx: &Ctx<'a>,
-    step: &Step,
+    (step, call): (&Step, &AgentCall),
     entry: &Entry,
-) -> Result<Arc<AgentStep>, Done> {
+) -> Result<Arc<AgentStep>, BuildError> {
     if let Some(a) = ctx.state.with(|s| s.agent_steps.get(&entry.seq).cloned()) {
         return Ok(a);
     }
     // Built outside the lock; two cells building at once build the same value and the
     // first one kept is the one every later caller gets.
-    let agent = AgentStep::build(ctx.loaded, step)
-        .map(Arc::new)
-        .map_err(|e| Done::fail(FailureKind::Configuration, e.to_string()))?;
+    let agent = Arc::new(AgentStep::build(ctx.loaded, step, call)?);
     Ok(ctx
         .state
         .with(|s| s.agent_steps.entry(entry.seq).or_insert(agent).clone()))
@@ -309,15 +307,15 @@ fn shaped<'a>(
 
 pub(crate) async fn agent<'a>(
     ctx: &'a Ctx<'a>,
-    step: &'a Step,
+    (step, call): (&'a Step, &'a AgentCall),
     entry: &'a Entry,
     attempt: u32,
     cancel: CancellationToken,
     given: Given<'a>,
 ) -> Done {
-    let built = match agent_step(ctx, step, entry) {
+    let built = match agent_step(ctx, (step, call), entry) {
         Ok(a) => a,
-        Err(done) => return done,
+        Err(e) => return Done::fail(FailureKind::Configuration, e.to_string()),
     };
     let built = on_picked_source(ctx, step, built);
     // The session reads the key itself; a variable that is not set stops the step here,

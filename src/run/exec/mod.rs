@@ -417,8 +417,8 @@ impl<'a> Ctx<'a> {
                     let work = Work::Task(run);
                     self.leaf(step, work, entry, attempt, cancel, given).await
                 }
-                StepKind::Agent(_) => {
-                    self.leaf(step, Work::Agent, entry, attempt, cancel, given)
+                StepKind::Agent(call) => {
+                    self.leaf(step, Work::Agent(call), entry, attempt, cancel, given)
                         .await
                 }
                 StepKind::Do(steps) => self.sequence(steps, &cancel).await,
@@ -501,7 +501,9 @@ impl<'a> Ctx<'a> {
                 let run = flow::with_vars(self, &run);
                 leaf::task(self, step, entry, attempt, &run, cancel, given).await
             }
-            Work::Agent => leaf::agent(self, step, entry, attempt, cancel, given).await,
+            Work::Agent(call) => {
+                leaf::agent(self, (step, call), entry, attempt, cancel, given).await
+            }
         }
     }
 
