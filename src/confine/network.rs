@@ -348,6 +348,10 @@ mod tests {
         let third = plan(&Network::Any).unwrap();
         assert!(first.layer.is_some() && second.layer.is_some() && third.layer.is_some());
         assert!(after_first >= 1, "the first command's plan built the layer");
-        assert_eq!(built(), after_first, "later plans copy the layer, never build it again");
+        assert_eq!(
+            built(),
+            after_first,
+            "later plans copy the layer, never build it again"
+        );
     }
 }
