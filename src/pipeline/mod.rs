@@ -60,6 +60,8 @@
 //!   and their values.
 //! * `vars`: `((var))` substitution from `--var` and `--vars-file`.
 //! * `resource_type`: `resource_types:`, `defaults:` and a get's `version:`.
+//! * `typed_resource`: each resource's type resolved at load ([`ResolvedResource`]: git
+//!   and time with their `source:` read, a `resource_types:` entry, or unavailable).
 //! * `outline`: every step of a job, numbered (what runs and the state file record).
 //!
 //! [`load`] is what every command calls: read, parse, check, and either a [`Loaded`]
@@ -108,6 +110,7 @@ pub mod settings;
 pub mod step;
 pub mod step_keys;
 pub mod tool_grant;
+pub mod typed_resource;
 pub mod typing;
 pub mod typing_agent;
 pub mod vars;
@@ -128,6 +131,7 @@ pub use model::ResolvedModel;
 pub use resource_type::{Defaults, ResourceType, Version, VersionSpec};
 pub use settings::{CacheConfig, ModelPrice, Prices, SizeSpec};
 pub use step::{Kind, StepKind};
+pub use typed_resource::{ResolvedResource, Resources, TypedResource};
 
 /// The name of the pipeline file commands use when none is given.
 pub const DEFAULT_FILE: &str = "treadle.yml";
@@ -141,6 +145,8 @@ pub struct Loaded {
     pub dir: PathBuf,
     /// The content.
     pub pipeline: Pipeline,
+    /// Its resources, each with its type resolved.
+    pub resources: Resources,
 }
 
 impl Loaded {
@@ -283,13 +289,17 @@ fn checked(
     };
     let mut problems = typer.out;
     problems.extend(check::check(file, &pipeline, scope));
+    let dir = dir_of(file);
+    let (resources, bad) = Resources::resolve(file, &pipeline, &dir);
+    problems.extend(bad);
     if !problems.is_empty() {
         return Err(LoadError(problems));
     }
     Ok(Loaded {
         file: file.to_path_buf(),
-        dir: dir_of(file),
+        dir,
         pipeline,
+        resources,
     })
 }
 

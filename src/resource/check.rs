@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::history::{History, HistoryError};
 use super::scripted::ScriptedError;
-use super::{Kind, ResourceError, git};
-use crate::pipeline::{Defaults, Loaded, Version, VersionSpec};
+use super::{ResourceError, git};
+use crate::pipeline::{Defaults, Loaded, ResolvedResource, Version, VersionSpec};
 
 /// Why a check failed; each names the resource.
 #[derive(Debug, thiserror::Error)]
@@ -153,8 +153,10 @@ impl Checker {
         cursor: bool,
         cancel: &CancellationToken,
     ) -> Result<Vec<Version>, CheckError> {
-        Ok(match Kind::of(&self.loaded, resource)? {
-            Kind::Git(src) => {
+        let typed = super::typed(&self.loaded, resource)?;
+        Ok(match &typed.kind {
+            ResolvedResource::Git(src) => {
+                let src = src.clone();
                 let commit =
                     tokio::task::spawn_blocking(move || git::resolve(&src.uri, &src.branch))
                         .await
@@ -166,11 +168,18 @@ impl Checker {
                         .map_err(ResourceError::from)?;
                 vec![Version::from([("ref".to_owned(), commit)])]
             }
-            Kind::Time(time) => {
+            ResolvedResource::Time(time) => {
                 let last = self.history.latest(resource)?;
                 time.check(last.as_ref(), std::time::SystemTime::now())
             }
-            Kind::Scripted(s) => {
+            ResolvedResource::Unavailable => {
+                return Err(ResourceError::unavailable(typed).into());
+            }
+            ResolvedResource::Scripted(kind) => {
+                let s = super::scripted::Scripted {
+                    resource: &typed.spec,
+                    kind,
+                };
                 let last = if cursor {
                     self.history.latest(resource)?
                 } else {

@@ -24,47 +24,25 @@ pub mod script;
 pub mod scripted;
 pub mod time;
 
-use crate::pipeline::{Loaded, Resource};
-use std::path::Path;
+use crate::pipeline::{Loaded, ResolvedResource, TypedResource};
 
-/// A resource with what its type needs to run it.
-pub enum Kind<'a> {
-    /// The built-in git type.
-    Git(GitSource),
-    /// The built-in time type.
-    Time(time::TimeSource),
-    /// A type of `resource_types:`.
-    Scripted(scripted::Scripted<'a>),
+pub use crate::pipeline::typed_resource::GitSource;
+
+/// The resource named `name` in `loaded`, its type resolved at load.
+pub fn typed<'a>(loaded: &'a Loaded, name: &str) -> Result<&'a TypedResource, ResourceError> {
+    loaded
+        .resources
+        .get(name)
+        .map(AsRef::as_ref)
+        .ok_or_else(|| ResourceError::Unknown(name.to_owned()))
 }
 
-impl<'a> Kind<'a> {
-    /// The resource named `name` in `loaded`, with its type.
-    pub fn of(loaded: &'a Loaded, name: &str) -> Result<Self, ResourceError> {
-        let r = loaded
-            .pipeline
-            .resources
-            .iter()
-            .find(|r| r.name.value == name)
-            .ok_or_else(|| ResourceError::Unknown(name.to_owned()))?;
-        match r.kind.value.as_str() {
-            "git" => Ok(Kind::Git(GitSource::resolved(r, &loaded.dir)?)),
-            "time" => Ok(Kind::Time(time::TimeSource::of(r)?)),
-            other => loaded
-                .pipeline
-                .resource_types
-                .iter()
-                .find(|t| t.name.value == other)
-                .map(|kind| Kind::Scripted(scripted::Scripted { resource: r, kind }))
-                .ok_or_else(|| match other {
-                    "slack-mentions" | "slack-reply" => ResourceError::Unavailable {
-                        name: name.to_owned(),
-                        kind: other.to_owned(),
-                    },
-                    _ => ResourceError::Type {
-                        name: name.to_owned(),
-                        kind: other.to_owned(),
-                    },
-                }),
+impl ResourceError {
+    /// A get or put of `resource`, whose type this treadle loads but cannot run.
+    pub fn unavailable(resource: &TypedResource) -> Self {
+        ResourceError::Unavailable {
+            name: resource.name().to_owned(),
+            kind: resource.spec.kind.value.clone(),
         }
     }
 }
@@ -72,19 +50,10 @@ impl<'a> Kind<'a> {
 /// `version` of `resource` written as a get holds it: a git resource's commit, any other
 /// type's version as canonical JSON.
 pub fn version_text(loaded: &Loaded, resource: &str, version: &crate::pipeline::Version) -> String {
-    match Kind::of(loaded, resource) {
-        Ok(Kind::Git(_)) => version.get("ref").cloned().unwrap_or_default(),
+    match loaded.resources.get(resource).map(|r| &r.kind) {
+        Some(ResolvedResource::Git(_)) => version.get("ref").cloned().unwrap_or_default(),
         _ => history::canonical(version),
     }
-}
-
-/// A git resource's `source:`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GitSource {
-    /// Where the repository is: a URL, a `file://` URI or a local path.
-    pub uri: String,
-    /// The branch (default `main`).
-    pub branch: String,
 }
 
 /// Why a resource cannot be used.
@@ -93,11 +62,9 @@ pub enum ResourceError {
     /// The step names a resource the file does not define.
     #[error("there is no resource `{0}`")]
     Unknown(String),
-    /// The type is neither built in nor defined.
-    #[error(
-        "resource `{name}` has type `{kind}`, which is neither built in (`git`, `time`, `slack-mentions`, `slack-reply`) nor under `resource_types:`"
-    )]
-    Type {
+    /// What needs a git resource was given one of another type.
+    #[error("resource `{name}` has type `{kind}`, not `git`")]
+    NotGit {
         /// The resource.
         name: String,
         /// Its type.
@@ -113,17 +80,6 @@ pub enum ResourceError {
         /// Its type.
         kind: String,
     },
-    /// `source:` lacks `uri`, or has a wrong value.
-    #[error("resource `{0}` needs `source: {{ uri: ..., branch: ... }}` with string values")]
-    Source(String),
-    /// A `time` resource's `source:` is wrong.
-    #[error("resource `{name}`: {why}")]
-    TimeSource {
-        /// The resource.
-        name: String,
-        /// What is wrong.
-        why: String,
-    },
     /// A git operation failed.
     #[error(transparent)]
     Git(#[from] git::GitError),
@@ -136,41 +92,5 @@ impl From<crate::blocking::WorkerStopped> for ResourceError {
             what: "task",
             detail: stopped.to_string(),
         })
-    }
-}
-
-impl GitSource {
-    /// Reads a resource's source.
-    pub fn of(resource: &Resource) -> Result<Self, ResourceError> {
-        let name = &resource.name.value;
-        if resource.kind.value != "git" {
-            return Err(ResourceError::Type {
-                name: name.clone(),
-                kind: resource.kind.value.clone(),
-            });
-        }
-        let text = |key: &str| match resource.source.get(key) {
-            None => Ok(None),
-            Some(serde_json::Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-            Some(_) => Err(ResourceError::Source(name.clone())),
-        };
-        let uri = text("uri")?.ok_or_else(|| ResourceError::Source(name.clone()))?;
-        let branch = text("branch")?.unwrap_or_else(|| "main".to_owned());
-        Ok(Self { uri, branch })
-    }
-
-    /// Reads a resource's source, a relative local `uri` taken from `pipeline_dir` (the
-    /// directory of the pipeline file) and made absolute: git runs in other directories
-    /// (a mirror under `.treadle/git/`), where a relative path would mean something else.
-    pub fn resolved(resource: &Resource, pipeline_dir: &Path) -> Result<Self, ResourceError> {
-        let mut src = Self::of(resource)?;
-        // `scp`-like `host:path` and URLs (`scheme://`) are remote; the rest is a path.
-        let local = !src.uri.contains(':');
-        if local && !src.uri.starts_with('/') {
-            let path = pipeline_dir.join(&src.uri);
-            let path = std::path::absolute(&path).unwrap_or(path);
-            src.uri = path.to_string_lossy().into_owned();
-        }
-        Ok(src)
     }
 }

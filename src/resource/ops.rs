@@ -7,18 +7,19 @@ use std::path::Path;
 
 use super::git::{self, GitError};
 use super::{GitSource, ResourceError};
-use crate::pipeline::Loaded;
+use crate::pipeline::{Loaded, ResolvedResource};
 
-/// The source of the resource named `name` in the pipeline, a relative local path taken
-/// from the pipeline's directory.
+/// The source of the git resource named `name` in the pipeline (read at load, a relative
+/// local path taken from the pipeline's directory).
 pub fn source(loaded: &Loaded, name: &str) -> Result<GitSource, ResourceError> {
-    let r = loaded
-        .pipeline
-        .resources
-        .iter()
-        .find(|r| r.name.value == name)
-        .ok_or_else(|| ResourceError::Unknown(name.to_owned()))?;
-    GitSource::resolved(r, &loaded.dir)
+    let r = super::typed(loaded, name)?;
+    match &r.kind {
+        ResolvedResource::Git(src) => Ok(src.clone()),
+        _ => Err(ResourceError::NotGit {
+            name: name.to_owned(),
+            kind: r.spec.kind.value.clone(),
+        }),
+    }
 }
 
 /// The commit the resource's branch is at now.

@@ -3,54 +3,21 @@
 //! fields, UTC). A version is `{ "time": "2026-12-01T10:00:00Z" }` (RFC 3339, seconds,
 //! UTC); a get writes it to the artifact's `timestamp` file.
 //!
-//! Its check compares the newest recorded version with the clock. With `interval:`, none
+//! Its `source:` is read at load (`crate::pipeline::typed_resource`). Its check compares the newest recorded version with the clock. With `interval:`, none
 //! yet or one older than the interval gives a new version stamped now; with `schedule:`,
 //! a tick after the newest recorded version (or any tick, when there is none) gives a new
 //! version stamped at the latest tick that has passed.
 
-use std::str::FromStr;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use super::ResourceError;
-use crate::pipeline::{Resource, Version};
+use crate::pipeline::Version;
 
 /// The file a get of a `time` resource writes.
 pub const FILE: &str = "timestamp";
 
-/// A `time` resource's `source:`.
-#[derive(Debug, Clone)]
-pub enum TimeSource {
-    /// A version every so long.
-    Interval(Duration),
-    /// A version at each tick of a cron pattern (UTC).
-    Schedule(Box<croner::Cron>),
-}
+pub use crate::pipeline::typed_resource::TimeSource;
 
 impl TimeSource {
-    /// Reads a resource's source.
-    pub fn of(resource: &Resource) -> Result<Self, ResourceError> {
-        let bad = |why: String| ResourceError::TimeSource {
-            name: resource.name.value.clone(),
-            why,
-        };
-        let source = &resource.source;
-        match (source.get("interval"), source.get("schedule")) {
-            (Some(_), Some(_)) => Err(bad(
-                "give `interval:` or `schedule:`, not both".to_owned(),
-            )),
-            (Some(i), None) => interval(i)
-                .map(Self::Interval)
-                .map_err(|e| bad(e.to_string())),
-            (None, Some(serde_json::Value::String(pattern))) => croner::Cron::from_str(pattern)
-                .map(|c| Self::Schedule(Box::new(c)))
-                .map_err(|e| bad(format!("`schedule: {pattern}` is not a cron pattern ({e}); write five fields, e.g. \"0 2 * * *\""))),
-            (None, Some(_)) => Err(bad("`schedule` must be a cron pattern string, e.g. \"0 2 * * *\"".to_owned())),
-            (None, None) => Err(bad(
-                "`source:` needs `interval:` (e.g. `interval: 1h`) or `schedule:` (e.g. `schedule: \"0 2 * * *\"`)".to_owned(),
-            )),
-        }
-    }
-
     /// The versions a check at `now` reports, given the newest recorded one.
     pub fn check(&self, last: Option<&Version>, now: SystemTime) -> Vec<Version> {
         let last_time = last
@@ -79,33 +46,6 @@ impl TimeSource {
     }
 }
 
-/// Why `interval:` is refused.
-#[derive(Debug, thiserror::Error)]
-enum IntervalError {
-    /// Text that is not a duration.
-    #[error("{0}")]
-    NotADuration(String),
-    /// Neither text nor a number.
-    #[error("`interval` must be a duration like 1h")]
-    NotText,
-    /// Zero.
-    #[error("`interval` must be more than zero")]
-    Zero,
-}
-
-fn interval(value: &serde_json::Value) -> Result<Duration, IntervalError> {
-    let d = match value {
-        serde_json::Value::String(text) => crate::pipeline::duration::parse_duration(text)
-            .map_err(|e| IntervalError::NotADuration(e.to_string()))?,
-        serde_json::Value::Number(n) => Duration::from_secs(n.as_u64().unwrap_or(0)),
-        _ => return Err(IntervalError::NotText),
-    };
-    if d.is_zero() {
-        return Err(IntervalError::Zero);
-    }
-    Ok(d)
-}
-
 /// The version stamped `at`.
 pub fn stamp(at: SystemTime) -> Version {
     Version::from([(
@@ -117,6 +57,8 @@ pub fn stamp(at: SystemTime) -> Version {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::str::FromStr;
+    use std::time::Duration;
 
     #[test]
     fn a_new_version_once_the_interval_has_passed() {

@@ -4,8 +4,7 @@
 //! history together, and the watcher takes each resource's newest recorded version,
 //! written as a `get` fetches it (a git commit, or a version's canonical JSON).
 
-use crate::pipeline::{Loaded, Version};
-use crate::resource::Kind;
+use crate::pipeline::{Loaded, ResolvedResource, Version};
 use crate::resource::check::{CheckError, Checker};
 use crate::resource::history::{HistoryError, canonical};
 
@@ -33,7 +32,8 @@ pub async fn record(
 /// `version` of `resource` as a build is pinned to: a git resource's commit, any other
 /// type's version as canonical JSON.
 fn pinned(loaded: &Loaded, resource: &str, version: &Version) -> Result<String, CheckError> {
-    if !matches!(Kind::of(loaded, resource)?, Kind::Git(_)) {
+    let typed = crate::resource::typed(loaded, resource)?;
+    if !matches!(typed.kind, ResolvedResource::Git(_)) {
         return Ok(canonical(version));
     }
     version.get("ref").cloned().ok_or_else(|| {

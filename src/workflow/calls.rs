@@ -251,6 +251,7 @@ mod tests {
             file: agents.file.clone(),
             dir: ".".into(),
             pipeline: agents.pipeline,
+            resources: crate::pipeline::Resources::default(),
         };
         let step = AgentTask::new("a", "p")
             .budget(budget)

@@ -274,6 +274,8 @@ pub(super) fn loaded_of<W: Workflow>(agents: super::Agents) -> Loaded {
         file: PathBuf::from(W::NAME),
         dir: crate::pipeline::dir_of(&agents.file),
         pipeline,
+        // A workflow calls no `get:` or `put:`: its file's resources are not run.
+        resources: crate::pipeline::Resources::default(),
     }
 }
 

@@ -14,10 +14,11 @@ use super::{Ctx, Done};
 use crate::agent::commit::{self, Keep, ManagedWork};
 use crate::blocking::blocking;
 use crate::cache::records::SuccessRecord;
+use crate::pipeline::ResolvedResource;
 use crate::pipeline::Step;
 use crate::pipeline::Version;
 use crate::pipeline::outline::Entry;
-use crate::resource::{GitSource, Kind, ResourceError, git, ops};
+use crate::resource::{GitSource, ResourceError, git, ops};
 use crate::run::artifacts::copy_tree;
 use crate::run::failure::FailureKind;
 use crate::run::transcript::Event;
@@ -51,15 +52,22 @@ pub(crate) async fn get_step<'a>(
     resource: &'a str,
     cancel: &CancellationToken,
 ) -> Done {
-    let src = match Kind::of(ctx.loaded, resource) {
-        Ok(Kind::Git(s)) => s,
-        Ok(other) => {
+    let typed = match crate::resource::typed(ctx.loaded, resource) {
+        Ok(t) => t,
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
+    };
+    let src = match &typed.kind {
+        ResolvedResource::Git(s) => s.clone(),
+        ResolvedResource::Unavailable => {
+            let why = ResourceError::unavailable(typed);
+            return Done::fail(FailureKind::Infrastructure, why.to_string());
+        }
+        ResolvedResource::Time(_) | ResolvedResource::Scripted(_) => {
             return super::resource_scripted::get_versioned(
-                ctx, other, step, entry, attempt, resource, cancel,
+                ctx, typed, step, entry, attempt, resource, cancel,
             )
             .await;
         }
-        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let known = match ctx.state.version(entry.seq) {
         Some(v) => Some(v),
@@ -117,15 +125,22 @@ pub(crate) async fn put_step<'a>(
     resource: &'a str,
     cancel: &CancellationToken,
 ) -> Done {
-    let src = match Kind::of(ctx.loaded, resource) {
-        Ok(Kind::Git(s)) => s,
-        Ok(other) => {
+    let typed = match crate::resource::typed(ctx.loaded, resource) {
+        Ok(t) => t,
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
+    };
+    let src = match &typed.kind {
+        ResolvedResource::Git(s) => s.clone(),
+        ResolvedResource::Unavailable => {
+            let why = ResourceError::unavailable(typed);
+            return Done::fail(FailureKind::Infrastructure, why.to_string());
+        }
+        ResolvedResource::Time(_) | ResolvedResource::Scripted(_) => {
             return super::resource_scripted::put_versioned(
-                ctx, other, step, entry, resource, cancel,
+                ctx, typed, step, entry, resource, cancel,
             )
             .await;
         }
-        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let param = |k: &str| {
         step.params()

@@ -8,9 +8,18 @@ use tokio_util::sync::CancellationToken;
 use super::{Ctx, Done};
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{Defaults, Step, Version};
+use crate::pipeline::{ResolvedResource, TypedResource};
 use crate::resource::history::History;
-use crate::resource::{Kind, time};
+use crate::resource::scripted::Scripted;
+use crate::resource::{ResourceError, time};
 use crate::run::failure::FailureKind;
+
+fn scripted<'a>(typed: &'a TypedResource, kind: &'a crate::pipeline::ResourceType) -> Scripted<'a> {
+    Scripted {
+        resource: &typed.spec,
+        kind,
+    }
+}
 
 fn params_of(step: &Step) -> Option<Value> {
     step.params().and_then(|p| serde_json::to_value(p).ok())
@@ -20,7 +29,7 @@ fn params_of(step: &Step) -> Option<Value> {
 /// fetched into the step's artifact.
 pub(crate) async fn get_versioned<'a>(
     ctx: &'a Ctx<'a>,
-    kind: Kind<'a>,
+    typed: &'a TypedResource,
     step: &'a Step,
     entry: &'a Entry,
     attempt: u32,
@@ -55,17 +64,18 @@ pub(crate) async fn get_versioned<'a>(
         Ok(d) => d,
         Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
-    let fetched = match kind {
-        Kind::Scripted(s) => s
+    let fetched = match &typed.kind {
+        ResolvedResource::Scripted(kind) => scripted(typed, kind)
             .fetch(&version, params_of(step).as_ref(), &dir, &artifact, cancel)
             .await
             .map_err(|e| e.to_string()),
-        Kind::Time(_) => {
+        ResolvedResource::Time(_) => {
             let stamp = version.get("time").cloned().unwrap_or_default();
             std::fs::write(dir.join(&artifact).join(time::FILE), format!("{stamp}\n"))
                 .map_err(|e| format!("get `{resource}`: {e}"))
         }
-        Kind::Git(_) => Err(format!("get `{resource}`: git is fetched elsewhere")),
+        ResolvedResource::Git(_) => Err(format!("get `{resource}`: git is fetched elsewhere")),
+        ResolvedResource::Unavailable => Err(ResourceError::unavailable(typed).to_string()),
     };
     let collected = fetched.and_then(|()| {
         ctx.artifacts
@@ -125,7 +135,7 @@ pub(crate) async fn record_put<'a>(
 /// the step's inputs; the version it printed is shown.
 pub(crate) async fn put_versioned<'a>(
     ctx: &'a Ctx<'a>,
-    kind: Kind<'a>,
+    typed: &'a TypedResource,
     step: &'a Step,
     entry: &'a Entry,
     resource: &'a str,
@@ -144,13 +154,14 @@ pub(crate) async fn put_versioned<'a>(
         Ok(d) => d,
         Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
-    let published = match kind {
-        Kind::Scripted(s) => s
+    let published = match &typed.kind {
+        ResolvedResource::Scripted(kind) => scripted(typed, kind)
             .publish(params_of(step).as_ref(), &dir, cancel)
             .await
             .map_err(|e| e.to_string()),
-        Kind::Time(_) => Ok(Some(time::stamp(std::time::SystemTime::now()))),
-        Kind::Git(_) => Err(format!("put `{resource}`: git is pushed elsewhere")),
+        ResolvedResource::Time(_) => Ok(Some(time::stamp(std::time::SystemTime::now()))),
+        ResolvedResource::Git(_) => Err(format!("put `{resource}`: git is pushed elsewhere")),
+        ResolvedResource::Unavailable => Err(ResourceError::unavailable(typed).to_string()),
     };
     ctx.artifacts.discard(&dir);
     let line = match published {

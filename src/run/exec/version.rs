@@ -6,9 +6,9 @@ use super::{Ctx, Done};
 use crate::blocking::blocking;
 use crate::pipeline::Step;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{Version, VersionSpec};
+use crate::pipeline::{ResolvedResource, Version, VersionSpec};
 use crate::resource::check::Checker;
-use crate::resource::{Kind, ResourceError, ops};
+use crate::resource::{ResourceError, ops};
 use crate::run::failure::FailureKind;
 
 /// The version a `get` of `resource` fetches (a git commit, or a version as canonical
@@ -44,9 +44,9 @@ pub(crate) async fn pick_version<'a>(
     {
         return Ok(v);
     }
-    let kind = Kind::of(ctx.loaded, resource)
+    let typed = crate::resource::typed(ctx.loaded, resource)
         .map_err(|e| Done::fail(FailureKind::Configuration, e.to_string()))?;
-    if let (Kind::Git(src), VersionSpec::Latest) = (&kind, &mode) {
+    if let (ResolvedResource::Git(src), VersionSpec::Latest) = (&typed.kind, &mode) {
         let src = src.clone();
         return blocking::<_, ResourceError>(move || ops::latest(&src))
             .await
