@@ -112,3 +112,36 @@ fn version_history_is_a_count() {
         "wrong type",
     );
 }
+
+#[test]
+fn a_built_in_types_unusable_source_is_refused_at_load_at_the_resource() {
+    // Before the types were resolved at load, each of these loaded and only a get failed.
+    let plan = "jobs:\n  - name: a\n    plan:\n      - get: r\n";
+    refused(
+        &format!("resources:\n  - name: r\n    type: git\n    source: {{ branch: main }}\n{plan}"),
+        "2:11",
+        "resource `r` needs `source: { uri: ..., branch: ... }` with string values",
+    );
+    refused(
+        &format!("resources:\n  - name: r\n    type: git\n    source: {{ uri: 7 }}\n{plan}"),
+        "2:11",
+        "with string values",
+    );
+    refused(
+        &format!("resources:\n  - name: r\n    type: time\n    source: {{ interval: 0s }}\n{plan}"),
+        "2:11",
+        "resource `r`: `interval` must be more than zero",
+    );
+    refused(
+        &format!(
+            "resources:\n  - name: r\n    type: time\n    source: {{ schedule: 'not cron' }}\n{plan}"
+        ),
+        "2:11",
+        "is not a cron pattern",
+    );
+    refused(
+        &format!("resources:\n  - name: r\n    type: time\n    source: {{}}\n{plan}"),
+        "2:11",
+        "`source:` needs `interval:`",
+    );
+}
