@@ -248,16 +248,19 @@ mod tests {
 
     #[test]
     fn each_type_is_resolved_once_and_a_bad_source_is_a_located_error() {
-        let mut pipeline = Pipeline::<crate::pipeline::RawStep>::default();
-        pipeline.resources = vec![
+        let mut resources = vec![
             resource("git", serde_json::json!({ "uri": "repo" })),
             resource("time", serde_json::json!({ "interval": "0s" })),
             resource("slack-reply", serde_json::json!({})),
             resource("nope", serde_json::json!({})),
         ];
-        for (i, r) in pipeline.resources.iter_mut().enumerate() {
+        for (i, r) in resources.iter_mut().enumerate() {
             r.name = At::new(format!("r{i}"));
         }
+        let pipeline = Pipeline::<crate::pipeline::RawStep> {
+            resources,
+            ..Pipeline::default()
+        };
         let (typed, problems) = Resources::resolve(Path::new("p.yml"), &pipeline, Path::new("/d"));
         let git = typed.get("r0").map(|r| &r.kind);
         assert!(
