@@ -336,15 +336,15 @@ pub(crate) async fn agent<'a>(
         Ok(a) => a,
         Err(done) => return done,
     };
-    agent_step = super::agent_controls::with_job_limits(ctx, agent_step);
-    let at = super::agent_controls::Placed {
+    agent_step = super::agent_from_run::with_job_limits(ctx, agent_step);
+    let at = super::agent_from_run::Placed {
         step,
         entry,
         dir: &dir,
         cancel: &cancel,
     };
-    agent_step = super::agent_controls::controlled(ctx, agent_step, &at, left.as_ref(), forked);
-    let request = super::agent_controls::request(ctx, entry, agent_step, &cancel);
+    agent_step = super::agent_from_run::controlled(ctx, agent_step, &at, left.as_ref(), forked);
+    let request = super::agent_from_run::request(ctx, entry, agent_step, &cancel);
     let outcome = match ctx.agents.run(request).await {
         Ok(o) => o,
         Err(e) => {
@@ -353,7 +353,7 @@ pub(crate) async fn agent<'a>(
             return Done::with(StepFailure::new(failure.kind, masked));
         }
     };
-    super::agent_controls::count_spent(ctx, &outcome);
+    super::agent_from_run::count_spent(ctx, &outcome);
     record_outcome(ctx, entry, &outcome).await;
     if cancel.is_cancelled() {
         return ctx.cancelled();

@@ -25,7 +25,7 @@
 //! * `try` succeeds whatever its step does, except an abort; the real outcome stays
 //!   visible to routes.
 
-pub(crate) mod agent_controls;
+pub(crate) mod agent_from_run;
 pub(crate) mod approval_step;
 pub(crate) mod blame;
 pub(crate) mod cached;
