@@ -100,7 +100,10 @@ pub(crate) async fn fix<'a>(
             // The task's record carries what its fixers spent: the run's totals read it.
             if let Some(usage) = outcome.usage {
                 super::record::update_at(ctx, entry, |r| {
-                    r.usage = Some(crate::run::spent::add_usage(r.usage.take(), &usage));
+                    r.produced.usage = Some(crate::run::spent::add_usage(
+                        r.produced.usage.take(),
+                        &usage,
+                    ));
                 })
                 .await;
             }

@@ -101,9 +101,9 @@ pub(crate) async fn task<'a>(
     let tail = ctx.transcript.redactor().mask(&result.tail);
     let streams = masked_streams(ctx, &result.streams);
     super::record::update_at(ctx, entry, |r| {
-        r.exit_code = code;
-        r.stdout_tail = tail;
-        r.streams = Some(streams);
+        r.produced.exit_code = code;
+        r.produced.stdout_tail = tail;
+        r.produced.streams = Some(streams);
     })
     .await;
     let done = task_end(ctx, step, &result, spec.confined, &dir);
@@ -444,10 +444,10 @@ async fn record_outcome(ctx: &Ctx<'_>, entry: &Entry, outcome: &AgentStepOutcome
         .as_ref()
         .map(|n| ctx.transcript.redactor().mask(n));
     super::record::update_at(ctx, entry, |r| {
-        r.verdict = verdict;
-        r.note = note;
-        r.usage = usage;
-        r.stdout_tail = tail;
+        r.produced.verdict = verdict;
+        r.produced.note = note;
+        r.produced.usage = usage;
+        r.produced.stdout_tail = tail;
     })
     .await;
 }

@@ -202,7 +202,7 @@ impl<'a> Ctx<'a> {
             return self.skip(std::slice::from_ref(step));
         };
         let note = reason.to_owned();
-        record::update(self, entry.seq, |r| r.note = Some(note)).await;
+        record::update(self, entry.seq, |r| r.produced.note = Some(note)).await;
         self.emit(Event::StepSkipped {
             run: self.run,
             seq: entry.seq,
