@@ -228,7 +228,7 @@ async fn a_decided_guard_starts_no_process() {
         .expect("steps")
         .iter()
         .take(2)
-        .map(|s| format!("{} {} {:?}", s.name, s.status.as_str(), s.note))
+        .map(|s| format!("{} {} {:?}", s.name, s.status.as_str(), s.produced.note))
         .collect();
     assert_eq!(
         steps,
@@ -275,9 +275,12 @@ async fn a_skips_reason_is_in_the_record_the_events_the_steps_table_and_the_api(
     let steps = store.steps(report.run).expect("steps");
     let legacy = steps.iter().find(|s| s.name == "legacy").expect("legacy");
     assert_eq!(legacy.status.as_str(), "skipped");
-    assert_eq!(legacy.note.as_deref(), Some("retired in 2.0"));
+    assert_eq!(legacy.produced.note.as_deref(), Some("retired in 2.0"));
     let slow = steps.iter().find(|s| s.name == "slow").expect("slow");
-    assert_eq!((slow.status.as_str(), &slow.note), ("skipped", &None));
+    assert_eq!(
+        (slow.status.as_str(), &slow.produced.note),
+        ("skipped", &None)
+    );
 
     let events =
         treadle::run::event_log::read_after(&store.database(), report.run, 0).expect("events");

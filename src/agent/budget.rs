@@ -1,19 +1,19 @@
 //! Token budgets: a guard hook that refuses the next model call once a budget is spent.
 //!
-//! The guard counts the usage of each committed step from the session's own `StepDone`
-//! events. It holds a subscription of its own and drains it, without waiting, when the next
-//! inference begins: the loop actor publishes a step's `StepDone` before it acknowledges the
-//! commit to the turn, so by the time the turn asks for the next inference the event is
+//! The guard counts the usage of each committed model call (what the session crate calls a
+//! step) from the session's own `StepDone` events. It holds a subscription of its own and
+//! drains it, without waiting, when the next inference begins: the loop actor publishes a
+//! model call's `StepDone` before it acknowledges the commit to the turn, so by the time the turn asks for the next inference the event is
 //! already queued. A budget is spent when the tokens used (by earlier steps of the job, for
-//! a job budget, plus this step) reach its limit; the call that would go over is the one
-//! refused, so a step never starts a model call it cannot afford to begin.
+//! a job budget, plus this agent step) reach its limit; the call that would go over is the
+//! one refused, so an agent step never starts a model call it cannot afford to begin.
 //!
-//! The tokens of the sub-agents the step delegated to count too ([`Delegated`]): an agent's
+//! The tokens of the sub-agents the agent step delegated to count too ([`Delegated`]): an agent's
 //! ceiling covers everything it delegates, and [`BudgetGuard::remaining`] is what a
 //! delegation takes its share of.
 //!
 //! Dollar budgets are checked at the same point, pricing the usage counted so far at the
-//! step's model price. A dollar budget without a price is refused when the pipeline loads
+//! agent step's model price. A dollar budget without a price is refused when the pipeline loads
 //! (`crate::pipeline::controls`); should one reach the guard anyway (a library user), the
 //! guard refuses the first call rather than run unbounded (fail closed).
 

@@ -1,14 +1,15 @@
 //! What a restored session committed that the run's transcript does not show. A process
 //! killed mid agent step had shown the step's calls live, but the run's event journal is
-//! synced at step ends, so the tail of what it showed is gone; and a restored session may
-//! go on (a parked step resumed) before the step's forwarder is subscribed. The forwarder of
-//! a restored step therefore reads the session's journal first and then follows it live
-//! ([`treadle_session::Session::subscribe_from`]: no gap, no duplicate), and each committed
-//! step is the authority on what was done: whatever of it was not shown (neither by the run's
+//! synced at the ends of model calls, so the tail of what it showed is gone; and a restored
+//! session may go on (a parked agent step resumed) before the step's forwarder is
+//! subscribed. The forwarder of a restored agent step therefore reads the session's journal
+//! first and then follows it live ([`treadle_session::Session::subscribe_from`]: no gap, no
+//! duplicate), and each committed model call (the session's `StepDone`) is the authority on
+//! what was done: whatever of it was not shown (neither by the run's
 //! transcript before the stop nor live here) is shown when it arrives, so that the
 //! transcript has each committed call and result once, in the order they were made.
 //!
-//! A committed step is turned into the events the live forwarder makes of one
+//! A committed model call is turned into the events the live forwarder makes of one
 //! (`super::forward`): the model's text as lines, each call, each result. Those the
 //! transcript showed before the stop are matched by content, each match used once. A call a
 //! stop caught between its intent and its result is said in a notice: it may have taken
@@ -23,9 +24,9 @@ use treadle_session::{GateKind, GateQuestion};
 use super::observe::{AgentEvent, AgentObserver, preview};
 use super::record::parse_arguments;
 
-/// What a restored step's forwarder has shown, to show each committed event once.
+/// What a restored agent step's forwarder has shown, to show each committed event once.
 pub(super) struct Shown {
-    /// What the run's transcript showed of the step before the stop, as `(what, data)`,
+    /// What the run's transcript showed of the agent step before the stop, as `(what, data)`,
     /// each entry used up by one match.
     before: Vec<(String, Value)>,
     /// The calls (`c` + id) and results (`r` + id) shown live by this forwarder.
@@ -56,7 +57,7 @@ impl Shown {
     }
 
     /// Whether the live result of call `id` is to be shown now: only once its call was
-    /// (one whose start this forwarder missed is shown with its step, in order).
+    /// (one whose start this forwarder missed is shown with its model call, in order).
     pub(super) fn call_completed(&mut self, id: &str, event: &AgentEvent) -> bool {
         self.live.contains(&format!("c{id}"))
             && self.live.insert(format!("r{id}"))
@@ -75,7 +76,7 @@ impl Shown {
         }
     }
 
-    /// Shows what of a committed event (a step, an effect gate) was not shown yet.
+    /// Shows what of a committed event (a model call, an effect gate) was not shown yet.
     pub(super) fn committed(&mut self, event: &Event, observer: &dyn AgentObserver) {
         for (id, shown) in self.events_of(event) {
             if let Some(id) = id
@@ -94,7 +95,7 @@ impl Shown {
     fn events_of(&self, event: &Event) -> Vec<(Option<String>, AgentEvent)> {
         match &event.kind {
             EventKind::StepDone { messages, .. } => {
-                // Results carry only their call's id; the call, in the same step, its tool.
+                // Results carry only their call's id; the call, in the same model call, its tool.
                 let tools: HashMap<&str, &str> = messages
                     .iter()
                     .flat_map(|m| m.tool_uses())
@@ -185,7 +186,7 @@ mod tests {
 
     use super::*;
 
-    fn step(id: &str, n: u32) -> Event {
+    fn model_call(id: &str, n: u32) -> Event {
         let call = Message {
             role: Role::Assistant,
             content: vec![
@@ -228,7 +229,7 @@ mod tests {
     }
 
     #[test]
-    fn a_committed_step_shows_what_was_not_shown_before_or_live() {
+    fn a_committed_model_call_shows_what_was_not_shown_before_or_live() {
         let before = vec![
             ("text".to_owned(), json!("step 0")),
             (
@@ -237,10 +238,10 @@ mod tests {
             ),
         ];
         let mut from = Shown::after(before);
-        // Step 0: its text and call were shown before the stop, its result was not.
-        assert_eq!(shown(&mut from, &[step("a", 0)]), ["← charge: ok"]);
+        // Model call 0: its text and call were shown before the stop, its result was not.
+        assert_eq!(shown(&mut from, &[model_call("a", 0)]), ["← charge: ok"]);
         from.caught_up();
-        // Step 1, live: its call was shown as it started, its result and text not again.
+        // Model call 1, live: its call was shown as it started, its result and text not again.
         let (call, result) = (
             AgentEvent::ToolCall {
                 name: "charge".to_owned(),
@@ -254,11 +255,11 @@ mod tests {
         );
         assert!(from.call_started("b", &call));
         assert!(from.call_completed("b", &result));
-        assert!(shown(&mut from, &[step("b", 1)]).is_empty());
-        // Step 2: a result whose start was missed waits for its step, which shows both.
+        assert!(shown(&mut from, &[model_call("b", 1)]).is_empty());
+        // Model call 2: a result whose start was missed waits for its call, which shows both.
         assert!(!from.call_completed("c", &result));
         assert_eq!(
-            shown(&mut from, &[step("c", 2)]),
+            shown(&mut from, &[model_call("c", 2)]),
             ["→ charge {\"n\":2}", "← charge: ok"]
         );
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::mcp::StepServers;
+use super::mcp::{McpToolsError, StepServers};
 use crate::pipeline::mcp::server_of;
 use crate::pipeline::model::{self, ResolvedModel};
 use crate::pipeline::outline::Outline;
@@ -25,7 +25,7 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 const BODY_PREVIEW: usize = 300;
 
 /// Why a preflight check failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     /// The model's source does not resolve (unknown provider, no key...).
     #[error("{message} ({hint})")]
@@ -38,9 +38,9 @@ pub enum ProbeError {
     /// The model's key variable is not set.
     #[error("environment variable {0} is not set")]
     NoKey(String),
-    /// No HTTP client could be made.
+    /// No HTTP client could be made (the TLS backend did not start, say).
     #[error("cannot make an HTTP client: {0}")]
-    Client(String),
+    Client(#[source] reqwest::Error),
     /// The endpoint did not answer (the key scrubbed from the detail).
     #[error("no answer from {url}: {detail}")]
     NoAnswer {
@@ -59,13 +59,14 @@ pub enum ProbeError {
         /// The start of the body.
         body: String,
     },
-    /// An MCP server did not start.
-    #[error("{0}")]
-    Server(String),
+    /// An MCP server did not start, or does not offer a tool the grant names
+    /// ([`McpToolsError::Missing`]: the grant is to be fixed, not the server).
+    #[error(transparent)]
+    Server(McpToolsError),
 }
 
 /// One thing preflight checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Probe {
     /// What was checked: `model local/qwen at http://...` or `MCP server fixture (agent calc)`.
     pub what: String,
@@ -142,7 +143,7 @@ async fn ask(model: &ResolvedModel) -> Result<(), ProbeError> {
     let client = reqwest::Client::builder()
         .timeout(PROBE_TIMEOUT)
         .build()
-        .map_err(|e| ProbeError::Client(e.to_string()))?;
+        .map_err(ProbeError::Client)?;
     let url = format!("{}/chat/completions", model.base_url.trim_end_matches('/'));
     let mut request = client.post(&url).json(&json!({
         "model": model.model,
@@ -200,7 +201,7 @@ async fn probe_servers(agent: &crate::pipeline::Agent) -> Vec<Probe> {
                 servers.shutdown().await;
                 Ok(started.elapsed())
             }
-            Err(e) => Err(ProbeError::Server(e.to_string())),
+            Err(e) => Err(ProbeError::Server(e)),
         };
         probes.push(Probe {
             what: format!("MCP server {} (agent {})", config.name, agent.name.value),

@@ -3,14 +3,15 @@
 //! to first token and tokens per second.
 //!
 //! The session has no event for a model call's start: a call starts when its turn starts
-//! (`TurnStarted`) or when the step before it was committed (`StepDone`, after its tools
-//! ran). It ends at its step's first tool call, or at its `StepDone` when it called no tool.
+//! (`TurnStarted`) or when the model call before it was committed (its `StepDone`, after
+//! its tools ran). It ends at its first tool call, or at its own `StepDone` when it called
+//! no tool.
 
 use treadle_event::EventKind;
 
 use super::observe::{AgentEvent, AgentObserver, ModelCall};
 
-/// Follows one session's events and says each model call's times when its step commits.
+/// Follows one session's events and says each model call's times when it commits.
 #[derive(Debug, Default)]
 pub(super) struct Timing {
     started: Option<u64>,
@@ -72,7 +73,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_call_runs_from_its_turn_to_its_first_tool_and_the_next_from_its_step() {
+    fn a_call_runs_from_its_turn_to_its_first_tool_and_the_next_from_the_last_commit() {
         let seen = Mutex::new(Vec::new());
         let observer = |e: AgentEvent| seen.lock().unwrap().push(e);
         let mut t = Timing::default();

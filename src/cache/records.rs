@@ -87,6 +87,34 @@ pub struct Streams {
     pub cut: bool,
 }
 
+/// What a step produced, kept alike by its run's record ([`crate::run::StepRecord`]) and,
+/// once it succeeded, by the cache's ([`SuccessRecord`]), so that a replay gives back what
+/// the run gave. Each holds it with `#[serde(flatten)]`: its keys stay at the top of either
+/// record's JSON, as they were before it was one struct.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Produced {
+    /// A task's exit code (the last attempt's).
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The end of its output (stdout and stderr, secrets masked).
+    #[serde(default)]
+    pub stdout_tail: String,
+    /// A task's stdout and stderr apart, the end of each (secrets masked): what a
+    /// workflow's shell step gives back. `None` for other kinds, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<Streams>,
+    /// An agent's verdict.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// The reason an agent gave with its verdict (what `context: { from }` hands on, from
+    /// a replayed step as from the step run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// An agent's token usage and cost, as the agent step reports it.
+    #[serde(default)]
+    pub usage: Option<serde_json::Value>,
+}
+
 /// What a succeeded step left: enough to replay it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SuccessRecord {
@@ -100,25 +128,9 @@ pub struct SuccessRecord {
     pub seq: u32,
     /// Output artifacts.
     pub outputs: Vec<OutputTree>,
-    /// A task's exit code.
-    #[serde(default)]
-    pub exit_code: Option<i32>,
-    /// The end of its output.
-    #[serde(default)]
-    pub stdout_tail: String,
-    /// A task's stdout and stderr apart (the record's `streams`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub streams: Option<Streams>,
-    /// An agent's verdict.
-    #[serde(default)]
-    pub verdict: Option<String>,
-    /// The reason it gave with its verdict (a `context: { from }` reader of a replayed
-    /// step reads it, as it would of the step run).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// An agent's usage.
-    #[serde(default)]
-    pub usage: Option<serde_json::Value>,
+    /// Its exit code, output, verdict and usage, as its run's record has them.
+    #[serde(flatten)]
+    pub produced: Produced,
     /// An agent's recorded events (tool calls, text).
     #[serde(default)]
     pub events: Vec<serde_json::Value>,
@@ -333,4 +345,69 @@ pub fn forked_from(db: &Database, run: u64) -> Option<(u64, String)> {
     let table = txn.open_table(LINKS).ok()?;
     let link: RunLink = decode(table.get(run).ok()??.value()).ok()?;
     (link.how == "fork").then(|| (link.of, link.from.unwrap_or_default()))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// `old` as the state file holds it (the format byte, then its JSON), read as `T` and
+    /// written again: the JSON written back, and the value read.
+    pub(crate) fn reread<T: Serialize + DeserializeOwned>(old: &Value) -> (Value, T) {
+        let mut bytes = vec![1u8];
+        bytes.extend(old.to_string().into_bytes());
+        let read: T = decode(&bytes).expect("today's record reads");
+        let again = encode(&read).expect("it writes");
+        (decode(&again).expect("and reads back"), read)
+    }
+
+    #[test]
+    fn a_success_record_of_todays_format_reads_and_writes_the_same_keys() {
+        let zero = "00".repeat(32);
+        // Written by the struct before `Produced` was taken out of it, field by field.
+        let old = json!({
+            "key": zero,
+            "parts": {"kind": "task", "config": zero, "inputs": {}, "prev": zero},
+            "run": 3,
+            "seq": 1,
+            "outputs": [],
+            "exit_code": 2,
+            "stdout_tail": "out\nerr\n",
+            "streams": {"stdout": "out\n", "stderr": "err\n", "cut": true},
+            "verdict": "pass",
+            "note": "looks right",
+            "usage": {"input_tokens": 5},
+            "events": [],
+            "version": null,
+            "commits": {"repo": "abc"},
+            "last_used_ms": 7,
+        });
+        let (again, read) = reread::<SuccessRecord>(&old);
+        assert_eq!(again, old);
+        let produced = Produced {
+            exit_code: Some(2),
+            stdout_tail: "out\nerr\n".to_owned(),
+            streams: Some(Streams {
+                stdout: "out\n".to_owned(),
+                stderr: "err\n".to_owned(),
+                cut: true,
+            }),
+            verdict: Some("pass".to_owned()),
+            note: Some("looks right".to_owned()),
+            usage: Some(json!({"input_tokens": 5})),
+        };
+        assert_eq!(read.produced, produced);
+        // An older record, without the keys added since, reads with their defaults.
+        let older = json!({
+            "key": zero,
+            "parts": {"kind": "task", "config": zero, "inputs": {}, "prev": zero},
+            "run": 3,
+            "seq": 1,
+            "outputs": [],
+        });
+        let (_, read) = reread::<SuccessRecord>(&older);
+        assert_eq!(read.produced, Produced::default());
+    }
 }

@@ -141,10 +141,11 @@ pub(super) fn print_runs(runs: &[(RunRecord, Vec<StepRecord>)], with_file: bool)
 /// The table of `treadle runs --cost --steps N` (also printed from a server's answer).
 pub(super) fn print_steps(list: &[StepRecord]) {
     say!("{:<24} {:<20} {HEADER}", "step", "model");
-    for s in list.iter().filter(|s| s.usage.is_some()) {
+    for s in list.iter().filter(|s| s.produced.usage.is_some()) {
         let model = match s.cached_from {
             Some(run) => format!("replayed (run {run})"),
             None => s
+                .produced
                 .usage
                 .as_ref()
                 .and_then(|u| u.get("model"))

@@ -302,7 +302,7 @@ fn step_notes(s: &StepRecord) -> String {
     let why = s
         .error
         .clone()
-        .or_else(|| s.note.clone().filter(|_| skipped));
+        .or_else(|| s.produced.note.clone().filter(|_| skipped));
     let kept = s.kept.as_ref().map(|k| {
         let outputs = k.outputs.join(", ");
         format!("kept: {outputs} in {}", k.dir)
@@ -332,6 +332,7 @@ pub(super) fn print_steps(list: &[StepRecord]) {
     );
     for s in list {
         let exit = s
+            .produced
             .exit_code
             .map_or_else(|| "-".to_owned(), |c| c.to_string());
         say!(

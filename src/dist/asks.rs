@@ -204,7 +204,7 @@ async fn answer(
                 "effect" => QuestionKind::Effect,
                 _ => QuestionKind::Permission,
             };
-            let asker = crate::run::exec::agent_controls::asker(ctx, step, entry, cancel);
+            let asker = crate::run::exec::agent_from_run::asker(ctx, step, entry, cancel);
             let answered = asker.ask(Question { kind, message }).await;
             Some(Ask::Decided {
                 approved: answered.approved,

@@ -324,11 +324,11 @@ async fn apply(
         let worker = Some(result.worker.clone()).filter(|w| !w.is_empty());
         crate::run::exec::record::update_at(ctx, entry, move |r| {
             r.worker = worker.or(r.worker.take());
-            r.exit_code = rec.exit_code;
-            r.stdout_tail = rec.stdout_tail;
-            r.streams = rec.streams;
-            r.verdict = rec.verdict;
-            r.usage = rec.usage;
+            r.produced.exit_code = rec.produced.exit_code;
+            r.produced.stdout_tail = rec.produced.stdout_tail;
+            r.produced.streams = rec.produced.streams;
+            r.produced.verdict = rec.produced.verdict;
+            r.produced.usage = rec.produced.usage;
         })
         .await;
     }

@@ -88,6 +88,28 @@ pub struct PipelineAssert {
 }
 
 impl<S> Pipeline<S> {
+    /// This file with `jobs` and `plan` in place of its own, everything else as it is:
+    /// the one place a pipeline's fields are copied when its steps change type (typed at
+    /// load, or a workflow's agents with no job).
+    pub fn with_jobs<T>(self, jobs: Vec<Job<T>>, plan: Option<Vec<At<T>>>) -> Pipeline<T> {
+        Pipeline {
+            resources: self.resources,
+            resource_types: self.resource_types,
+            defaults: self.defaults,
+            agents: self.agents,
+            tasks: self.tasks,
+            mcp_servers: self.mcp_servers,
+            jobs,
+            plan,
+            prices: self.prices,
+            cache: self.cache,
+            limits: self.limits,
+            workspace: self.workspace,
+            assert: self.assert,
+            on_unfinished_effect: self.on_unfinished_effect,
+        }
+    }
+
     /// The step output limit in force, in bytes.
     pub fn step_output_limit(&self) -> u64 {
         self.limits.as_ref().map_or(
@@ -203,7 +225,50 @@ pub struct JobAssert {
     pub outcome: Option<String>,
 }
 
+/// A job's outcome steps, in the order [`Job`] declares them: `on_success`, `on_failure`,
+/// `on_error`, `on_abort`, `ensure`.
+pub type OutcomeSteps<S> = [Option<Box<At<S>>>; 5];
+
 impl<S> Job<S> {
+    /// This job with `plan` and `outcome` steps in place of its own, everything else as it
+    /// is: the one place a job's fields are copied when its steps change type (typed at
+    /// load, or a workflow's job that starts empty).
+    pub fn with_steps<T>(self, plan: Vec<At<T>>, outcome: OutcomeSteps<T>) -> Job<T> {
+        let [on_success, on_failure, on_error, on_abort, ensure] = outcome;
+        Job {
+            name: self.name,
+            description: self.description,
+            timeout: self.timeout,
+            plan,
+            assert: self.assert,
+            serial: self.serial,
+            serial_groups: self.serial_groups,
+            max_in_flight: self.max_in_flight,
+            interruptible: self.interruptible,
+            max_consecutive_failures: self.max_consecutive_failures,
+            budget: self.budget,
+            on_success,
+            on_failure,
+            on_error,
+            on_abort,
+            ensure,
+        }
+    }
+
+    /// The job's plan and outcome steps taken out of it (left empty), to be given back
+    /// changed with [`Self::with_steps`].
+    pub fn take_steps(&mut self) -> (Vec<At<S>>, OutcomeSteps<S>) {
+        let outcome = [
+            &mut self.on_success,
+            &mut self.on_failure,
+            &mut self.on_error,
+            &mut self.on_abort,
+            &mut self.ensure,
+        ]
+        .map(Option::take);
+        (std::mem::take(&mut self.plan), outcome)
+    }
+
     /// The job's hooks present, in the order they may run.
     pub fn hooks(&self) -> impl Iterator<Item = (&'static str, &At<S>)> {
         [

@@ -139,64 +139,30 @@ impl<'f> Typer<'f> {
     }
 
     /// The typed pipeline (`None` when a step has no single kind; see [`Self::out`]).
-    pub(super) fn pipeline(&mut self, raw: Pipeline<RawStep>) -> Option<Pipeline> {
+    pub(super) fn pipeline(&mut self, mut raw: Pipeline<RawStep>) -> Option<Pipeline> {
         self.known = raw.agents.iter().map(|a| a.name.value.clone()).collect();
         self.agents = raw
             .agents
             .iter()
             .map(|a| (a.name.value.clone(), Arc::new(a.clone())))
             .collect();
-        let jobs: Vec<Option<Job>> = raw.jobs.into_iter().map(|j| self.job(j)).collect();
-        let plan = raw.plan.map(|p| self.steps(p));
-        Some(Pipeline {
-            resources: raw.resources,
-            resource_types: raw.resource_types,
-            defaults: raw.defaults,
-            agents: raw.agents,
-            tasks: raw.tasks,
-            mcp_servers: raw.mcp_servers,
-            jobs: jobs.into_iter().collect::<Option<_>>()?,
-            plan: match plan {
-                Some(p) => Some(p?),
-                None => None,
-            },
-            prices: raw.prices,
-            cache: raw.cache,
-            limits: raw.limits,
-            workspace: raw.workspace,
-            assert: raw.assert,
-            on_unfinished_effect: raw.on_unfinished_effect,
-        })
+        let jobs = std::mem::take(&mut raw.jobs);
+        let jobs: Vec<Option<Job>> = jobs.into_iter().map(|j| self.job(j)).collect();
+        let plan = match raw.plan.take() {
+            Some(p) => Some(self.steps(p)?),
+            None => None,
+        };
+        Some(raw.with_jobs(jobs.into_iter().collect::<Option<_>>()?, plan))
     }
 
-    fn job(&mut self, raw: Job<RawStep>) -> Option<Job> {
-        let plan = self.steps(raw.plan);
-        let [on_success, on_failure, on_error, on_abort, ensure] = [
-            raw.on_success,
-            raw.on_failure,
-            raw.on_error,
-            raw.on_abort,
-            raw.ensure,
-        ]
-        .map(|h| self.hook(h));
-        Some(Job {
-            name: raw.name,
-            description: raw.description,
-            timeout: raw.timeout,
-            plan: plan?,
-            assert: raw.assert,
-            serial: raw.serial,
-            serial_groups: raw.serial_groups,
-            max_in_flight: raw.max_in_flight,
-            interruptible: raw.interruptible,
-            max_consecutive_failures: raw.max_consecutive_failures,
-            budget: raw.budget,
-            on_success: on_success?,
-            on_failure: on_failure?,
-            on_error: on_error?,
-            on_abort: on_abort?,
-            ensure: ensure?,
-        })
+    fn job(&mut self, mut raw: Job<RawStep>) -> Option<Job> {
+        let (plan, outcome) = raw.take_steps();
+        let plan = self.steps(plan);
+        let [on_success, on_failure, on_error, on_abort, ensure] = outcome.map(|h| self.hook(h));
+        Some(raw.with_steps(
+            plan?,
+            [on_success?, on_failure?, on_error?, on_abort?, ensure?],
+        ))
     }
 
     /// Every step typed (all are tried, so that each problem is reported).

@@ -20,7 +20,7 @@
 //!   * `approval_step.rs`: an `approval:` step, parked until it is answered;
 //!   * `input.rs`: `input:` steps and an agent step's `ask_human` answerer;
 //!   * `leaf.rs`: task and agent steps; `step_dir.rs`: a leaf's directory prepared and
-//!     concluded (asserts, outputs); `agent_controls.rs`: the job's budgets, the session
+//!     concluded (asserts, outputs); `agent_from_run.rs`: the job's budgets, the session
 //!     it goes on in, and where its questions go;
 //!   * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
 //!     instead of running it, its outputs stored after;

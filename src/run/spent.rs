@@ -82,7 +82,7 @@ impl Spent {
 
 /// What one step's record says it spent, and whether it was replayed from the cache.
 pub fn of_step(step: &StepRecord) -> Option<(Spent, bool)> {
-    let usage = step.usage.as_ref()?;
+    let usage = step.produced.usage.as_ref()?;
     Some((Spent::of_usage(usage), step.cached_from.is_some()))
 }
 
@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn a_replayed_step_counts_apart_at_its_recorded_cost() {
         let mut ran = StepRecord::pending(1, "0".into(), "a".into(), "agent".into());
-        ran.usage = Some(usage(10, 2, Some(0.5)));
+        ran.produced.usage = Some(usage(10, 2, Some(0.5)));
         let mut cached = ran.clone();
         cached.cached_from = Some(3);
         let sums = RunSpent::of(&[cached.clone()]);

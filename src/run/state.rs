@@ -27,7 +27,7 @@ use treadle_session::journal::{self, JournalOpenError, JournalOptions};
 
 pub use super::approval_record::{ApprovalRecord, ApprovalStatus};
 use super::failure::{FailureKind, StepFailure};
-pub use super::state_records::{RunRecord, RunStatus, StepRecord, StepStatus, Streams};
+pub use super::state_records::{Produced, RunRecord, RunStatus, StepRecord, StepStatus, Streams};
 
 mod error;
 mod group_sync;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::done::Status;
 use super::failure::{FailureKind, StepFailure};
 // Defined with the cache's records (a replay restores it): the cache sits below `run`.
-pub use crate::cache::records::Streams;
+pub use crate::cache::records::{Produced, Streams};
 
 /// How a run ended (or that it has not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,35 +157,19 @@ pub struct StepRecord {
     /// How long it ran (all attempts).
     #[serde(default)]
     pub duration_ms: Option<u64>,
-    /// A task's exit code (the last attempt's).
-    #[serde(default)]
-    pub exit_code: Option<i32>,
     /// Attempts made.
     #[serde(default)]
     pub attempts: u32,
-    /// The end of its output (stdout and stderr, secrets masked).
-    #[serde(default)]
-    pub stdout_tail: String,
-    /// A task's stdout and stderr apart, the end of each (secrets masked): what a
-    /// workflow's shell step gives back. `None` for other kinds, and in older records.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub streams: Option<Streams>,
+    /// Its exit code, output, verdict and usage (for a step taken from the cache, what
+    /// they were when it ran: see `cached_from`).
+    #[serde(flatten)]
+    pub produced: Produced,
     /// Why it failed.
     #[serde(default)]
     pub error: Option<String>,
     /// The kind of that failure (absent in records written before kinds were kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureKind>,
-    /// An agent's verdict.
-    #[serde(default)]
-    pub verdict: Option<String>,
-    /// The reason an agent gave with its verdict (what `context: { from }` hands on).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// An agent's token usage and cost, as the agent step reports it. For a step
-    /// taken from the cache, what it cost when it ran (see `cached_from`).
-    #[serde(default)]
-    pub usage: Option<serde_json::Value>,
     /// The run whose record this step was taken from (a cache hit), instead of running:
     /// it spent nothing in this run. Older state files call it `replayed_from`.
     #[serde(default, alias = "replayed_from")]
@@ -213,15 +197,10 @@ impl StepRecord {
             status: StepStatus::Pending,
             started_ms: None,
             duration_ms: None,
-            exit_code: None,
             attempts: 0,
-            stdout_tail: String::new(),
-            streams: None,
+            produced: Produced::default(),
             error: None,
             failure: None,
-            verdict: None,
-            note: None,
-            usage: None,
             cached_from: None,
             kept: None,
             from_kept: None,
@@ -233,5 +212,59 @@ impl StepRecord {
     pub fn set_failure(&mut self, failure: Option<StepFailure>) {
         self.failure = failure.as_ref().map(|f| f.kind);
         self.error = failure.map(|f| f.message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::cache::records::tests::reread;
+
+    #[test]
+    fn a_step_record_of_todays_format_reads_and_writes_the_same_keys() {
+        // Written by the struct before `Produced` was taken out of it, field by field.
+        let old = json!({
+            "seq": 4,
+            "path": "0",
+            "name": "review",
+            "kind": "agent",
+            "status": "succeeded",
+            "started_ms": 10,
+            "duration_ms": 20,
+            "exit_code": null,
+            "attempts": 1,
+            "stdout_tail": "fine\n",
+            "streams": {"stdout": "fine\n", "stderr": ""},
+            "error": null,
+            "verdict": "approve",
+            "note": "tests pass",
+            "usage": {"output_tokens": 9},
+            "cached_from": 2,
+            "worker": "w1",
+        });
+        let (again, read) = reread::<StepRecord>(&old);
+        assert_eq!(again, old);
+        assert_eq!(read.produced.verdict.as_deref(), Some("approve"));
+        assert_eq!(read.produced.note.as_deref(), Some("tests pass"));
+        assert_eq!(read.produced.stdout_tail, "fine\n");
+        assert_eq!(read.produced.usage, Some(json!({"output_tokens": 9})));
+        // A record of before `streams`, `note` and `cached_from` (`replayed_from` then).
+        let older = json!({
+            "seq": 4,
+            "path": "0",
+            "name": "build",
+            "kind": "task",
+            "status": "failed",
+            "exit_code": 1,
+            "stdout_tail": "boom\n",
+            "replayed_from": 2,
+        });
+        let (_, read) = reread::<StepRecord>(&older);
+        assert_eq!(read.produced.exit_code, Some(1));
+        assert_eq!(read.produced.stdout_tail, "boom\n");
+        assert_eq!((read.produced.streams, read.produced.note), (None, None));
+        assert_eq!(read.cached_from, Some(2));
     }
 }

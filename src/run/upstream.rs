@@ -30,12 +30,12 @@ pub(crate) fn delivered(step: &Step, records: &[StepRecord]) -> Vec<Delivered> {
     crate::cache::key::delivered(step, |sender| {
         let record = records
             .iter()
-            .filter(|r| r.name == sender && r.verdict.is_some())
+            .filter(|r| r.name == sender && r.produced.verdict.is_some())
             .max_by_key(|r| r.started_ms)?;
         Some(Decision {
-            verdict: record.verdict.clone().unwrap_or_default(),
-            note: record.note.clone(),
-            tail: record.stdout_tail.clone(),
+            verdict: record.produced.verdict.clone().unwrap_or_default(),
+            note: record.produced.note.clone(),
+            tail: record.produced.stdout_tail.clone(),
         })
     })
 }

@@ -53,7 +53,7 @@ impl Counts {
             for step in store.steps(run.id)? {
                 let key = (step.kind.clone(), step.status.as_str());
                 *counts.steps.entry(key).or_default() += 1;
-                if let (Some(usage), None) = (&step.usage, step.cached_from) {
+                if let (Some(usage), None) = (&step.produced.usage, step.cached_from) {
                     counts.add_usage(usage);
                 }
             }

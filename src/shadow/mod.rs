@@ -291,7 +291,7 @@ async fn shadow_step(
         None => Vec::new(),
     };
     let (replayed_calls, live_calls) = recording.counts();
-    let original_verdict = context.record.verdict.clone();
+    let original_verdict = context.record.produced.verdict.clone();
     let calls = report::calls_of(&outcome.tool_calls);
     let step = StepReport {
         seq: context.record.seq,
@@ -305,7 +305,7 @@ async fn shadow_step(
         failure: outcome.status.error(),
         replayed_calls,
         live_calls,
-        original: spend_of(context.record.usage.as_ref()),
+        original: spend_of(context.record.produced.usage.as_ref()),
         shadow: report::Spend {
             tokens: outcome.usage.total(),
             usd: outcome.cost.usd(),

@@ -111,43 +111,14 @@ impl Agents {
 
 /// The typed top level of a file whose jobs were taken out (no step to type).
 fn without_jobs(raw: Pipeline<RawStep>) -> Pipeline {
-    Pipeline {
-        resources: raw.resources,
-        resource_types: raw.resource_types,
-        defaults: raw.defaults,
-        agents: raw.agents,
-        tasks: raw.tasks,
-        mcp_servers: raw.mcp_servers,
-        jobs: Vec::new(),
-        plan: None,
-        prices: raw.prices,
-        cache: raw.cache,
-        limits: raw.limits,
-        workspace: raw.workspace,
-        assert: raw.assert,
-        on_unfinished_effect: raw.on_unfinished_effect,
-    }
+    raw.with_jobs(Vec::new(), None)
 }
 
 /// A job named `name` with no step yet: a workflow's, whose plan grows as it runs.
 pub(crate) fn empty_job(name: &str) -> Job {
-    let raw = Job::<RawStep>::default();
-    Job {
+    let raw = Job::<RawStep> {
         name: At::new(name.to_owned()),
-        description: raw.description,
-        timeout: raw.timeout,
-        plan: Vec::new(),
-        assert: raw.assert,
-        serial: raw.serial,
-        serial_groups: raw.serial_groups,
-        max_in_flight: raw.max_in_flight,
-        interruptible: raw.interruptible,
-        max_consecutive_failures: raw.max_consecutive_failures,
-        budget: raw.budget,
-        on_success: None,
-        on_failure: None,
-        on_error: None,
-        on_abort: None,
-        ensure: None,
-    }
+        ..Job::default()
+    };
+    raw.with_steps(Vec::new(), Default::default())
 }

@@ -80,15 +80,15 @@ impl Planner {
         self.all_known &= self.last.is_some();
         let mut record =
             StepRecord::pending(entry.seq, entry.path, entry.name, entry.kind.to_string());
-        record.exit_code = Some(0);
+        record.produced.exit_code = Some(0);
         if let Some(r) = &self.last {
             record.status = StepStatus::Succeeded;
             record.cached_from = Some(r.run);
-            record.exit_code = r.exit_code;
-            record.stdout_tail = r.stdout_tail.clone();
-            record.streams = r.streams.clone();
-            record.verdict = r.verdict.clone();
-            record.note = r.note.clone();
+            record.produced.exit_code = r.produced.exit_code;
+            record.produced.stdout_tail = r.produced.stdout_tail.clone();
+            record.produced.streams = r.produced.streams.clone();
+            record.produced.verdict = r.produced.verdict.clone();
+            record.produced.note = r.produced.note.clone();
         }
         record
     }

@@ -38,12 +38,12 @@ impl ShellOutput {
     /// Of the step's record. A record written before streams were kept apart has only the
     /// end of both, mixed: it is given as stdout, marked truncated.
     pub(super) fn of(record: &StepRecord, made: Made) -> Self {
-        let (stdout, stderr, truncated) = match &record.streams {
+        let (stdout, stderr, truncated) = match &record.produced.streams {
             Some(s) => (s.stdout.clone(), s.stderr.clone(), s.cut),
-            None => (record.stdout_tail.clone(), String::new(), true),
+            None => (record.produced.stdout_tail.clone(), String::new(), true),
         };
         Self {
-            exit_code: record.exit_code,
+            exit_code: record.produced.exit_code,
             stdout,
             stderr,
             truncated,
@@ -77,9 +77,9 @@ impl AgentReply {
     /// Of the step's record.
     pub(super) fn of(record: StepRecord, made: Made) -> Self {
         Self {
-            text: record.stdout_tail,
-            verdict: record.verdict,
-            note: record.note,
+            text: record.produced.stdout_tail,
+            verdict: record.produced.verdict,
+            note: record.produced.note,
             made,
         }
     }

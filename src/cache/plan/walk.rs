@@ -397,17 +397,17 @@ impl<'s, 'a> Walk<'s, 'a> {
             let digest = o.outputs.iter().find(|t| t.name == *name).map(|t| t.digest);
             self.facts.artifacts.insert(name.clone(), digest);
         }
-        if let Some(v) = &o.verdict {
+        if let Some(v) = &o.produced.verdict {
             let d = Decision {
                 verdict: v.clone(),
-                note: o.note.clone(),
-                tail: o.stdout_tail.clone(),
+                note: o.produced.note.clone(),
+                tail: o.produced.stdout_tail.clone(),
             };
             self.facts
                 .decisions
                 .insert(step.display_name(), Fact::Known(d));
         }
-        let route = o.verdict.as_ref().and_then(|v| {
+        let route = o.produced.verdict.as_ref().and_then(|v| {
             step.routes()
                 .into_iter()
                 .find(|(name, _)| name == v)

@@ -277,12 +277,7 @@ async fn record_reused(
         r.status = StepStatus::Succeeded;
         r.started_ms = Some(now_ms());
         r.duration_ms = Some(took);
-        r.exit_code = o.exit_code;
-        r.stdout_tail = o.stdout_tail;
-        r.streams = o.streams;
-        r.verdict = o.verdict;
-        r.note = o.note;
-        r.usage = o.usage;
+        r.produced = o.produced;
         r.cached_from = Some(from_run);
         r.set_failure(None);
         Some(r.clone())
@@ -320,7 +315,7 @@ async fn record_reused(
 
 /// Where a reused outcome's verdict sends the run (`None`: on in order).
 fn route_of(step: &At<Step>, outcome: &SuccessRecord) -> Option<String> {
-    outcome.verdict.as_ref().and_then(|v| {
+    outcome.produced.verdict.as_ref().and_then(|v| {
         step.routes()
             .into_iter()
             .find(|(name, _)| name == v)
@@ -413,7 +408,7 @@ fn show_reused<'a>(ctx: &Ctx<'a>, entry: &Entry, outcome: &SuccessRecord, from_r
             at_ms: None,
         });
     }
-    for line in outcome.stdout_tail.lines() {
+    for line in outcome.produced.stdout_tail.lines() {
         ctx.step_line(entry, line.to_owned());
     }
 }
@@ -470,15 +465,7 @@ async fn record_success<'a>(
         run: ctx.run,
         seq: entry.seq,
         outputs,
-        exit_code: record.as_ref().and_then(|r| r.exit_code),
-        stdout_tail: record
-            .as_ref()
-            .map(|r| r.stdout_tail.clone())
-            .unwrap_or_default(),
-        streams: record.as_ref().and_then(|r| r.streams.clone()),
-        verdict: record.as_ref().and_then(|r| r.verdict.clone()),
-        note: record.as_ref().and_then(|r| r.note.clone()),
-        usage: record.as_ref().and_then(|r| r.usage.clone()),
+        produced: record.map(|r| r.produced).unwrap_or_default(),
         events,
         version: ctx.state.version(entry.seq),
         commits: ctx.state.commits(entry.seq),

@@ -89,8 +89,8 @@ pub(crate) async fn ensemble<'a>(
     });
     let (verdict, summary) = (decision.clone(), tally);
     super::record::update(ctx, entry.seq, move |r| {
-        r.verdict = Some(verdict);
-        r.stdout_tail = summary;
+        r.produced.verdict = Some(verdict);
+        r.produced.stdout_tail = summary;
     })
     .await;
     let route = e
@@ -111,7 +111,7 @@ pub(crate) async fn ensemble<'a>(
 fn vote_of<'a>(ctx: &Ctx<'a>, seq: u32) -> Option<(String, String)> {
     ctx.state.with(|s| {
         let r = s.records.get(seq as usize)?;
-        Some((r.verdict.clone()?, r.stdout_tail.clone()))
+        Some((r.produced.verdict.clone()?, r.produced.stdout_tail.clone()))
     })
 }
 

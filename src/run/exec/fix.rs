@@ -77,8 +77,8 @@ pub(crate) async fn fix<'a>(
         .dir
         .as_ref()
         .map_or(dir.to_path_buf(), |d| dir.join(&d.value));
-    let mut agent_step = super::agent_controls::with_job_limits(ctx, built.in_dir(work));
-    agent_step.controls.asker = Some(super::agent_controls::asker(ctx, &fixer, entry, cancel));
+    let mut agent_step = super::agent_from_run::with_job_limits(ctx, built.in_dir(work));
+    agent_step.controls.asker = Some(super::agent_from_run::asker(ctx, &fixer, entry, cancel));
     // Said in the step it repairs (the page shows it there, above the fixer's
     // conversation, under the fixer's name), not as a note of the run.
     let note = format!(
@@ -93,14 +93,17 @@ pub(crate) async fn fix<'a>(
         summary: note,
         at_ms: Some(crate::clock::now_ms()),
     });
-    let request = super::agent_controls::request(ctx, entry, agent_step, cancel);
+    let request = super::agent_from_run::request(ctx, entry, agent_step, cancel);
     match ctx.agents.run(request).await {
         Ok(outcome) => {
-            super::agent_controls::count_spent(ctx, &outcome);
+            super::agent_from_run::count_spent(ctx, &outcome);
             // The task's record carries what its fixers spent: the run's totals read it.
             if let Some(usage) = outcome.usage {
                 super::record::update_at(ctx, entry, |r| {
-                    r.usage = Some(crate::run::spent::add_usage(r.usage.take(), &usage));
+                    r.produced.usage = Some(crate::run::spent::add_usage(
+                        r.produced.usage.take(),
+                        &usage,
+                    ));
                 })
                 .await;
             }

@@ -51,7 +51,7 @@ pub(crate) async fn http<'a>(
         ctx.step_line(entry, line.to_owned());
     }
     let tail = record_tail(&shown).to_owned();
-    super::record::update_at(ctx, entry, |r| r.stdout_tail = tail).await;
+    super::record::update_at(ctx, entry, |r| r.produced.stdout_tail = tail).await;
     if !call.accepts(status) {
         let (m, u) = (&call.method.value, &call.url.value);
         let why = format!("HTTP status {status} from {m} {u}");

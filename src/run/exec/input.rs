@@ -108,7 +108,7 @@ pub(crate) async fn input<'a>(
         }
     }
     let tail = ctx.transcript.redactor().mask(&text);
-    super::record::update(ctx, entry.seq, |r| r.stdout_tail = tail).await;
+    super::record::update(ctx, entry.seq, |r| r.produced.stdout_tail = tail).await;
     let facts = StepFacts {
         dir: &dir,
         stdout: &text,

@@ -101,9 +101,9 @@ pub(crate) async fn task<'a>(
     let tail = ctx.transcript.redactor().mask(&result.tail);
     let streams = masked_streams(ctx, &result.streams);
     super::record::update_at(ctx, entry, |r| {
-        r.exit_code = code;
-        r.stdout_tail = tail;
-        r.streams = Some(streams);
+        r.produced.exit_code = code;
+        r.produced.stdout_tail = tail;
+        r.produced.streams = Some(streams);
     })
     .await;
     let done = task_end(ctx, step, &result, spec.confined, &dir);
@@ -336,15 +336,15 @@ pub(crate) async fn agent<'a>(
         Ok(a) => a,
         Err(done) => return done,
     };
-    agent_step = super::agent_controls::with_job_limits(ctx, agent_step);
-    let at = super::agent_controls::Placed {
+    agent_step = super::agent_from_run::with_job_limits(ctx, agent_step);
+    let at = super::agent_from_run::Placed {
         step,
         entry,
         dir: &dir,
         cancel: &cancel,
     };
-    agent_step = super::agent_controls::controlled(ctx, agent_step, &at, left.as_ref(), forked);
-    let request = super::agent_controls::request(ctx, entry, agent_step, &cancel);
+    agent_step = super::agent_from_run::controlled(ctx, agent_step, &at, left.as_ref(), forked);
+    let request = super::agent_from_run::request(ctx, entry, agent_step, &cancel);
     let outcome = match ctx.agents.run(request).await {
         Ok(o) => o,
         Err(e) => {
@@ -353,7 +353,7 @@ pub(crate) async fn agent<'a>(
             return Done::with(StepFailure::new(failure.kind, masked));
         }
     };
-    super::agent_controls::count_spent(ctx, &outcome);
+    super::agent_from_run::count_spent(ctx, &outcome);
     record_outcome(ctx, entry, &outcome).await;
     if cancel.is_cancelled() {
         return ctx.cancelled();
@@ -444,10 +444,10 @@ async fn record_outcome(ctx: &Ctx<'_>, entry: &Entry, outcome: &AgentStepOutcome
         .as_ref()
         .map(|n| ctx.transcript.redactor().mask(n));
     super::record::update_at(ctx, entry, |r| {
-        r.verdict = verdict;
-        r.note = note;
-        r.usage = usage;
-        r.stdout_tail = tail;
+        r.produced.verdict = verdict;
+        r.produced.note = note;
+        r.produced.usage = usage;
+        r.produced.stdout_tail = tail;
     })
     .await;
 }

@@ -25,7 +25,7 @@
 //! * `try` succeeds whatever its step does, except an abort; the real outcome stays
 //!   visible to routes.
 
-pub(crate) mod agent_controls;
+pub(crate) mod agent_from_run;
 pub(crate) mod approval_step;
 pub(crate) mod blame;
 pub(crate) mod cached;
@@ -202,7 +202,7 @@ impl<'a> Ctx<'a> {
             return self.skip(std::slice::from_ref(step));
         };
         let note = reason.to_owned();
-        record::update(self, entry.seq, |r| r.note = Some(note)).await;
+        record::update(self, entry.seq, |r| r.produced.note = Some(note)).await;
         self.emit(Event::StepSkipped {
             run: self.run,
             seq: entry.seq,

@@ -116,7 +116,7 @@ pub(crate) fn finished<'a>(ctx: &Ctx<'a>, entry: &Entry, done: &Done, took: Dura
         .with(|s| {
             s.records
                 .get(entry.seq as usize)
-                .map(|r| (r.exit_code, r.verdict.clone()))
+                .map(|r| (r.produced.exit_code, r.produced.verdict.clone()))
         })
         .unwrap_or_default();
     ctx.emit(Event::StepFinished {

@@ -113,7 +113,10 @@ pub(crate) async fn get_step<'a>(
     ctx.state.set_version(entry.seq, commit.clone());
     ctx.state
         .set_git_input(artifact, resource.to_owned(), commit.clone());
-    super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
+    super::record::update(ctx, entry.seq, |r| {
+        r.produced.stdout_tail = format!("{line}\n")
+    })
+    .await;
     Done::ok()
 }
 
@@ -183,7 +186,10 @@ pub(crate) async fn put_step<'a>(
             }
             let line = format!("pushed {commit} to {} {}", src.uri, src.branch);
             say(ctx, entry, line.clone());
-            super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
+            super::record::update(ctx, entry.seq, |r| {
+                r.produced.stdout_tail = format!("{line}\n")
+            })
+            .await;
             Done::ok()
         }
         Err(e) => Done::fail(FailureKind::Infrastructure, e.to_string()),

@@ -89,7 +89,10 @@ pub(crate) async fn get_versioned<'a>(
     let line = format!("fetched {resource} at {text}");
     ctx.step_line(entry, line.clone());
     ctx.state.set_version(entry.seq, text);
-    super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
+    super::record::update(ctx, entry.seq, |r| {
+        r.produced.stdout_tail = format!("{line}\n")
+    })
+    .await;
     Done::ok()
 }
 
@@ -178,6 +181,9 @@ pub(crate) async fn put_versioned<'a>(
         Err(e) => return Done::failed(e),
     };
     ctx.step_line(entry, line.clone());
-    super::record::update(ctx, entry.seq, |r| r.stdout_tail = format!("{line}\n")).await;
+    super::record::update(ctx, entry.seq, |r| {
+        r.produced.stdout_tail = format!("{line}\n")
+    })
+    .await;
     Done::ok()
 }
