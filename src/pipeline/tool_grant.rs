@@ -352,3 +352,62 @@ impl<'de> Deserialize<'de> for ToolGrant {
         deserializer.deserialize_any(V)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Option<At<String>> {
+        Some(At::new(s.to_owned()))
+    }
+
+    #[test]
+    fn a_mapping_is_sorted_by_its_one_kind_key() {
+        let mcp = ToolGrant::from(ToolObject {
+            mcp: at("github"),
+            tool: at("search"),
+            tools: Some(vec![At::new("read".to_owned())]),
+            ..ToolObject::default()
+        });
+        assert!(matches!(&mcp, ToolGrant::Mcp(m) if m.strays.is_empty()));
+        assert_eq!(mcp.names(), ["github__search", "github__read"]);
+        let custom = ToolGrant::from(ToolObject {
+            name: at("lint"),
+            run: at("make lint"),
+            required: Some(At::new(true)),
+            ..ToolObject::default()
+        });
+        assert!(matches!(&custom, ToolGrant::Custom(c) if c.required && c.strays.is_empty()));
+    }
+
+    #[test]
+    fn none_or_several_kind_keys_are_unclear_with_the_keys_found() {
+        let none = ToolGrant::from(ToolObject::default());
+        assert!(matches!(&none, ToolGrant::Unclear(k) if k.is_empty()));
+        let both = ToolGrant::from(ToolObject {
+            agent: at("helper"),
+            builtin: at("read_file"),
+            ..ToolObject::default()
+        });
+        assert!(matches!(&both, ToolGrant::Unclear(k) if k == &["builtin", "agent"]));
+        assert!(both.names().is_empty());
+    }
+
+    #[test]
+    fn keys_of_another_kind_are_strays() {
+        let fetch_elsewhere = ToolGrant::from(ToolObject {
+            builtin: at("read_file"),
+            allow: Some(vec![At::new("example.com".to_owned())]),
+            run: at("true"),
+            ..ToolObject::default()
+        });
+        let keys: Vec<&str> = fetch_elsewhere.strays().iter().map(|s| s.key).collect();
+        assert_eq!(keys, ["run", "allow"]);
+        let fetch = ToolGrant::from(ToolObject {
+            builtin: at("web_fetch"),
+            allow: Some(vec![At::new("example.com".to_owned())]),
+            ..ToolObject::default()
+        });
+        assert!(fetch.strays().is_empty());
+    }
+}
