@@ -310,7 +310,8 @@ impl ToolGrant {
     }
 }
 
-/// How a grant is written, for the schema: a name or the mapping.
+// How a grant is written; only its schema is used (what `treadle schema` shows).
+/// One tool of a grant: a name, or the mapping form.
 #[derive(JsonSchema)]
 #[schemars(untagged)]
 #[allow(dead_code)] // Only its schema is used.
