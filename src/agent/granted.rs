@@ -13,7 +13,7 @@ use super::delegate::{DelegateTool, Parent};
 use super::required::Required;
 use super::spec::{AgentStep, BuildError, Delegate, Granted};
 use crate::pipeline::check_agent::MAX_DELEGATION_DEPTH;
-use crate::pipeline::tool_grant::{ToolKind, ToolObject};
+use crate::pipeline::tool_grant::{AgentGrant, CustomGrant, ToolGrant};
 use crate::pipeline::{Agent, AgentCall, Loaded, Step};
 use crate::template::TemplateError;
 use crate::tools::{Fence, Workspace};
@@ -32,25 +32,18 @@ impl Granted {
         depth: usize,
     ) -> Result<Self, BuildError> {
         let mut granted = Self::default();
-        for (o, _) in agent.tool_objects() {
-            match o.kind() {
-                Ok(ToolKind::Custom) => {
-                    if let Some(spec) = custom(o).filter(|s| tools.contains(&s.name)) {
+        for (grant, _) in agent.grants() {
+            match grant {
+                ToolGrant::Custom(c) if tools.contains(&c.name.value) => {
+                    if let Some(spec) = custom(c) {
                         granted.custom.push(spec);
                     }
                 }
-                Ok(ToolKind::Builtin)
-                    if o.builtin.as_ref().is_some_and(|b| b.value == "web_fetch") =>
-                {
-                    granted.fence = Fence::new(o.allow.iter().flatten().map(|h| h.value.clone()));
+                ToolGrant::Builtin(b) if b.name.value == "web_fetch" => {
+                    granted.fence = Fence::new(b.allow.iter().map(|h| h.value.clone()));
                 }
-                Ok(ToolKind::Agent) => {
-                    let Some(child) = o.agent.as_ref().filter(|c| tools.contains(&c.value)) else {
-                        continue;
-                    };
-                    granted
-                        .delegates
-                        .push(delegate(loaded, agent, o, &child.value, depth)?);
+                ToolGrant::Agent(a) if tools.contains(&a.agent.value) => {
+                    granted.delegates.push(delegate(loaded, agent, a, depth)?);
                 }
                 _ => {}
             }
@@ -89,23 +82,21 @@ impl Granted {
     }
 }
 
-fn custom(o: &ToolObject) -> Option<CustomSpec> {
-    let name = o.name.as_ref()?.value.clone();
-    let run = o.run.as_ref()?.value.clone();
+/// A custom tool's spec; `None` without `run:` (loading refuses that).
+fn custom(c: &CustomGrant) -> Option<CustomSpec> {
+    let name = c.name.value.clone();
+    let run = c.run.as_ref()?.value.clone();
     Some(CustomSpec {
-        description: o
+        description: c
             .description
             .clone()
             .unwrap_or_else(|| format!("Runs the pipeline's `{name}` command.")),
         name,
         run,
-        required: o.required.as_ref().is_some_and(|r| r.value),
-        max_calls: o.max_calls.as_ref().map(|m| m.value),
-        pinned: o.args.as_ref().map(|a| a.value.clone()).unwrap_or_default(),
-        touches: o
-            .touches
-            .as_ref()
-            .map(|paths| paths.iter().map(|p| p.value.clone()).collect()),
+        required: c.required,
+        max_calls: c.max_calls,
+        pinned: c.args.clone(),
+        touches: c.touches.clone(),
     })
 }
 
@@ -114,8 +105,7 @@ fn custom(o: &ToolObject) -> Option<CustomSpec> {
 fn delegate(
     loaded: &Loaded,
     parent: &Agent,
-    o: &ToolObject,
-    child: &str,
+    grant: &AgentGrant,
     depth: usize,
 ) -> Result<Delegate, BuildError> {
     if depth >= MAX_DELEGATION_DEPTH {
@@ -124,6 +114,7 @@ fn delegate(
             parent.name.value
         )));
     }
+    let child = grant.agent.value.as_str();
     let agent = loaded
         .agent(child)
         .ok_or_else(|| BuildError::UnknownAgent(child.to_owned()))?;
@@ -141,7 +132,7 @@ fn delegate(
         .map_or(DEFAULT_DELEGATE_PERCENT, |p| p.value);
     Ok(Delegate {
         name: child.to_owned(),
-        description: o
+        description: grant
             .description
             .clone()
             .or_else(|| agent.description.clone())

@@ -103,8 +103,8 @@ fn reached(loaded: &Loaded, job: &Job) -> Vec<String> {
     let mut i = 0;
     while i < names.len() {
         let subs = loaded.agent(&names[i]).into_iter().flat_map(|a| {
-            a.tool_objects()
-                .filter_map(|(o, _)| o.agent.as_ref().map(|n| n.value.clone()))
+            a.delegates()
+                .map(|d| d.agent.value.clone())
                 .collect::<Vec<_>>()
         });
         for sub in subs {

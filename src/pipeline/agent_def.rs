@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::at::At;
-use super::tool_grant::{ToolGrant, ToolObject};
+use super::tool_grant::{AgentGrant, ToolGrant};
 
 /// An agent: a model and what it may do.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -137,12 +137,17 @@ impl Agent {
         })
     }
 
-    /// The mapping-form entries of the grant.
-    pub fn tool_objects(&self) -> impl Iterator<Item = (&ToolObject, super::at::Pos)> {
-        self.tools
-            .iter()
-            .flatten()
-            .filter_map(|t| t.value.object().map(|o| (o, t.pos)))
+    /// The entries of the grant, each at its position.
+    pub fn grants(&self) -> impl Iterator<Item = (&ToolGrant, super::at::Pos)> {
+        self.tools.iter().flatten().map(|t| (&t.value, t.pos))
+    }
+
+    /// The agents granted as tools (`{ agent: NAME }`).
+    pub fn delegates(&self) -> impl Iterator<Item = &AgentGrant> {
+        self.grants().filter_map(|(g, _)| match g {
+            ToolGrant::Agent(a) => Some(a),
+            _ => None,
+        })
     }
 }
 

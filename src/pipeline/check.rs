@@ -17,7 +17,7 @@ use super::format::{Agent, Job, Pipeline, RunSpec, Step};
 use super::mcp;
 use super::model;
 use super::step::StepKind;
-use super::tool_grant::{ToolGrant, ToolKind};
+use super::tool_grant::ToolGrant;
 use super::walk::used_agents;
 use crate::tools::{BUILTIN, DEFAULT_GRANT};
 
@@ -150,12 +150,7 @@ impl<'a> Checker<'a> {
             }
             // Custom and sub-agent tools are not names to look up: `check_agent` checks them.
             for t in a.tools.iter().flatten() {
-                let named = match &t.value {
-                    ToolGrant::Name(_) => true,
-                    ToolGrant::Object(o) => {
-                        matches!(o.kind(), Ok(ToolKind::Builtin | ToolKind::Mcp))
-                    }
-                };
+                let named = t.value.is_named_tool();
                 for name in t.value.names().into_iter().filter(|_| named) {
                     self.tool(
                         &At {
@@ -196,9 +191,10 @@ impl<'a> Checker<'a> {
             return ok;
         }
         // The agent's own custom tools and sub-agents, selected by name on a step.
-        if agent.tool_objects().any(|(o, _)| {
-            matches!(o.kind(), Ok(ToolKind::Custom | ToolKind::Agent))
-                && o.name.as_ref().or(o.agent.as_ref()).map(|n| &n.value) == Some(&t.value)
+        if agent.grants().any(|(g, _)| match g {
+            ToolGrant::Custom(c) => c.name.value == t.value,
+            ToolGrant::Agent(a) => a.agent.value == t.value,
+            _ => false,
         }) {
             return true;
         }

@@ -12,7 +12,7 @@ use super::diagnostic::{Finding, Problem};
 use super::format::{Pipeline, Step};
 use super::step::StepKind;
 use super::step_keys::CONTEXT_LEVELS;
-use super::tool_grant::{ToolKind, ToolObject};
+use super::tool_grant::{Stray, ToolGrant};
 
 /// The deepest chain of agents calling agents as tools.
 pub const MAX_DELEGATION_DEPTH: usize = 8;
@@ -33,8 +33,8 @@ pub fn check(pipeline: &Pipeline) -> Vec<Finding> {
         .collect();
     for agent in &pipeline.agents {
         dials(agent, &mut out);
-        for (object, pos) in agent.tool_objects() {
-            tool(agent, object, pos, &agents, pipeline, &mut out);
+        for (grant, pos) in agent.grants() {
+            tool(agent, grant, pos, &agents, pipeline, &mut out);
         }
     }
     delegation_cycles(&agents, &mut out);
@@ -191,16 +191,25 @@ fn dials(agent: &Agent, out: &mut Vec<Finding>) {
 
 fn tool(
     agent: &Agent,
-    o: &ToolObject,
+    grant: &ToolGrant,
     pos: Pos,
     agents: &BTreeMap<&str, &Agent>,
     pipeline: &Pipeline,
     out: &mut Vec<Finding>,
 ) {
     let who = &agent.name.value;
-    let kind = match o.kind() {
-        Ok(k) => k,
-        Err(keys) => {
+    for stray in grant.strays() {
+        let Stray { key, belongs_to } = stray;
+        out.push(finding(
+            pos,
+            Problem::BadStep,
+            format!("`{key}:` of a tool of agent `{who}` belongs to {belongs_to}"),
+            &format!("remove `{key}:` here; it only applies to {belongs_to}"),
+        ));
+    }
+    match grant {
+        ToolGrant::Name(_) => {}
+        ToolGrant::Unclear(keys) => {
             let message = if keys.is_empty() {
                 format!("a tool of agent `{who}` says neither what nor whom it is")
             } else {
@@ -215,70 +224,30 @@ fn tool(
                 message,
                 "write exactly one of `builtin: NAME`, `mcp: SERVER`, `name:` with `run:`, or `agent: NAME`",
             ));
-            return;
         }
-    };
-    let mut only = |present: bool, key: &str, kinds: &str| {
-        if present {
-            out.push(finding(
-                pos,
-                Problem::BadStep,
-                format!("`{key}:` of a tool of agent `{who}` belongs to {kinds}"),
-                &format!("remove `{key}:` here; it only applies to {kinds}"),
-            ));
+        ToolGrant::Builtin(b) => {
+            for host in &b.allow {
+                let h = &host.value;
+                if h.is_empty() || h.contains(['/', ':', '*', ' ']) {
+                    out.push(finding(
+                        host.pos,
+                        Problem::InvalidValue,
+                        format!("`allow:` entry `{h}` is not a bare host name"),
+                        "write the host alone, e.g. `example.com` (it covers its subdomains; no scheme, port, path or wildcard)",
+                    ));
+                }
+            }
         }
-    };
-    let custom = kind == ToolKind::Custom;
-    only(
-        !custom && o.required.is_some(),
-        "required",
-        "custom (`run:`) tools",
-    );
-    only(!custom && o.args.is_some(), "args", "custom (`run:`) tools");
-    only(
-        !custom && o.touches.is_some(),
-        "touches",
-        "custom (`run:`) tools",
-    );
-    only(
-        !custom && kind != ToolKind::Mcp && o.max_calls.is_some(),
-        "max_calls",
-        "custom and MCP tools",
-    );
-    only(
-        !custom && o.run.is_some(),
-        "run",
-        "custom tools (with `name:`)",
-    );
-    only(
-        kind != ToolKind::Mcp && (o.tool.is_some() || o.tools.is_some()),
-        "tool",
-        "MCP tools (with `mcp:`)",
-    );
-    let fetch = o.builtin.as_ref().is_some_and(|b| b.value == "web_fetch");
-    only(!fetch && o.allow.is_some(), "allow", "`builtin: web_fetch`");
-    for host in o.allow.iter().flatten() {
-        let h = &host.value;
-        if h.is_empty() || h.contains(['/', ':', '*', ' ']) {
-            out.push(finding(
-                host.pos,
-                Problem::InvalidValue,
-                format!("`allow:` entry `{h}` is not a bare host name"),
-                "write the host alone, e.g. `example.com` (it covers its subdomains; no scheme, port, path or wildcard)",
-            ));
-        }
-    }
-    match kind {
-        ToolKind::Custom if o.run.is_none() => out.push(finding(
+        ToolGrant::Custom(c) if c.run.is_none() => out.push(finding(
             pos,
             Problem::MissingKey,
             format!("custom tool of agent `{who}` has no `run:`"),
             "add `run:` with the command (its `{{ .args.NAME }}` are the tool's parameters)",
         )),
-        ToolKind::Agent => {
-            if let Some(child) = &o.agent
-                && !agents.contains_key(child.value.as_str())
-            {
+        ToolGrant::Custom(_) => {}
+        ToolGrant::Agent(a) => {
+            let child = &a.agent;
+            if !agents.contains_key(child.value.as_str()) {
                 out.push(finding(
                     child.pos,
                     Problem::UnknownAgent,
@@ -290,12 +259,12 @@ fn tool(
                 ));
             }
         }
-        ToolKind::Mcp => {
-            if let Some(server) = &o.mcp
-                && !agent
-                    .mcp_servers
-                    .iter()
-                    .any(|s| s.name.value == server.value)
+        ToolGrant::Mcp(m) => {
+            let server = &m.server;
+            if !agent
+                .mcp_servers
+                .iter()
+                .any(|s| s.name.value == server.value)
                 && !pipeline
                     .mcp_servers
                     .iter()
@@ -309,7 +278,6 @@ fn tool(
                 ));
             }
         }
-        _ => {}
     }
 }
 
@@ -317,7 +285,7 @@ fn tool(
 /// [`MAX_DELEGATION_DEPTH`].
 fn delegation_cycles(agents: &BTreeMap<&str, &Agent>, out: &mut Vec<Finding>) {
     fn children(a: &Agent) -> impl Iterator<Item = &At<String>> {
-        a.tool_objects().filter_map(|(o, _)| o.agent.as_ref())
+        a.delegates().map(|d| &d.agent)
     }
     fn depth(name: &str, agents: &BTreeMap<&str, &Agent>, path: &mut Vec<String>) -> usize {
         if path.iter().any(|p| p == name) || path.len() > MAX_DELEGATION_DEPTH {

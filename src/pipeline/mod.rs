@@ -8,7 +8,8 @@
 //! * `raw_step`: a step as written ([`RawStep`]), every key of every kind in one mapping.
 //! * `in_parallel`: `in_parallel:`, a list of steps or `{ steps, limit, fail_fast }`.
 //! * `agent_def`: the agent definitions of `agents:` (model, tools, dials, budgets).
-//! * `tool_grant`: one entry of an agent's `tools:` (a name, or a builtin/mcp/custom/agent mapping).
+//! * `tool_grant`: one entry of an agent's `tools:`, typed when parsed ([`tool_grant::ToolGrant`]:
+//!   a name, or a builtin/mcp/custom/agent mapping).
 //! * `step_keys`: `fix:`, `context: { from }` and `prompt_file:` of task and agent steps,
 //!   the mapping form of `approval:`, and a step's `assert:`.
 //! * `approval_policy`: an approval's assignees, quorum and deadline policy, and its checks.

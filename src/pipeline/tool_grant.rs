@@ -1,5 +1,6 @@
-//! One entry of an agent's `tools:` grant: a bare name (`read_file`, `github__*`) or a
-//! mapping, which says what kind of tool it is by the key it carries:
+//! One entry of an agent's `tools:` grant, typed when the file is parsed: a bare name
+//! (`read_file`, `github__*`) or a mapping, which says what kind of tool it is by the key
+//! it carries:
 //!
 //! * `{ builtin: web_fetch, allow: [host] }`: a built-in tool, with its options;
 //! * `{ mcp: SERVER }`, with `tool:` or `tools:` to take only some: tools of an MCP server
@@ -7,13 +8,17 @@
 //! * `{ name, description, run, required, max_calls, args }`: a custom tool, a command;
 //! * `{ agent: NAME, description }`: another agent, called as a tool (delegation).
 //!
-//! Everything downstream of loading sees the grant as names ([`ToolGrant::names`]); the
-//! mapping's options are read where the tool is built.
+//! The mapping is read as written ([`ToolObject`]) and sorted at once into its
+//! [`ToolGrant`] variant; a mapping with none or several kind keys becomes
+//! [`ToolGrant::Unclear`], which the checks report with the agent's name (loading fails on
+//! it), and keys of another kind are kept as [`Stray`]s for the same report. After loading,
+//! code matches the variant and never asks what a grant is.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
@@ -23,17 +28,90 @@ use super::at::At;
 pub const SEPARATOR: &str = "__";
 
 /// One tool of a grant.
-#[derive(Debug, Clone, JsonSchema)]
-#[schemars(untagged)]
+#[derive(Debug, Clone)]
 pub enum ToolGrant {
     /// `read_file`, `run_shell`, `github__search_issues`, `github__*`.
     Name(String),
-    /// The mapping form.
-    Object(Box<ToolObject>),
+    /// `builtin:`.
+    Builtin(BuiltinGrant),
+    /// `mcp:`.
+    Mcp(McpGrant),
+    /// `name:` (with `run:`).
+    Custom(Box<CustomGrant>),
+    /// `agent:`.
+    Agent(AgentGrant),
+    /// A mapping with none or several of the kind keys (those it has, in the order
+    /// `builtin`, `mcp`, `name`, `agent`): loading reports it and fails.
+    Unclear(Vec<&'static str>),
+}
+
+/// `{ builtin: NAME, allow: [host] }`.
+#[derive(Debug, Clone)]
+pub struct BuiltinGrant {
+    /// The built-in tool.
+    pub name: At<String>,
+    /// With `web_fetch`: the hosts (and their subdomains) it may fetch from.
+    pub allow: Vec<At<String>>,
+    /// Keys written here that belong to another kind.
+    pub strays: Vec<Stray>,
+}
+
+/// `{ mcp: SERVER, tool: T }` or `{ mcp: SERVER, tools: [T] }`.
+#[derive(Debug, Clone)]
+pub struct McpGrant {
+    /// The server, by its name under `mcp_servers:`.
+    pub server: At<String>,
+    /// The tools taken (`tool:` then `tools:`); empty for every tool of the server.
+    pub tools: Vec<At<String>>,
+    /// `max_calls:` as written (accepted on MCP tools; not enforced for them yet).
+    pub max_calls: Option<At<u32>>,
+    /// Keys written here that belong to another kind.
+    pub strays: Vec<Stray>,
+}
+
+/// `{ name, description, run, required, max_calls, args, touches }`: a command.
+#[derive(Debug, Clone)]
+pub struct CustomGrant {
+    /// The name the model calls it by.
+    pub name: At<String>,
+    /// What the model is told the tool does.
+    pub description: Option<String>,
+    /// The command; `{{ .args.NAME }}` are its parameters (`None` is reported at load).
+    pub run: Option<At<String>>,
+    /// The step cannot finish without having called it successfully.
+    pub required: bool,
+    /// The most calls in one conversation.
+    pub max_calls: Option<u32>,
+    /// Arguments the pipeline pins (the model does not see them).
+    pub args: BTreeMap<String, serde_json::Value>,
+    /// The paths (relative to the step directory) it reads or writes; `None`: anything.
+    pub touches: Option<Vec<String>>,
+    /// Keys written here that belong to another kind.
+    pub strays: Vec<Stray>,
+}
+
+/// `{ agent: NAME, description }`: another agent called as a tool.
+#[derive(Debug, Clone)]
+pub struct AgentGrant {
+    /// The agent, by its name under `agents:`.
+    pub agent: At<String>,
+    /// What the parent's model is told the sub-agent does.
+    pub description: Option<String>,
+    /// Keys written here that belong to another kind.
+    pub strays: Vec<Stray>,
+}
+
+/// A key of a tool mapping that belongs to another kind of tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stray {
+    /// The key, as written.
+    pub key: &'static str,
+    /// The kinds it belongs to, for the report.
+    pub belongs_to: &'static str,
 }
 
 /// The mapping form of a tool grant. Which of `builtin`, `mcp`, `name` and `agent` is set
-/// says what it is ([`ToolObject::kind`]).
+/// says what it is: [`ToolGrant::from`] sorts it into its variant.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolObject {
@@ -80,88 +158,176 @@ pub struct ToolObject {
     pub agent: Option<At<String>>,
 }
 
-/// What a tool mapping is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolKind {
-    /// `builtin:`.
-    Builtin,
-    /// `mcp:`.
-    Mcp,
-    /// `name:` with `run:`.
-    Custom,
-    /// `agent:`.
-    Agent,
-}
+/// The four kinds of a tool mapping, by the key that names them.
+const KINDS: [&str; 4] = ["builtin", "mcp", "name", "agent"];
 
-impl ToolKind {
-    /// The key that names this kind.
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::Builtin => "builtin",
-            Self::Mcp => "mcp",
-            Self::Custom => "name",
-            Self::Agent => "agent",
+impl From<ToolObject> for ToolGrant {
+    /// Sorts a mapping by its kind key (exactly one of `builtin`, `mcp`, `name`, `agent`).
+    fn from(o: ToolObject) -> Self {
+        let strays = o.strays();
+        let present = [
+            o.builtin.is_some(),
+            o.mcp.is_some(),
+            o.name.is_some(),
+            o.agent.is_some(),
+        ];
+        let ToolObject {
+            builtin,
+            allow,
+            mcp,
+            tool,
+            tools,
+            name,
+            description,
+            run,
+            required,
+            max_calls,
+            args,
+            touches,
+            agent,
+        } = o;
+        match (builtin, mcp, name, agent) {
+            (Some(name), None, None, None) => Self::Builtin(BuiltinGrant {
+                name,
+                allow: allow.unwrap_or_default(),
+                strays,
+            }),
+            (None, Some(server), None, None) => Self::Mcp(McpGrant {
+                server,
+                tools: tool
+                    .into_iter()
+                    .chain(tools.into_iter().flatten())
+                    .collect(),
+                max_calls,
+                strays,
+            }),
+            (None, None, Some(name), None) => Self::Custom(Box::new(CustomGrant {
+                name,
+                description,
+                run,
+                required: required.is_some_and(|r| r.value),
+                max_calls: max_calls.map(|m| m.value),
+                args: args.map(|a| a.value).unwrap_or_default(),
+                touches: touches.map(|paths| paths.into_iter().map(|p| p.value).collect()),
+                strays,
+            })),
+            (None, None, None, Some(agent)) => Self::Agent(AgentGrant {
+                agent,
+                description,
+                strays,
+            }),
+            _ => Self::Unclear(
+                KINDS
+                    .into_iter()
+                    .zip(present)
+                    .filter_map(|(k, p)| p.then_some(k))
+                    .collect(),
+            ),
         }
     }
 }
 
 impl ToolObject {
-    /// Its kind, or the keys that clash (none or several of the kind keys).
-    pub fn kind(&self) -> Result<ToolKind, Vec<&'static str>> {
-        let present: Vec<ToolKind> = [
-            (ToolKind::Builtin, self.builtin.is_some()),
-            (ToolKind::Mcp, self.mcp.is_some()),
-            (ToolKind::Custom, self.name.is_some()),
-            (ToolKind::Agent, self.agent.is_some()),
+    /// The keys written that do not belong to the mapping's kind, in a fixed order (one
+    /// rule: which key belongs to which kind lives here).
+    fn strays(&self) -> Vec<Stray> {
+        const CUSTOM: &str = "custom (`run:`) tools";
+        let custom = self.name.is_some();
+        let mcp = self.mcp.is_some();
+        let fetch = self
+            .builtin
+            .as_ref()
+            .is_some_and(|b| b.value == "web_fetch");
+        [
+            (!custom && self.required.is_some(), "required", CUSTOM),
+            (!custom && self.args.is_some(), "args", CUSTOM),
+            (!custom && self.touches.is_some(), "touches", CUSTOM),
+            (
+                !custom && !mcp && self.max_calls.is_some(),
+                "max_calls",
+                "custom and MCP tools",
+            ),
+            (
+                !custom && self.run.is_some(),
+                "run",
+                "custom tools (with `name:`)",
+            ),
+            (
+                !mcp && (self.tool.is_some() || self.tools.is_some()),
+                "tool",
+                "MCP tools (with `mcp:`)",
+            ),
+            (
+                !fetch && self.allow.is_some(),
+                "allow",
+                "`builtin: web_fetch`",
+            ),
         ]
         .into_iter()
-        .filter_map(|(k, p)| p.then_some(k))
-        .collect();
-        match present.as_slice() {
-            [one] => Ok(*one),
-            several => Err(several.iter().map(|k| k.key()).collect()),
-        }
+        .filter_map(|(stray, key, belongs_to)| stray.then_some(Stray { key, belongs_to }))
+        .collect()
     }
 }
 
 impl ToolGrant {
     /// The tool names this entry grants (an MCP server's whole set as `SERVER__*`).
     pub fn names(&self) -> Vec<String> {
-        let o = match self {
-            Self::Name(n) => return vec![n.clone()],
-            Self::Object(o) => o,
-        };
-        match o.kind() {
-            Ok(ToolKind::Builtin) => o.builtin.iter().map(|b| b.value.clone()).collect(),
-            Ok(ToolKind::Custom) => o.name.iter().map(|n| n.value.clone()).collect(),
-            Ok(ToolKind::Agent) => o.agent.iter().map(|a| a.value.clone()).collect(),
-            Ok(ToolKind::Mcp) => {
-                let server = o.mcp.as_ref().map_or("", |m| m.value.as_str());
-                let picked: Vec<&str> = o
-                    .tool
-                    .iter()
-                    .chain(o.tools.iter().flatten())
-                    .map(|t| t.value.as_str())
-                    .collect();
-                if picked.is_empty() {
+        match self {
+            Self::Name(n) => vec![n.clone()],
+            Self::Builtin(b) => vec![b.name.value.clone()],
+            Self::Custom(c) => vec![c.name.value.clone()],
+            Self::Agent(a) => vec![a.agent.value.clone()],
+            Self::Mcp(m) => {
+                let server = &m.server.value;
+                if m.tools.is_empty() {
                     vec![format!("{server}{SEPARATOR}*")]
                 } else {
-                    picked
-                        .into_iter()
-                        .map(|t| format!("{server}{SEPARATOR}{t}"))
+                    m.tools
+                        .iter()
+                        .map(|t| format!("{server}{SEPARATOR}{}", t.value))
                         .collect()
                 }
             }
-            Err(_) => Vec::new(),
+            Self::Unclear(_) => Vec::new(),
         }
     }
 
-    /// The mapping form, if it is one.
-    pub fn object(&self) -> Option<&ToolObject> {
+    /// The keys written that belong to another kind of tool.
+    pub fn strays(&self) -> &[Stray] {
         match self {
-            Self::Object(o) => Some(o),
-            Self::Name(_) => None,
+            Self::Builtin(b) => &b.strays,
+            Self::Mcp(m) => &m.strays,
+            Self::Custom(c) => &c.strays,
+            Self::Agent(a) => &a.strays,
+            Self::Name(_) | Self::Unclear(_) => &[],
         }
+    }
+
+    /// Whether the name is one to check against the built-in and MCP tools (a custom tool
+    /// or a sub-agent names itself).
+    pub fn is_named_tool(&self) -> bool {
+        matches!(self, Self::Name(_) | Self::Builtin(_) | Self::Mcp(_))
+    }
+}
+
+// How a grant is written; only its schema is used (what `treadle schema` shows).
+/// One tool of a grant: a name, or the mapping form.
+#[derive(JsonSchema)]
+#[schemars(untagged)]
+#[allow(dead_code)] // Only its schema is used.
+enum Written {
+    /// `read_file`, `run_shell`, `github__search_issues`, `github__*`.
+    Name(String),
+    /// The mapping form.
+    Object(Box<ToolObject>),
+}
+
+impl JsonSchema for ToolGrant {
+    fn schema_name() -> Cow<'static, str> {
+        "ToolGrant".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        Written::json_schema(generator)
     }
 }
 
@@ -181,9 +347,68 @@ impl<'de> Deserialize<'de> for ToolGrant {
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ToolGrant, A::Error> {
                 ToolObject::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(|o| ToolGrant::Object(Box::new(o)))
+                    .map(ToolGrant::from)
             }
         }
         deserializer.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Option<At<String>> {
+        Some(At::new(s.to_owned()))
+    }
+
+    #[test]
+    fn a_mapping_is_sorted_by_its_one_kind_key() {
+        let mcp = ToolGrant::from(ToolObject {
+            mcp: at("github"),
+            tool: at("search"),
+            tools: Some(vec![At::new("read".to_owned())]),
+            ..ToolObject::default()
+        });
+        assert!(matches!(&mcp, ToolGrant::Mcp(m) if m.strays.is_empty()));
+        assert_eq!(mcp.names(), ["github__search", "github__read"]);
+        let custom = ToolGrant::from(ToolObject {
+            name: at("lint"),
+            run: at("make lint"),
+            required: Some(At::new(true)),
+            ..ToolObject::default()
+        });
+        assert!(matches!(&custom, ToolGrant::Custom(c) if c.required && c.strays.is_empty()));
+    }
+
+    #[test]
+    fn none_or_several_kind_keys_are_unclear_with_the_keys_found() {
+        let none = ToolGrant::from(ToolObject::default());
+        assert!(matches!(&none, ToolGrant::Unclear(k) if k.is_empty()));
+        let both = ToolGrant::from(ToolObject {
+            agent: at("helper"),
+            builtin: at("read_file"),
+            ..ToolObject::default()
+        });
+        assert!(matches!(&both, ToolGrant::Unclear(k) if k == &["builtin", "agent"]));
+        assert!(both.names().is_empty());
+    }
+
+    #[test]
+    fn keys_of_another_kind_are_strays() {
+        let fetch_elsewhere = ToolGrant::from(ToolObject {
+            builtin: at("read_file"),
+            allow: Some(vec![At::new("example.com".to_owned())]),
+            run: at("true"),
+            ..ToolObject::default()
+        });
+        let keys: Vec<&str> = fetch_elsewhere.strays().iter().map(|s| s.key).collect();
+        assert_eq!(keys, ["run", "allow"]);
+        let fetch = ToolGrant::from(ToolObject {
+            builtin: at("web_fetch"),
+            allow: Some(vec![At::new("example.com".to_owned())]),
+            ..ToolObject::default()
+        });
+        assert!(fetch.strays().is_empty());
     }
 }
