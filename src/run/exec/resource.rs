@@ -14,10 +14,10 @@ use super::{Ctx, Done};
 use crate::agent::commit::{self, Keep, ManagedWork};
 use crate::blocking::blocking;
 use crate::cache::records::SuccessRecord;
-use crate::pipeline::ResolvedResource;
 use crate::pipeline::Step;
 use crate::pipeline::Version;
 use crate::pipeline::outline::Entry;
+use crate::pipeline::{ResolvedResource, TypedResource};
 use crate::resource::{GitSource, ResourceError, git, ops};
 use crate::run::artifacts::copy_tree;
 use crate::run::failure::FailureKind;
@@ -43,6 +43,24 @@ fn say<'a>(ctx: &Ctx<'a>, entry: &Entry, line: String) {
     });
 }
 
+/// Where a `get:` or `put:` goes: a git resource handled here, or a versioned one (`time`,
+/// a `resource_types:` entry) handled in `resource_scripted`.
+enum Target<'a> {
+    Git(GitSource),
+    Versioned(&'a TypedResource),
+}
+
+/// The resource a `get:` or `put:` names, as loaded; an error for one this treadle cannot
+/// run (a Slack type without its entry).
+fn target<'a>(ctx: &'a Ctx<'a>, resource: &str) -> Result<Target<'a>, ResourceError> {
+    let typed = crate::resource::typed(ctx.loaded, resource)?;
+    match &typed.kind {
+        ResolvedResource::Git(s) => Ok(Target::Git(s.clone())),
+        ResolvedResource::Time(_) | ResolvedResource::Scripted(_) => Ok(Target::Versioned(typed)),
+        ResolvedResource::Unavailable => Err(ResourceError::unavailable(typed)),
+    }
+}
+
 /// `get:` a resource into the artifact named by the step.
 pub(crate) async fn get_step<'a>(
     ctx: &'a Ctx<'a>,
@@ -52,22 +70,15 @@ pub(crate) async fn get_step<'a>(
     resource: &'a str,
     cancel: &CancellationToken,
 ) -> Done {
-    let typed = match crate::resource::typed(ctx.loaded, resource) {
-        Ok(t) => t,
-        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
-    };
-    let src = match &typed.kind {
-        ResolvedResource::Git(s) => s.clone(),
-        ResolvedResource::Unavailable => {
-            let why = ResourceError::unavailable(typed);
-            return Done::fail(FailureKind::Infrastructure, why.to_string());
-        }
-        ResolvedResource::Time(_) | ResolvedResource::Scripted(_) => {
+    let src = match target(ctx, resource) {
+        Ok(Target::Git(s)) => s,
+        Ok(Target::Versioned(typed)) => {
             return super::resource_scripted::get_versioned(
                 ctx, typed, step, entry, attempt, resource, cancel,
             )
             .await;
         }
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let known = match ctx.state.version(entry.seq) {
         Some(v) => Some(v),
@@ -128,22 +139,15 @@ pub(crate) async fn put_step<'a>(
     resource: &'a str,
     cancel: &CancellationToken,
 ) -> Done {
-    let typed = match crate::resource::typed(ctx.loaded, resource) {
-        Ok(t) => t,
-        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
-    };
-    let src = match &typed.kind {
-        ResolvedResource::Git(s) => s.clone(),
-        ResolvedResource::Unavailable => {
-            let why = ResourceError::unavailable(typed);
-            return Done::fail(FailureKind::Infrastructure, why.to_string());
-        }
-        ResolvedResource::Time(_) | ResolvedResource::Scripted(_) => {
+    let src = match target(ctx, resource) {
+        Ok(Target::Git(s)) => s,
+        Ok(Target::Versioned(typed)) => {
             return super::resource_scripted::put_versioned(
                 ctx, typed, step, entry, resource, cancel,
             )
             .await;
         }
+        Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let param = |k: &str| {
         step.params()
