@@ -9,13 +9,11 @@
 //! its sub-agents to one of its own (`STEP.SUB`).
 
 use std::sync::Arc;
-use treadle_session::event::FailureCause;
 
 use async_trait::async_trait;
 
-use super::failure::{FailureKind, StepFailure};
-use super::ports::{AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, StepReporter};
-use crate::agent::{AgentEvent, AgentObserver, AgentOutcome, AgentStatus, run_agent_step};
+use super::ports::{AgentRunner, AgentStepError, AgentStepRequest, StepReporter};
+use crate::agent::{AgentEvent, AgentObserver, AgentOutcome, run_agent_step};
 use crate::model_tape::{ModelTape, StepTape, TapeError};
 
 /// The agent runner `treadle run` uses: real sessions, journaled in the state file.
@@ -35,7 +33,7 @@ struct SessionAgents {
 
 #[async_trait]
 impl AgentRunner for SessionAgents {
-    async fn run(&self, request: AgentStepRequest) -> Result<AgentStepOutcome, AgentStepError> {
+    async fn run(&self, request: AgentStepRequest) -> Result<AgentOutcome, AgentStepError> {
         let mut step = request.step;
         let tapes = self.open_tapes(&mut step).await?;
         let observer = Shown(request.reporter.clone());
@@ -46,17 +44,7 @@ impl AgentRunner for SessionAgents {
         }
         let outcome = result.map_err(infrastructure)?;
         report(&request.reporter, &outcome).await;
-        let failure = failure_of(&outcome.status)?;
-        Ok(AgentStepOutcome {
-            verdict: outcome.verdict.clone(),
-            note: outcome.verdict_reason.clone(),
-            text: outcome.text.clone(),
-            tool_calls: outcome.tool_calls.clone(),
-            usage: Some(usage_of(&outcome)),
-            tokens: outcome.usage.total(),
-            usd: outcome.cost.usd(),
-            failure,
-        })
+        Ok(outcome)
     }
 }
 
@@ -87,7 +75,7 @@ impl SessionAgents {
 
 /// The session could not be used: not the step's doing (exit code 2).
 fn infrastructure(e: impl std::fmt::Display) -> AgentStepError {
-    AgentStepError::Infrastructure(e.to_string())
+    AgentStepError(e.to_string())
 }
 
 /// Records what the agent did with the step: its tool calls, its text, its escalations and
@@ -106,53 +94,6 @@ async fn report(reporter: &StepReporter, outcome: &AgentOutcome) {
     if let Some(typed) = &outcome.typed_output {
         reporter.record("typed_output", typed.clone()).await;
     }
-}
-
-/// The step's usage and cost, as its record keeps them.
-fn usage_of(outcome: &AgentOutcome) -> serde_json::Value {
-    serde_json::json!({
-        "model": outcome.model,
-        "prompt_tokens": outcome.usage.prompt_tokens,
-        "completion_tokens": outcome.usage.completion_tokens,
-        "cached_tokens": outcome.usage.cached_tokens,
-        "cost": outcome.cost,
-        "model_calls": outcome.steps,
-        "confidence": outcome.confidence,
-        "fallback_model": outcome.fallback_model,
-    })
-}
-
-/// The step's failure, typed, from how its turn ended; an error when it is not the step's
-/// doing (exit code 2): the endpoint or the journal failing.
-fn failure_of(status: &AgentStatus) -> Result<Option<StepFailure>, AgentStepError> {
-    let kind = match status {
-        AgentStatus::Succeeded => return Ok(None),
-        AgentStatus::Failed { error, cause } => match cause {
-            FailureCause::Model => {
-                let why = format!("agent step failed: {error}");
-                return Err(AgentStepError::ModelOutage(why));
-            }
-            FailureCause::Journal => {
-                let why = format!("agent step failed: {error}");
-                return Err(AgentStepError::Infrastructure(why));
-            }
-            FailureCause::Limit | FailureCause::Repeated => FailureKind::Limit,
-            FailureCause::Denied => FailureKind::Refused,
-            FailureCause::Other => FailureKind::Other,
-        },
-        AgentStatus::BudgetExceeded { .. } | AgentStatus::DollarBudgetExceeded { .. } => {
-            FailureKind::Budget
-        }
-        AgentStatus::NoVerdict { .. } => FailureKind::NoVerdict,
-        AgentStatus::Interrupted { .. } => FailureKind::Interrupted,
-        AgentStatus::InvalidOutput { .. } | AgentStatus::RequiredToolMissing { .. } => {
-            FailureKind::InvalidOutput
-        }
-        AgentStatus::EscalationRejected { .. } => FailureKind::Declined,
-    };
-    Ok(status
-        .error()
-        .map(|message| StepFailure::new(kind, message)))
 }
 
 /// Shows an agent step's events in the run's transcript, and its tokens to live followers.

@@ -123,7 +123,7 @@ use tokio_util::sync::CancellationToken;
 pub use exec::Status;
 pub use failure::{FailureKind, StepFailure};
 pub use ports::{
-    AgentRunner, AgentStepError, AgentStepOutcome, AgentStepRequest, StepReporter, ToolCallFact,
+    AgentRunner, AgentStepError, AgentStepRequest, StepReporter,
 };
 pub use state::{RunStatus, StateError, StepStatus, Store};
 pub use transcript::{Event, Redactor, Style, Transcript};

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::failure::{FailureKind, StepFailure};
 use super::state::Store;
 use super::transcript::{Event, Transcript};
-use crate::agent::AgentStep;
+use crate::agent::{AgentOutcome, AgentStep};
 
 /// Who an agent step's questions go to instead of this process's mailbox.
 #[derive(Clone)]
@@ -24,9 +24,6 @@ pub struct Questions {
     /// `ask_human` questions.
     pub answerer: crate::agent::Answerer,
 }
-
-/// One tool call an agent made (with its result), as the agent module records it.
-pub use crate::agent::RecordedCall as ToolCallFact;
 
 /// Shows and records what an agent step does.
 #[derive(Clone)]
@@ -84,56 +81,23 @@ pub struct AgentStepRequest {
     pub cancel: CancellationToken,
 }
 
-/// What an agent step did.
-#[derive(Debug, Clone, Default)]
-pub struct AgentStepOutcome {
-    /// The chosen verdict.
-    pub verdict: Option<String>,
-    /// The reason given with the verdict.
-    pub note: Option<String>,
-    /// The final text.
-    pub text: String,
-    /// Tool calls in order.
-    pub tool_calls: Vec<ToolCallFact>,
-    /// Usage and cost as JSON (recorded with the step).
-    pub usage: Option<serde_json::Value>,
-    /// Tokens spent, for job budgets.
-    pub tokens: u64,
-    /// US dollars spent, for job dollar budgets (`None`: the model has no price).
-    pub usd: Option<f64>,
-    /// Why the step failed (budget spent, no verdict given, ...), when it did.
-    pub failure: Option<StepFailure>,
-}
-
-/// Why an agent step could not be run at all.
+/// Why an agent step could not be run at all: its session, its journal or a model tape
+/// could not be used (exit code 2). A turn that ran and ended badly (a model outage
+/// included) is not this: it is an [`AgentOutcome`] whose `status` says how it ended.
 #[derive(Debug, thiserror::Error)]
-pub enum AgentStepError {
-    /// The session, its journal or a model tape could not be used (exit code 2).
-    #[error("{0}")]
-    Infrastructure(String),
-    /// The model provider failed (exit code 2).
-    #[error("{0}")]
-    ModelOutage(String),
-    /// The step failed (exit code 1).
-    #[error("{0}")]
-    Failed(String),
-}
+#[error("{0}")]
+pub struct AgentStepError(pub String);
 
 impl AgentStepError {
     /// The step's failure it stands for.
     pub fn failure(&self) -> StepFailure {
-        let kind = match self {
-            Self::Infrastructure(_) => FailureKind::Infrastructure,
-            Self::ModelOutage(_) => FailureKind::ModelOutage,
-            Self::Failed(_) => FailureKind::Other,
-        };
-        StepFailure::new(kind, self.to_string())
+        StepFailure::new(FailureKind::Infrastructure, self.0.clone())
     }
 }
 
 /// Runs agent steps.
 #[async_trait]
 pub trait AgentRunner: Send + Sync {
-    /// Runs one agent step to its end.
-    async fn run(&self, request: AgentStepRequest) -> Result<AgentStepOutcome, AgentStepError>;
+    /// Runs one agent step to its end: what its turn did, however the turn ended.
+    async fn run(&self, request: AgentStepRequest) -> Result<AgentOutcome, AgentStepError>;
 }

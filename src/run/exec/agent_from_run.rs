@@ -1,9 +1,12 @@
-//! What the run gives an agent step besides its definition: the job's token and dollar
-//! budgets less what earlier steps spent, what it spent counted back, and where its
-//! questions for a person go.
+//! What the run gives an agent step besides its definition (the job's token and dollar
+//! budgets less what earlier steps spent, where its questions for a person go), and what
+//! it takes back from the step's [`AgentOutcome`]: what it spent, its usage as the record
+//! keeps it, and its failure as a typed [`StepFailure`].
 
 use super::Ctx;
-use crate::agent::AgentStep;
+use crate::agent::{AgentOutcome, AgentStatus, AgentStep};
+use crate::run::failure::{FailureKind, StepFailure};
+use treadle_session::event::FailureCause;
 use crate::pipeline::Step;
 use crate::pipeline::outline::Entry;
 use tokio_util::sync::CancellationToken;
@@ -51,12 +54,60 @@ pub(super) fn with_job_limits<'a>(ctx: &Ctx<'a>, mut agent_step: AgentStep) -> A
 }
 
 /// Counts what a step spent against the job's budgets.
-pub(super) fn count_spent<'a>(ctx: &Ctx<'a>, outcome: &crate::run::ports::AgentStepOutcome) {
+pub(super) fn count_spent<'a>(ctx: &Ctx<'a>, outcome: &AgentOutcome) {
     // Whole micro-dollars: an atomic integer, and far finer than any price.
     let micro = outcome
-        .usd
+        .cost
+        .usd()
         .map_or(0, |usd| (usd * 1_000_000.0).round() as u64);
-    ctx.state.spend(outcome.tokens, micro);
+    ctx.state.spend(outcome.usage.total(), micro);
+}
+
+/// The step's usage and cost, as its record keeps them.
+pub(super) fn usage_record(outcome: &AgentOutcome) -> serde_json::Value {
+    serde_json::json!({
+        "model": outcome.model,
+        "prompt_tokens": outcome.usage.prompt_tokens,
+        "completion_tokens": outcome.usage.completion_tokens,
+        "cached_tokens": outcome.usage.cached_tokens,
+        "cost": outcome.cost,
+        "model_calls": outcome.steps,
+        "confidence": outcome.confidence,
+        "fallback_model": outcome.fallback_model,
+    })
+}
+
+/// The step's failure, typed, from how its turn ended (`None`: it succeeded). The model
+/// endpoint or the journal failing is not the step's doing: those kinds are errors
+/// ([`FailureKind::is_error`], exit code 2).
+pub(super) fn failure(status: &AgentStatus) -> Option<StepFailure> {
+    let kind = match status {
+        AgentStatus::Succeeded => return None,
+        AgentStatus::Failed { error, cause } => {
+            let kind = match cause {
+                FailureCause::Model => FailureKind::ModelOutage,
+                FailureCause::Journal => FailureKind::Infrastructure,
+                FailureCause::Limit | FailureCause::Repeated => FailureKind::Limit,
+                FailureCause::Denied => FailureKind::Refused,
+                FailureCause::Other => FailureKind::Other,
+            };
+            if kind.is_error() {
+                let why = format!("agent step failed: {error}");
+                return Some(StepFailure::new(kind, why));
+            }
+            kind
+        }
+        AgentStatus::BudgetExceeded { .. } | AgentStatus::DollarBudgetExceeded { .. } => {
+            FailureKind::Budget
+        }
+        AgentStatus::NoVerdict { .. } => FailureKind::NoVerdict,
+        AgentStatus::Interrupted { .. } => FailureKind::Interrupted,
+        AgentStatus::InvalidOutput { .. } | AgentStatus::RequiredToolMissing { .. } => {
+            FailureKind::InvalidOutput
+        }
+        AgentStatus::EscalationRejected { .. } => FailureKind::Declined,
+    };
+    status.error().map(|message| StepFailure::new(kind, message))
 }
 
 /// Where an agent step runs: its step, its outline entry, its directory and its token.

@@ -19,7 +19,6 @@ use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{AgentCall, At, RunSpec, Step};
 use crate::run::failure::FailureKind;
-use crate::run::ports::AgentStepError;
 use crate::run::transcript::Event;
 
 /// A fixer that cannot be built or has no key: the pipeline's to put right.
@@ -94,34 +93,30 @@ pub(crate) async fn fix<'a>(
         at_ms: Some(crate::clock::now_ms()),
     });
     let request = super::agent_from_run::request(ctx, entry, agent_step, cancel);
-    match ctx.agents.run(request).await {
+    let failure = match ctx.agents.run(request).await {
         Ok(outcome) => {
             super::agent_from_run::count_spent(ctx, &outcome);
             // The task's record carries what its fixers spent: the run's totals read it.
-            if let Some(usage) = outcome.usage {
-                super::record::update_at(ctx, entry, |r| {
-                    r.produced.usage = Some(crate::run::spent::add_usage(
-                        r.produced.usage.take(),
-                        &usage,
-                    ));
-                })
-                .await;
-            }
+            let usage = super::agent_from_run::usage_record(&outcome);
+            super::record::update_at(ctx, entry, |r| {
+                let before = r.produced.usage.take();
+                r.produced.usage = Some(crate::run::spent::add_usage(before, &usage));
+            })
+            .await;
+            super::agent_from_run::failure(&outcome.status)
         }
-        // The command's rerun decides the step, whatever the fixer concluded.
-        Err(AgentStepError::Failed(m)) => ctx.emit(Event::Notice {
-            run: ctx.run,
-            text: format!("fix: agent `{}` failed: {m}", spec.agent.value),
-        }),
-        Err(e @ (AgentStepError::Infrastructure(_) | AgentStepError::ModelOutage(_))) => {
-            let failure = e.failure();
-            let why = format!(
-                "fix: agent `{}` could not run: {}",
-                spec.agent.value,
-                ctx.transcript.redactor().mask(&failure.message)
-            );
+        Err(e) => Some(e.failure()),
+    };
+    if let Some(failure) = failure {
+        let why = ctx.transcript.redactor().mask(&failure.message);
+        let agent = &spec.agent.value;
+        if failure.kind.is_error() {
+            let why = format!("fix: agent `{agent}` could not run: {why}");
             return Err(Done::fail(failure.kind, why));
         }
+        // The command's rerun decides the step, whatever the fixer concluded.
+        let text = format!("fix: agent `{agent}` failed: {why}");
+        ctx.emit(Event::Notice { run: ctx.run, text });
     }
     // Logged beside the step it fixed (the log orders a group by its members' places).
     super::record::log_as(ctx, entry, spec.agent.value.clone());

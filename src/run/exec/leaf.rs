@@ -19,7 +19,7 @@ use crate::pipeline::{AgentCall, RunSpec, Step};
 use crate::run::cell::{Cell, Given};
 use crate::run::failure::{FailureKind, StepFailure};
 use crate::run::output_limit::OutputLimit;
-use crate::run::ports::AgentStepOutcome;
+use crate::agent::AgentOutcome;
 use crate::run::task::{TaskEnd, TaskResult, TaskSpec, run_task};
 use crate::run::transcript::Event;
 
@@ -347,19 +347,15 @@ pub(crate) async fn agent<'a>(
     let request = super::agent_from_run::request(ctx, entry, agent_step, &cancel);
     let outcome = match ctx.agents.run(request).await {
         Ok(o) => o,
-        Err(e) => {
-            let failure = e.failure();
-            let masked = ctx.transcript.redactor().mask(&failure.message);
-            return Done::with(StepFailure::new(failure.kind, masked));
-        }
+        Err(e) => return masked_failure(ctx, e.failure()),
     };
     super::agent_from_run::count_spent(ctx, &outcome);
     record_outcome(ctx, entry, &outcome).await;
     if cancel.is_cancelled() {
         return ctx.cancelled();
     }
-    if let Some(f) = outcome.failure {
-        return Done::with(f);
+    if let Some(f) = super::agent_from_run::failure(&outcome.status) {
+        return masked_failure(ctx, f);
     }
     let route = match route(step, &routes, outcome.verdict.as_deref()) {
         Ok(r) => r,
@@ -435,12 +431,13 @@ fn on_picked_source(ctx: &Ctx<'_>, step: &Step, built: Arc<AgentStep>) -> Arc<Ag
 
 /// Keeps what an agent step said in its record (masked): its verdict, note, usage and the
 /// tail of its text.
-async fn record_outcome(ctx: &Ctx<'_>, entry: &Entry, outcome: &AgentStepOutcome) {
+async fn record_outcome(ctx: &Ctx<'_>, entry: &Entry, outcome: &AgentOutcome) {
     let masked = ctx.transcript.redactor().mask(&outcome.text);
     let tail = crate::run::task::record_tail(&masked).to_owned();
-    let (verdict, usage) = (outcome.verdict.clone(), outcome.usage.clone());
+    let verdict = outcome.verdict.clone();
+    let usage = Some(super::agent_from_run::usage_record(outcome));
     let note = outcome
-        .note
+        .verdict_reason
         .as_ref()
         .map(|n| ctx.transcript.redactor().mask(n));
     super::record::update_at(ctx, entry, |r| {
@@ -450,6 +447,13 @@ async fn record_outcome(ctx: &Ctx<'_>, entry: &Entry, outcome: &AgentStepOutcome
         r.produced.stdout_tail = tail;
     })
     .await;
+}
+
+/// The step failed as `failure` says, its message masked: an endpoint's or a journal's
+/// error may quote what the step was given.
+fn masked_failure(ctx: &Ctx<'_>, failure: StepFailure) -> Done {
+    let masked = ctx.transcript.redactor().mask(&failure.message);
+    Done::with(StepFailure::new(failure.kind, masked))
 }
 
 /// Where an agent's verdict sends the run: `None` continues in order. A step with routes
