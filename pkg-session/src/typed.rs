@@ -60,8 +60,14 @@ impl TurnRequest<'_, ModelChooses> {
             options,
             ..
         } = self;
-        let options = typed_options::<T>(session.structured_output(), options);
-        let answer = answer_with(session, input, options.clone()).await?;
+        let mut options = typed_options::<T>(session.structured_output(), options);
+        // The seed goes with the first turn only: a retry finds it in the history.
+        let seed = std::mem::take(&mut options.seed);
+        let first = TurnOptions {
+            seed,
+            ..options.clone()
+        };
+        let answer = answer_with(session, input, first).await?;
         let error = match answer_value::<T>(&answer) {
             Ok(value) => return Ok(value),
             Err(error) => error.to_string(),
@@ -69,10 +75,6 @@ impl TurnRequest<'_, ModelChooses> {
         let retry = format!(
             "Your answer could not be read: {error}. Answer again with only JSON that matches the schema."
         );
-        let options = TurnOptions {
-            seed: Vec::new(),
-            ..options
-        };
         let answer = answer_with(session, retry, options).await?;
         answer_value::<T>(&answer).map_err(|e| AskError::Parse {
             error: e.to_string(),
