@@ -68,11 +68,34 @@ pub struct TurnRequest<'s, C = ModelChooses> {
 
 /// The state of a [`TurnRequest`] that has not been given [`TurnRequest::choosing`]: the
 /// model chooses its tools on every call, and every terminal is open, `ask` included.
+///
+/// ```no_run
+/// use treadle_session::{ModelChooses, SeededCall, Session, TurnRequest};
+///
+/// /// A turn that starts from the project's rules, still free to end in any terminal.
+/// fn with_rules<'s>(
+///     session: &'s Session,
+///     input: &str,
+///     rules: SeededCall,
+/// ) -> TurnRequest<'s, ModelChooses> {
+///     session.turn(input).seeded(vec![rules])
+/// }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub enum ModelChooses {}
 
 /// The state of a [`TurnRequest`] whose first model call's tool choice was set with
 /// [`TurnRequest::choosing`]: every terminal but `ask`, which could not honour it.
+///
+/// ```no_run
+/// use treadle_session::inference::ToolChoice;
+/// use treadle_session::{Chosen, Session, TurnRequest};
+///
+/// /// A turn whose first model call must call `tool`.
+/// fn forcing<'s>(session: &'s Session, input: &str, tool: &str) -> TurnRequest<'s, Chosen> {
+///     session.turn(input).choosing(ToolChoice::Named(tool.into()))
+/// }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub enum Chosen {}
 
