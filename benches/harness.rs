@@ -185,7 +185,7 @@ async fn treadle_turn(
         builder.tool(echo())
     };
     let session = builder.start().await.expect("session");
-    let report = session.run("go").await.expect("run");
+    let report = session.turn("go").run().await.expect("run");
     assert!(report.is_done(), "{report:?}");
     session.shutdown().await;
     let stats = journal.stats();
@@ -349,7 +349,7 @@ async fn concurrent_sessions() {
     }
     let started_heap = heap::live_bytes();
     let t = Instant::now();
-    let reports = futures::future::join_all(all.iter().map(|s| s.run("go"))).await;
+    let reports = futures::future::join_all(all.iter().map(|s| s.turn("go").run())).await;
     let wall = t.elapsed();
     let idle_rss = rss_mb();
     let peak_heap = heap::peak_bytes();
@@ -452,7 +452,7 @@ async fn batch_parallel() {
         let mut spans = Vec::new();
         for _ in 0..rounds {
             let mut sub = session.subscribe(EventFilter::all());
-            let input = session.submit("go").await.expect("submit");
+            let input = session.turn("go").submit().await.expect("submit");
             let (mut first, mut last, mut completed) = (None, None, 0);
             while let Some(Ok(delivery)) = sub.next().await {
                 match &delivery.event.kind {

@@ -69,7 +69,7 @@ async fn main() -> Result<(), Error> {
         ))
         .start()
         .await?;
-    let report = session.run(prompt).await?;
+    let report = session.turn(prompt).run().await?;
     println!("\n{:?}", report.outcome);
     Ok(())
 }

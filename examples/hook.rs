@@ -55,6 +55,6 @@ async fn main() -> Result<(), Error> {
         .start()
         .await?;
     let prompt = "Delete notes.txt with delete_file, then write todo.txt with write_file.";
-    println!("{}", session.answer(prompt).await?);
+    println!("{}", session.turn(prompt).answer().await?);
     Ok(())
 }

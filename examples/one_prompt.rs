@@ -13,6 +13,6 @@ use treadle_session::prelude::*;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let session = SessionBuilder::from_env().start().await?;
-    println!("{}", session.answer("Name a colour.").await?);
+    println!("{}", session.turn("Name a colour.").answer().await?);
     Ok(())
 }

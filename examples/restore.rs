@@ -20,6 +20,6 @@ async fn main() -> Result<(), Error> {
         None => builder.start().await?,
     };
     println!("session {}", session.id());
-    println!("answer: {}", session.answer("Name a colour.").await?);
+    println!("answer: {}", session.turn("Name a colour.").answer().await?);
     Ok(())
 }

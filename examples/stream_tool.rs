@@ -20,7 +20,7 @@ struct Add {
 async fn main() -> Result<(), Error> {
     let add = FnTool::plain("add", "Adds two integers.", |x: Add| x.a + x.b);
     let session = SessionBuilder::from_env().tool(add).start().await?;
-    let mut turn = session.stream("What is 2 + 3?").await?;
+    let mut turn = session.turn("What is 2 + 3?").stream().await?;
     while let Some(item) = turn.next().await.transpose()? {
         if let Some(text) = item.text_delta() {
             print!("{text}");

@@ -20,7 +20,7 @@ async fn main() -> Result<(), Error> {
         .start()
         .await?;
     let other = session.clone();
-    println!("answer: {}", other.answer("Name a colour.").await?);
+    println!("answer: {}", other.turn("Name a colour.").answer().await?);
 
     let again = SessionBuilder::from_env()
         .journal_path(&journal)

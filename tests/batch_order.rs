@@ -76,7 +76,7 @@ async fn run(calls: &[(String, Value)], batched: bool) -> (Vec<(String, bool)>, 
         .start()
         .await
         .expect("session");
-    let report = tokio::time::timeout(Duration::from_secs(60), session.run("go"))
+    let report = tokio::time::timeout(Duration::from_secs(60), session.turn("go").run())
         .await
         .expect("the turn ends")
         .expect("a report");

@@ -16,7 +16,7 @@ use crate::journal::JournalOpenError;
 ///
 /// # async fn demo() -> Result<(), treadle_session::Error> {
 /// let session = SessionBuilder::from_env().start().await?; // a StartError
-/// let answer = session.answer("Say hello.").await?; // a RunError or a TurnError
+/// let answer = session.turn("Say hello.").answer().await?; // a RunError or a TurnError
 /// println!("{answer}");
 /// # Ok(()) }
 /// ```

@@ -114,7 +114,7 @@ impl LoopContext {
     }
 
     /// Publishes an ephemeral event. Never journaled, never blocks. `kind` is built only
-    /// when a subscriber takes the loop's ephemeral events: most turns (`Session::run`, a
+    /// when a subscriber takes the loop's ephemeral events: most turns (`TurnRequest::run`, a
     /// pipeline step) have none, and building each token delta's event (its id, time,
     /// text and `Arc`) for nobody was a measurable share of a step (docs/benchmarks.md).
     pub(crate) fn emit(&self, header: Header, kind: impl FnOnce() -> EventKind) {

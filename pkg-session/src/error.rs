@@ -60,7 +60,7 @@ pub(crate) enum CommitError {
 #[error("the session is shut down")]
 pub struct SessionClosed;
 
-/// Why [`crate::Session::run`] returned no report.
+/// Why [`TurnRequest::run`](crate::TurnRequest::run) (or another wait for a turn) returned no report.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]

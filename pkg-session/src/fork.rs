@@ -128,7 +128,7 @@ impl SessionBuilder {
     ///     .journal_path(".treadle/journal.redb") // the parent's journal
     ///     .fork(parent.id(), ForkPoint::BeforeTurn(turns[0].turn))
     ///     .await?;
-    /// println!("{}", fork.answer("The same question, asked another way.").await?);
+    /// println!("{}", fork.turn("The same question, asked another way.").answer().await?);
     /// # Ok(()) }
     /// ```
     pub async fn fork(self, parent: SessionId, at: ForkPoint) -> Result<Session, ForkError> {

@@ -29,7 +29,7 @@ impl SessionBuilder {
     ///
     /// # async fn demo() -> Result<(), treadle_session::Error> {
     /// let session = SessionBuilder::from_env().start().await?;
-    /// println!("{}", session.answer("Say hello.").await?);
+    /// println!("{}", session.turn("Say hello.").answer().await?);
     /// # Ok(()) }
     /// ```
     pub fn from_env() -> Self {

@@ -24,7 +24,7 @@
 //!     .tool(FnTool::plain("add", "Adds two integers.", |x: Add| x.a + x.b))
 //!     .start()
 //!     .await?;
-//! let mut turn = session.stream("What is 2 + 3?").await?;
+//! let mut turn = session.turn("What is 2 + 3?").stream().await?;
 //! while let Some(item) = turn.next().await {
 //!     match item? {
 //!         TurnItem::Event(event) => {
@@ -39,14 +39,18 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Next: [`Session::run`] for a turn's report without its events; [`Session::subscribe`]
-//! and [`Session::subscribe_from`] (journaled events, a [`CatchUpItem::CaughtUp`] mark,
-//! then live ones) for every event; [`SessionBuilder::hook`] for a [`hook::Hook`] plugin
-//! (each call carries an operation id and its start time) and [`hook::Policy`] for
-//! allow/deny/ask rules; [`SessionBuilder::on_gate`] to answer the permission gates an
-//! `ask` opens; [`SessionBuilder::restore`] to rebuild a session from its journal (which
-//! records a `SessionRestored` event); [`SessionBuilder::fork`] for a new session whose
-//! history is another's up to a committed [`ForkPoint`]. The runnable programs are in `examples/`, and
+//! A turn starts one way, [`Session::turn`], whose [`TurnRequest`] says what to wait for:
+//! `.stream()` as here, `.run()` for the report without the events, `.answer()` for the
+//! text, `.ask::<T>()` for a typed answer, `.submit()` to queue it and return at once.
+//!
+//! Next: [`Session::subscribe`] and [`Session::subscribe_from`] (journaled events, a
+//! [`CatchUpItem::CaughtUp`] mark, then live ones) for every event;
+//! [`SessionBuilder::hook`] for a [`hook::Hook`] plugin (each call carries an operation id
+//! and its start time) and [`hook::Policy`] for allow/deny/ask rules;
+//! [`SessionBuilder::on_gate`] to answer the permission gates an `ask` opens;
+//! [`SessionBuilder::restore`] to rebuild a session from its journal (which records a
+//! `SessionRestored` event); [`SessionBuilder::fork`] for a new session whose history is
+//! another's up to a committed [`ForkPoint`]. The runnable programs are in `examples/`, and
 //! `docs/library.md` is the guide. The rules the runtime keeps are stated, each with the
 //! proof that checks it, in `docs/rules.md` (comments cite them as "rule N").
 //!
@@ -68,9 +72,9 @@
 //! * [`tls`]: the rustls crypto provider (*ring*) installed before any HTTPS client is built.
 //! * [`event`] and [`hook`]: the `treadle-event` and `treadle-hook` crates, re-exported.
 //!
-//! Everything else ([`Session`], [`SessionBuilder`], [`TurnStream`], [`Subscription`] and
-//! the [`CatchUp`] stream of [`Session::subscribe_from`], the session errors and the
-//! umbrella [`Error`]) is at the crate root. The errors of one part live with it:
+//! Everything else ([`Session`], [`SessionBuilder`], [`TurnRequest`], [`TurnStream`],
+//! [`Subscription`] and the [`CatchUp`] stream of [`Session::subscribe_from`], the session
+//! errors and the umbrella [`Error`]) is at the crate root. The errors of one part live with it:
 //! [`journal`]'s (`ReadError`, `JournalOpenError`, `AppendError`, `ImportError`, the
 //! most used also at the root), [`inference`]'s, [`tool::ToolError`], [`hook::Denied`].
 //! Every one converts into [`Error`].
@@ -100,7 +104,9 @@ pub mod tls;
 // * `from_env`: `SessionBuilder::from_env`, endpoint, model and key from the environment.
 // * `hub`: fan-out of a session's events to its subscribers (`Subscription`, `CatchUp`);
 //   private, so that only the loop actor publishes (rule 2).
-// * `stream`: `Session::stream`, one turn's events ending with its `TurnReport`.
+// * `turn_request`: `Session::turn` and its `TurnRequest`, the one way to start a turn:
+//   modifiers (`choosing`, `seeded`) and the terminals `submit`, `run` and `answer`.
+// * `stream`: `TurnRequest::stream`, one turn's events ending with its `TurnReport`.
 // * `protocol`: the loop actor's messages (`LoopMsg`, `StepCommit`, turn coordinates);
 //   actor, turn and batch depend on it, never on each other.
 // * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
@@ -138,10 +144,10 @@ pub mod tls;
 // * `repeats`: loop detection, the same tool call with the same result again and again.
 // * `approvals`: the remembered `Approvals` (`ApproveAlways`).
 // * `restore`: what restore reads from the journal (history, turns, open gates).
-// * `seed`: `SeededCall`, tool exchanges a turn starts with (`Session::run_seeded`).
+// * `seed`: `SeededCall`, tool exchanges a turn starts with (`TurnRequest::seeded`).
 // * `resume`: settles the in-flight turns restore found, resuming one parked on a gate.
 // * `delegate`: sub-agents, loops the main agent delegates to through a tool.
-// * `typed`: `Session::ask`, answers in a typed shape.
+// * `typed`: `TurnRequest::ask`, answers in a typed shape.
 // * `error`: the typed errors of the session API, one enum per operation, and the
 //   crate-private ones of a gate's opening and answer, an effect's record, a compaction.
 // * `fork`: `SessionBuilder::fork`, a new session whose history is another's up to a
@@ -187,6 +193,7 @@ mod text_calls;
 pub mod tool;
 mod trace;
 mod turn;
+mod turn_request;
 mod typed;
 mod validators;
 
@@ -224,7 +231,7 @@ pub use subject::{GateKind, GateQuestion, GateRequest};
 pub use tool::{FnTool, Footprint, Place, Tool, ToolError, ToolResult};
 pub use treadle_event as event;
 /// Derives `Deserialize` and `JsonSchema` through this crate's re-exports, for a tool's
-/// argument type or the answer of [`Session::ask`], so a user crate needs neither serde
+/// argument type or the answer of [`TurnRequest::ask`], so a user crate needs neither serde
 /// nor schemars of its own:
 ///
 /// ```no_run
@@ -236,6 +243,7 @@ pub use treadle_event as event;
 /// }
 /// ```
 pub use treadle_macros::schema;
+pub use turn_request::{Chosen, ModelChooses, TurnRequest};
 
 // The README's and docs/library.md's Rust blocks are compiled, with this crate's rustdoc
 // examples, in a user crate by tests/library_examples.rs: a doctest here would see this

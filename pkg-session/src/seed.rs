@@ -1,5 +1,5 @@
 //! [`SeededCall`]: a tool call and its result that a turn starts with, as though the model
-//! had made the call itself ([`Session::run_seeded`](crate::Session::run_seeded)).
+//! had made the call itself ([`TurnRequest::seeded`](crate::TurnRequest::seeded)).
 //!
 //! What a caller hands over this way (the files a task must follow, another step's
 //! decision) is in the conversation from the first model call, without a turn spent asking

@@ -1,4 +1,5 @@
-//! The [`Session`] handle: submit, subscribe, interrupt, read history, shut down.
+//! The [`Session`] handle: subscribe, interrupt, answer gates, read history, shut down
+//! (turns start with [`Session::turn`], in `turn_request.rs`).
 
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Weak};
@@ -117,7 +118,7 @@ async fn stop_within(actors: Vec<ActorRef<LoopMsg>>, reason: &'static str) {
     drop(stopped);
 }
 
-/// How a turn ended, as [`Session::run`] reports it.
+/// How a turn ended, as [`TurnRequest::run`](crate::TurnRequest::run) reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnOutcome {
     Done {
@@ -279,11 +280,10 @@ impl Session {
         &self.inner.journal
     }
 
-    /// Submits an input. It runs now, or after the turns queued before it.
-    pub async fn submit(&self, text: impl Into<String>) -> Result<InputId, SubmitError> {
-        self.submit_with(text.into(), TurnOptions::default()).await
-    }
-
+    /// The one path every turn is submitted through ([`TurnRequest`]'s terminals, which
+    /// [`Session::turn`] starts): the input and how its turn must answer, to the loop actor.
+    ///
+    /// [`TurnRequest`]: crate::TurnRequest
     pub(crate) async fn submit_with(
         &self,
         text: String,
@@ -384,69 +384,8 @@ impl Session {
         }
     }
 
-    /// Submits `input`, waits for its turn to end and returns its answer: the text of a
-    /// turn that ended `TurnDone`, or an error ([`Error::Turn`](crate::Error::Turn)) saying
-    /// why a failed or interrupted turn has none. [`Session::run`] gives the whole report.
-    ///
-    /// ```no_run
-    /// # async fn demo(session: treadle_session::Session) -> Result<(), treadle_session::Error> {
-    /// println!("{}", session.answer("What is 2 + 3?").await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn answer(&self, input: impl Into<String>) -> Result<String, crate::Error> {
-        let report = self.run(input).await?;
-        Ok(report.answer()?.to_owned())
-    }
-
-    /// Submits `input` and waits for its turn to end.
-    pub async fn run(&self, input: impl Into<String>) -> Result<TurnReport, RunError> {
-        self.run_with(input.into(), TurnOptions::default()).await
-    }
-
-    /// Like [`Session::run`], with the turn's first model call made under `choice` (sent
-    /// as the request's `tool_choice`): [`ToolChoice::Named`] forces one tool, as an agent
-    /// that must call a tool before it may finish needs; the model chooses freely after
-    /// that call. A server that ignores `tool_choice` answers as it would have anyway.
-    ///
-    /// [`ToolChoice::Named`]: crate::inference::ToolChoice::Named
-    pub async fn run_choosing(
-        &self,
-        input: impl Into<String>,
-        choice: crate::inference::ToolChoice,
-    ) -> Result<TurnReport, RunError> {
-        let options = TurnOptions {
-            first_choice: Some(choice),
-            ..TurnOptions::default()
-        };
-        self.run_with(input.into(), options).await
-    }
-
-    /// Like [`Session::run`], with the turn starting from `seed`: each call and its result
-    /// follow the input in the conversation as though the model had made the call, so it
-    /// reads them on its first model call without spending one on asking (see
-    /// [`SeededCall`](crate::SeededCall)). They are committed as the turn's first step,
-    /// which makes no model call and is not counted in [`TurnReport::steps`].
-    ///
-    /// ```no_run
-    /// # async fn demo(session: treadle_session::Session) -> Result<(), treadle_session::Error> {
-    /// use treadle_session::{SeededCall, serde_json::json};
-    /// let handed = SeededCall::new("ctx_0", "read_file", json!({"path": "RULES.md"}), "Be brief.");
-    /// let report = session.run_seeded("State the rule.", vec![handed]).await?;
-    /// println!("{}", report.answer()?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn run_seeded(
-        &self,
-        input: impl Into<String>,
-        seed: Vec<crate::SeededCall>,
-    ) -> Result<TurnReport, RunError> {
-        let options = TurnOptions {
-            seed: crate::seed::messages(seed),
-            ..TurnOptions::default()
-        };
-        self.run_with(input.into(), options).await
-    }
-
+    /// Submits through [`Session::submit_with`] and waits for the turn's report; the
+    /// subscription is made first, so the end cannot be missed.
     pub(crate) async fn run_with(
         &self,
         input: String,

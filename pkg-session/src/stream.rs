@@ -1,4 +1,4 @@
-//! [`Session::stream`]: one turn's events, ending with its report.
+//! [`TurnRequest::stream`]: one turn's events, ending with its report.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -9,7 +9,8 @@ use treadle_event::{Cause, DeltaKind, Event, EventFilter, EventKind, InputId};
 
 use crate::error::{RunError, SubmitError};
 use crate::hub::Subscription;
-use crate::session::{Session, TurnReport};
+use crate::session::TurnReport;
+use crate::turn_request::TurnRequest;
 
 /// What [`TurnStream::next`] yields. The accessors pick out what most programs print
 /// (text as it streams, tool calls and results, the report); [`TurnItem::event`] gives
@@ -110,12 +111,12 @@ impl TurnItem {
     }
 }
 
-/// The events of one turn, from [`Session::stream`], then its [`TurnReport`]. A
+/// The events of one turn, from [`TurnRequest::stream`], then its [`TurnReport`]. A
 /// [`futures::Stream`], and [`TurnStream::next`] works without importing `StreamExt`.
 ///
 /// ```no_run
 /// # async fn demo(session: treadle_session::Session) -> Result<(), treadle_session::Error> {
-/// let mut turn = session.stream("Say hello.").await?;
+/// let mut turn = session.turn("Say hello.").stream().await?;
 /// while let Some(item) = turn.next().await {
 ///     let item = item?;
 ///     if let Some(text) = item.text_delta() {
@@ -177,13 +178,24 @@ impl Stream for TurnStream {
     }
 }
 
-impl Session {
-    /// Submits `input` and streams its turn: every event caused by it (text, reasoning and
-    /// tool-argument deltas, tool calls, gates, committed steps), then the report. Nothing
-    /// is missed: the stream subscribes before it submits.
-    pub async fn stream(&self, input: impl Into<String>) -> Result<TurnStream, SubmitError> {
-        let events = self.subscribe(EventFilter::all());
-        let input = self.submit(input).await?;
+impl<C> TurnRequest<'_, C> {
+    /// Submits the input and streams its turn: every event caused by it (text, reasoning
+    /// and tool-argument deltas, tool calls, gates, committed steps), then the report.
+    /// Nothing is missed: the stream subscribes before it submits.
+    ///
+    /// ```no_run
+    /// # async fn demo(session: treadle_session::Session) -> Result<(), treadle_session::Error> {
+    /// let mut turn = session.turn("Say hello.").stream().await?;
+    /// while let Some(item) = turn.next().await {
+    ///     if let Some(text) = item?.text_delta() {
+    ///         print!("{text}");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn stream(self) -> Result<TurnStream, SubmitError> {
+        let events = self.session.subscribe(EventFilter::all());
+        let input = self.submit().await?;
         Ok(TurnStream {
             events,
             input,

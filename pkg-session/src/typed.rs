@@ -1,4 +1,4 @@
-//! Typed output: [`Session::ask`] returns a value of the caller's type.
+//! Typed output: [`TurnRequest::ask`] returns a value of the caller's type.
 //!
 //! The answer's JSON Schema comes from `schemars`. The model is held to it with
 //! `response_format: json_schema`, or, for endpoints without it, with a forced reporting
@@ -16,11 +16,12 @@ use crate::inference::{StructuredOutput, ToolSpec};
 use crate::protocol::TurnOptions;
 use crate::session::{Session, TurnOutcome};
 use crate::tool::schema_of;
+use crate::turn_request::{ModelChooses, TurnRequest};
 
 /// The name of the reporting tool in [`StructuredOutput::ForcedTool`] mode.
 const REPORT_TOOL: &str = "report_answer";
 
-/// Why [`Session::ask`] returned no value.
+/// Why [`TurnRequest::ask`] returned no value.
 #[derive(Debug, thiserror::Error)]
 pub enum AskError {
     #[error(transparent)]
@@ -33,8 +34,14 @@ pub enum AskError {
     Parse { error: String, answer: String },
 }
 
-impl Session {
-    /// Asks for an answer of type `T`.
+impl TurnRequest<'_, ModelChooses> {
+    /// Submits the input and reads the turn's answer as a `T`, held to `T`'s JSON Schema
+    /// as [`SessionBuilder::structured_output`](crate::SessionBuilder::structured_output)
+    /// says. An answer that does not fit goes back to the model once, in a second turn,
+    /// with the parse error (the seed, already in the history, is not sent again); a second
+    /// misfit is [`AskError::Parse`]. Not offered after
+    /// [`choosing`](TurnRequest::choosing): a typed answer may set the first call's tool
+    /// choice itself.
     ///
     /// ```no_run
     /// # async fn demo(session: treadle_session::Session) -> Result<(), treadle_session::AskError> {
@@ -43,41 +50,24 @@ impl Session {
     ///     approve: bool,
     ///     reason: String,
     /// }
-    /// let verdict: Verdict = session.ask("Should this change be merged?").await?;
+    /// let verdict: Verdict = session.turn("Should this change be merged?").ask().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn ask<T: JsonSchema + DeserializeOwned>(
-        &self,
-        input: impl Into<String>,
-    ) -> Result<T, AskError> {
-        let schema = schema_of::<T>();
-        let name = std::any::type_name::<T>()
-            .rsplit("::")
-            .next()
-            .unwrap_or("answer")
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect::<String>();
-        let options = match self.structured_output() {
-            StructuredOutput::JsonSchema => TurnOptions {
-                response_format: Some(serde_json::json!({
-                    "type": "json_schema",
-                    "json_schema": { "name": name, "schema": schema },
-                })),
-                report_tool: None,
-                ..TurnOptions::default()
-            },
-            StructuredOutput::ForcedTool => TurnOptions {
-                response_format: None,
-                report_tool: Some(ToolSpec {
-                    name: REPORT_TOOL.into(),
-                    description: "Report your final answer. Its arguments are the answer.".into(),
-                    parameters: schema,
-                }),
-                ..TurnOptions::default()
-            },
+    pub async fn ask<T: JsonSchema + DeserializeOwned>(self) -> Result<T, AskError> {
+        let TurnRequest {
+            session,
+            input,
+            options,
+            ..
+        } = self;
+        let mut options = typed_options::<T>(session.structured_output(), options);
+        // The seed goes with the first turn only: a retry finds it in the history.
+        let seed = std::mem::take(&mut options.seed);
+        let first = TurnOptions {
+            seed,
+            ..options.clone()
         };
-        let answer = self.answer_with(input.into(), options.clone()).await?;
+        let answer = answer_with(session, input, first).await?;
         let error = match answer_value::<T>(&answer) {
             Ok(value) => return Ok(value),
             Err(error) => error.to_string(),
@@ -85,20 +75,57 @@ impl Session {
         let retry = format!(
             "Your answer could not be read: {error}. Answer again with only JSON that matches the schema."
         );
-        let answer = self.answer_with(retry, options).await?;
+        let answer = answer_with(session, retry, options).await?;
         answer_value::<T>(&answer).map_err(|e| AskError::Parse {
             error: e.to_string(),
             answer,
         })
     }
+}
 
-    async fn answer_with(&self, input: String, options: TurnOptions) -> Result<String, AskError> {
-        let report = self.run_with(input, options).await?;
-        match report.outcome {
-            TurnOutcome::Done { text } => Ok(text),
-            TurnOutcome::Failed { error, .. } => Err(AskError::Turn(error)),
-            TurnOutcome::Interrupted { reason } => Err(AskError::Turn(reason)),
+/// `options` with the answer held to `T`'s schema, as `mode` asks: a `response_format`, or
+/// a reporting tool the turn forces.
+fn typed_options<T: JsonSchema>(mode: StructuredOutput, options: TurnOptions) -> TurnOptions {
+    let schema = schema_of::<T>();
+    match mode {
+        StructuredOutput::JsonSchema => {
+            let name = std::any::type_name::<T>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("answer")
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>();
+            TurnOptions {
+                response_format: Some(serde_json::json!({
+                    "type": "json_schema",
+                    "json_schema": { "name": name, "schema": schema },
+                })),
+                ..options
+            }
         }
+        StructuredOutput::ForcedTool => TurnOptions {
+            report_tool: Some(ToolSpec {
+                name: REPORT_TOOL.into(),
+                description: "Report your final answer. Its arguments are the answer.".into(),
+                parameters: schema,
+            }),
+            ..options
+        },
+    }
+}
+
+/// One turn through the one path (`Session::run_with`), its text or why it has none.
+async fn answer_with(
+    session: &Session,
+    input: String,
+    options: TurnOptions,
+) -> Result<String, AskError> {
+    let report = session.run_with(input, options).await?;
+    match report.outcome {
+        TurnOutcome::Done { text } => Ok(text),
+        TurnOutcome::Failed { error, .. } => Err(AskError::Turn(error)),
+        TurnOutcome::Interrupted { reason } => Err(AskError::Turn(reason)),
     }
 }
 

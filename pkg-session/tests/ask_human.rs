@@ -73,7 +73,7 @@ async fn asked(arguments: Value) -> Asked {
     let mut sub = session.subscribe(EventFilter::enduring_only());
     let turn = {
         let session = session.clone();
-        tokio::spawn(async move { session.run("go on").await })
+        tokio::spawn(async move { session.turn("go on").run().await })
     };
     let request = next_question(&mut sub).await;
     Asked {
@@ -176,7 +176,7 @@ async fn unanswered(tool: AskHuman) -> (String, bool) {
         .expect("start");
     // Somebody watches (so the gate opens), but nobody answers.
     let _sub = session.subscribe(EventFilter::enduring_only());
-    let report = session.run("ask").await.expect("run");
+    let report = session.turn("ask").run().await.expect("run");
     assert!(report.is_done(), "{report:?}");
     read_by_model(&server)
 }
@@ -219,6 +219,6 @@ async fn an_on_gate_handler_answers_questions() {
         .start()
         .await
         .expect("start");
-    assert!(session.run("who?").await.expect("run").is_done());
+    assert!(session.turn("who?").run().await.expect("run").is_done());
     assert_eq!(read_by_model(&server), ("Ada".to_owned(), false));
 }

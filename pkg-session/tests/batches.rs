@@ -184,7 +184,7 @@ async fn arguments_that_are_not_json_or_do_not_fit_the_schema_are_refused_readab
         .start()
         .await
         .expect("start");
-    let report = session.run("go").await.expect("run");
+    let report = session.turn("go").run().await.expect("run");
     assert!(report.is_done(), "{report:?}");
     let results = first_results(&session).await;
     assert_eq!(results.len(), 5);
@@ -210,7 +210,7 @@ async fn arguments_that_are_not_json_or_do_not_fit_the_schema_are_refused_readab
         vec!["start fine", "end fine"],
         "only the good call ran"
     );
-    assert!(session.run("again").await.expect("run").is_done());
+    assert!(session.turn("again").run().await.expect("run").is_done());
     session.shutdown().await;
 }
 
@@ -241,7 +241,7 @@ async fn a_panicking_tool_becomes_an_error_result_and_the_session_goes_on() {
         .start()
         .await
         .expect("start");
-    let report = session.run("go").await.expect("run");
+    let report = session.turn("go").run().await.expect("run");
     assert_eq!(
         report.outcome,
         TurnOutcome::Done {
@@ -256,7 +256,7 @@ async fn a_panicking_tool_becomes_an_error_result_and_the_session_goes_on() {
             ("fine".to_owned(), false),
         ]
     );
-    assert!(session.run("again").await.expect("run").is_done());
+    assert!(session.turn("again").run().await.expect("run").is_done());
     session.shutdown().await;
 }
 
@@ -279,7 +279,7 @@ async fn a_gate_deadline_that_passes_denies_and_closes_the_gate() {
     // Someone watches (so the gate opens and waits) but never answers.
     let _watcher = session.subscribe(treadle_event::EventFilter::enduring_only());
     let started = Instant::now();
-    let report = session.run("go").await.expect("run");
+    let report = session.turn("go").run().await.expect("run");
     assert!(report.is_done(), "{report:?}");
     assert!(started.elapsed() >= Duration::from_millis(30));
     assert_eq!(
@@ -322,7 +322,7 @@ async fn calls_run_in_parallel_up_to_the_limit_and_results_keep_call_order() {
             b = b.max_parallel_tools(limit);
         }
         let session = b.start().await.expect("start");
-        assert!(session.run("go").await.expect("run").is_done());
+        assert!(session.turn("go").run().await.expect("run").is_done());
         assert_eq!(probe.peak(), expected_peak, "limit {limit:?}");
         let labels: Vec<String> = first_results(&session)
             .await
@@ -363,7 +363,7 @@ async fn a_tool_touching_everything_runs_alone_and_same_writes_run_in_call_order
         .start()
         .await
         .expect("start");
-    assert!(session.run("go").await.expect("run").is_done());
+    assert!(session.turn("go").run().await.expect("run").is_done());
     let log = probe.log();
     let at = |line: &str| {
         log.iter()
@@ -404,7 +404,7 @@ async fn the_per_turn_call_limit_ends_the_turn_with_a_clear_failure() {
         .start()
         .await
         .expect("start");
-    let report = session.run("go").await.expect("run");
+    let report = session.turn("go").run().await.expect("run");
     let TurnOutcome::Failed { error, .. } = &report.outcome else {
         panic!("{report:?}");
     };
@@ -419,7 +419,7 @@ async fn the_per_turn_call_limit_ends_the_turn_with_a_clear_failure() {
     // The discarded step left no tool uses without results: the next turn works.
     let history = session.history().await.expect("history");
     assert_eq!(history.len(), 3, "{history:?}");
-    let next = session.run("again").await.expect("run");
+    let next = session.turn("again").run().await.expect("run");
     assert_eq!(
         next.outcome,
         TurnOutcome::Done {
@@ -456,7 +456,7 @@ async fn a_read_and_a_write_of_one_place_run_in_call_order_and_reads_share() {
         .start()
         .await
         .expect("start");
-    assert!(session.run("go").await.expect("run").is_done());
+    assert!(session.turn("go").run().await.expect("run").is_done());
     let log = probe.log();
     let at = |line: &str| {
         log.iter()

@@ -62,7 +62,7 @@ async fn a_long_turn_is_compacted_and_restore_sees_the_compacted_history() {
         .start()
         .await
         .unwrap();
-    let report = session.run("read the parts").await.unwrap();
+    let report = session.turn("read the parts").run().await.unwrap();
     assert!(report.is_done(), "{:?}", report.outcome);
 
     let requests = server.requests();
@@ -135,7 +135,7 @@ async fn a_long_tool_result_is_cut_with_a_note() {
         .start()
         .await
         .unwrap();
-    assert!(session.run("read").await.unwrap().is_done());
+    assert!(session.turn("read").run().await.unwrap().is_done());
     let history = session.history().await.unwrap();
     let result = history
         .iter()

@@ -59,7 +59,14 @@ async fn the_last_effect_result_is_journaled_in_the_step_commit() {
         .start()
         .await
         .expect("start");
-    assert!(session.run("charge me").await.expect("run").is_done());
+    assert!(
+        session
+            .turn("charge me")
+            .run()
+            .await
+            .expect("run")
+            .is_done()
+    );
     let journal = session.journal().clone();
     let stats = journal.stats();
     let events = journaled(&journal, session.id());
@@ -130,7 +137,7 @@ async fn an_effect_result_is_journaled_at_once_while_other_calls_still_run() {
         .start()
         .await
         .expect("start");
-    assert!(session.run("go").await.expect("run").is_done());
+    assert!(session.turn("go").run().await.expect("run").is_done());
     let events = journaled(session.journal(), session.id());
     session.shutdown().await;
 

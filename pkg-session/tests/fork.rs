@@ -112,8 +112,8 @@ async fn next_gate(events: &mut Subscription) -> GateId {
 async fn a_fork_before_a_turn_asks_it_anew_and_leaves_the_parent_as_it_was() {
     let world = World::new().await;
     let parent = world.builder().start().await.expect("start");
-    parent.run("first").await.expect("run");
-    parent.run("steps 2").await.expect("run");
+    parent.turn("first").run().await.expect("run");
+    parent.turn("steps 2").run().await.expect("run");
     let before = events(parent.journal(), parent.id());
     let turns = parent
         .journal()
@@ -131,7 +131,11 @@ async fn a_fork_before_a_turn_asks_it_anew_and_leaves_the_parent_as_it_was() {
     assert_ne!(fork.id(), parent.id());
     let first_turn = parent.history().await.expect("history")[..2].to_vec();
     assert_eq!(fork.history().await.expect("history"), first_turn);
-    let report = fork.run("second, asked another way").await.expect("run");
+    let report = fork
+        .turn("second, asked another way")
+        .run()
+        .await
+        .expect("run");
     assert_eq!(
         report.answer().ok(),
         Some("answer to second, asked another way after 3 messages"),
@@ -155,7 +159,7 @@ async fn a_fork_before_a_turn_asks_it_anew_and_leaves_the_parent_as_it_was() {
     assert!(forked.iter().all(|(_, e)| e.header.session == fork.id()));
     // Nothing of the parent's changed, and it goes on as before.
     assert_eq!(events(parent.journal(), parent.id()), before);
-    parent.run("third").await.expect("run");
+    parent.turn("third").run().await.expect("run");
     let parent_text: Vec<String> = parent
         .history()
         .await
@@ -172,7 +176,7 @@ async fn a_fork_before_a_turn_asks_it_anew_and_leaves_the_parent_as_it_was() {
 async fn a_fork_after_a_step_goes_on_from_it_and_restores_exactly() {
     let world = World::new().await;
     let parent = world.builder().start().await.expect("start");
-    parent.run("steps 3").await.expect("run");
+    parent.turn("steps 3").run().await.expect("run");
     let turns = parent
         .journal()
         .committed_turns(parent.id())
@@ -195,7 +199,7 @@ async fn a_fork_after_a_step_goes_on_from_it_and_restores_exactly() {
         matches!(terminals[..], [EventKind::TurnInterrupted { steps: 1, .. }]),
         "{terminals:?}"
     );
-    let report = fork.run("go on").await.expect("run");
+    let report = fork.turn("go on").run().await.expect("run");
     assert_eq!(
         report.answer().ok(),
         Some("answer to go on after 4 messages")
@@ -228,10 +232,10 @@ async fn a_gate_open_at_the_fork_point_is_asked_again_and_never_answered_from_th
     let world = World::new().await;
     let parent = world.builder().start().await.expect("start");
     let mut parent_events = parent.subscribe(EventFilter::enduring_only());
-    parent.run("hello").await.expect("run");
+    parent.turn("hello").run().await.expect("run");
     let turn_one = parent.journal().committed_turns(parent.id()).expect("t")[0].turn;
     // The parent's turn 2 parks on the write gate.
-    parent.submit("write once").await.expect("submit");
+    parent.turn("write once").submit().await.expect("submit");
     let parent_gate = next_gate(&mut parent_events).await;
 
     let fork = world
@@ -250,7 +254,7 @@ async fn a_gate_open_at_the_fork_point_is_asked_again_and_never_answered_from_th
     );
     let fork_turn = tokio::spawn({
         let fork = fork.clone();
-        async move { fork.run("write again").await }
+        async move { fork.turn("write again").run().await }
     });
     let fork_gate = next_gate(&mut fork_events).await;
     assert_ne!(
@@ -294,7 +298,7 @@ async fn a_gate_open_at_the_fork_point_is_asked_again_and_never_answered_from_th
     let mut later_events = later.subscribe(EventFilter::enduring_only());
     let later_turn = tokio::spawn({
         let later = later.clone();
-        async move { later.run("write later").await }
+        async move { later.turn("write later").run().await }
     });
     let later_gate = next_gate(&mut later_events).await;
     later
@@ -313,7 +317,7 @@ async fn a_point_that_is_not_committed_is_refused_and_writes_nothing() {
     let world = World::new().await;
     let parent = world.builder().start().await.expect("start");
     let mut parent_events = parent.subscribe(EventFilter::enduring_only());
-    parent.submit("write").await.expect("submit");
+    parent.turn("write").submit().await.expect("submit");
     let _gate = next_gate(&mut parent_events).await;
     let turn = parent.journal().committed_turns(parent.id()).expect("t")[0].turn;
     let sessions_before = parent.journal().sessions().expect("sessions");
@@ -391,7 +395,7 @@ async fn a_sub_agent_keeps_its_history_in_the_fork_and_a_fork_into_another_file_
             .sub_agent(SubAgent::new("helper", "Counts.").system_prompt(CHILD_PROMPT))
     };
     let parent = builder(&home).start().await.expect("start");
-    parent.run("one").await.expect("run");
+    parent.turn("one").run().await.expect("run");
     let turn = parent.journal().committed_turns(parent.id()).expect("t")[0].turn;
     let before = events(parent.journal(), parent.id());
 
@@ -400,7 +404,7 @@ async fn a_sub_agent_keeps_its_history_in_the_fork_and_a_fork_into_another_file_
         .await
         .expect("fork into another file");
     assert_ne!(fork.journal().path(), parent.journal().path());
-    let report = fork.run("two").await.expect("run");
+    let report = fork.turn("two").run().await.expect("run");
     assert!(report.is_done(), "{report:?}");
     // The helper's second task came after its first, carried over: system, task, answer,
     // task.
@@ -446,7 +450,7 @@ async fn figures_fork_of_a_200_turn_session() {
     let world = World::new().await;
     let parent = world.builder().start().await.expect("start");
     for _ in 0..TURNS {
-        parent.run("steps 1").await.expect("run");
+        parent.turn("steps 1").run().await.expect("run");
     }
     let turns = parent
         .journal()

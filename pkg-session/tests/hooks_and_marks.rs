@@ -84,7 +84,7 @@ async fn hooks_time_each_operation_and_see_every_journal_append() {
         .start()
         .await
         .unwrap();
-    assert!(session.run("rest a bit").await.unwrap().is_done());
+    assert!(session.turn("rest a bit").run().await.unwrap().is_done());
     let id = session.id();
     let journal = session.journal().clone();
     session.shutdown().await;
@@ -149,7 +149,7 @@ async fn a_restore_is_journaled_and_subscribe_from_says_when_it_has_caught_up() 
         .await
         .unwrap();
     let id = first.id();
-    assert!(first.run("one").await.unwrap().is_done());
+    assert!(first.turn("one").run().await.unwrap().is_done());
     first.shutdown().await;
     drop(first);
     let before = treadle_session::Journal::open(dir.path().join("j.redb"))
@@ -183,7 +183,7 @@ async fn a_restore_is_journaled_and_subscribe_from_says_when_it_has_caught_up() 
     );
     assert!(matches!(names[0], EventKind::SessionStarted { .. }));
     // After the mark, live events.
-    assert!(restored.run("two").await.unwrap().is_done());
+    assert!(restored.turn("two").run().await.unwrap().is_done());
     let next = journaled.next().await.expect("live").unwrap();
     let live = next.delivery().expect("a delivery after the mark");
     assert!(live.journal_seq.unwrap() > caught_up);

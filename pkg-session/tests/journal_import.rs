@@ -21,7 +21,7 @@ async fn two_sessions(dir: &tempfile::TempDir) -> (SessionId, SessionId) {
             .start()
             .await
             .unwrap();
-        assert!(session.run(input).await.unwrap().is_done());
+        assert!(session.turn(input).run().await.unwrap().is_done());
         ids.push(session.id());
         session.shutdown().await;
     }

@@ -19,5 +19,6 @@ mod secrets;
 mod session_basics;
 mod subagents_typed;
 mod tolerance;
+mod turn_request;
 mod turn_stream;
 mod write_fence;

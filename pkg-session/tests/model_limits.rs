@@ -18,7 +18,7 @@ fn session(endpoint: &str, dir: &tempfile::TempDir, idle: Duration) -> SessionBu
 /// Runs one turn, which must end (fail) well within `bound`.
 async fn run_failing(session: &Session, bound: Duration) -> (String, TurnReport) {
     let started = Instant::now();
-    let report = tokio::time::timeout(bound, session.run("hello"))
+    let report = tokio::time::timeout(bound, session.turn("hello").run())
         .await
         .expect("the turn ends instead of hanging")
         .expect("a report");

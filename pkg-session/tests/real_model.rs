@@ -47,7 +47,9 @@ async fn a_real_model_calls_the_obvious_tool_then_answers() {
         .await
         .unwrap();
     let mut events = session.subscribe(EventFilter::all());
-    let run = session.run("Read the file notes.txt and tell me what it says.");
+    let run = session
+        .turn("Read the file notes.txt and tell me what it says.")
+        .run();
     let report = tokio::time::timeout(Duration::from_secs(240), run)
         .await
         .expect("the model answered in time")

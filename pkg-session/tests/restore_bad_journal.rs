@@ -20,8 +20,8 @@ async fn journal_with_one_turn(
         .start()
         .await
         .unwrap();
-    assert!(session.run("one").await.unwrap().is_done());
-    assert!(session.run("two").await.unwrap().is_done());
+    assert!(session.turn("one").run().await.unwrap().is_done());
+    assert!(session.turn("two").run().await.unwrap().is_done());
     let id = session.id();
     session.shutdown().await;
     drop(session);

@@ -75,7 +75,7 @@ async fn malformed_arguments_are_repaired_and_the_history_holds_valid_json() {
         .start()
         .await
         .unwrap();
-    let report = session.run("write it").await.unwrap();
+    let report = session.turn("write it").run().await.unwrap();
     assert!(report.is_done(), "{:?}", report.outcome);
     assert_eq!(
         *seen.lock().unwrap(),
@@ -124,7 +124,7 @@ async fn a_model_repeating_one_call_is_nudged_then_stopped() {
         .start()
         .await
         .unwrap();
-    let report = session.run("write it").await.unwrap();
+    let report = session.turn("write it").run().await.unwrap();
     match &report.outcome {
         TurnOutcome::Failed { error, failure, .. } => {
             assert_eq!(*failure, FailureCause::Repeated);
@@ -206,7 +206,7 @@ async fn a_turn_ending_tool_allows_one_more_model_call() {
         .start()
         .await
         .unwrap();
-    let report = session.run("decide").await.unwrap();
+    let report = session.turn("decide").run().await.unwrap();
     assert_eq!(
         report.outcome,
         TurnOutcome::Done {
@@ -247,7 +247,7 @@ async fn a_call_written_as_text_is_made() {
         .start()
         .await
         .unwrap();
-    let report = session.run("write it").await.unwrap();
+    let report = session.turn("write it").run().await.unwrap();
     assert_eq!(
         report.outcome,
         TurnOutcome::Done {

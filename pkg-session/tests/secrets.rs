@@ -72,7 +72,7 @@ async fn repeated_keys_reach_no_file_event_or_tool() {
         .await
         .unwrap();
     let mut events = session.subscribe(EventFilter::all());
-    let report = session.run("repeat the key").await.unwrap();
+    let report = session.turn("repeat the key").run().await.unwrap();
     let TurnOutcome::Done { text } = &report.outcome else {
         panic!("{:?}", report.outcome);
     };

@@ -39,7 +39,7 @@ async fn a_tool_turn_commits_calls_results_and_answer() {
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let session = builder(server.base_url(), &dir).start().await.unwrap();
-    let report = session.run("what is i?").await.unwrap();
+    let report = session.turn("what is i?").run().await.unwrap();
     assert_eq!(
         report.outcome,
         TurnOutcome::Done {
@@ -97,9 +97,9 @@ async fn inputs_queue_behind_the_running_turn_and_a_full_queue_rejects() {
         .await
         .unwrap();
     let mut events = session.subscribe(EventFilter::enduring_only());
-    let first = session.submit("one").await.unwrap();
-    let second = session.submit("two").await.unwrap();
-    let third = session.submit("three").await;
+    let first = session.turn("one").submit().await.unwrap();
+    let second = session.turn("two").submit().await.unwrap();
+    let third = session.turn("three").submit().await;
     assert!(
         matches!(third, Err(SubmitError::QueueFull { capacity: 1, .. })),
         "{third:?}"
@@ -129,7 +129,7 @@ async fn inputs_queue_behind_the_running_turn_and_a_full_queue_rejects() {
     assert_eq!(seen[5].1, Some(treadle_event::Cause::Input(second)));
     session.shutdown().await;
     assert!(matches!(
-        session.submit("late").await,
+        session.turn("late").submit().await,
         Err(SubmitError::Closed)
     ));
 }
@@ -143,7 +143,7 @@ async fn bad_endpoints_fail_the_turn_naming_endpoint_and_cause_then_recover() {
     };
     let dir = tempfile::tempdir().unwrap();
     let session = builder(&refused, &dir).start().await.unwrap();
-    let report = session.run("hello").await.unwrap();
+    let report = session.turn("hello").run().await.unwrap();
     let TurnOutcome::Failed { error, .. } = &report.outcome else {
         panic!("{report:?}")
     };
@@ -165,7 +165,7 @@ async fn bad_endpoints_fail_the_turn_naming_endpoint_and_cause_then_recover() {
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let session = builder(server.base_url(), &dir).start().await.unwrap();
-        let report = session.run("hello").await.unwrap();
+        let report = session.turn("hello").run().await.unwrap();
         let TurnOutcome::Failed { error, .. } = &report.outcome else {
             panic!("{report:?}")
         };
@@ -173,7 +173,7 @@ async fn bad_endpoints_fail_the_turn_naming_endpoint_and_cause_then_recover() {
             error.contains(server.base_url()) && error.contains(cause),
             "{error}"
         );
-        let next = session.run("again").await.unwrap();
+        let next = session.turn("again").run().await.unwrap();
         assert_eq!(next.answer().ok(), Some("back to normal"));
         session.shutdown().await;
     }
@@ -197,7 +197,12 @@ async fn a_seeded_turn_starts_with_the_calls_it_was_given_committed_and_restored
         json!({"path": "RULES.md"}),
         "always run go vet",
     )];
-    let report = session.run_seeded("State the rule.", seed).await.unwrap();
+    let report = session
+        .turn("State the rule.")
+        .seeded(seed)
+        .run()
+        .await
+        .unwrap();
     assert_eq!(report.answer().unwrap(), "Run go vet.");
     assert_eq!(report.steps, 1, "model calls only");
     // The model's one request: the input, then the call and its result.

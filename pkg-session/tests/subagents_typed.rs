@@ -52,7 +52,7 @@ async fn a_sub_agent_answers_through_its_own_loop_and_is_charged_to_the_parent()
     let dir = tempfile::tempdir().unwrap();
     let session = session_with_child(&server, &dir).await;
     let mut events = session.subscribe(EventFilter::enduring_only());
-    let report = session.run("ask the helper").await.unwrap();
+    let report = session.turn("ask the helper").run().await.unwrap();
     assert_eq!(
         report.outcome,
         TurnOutcome::Done {
@@ -103,7 +103,7 @@ async fn interrupting_the_parent_interrupts_the_child() {
     let dir = tempfile::tempdir().unwrap();
     let session = session_with_child(&server, &dir).await;
     let mut events = session.subscribe(EventFilter::enduring_only());
-    session.submit("go").await.unwrap();
+    session.turn("go").submit().await.unwrap();
     assert!(
         server.wait_requests(2, Duration::from_secs(10)).await,
         "the child is streaming"
@@ -146,7 +146,7 @@ async fn ask_returns_a_typed_value_through_response_format() {
         .start()
         .await
         .unwrap();
-    let verdict: Verdict = session.ask("merge?").await.unwrap();
+    let verdict: Verdict = session.turn("merge?").ask().await.unwrap();
     assert_eq!(
         verdict,
         Verdict {
@@ -175,7 +175,7 @@ async fn an_unparsable_answer_is_retried_once_with_the_error_then_fails_typed() 
         .start()
         .await
         .unwrap();
-    let verdict: Verdict = session.ask("merge?").await.unwrap();
+    let verdict: Verdict = session.turn("merge?").ask().await.unwrap();
     assert_eq!(verdict.reason, "second try");
     let retry = server.requests()[1].body["messages"]
         .as_array()
@@ -187,7 +187,7 @@ async fn an_unparsable_answer_is_retried_once_with_the_error_then_fails_typed() 
         .to_owned();
     assert!(retry.contains("could not be read"), "{retry}");
 
-    let failed = session.ask::<Verdict>("again?").await;
+    let failed = session.turn("again?").ask::<Verdict>().await;
     assert!(
         matches!(&failed, Err(AskError::Parse { answer, .. }) if answer == "nor this"),
         "{failed:?}"
@@ -209,7 +209,7 @@ async fn ask_with_a_forced_reporting_tool() {
         .start()
         .await
         .unwrap();
-    let verdict: Verdict = session.ask("merge?").await.unwrap();
+    let verdict: Verdict = session.turn("merge?").ask().await.unwrap();
     assert_eq!(
         verdict,
         Verdict {

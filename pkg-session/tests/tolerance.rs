@@ -1,5 +1,5 @@
 //! Small models at the API's edge, tolerated as pipelines tolerate them, over real HTTP to
-//! the scripted server: `Session::ask` reads an answer in a ```` ```json ```` fence, and a
+//! the scripted server: `TurnRequest::ask` reads an answer in a ```` ```json ```` fence, and a
 //! tool call written as text never reaches a stream's consumer as text deltas.
 
 use crate::common;
@@ -23,7 +23,11 @@ async fn ask_reads_an_answer_in_a_json_fence_the_first_time() {
         .start()
         .await
         .unwrap();
-    let verdict: Verdict = session.ask("Merge it?").await.expect("the fenced answer");
+    let verdict: Verdict = session
+        .turn("Merge it?")
+        .ask()
+        .await
+        .expect("the fenced answer");
     assert_eq!(
         verdict,
         Verdict {
@@ -57,7 +61,11 @@ async fn a_tool_call_written_as_text_never_surfaces_as_text_deltas() {
         .start()
         .await
         .unwrap();
-    let mut turn = session.stream("Add 2 and 3, then 5 and 1.").await.unwrap();
+    let mut turn = session
+        .turn("Add 2 and 3, then 5 and 1.")
+        .stream()
+        .await
+        .unwrap();
     let (mut text, mut results) = (String::new(), Vec::new());
     while let Some(item) = turn.next().await {
         let item = item.unwrap();
@@ -87,7 +95,7 @@ async fn an_answer_that_only_looks_like_a_call_is_streamed_whole() {
         .start()
         .await
         .unwrap();
-    let mut turn = session.stream("Sum?").await.unwrap();
+    let mut turn = session.turn("Sum?").stream().await.unwrap();
     let mut text = String::new();
     while let Some(item) = turn.next().await {
         if let Some(delta) = item.unwrap().text_delta() {

@@ -1,4 +1,4 @@
-//! `Session::stream`: one turn's events, then its report; a failed turn is an error, not an
+//! `TurnRequest::stream`: one turn's events, then its report; a failed turn is an error, not an
 //! answer.
 
 use crate::common;
@@ -28,7 +28,7 @@ async fn a_turn_streams_its_events_then_ends_with_its_report() {
         .start()
         .await
         .expect("start");
-    let mut turn = session.stream("2 + 3?").await.expect("stream");
+    let mut turn = session.turn("2 + 3?").stream().await.expect("stream");
     let (mut text, mut kinds, mut report) = (String::new(), Vec::new(), None);
     while let Some(item) = turn.next().await {
         match item.expect("item") {
@@ -79,7 +79,7 @@ async fn a_failed_turn_has_no_text_and_its_answer_is_an_error() {
         .start()
         .await
         .expect("start");
-    let report = session.run("hi").await.expect("report");
+    let report = session.turn("hi").run().await.expect("report");
     assert_eq!(report.answer().ok(), None);
     let error = report.answer().expect_err("a failed turn is an error");
     assert!(

@@ -68,9 +68,12 @@ async fn a_refused_fence_stops_the_session_before_its_next_effect() {
         .start()
         .await
         .unwrap();
-    let run = tokio::time::timeout(std::time::Duration::from_secs(20), session.run("mark it"))
-        .await
-        .expect("the turn's waiter is not left waiting");
+    let run = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        session.turn("mark it").run(),
+    )
+    .await
+    .expect("the turn's waiter is not left waiting");
     assert!(matches!(run, Err(RunError::Closed)), "{run:?}");
     assert_eq!(marks.load(Ordering::SeqCst), 0, "the tool call never ran");
     assert!(fence.refused.load(Ordering::SeqCst) >= 1);
@@ -125,7 +128,7 @@ async fn the_fence_is_shown_each_event_journaled_before_the_session_acts_on_it()
         .start()
         .await
         .unwrap();
-    let report = session.run("mark it").await.unwrap();
+    let report = session.turn("mark it").run().await.unwrap();
     assert!(
         intent_first.load(Ordering::SeqCst),
         "the intent was shown before the call ran"

@@ -13,7 +13,7 @@ async fn step_done_is_journaled_and_committed_before_anyone_sees_it() {
         let world = World::start(script, seed, Duration::from_micros(300)).await;
         let session = world.session().start().await.expect("start");
         let mut sub = session.subscribe(EventFilter::all());
-        session.submit("go").await.expect("submit");
+        session.turn("go").submit().await.expect("submit");
 
         let mut seen = 0;
         loop {

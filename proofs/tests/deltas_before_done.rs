@@ -22,7 +22,7 @@ async fn deltas_of_a_step_arrive_before_its_step_done() {
             ephemeral: LoopScope::Only(vec![session.main_loop()]),
             enduring: LoopScope::Only(vec![session.main_loop()]),
         });
-        session.submit("go").await.expect("submit");
+        session.turn("go").submit().await.expect("submit");
 
         for sub in [&mut everything, &mut main_only] {
             let deliveries = until_terminal(sub).await;

@@ -72,7 +72,7 @@ async fn a_stream_cut_mid_answer_discards_the_step_and_fails_the_turn() {
         let world = World::start(Script::new(replies), seed, Duration::from_micros(300)).await;
         let session = world.session().start().await.expect("start");
         let mut sub = session.subscribe(EventFilter::all());
-        session.submit("go").await.expect("submit");
+        session.turn("go").submit().await.expect("submit");
         let deliveries = until_terminal(&mut sub).await;
         assert_eq!(check_discarded(seed, &deliveries, committed), "turn_failed");
         let Some(EventKind::TurnFailed { error, steps, .. }) =
@@ -97,7 +97,7 @@ async fn a_stream_cut_mid_answer_discards_the_step_and_fails_the_turn() {
         );
 
         // The session is still usable.
-        let report = session.run("again").await.expect("run");
+        let report = session.turn("again").run().await.expect("run");
         assert_eq!(report.answer().ok(), Some("fine again"));
         session.shutdown().await;
     }
@@ -124,7 +124,7 @@ async fn a_500_beyond_the_retries_fails_the_turn_naming_the_status() {
             .await
             .expect("start");
         let mut sub = session.subscribe(EventFilter::all());
-        session.submit("go").await.expect("submit");
+        session.turn("go").submit().await.expect("submit");
         let deliveries = until_terminal(&mut sub).await;
         assert_eq!(check_discarded(seed, &deliveries, committed), "turn_failed");
         let Some(EventKind::TurnFailed { error, .. }) = deliveries.last().map(|d| &d.event.kind)
@@ -140,7 +140,7 @@ async fn a_500_beyond_the_retries_fails_the_turn_naming_the_status() {
             committed + 3,
             "seed {seed}: one try and two retries"
         );
-        let report = session.run("again").await.expect("run");
+        let report = session.turn("again").run().await.expect("run");
         assert_eq!(report.answer().ok(), Some("recovered"));
         session.shutdown().await;
     }
@@ -155,7 +155,7 @@ async fn an_interrupt_mid_stream_ends_the_turn_and_keeps_committed_steps() {
         let world = World::start(Script::new(replies), seed, Duration::from_micros(300)).await;
         let session = world.session().start().await.expect("start");
         let mut sub = session.subscribe(EventFilter::all());
-        session.submit("go").await.expect("submit");
+        session.turn("go").submit().await.expect("submit");
         // Wait for the blocked step to start streaming, then interrupt.
         assert!(
             world.server.wait_requests(committed + 1, PATIENCE).await,

@@ -127,7 +127,7 @@ fn asks_about_write() -> Policy {
 async fn an_ask_in_a_headless_session_is_denied_without_running_or_opening_a_gate() {
     for seed in 0..SCHEDULES {
         let c = case(seed, 1, |b| b.hook(asks_about_write()).headless(true)).await;
-        let report = c.session.run("go").await.expect("run");
+        let report = c.session.turn("go").run().await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(
             c.runs.load(Ordering::SeqCst),
@@ -155,7 +155,7 @@ async fn a_gate_nobody_answers_denies_at_its_deadline() {
         .await;
         // Someone watches (so the gate opens) but never answers.
         let _watcher = c.session.subscribe(EventFilter::enduring_only());
-        let report = c.session.run("go").await.expect("run");
+        let report = c.session.turn("go").run().await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(
             c.runs.load(Ordering::SeqCst),
@@ -190,7 +190,7 @@ async fn a_policy_that_cannot_decide_denies() {
         // Rules for other tools only, and no default: nothing decides about `write`.
         let policy = Policy::new().allow("read_*").deny("shell", "no shell");
         let c = case(seed, 1, |b| b.hook(policy)).await;
-        let report = c.session.run("go").await.expect("run");
+        let report = c.session.turn("go").run().await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(
             c.runs.load(Ordering::SeqCst),
@@ -215,7 +215,7 @@ async fn an_approved_call_runs_exactly_once_inside_gate_wait_hooks() {
         })
         .await;
         let answering = answer_gates(&c.session, GateAnswer::Approve);
-        let report = c.session.run("go").await.expect("run");
+        let report = c.session.turn("go").run().await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(c.runs.load(Ordering::SeqCst), 1, "seed {seed}");
         assert_eq!(
@@ -248,7 +248,7 @@ async fn a_denied_gate_gives_the_model_the_reason() {
         let c = case(seed, 1, |b| b.hook(asks_about_write())).await;
         let reason = format!("not today ({seed})");
         let answering = answer_gates(&c.session, GateAnswer::deny(reason.clone()));
-        let report = c.session.run("go").await.expect("run");
+        let report = c.session.turn("go").run().await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(c.runs.load(Ordering::SeqCst), 0, "seed {seed}");
         assert_eq!(
@@ -270,7 +270,7 @@ async fn approve_always_stops_later_calls_of_the_tool_from_asking() {
         })
         .await;
         let answering = answer_gates(&c.session, GateAnswer::ApproveAlways);
-        let report = c.session.run("go").await.expect("run");
+        let report = c.session.turn("go").run().await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
         assert_eq!(c.runs.load(Ordering::SeqCst), calls, "seed {seed}");
         let events = journal(&c.session);
@@ -289,7 +289,7 @@ async fn an_interrupt_ends_a_gate_wait_without_running_the_call() {
     for seed in 0..SCHEDULES {
         let c = case(seed, 1, |b| b.hook(asks_about_write())).await;
         let mut sub = c.session.subscribe(EventFilter::enduring_only());
-        c.session.submit("go").await.expect("submit");
+        c.session.turn("go").submit().await.expect("submit");
         let mut saw_gate = false;
         let deliveries = {
             let mut out = Vec::new();
@@ -343,7 +343,7 @@ async fn a_gate_nobody_can_answer_denies_at_once_without_waiting_for_the_deadlin
                 .gate_deadline(Duration::from_secs(600))
         })
         .await;
-        let report = tokio::time::timeout(PATIENCE, c.session.run("go"))
+        let report = tokio::time::timeout(PATIENCE, c.session.turn("go").run())
             .await
             .expect("no wait for the deadline")
             .expect("run");
@@ -384,7 +384,7 @@ async fn an_on_gate_handler_answers_each_gate_once_and_its_answer_is_journaled_f
                 })
         })
         .await;
-        let report = tokio::time::timeout(PATIENCE, c.session.run("go"))
+        let report = tokio::time::timeout(PATIENCE, c.session.turn("go").run())
             .await
             .expect("the handler answers")
             .expect("run");

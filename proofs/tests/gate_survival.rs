@@ -305,14 +305,14 @@ async fn approve_always_survives_a_restore() {
             }
         }
     });
-    assert!(session.run("first").await.expect("run").is_done());
+    assert!(session.turn("first").run().await.expect("run").is_done());
     session.shutdown().await;
     answering.await.expect("answerer");
     let id = session.id();
     drop(session);
 
     let restored = builder().restore(id).await.expect("restore");
-    let report = restored.run("second").await.expect("run");
+    let report = restored.turn("second").run().await.expect("run");
     assert!(report.is_done(), "{report:?}");
     assert_eq!(lines_in(&log), 2);
     let opened = journaled(restored.journal(), id)

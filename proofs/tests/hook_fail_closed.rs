@@ -149,7 +149,7 @@ async fn no_call_runs_unless_its_command_guard_allowed_it() {
             .start()
             .await
             .expect("start");
-        let report = tokio::time::timeout(PATIENCE, session.run("go"))
+        let report = tokio::time::timeout(PATIENCE, session.turn("go").run())
             .await
             .expect("the turn hung")
             .expect("run");

@@ -40,7 +40,7 @@ async fn hooks_run_in_rule_order_for_every_step() {
             .start()
             .await
             .expect("start");
-        let report = session.run("go").await.expect("run");
+        let report = session.turn("go").run().await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
 
         session.shutdown().await;
@@ -119,7 +119,7 @@ async fn a_discarded_steps_hooks_never_finish_completed() {
             .start()
             .await
             .expect("start");
-        let report = session.run("go").await.expect("run");
+        let report = session.turn("go").run().await.expect("run");
         assert!(!report.is_done(), "seed {seed}");
         let records = recorder.records();
         let second_step = records
@@ -200,7 +200,7 @@ async fn a_denying_guard_stops_the_turn_or_inference_with_its_reason() {
             .await
             .expect("start");
         let mut sub = session.subscribe(EventFilter::enduring_only());
-        session.submit("go").await.expect("submit");
+        session.turn("go").submit().await.expect("submit");
         let deliveries = until_terminal(&mut sub).await;
         let Some(EventKind::TurnFailed { error, .. }) = deliveries.last().map(|d| &d.event.kind)
         else {

@@ -423,7 +423,7 @@ async fn a_session_turn_calls_an_mcp_tool() {
         .await
         .expect("start session");
 
-    let report = within(session.run("add")).await.expect("run");
+    let report = within(session.turn("add").run()).await.expect("run");
     assert_eq!(report.answer().ok(), Some("5"));
 
     let history = session.history().await.expect("history");

@@ -23,7 +23,7 @@ async fn a_slow_subscriber_loses_only_deltas_or_gets_a_resumable_loss_error() {
             .await
             .expect("start");
         let mut slow = session.subscribe(EventFilter::all());
-        let report = session.run("go").await.expect("run");
+        let report = session.turn("go").run().await.expect("run");
         assert!(report.is_done(), "seed {seed}: {report:?}");
 
         // Read the backlog slowly; the queue overflowed long ago.
@@ -103,7 +103,7 @@ async fn overflowing_with_ephemeral_events_drops_them_without_closing() {
         ephemeral: LoopScope::All,
         enduring: LoopScope::None,
     });
-    let report = session.run("go").await.expect("run");
+    let report = session.turn("go").run().await.expect("run");
     assert!(report.is_done());
     let mut got = 0;
     // The turn is over, so the queue holds all it will; drain until it stays quiet.

@@ -58,7 +58,7 @@ async fn every_call_starts_once_ends_once_and_results_keep_call_order() {
             .await
             .expect("start");
         let mut sub = session.subscribe(EventFilter::all());
-        session.submit("go").await.expect("submit");
+        session.turn("go").submit().await.expect("submit");
         let deliveries = until_terminal(&mut sub).await;
         assert_eq!(
             deliveries.last().map(|d| d.event.kind.name()),

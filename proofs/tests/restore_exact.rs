@@ -143,7 +143,8 @@ async fn a_session_killed_at_random_points_restores_exactly() {
 
         // The restored session carries on from the restored history.
         let report = restored
-            .run("after restore: are you there?")
+            .turn("after restore: are you there?")
+            .run()
             .await
             .expect("run");
         assert_eq!(

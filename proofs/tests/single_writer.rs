@@ -36,7 +36,8 @@ async fn history_changes_only_by_journaled_commits_of_the_actor() {
         };
         for t in 0..turns {
             session
-                .submit(format!("question {t}"))
+                .turn(format!("question {t}"))
+                .submit()
                 .await
                 .expect("submit");
         }

@@ -51,7 +51,7 @@ const OPS: [Op; 6] = [
 async fn the_issue_scenario_a_live_session_is_not_restored_by_path_or_by_shared_handle() {
     let world = World::start(answers(), 0, Duration::ZERO).await;
     let session = world.session().start().await.expect("start");
-    assert!(session.run("one").await.expect("run").is_done());
+    assert!(session.turn("one").run().await.expect("run").is_done());
     let id = session.id();
 
     let by_path = world.session().restore(id).await.err();
@@ -74,7 +74,7 @@ async fn the_issue_scenario_a_live_session_is_not_restored_by_path_or_by_shared_
     assert!(message.contains("is live in this process"), "{message}");
 
     // The original still works, alone.
-    assert!(session.run("two").await.expect("run").is_done());
+    assert!(session.turn("two").run().await.expect("run").is_done());
     let history = session.history().await.expect("history");
 
     // Dropping the last handle stops the session; the restore then gets exactly its history.
@@ -186,9 +186,10 @@ async fn apply(
         Op::Run => {
             if let Some((i, h)) = picked {
                 let live = incarnations[i].live();
-                let run = tokio::time::timeout(PATIENCE, incarnations[i].handles[h].run("hi"))
-                    .await
-                    .unwrap_or_else(|_| panic!("seed {seed}: run hung"));
+                let run =
+                    tokio::time::timeout(PATIENCE, incarnations[i].handles[h].turn("hi").run())
+                        .await
+                        .unwrap_or_else(|_| panic!("seed {seed}: run hung"));
                 match run {
                     Ok(report) if live => assert!(report.is_done(), "seed {seed}: {report:?}"),
                     Err(_) if !live => {}

@@ -2,7 +2,7 @@
 //! run-time form of `prompt_file: { artifact, path }`, read from the step directory.
 //!
 //! As in steps, a `context_paths:` file reaches a hosted model as a `read_file` call and its
-//! result at turn zero ([`Handed`], `treadle_session::Session::run_seeded`), after the
+//! result at turn zero ([`Handed`], `treadle_session::TurnRequest::seeded`), after the
 //! instruction, as though the model had read it; no turn is spent. An earlier step's
 //! decision (`context: { from }`) arrives the same way, as `read_step`. A CLI-backed agent
 //! runs its own conversation, so it gets both fenced before its prompt instead.
@@ -67,7 +67,7 @@ pub struct ContextFile {
 }
 
 /// What a hosted model is handed at turn zero as a tool call of its own and its result
-/// (`treadle_session::Session::run_seeded`): a `context_paths:` file (`read_file`) or an
+/// (`treadle_session::TurnRequest::seeded`): a `context_paths:` file (`read_file`) or an
 /// earlier step's decision (`read_step`, from `context: { from }`), as in steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handed {

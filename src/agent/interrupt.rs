@@ -17,7 +17,7 @@ pub(super) async fn run_turn(
     input: &str,
     cancel: &CancellationToken,
 ) -> Result<TurnReport, RunError> {
-    interruptible(session, session.run(input), cancel).await
+    interruptible(session, session.turn(input).run(), cancel).await
 }
 
 /// Runs one turn whose first model call is made under `choice` (`tool_choice`).
@@ -27,7 +27,7 @@ pub(super) async fn run_forcing(
     cancel: &CancellationToken,
     choice: ToolChoice,
 ) -> Result<TurnReport, RunError> {
-    interruptible(session, session.run_choosing(input, choice), cancel).await
+    interruptible(session, session.turn(input).choosing(choice).run(), cancel).await
 }
 
 /// Waits for the turn `run`, interrupting it when `cancel` fires.

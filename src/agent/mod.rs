@@ -68,7 +68,7 @@
 //! # Decisions made here
 //!
 //! * As in steps, a missing verdict or required tool is forced through the endpoint's
-//!   `tool_choice` on the reminder's first model call (`Session::run_choosing`): the tool
+//!   `tool_choice` on the reminder's first model call (`TurnRequest::choosing`): the tool
 //!   by name, or the string `"required"` with `source.string_tool_choice:` (the default
 //!   for `lmstudio/` and `ollama/`). The reminder text stays, for servers that ignore
 //!   `tool_choice` (the bundled llama.cpp ignores the named form), and `max_turns` is the

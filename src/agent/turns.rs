@@ -268,5 +268,5 @@ async fn seeded_turn(
         .enumerate()
         .map(|(i, handed)| handed.seeded(i))
         .collect();
-    interruptible(session, session.run_seeded(prompt, seed), cancel).await
+    interruptible(session, session.turn(prompt).seeded(seed).run(), cancel).await
 }

@@ -149,7 +149,7 @@ async fn treadle(args: &Args) -> Result<serde_json::Value, Box<dyn std::error::E
     // the runs here would add a thread hand-over to every exchange with the sessions.
     let runs = sessions.iter().map(|s| {
         let s = s.clone();
-        tokio::spawn(async move { s.run("Call echo until told to stop.").await })
+        tokio::spawn(async move { s.turn("Call echo until told to stop.").run().await })
     });
     let reports = futures::future::join_all(runs).await;
     let (wall, cpu) = (started.elapsed(), cpu_time().saturating_sub(cpu));

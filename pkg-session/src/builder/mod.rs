@@ -44,7 +44,7 @@ use launch::claim_for_restore;
 ///     .journal_path(".treadle/journal.redb")
 ///     .start()
 ///     .await?;
-/// let report = session.run("Say hello.").await?;
+/// let report = session.turn("Say hello.").run().await?;
 /// println!("{}", report.answer()?);
 /// session.shutdown().await;
 /// # Ok(()) }
@@ -167,7 +167,7 @@ impl SessionBuilder {
 
     /// Asks `fence` before every journal append of the session: once it refuses, the
     /// session writes nothing more, so the turn stops before its next effect, and its
-    /// subscriptions end (a waiting [`Session::run`] returns [`RunError::Closed`]); see
+    /// subscriptions end (a waiting [`TurnRequest::run`](crate::TurnRequest::run) returns [`RunError::Closed`]); see
     /// [`crate::fence`]. Without one every append goes ahead.
     ///
     /// [`RunError::Closed`]: crate::RunError::Closed
@@ -373,7 +373,7 @@ impl SessionBuilder {
         self
     }
 
-    /// How [`Session::ask`] asks for typed answers (default: `response_format`).
+    /// How [`TurnRequest::ask`](crate::TurnRequest::ask) asks for typed answers (default: `response_format`).
     pub fn structured_output(mut self, mode: StructuredOutput) -> Self {
         self.structured_output = mode;
         self

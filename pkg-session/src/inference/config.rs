@@ -120,7 +120,7 @@ impl Default for LimitNames {
     }
 }
 
-/// How [`Session::ask`](crate::Session::ask) makes the model answer in a given shape.
+/// How [`TurnRequest::ask`](crate::TurnRequest::ask) makes the model answer in a given shape.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StructuredOutput {
     /// `response_format: json_schema`, which OpenAI, vLLM and llama.cpp's server enforce.

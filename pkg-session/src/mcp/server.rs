@@ -42,7 +42,7 @@ use crate::tool::{Tool, ToolError};
 ///     .tools(tools)
 ///     .start()
 ///     .await?;
-/// let report = session.run("List the files here.").await?;
+/// let report = session.turn("List the files here.").run().await?;
 /// println!("{}", report.answer()?);
 ///
 /// session.shutdown().await;

@@ -39,7 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     for n in 0.. {
-        session.run(format!("question {n}")).await?;
+        session.turn(format!("question {n}")).run().await?;
     }
     printer.abort();
     Ok(())

@@ -38,7 +38,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Subscribed before the submit, so the intent cannot slip past.
     let mut events = session.subscribe(EventFilter::enduring_only());
-    session.submit("charge 5").await?;
+    session.turn("charge 5").submit().await?;
     while let Some(Ok(delivery)) = events.next().await {
         if let EventKind::EffectIntent { name, .. } = &delivery.event.kind
             && name == "charge"

@@ -44,7 +44,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             0..4 => {
                 let steps = rng.random_range(0..3);
                 session
-                    .run(format!("{} q{k} steps {steps}", session.id()))
+                    .turn(format!("{} q{k} steps {steps}", session.id()))
+                    .run()
                     .await?;
             }
             4 => interrupted_turn(&session, k, &mut rng).await?,
@@ -53,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let running = rng.random_bool(0.5).then(|| {
                     let session = session.clone();
                     let input = format!("{} q{k} steps 2", session.id());
-                    tokio::spawn(async move { session.run(input).await })
+                    tokio::spawn(async move { session.turn(input).run().await })
                 });
                 let turns = session.journal().committed_turns(session.id())?;
                 if let Some(point) = pick_point(&turns, &mut rng) {
@@ -88,7 +89,7 @@ async fn interrupted_turn(
     let turn = tokio::spawn({
         let session = session.clone();
         let input = format!("{} q{k} steps 3", session.id());
-        async move { session.run(input).await }
+        async move { session.turn(input).run().await }
     });
     tokio::time::sleep(Duration::from_micros(rng.random_range(0..6000))).await;
     session.interrupt().await?;

@@ -48,7 +48,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Subscribed before the submit, so the GateOpened cannot slip past.
     let mut events = session.subscribe(EventFilter::enduring_only());
-    session.submit("write a.md").await?;
+    session.turn("write a.md").submit().await?;
     while let Some(Ok(delivery)) = events.next().await {
         if let EventKind::GateOpened { gate, .. } = delivery.event.kind {
             if approve_first > 0 {
