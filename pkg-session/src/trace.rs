@@ -40,7 +40,7 @@ pub(crate) fn turn(session: &Span, loop_id: LoopId, index: u32) -> Span {
 pub(crate) fn chat(model: &str) -> Span {
     tracing::info_span!(
         "chat",
-        otel.name = format!("chat {model}"),
+        otel.name = %format_args!("chat {model}"),
         otel.kind = "client",
         otel.status_code = Empty,
         gen_ai.operation.name = "chat",
@@ -70,7 +70,7 @@ pub(crate) fn record_error(span: &Span, kind: &'static str) {
 pub(crate) fn tool(name: &str, call_id: &str) -> Span {
     tracing::info_span!(
         "execute_tool",
-        otel.name = format!("execute_tool {name}"),
+        otel.name = %format_args!("execute_tool {name}"),
         otel.status_code = Empty,
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = name,

@@ -33,10 +33,6 @@ impl Turn {
             })
             .collect();
         let final_text = calls.is_empty().then(|| staged.message.text_content());
-        let interactions: Vec<(String, String)> = calls
-            .iter()
-            .map(|c| (c.name.clone(), c.arguments.clone()))
-            .collect();
         let mut results = None;
         let deferred = Deferred::default();
         if !calls.is_empty() {
@@ -68,7 +64,7 @@ impl Turn {
             crate::compact::cap_results(results, ctx.compaction.max_inline_bytes);
         }
         let stuck = match results.as_mut() {
-            Some(results) => self.watch(&interactions, results),
+            Some(results) => self.watch(&staged.message, results),
             None => Repeats::Fine,
         };
         let StagedStep {
@@ -104,23 +100,27 @@ impl Turn {
     }
 
     /// Loop detection over a step's results, and whether a turn-ending tool succeeded in
-    /// it (the next step is then the turn's last).
-    pub(super) fn watch(&mut self, calls: &[(String, String)], results: &mut Message) -> Repeats {
+    /// it (the next step is then the turn's last). The calls are the step's `assistant`
+    /// message's tool uses, borrowed, not copied: the batch ran exactly those, in order.
+    pub(super) fn watch(&mut self, assistant: &Message, results: &mut Message) -> Repeats {
+        let interactions: Vec<Interaction<'_>> = assistant
+            .tool_uses()
+            .map(|u| Interaction {
+                name: u.name,
+                arguments: u.arguments,
+            })
+            .collect();
         let succeeded = results.content.iter().map(|b| match b {
             Block::ToolResult { is_error, .. } => !is_error,
             _ => false,
         });
-        if calls
+        if interactions
             .iter()
             .zip(succeeded)
-            .any(|((name, _), ok)| ok && self.ctx.tools.get(name).is_some_and(|t| t.ends_turn()))
+            .any(|(call, ok)| ok && self.ctx.tools.get(call.name).is_some_and(|t| t.ends_turn()))
         {
             self.closing = true;
         }
-        let interactions: Vec<Interaction<'_>> = calls
-            .iter()
-            .map(|(name, arguments)| Interaction { name, arguments })
-            .collect();
         self.repeats.observe(&interactions, results)
     }
 
