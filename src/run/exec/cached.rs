@@ -184,8 +184,8 @@ async fn key_parts<'a>(
     }
     ctx.state.set_inputs_before(entry.seq, before);
     let version = match &step.kind {
-        StepKind::Get { resource: res, .. } => {
-            Some(super::version::resolve_version(ctx, step, &res.value, entry).await?)
+        StepKind::Get { typed, .. } => {
+            Some(super::version::resolve_version(ctx, step, typed, entry).await?)
         }
         _ => None,
     };
