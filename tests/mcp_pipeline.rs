@@ -1,7 +1,8 @@
 //! MCP servers in pipelines: an agent calls a tool of the real fixture server over stdio
 //! (against the scripted model server), the server runs in the step's sandbox (a
 //! credential place refused, its tools still working), `validate` finds a missing server
-//! command, and the load checks refuse a grant naming an undeclared server.
+//! command, the load checks refuse a grant naming an undeclared server, and an MCP tool's
+//! `max_calls:` refuses a call past its budget before the server sees it.
 
 use crate::common;
 
@@ -235,4 +236,54 @@ fn a_grant_naming_an_undeclared_server_is_a_load_error() {
         err.contains("hint: servers of this agent: fixture"),
         "{err}"
     );
+}
+
+/// The pipeline with `fixture__add` granted as `{ mcp: fixture, ... }` with `extra` keys.
+fn budgeted(command: &str, extra: &str) -> String {
+    pipeline(command).replace(
+        "tools: [read_file, fixture__add]",
+        &format!("tools: [read_file, {{ mcp: fixture, {extra}max_calls: 1 }}]"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_tool_past_its_max_calls_is_refused_before_the_server_sees_it() {
+    let bin = tokio::task::spawn_blocking(fixture_server).await.unwrap();
+    let server = ScriptedServer::start(Script::new([
+        Reply::tool_call("fixture__add", json!({"a": 2, "b": 3})),
+        Reply::tool_call("fixture__add", json!({"a": 4, "b": 5})),
+        Reply::text("5"),
+    ]))
+    .await
+    .expect("scripted server");
+    let f = Fixture::new(&budgeted(&bin.display().to_string(), "tool: add, "));
+    let url = server.base_url().to_string();
+    let run = tokio::task::spawn_blocking(move || {
+        f.treadle_env(&["run"], &[("TREADLE_LOCAL_URL", url.as_str())])
+    })
+    .await
+    .unwrap();
+    run.expect_code(0);
+    let results = tool_results(&server);
+    let results: Vec<&str> = results.lines().collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0], "5", "the first call ran: {results:?}");
+    // The second never reached the server (it would have answered 9).
+    assert!(
+        results[1].contains("call budget exhausted (1 call(s) per conversation)")
+            && results[1].contains("fixture__add"),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn max_calls_on_a_whole_mcp_server_is_a_load_error() {
+    let run = Fixture::new(&budgeted("sh", "")).treadle(&["run"]);
+    run.expect_code(2);
+    let err = run.stderr();
+    assert!(
+        err.contains("`max_calls:` of agent `calc`'s grant of MCP server `fixture` needs one tool"),
+        "{err}"
+    );
+    assert!(err.contains("hint: a budget is per tool"), "{err}");
 }

@@ -9,6 +9,8 @@
 //!   runs; only B's tool call writes (a file outside the workspace names the writer's pid),
 //!   and the run succeeds. Either defence alone passes this test (checked by switching
 //!   each off in turn); with both off, A's call runs and the test fails.
+//! * `a_workers_verdict_comes_back_with_its_note`: the record a worker sends back is taken
+//!   whole, the reason given with a verdict (`note`) included.
 
 use crate::common;
 
@@ -108,5 +110,41 @@ async fn a_paused_worker_loses_its_session_lease_and_writes_nothing() {
     // top of the delivery's ack wait (6 s).
     assert!(took_over >= Duration::from_secs(10), "{took_over:?}");
     eprintln!("B took the session over {took_over:?} after A was paused");
+    drop(nats);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workers_verdict_comes_back_with_its_note() {
+    let Some(nats) = Nats::start("a_workers_verdict_comes_back_with_its_note") else {
+        return;
+    };
+    let note = "the tests pass";
+    let model = ScriptedServer::start(Script::new([
+        Reply::tool_call("verdict", json!({"verdict": "approve", "reason": note})),
+        Reply::text("Looks good to ship."),
+    ]))
+    .await
+    .expect("scripted server");
+    let url = model.base_url().to_string();
+    let f = Fixture::new(
+        "agents:\n  - name: reviewer\njobs:\n  - name: main\n    plan:\n      - agent: reviewer\n        prompt: Review the change.\n        verdicts: [approve, revise]\n",
+    );
+    let env = [("TREADLE_LOCAL_URL", url.as_str())];
+    let server = Server::start(f.path(), &["treadle.yml", "--nats", &nats.url], &env);
+    let worker = Worker::start(&nats.url, 1, &f.path().join("w"), &env);
+    let (code, body) = post(&server, "/api/v1/runs", json!({"pipeline": "treadle"})).await;
+    assert_eq!(code, 201, "{body}");
+    let run = body["id"].as_u64().expect("id");
+    let done = wait_status(&server, run, Duration::from_secs(120)).await;
+    assert_eq!(
+        done["status"],
+        "succeeded",
+        "{done}\nworker: {}",
+        worker.log()
+    );
+    let step = &done["steps"][0];
+    assert!(!step["worker"].is_null(), "ran on the worker: {done}");
+    assert_eq!(step["verdict"], "approve", "{done}");
+    assert_eq!(step["note"], note, "{done}");
     drop(nats);
 }

@@ -192,15 +192,7 @@ impl Tool for CustomTool {
     }
 
     async fn call(&self, arguments: Value) -> Result<String, ToolError> {
-        let n = self.tally.calls.fetch_add(1, Ordering::SeqCst) + 1;
-        if let Some(max) = self.spec.max_calls
-            && n > max
-        {
-            return Err(ToolError::new(format!(
-                "call budget exhausted ({max} call(s) per conversation); go on without `{}`",
-                self.spec.name
-            )));
-        }
+        super::call_budget::spend(&self.tally.calls, self.spec.max_calls, &self.spec.name)?;
         let args = self.arguments(arguments)?;
         let command = render_for_shell(&self.spec.run, &json!({ ARGS: args }), ARGS)
             .map_err(|e| ToolError::new(format!("{}: {e}", self.spec.name)))?;

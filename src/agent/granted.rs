@@ -13,7 +13,8 @@ use super::delegate::{DelegateTool, Parent};
 use super::required::Required;
 use super::spec::{AgentStep, BuildError, Delegate, Granted};
 use crate::pipeline::check_agent::MAX_DELEGATION_DEPTH;
-use crate::pipeline::tool_grant::{AgentGrant, CustomGrant, ToolGrant};
+use crate::pipeline::delegation::Delegation;
+use crate::pipeline::tool_grant::{CustomGrant, ToolGrant};
 use crate::pipeline::{Agent, AgentCall, Loaded, Step};
 use crate::template::TemplateError;
 use crate::tools::{Fence, Workspace};
@@ -32,6 +33,11 @@ impl Granted {
         depth: usize,
     ) -> Result<Self, BuildError> {
         let mut granted = Self::default();
+        for d in &agent.delegations {
+            if tools.iter().any(|t| t == d.name()) {
+                granted.delegates.push(delegate(loaded, agent, d, depth)?);
+            }
+        }
         for (grant, _) in agent.grants() {
             match grant {
                 ToolGrant::Custom(c) if tools.contains(&c.name.value) => {
@@ -39,11 +45,17 @@ impl Granted {
                         granted.custom.push(spec);
                     }
                 }
+                ToolGrant::Mcp(m) => {
+                    // One tool (the checks refuse `max_calls:` on more), if still granted.
+                    let names = grant.names();
+                    if let (Some(max), [name]) = (&m.max_calls, names.as_slice())
+                        && tools.contains(name)
+                    {
+                        granted.mcp_limits.push((name.clone(), max.value));
+                    }
+                }
                 ToolGrant::Builtin(b) if b.name.value == "web_fetch" => {
                     granted.fence = Fence::new(b.allow.iter().map(|h| h.value.clone()));
-                }
-                ToolGrant::Agent(a) if tools.contains(&a.agent.value) => {
-                    granted.delegates.push(delegate(loaded, agent, a, depth)?);
                 }
                 _ => {}
             }
@@ -67,10 +79,14 @@ impl Granted {
     /// What the step's key adds for these tools; `None` when there are none, so that the
     /// keys of steps without any stay as they were.
     pub fn key_view(&self) -> Option<Value> {
-        if self.custom.is_empty() && self.fence.hosts().is_empty() && self.delegates.is_empty() {
+        if self.custom.is_empty()
+            && self.fence.hosts().is_empty()
+            && self.delegates.is_empty()
+            && self.mcp_limits.is_empty()
+        {
             return None;
         }
-        Some(json!({
+        let mut view = json!({
             "custom": self.custom.iter().map(CustomSpec::key_view).collect::<Vec<_>>(),
             "web_fetch_allow": self.fence.hosts(),
             "delegates": self.delegates.iter().map(|d| json!({
@@ -78,7 +94,12 @@ impl Granted {
                 "description": d.description,
                 "agent": d.step.key_view(),
             })).collect::<Vec<_>>(),
-        }))
+        });
+        // Only when there are any, so that the keys of steps without stay as they were.
+        if !self.mcp_limits.is_empty() {
+            view["mcp_max_calls"] = json!(self.mcp_limits);
+        }
+        Some(view)
     }
 }
 
@@ -100,12 +121,12 @@ fn custom(c: &CustomGrant) -> Option<CustomSpec> {
     })
 }
 
-/// The sub-agent `child` as `parent` grants it: its own step, built like a pipeline step of
-/// its own whose prompt is filled in at each call.
+/// The sub-agent of `delegation` as `parent` grants it (resolved at load): its own step,
+/// built like a pipeline step of its own whose prompt is filled in at each call.
 fn delegate(
     loaded: &Loaded,
     parent: &Agent,
-    grant: &AgentGrant,
+    delegation: &Delegation,
     depth: usize,
 ) -> Result<Delegate, BuildError> {
     if depth >= MAX_DELEGATION_DEPTH {
@@ -114,10 +135,8 @@ fn delegate(
             parent.name.value
         )));
     }
-    let child = grant.agent.value.as_str();
-    let agent = loaded
-        .agent(child)
-        .ok_or_else(|| BuildError::UnknownAgent(child.to_owned()))?;
+    let (grant, child) = (&delegation.grant, delegation.name());
+    let agent = loaded.pipeline.agent_at(delegation.agent);
     let call = AgentCall::new(Arc::new(agent.clone()));
     let step = Step::agent(call.clone());
     let built = AgentStep::build_nested(loaded, &step, &call, depth + 1)?;

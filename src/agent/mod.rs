@@ -98,6 +98,7 @@
 //!   `| shellquote` in the template: a value is never run as code.
 
 mod budget;
+mod call_budget;
 mod catch_up;
 pub mod cli;
 pub mod commit;

@@ -178,11 +178,6 @@ pub const DEFAULT_MAX_TURNS: u32 = 30;
 /// Why a pipeline's agent step could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    /// A sub-agent granted as a tool (`{ agent: NAME }`) names no agent of the file. The
-    /// checks refuse such a file; the grant is still read by name when the step is built
-    /// (issue 41: tool grants are not yet resolved at load).
-    #[error("unknown agent `{0}`")]
-    UnknownAgent(String),
     /// The agent's model cannot be resolved.
     #[error("{0} ({hint})", hint = .0.hint())]
     Model(#[from] ModelError),
@@ -302,6 +297,8 @@ pub struct Granted {
     pub fence: Fence,
     /// The sub-agents granted (after the step's narrowing).
     pub delegates: Vec<Delegate>,
+    /// The MCP tools granted with `max_calls:` (`SERVER__TOOL`, its budget).
+    pub mcp_limits: Vec<(String, u32)>,
 }
 
 /// A sub-agent the step's model may call as a tool.

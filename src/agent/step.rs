@@ -135,7 +135,10 @@ async fn run_step(
     };
     let mcp = super::mcp::confined(&step.mcp, &workspace, &step.controls.hooks.project);
     let (servers, remote_tools) = StepServers::start(&mcp, &remote).await?;
-    tools.extend(remote_tools);
+    tools.extend(super::call_budget::limit(
+        remote_tools,
+        &step.granted.mcp_limits,
+    ));
     // MCP results are masked too: a stdio server inherits the environment, key included.
     let tools = match &step.controls.wrap_tools {
         Some(wrap) => wrap(tools),

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 use super::digest::Digest;
 use crate::agent::{AgentStep, BuildError};
-use crate::pipeline::{AgentCall, Kind, Loaded, RunSpec, Step, StepKind};
+use crate::pipeline::{AgentCall, Kind, ResolvedResource, RunSpec, Step, StepKind};
 
 /// Everything a step's key is made of besides the step itself, as the caller knows it:
 /// the run from the artifacts and records it has, `plan` from the cache's records.
@@ -49,12 +49,8 @@ pub struct KeyFacts<'a> {
 }
 
 /// The key of `step` with `facts`: the one place a key is computed.
-pub fn step_key(
-    loaded: &Loaded,
-    step: &Step,
-    facts: &KeyFacts<'_>,
-) -> Result<KeyParts, ConfigError> {
-    let config = config(loaded, step, facts.version, facts.agent)?;
+pub fn step_key(step: &Step, facts: &KeyFacts<'_>) -> Result<KeyParts, ConfigError> {
+    let config = config(step, facts.version, facts.agent)?;
     Ok(KeyParts {
         kind: Kind::of(step).to_string(),
         config: config_digest(&with_cell(config, facts.cell)),
@@ -200,9 +196,6 @@ pub enum ConfigError {
     /// The agent step could not be built (its model, say, cannot be resolved).
     #[error(transparent)]
     Agent(#[from] BuildError),
-    /// A `get` or `put` names a resource the file does not define.
-    #[error("unknown resource `{0}`")]
-    UnknownResource(String),
 }
 
 fn names(list: &[crate::pipeline::At<String>]) -> Vec<String> {
@@ -219,7 +212,6 @@ fn run_json(run: &RunSpec) -> Value {
 /// The canonical configuration of a leaf step, as JSON. `version` is a `get`'s resolved
 /// version (the commit), `agent` an agent step as built to run; other kinds ignore them.
 fn config(
-    loaded: &Loaded,
     step: &Step,
     version: Option<&str>,
     agent: &dyn Fn(&AgentCall) -> Result<Arc<AgentStep>, BuildError>,
@@ -234,13 +226,9 @@ fn config(
     let specific = match kind {
         StepKind::Task { run, .. } => json!({ "run": run_json(&run.value) }),
         StepKind::Agent(call) => agent_config(step, call, &*agent(call)?),
-        StepKind::Get { resource: res, .. } | StepKind::Put { resource: res, .. } => {
-            let resource = loaded
-                .pipeline
-                .resources
-                .iter()
-                .find(|r| r.name.value == res.value)
-                .ok_or_else(|| ConfigError::UnknownResource(res.value.clone()))?;
+        StepKind::Get { typed, .. } | StepKind::Put { typed, .. } => {
+            // Resolved at load, the step holds its resource as written and its type.
+            let resource = &typed.spec;
             let mut config = json!({
                 "type": resource.kind.value,
                 "source": resource.source,
@@ -249,12 +237,7 @@ fn config(
             });
             // A scripted type's scripts decide what a get fetches: a changed script is a
             // changed step. (Left out for built-in types: their keys stay as they were.)
-            if let Some(t) = loaded
-                .pipeline
-                .resource_types
-                .iter()
-                .find(|t| t.name.value == resource.kind.value)
-            {
+            if let ResolvedResource::Scripted(t) = &typed.kind {
                 let text =
                     |s: &Option<crate::pipeline::At<String>>| s.as_ref().map(|s| s.value.clone());
                 config["scripts"] = json!({

@@ -324,11 +324,9 @@ async fn apply(
         let worker = Some(result.worker.clone()).filter(|w| !w.is_empty());
         crate::run::exec::record::update_at(ctx, entry, move |r| {
             r.worker = worker.or(r.worker.take());
-            r.produced.exit_code = rec.produced.exit_code;
-            r.produced.stdout_tail = rec.produced.stdout_tail;
-            r.produced.streams = rec.produced.streams;
-            r.produced.verdict = rec.produced.verdict;
-            r.produced.usage = rec.produced.usage;
+            // Whole, as a cache hit and a replay copy it: field by field, the verdict's
+            // `note` was dropped, and `context: { from }` after the step lost it.
+            r.produced = rec.produced;
         })
         .await;
     }

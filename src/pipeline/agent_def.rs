@@ -25,6 +25,11 @@ pub struct Agent {
     /// (`read_file`, `list_dir`, `search_files`).
     #[serde(default)]
     pub tools: Option<Vec<At<ToolGrant>>>,
+    /// The sub-agents of `tools:` (`{ agent: NAME }`), each resolved to an agent of the
+    /// same pipeline when it is loaded ([`super::delegation::resolve`]); not written in
+    /// the file.
+    #[serde(skip)]
+    pub delegations: Vec<super::delegation::Delegation>,
     /// Upper bound on model requests in one step.
     #[serde(default)]
     pub max_turns: Option<u32>,

@@ -248,15 +248,12 @@ fn tool(
         ToolGrant::Agent(a) => {
             let child = &a.agent;
             if !agents.contains_key(child.value.as_str()) {
-                out.push(finding(
-                    child.pos,
-                    Problem::UnknownAgent,
-                    format!(
-                        "agent `{who}` is granted unknown agent `{}` as a tool",
-                        child.value
-                    ),
-                    "define it under `agents:`, or fix the name",
-                ));
+                let unknown = super::delegation::Unknown {
+                    parent: who.to_owned(),
+                    agent: child.clone(),
+                };
+                let (message, hint) = unknown.said();
+                out.push(finding(child.pos, Problem::UnknownAgent, message, hint));
             }
         }
         ToolGrant::Mcp(m) => {
@@ -275,6 +272,19 @@ fn tool(
                     Problem::InvalidValue,
                     format!("agent `{who}` is granted MCP server `{}`, which is not declared", server.value),
                     "declare it under the top-level `mcp_servers:` (with `command:` or `endpoint:`)",
+                ));
+            }
+            if let Some(max) = &m.max_calls
+                && m.tools.len() != 1
+            {
+                out.push(finding(
+                    max.pos,
+                    Problem::InvalidValue,
+                    format!(
+                        "`max_calls:` of agent `{who}`'s grant of MCP server `{}` needs one tool",
+                        server.value
+                    ),
+                    "a budget is per tool: grant the tool alone (`tool: NAME`) with `max_calls:`, in an entry of its own",
                 ));
             }
         }

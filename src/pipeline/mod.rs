@@ -10,6 +10,8 @@
 //! * `agent_def`: the agent definitions of `agents:` (model, tools, dials, budgets).
 //! * `tool_grant`: one entry of an agent's `tools:`, typed when parsed ([`tool_grant::ToolGrant`]:
 //!   a name, or a builtin/mcp/custom/agent mapping).
+//! * `delegation`: a sub-agent granted as a tool, resolved at load to an agent of the
+//!   pipeline ([`delegation::AgentRef`]).
 //! * `step_keys`: `fix:`, `context: { from }` and `prompt_file:` of task and agent steps,
 //!   the mapping form of `approval:`, and a step's `assert:`.
 //! * `approval_policy`: an approval's assignees, quorum and deadline policy, and its checks.
@@ -89,6 +91,7 @@ pub mod container;
 pub mod controls;
 pub mod conversation;
 pub mod defaults;
+pub mod delegation;
 pub mod diagnostic;
 pub mod duration;
 pub mod ensemble;
@@ -284,14 +287,15 @@ fn checked(
     for agent in &mut pipeline.agents {
         agent.env.retain(|name| !keys.contains(&name.value));
     }
-    let mut typer = typing::Typer::new(file);
+    // Before typing: a `get:` or `put:` step holds its resource resolved.
+    let dir = dir_of(file);
+    let (resources, bad) = Resources::resolve(file, &pipeline, &dir);
+    let mut typer = typing::Typer::new(file, resources.clone());
     let Some(pipeline) = typer.pipeline(pipeline) else {
         return Err(LoadError(typer.out));
     };
     let mut problems = typer.out;
     problems.extend(check::check(file, &pipeline, scope));
-    let dir = dir_of(file);
-    let (resources, bad) = Resources::resolve(file, &pipeline, &dir);
     problems.extend(bad);
     if !problems.is_empty() {
         return Err(LoadError(problems));

@@ -5,6 +5,7 @@
 //! kind, several, or a key of another kind is a located load error there.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::agent_call::{AgentCall, TaskKeys};
 use super::at::At;
@@ -13,6 +14,7 @@ use super::ensemble::Ensemble;
 use super::flow_keys::{Axis, Race, To, When};
 use super::in_parallel::InParallel;
 use super::step_keys::{RunSpec, StepAssert};
+use super::typed_resource::TypedResource;
 
 /// One loaded step: its kind with the kind's configuration (an agent step's keys in its
 /// [`AgentCall`], a task's `fix:` and mappings in its [`TaskKeys`]), and the keys every
@@ -188,6 +190,8 @@ pub enum StepKind {
         name: At<String>,
         /// The resource: `resource:`, else the name.
         resource: At<String>,
+        /// That resource, its type resolved at load (`Loaded::resources`).
+        typed: Arc<TypedResource>,
         /// Resource-specific parameters.
         params: Option<BTreeMap<String, serde_json::Value>>,
         /// `latest`, `every`, or a pinned version.
@@ -203,6 +207,8 @@ pub enum StepKind {
         name: At<String>,
         /// The resource: `resource:`, else the name.
         resource: At<String>,
+        /// That resource, its type resolved at load (`Loaded::resources`).
+        typed: Arc<TypedResource>,
         /// Resource-specific parameters.
         params: Option<BTreeMap<String, serde_json::Value>>,
     },

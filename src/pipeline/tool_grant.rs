@@ -63,7 +63,8 @@ pub struct McpGrant {
     pub server: At<String>,
     /// The tools taken (`tool:` then `tools:`); empty for every tool of the server.
     pub tools: Vec<At<String>>,
-    /// `max_calls:` as written (accepted on MCP tools; not enforced for them yet).
+    /// `max_calls:`: the most calls of the one tool granted in one conversation (the
+    /// checks refuse it with several tools, or the whole server).
     pub max_calls: Option<At<u32>>,
     /// Keys written here that belong to another kind.
     pub strays: Vec<Stray>,

@@ -18,6 +18,7 @@ use super::format::{Job, Pipeline};
 use super::in_parallel::{InParallel, InParallelConfig};
 use super::raw_step::RawStep;
 use super::step::{Step, StepKind};
+use super::typed_resource::{Resources, TypedResource};
 
 /// A key of `agent:` or `task:` steps written on a step of another kind (found once the
 /// kind is known, reported with the step's name, at the key where it has a position).
@@ -112,6 +113,9 @@ pub(super) struct Typer<'f> {
     pub(super) agents: BTreeMap<String, Arc<Agent>>,
     /// Their names in the file's order (for the hint of an unknown one).
     pub(super) known: Vec<String>,
+    /// The file's resources, each with its type resolved (`get:` and `put:` steps hold
+    /// theirs).
+    pub(super) resources: Resources,
     /// The problems found.
     pub out: Vec<Diagnostic>,
 }
@@ -119,11 +123,12 @@ pub(super) struct Typer<'f> {
 const NO_KIND_HINT: &str = "start the step with exactly one of `task: NAME` (with `run:`), `agent: NAME`, `approval: NAME`, `input: NAME`, `get: NAME`, `put: NAME`, `do: [...]`, `in_parallel: [...]`, `try: {...}`, `race: [...]`, `ensemble: {...}`, `load_var: NAME`, `http: NAME` (with `url:`)";
 
 impl<'f> Typer<'f> {
-    pub(super) fn new(file: &'f Path) -> Self {
+    pub(super) fn new(file: &'f Path, resources: Resources) -> Self {
         Self {
             file,
             agents: BTreeMap::new(),
             known: Vec::new(),
+            resources,
             out: Vec::new(),
         }
     }
@@ -141,6 +146,9 @@ impl<'f> Typer<'f> {
     /// The typed pipeline (`None` when a step has no single kind; see [`Self::out`]).
     pub(super) fn pipeline(&mut self, mut raw: Pipeline<RawStep>) -> Option<Pipeline> {
         self.known = raw.agents.iter().map(|a| a.name.value.clone()).collect();
+        // Before the definitions are shared, so that each step's holds its sub-agents. An
+        // unknown one is reported by the checks (`check_agent`), with its parent's name.
+        super::delegation::resolve(&mut raw.agents);
         self.agents = raw
             .agents
             .iter()
@@ -308,6 +316,7 @@ impl<'f> Typer<'f> {
         if let Some(name) = raw.get.take() {
             let resource = raw.resource.take().unwrap_or_else(|| name.clone());
             return Some(StepKind::Get {
+                typed: self.resource(&resource),
                 name,
                 resource,
                 params: raw.params.take(),
@@ -319,6 +328,7 @@ impl<'f> Typer<'f> {
         if let Some(name) = raw.put.take() {
             let resource = raw.resource.take().unwrap_or_else(|| name.clone());
             return Some(StepKind::Put {
+                typed: self.resource(&resource),
                 name,
                 resource,
                 params: raw.params.take(),
@@ -369,6 +379,26 @@ impl<'f> Typer<'f> {
         raw.load_var.take().map(|name| StepKind::LoadVar {
             name,
             file: raw.file.take(),
+        })
+    }
+
+    /// The resource `name` names, as resolved at load. A name that did not resolve is
+    /// reported elsewhere (an unknown name by the checks, `check::check`; an unknown type
+    /// by `check_resource`; a bad `source:` by [`Resources::resolve`]) and typed as an
+    /// unavailable stand-in so that the rest of the file is checked; loading fails on the
+    /// report, so no step holding the stand-in runs.
+    fn resource(&self, name: &At<String>) -> Arc<TypedResource> {
+        self.resources.get(&name.value).cloned().unwrap_or_else(|| {
+            Arc::new(TypedResource {
+                spec: super::format::Resource {
+                    name: name.clone(),
+                    kind: At::new(String::new()),
+                    source: Default::default(),
+                    webhook_token_env: None,
+                    env: Vec::new(),
+                },
+                kind: super::typed_resource::ResolvedResource::Unavailable,
+            })
         })
     }
 

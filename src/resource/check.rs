@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::history::{History, HistoryError};
 use super::scripted::ScriptedError;
 use super::{ResourceError, git};
-use crate::pipeline::{Defaults, Loaded, ResolvedResource, Version, VersionSpec};
+use crate::pipeline::{Defaults, Loaded, ResolvedResource, TypedResource, Version, VersionSpec};
 
 /// Why a check failed; each names the resource.
 #[derive(Debug, thiserror::Error)]
@@ -87,15 +87,17 @@ impl Checker {
     /// oldest first. The first check of a resource with no history is a cold start: every
     /// version but the newest counts as already taken by `every` gets.
     pub async fn check(&self, resource: &str) -> Result<Vec<Version>, CheckError> {
-        self.check_with(resource, true, &CancellationToken::new())
+        // A name from outside (a watcher's list, a webhook's path): looked up here.
+        let typed = super::typed(&self.loaded, resource)?;
+        self.check_with(typed, true, &CancellationToken::new())
             .await
     }
 
-    /// Checks `resource` with an empty cursor (a manual run), records what it reported;
-    /// the new versions, oldest first.
+    /// Checks `resource` (a get step's, resolved at load) with an empty cursor (a manual
+    /// run), records what it reported; the new versions, oldest first.
     pub async fn check_without_cursor(
         &self,
-        resource: &str,
+        resource: &TypedResource,
         cancel: &CancellationToken,
     ) -> Result<Vec<Version>, CheckError> {
         self.check_with(resource, false, cancel).await
@@ -103,13 +105,13 @@ impl Checker {
 
     async fn check_with(
         &self,
-        resource: &str,
+        typed: &TypedResource,
         cursor: bool,
         cancel: &CancellationToken,
     ) -> Result<Vec<Version>, CheckError> {
-        let found = self.find_with(resource, cursor, cancel).await?;
+        let found = self.find_with(typed, cursor, cancel).await?;
         let history = self.history.clone();
-        let (name, cap) = (resource.to_owned(), self.cap);
+        let (name, cap) = (typed.name().to_owned(), self.cap);
         crate::blocking::blocking(move || history.record(&name, &found, cap, cursor))
             .await
             .map_err(CheckError::from)
@@ -123,7 +125,8 @@ impl Checker {
         resource: &str,
         cancel: &CancellationToken,
     ) -> Result<Vec<Version>, CheckError> {
-        self.find_with(resource, true, cancel).await
+        let typed = super::typed(&self.loaded, resource)?;
+        self.find_with(typed, true, cancel).await
     }
 
     /// Records what the checks of a round found ([`Checker::find`]), as
@@ -149,11 +152,11 @@ impl Checker {
 
     async fn find_with(
         &self,
-        resource: &str,
+        typed: &TypedResource,
         cursor: bool,
         cancel: &CancellationToken,
     ) -> Result<Vec<Version>, CheckError> {
-        let typed = super::typed(&self.loaded, resource)?;
+        let resource = typed.name();
         Ok(match &typed.kind {
             ResolvedResource::Git(src) => {
                 let src = src.clone();

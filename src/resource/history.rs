@@ -36,9 +36,13 @@ const FORMAT_JSON_V1: u8 = 1;
 /// Errors of the version history.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    /// A read or write of the state file failed.
+    /// A read or write of the state file failed: redb's error, kept whole (a caller can
+    /// tell a full disk, `redb::Error::Io`, from a corrupt file).
     #[error("state file error (version history): {0}")]
-    Db(String),
+    Db(#[source] redb::Error),
+    /// The blocking task reading or writing the history stopped before it finished.
+    #[error("state file error (version history): {0}")]
+    Stopped(#[from] crate::blocking::WorkerStopped),
     /// A recorded version is in a format this treadle cannot read.
     #[error("a recorded version of `{resource}` is unreadable: {detail}")]
     Format {
@@ -59,16 +63,10 @@ pub enum HistoryError {
     },
 }
 
-impl From<crate::blocking::WorkerStopped> for HistoryError {
-    fn from(stopped: crate::blocking::WorkerStopped) -> Self {
-        HistoryError::Db(stopped.to_string())
-    }
-}
-
 macro_rules! db_err {
     ($($t:ty),*) => {$(
         impl From<$t> for HistoryError {
-            fn from(e: $t) -> Self { HistoryError::Db(e.to_string()) }
+            fn from(e: $t) -> Self { HistoryError::Db(e.into()) }
         }
     )*};
 }

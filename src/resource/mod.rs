@@ -50,9 +50,20 @@ impl ResourceError {
 /// `version` of `resource` written as a get holds it: a git resource's commit, any other
 /// type's version as canonical JSON.
 pub fn version_text(loaded: &Loaded, resource: &str, version: &crate::pipeline::Version) -> String {
-    match loaded.resources.get(resource).map(|r| &r.kind) {
-        Some(ResolvedResource::Git(_)) => version.get("ref").cloned().unwrap_or_default(),
-        _ => history::canonical(version),
+    match loaded.resources.get(resource) {
+        Some(typed) => typed.version_text(version),
+        None => history::canonical(version),
+    }
+}
+
+impl TypedResource {
+    /// `version` of this resource written as a get holds it: a git resource's commit,
+    /// any other type's version as canonical JSON.
+    pub fn version_text(&self, version: &crate::pipeline::Version) -> String {
+        match &self.kind {
+            ResolvedResource::Git(_) => version.get("ref").cloned().unwrap_or_default(),
+            _ => history::canonical(version),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::pipeline::At;
 use crate::pipeline::agent_def::Agent;
 use crate::pipeline::format::{Job, Pipeline, RawStep};
-use crate::pipeline::{LoadError, load, resolve, secrets};
+use crate::pipeline::{Diagnostic, LoadError, Problem, delegation, load, resolve, secrets};
 
 /// A pipeline file's top level without its jobs: the agents (and the settings they use)
 /// a workflow's agent steps name.
@@ -70,6 +70,18 @@ impl Agents {
         for agent in &mut raw.agents {
             agent.env.retain(|name| !keys.contains(&name.value));
         }
+        let unknown = delegation::resolve(&mut raw.agents);
+        if !unknown.is_empty() {
+            return Err(LoadError(
+                unknown
+                    .iter()
+                    .map(|u| {
+                        let (message, hint) = u.said();
+                        Diagnostic::new(path, u.agent.pos, Problem::UnknownAgent, message, hint)
+                    })
+                    .collect(),
+            ));
+        }
         Ok(Self {
             file: path.to_path_buf(),
             pipeline: without_jobs(raw),
@@ -96,6 +108,10 @@ impl Agents {
         let agents = &mut self.pipeline.agents;
         agents.retain(|a| a.name.value != agent.name.value);
         agents.push(agent);
+        // The places in the list moved: every sub-agent grant is resolved again. One
+        // naming an agent not (yet) given is left unresolved; a step of its agent is
+        // refused ([`super::AgentTask::into_step`]).
+        delegation::resolve(agents);
         self
     }
 

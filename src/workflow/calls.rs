@@ -220,6 +220,20 @@ impl AgentTask {
                 })
         };
         call.def = resolve(&call.agent.value)?;
+        // A YAML file granting an unknown sub-agent does not load; a workflow's agents
+        // built in code are refused here, before any step of theirs runs.
+        let unresolved = loaded.pipeline.agents.iter().find_map(|a| {
+            a.unresolved_delegates()
+                .next()
+                .map(|g| (a.name.value.clone(), g.agent.clone()))
+        });
+        if let Some((parent, agent)) = unresolved {
+            let unknown = crate::pipeline::delegation::Unknown { parent, agent };
+            return Err(FlowError::Refused {
+                name: name.to_owned(),
+                reason: format!("{}: add it to the workflow's agents", unknown.said().0),
+            });
+        }
         call.escalate_to = match escalate_to.as_deref() {
             None => None,
             Some(crate::pipeline::controls::HUMAN) => Some(At::new(EscalateTo::Human)),
@@ -265,5 +279,56 @@ mod tests {
         let b = step.agent_call().and_then(|c| c.budget.as_ref());
         assert_eq!(b.and_then(|b| b.tokens), Some(1200));
         assert_eq!(b.and_then(|b| b.dollars), Some(0.5));
+    }
+
+    #[test]
+    fn a_sub_agent_grant_is_resolved_with_the_agents_and_an_unknown_one_refused() {
+        use crate::pipeline::tool_grant::{AgentGrant, ToolGrant};
+        use crate::pipeline::{Agent, At};
+        let lead = Agent {
+            name: At::new("lead".to_owned()),
+            tools: Some(vec![At::new(ToolGrant::Agent(AgentGrant {
+                agent: At::new("helper".to_owned()),
+                description: None,
+                strays: Vec::new(),
+            }))]),
+            ..Agent::default()
+        };
+        let loaded_of = |agents: crate::workflow::Agents| crate::pipeline::Loaded {
+            file: agents.file.clone(),
+            dir: ".".into(),
+            pipeline: agents.pipeline,
+            resources: crate::pipeline::Resources::default(),
+        };
+        let alone = loaded_of(crate::workflow::Agents::none().with(lead.clone()));
+        let refused = AgentTask::new("lead", "p").into_step("s", &alone);
+        assert!(
+            matches!(&refused, Err(super::FlowError::Refused { reason, .. })
+                if reason.contains("agent `lead` is granted unknown agent `helper`")),
+            "{refused:?}"
+        );
+        // Given later, the helper is found: adding an agent resolves every grant again.
+        let helper = Agent {
+            name: At::new("helper".to_owned()),
+            ..Agent::default()
+        };
+        let both = loaded_of(crate::workflow::Agents::none().with(lead).with(helper));
+        let step = AgentTask::new("lead", "p").into_step("s", &both);
+        let call = step.as_ref().ok().and_then(|s| s.agent_call());
+        let sub = call.map(|c| both.pipeline.agent_at(c.def.delegations[0].agent));
+        assert_eq!(sub.map(|a| a.name.value.as_str()), Some("helper"));
+    }
+
+    #[test]
+    fn agents_read_from_yaml_refuse_an_unknown_sub_agent_where_it_is_written() {
+        let text = "agents:\n  - name: lead\n    tools:\n      - agent: helpr\n  - name: helper\n";
+        let e = crate::workflow::Agents::from_yaml(text)
+            .err()
+            .map(|e| e.to_string());
+        let e = e.unwrap_or_default();
+        assert!(
+            e.contains("workflow.yml:4:16") && e.contains("granted unknown agent `helpr`"),
+            "{e}"
+        );
     }
 }

@@ -107,7 +107,7 @@ pub(super) fn judge(
         delivered: &known.delivered,
         prev: known.prev,
     };
-    let mut parts = match key::step_key(loaded, step, &facts) {
+    let mut parts = match key::step_key(step, &facts) {
         Ok(p) => p,
         Err(e) => return run(vec![e.to_string()]),
     };

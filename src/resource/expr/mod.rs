@@ -72,9 +72,9 @@ pub enum ExprError {
     /// It ran past the type's `timeout:`.
     #[error("did not finish within {} (raise the type's `timeout:` if it needs longer)", humantime::format_duration(*.0))]
     TimedOut(Duration),
-    /// Its thread ended without an answer.
+    /// Its thread ended without an answer (it panicked, or the runtime shut down).
     #[error("stopped: {0}")]
-    Stopped(String),
+    Stopped(#[source] tokio::task::JoinError),
 }
 
 /// ` (at `...`)`: the expression's text from `pos` to the end of its line (at most 40
@@ -147,7 +147,7 @@ pub async fn run(stage: Stage<'_>) -> Result<Value, ExprError> {
     let job = tokio::task::spawn_blocking(move || eval::eval(&tree, vars, &host));
     match tokio::time::timeout(stage.timeout, job).await {
         Err(_) => Err(ExprError::TimedOut(stage.timeout)),
-        Ok(Err(e)) => Err(ExprError::Stopped(e.to_string())),
+        Ok(Err(e)) => Err(ExprError::Stopped(e)),
         Ok(Ok(out)) => out.map_err(|source| ExprError::Eval {
             source: Box::new(source),
             text: text.to_owned(),

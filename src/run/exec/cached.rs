@@ -184,8 +184,8 @@ async fn key_parts<'a>(
     }
     ctx.state.set_inputs_before(entry.seq, before);
     let version = match &step.kind {
-        StepKind::Get { resource: res, .. } => {
-            Some(super::version::resolve_version(ctx, step, &res.value, entry).await?)
+        StepKind::Get { typed, .. } => {
+            Some(super::version::resolve_version(ctx, step, typed, entry).await?)
         }
         _ => None,
     };
@@ -200,15 +200,10 @@ async fn key_parts<'a>(
         delivered: &delivered,
         prev: cache.prev_key(entry.seq),
     };
-    key::step_key(ctx.loaded, step, &facts)
+    key::step_key(step, &facts)
         .map(Some)
-        .map_err(|e| {
-            let kind = match e {
-                ConfigError::Agent(_) => FailureKind::Configuration,
-                ConfigError::UnknownResource(_) => FailureKind::Infrastructure,
-            };
-            Done::fail(kind, e.to_string())
-        })
+        // The one way a key fails: the agent step cannot be built (its model, say).
+        .map_err(|e: ConfigError| Done::fail(FailureKind::Configuration, e.to_string()))
 }
 
 /// Brings a recorded outcome back instead of running the step (a cache hit, or a

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::{Ctx, Done, Status};
-use crate::pipeline::{At, Step, StepKind, VersionSpec};
+use crate::pipeline::{At, Step, StepKind, TypedResource, VersionSpec};
 use crate::resource::check::Checker;
 use crate::run::failure::FailureKind;
 
@@ -18,11 +18,11 @@ pub(crate) fn first_every(plan: &[At<Step>]) -> Option<usize> {
 }
 
 /// The `every` gets of the plan from `start`: (outline seq, resource).
-fn every_gets<'p>(ctx: &Ctx<'_>, plan: &'p [At<Step>]) -> Vec<(u32, &'p str)> {
+fn every_gets<'p>(ctx: &Ctx<'_>, plan: &'p [At<Step>]) -> Vec<(u32, &'p TypedResource)> {
     plan.iter()
         .filter(|s| s.is_every_get())
         .filter_map(|s| match (&s.kind, ctx.outline.entry(s)) {
-            (StepKind::Get { resource: r, .. }, Some(e)) => Some((e.seq, r.value.as_str())),
+            (StepKind::Get { typed, .. }, Some(e)) => Some((e.seq, typed.as_ref())),
             _ => None,
         })
         .collect()
@@ -49,18 +49,19 @@ pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
     let job = ctx.job.name.value.as_str();
     let mut held: HashMap<u32, Option<String>> = HashMap::new();
     let forcing = ctx.mode.forcing();
-    for &(seq, resource) in &gets {
+    for &(seq, typed) in &gets {
+        let resource = typed.name();
         // `--force` ignores what was taken before; what it takes is recorded again.
         if forcing && let Err(e) = checker.history().rewind(job, resource) {
             return Done::fail(FailureKind::Infrastructure, e.to_string());
         }
-        if let Err(e) = checker.check_without_cursor(resource, &ctx.root).await {
+        if let Err(e) = checker.check_without_cursor(typed, &ctx.root).await {
             ctx.skip(&plan[start..]);
             return Done::fail(FailureKind::Infrastructure, e.to_string());
         }
         let last = checker.history().last_taken(job, resource);
         let last = match last {
-            Ok(v) => v.map(|v| super::version::version_text(ctx, resource, &v)),
+            Ok(v) => v.map(|v| typed.version_text(&v)),
             Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
         };
         held.insert(seq, last);
@@ -69,10 +70,10 @@ pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
     let mut sets = 0;
     loop {
         let mut moved = false;
-        for &(seq, resource) in &gets {
-            match checker.next_version(job, resource, &VersionSpec::Every) {
+        for &(seq, typed) in &gets {
+            match checker.next_version(job, typed.name(), &VersionSpec::Every) {
                 Ok(Some(v)) => {
-                    held.insert(seq, Some(super::version::version_text(ctx, resource, &v)));
+                    held.insert(seq, Some(typed.version_text(&v)));
                     moved = true;
                 }
                 Ok(None) => {}
@@ -85,7 +86,7 @@ pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
         let missing: Vec<&str> = gets
             .iter()
             .filter(|(seq, _)| held.get(seq).is_none_or(Option::is_none))
-            .map(|(_, r)| *r)
+            .map(|(_, r)| r.name())
             .collect();
         if !missing.is_empty() {
             crate::console::tell!(
@@ -109,7 +110,7 @@ pub(crate) async fn walk_every<'a>(ctx: &'a Ctx<'a>, start: usize) -> Done {
         }
     }
     if sets == 0 {
-        let names: Vec<&str> = gets.iter().map(|(_, r)| *r).collect();
+        let names: Vec<&str> = gets.iter().map(|(_, r)| r.name()).collect();
         crate::console::tell!(
             "treadle: job `{job}` has no new versions of {} (each was taken already); the {} step(s) from the `every` get on did not run",
             names.join(", "),

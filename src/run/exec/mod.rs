@@ -457,11 +457,11 @@ impl<'a> Ctx<'a> {
                 StepKind::Http { call, .. } => {
                     http_step::http(self, step, entry, attempt, call, cancel).await
                 }
-                StepKind::Get { resource: res, .. } => {
-                    resource::get_step(self, step, entry, attempt, &res.value, &cancel).await
+                StepKind::Get { typed, .. } => {
+                    resource::get_step(self, step, entry, attempt, typed, &cancel).await
                 }
-                StepKind::Put { resource: res, .. } => {
-                    resource::put_step(self, step, entry, &res.value, &cancel).await
+                StepKind::Put { typed, .. } => {
+                    resource::put_step(self, step, entry, typed, &cancel).await
                 }
             }
         }

@@ -21,7 +21,6 @@ use crate::pipeline::{ResolvedResource, TypedResource};
 use crate::resource::{GitSource, ResourceError, git, ops};
 use crate::run::artifacts::copy_tree;
 use crate::run::failure::FailureKind;
-use crate::run::transcript::Event;
 use tokio_util::sync::CancellationToken;
 
 fn git_source<'a>(ctx: &Ctx<'a>, resource: &str) -> Result<GitSource, ResourceError> {
@@ -34,15 +33,6 @@ fn git_dir<'a>(ctx: &Ctx<'a>) -> PathBuf {
         .map_or_else(|| ctx.artifacts.root().join("git"), |c| c.git_dir.clone())
 }
 
-fn say<'a>(ctx: &Ctx<'a>, entry: &Entry, line: String) {
-    ctx.emit(Event::Output {
-        run: ctx.run,
-        seq: entry.seq,
-        stream: "stdout".into(),
-        line,
-    });
-}
-
 /// Where a `get:` or `put:` goes: a git resource handled here, or a versioned one (`time`,
 /// a `resource_types:` entry) handled in `resource_scripted`.
 enum Target<'a> {
@@ -50,10 +40,11 @@ enum Target<'a> {
     Versioned(&'a TypedResource),
 }
 
-/// The resource a `get:` or `put:` names, as loaded; an error for one this treadle cannot
-/// run (a Slack type without its entry).
-fn target<'a>(ctx: &'a Ctx<'a>, resource: &str) -> Result<Target<'a>, ResourceError> {
-    let typed = crate::resource::typed(ctx.loaded, resource)?;
+/// Where the resource of a `get:` or `put:` (resolved at load) goes. An unavailable one
+/// is an error here, when the step runs, and not at load: it is a fact about this
+/// treadle (it cannot talk to Slack), not a name that failed to resolve, and a file
+/// with one loads and checks (and may run its other jobs).
+fn target(typed: &TypedResource) -> Result<Target<'_>, ResourceError> {
     match &typed.kind {
         ResolvedResource::Git(s) => Ok(Target::Git(s.clone())),
         ResolvedResource::Time(_) | ResolvedResource::Scripted(_) => Ok(Target::Versioned(typed)),
@@ -67,14 +58,15 @@ pub(crate) async fn get_step<'a>(
     step: &'a Step,
     entry: &'a Entry,
     attempt: u32,
-    resource: &'a str,
+    typed: &'a TypedResource,
     cancel: &CancellationToken,
 ) -> Done {
-    let src = match target(ctx, resource) {
+    let resource = typed.name();
+    let src = match target(typed) {
         Ok(Target::Git(s)) => s,
         Ok(Target::Versioned(typed)) => {
             return super::resource_scripted::get_versioned(
-                ctx, typed, step, entry, attempt, resource, cancel,
+                ctx, typed, step, entry, attempt, cancel,
             )
             .await;
         }
@@ -83,7 +75,7 @@ pub(crate) async fn get_step<'a>(
     let known = match ctx.state.version(entry.seq) {
         Some(v) => Some(v),
         None if step.version().is_some() => {
-            match super::version::pick_version(ctx, step, entry, resource).await {
+            match super::version::pick_version(ctx, step, entry, typed).await {
                 Ok(v) => Some(v),
                 Err(d) => return d,
             }
@@ -120,7 +112,7 @@ pub(crate) async fn get_step<'a>(
         Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let line = format!("fetched {} {} at {commit}", src.uri, src.branch);
-    say(ctx, entry, line.clone());
+    ctx.step_line(entry, line.clone());
     ctx.state.set_version(entry.seq, commit.clone());
     ctx.state
         .set_git_input(artifact, resource.to_owned(), commit.clone());
@@ -136,16 +128,14 @@ pub(crate) async fn put_step<'a>(
     ctx: &'a Ctx<'a>,
     step: &'a Step,
     entry: &'a Entry,
-    resource: &'a str,
+    typed: &'a TypedResource,
     cancel: &CancellationToken,
 ) -> Done {
-    let src = match target(ctx, resource) {
+    let resource = typed.name();
+    let src = match target(typed) {
         Ok(Target::Git(s)) => s,
         Ok(Target::Versioned(typed)) => {
-            return super::resource_scripted::put_versioned(
-                ctx, typed, step, entry, resource, cancel,
-            )
-            .await;
+            return super::resource_scripted::put_versioned(ctx, typed, step, entry, cancel).await;
         }
         Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
@@ -189,7 +179,7 @@ pub(crate) async fn put_step<'a>(
                 return Done::fail(FailureKind::Infrastructure, e.to_string());
             }
             let line = format!("pushed {commit} to {} {}", src.uri, src.branch);
-            say(ctx, entry, line.clone());
+            ctx.step_line(entry, line.clone());
             super::record::update(ctx, entry.seq, |r| {
                 r.produced.stdout_tail = format!("{line}\n")
             })
@@ -248,8 +238,7 @@ async fn commit_work(
         )?)
     })
     .await?;
-    say(
-        ctx,
+    ctx.step_line(
         entry,
         format!(
             "committed {made} to {} {branch}: {}",
@@ -288,8 +277,7 @@ pub(crate) async fn restore_commits(
             )?)
         })
         .await?;
-        say(
-            ctx,
+        ctx.step_line(
             entry,
             format!(
                 "restored commit {kept} (made in run {}) on {} {branch}",
@@ -335,8 +323,7 @@ async fn wipe_work<'a>(
         Ok(())
     })
     .await?;
-    say(
-        ctx,
+    ctx.step_line(
         entry,
         format!("wiped the agent's changes to `{artifact}` ({why})"),
     );

@@ -33,13 +33,13 @@ pub(crate) async fn get_versioned<'a>(
     step: &'a Step,
     entry: &'a Entry,
     attempt: u32,
-    resource: &'a str,
     cancel: &CancellationToken,
 ) -> Done {
+    let resource = typed.name();
     let known = ctx.state.version(entry.seq);
     let text = match known {
         Some(v) => v,
-        None => match super::version::pick_version(ctx, step, entry, resource).await {
+        None => match super::version::pick_version(ctx, step, entry, typed).await {
             Ok(v) => v,
             Err(d) => return d,
         },
@@ -141,9 +141,9 @@ pub(crate) async fn put_versioned<'a>(
     typed: &'a TypedResource,
     step: &'a Step,
     entry: &'a Entry,
-    resource: &'a str,
     cancel: &CancellationToken,
 ) -> Done {
+    let resource = typed.name();
     let inputs = ctx.artifacts.inputs_of(step);
     if let Some(missing) = inputs.iter().find(|i| ctx.artifacts.artifact(i).is_none()) {
         return Done::failed(format!(

@@ -6,7 +6,7 @@ use super::{Ctx, Done};
 use crate::blocking::blocking;
 use crate::pipeline::Step;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{ResolvedResource, Version, VersionSpec};
+use crate::pipeline::{ResolvedResource, TypedResource, VersionSpec};
 use crate::resource::check::Checker;
 use crate::resource::{ResourceError, ops};
 use crate::run::failure::FailureKind;
@@ -16,10 +16,10 @@ use crate::run::failure::FailureKind;
 pub(crate) async fn resolve_version<'a>(
     ctx: &Ctx<'a>,
     step: &Step,
-    resource: &str,
+    resource: &TypedResource,
     entry: &Entry,
 ) -> Result<String, Done> {
-    let version = match ctx.versions.get(resource) {
+    let version = match ctx.versions.get(resource.name()) {
         // A triggered build fetches the version it was queued with, not the latest.
         Some(pinned) => pinned.clone(),
         None => pick_version(ctx, step, entry, resource).await?,
@@ -35,8 +35,9 @@ pub(crate) async fn pick_version<'a>(
     ctx: &Ctx<'a>,
     step: &Step,
     entry: &Entry,
-    resource: &str,
+    typed: &TypedResource,
 ) -> Result<String, Done> {
+    let resource = typed.name();
     let mode = step.version().map(|v| v.value.clone()).unwrap_or_default();
     // An `every` get of an input set: the set decided its version.
     if mode == VersionSpec::Every
@@ -44,8 +45,6 @@ pub(crate) async fn pick_version<'a>(
     {
         return Ok(v);
     }
-    let typed = crate::resource::typed(ctx.loaded, resource)
-        .map_err(|e| Done::fail(FailureKind::Configuration, e.to_string()))?;
     if let (ResolvedResource::Git(src), VersionSpec::Latest) = (&typed.kind, &mode) {
         let src = src.clone();
         return blocking::<_, ResourceError>(move || ops::latest(&src))
@@ -59,7 +58,7 @@ pub(crate) async fn pick_version<'a>(
     )
     .map_err(|e| Done::fail(FailureKind::Infrastructure, e.to_string()))?;
     checker
-        .check_without_cursor(resource, &ctx.root)
+        .check_without_cursor(typed, &ctx.root)
         .await
         .map_err(|e| Done::fail(FailureKind::Infrastructure, e.to_string()))?;
     let job = &ctx.job.name.value;
@@ -82,12 +81,7 @@ pub(crate) async fn pick_version<'a>(
             _ => format!("get `{resource}`: no versions available (its check reported none)"),
         }));
     };
-    Ok(version_text(ctx, resource, &version))
-}
-
-/// How a get step holds a version: a git resource's commit, else canonical JSON.
-pub(crate) fn version_text<'a>(ctx: &Ctx<'a>, resource: &str, version: &Version) -> String {
-    crate::resource::version_text(ctx.loaded, resource, version)
+    Ok(typed.version_text(&version))
 }
 
 /// The version an `every` get at outline `seq` takes in the current set, if a set is
