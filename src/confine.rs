@@ -506,24 +506,21 @@ mod tests {
                 readable: &[],
             };
             let confinement = for_keeper(&mut cmd, &policy).unwrap();
-            let mut kept = crate::keeper::spawn(cmd, None, confinement).await.unwrap();
-            let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-            use tokio::io::AsyncReadExt;
-            kept.stdout.take().unwrap().read_to_end(&mut stdout).await.unwrap();
-            kept.stderr.take().unwrap().read_to_end(&mut stderr).await.unwrap();
-            let status = kept.wait().await.unwrap();
-            return (
-                status.code().unwrap_or(-1),
-                format!("{}{}", String::from_utf8_lossy(&stdout), String::from_utf8_lossy(&stderr)),
-            );
+            let kept = crate::keeper::spawn(cmd, None, confinement).await.unwrap();
+            let out = kept.wait_with_output().await.unwrap();
+            return (out.status.code().unwrap_or(-1), text(&out));
         };
         let out = child.wait_with_output().await.unwrap();
-        let text = format!(
+        (out.status.code().unwrap_or(-1), text(&out))
+    }
+
+    fn text(out: &std::process::Output) -> String {
+        let (o, e) = (&out.stdout, &out.stderr);
+        format!(
             "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code().unwrap_or(-1), text)
+            String::from_utf8_lossy(o),
+            String::from_utf8_lossy(e)
+        )
     }
 
     #[tokio::test]

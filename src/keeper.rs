@@ -58,7 +58,7 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-pub use spawner::{SpawnerError, start_spawner};
+pub use spawner::{SpawnerError, start_spawner, stop_spawner};
 
 use crate::confine::Confinement;
 
@@ -104,7 +104,11 @@ pub(crate) async fn spawn(
 ) -> io::Result<Kept> {
     if spawner::running() {
         let started = spawner::start(&cmd, argv0, confinement).await?;
-        return Kept::spawned(started);
+        let pid = started.pid;
+        return Kept::spawned(started).inspect_err(|_| {
+            // Started, but it cannot be watched: it must not run unwatched.
+            tokio::task::spawn_blocking(move || spawner::abandon(pid));
+        });
     }
     // The fork of treadle: no spawner in this program, or it is gone.
     if let Some(argv0) = argv0 {
@@ -202,7 +206,9 @@ impl Kept {
         };
         let output = |fd: OwnedFd| std::process::ChildStdout::from(fd);
         Ok(Kept {
-            stdout: Some(tokio::process::ChildStdout::from_std(output(started.stdout))?),
+            stdout: Some(tokio::process::ChildStdout::from_std(output(
+                started.stdout,
+            ))?),
             stderr: Some(tokio::process::ChildStderr::from_std(
                 std::process::ChildStderr::from(started.stderr),
             )?),
@@ -249,6 +255,27 @@ impl Kept {
                 ready.clear_ready();
             },
         }
+    }
+}
+
+#[cfg(test)]
+impl Kept {
+    /// Reads the command's output to its end, then waits for the keeper.
+    pub(crate) async fn wait_with_output(mut self) -> io::Result<std::process::Output> {
+        use tokio::io::AsyncReadExt;
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        if let Some(mut out) = self.stdout.take() {
+            out.read_to_end(&mut stdout).await?;
+        }
+        if let Some(mut err) = self.stderr.take() {
+            err.read_to_end(&mut stderr).await?;
+        }
+        let status = self.wait().await?;
+        Ok(std::process::Output {
+            status,
+            stdout,
+            stderr,
+        })
     }
 }
 

@@ -42,5 +42,7 @@ fn main() -> ExitCode {
     let code = runtime.block_on(treadle::cli::dispatch(cli));
     // The last spans are exported on the runtime, so before it is dropped.
     telemetry.finish();
+    // Reaped, so that `time treadle ...` counts what the spawner spent.
+    treadle::keeper::stop_spawner();
     ExitCode::from(code)
 }

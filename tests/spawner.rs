@@ -60,7 +60,11 @@ plan:
     );
     let out = run_with_inherited_fds(&f);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for step in ["confined", "open"] {
         let fds = listed(&stdout, step);
         assert!(fds.contains(&0), "{step}: nothing listed in\n{stdout}");
@@ -105,7 +109,10 @@ plan:
     let file = f.path().join("keeper");
     let t0 = Instant::now();
     while !file.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the task did not start");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the task did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let keeper = std::fs::read_to_string(&file).unwrap().trim().to_owned();

@@ -18,8 +18,8 @@ impl Workflow for Probe {
     const NAME: &'static str = "probe";
 
     async fn run(&self, flow: &mut Flow, (): ()) -> Result<String, FlowError> {
-        let probe = Shell::new("grep -E '^(Name|PPid):' /proc/$PPID/status; ls /proc/self/fd")
-            .unconfined();
+        let probe =
+            Shell::new("grep -E '^(Name|PPid):' /proc/$PPID/status; ls /proc/self/fd").unconfined();
         Ok(flow.shell("probe", probe).await?.stdout)
     }
 }

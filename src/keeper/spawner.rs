@@ -61,6 +61,9 @@ type Link = Arc<tokio::sync::Mutex<Option<UnixStream>>>;
 
 static LINK: OnceLock<Link> = OnceLock::new();
 
+/// The spawner's pid, to reap it at the end ([`stop_spawner`]).
+static PID: OnceLock<libc::pid_t> = OnceLock::new();
+
 /// Set when the spawner is found gone: later commands fork treadle.
 static GONE: AtomicBool = AtomicBool::new(false);
 
@@ -95,12 +98,32 @@ pub fn start_spawner() -> Result<(), SpawnerError> {
             drop(ours);
             spawner(theirs.into(), treadle)
         }
-        _ => {
+        pid => {
             drop(theirs);
             // Another call cannot have won: this process is single-threaded.
             let _ = LINK.set(Arc::new(tokio::sync::Mutex::new(Some(ours))));
+            let _ = PID.set(pid);
             Ok(())
         }
+    }
+}
+
+/// Ends the spawner and reaps it, so that its CPU time is counted in this process's
+/// children's (what `time` and `wait4` report). Call it last in `main`, once no command
+/// is being started; then commands start by forking this process. Without it the
+/// spawner ends all the same when this process does (its socket closes).
+pub fn stop_spawner() {
+    let (Some(link), Some(pid)) = (LINK.get(), PID.get()) else {
+        return;
+    };
+    // A command being started holds the socket: leave the spawner to end with us then.
+    let Ok(mut socket) = link.try_lock() else {
+        return;
+    };
+    GONE.store(true, Ordering::Relaxed);
+    // Its end of the stream: the spawner exits at once.
+    if socket.take().is_some() {
+        reap(*pid);
     }
 }
 
@@ -115,11 +138,21 @@ fn spawner(socket: OwnedFd, treadle: libc::pid_t) -> ! {
     // arguments on descriptors of this process; `take_keys` in this single-threaded
     // process.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
         if libc::getppid() != treadle {
             libc::_exit(0);
         }
         libc::prctl(libc::PR_SET_NAME, c"treadle-spawner".as_ptr(), 0, 0, 0);
+        // A group of its own: the terminal's Ctrl-C (or a kill of treadle's group) stops
+        // treadle's steps, not the process that starts its commands. Not by ignoring the
+        // signals: the keepers and commands would inherit that.
+        libc::setpgid(0, 0);
         // Above 2, so that what it receives is too, and 0 to 2 can be `/dev/null`.
         let fd = libc::fcntl(socket.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3);
         if fd < 0 {
@@ -251,8 +284,8 @@ fn gone(why: &str) -> io::Error {
     ))
 }
 
-/// Stops a keeper nobody waits for, and reaps it.
-fn abandon(pid: i32) {
+/// Stops a keeper nobody waits for, and reaps it (blocking).
+pub(super) fn abandon(pid: i32) {
     // SAFETY: kill(2) of our own child, not yet reaped (so its pid is not reused).
     unsafe { libc::kill(pid, libc::SIGTERM) };
     reap(pid);

@@ -120,7 +120,8 @@ pub(super) fn receive(socket: &mut impl SocketIo) -> io::Result<Option<Request>>
     }
     let mut body = vec![0u8; len];
     socket.read_exact(&mut body)?;
-    decode(&body, fds).ok_or_else(|| io::Error::other("a malformed request"))
+    decode(&body, fds)
+        .ok_or_else(|| io::Error::other("a malformed request"))
         .map(Some)
 }
 
@@ -290,9 +291,9 @@ fn send_with_fds(socket: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
         Ok(n) if n == data.len() => Ok(()),
         // A stream socket took part of the header: the rest follows without descriptors.
         Ok(n) => {
-            let mut stream =
-                std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(socket) });
-            stream.write_all(&data[n..])
+            // SAFETY: the socket is borrowed for this write only, never closed here.
+            let file = unsafe { std::fs::File::from_raw_fd(socket) };
+            std::mem::ManuallyDrop::new(file).write_all(&data[n..])
         }
         Err(_) => Err(io::Error::last_os_error()),
     }
@@ -357,8 +358,14 @@ mod tests {
         };
         let argv = [OsStr::new("sh"), OsStr::new("-c"), OsStr::new("echo é")];
         let env = vec![b"PATH=/bin".to_vec(), b"A=".to_vec()];
-        let body = encode(&raw, OsStr::new("/bin/sh"), OsStr::new("/tmp"), argv.into_iter(), &env)
-            .unwrap();
+        let body = encode(
+            &raw,
+            OsStr::new("/bin/sh"),
+            OsStr::new("/tmp"),
+            argv.into_iter(),
+            &env,
+        )
+        .unwrap();
         let (r, w) = std::io::pipe().unwrap();
         let (r, w) = (OwnedFd::from(r), OwnedFd::from(w));
         send(&mut a, &body, &[r.as_raw_fd(), w.as_raw_fd()]).unwrap();
@@ -373,14 +380,25 @@ mod tests {
         assert!(receive(&mut b).unwrap().is_none(), "the end of the stream");
         // A NUL byte cannot be sent.
         let argv = [OsStr::new("a\0b")];
-        assert!(encode(&raw, OsStr::new("x"), OsStr::new("/"), argv.into_iter(), &[]).is_none());
+        assert!(
+            encode(
+                &raw,
+                OsStr::new("x"),
+                OsStr::new("/"),
+                argv.into_iter(),
+                &[]
+            )
+            .is_none()
+        );
     }
 
     #[test]
     fn a_reply_says_the_error_as_the_os_said_it() {
         let mut bytes = Vec::new();
         let missing = io::Error::from_raw_os_error(libc::ENOENT);
-        Reply::new(12, &failure(&missing)).write(&mut bytes).unwrap();
+        Reply::new(12, &failure(&missing))
+            .write(&mut bytes)
+            .unwrap();
         let reply = Reply::read(&mut &bytes[..]).unwrap();
         assert_eq!(reply.pid, 12);
         assert_eq!(reply.error().unwrap().kind(), io::ErrorKind::NotFound);

@@ -103,10 +103,7 @@ pub struct Ran {
 /// tools run their commands through this too.
 pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ran, ToolError> {
     let mut command = Command::new("sh");
-    command
-        .arg("-c")
-        .arg(script)
-        .current_dir(ws.root());
+    command.arg("-c").arg(script).current_dir(ws.root());
     crate::environ::set_command_env(&mut command, ws.pass_env(), std::iter::empty());
     for name in ws.hidden_env() {
         command.env_remove(name);
