@@ -1,13 +1,13 @@
 //! The command's own half of its confinement: what it does to itself after its keeper
 //! forked it and before it execs (a `/proc` of its own, a network namespace, no
 //! `CAP_SYS_PTRACE`, the Landlock rulesets built in treadle). One function, [`apply`],
-//! whichever way the keeper was started (a fork of treadle, or treadle's binary run as
-//! the keeper program, `crate::keeper`), so the rule lives in one place.
+//! whichever way the keeper was started (a fork of treadle, or a clone of treadle's
+//! spawner, `crate::keeper`), so the rule lives in one place.
 //!
 //! A [`Confinement`] holds the rulesets' descriptors; [`Confinement::raw`] is the same as
 //! plain values for the moment between fork and exec, where nothing may allocate; it is
-//! also what the keeper program receives from treadle ([`Raw::encode`], the descriptors
-//! passed beside it).
+//! also what the spawner receives from treadle ([`Raw::encode`], the descriptors passed
+//! beside it).
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -52,7 +52,7 @@ impl Confinement {
 }
 
 /// A [`Confinement`] as plain values: copied into the closure that runs between fork and
-/// exec, or sent to the keeper program.
+/// exec, or sent to the spawner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Raw {
     /// Ruleset descriptors, `-1` for none.
