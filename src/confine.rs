@@ -23,10 +23,11 @@
 //!   tables of treadle's whole address space for every command and takes a copy-on-write
 //!   fault for each page written afterwards; for a watcher starting a thousand checks a
 //!   round that was most of its time (docs/benchmarks.md, "The watcher's poll round").
-//! * [`confine`]: in the child between fork and exec (`pre_exec`), for commands that need
-//!   other `pre_exec` work anyway (a task's or a tool command's keeper,
-//!   [`crate::keeper::keep`], whose parent-death signal is tied to the thread that started
-//!   it, so it cannot come from a thread that ends).
+//! * [`for_keeper`]: by the command itself, after its keeper forked it and before it execs
+//!   (`command`), for tasks and tool commands, which run under a keeper
+//!   ([`crate::keeper::spawn`]): the rulesets built here travel to it as descriptors;
+//!   [`confine`] applies the same in the child between fork and exec, for a command
+//!   without a keeper (an MCP server).
 //!
 //! Where the kernel has no Landlock the command runs unconfined: [`unavailable`] says why,
 //! and the run says so once.
@@ -35,7 +36,8 @@
 //! configuration; its `network:` and treadle's loopback ports for it), `toolchains` (the
 //! user's toolchains readable, credential places never), `grant` (the `network:` grant as
 //! the pipeline file writes it, parsed once), `network` (that grant enforced: TCP rules,
-//! the server's port, namespaces), `pid` (a PID namespace and `/proc` of the command's
+//! the server's port, namespaces), `command` (what the command does to itself before it
+//! execs: one function for both ways of starting a keeper), `pid` (a PID namespace and `/proc` of the command's
 //! own), `denied` (the hint for a refusal), `rules` (the ruleset of one command from what
 //! it may read), `base` (the path rules commands share, opened once per process). The
 //! grant's type lives here, not in `pipeline`,
@@ -46,6 +48,7 @@
 
 mod base;
 pub mod cli;
+pub(crate) mod command;
 pub(crate) mod denied;
 pub mod grant;
 pub mod network;
@@ -54,8 +57,9 @@ mod rules;
 pub mod toolchains;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
+pub use command::Confinement;
 use grant::Network;
 use rules::{Reads, rules};
 
@@ -309,11 +313,32 @@ fn prepare(
     rules(dir, reads, net, cmd.as_std().get_envs()).map(Some)
 }
 
-/// Makes `cmd` confined by `policy` when it starts, applied between fork and exec (see the
-/// module's documentation for when to use [`spawn`] instead). Without Landlock the file
-/// rules are not applied (the run has said so already); the network's still are, by a
-/// namespace, or the command is refused ([`network::NetworkError`]).
+/// Makes `cmd` confined by `policy` when it starts, applied between fork and exec: for a
+/// command started without a keeper (an MCP server); see [`for_keeper`] otherwise.
 pub fn confine(cmd: &mut tokio::process::Command, policy: &Policy<'_>) -> Result<(), ConfineError> {
+    let confinement = for_keeper(cmd, policy)?;
+    let raw = confinement.raw();
+    // SAFETY: the closure runs in the child between fork and exec; `apply` makes system
+    // calls only (it allocates only to report an error). The rulesets' descriptors stay
+    // open in the closure until `cmd` is dropped, and close at the command's exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _held = &confinement;
+            command::apply(&raw)
+        });
+    }
+    Ok(())
+}
+
+/// Prepares `cmd`'s confinement by `policy` (its `TMPDIR`, its rulesets, its namespaces),
+/// which the command applies to itself when its keeper starts it
+/// ([`crate::keeper::spawn`], [`command::apply`]). Without Landlock the file rules are not
+/// applied (the run has said so already); the network's still are, by a namespace, or the
+/// command is refused ([`network::NetworkError`]).
+pub fn for_keeper(
+    cmd: &mut tokio::process::Command,
+    policy: &Policy<'_>,
+) -> Result<Confinement, ConfineError> {
     let mut net = network::plan(policy.network)?;
     let ruleset = if policy.files {
         for path in policy.writable {
@@ -336,42 +361,23 @@ pub fn confine(cmd: &mut tokio::process::Command, policy: &Policy<'_>) -> Result
             source,
         })?
     };
-    let namespace = net.namespace;
-    // A confined command sees its own processes only: its keeper made it the first of a
-    // PID namespace (`keeper::keep`), and it mounts that namespace's `/proc`, which its
-    // ruleset must then let it read (a descriptor of the same ruleset, to add the rule).
+    // A confined command sees its own processes only: its keeper makes it the first of a
+    // PID namespace, and it mounts that namespace's `/proc`, which its ruleset must then
+    // let it read.
     let own_pids = policy.files;
-    let proc_rule: Option<std::os::fd::OwnedFd> = match ruleset.as_ref() {
-        Some(r) if own_pids => r.try_clone().map_err(ConfineError::Start)?.into(),
-        _ => None,
-    };
-    let proc_access = pid::proc_access();
-    let slot = Mutex::new((ruleset, net.layer.take()));
-    // SAFETY: the closure runs in the child between fork and exec. It takes the rulesets
-    // built above (their file descriptors are inherited) and makes system calls only
-    // (unshare and the namespaces' setup, mount, prctl, the Landlock calls); it allocates
-    // only to report an error. The mutex is this closure's own, so no other thread can
-    // hold it at fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if own_pids {
-                use std::os::fd::AsRawFd;
-                pid::own_proc(proc_rule.as_ref().map(AsRawFd::as_raw_fd), proc_access)?;
-            }
-            if let Some(ns) = namespace {
-                network::enter(ns)?;
-            }
-            drop_ptrace();
-            let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
-            for ruleset in [held.0.take(), held.1.take()].into_iter().flatten() {
-                ruleset
-                    .restrict_self()
-                    .map_err(|e| std::io::Error::other(format!("Landlock: {e}")))?;
-            }
-            Ok(())
-        });
-    }
-    Ok(())
+    let proc_rule = own_pids && ruleset.is_some();
+    let rulesets = [ruleset, net.layer.take()]
+        .into_iter()
+        .flatten()
+        .filter_map(Option::<std::os::fd::OwnedFd>::from)
+        .collect();
+    Ok(Confinement {
+        rulesets,
+        own_pids,
+        proc_rule,
+        proc_access: pid::proc_access(),
+        namespace: net.namespace,
+    })
 }
 
 /// Between fork and exec: takes `CAP_SYS_PTRACE` out of every capability set of the
@@ -499,16 +505,22 @@ mod tests {
                 writable: &[],
                 readable: &[],
             };
-            confine(&mut cmd, &policy).unwrap();
-            cmd.spawn().unwrap()
+            let confinement = for_keeper(&mut cmd, &policy).unwrap();
+            let kept = crate::keeper::spawn(cmd, None, confinement).await.unwrap();
+            let out = kept.wait_with_output().await.unwrap();
+            return (out.status.code().unwrap_or(-1), text(&out));
         };
         let out = child.wait_with_output().await.unwrap();
-        let text = format!(
+        (out.status.code().unwrap_or(-1), text(&out))
+    }
+
+    fn text(out: &std::process::Output) -> String {
+        let (o, e) = (&out.stdout, &out.stderr);
+        format!(
             "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code().unwrap_or(-1), text)
+            String::from_utf8_lossy(o),
+            String::from_utf8_lossy(e)
+        )
     }
 
     #[tokio::test]

@@ -3,23 +3,36 @@
 //! step, or treadle itself, even when treadle is killed with SIGKILL.
 //!
 //! A process group is not enough: a command's children may leave it (`setsid`, a double
-//! fork), and when treadle is killed outright it cannot kill anything. So [`keep`] makes
-//! the child treadle forks a *keeper* instead of the command. Between fork and exec the
-//! keeper:
+//! fork), and when treadle is killed outright it cannot kill anything. So [`spawn`] starts
+//! a *keeper* instead of the command, a child of treadle, which:
 //!
 //! * becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): every process of the command's
 //!   tree that loses its parent is reparented to the keeper, not to init, however it left
 //!   the group;
 //! * asks for a signal when treadle dies (`PR_SET_PDEATHSIG`);
 //! * forks the command (which gets a process group of its own and a parent-death SIGKILL
-//!   of its own), closes every descriptor it holds, and waits.
+//!   of its own, then confines itself and keeps only its descriptors 0 to 2,
+//!   `life::confine_command`), closes every descriptor it holds, and waits.
+//!
+//! Who makes the keeper: the spawner (`spawner`), a small process forked first thing in
+//! `main` ([`start_spawner`]), clones it as treadle's child, so that starting a command
+//! never copies treadle's memory, whatever its size. A program that links the library
+//! without starting the spawner (a Rust workflow's), or whose spawner is gone, forks
+//! itself instead, the keeper set up between fork and exec by the same code (`life`);
+//! hooks always do ([`keep`]), their starting thread being confined already.
 //!
 //! When the command exits, when treadle asks it to stop (SIGTERM, see [`stop`]), or when
 //! treadle is gone (its parent changed), the keeper kills the command's group, then kills
 //! its own children round after round (each round's orphans are its children in the next)
 //! until it has none, and exits as the command did. The keeper runs no code but system
-//! calls on its stack (it is a copy of a multi-threaded process), and holds no descriptor,
-//! so the state file's lock and the command's pipes are not kept open by it.
+//! calls on its stack once it lives (a fork of treadle is a copy of a multi-threaded
+//! process), and holds no descriptor, so the state file's lock and the command's pipes are
+//! not kept open by it.
+//!
+//! Submodules: `life` (the keeper's life: become one, fork the command, watch, sweep),
+//! `spawner` (the spawner: starting it, and treadle's requests to it), `serve` (the
+//! spawner's side: its loop, the keeper's clone, the command's exec), `wire` (what the
+//! two say on their socket).
 //!
 //! What it cannot stop: a keeper killed with SIGKILL itself (treadle never sends it one
 //! while it waits for it). The command still dies then (its parent-death signal), its
@@ -32,9 +45,22 @@
 //! `CONFIG_PROC_CHILDREN`, which distributions enable). Without it, it kills the command's
 //! group only, as treadle did before the keeper.
 
+mod life;
+mod serve;
+mod spawner;
+mod wire;
+
+use std::ffi::OsStr;
 use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
+
+pub use spawner::{SpawnerError, start_spawner, stop_spawner};
+
+use crate::confine::Confinement;
 
 /// The variable every command of a run gets, holding [`mark`]: how [`stop_leftovers`]
 /// finds the run's processes after treadle died.
@@ -62,29 +88,242 @@ pub fn mark(state: &Path, run: u64) -> String {
     mark
 }
 
-/// Makes the process `cmd` starts a keeper of the command (see the module's documentation).
-/// Call it before any other `pre_exec` work of `cmd` (Landlock's): that work then runs in
-/// the command only. `cmd` should have `process_group(0)`, so that the keeper is out of
-/// reach of the terminal's Ctrl-C, and no `kill_on_drop` (drop a [`Kept`] instead).
-///
-/// With `own_pids` (a confined command's), the command is the first process of a PID
-/// namespace of its own (`confine::pid`; `confine::confine` then gives it its `/proc`):
-/// it sees its own processes only, and the kernel kills what is left in the namespace
-/// when it exits.
+/// Starts `cmd` under a keeper, the command confined by `confinement` (made by
+/// `crate::confine::for_keeper` for `cmd`), `argv0` its `argv[0]` when not its program
+/// (see the module's documentation). The command's input is `/dev/null`, its stdout and
+/// stderr pipes ([`Kept::stdout`], [`Kept::stderr`]); its environment is exactly the one
+/// set on `cmd`, which must be cleared first (`crate::environ::set_command_env`), and its
+/// directory `cmd`'s. Other settings of `cmd` (its stdio, a process group, `pre_exec`
+/// work) are not for this function: the keeper gets a group of its own, out of reach of
+/// the terminal's Ctrl-C. Returns once the command runs, or with why it could not start
+/// (its program missing, its confinement refused). Within a tokio runtime.
+pub(crate) async fn spawn(
+    mut cmd: tokio::process::Command,
+    argv0: Option<&OsStr>,
+    confinement: Confinement,
+) -> io::Result<Kept> {
+    if spawner::running() {
+        let started = spawner::start(&cmd, argv0, confinement).await?;
+        let pid = started.pid;
+        return Kept::spawned(started).inspect_err(|_| {
+            // Started, but it cannot be watched: it must not run unwatched.
+            tokio::task::spawn_blocking(move || spawner::abandon(pid));
+        });
+    }
+    // The fork of treadle: no spawner in this program, or it is gone.
+    if let Some(argv0) = argv0 {
+        cmd.arg0(argv0);
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0);
+    let raw = confinement.raw();
+    fork_keeper(&mut cmd, raw.own_pids, move |pids| {
+        // SAFETY: in the command between fork and exec (`fork_keeper`'s contract).
+        unsafe { life::confine_command(pids, &raw) }
+    });
+    let child = cmd.spawn();
+    // The rulesets were inherited by the command (or it failed); treadle's copies go.
+    drop(confinement);
+    Ok(Kept::forked(child?))
+}
+
+/// Makes the process `cmd` starts a keeper of the command by forking treadle (hooks, whose
+/// spawning thread is confined already; see [`spawn`] for commands treadle confines).
+/// Call it before any other `pre_exec` work of `cmd`: that work then runs in the command
+/// only. `cmd` should have `process_group(0)` and no `kill_on_drop` (the keeper is
+/// stopped instead).
 pub(crate) fn keep(cmd: &mut tokio::process::Command, own_pids: bool) {
+    fork_keeper(cmd, own_pids, |pids| {
+        // SAFETY: in the command between fork and exec.
+        unsafe {
+            crate::confine::pid::map_user(pids)?;
+            life::only_stdio();
+        }
+        Ok(())
+    });
+}
+
+/// Between fork and exec of `cmd`: becomes the keeper and forks the command, in which
+/// `then` runs before the exec; the keeper never returns.
+fn fork_keeper(
+    cmd: &mut tokio::process::Command,
+    own_pids: bool,
+    then: impl Fn(crate::confine::pid::Pids) -> io::Result<()> + Send + Sync + 'static,
+) {
     let treadle = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed: it makes system calls only, allocates nothing,
-    // and in the keeper never returns (it ends with `_exit`).
+    // async-signal-safe calls are allowed: it makes system calls only, allocates nothing
+    // (`then` neither, by its callers' contract), and in the keeper never returns (it
+    // ends with `_exit`).
     unsafe {
-        cmd.pre_exec(move || fork_keeper(treadle, own_pids));
+        cmd.pre_exec(move || match life::begin(treadle, own_pids)? {
+            life::Begun::Command(pids) => then(pids),
+            life::Begun::Keeper { command, set } => life::live(command, treadle, &set),
+        });
     }
 }
 
-/// Signals a keeper: SIGTERM, which stops its command's whole tree, and then it.
+/// A started keeper, stopped when dropped (a step's future dropped mid-command, say),
+/// where `kill_on_drop` would SIGKILL the keeper and leave its command's orphans.
+pub(crate) struct Kept {
+    how: How,
+    /// The command's stdout, until taken.
+    pub(crate) stdout: Option<tokio::process::ChildStdout>,
+    /// The command's stderr, until taken.
+    pub(crate) stderr: Option<tokio::process::ChildStderr>,
+}
+
+/// How a keeper is watched: as tokio's child (a fork of treadle), or by a pidfd (cloned
+/// by the spawner: a child of treadle tokio did not start).
+enum How {
+    Forked(tokio::process::Child),
+    Spawned {
+        pid: i32,
+        pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
+        status: Option<ExitStatus>,
+    },
+}
+
+impl Kept {
+    fn forked(mut child: tokio::process::Child) -> Kept {
+        Kept {
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            how: How::Forked(child),
+        }
+    }
+
+    fn spawned(started: spawner::Started) -> io::Result<Kept> {
+        // SAFETY: pidfd_open(2) of our own unreaped child (its pid cannot be reused until
+        // we reap it); the descriptor is owned at once.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, started.pid, 0u32) };
+        let pidfd = match libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0) {
+            // SAFETY: just made, owned by nothing else.
+            Some(fd) => unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) },
+            None => return Err(io::Error::last_os_error()),
+        };
+        let output = |fd: OwnedFd| std::process::ChildStdout::from(fd);
+        Ok(Kept {
+            stdout: Some(tokio::process::ChildStdout::from_std(output(
+                started.stdout,
+            ))?),
+            stderr: Some(tokio::process::ChildStderr::from_std(
+                std::process::ChildStderr::from(started.stderr),
+            )?),
+            how: How::Spawned {
+                pid: started.pid,
+                pidfd: watch(pidfd)?,
+                status: None,
+            },
+        })
+    }
+
+    /// The keeper's pid, `None` once it has been reaped.
+    pub(crate) fn id(&self) -> Option<u32> {
+        match &self.how {
+            How::Forked(child) => child.id(),
+            How::Spawned {
+                pid, status: None, ..
+            } => u32::try_from(*pid).ok(),
+            How::Spawned { .. } => None,
+        }
+    }
+
+    /// Waits for the keeper to exit (as its command did), and reaps it. Cancel-safe.
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+        match &mut self.how {
+            How::Forked(child) => child.wait().await,
+            How::Spawned {
+                status: Some(status),
+                ..
+            } => Ok(*status),
+            How::Spawned { pid, pidfd, status } => loop {
+                let mut ready = pidfd.readable().await?;
+                let mut raw = 0;
+                // SAFETY: waitpid(2) of our own child, the status on this stack.
+                let reaped = unsafe { libc::waitpid(*pid, &mut raw, libc::WNOHANG) };
+                if reaped == *pid {
+                    let exit = ExitStatus::from_raw(raw);
+                    *status = Some(exit);
+                    return Ok(exit);
+                }
+                if reaped < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                ready.clear_ready();
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+impl Kept {
+    /// Reads the command's output to its end, then waits for the keeper.
+    pub(crate) async fn wait_with_output(mut self) -> io::Result<std::process::Output> {
+        use tokio::io::AsyncReadExt;
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        if let Some(mut out) = self.stdout.take() {
+            out.read_to_end(&mut stdout).await?;
+        }
+        if let Some(mut err) = self.stderr.take() {
+            err.read_to_end(&mut stderr).await?;
+        }
+        let status = self.wait().await?;
+        Ok(std::process::Output {
+            status,
+            stdout,
+            stderr,
+        })
+    }
+}
+
+/// A pidfd registered with the runtime, readable once its process has ended.
+fn watch(pidfd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    let interest = tokio::io::Interest::READABLE;
+    // SAFETY: an `OwnedFd` is a valid descriptor, closed only when the `AsyncFd` drops it.
+    Ok(unsafe { tokio::io::unix::AsyncFd::register_with_interest(pidfd, interest) }?)
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        signal(self.id());
+        // A keeper treadle cloned and nobody waits for: reaped once it ends (tokio does
+        // this for its own children).
+        if let How::Spawned {
+            pid,
+            pidfd,
+            status: None,
+        } = &self.how
+        {
+            let pid = *pid;
+            let Ok(fd) = pidfd.get_ref().try_clone() else {
+                return;
+            };
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    if let Ok(fd) = watch(fd) {
+                        let _ = fd.readable().await;
+                    }
+                    let mut raw = 0;
+                    // SAFETY: waitpid(2) of our own child, the status on this stack.
+                    unsafe { libc::waitpid(pid, &mut raw, libc::WNOHANG) };
+                });
+            }
+        }
+    }
+}
+
+/// Signals a keeper treadle forked itself (a hook's, [`keep`]): SIGTERM, which stops its
+/// command's whole tree, and then it.
 pub(crate) fn stop(child: &tokio::process::Child) {
-    if let Some(pid) = child
-        .id()
+    signal(child.id());
+}
+
+/// Sends SIGTERM to the keeper `pid` (`None`: already reaped, nothing to signal).
+fn signal(pid: Option<u32>) {
+    if let Some(pid) = pid
         .and_then(|id| i32::try_from(id).ok())
         .and_then(rustix::process::Pid::from_raw)
     {
@@ -95,8 +334,8 @@ pub(crate) fn stop(child: &tokio::process::Child) {
 
 /// Stops a keeper and waits (at most `grace`) for it, and with it the command's tree, to
 /// be gone; past `grace` its process group is killed outright.
-pub(crate) async fn stop_and_wait(child: &mut tokio::process::Child, grace: Duration) {
-    stop(child);
+pub(crate) async fn stop_and_wait(child: &mut Kept, grace: Duration) {
+    signal(child.id());
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         if let Some(pid) = child
             .id()
@@ -106,16 +345,6 @@ pub(crate) async fn stop_and_wait(child: &mut tokio::process::Child, grace: Dura
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
         let _ = tokio::time::timeout(grace, child.wait()).await;
-    }
-}
-
-/// A started keeper that is stopped when dropped (a step's future dropped mid-command,
-/// say), where `kill_on_drop` would SIGKILL the keeper and leave its command's orphans.
-pub(crate) struct Kept(pub tokio::process::Child);
-
-impl Drop for Kept {
-    fn drop(&mut self) {
-        stop(&self.0);
     }
 }
 
@@ -190,262 +419,6 @@ fn marked(entry: &[u8]) -> io::Result<Vec<u32>> {
         }
     }
     Ok(pids)
-}
-
-/// The signals the keeper waits for (blocked, taken with `sigtimedwait`): a child's end,
-/// a stop request, treadle's death.
-fn watched() -> libc::sigset_t {
-    // SAFETY: sigemptyset/sigaddset only write the set on this stack.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in [
-            libc::SIGCHLD,
-            libc::SIGTERM,
-            libc::SIGINT,
-            libc::SIGHUP,
-            PARENT_DIED,
-        ] {
-            libc::sigaddset(&mut set, sig);
-        }
-        set
-    }
-}
-
-/// The keeper's parent-death signal. It is sent when the *thread* that forked the keeper
-/// ends, too, so on it the keeper checks that treadle is really gone.
-const PARENT_DIED: libc::c_int = libc::SIGUSR1;
-
-/// Between fork and exec: becomes the keeper, forks the command and returns `Ok` in it;
-/// the keeper itself never returns.
-fn fork_keeper(treadle: libc::pid_t, own_pids: bool) -> io::Result<()> {
-    let set = watched();
-    // SAFETY: plain system calls with arguments on this stack, in a single-threaded child.
-    unsafe {
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old);
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            PARENT_DIED as libc::c_ulong,
-            0,
-            0,
-            0,
-        );
-        if libc::getppid() != treadle {
-            // Treadle died before the keeper could watch for it: start nothing.
-            return Err(io::Error::other("treadle ended before the command started"));
-        }
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
-        let keeper = libc::getpid();
-        // Refused (a container without the rights): the command sees the machine's
-        // processes, as docs/security.md says.
-        let pids = if own_pids {
-            crate::confine::pid::unshare_for_children()
-        } else {
-            crate::confine::pid::Pids::Shared
-        };
-        match libc::fork() {
-            -1 => Err(io::Error::last_os_error()),
-            0 => {
-                // The command: its own group, the usual signal mask, and death with the
-                // keeper (a keeper killed outright leaves no command running).
-                libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                );
-                // The first process of a namespace sees its parent, outside it, as 0; the
-                // death signal set above still covers a keeper that dies from here on.
-                let isolated = pids != crate::confine::pid::Pids::Shared;
-                let parent = if isolated { 0 } else { keeper };
-                if libc::getppid() != parent {
-                    libc::_exit(137);
-                }
-                libc::setpgid(0, 0);
-                crate::confine::pid::map_user(pids)
-            }
-            command => {
-                close_all();
-                let status = watch(command, treadle, &set);
-                exit_as(status)
-            }
-        }
-    }
-}
-
-/// Closes every descriptor of the keeper (it needs none, and must not hold the command's
-/// pipes, the state file's lock, or the pipe that tells treadle the exec succeeded).
-///
-/// # Safety
-///
-/// Only in the keeper, which uses no descriptor afterwards.
-unsafe fn close_all() {
-    // SAFETY: close_range(2) and close(2) on descriptors of this process only.
-    unsafe {
-        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-            for fd in 0..65_536 {
-                libc::close(fd);
-            }
-        }
-    }
-}
-
-/// The keeper's life: waits for the command's end, a stop request or treadle's death,
-/// then stops the command's whole tree. Returns the status to exit with.
-///
-/// # Safety
-///
-/// Only in the keeper, with `set` blocked.
-unsafe fn watch(command: libc::pid_t, treadle: libc::pid_t, set: &libc::sigset_t) -> libc::c_int {
-    let mut status: Option<libc::c_int> = None;
-    let tick = libc::timespec {
-        tv_sec: 1,
-        tv_nsec: 0,
-    };
-    loop {
-        // SAFETY: sigtimedwait, waitpid and getppid with arguments on this stack.
-        let (sig, orphaned) = unsafe {
-            let sig = libc::sigtimedwait(set, std::ptr::null_mut(), &tick);
-            reap(command, &mut status);
-            (sig, libc::getppid() != treadle)
-        };
-        let asked = matches!(sig, libc::SIGTERM | libc::SIGINT | libc::SIGHUP);
-        if asked || orphaned || status.is_some() {
-            // SAFETY: in the keeper, per this function's contract.
-            unsafe { sweep(command) };
-            // Stopped before it ended: as if killed.
-            return status.unwrap_or(libc::SIGKILL);
-        }
-        // A timeout, a stray PARENT_DIED from the thread that forked the keeper, or the
-        // end of a child that was not the command: keep watching.
-    }
-}
-
-/// Reaps every child that has ended, keeping the command's status.
-///
-/// # Safety
-///
-/// Only in the keeper.
-unsafe fn reap(command: libc::pid_t, status: &mut Option<libc::c_int>) {
-    loop {
-        let mut st: libc::c_int = 0;
-        // SAFETY: waitpid writes the status on this stack.
-        let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
-        if pid <= 0 {
-            return;
-        }
-        if pid == command {
-            *status = Some(st);
-        }
-    }
-}
-
-/// Kills the command's group, then every child the keeper has (orphans of the tree come
-/// to it), round after round, until it has none left.
-///
-/// # Safety
-///
-/// Only in the keeper.
-unsafe fn sweep(command: libc::pid_t) {
-    // SAFETY: kill(2) and waitpid(2); the group is the command's own (`setpgid(0, 0)`).
-    unsafe {
-        libc::kill(-command, libc::SIGKILL);
-        // A fork bomb could refill the tree forever; give up after this many rounds.
-        for _ in 0..10_000 {
-            let killed = each_child(|pid| {
-                libc::kill(pid, libc::SIGKILL);
-            });
-            match killed {
-                // No way to list children: the group kill above is all there is.
-                None => return,
-                Some(0) => {
-                    let mut st = 0;
-                    while libc::waitpid(-1, &mut st, libc::WNOHANG) > 0 {}
-                    return;
-                }
-                Some(_) => {
-                    // Wait for one to end (its orphans are then the keeper's children).
-                    let mut st = 0;
-                    libc::waitpid(-1, &mut st, 0);
-                    while libc::waitpid(-1, &mut st, libc::WNOHANG) > 0 {}
-                }
-            }
-        }
-    }
-}
-
-/// Calls `f` with each child of the calling (single-threaded) process, read from
-/// `/proc/thread-self/children` without allocating. `None` when the file cannot be read.
-///
-/// # Safety
-///
-/// Only in the keeper.
-unsafe fn each_child(mut f: impl FnMut(libc::pid_t)) -> Option<usize> {
-    const PATH: &[u8] = b"/proc/thread-self/children\0";
-    // SAFETY: open/read/close with a NUL-terminated path and a buffer on this stack.
-    unsafe {
-        let fd = libc::open(PATH.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
-        }
-        let mut buf = [0u8; 512];
-        let (mut count, mut pid, mut digits) = (0usize, 0 as libc::pid_t, false);
-        loop {
-            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-            if n <= 0 {
-                break;
-            }
-            for &b in &buf[..n.unsigned_abs()] {
-                if b.is_ascii_digit() {
-                    pid = pid
-                        .saturating_mul(10)
-                        .saturating_add(libc::pid_t::from(b - b'0'));
-                    digits = true;
-                } else if digits {
-                    f(pid);
-                    count += 1;
-                    (pid, digits) = (0, false);
-                }
-            }
-        }
-        if digits {
-            f(pid);
-            count += 1;
-        }
-        libc::close(fd);
-        Some(count)
-    }
-}
-
-/// Ends the keeper the way the command ended: the same exit code, or the same signal
-/// (without a core dump: the keeper is a copy of treadle's memory).
-fn exit_as(status: libc::c_int) -> ! {
-    // SAFETY: setrlimit, signal, sigprocmask, kill and _exit with arguments on this stack.
-    unsafe {
-        if libc::WIFEXITED(status) {
-            libc::_exit(libc::WEXITSTATUS(status));
-        }
-        let sig = if libc::WIFSIGNALED(status) {
-            libc::WTERMSIG(status)
-        } else {
-            libc::SIGKILL
-        };
-        let none = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        libc::setrlimit(libc::RLIMIT_CORE, &none);
-        libc::signal(sig, libc::SIG_DFL);
-        let mut only: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut only);
-        libc::sigaddset(&mut only, sig);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &only, std::ptr::null_mut());
-        libc::kill(libc::getpid(), sig);
-        libc::_exit(128 + sig)
-    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@
 //! * [`confine`]: Landlock confinement of tasks, `run_shell`, hooks, MCP servers and CLI
 //!   agents to their step directory; a confined command's PID namespace and `/proc`.
 //! * [`keeper`]: the process between treadle and each command, which lets nothing the
-//!   command starts outlive it or treadle; a run's leftovers found and stopped.
+//!   command starts outlive it or treadle, and the spawner that starts it without copying
+//!   treadle; a run's leftovers found and stopped.
 //! * [`server`]: `treadle serve`: the process that owns the state file, its HTTP API, each
 //!   run's resumable event stream, and the client the other commands use to reach it.
 //! * [`watch`]: `treadle watch`: the poller of trigger resources, the durable build queue

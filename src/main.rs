@@ -7,6 +7,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // First, while this process is one thread and small: the process that starts every
+    // command's keeper (treadle::keeper). Without it (refused: an old kernel) commands
+    // start as forks of treadle, every guarantee the same, each fork costlier.
+    let _ = treadle::keeper::start_spawner();
     let cli = treadle::cli::Cli::parse();
     // Before any HTTP client exists: reqwest has no TLS provider of its own (see
     // treadle_session::tls); the runtime's builders install it too, this covers the rest.
@@ -38,5 +42,7 @@ fn main() -> ExitCode {
     let code = runtime.block_on(treadle::cli::dispatch(cli));
     // The last spans are exported on the runtime, so before it is dropped.
     telemetry.finish();
+    // Reaped, so that `time treadle ...` counts what the spawner spent.
+    treadle::keeper::stop_spawner();
     ExitCode::from(code)
 }

@@ -123,6 +123,7 @@ mod serve_watch;
 mod served;
 mod shadow_runs;
 mod signals;
+mod spawner;
 mod state_lock;
 mod test_command;
 mod watch;

@@ -10,16 +10,11 @@ use super::*;
 
 /// Starts `script` under a keeper, marked with `mark`; returns it and the first line it
 /// printed.
-async fn start(script: &str, mark: &str) -> (tokio::process::Child, String) {
+async fn start(script: &str, mark: &str) -> (Kept, String) {
     let mut cmd = tokio::process::Command::new(crate::environ::sh());
-    cmd.arg("-c")
-        .arg(script)
-        .env(MARK, mark)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .process_group(0);
-    keep(&mut cmd, false);
-    let mut child = cmd.spawn().unwrap();
+    cmd.arg("-c").arg(script).env_clear().env(MARK, mark);
+    crate::environ::set_command_env(&mut cmd, &[], [(&MARK.to_owned(), &mark.to_owned())]);
+    let mut child = spawn(cmd, None, Confinement::default()).await.unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
         .await

@@ -12,11 +12,11 @@
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::RunSpec;
@@ -122,8 +122,9 @@ pub struct TaskSpec<'a> {
     pub caches: &'a [std::path::PathBuf],
 }
 
-fn command(spec: &TaskSpec<'_>) -> (Command, String) {
-    let (mut cmd, program) = match spec.run {
+/// The command of `spec`, its `argv[0]` when that is not its program, and its name.
+fn command(spec: &TaskSpec<'_>) -> (Command, Option<&'static str>, String) {
+    let (mut cmd, argv0, program) = match spec.run {
         RunSpec::Shell(line) => {
             // By its path when the command gets treadle's `PATH` (the child then makes one
             // `execve`, not one per `PATH` entry before `sh`'s); by name when the step sets
@@ -134,8 +135,8 @@ fn command(spec: &TaskSpec<'_>) -> (Command, String) {
                 true => Command::new("sh"),
                 false => Command::new(crate::environ::sh()),
             };
-            c.arg0("sh").arg("-c").arg(line).current_dir(spec.dir);
-            (c, "sh".to_owned())
+            c.arg("-c").arg(line).current_dir(spec.dir);
+            (c, Some("sh"), "sh".to_owned())
         }
         RunSpec::Exec(cfg) => {
             // A relative path with a slash means "in the step directory"; make it absolute
@@ -152,7 +153,7 @@ fn command(spec: &TaskSpec<'_>) -> (Command, String) {
                     .as_ref()
                     .map_or_else(|| spec.dir.to_path_buf(), |d| spec.dir.join(d)),
             );
-            (c, cfg.path.clone())
+            (c, None, cfg.path.clone())
         }
     };
     crate::environ::set_command_env(
@@ -162,13 +163,8 @@ fn command(spec: &TaskSpec<'_>) -> (Command, String) {
             .iter()
             .chain(spec.extra_env.iter().map(|(k, v)| (k, v))),
     );
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // First of the `pre_exec` work: Landlock's then runs in the command, not the keeper.
-    crate::keeper::keep(&mut cmd, spec.confined);
-    (cmd, program)
+    // Its input, output and process group are the keeper's to set (`keeper::spawn`).
+    (cmd, argv0, program)
 }
 
 /// How long a stopped keeper may take to kill its command's tree before its group is
@@ -182,7 +178,7 @@ pub async fn run_task(
     cancel: &CancellationToken,
     on_line: &(dyn Fn(&'static str, String) + Sync),
 ) -> Result<TaskResult, TaskError> {
-    let (mut cmd, program) = command(spec);
+    let (mut cmd, argv0, program) = command(spec);
     let policy = crate::confine::Policy {
         dir: spec.dir,
         files: spec.confined,
@@ -190,13 +186,12 @@ pub async fn run_task(
         writable: spec.caches,
         readable: &[],
     };
-    crate::confine::confine(&mut cmd, &policy)?;
+    let confinement = crate::confine::for_keeper(&mut cmd, &policy)?;
     // Dropped mid-command (the step's future dropped), the keeper is told to stop.
-    let mut kept = crate::keeper::Kept(
-        cmd.spawn()
-            .map_err(|source| TaskError::Spawn { program, source })?,
-    );
-    let child = &mut kept.0;
+    let mut kept = crate::keeper::spawn(cmd, argv0.map(std::ffi::OsStr::new), confinement)
+        .await
+        .map_err(|source| TaskError::Spawn { program, source })?;
+    let child = &mut kept;
     let mut out = Output::default();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -290,7 +285,7 @@ impl Output {
 }
 
 async fn pump(
-    child: &mut Child,
+    child: &mut crate::keeper::Kept,
     stdout: Option<impl AsyncRead + Unpin>,
     stderr: Option<impl AsyncRead + Unpin>,
     out: &mut Output,

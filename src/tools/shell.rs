@@ -7,7 +7,7 @@
 //! started or that times out is a tool error.
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -103,18 +103,7 @@ pub struct Ran {
 /// tools run their commands through this too.
 pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ran, ToolError> {
     let mut command = Command::new("sh");
-    command
-        .arg("-c")
-        .arg(script)
-        .current_dir(ws.root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // A tool call caught by a crash is asked about when its session is restored; it must
-    // not go on behind that question: its keeper stops it, and whatever it started, when
-    // treadle dies. First of the `pre_exec` work, so that Landlock's runs in the command.
-    crate::keeper::keep(&mut command, ws.confined());
+    command.arg("-c").arg(script).current_dir(ws.root());
     crate::environ::set_command_env(&mut command, ws.pass_env(), std::iter::empty());
     for name in ws.hidden_env() {
         command.env_remove(name);
@@ -128,14 +117,15 @@ pub async fn execute(ws: &Workspace, script: &str, limit: Duration) -> Result<Ra
         writable: &[],
         readable: &[],
     };
-    crate::confine::confine(&mut command, &policy).map_err(|e| ToolError::new(e.to_string()))?;
-
-    let mut kept = crate::keeper::Kept(
-        command
-            .spawn()
-            .map_err(|e| ToolError::new(format!("cannot start sh: {e}")))?,
-    );
-    let child = &mut kept.0;
+    let confinement = crate::confine::for_keeper(&mut command, &policy)
+        .map_err(|e| ToolError::new(e.to_string()))?;
+    // A tool call caught by a crash is asked about when its session is restored; it must
+    // not go on behind that question: its keeper stops it, and whatever it started, when
+    // treadle dies.
+    let mut kept = crate::keeper::spawn(command, None, confinement)
+        .await
+        .map_err(|e| ToolError::new(format!("cannot start sh: {e}")))?;
+    let child = &mut kept;
     let stdout = tokio::spawn(read_all(child.stdout.take()));
     let stderr = tokio::spawn(read_all(child.stderr.take()));
 
