@@ -122,9 +122,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use exec::Status;
 pub use failure::{FailureKind, StepFailure};
-pub use ports::{
-    AgentRunner, AgentStepError, AgentStepRequest, StepReporter,
-};
+pub use ports::{AgentRunner, AgentStepError, AgentStepRequest, StepReporter};
 pub use state::{RunStatus, StateError, StepStatus, Store};
 pub use transcript::{Event, Redactor, Style, Transcript};
 

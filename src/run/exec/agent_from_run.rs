@@ -5,11 +5,11 @@
 
 use super::Ctx;
 use crate::agent::{AgentOutcome, AgentStatus, AgentStep};
-use crate::run::failure::{FailureKind, StepFailure};
-use treadle_session::event::FailureCause;
 use crate::pipeline::Step;
 use crate::pipeline::outline::Entry;
+use crate::run::failure::{FailureKind, StepFailure};
 use tokio_util::sync::CancellationToken;
+use treadle_session::event::FailureCause;
 
 /// Who an agent step's questions go to: the approval mailbox, under the step's number.
 pub(crate) fn asker<'a>(
@@ -107,7 +107,9 @@ pub(super) fn failure(status: &AgentStatus) -> Option<StepFailure> {
         }
         AgentStatus::EscalationRejected { .. } => FailureKind::Declined,
     };
-    status.error().map(|message| StepFailure::new(kind, message))
+    status
+        .error()
+        .map(|message| StepFailure::new(kind, message))
 }
 
 /// Where an agent step runs: its step, its outline entry, its directory and its token.

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::continued::Unfinished;
 use super::forked::Forked;
 use super::{Ctx, Done, Status};
+use crate::agent::AgentOutcome;
 use crate::agent::{AgentStep, BuildError};
 use crate::assert::StepFacts;
 use crate::pipeline::model::process_env;
@@ -19,7 +20,6 @@ use crate::pipeline::{AgentCall, RunSpec, Step};
 use crate::run::cell::{Cell, Given};
 use crate::run::failure::{FailureKind, StepFailure};
 use crate::run::output_limit::OutputLimit;
-use crate::agent::AgentOutcome;
 use crate::run::task::{TaskEnd, TaskResult, TaskSpec, run_task};
 use crate::run::transcript::Event;
 
