@@ -238,20 +238,33 @@ impl Records {
         if !durable {
             txn.set_durability(Durability::None)?;
         }
-        {
-            let bytes = encode(outcome)?;
-            txn.open_table(RESULTS)?
-                .insert((outcome.run, outcome.seq), bytes.as_slice())?;
-            if replayable {
-                txn.open_table(ENTRIES)?
-                    .insert(&outcome.key.0, bytes.as_slice())?;
-            }
-            txn.open_table(LAST)?.insert(
-                last_key(job, path).as_str(),
-                encode(&outcome.parts)?.as_slice(),
-            )?;
-        }
+        self.put_success_in(&txn, job, path, outcome, replayable)?;
         txn.commit()?;
+        Ok(())
+    }
+
+    /// [`Records::put_success`] inside the caller's transaction `txn` (which the caller
+    /// commits): a replayed step's success goes in the same commit as the run's record of
+    /// it, one commit instead of two.
+    pub fn put_success_in(
+        &self,
+        txn: &redb::WriteTransaction,
+        job: &str,
+        path: &str,
+        outcome: &SuccessRecord,
+        replayable: bool,
+    ) -> Result<(), RecordError> {
+        let bytes = encode(outcome)?;
+        txn.open_table(RESULTS)?
+            .insert((outcome.run, outcome.seq), bytes.as_slice())?;
+        if replayable {
+            txn.open_table(ENTRIES)?
+                .insert(&outcome.key.0, bytes.as_slice())?;
+        }
+        txn.open_table(LAST)?.insert(
+            last_key(job, path).as_str(),
+            encode(&outcome.parts)?.as_slice(),
+        )?;
         Ok(())
     }
 

@@ -253,10 +253,27 @@ impl Store {
         Ok(id)
     }
 
-    /// Writes a step's record without waiting for the disk: for a replayed step, whose
-    /// record the cache can rebuild. The run's end (or any later durable write) persists it.
-    pub fn put_step_lazy(&self, run: u64, step: &StepRecord) -> Result<(), StateError> {
-        self.put_step_as(run, step, false)
+    /// Writes a step's record and what `also` writes in the same transaction, synced
+    /// when `durable` (without the group commit of [`Store::put_step_as`]): a replayed
+    /// step's record and its cache result, one commit instead of two.
+    pub fn put_step_with(
+        &self,
+        run: u64,
+        step: &StepRecord,
+        durable: bool,
+        also: impl FnOnce(&redb::WriteTransaction) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
+        let bytes = encode(step)?;
+        let mut txn = self.db.begin_write()?;
+        if !durable {
+            // Refused only where durability cannot be lowered; the commit then just syncs.
+            let _ = txn.set_durability(redb::Durability::None);
+        }
+        txn.open_table(STEPS)?
+            .insert((run, step.seq), bytes.as_slice())?;
+        also(&txn)?;
+        txn.commit()?;
+        Ok(())
     }
 
     /// Writes a step's record. Only a step's final status is made durable: the transitions

@@ -296,11 +296,14 @@ async fn record_reused(
     // crash before only means it is replayed again); a step brought back from a resumed
     // run's record is durable, since only that record could bring it back again.
     let durable = ctx.mode.recorded_from(entry.seq).is_some() && !is_cell(entry);
-    let written = blocking::<_, CachedError>(move || {
-        if let Some(r) = record {
-            store.put_step_lazy(run, &r)?;
-        }
-        Ok(cache.put_success(&path, &mine, false, durable)?)
+    // The run's record and the cache's result of the step: one commit.
+    let written = blocking::<_, CachedError>(move || match record {
+        Some(r) => Ok(store.put_step_with(run, &r, durable, |txn| {
+            cache
+                .put_success_in(txn, &path, &mine, false)
+                .map_err(|e| StateError::Tables(Box::new(e)))
+        })?),
+        None => Ok(cache.put_success(&path, &mine, false, durable)?),
     })
     .await;
     if let Err(e) = written {
