@@ -29,7 +29,7 @@ pub struct Agent {
     /// same pipeline when it is loaded ([`super::delegation::resolve`]); not written in
     /// the file.
     #[serde(skip)]
-    pub delegations: Vec<super::delegation::Delegation>,
+    pub delegations: Vec<Delegation>,
     /// Upper bound on model requests in one step.
     #[serde(default)]
     pub max_turns: Option<u32>,
@@ -261,4 +261,26 @@ pub struct Budget {
     /// reported what it spent yet, so the ceiling binds however many cells run at once.
     #[serde(default, skip_serializing)]
     pub reserve_per_cell: Option<At<u64>>,
+}
+
+/// An agent of the pipeline [`super::delegation::resolve`] was given, by its place in
+/// `agents:`. Only that function makes one (the index is private to the `pipeline`
+/// module), so that it always points at an agent of that list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentRef(pub(super) usize);
+
+/// One `{ agent: NAME }` grant with the agent it names.
+#[derive(Debug, Clone)]
+pub struct Delegation {
+    /// The grant as written (the name, which the parent's model calls, and `description:`).
+    pub grant: AgentGrant,
+    /// The agent it calls.
+    pub agent: AgentRef,
+}
+
+impl Delegation {
+    /// The name the parent's model calls the sub-agent by (the agent's name).
+    pub fn name(&self) -> &str {
+        &self.grant.agent.value
+    }
 }

@@ -11,30 +11,9 @@
 use std::collections::BTreeMap;
 
 use super::agent_def::Agent;
+pub use super::agent_def::{AgentRef, Delegation};
 use super::at::At;
-use super::format::Pipeline;
 use super::tool_grant::AgentGrant;
-
-/// An agent of the pipeline [`resolve`] was given, by its place in `agents:`. Only
-/// [`resolve`] makes one, so that it always points at an agent of that list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AgentRef(usize);
-
-/// One `{ agent: NAME }` grant with the agent it names.
-#[derive(Debug, Clone)]
-pub struct Delegation {
-    /// The grant as written (the name, which the parent's model calls, and `description:`).
-    pub grant: AgentGrant,
-    /// The agent it calls.
-    pub agent: AgentRef,
-}
-
-impl Delegation {
-    /// The name the parent's model calls the sub-agent by (the agent's name).
-    pub fn name(&self) -> &str {
-        &self.grant.agent.value
-    }
-}
 
 /// Resolves the sub-agents every agent of `agents` grants, replacing what an earlier call
 /// found (the list may have changed since). A name no agent has is left out of
@@ -97,15 +76,6 @@ impl Agent {
     }
 }
 
-impl<S> Pipeline<S> {
-    /// The agent `r` refers to. `r` was made by [`resolve`] over this pipeline's agents,
-    /// which nothing changes after loading (a workflow's [`crate::workflow::Agents`]
-    /// resolves again whenever it changes them), so the index is in range.
-    pub fn agent_at(&self, r: AgentRef) -> &Agent {
-        &self.agents[r.0]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,14 +101,11 @@ mod tests {
 
     #[test]
     fn each_grant_points_at_its_agent_and_an_unknown_one_is_returned() {
-        let mut pipeline = Pipeline::<crate::pipeline::RawStep> {
-            agents: vec![
-                agent("lead", &["helper", "nobody"]),
-                agent("helper", &["lead"]),
-            ],
-            ..Pipeline::default()
-        };
-        let unknown = resolve(&mut pipeline.agents);
+        let mut agents = vec![
+            agent("lead", &["helper", "nobody"]),
+            agent("helper", &["lead"]),
+        ];
+        let unknown = resolve(&mut agents);
         assert_eq!(
             unknown
                 .iter()
@@ -146,18 +113,19 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["nobody"]
         );
-        let names: Vec<&str> = pipeline.agents[0]
+        let names: Vec<&str> = agents[0]
             .unresolved_delegates()
             .map(|g| g.agent.value.as_str())
             .collect();
         assert_eq!(names, ["nobody"]);
-        let lead = &pipeline.agents[0];
+        let lead = &agents[0];
         let names: Vec<&str> = lead.delegations.iter().map(Delegation::name).collect();
         assert_eq!(names, ["helper"]);
-        let helper = pipeline.agent_at(lead.delegations[0].agent);
+        // `Pipeline::agent_at` is this index into the file's `agents:`.
+        let helper = &agents[lead.delegations[0].agent.0];
         assert_eq!(helper.name.value, "helper");
         // A cycle is two indices, not two `Arc`s holding each other.
-        let back = pipeline.agent_at(helper.delegations[0].agent);
+        let back = &agents[helper.delegations[0].agent.0];
         assert_eq!(back.name.value, "lead");
     }
 }

@@ -10,17 +10,17 @@
 //!
 //! Every struct denies unknown fields: a typo is a load error, never silently ignored.
 
-use std::collections::BTreeMap;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::agent_def::AgentRef;
 pub use super::agent_def::{Agent, AgentSource, Budget, McpServerSpec};
 use super::at::At;
 use super::duration::DurationSpec;
 pub use super::flow_keys::VerdictEntry;
 pub use super::in_parallel::{InParallel, InParallelConfig};
 pub use super::raw_step::RawStep;
+pub use super::resource_def::Resource;
 pub use super::step::Step;
 pub use super::step_keys::{RunConfig, RunSpec, StepAssert, ToolCallAssert};
 
@@ -135,25 +135,13 @@ impl<S> Pipeline<S> {
     }
 }
 
-/// A resource (`get:` / `put:` target).
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Resource {
-    /// Name steps use in `get:` and `put:`.
-    pub name: At<String>,
-    /// Resource type; `git` is built in.
-    #[serde(rename = "type")]
-    pub kind: At<String>,
-    /// Type-specific settings, e.g. `{ uri, branch }` for git.
-    #[serde(default)]
-    pub source: BTreeMap<String, serde_json::Value>,
-    /// The environment variable holding the token `POST /hooks/check/NAME` must carry
-    /// (its name, never the token itself; see `treadle docs watch`).
-    #[serde(default)]
-    pub webhook_token_env: Option<At<String>>,
-    /// Variables passed to this resource's scripts by name, besides its type's `env:`.
-    #[serde(default)]
-    pub env: Vec<At<String>>,
+impl<S> Pipeline<S> {
+    /// The agent `r` refers to. `r` was made by [`super::delegation::resolve`] over this pipeline's agents,
+    /// which nothing changes after loading (a workflow's [`crate::workflow::Agents`]
+    /// resolves again whenever it changes them), so the index is in range.
+    pub fn agent_at(&self, r: AgentRef) -> &Agent {
+        &self.agents[r.0]
+    }
 }
 
 /// A job: a named plan.

@@ -63,6 +63,7 @@
 //!   and their values.
 //! * `vars`: `((var))` substitution from `--var` and `--vars-file`.
 //! * `resource_type`: `resource_types:`, `defaults:` and a get's `version:`.
+//! * `resource_def`: a resource as the file writes it (`resources:`).
 //! * `typed_resource`: each resource's type resolved at load ([`ResolvedResource`]: git
 //!   and time with their `source:` read, a `resource_types:` entry, or unavailable).
 //! * `outline`: every step of a job, numbered (what runs and the state file record).
@@ -108,6 +109,7 @@ pub use crate::confine::grant as network;
 pub mod outline;
 pub mod raw_step;
 pub mod resolve;
+pub mod resource_def;
 pub mod resource_type;
 pub mod secrets;
 pub mod settings;
@@ -289,7 +291,8 @@ fn checked(
     }
     // Before typing: a `get:` or `put:` step holds its resource resolved.
     let dir = dir_of(file);
-    let (resources, bad) = Resources::resolve(file, &pipeline, &dir);
+    let written = (&pipeline.resources[..], &pipeline.resource_types[..]);
+    let (resources, bad) = Resources::resolve(file, written, &dir);
     let mut typer = typing::Typer::new(file, resources.clone());
     let Some(pipeline) = typer.pipeline(pipeline) else {
         return Err(LoadError(typer.out));

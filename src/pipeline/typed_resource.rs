@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::diagnostic::{Diagnostic, Problem};
-use super::format::{Pipeline, Resource};
+use super::resource_def::Resource;
 use super::resource_type::ResourceType;
 
 /// A git resource's `source:`.
@@ -71,15 +71,19 @@ impl Resources {
         self.0.get(name)
     }
 
-    /// Resolves the type of each resource of `pipeline` (in the file `file`, relative
-    /// local git paths taken from `dir`), with a located diagnostic for each bad
-    /// `source:`. A type that is neither built in nor defined is left out: the checks
-    /// report it (`check_resource`).
-    pub fn resolve<S>(file: &Path, pipeline: &Pipeline<S>, dir: &Path) -> (Self, Vec<Diagnostic>) {
+    /// Resolves the type of each of a file's `resources` (the file `file`, its
+    /// `resource_types:` `types`, relative local git paths taken from `dir`), with a
+    /// located diagnostic for each bad `source:`. A type that is neither built in nor
+    /// defined is left out: the checks report it (`check_resource`).
+    pub fn resolve(
+        file: &Path,
+        (resources, types): (&[Resource], &[ResourceType]),
+        dir: &Path,
+    ) -> (Self, Vec<Diagnostic>) {
         let mut out = BTreeMap::new();
         let mut problems = Vec::new();
-        for r in &pipeline.resources {
-            let kind = match resolved(pipeline, r, dir) {
+        for r in resources {
+            let kind = match resolved(types, r, dir) {
                 Ok(Some(kind)) => kind,
                 Ok(None) => continue,
                 Err(e) => {
@@ -129,8 +133,8 @@ impl SourceError {
 }
 
 /// `r`'s type; `None` when it is neither built in nor defined.
-fn resolved<S>(
-    pipeline: &Pipeline<S>,
+fn resolved(
+    types: &[ResourceType],
     r: &Resource,
     dir: &Path,
 ) -> Result<Option<ResolvedResource>, SourceError> {
@@ -141,10 +145,7 @@ fn resolved<S>(
         "time" => return Ok(Some(ResolvedResource::Time(TimeSource::of(r)?))),
         _ => {}
     }
-    let own = pipeline
-        .resource_types
-        .iter()
-        .find(|t| t.name.value == kind);
+    let own = types.iter().find(|t| t.name.value == kind);
     Ok(match (own, kind) {
         (Some(t), _) => Some(ResolvedResource::Scripted(Arc::new(t.clone()))),
         (None, "slack-mentions" | "slack-reply") => Some(ResolvedResource::Unavailable),
@@ -248,7 +249,7 @@ mod tests {
 
     #[test]
     fn each_type_is_resolved_once_and_a_bad_source_is_a_located_error() {
-        let mut resources = vec![
+        let mut resources = [
             resource("git", serde_json::json!({ "uri": "repo" })),
             resource("time", serde_json::json!({ "interval": "0s" })),
             resource("slack-reply", serde_json::json!({})),
@@ -257,11 +258,8 @@ mod tests {
         for (i, r) in resources.iter_mut().enumerate() {
             r.name = At::new(format!("r{i}"));
         }
-        let pipeline = Pipeline::<crate::pipeline::RawStep> {
-            resources,
-            ..Pipeline::default()
-        };
-        let (typed, problems) = Resources::resolve(Path::new("p.yml"), &pipeline, Path::new("/d"));
+        let written = (&resources[..], &[][..]);
+        let (typed, problems) = Resources::resolve(Path::new("p.yml"), written, Path::new("/d"));
         let git = typed.get("r0").map(|r| &r.kind);
         assert!(
             matches!(git, Some(ResolvedResource::Git(g)) if g.uri == "/d/repo" && g.branch == "main"),
