@@ -258,27 +258,6 @@ impl Kept {
     }
 }
 
-#[cfg(test)]
-impl Kept {
-    /// Reads the command's output to its end, then waits for the keeper.
-    pub(crate) async fn wait_with_output(mut self) -> io::Result<std::process::Output> {
-        use tokio::io::AsyncReadExt;
-        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-        if let Some(mut out) = self.stdout.take() {
-            out.read_to_end(&mut stdout).await?;
-        }
-        if let Some(mut err) = self.stderr.take() {
-            err.read_to_end(&mut stderr).await?;
-        }
-        let status = self.wait().await?;
-        Ok(std::process::Output {
-            status,
-            stdout,
-            stderr,
-        })
-    }
-}
-
 /// A pidfd registered with the runtime, readable once its process has ended.
 fn watch(pidfd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
     let interest = tokio::io::Interest::READABLE;

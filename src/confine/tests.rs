@@ -20,10 +20,8 @@ async fn confined(dir: &Path, script: &str, by_thread: bool) -> (i32, String) {
             writable: &[],
             readable: &[],
         };
-        let confinement = for_keeper(&mut cmd, &policy).unwrap();
-        let kept = crate::keeper::spawn(cmd, None, confinement).await.unwrap();
-        let out = kept.wait_with_output().await.unwrap();
-        return (out.status.code().unwrap_or(-1), text(&out));
+        confine(&mut cmd, &policy).unwrap();
+        cmd.spawn().unwrap()
     };
     let out = child.wait_with_output().await.unwrap();
     (out.status.code().unwrap_or(-1), text(&out))
