@@ -516,7 +516,9 @@ mod tests {
         };
         let loaded = crate::pipeline::load(&file, &scope)?;
         let step = &loaded.pipeline.jobs[0].plan[0];
-        let call = step.agent_call().ok_or("the step is an agent step")?;
+        let crate::pipeline::StepKind::Agent(call) = &step.kind else {
+            return Err("the step is an agent step".into());
+        };
         let built = AgentStep::build(&loaded, step, call)?;
         assert_eq!(built.tools, ["read_file"]);
         assert_eq!(built.price("tiny").map(|p| p.completion), Some(2.0));

@@ -28,7 +28,9 @@ use serde_json::{Value, json};
 
 use super::digest::Digest;
 use crate::agent::{AgentStep, BuildError};
-use crate::pipeline::{AgentCall, Kind, ResolvedResource, RunSpec, Step, StepKind};
+use crate::pipeline::{
+    AgentCall, GetStep, InputStep, Kind, PutStep, ResolvedResource, RunSpec, Step, StepKind,
+};
 
 /// Everything a step's key is made of besides the step itself, as the caller knows it:
 /// the run from the artifacts and records it has, `plan` from the cache's records.
@@ -226,13 +228,14 @@ fn config(
     let specific = match kind {
         StepKind::Task { run, .. } => json!({ "run": run_json(&run.value) }),
         StepKind::Agent(call) => agent_config(step, call, &*agent(call)?),
-        StepKind::Get { typed, .. } | StepKind::Put { typed, .. } => {
+        StepKind::Get(GetStep { typed, params, .. })
+        | StepKind::Put(PutStep { typed, params, .. }) => {
             // Resolved at load, the step holds its resource as written and its type.
             let resource = &typed.spec;
             let mut config = json!({
                 "type": resource.kind.value,
                 "source": resource.source,
-                "params": step.params(),
+                "params": params,
                 "version": version,
             });
             // A scripted type's scripts decide what a get fetches: a changed script is a
@@ -250,13 +253,13 @@ fn config(
             config
         }
         StepKind::Approval { message, .. } => json!({ "message": message }),
-        StepKind::Input {
+        StepKind::Input(InputStep {
             question,
             schema,
             choices,
             default,
             ..
-        } => json!({
+        }) => json!({
             "question": question.as_ref().map(|q| &q.value),
             "schema": schema,
             "choices": choices,

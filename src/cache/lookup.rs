@@ -59,7 +59,7 @@ pub(crate) enum Miss {
 /// The artifacts a leaf step produces: its `outputs`, and a `get`'s own artifact.
 pub(crate) fn produced(step: &Step) -> Vec<String> {
     let mut out: Vec<String> = step.outputs.iter().map(|o| o.value.clone()).collect();
-    if let StepKind::Get { name: g, .. } = &step.kind
+    if let StepKind::Get(crate::pipeline::GetStep { name: g, .. }) = &step.kind
         && !out.contains(&g.value)
     {
         out.push(g.value.clone());
@@ -73,10 +73,10 @@ pub(crate) fn is_leaf(step: &Step) -> bool {
         step.kind,
         StepKind::Task { .. }
             | StepKind::Agent(_)
-            | StepKind::Get { .. }
-            | StepKind::Put { .. }
+            | StepKind::Get(_)
+            | StepKind::Put(_)
             | StepKind::Approval { .. }
-            | StepKind::Input { .. }
+            | StepKind::Input(_)
             | StepKind::Http { .. }
     )
 }
@@ -101,22 +101,21 @@ fn replayable_kind(step: &Step) -> bool {
         && !uses_captured_var(step)
         && matches!(
             step.kind,
-            StepKind::Task { .. }
-                | StepKind::Agent(_)
-                | StepKind::Get { .. }
-                | StepKind::Http { .. }
+            StepKind::Task { .. } | StepKind::Agent(_) | StepKind::Get(_) | StepKind::Http { .. }
         )
 }
 
 /// Whether a task's command holds a `((name))` a `load_var:` fills at run time (the
 /// key sees the text before it is filled, so such a step cannot be replayed by key).
 fn uses_captured_var(step: &Step) -> bool {
-    match step.run().map(|r| &r.value) {
-        Some(crate::pipeline::RunSpec::Shell(line)) => line.contains("(("),
-        Some(crate::pipeline::RunSpec::Exec(cfg)) => {
+    let StepKind::Task { run, .. } = &step.kind else {
+        return false;
+    };
+    match &run.value {
+        crate::pipeline::RunSpec::Shell(line) => line.contains("(("),
+        crate::pipeline::RunSpec::Exec(cfg) => {
             cfg.path.contains("((") || cfg.args.iter().any(|a| a.contains("(("))
         }
-        None => false,
     }
 }
 

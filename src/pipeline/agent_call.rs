@@ -150,3 +150,16 @@ pub struct TaskKeys {
     /// Outputs collected under another name: `{ NAME_IN_STEP: ARTIFACT }`.
     pub output_mapping: Option<At<BTreeMap<String, String>>>,
 }
+
+impl TaskKeys {
+    /// The artifacts the task sees under another name (`input_mapping:`,
+    /// `output_mapping:`), as `(artifact, name in the step directory)`.
+    pub fn mounts(&self) -> Vec<(String, String)> {
+        [&self.input_mapping, &self.output_mapping]
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m.value.iter())
+            .map(|(inner, artifact)| (artifact.clone(), inner.clone()))
+            .collect()
+    }
+}

@@ -48,7 +48,7 @@ pub fn check_step(file: &Path, step: &Step) -> Vec<Diagnostic> {
         .map(|n| ("input", n));
     let named = named.chain(step.outputs.iter().map(|n| ("output", n)));
     let got = match &step.kind {
-        super::step::StepKind::Get { name, .. } => Some(name),
+        super::step::StepKind::Get(super::leaf_step::GetStep { name, .. }) => Some(name),
         _ => None,
     };
     let named = named.chain(got.map(|n| ("get", n)));

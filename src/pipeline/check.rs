@@ -14,6 +14,7 @@ use super::agent_call::AgentCall;
 use super::at::{At, Pos};
 use super::diagnostic::{Diagnostic, Problem, did_you_mean};
 use super::format::{Agent, Job, Pipeline, RunSpec, Step};
+use super::leaf_step::InputStep;
 use super::mcp;
 use super::model;
 use super::step::StepKind;
@@ -303,7 +304,8 @@ impl<'a> Checker<'a> {
                 }
             }
             StepKind::Agent(call) => self.agent_step(step, call),
-            StepKind::Get { resource: r, .. } | StepKind::Put { resource: r, .. } => {
+            StepKind::Get(super::leaf_step::GetStep { resource: r, .. })
+            | StepKind::Put(super::leaf_step::PutStep { resource: r, .. }) => {
                 if !self
                     .pipeline
                     .resources
@@ -317,14 +319,14 @@ impl<'a> Checker<'a> {
                         "add it under `resources:` with a `name`, `type` and `source`",
                     );
                 }
-                if matches!(kind, StepKind::Get { .. }) {
+                if matches!(kind, StepKind::Get(_)) {
                     available.insert(step.display_name());
                 }
             }
             StepKind::Approval {
                 on_timeout, policy, ..
             } => self.approval_step(step, on_timeout.as_ref(), policy),
-            StepKind::Input { .. } => self.input_step(step),
+            StepKind::Input(asked) => self.input_step(step, asked),
             StepKind::LoadVar { name, file } => {
                 for (pos, problem, message, hint) in
                     super::check_flow_keys::load_var(step, name, file.as_ref())
@@ -362,9 +364,11 @@ impl<'a> Checker<'a> {
                         self.push_finding(finding);
                     }
                     // A judge that is no agent was reported just now, as the rule it is not.
-                    children.retain(|c| {
-                        c.agent_name()
-                            .is_none_or(|a| self.agents.contains_key(a.value.as_str()))
+                    children.retain(|c| match &c.kind {
+                        StepKind::Agent(call) => {
+                            self.agents.contains_key(call.agent.value.as_str())
+                        }
+                        _ => true,
                     });
                 }
                 let before = available.clone();
@@ -381,7 +385,7 @@ impl<'a> Checker<'a> {
     fn inputs(&mut self, step: &Step, available: &BTreeSet<String>) {
         for input in &step.inputs {
             if input.value == super::resource_type::ALL_INPUTS {
-                if !matches!(step.kind, StepKind::Put { .. }) {
+                if !matches!(step.kind, StepKind::Put(_)) {
                     self.push(
                         input.pos,
                         Problem::InvalidValue,
@@ -420,8 +424,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn input_step(&mut self, step: &At<Step>) {
-        let Some(question) = step.input_question() else {
+    fn input_step(&mut self, step: &At<Step>, asked: &InputStep) {
+        let Some(question) = asked.question() else {
             self.push(
                 step.pos,
                 Problem::BadStep,

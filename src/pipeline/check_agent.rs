@@ -91,7 +91,7 @@ pub fn check(pipeline: &Pipeline) -> Vec<Finding> {
         let mut all = BTreeSet::new();
         super::walk::visit_job(job, &mut |s| {
             all.insert(s.display_name());
-            if s.agent_call().is_some_and(|c| c.verdicts.is_some()) {
+            if matches!(&s.kind, StepKind::Agent(c) if c.verdicts.is_some()) {
                 deciders.insert(s.display_name());
             }
         });

@@ -112,7 +112,7 @@ fn container_network(network: Option<&At<Network>>) -> Option<Pos> {
 /// The position of a step's `network:` where it is out of place: on a `get`/`put` step
 /// (any value), elsewhere a container network name without `image:`.
 fn resource_network(step: &At<Step>) -> Option<Pos> {
-    if matches!(&step.kind, StepKind::Get { .. } | StepKind::Put { .. }) {
+    if matches!(&step.kind, StepKind::Get(_) | StepKind::Put(_)) {
         step.network.as_ref().map(|n| n.pos)
     } else {
         container_network(step.network.as_ref())
@@ -122,7 +122,7 @@ fn resource_network(step: &At<Step>) -> Option<Pos> {
 /// Checks the container keys of a step.
 pub fn step(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
-    let resource = matches!(&step.kind, StepKind::Get { .. } | StepKind::Put { .. });
+    let resource = matches!(&step.kind, StepKind::Get(_) | StepKind::Put(_));
     let keys: [(&str, Option<Pos>); 5] = [
         ("image", step.image.as_ref().map(|i| i.pos)),
         ("network", resource_network(step)),

@@ -11,7 +11,7 @@ use super::diagnostic::{Finding, Problem};
 use super::format::Job;
 use super::model::DEFAULT_LOCAL_MODEL;
 use super::settings::Prices;
-use super::step::Step;
+use super::step::{Step, StepKind};
 use super::walk::visit_job;
 
 /// The names a model's price may be found under before it answers: as written, and as sent.
@@ -90,15 +90,15 @@ pub fn job_findings(job: &Job, agents: &HashMap<&str, &Agent>, prices: &Prices) 
     }
     let mut seen = std::collections::BTreeSet::new();
     visit_job(job, &mut |step| {
-        if let Some(name) = step.agent_name()
-            && seen.insert(name.value.clone())
-            && let Some(agent) = agents.get(name.value.as_str())
+        if let StepKind::Agent(call) = &step.kind
+            && seen.insert(call.agent.value.clone())
+            && let Some(agent) = agents.get(call.agent.value.as_str())
         {
             out.extend(dollars_findings(
                 job.budget.as_ref(),
                 agent,
                 prices,
-                name.pos,
+                call.agent.pos,
             ));
         }
     });

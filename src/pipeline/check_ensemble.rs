@@ -49,7 +49,10 @@ pub fn check(e: &Ensemble<Step>, pos: Pos, agents: &[&str]) -> Vec<Finding> {
     let members: Vec<&str> = e
         .agents
         .iter()
-        .filter_map(|m| m.agent_name().map(|a| a.value.as_str()))
+        .filter_map(|m| match &m.kind {
+            StepKind::Agent(call) => Some(call.agent.value.as_str()),
+            _ => None,
+        })
         .collect();
     if let (Rule::Judge(judge), Some(decide)) = (e.rule(), &e.decide) {
         if !agents.contains(&judge) {

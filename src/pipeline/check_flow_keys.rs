@@ -139,7 +139,7 @@ fn walk(s: &At<Step>, top: bool, out: &mut Vec<Finding>) {
 pub fn step(step: &At<Step>, top: bool) -> Vec<Finding> {
     let mut out = Vec::new();
     let kind = &step.kind;
-    if let (Some(w), StepKind::Get { .. }) = (&step.when, kind) {
+    if let (Some(w), StepKind::Get(_)) = (&step.when, kind) {
         out.push(finding(
             w.pos,
             Problem::BadStep,
@@ -156,7 +156,7 @@ pub fn step(step: &At<Step>, top: bool) -> Vec<Finding> {
                 "move `to:` to the enclosing top-level step (the block or the `try:`)",
             ));
         }
-        if step.agent_call().is_some_and(|c| c.verdicts.is_some()) {
+        if matches!(&step.kind, StepKind::Agent(c) if c.verdicts.is_some()) {
             out.push(finding(
                 to.pos,
                 Problem::BadStep,
@@ -193,7 +193,7 @@ pub fn step(step: &At<Step>, top: bool) -> Vec<Finding> {
 
 fn verdicts(step: &Step) -> Vec<Finding> {
     let mut out = Vec::new();
-    let Some(call) = step.agent_call() else {
+    let StepKind::Agent(call) = &step.kind else {
         return out;
     };
     for entry in call.verdicts.iter().flatten() {
@@ -280,7 +280,7 @@ pub fn reserve_outside_across(budget: Option<&Budget>, whose: &str) -> Vec<Findi
 
 /// An `across:` block's `budget:`: tokens only, and a reservation needs a ceiling.
 fn across_budget(step: &At<Step>) -> Vec<Finding> {
-    let Some(b) = step.agent_call().and_then(|c| c.budget.as_ref()) else {
+    let Some(b) = agent_budget(step) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -308,11 +308,19 @@ fn across_budget(step: &At<Step>) -> Vec<Finding> {
     out
 }
 
+/// The `budget:` of an agent step (no other kind takes one).
+fn agent_budget(step: &Step) -> Option<&Budget> {
+    match &step.kind {
+        StepKind::Agent(call) => call.budget.as_ref(),
+        _ => None,
+    }
+}
+
 fn across(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
     let Some(axes) = &step.across else {
         out.extend(reserve_outside_across(
-            step.agent_call().and_then(|c| c.budget.as_ref()),
+            agent_budget(step),
             &format!("step `{}`", step.display_name()),
         ));
         for (key, pos) in [
@@ -422,18 +430,20 @@ fn unrenderable(texts: &[String], vars: &BTreeSet<String>, pos: Pos) -> Vec<Find
 /// The texts of a step `{{ .vars.NAME }}` is replaced in.
 fn templated_texts(step: &Step) -> Vec<String> {
     let mut texts = vec![step.display_name()];
-    if let Some(call) = step.agent_call() {
-        texts.extend(call.prompt.texts().into_iter().map(str::to_owned));
-        texts.extend(call.context_paths.iter().flatten().map(|p| p.value.clone()));
-    }
-    match step.run().map(|r| &r.value) {
-        Some(RunSpec::Shell(line)) => texts.push(line.clone()),
-        Some(RunSpec::Exec(cfg)) => {
-            texts.push(cfg.path.clone());
-            texts.extend(cfg.args.iter().cloned());
-            texts.extend(cfg.dir.clone());
+    match &step.kind {
+        StepKind::Agent(call) => {
+            texts.extend(call.prompt.texts().into_iter().map(str::to_owned));
+            texts.extend(call.context_paths.iter().flatten().map(|p| p.value.clone()));
         }
-        None => {}
+        StepKind::Task { run, .. } => match &run.value {
+            RunSpec::Shell(line) => texts.push(line.clone()),
+            RunSpec::Exec(cfg) => {
+                texts.push(cfg.path.clone());
+                texts.extend(cfg.args.iter().cloned());
+                texts.extend(cfg.dir.clone());
+            }
+        },
+        _ => {}
     }
     texts
 }

@@ -105,9 +105,9 @@ fn step<'p>(
     every: &mut BTreeSet<&'p str>,
     out: &mut Vec<Finding>,
 ) {
-    let (res, is_get) = match &s.kind {
-        StepKind::Get { resource: r, .. } => (r, true),
-        StepKind::Put { resource: r, .. } => (r, false),
+    let (res, is_get, version) = match &s.kind {
+        StepKind::Get(get) => (&get.resource, true, get.version.as_ref()),
+        StepKind::Put(put) => (&put.resource, false, None),
         _ => return,
     };
     let Some(resource) = pipeline
@@ -140,7 +140,7 @@ fn step<'p>(
             format!("add `{script}:` under the type's `config:`, or remove this step"),
         ));
     }
-    if let Some(v) = s.version()
+    if let Some(v) = version
         && v.value == VersionSpec::Every
     {
         if !top {

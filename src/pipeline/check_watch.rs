@@ -13,7 +13,7 @@ use super::walk::visit_job;
 pub fn resources_got(job: &Job) -> Vec<String> {
     let mut out = Vec::new();
     visit_job(job, &mut |s| {
-        if let StepKind::Get { resource: r, .. } = &s.kind
+        if let StepKind::Get(super::leaf_step::GetStep { resource: r, .. }) = &s.kind
             && !out.contains(&r.value)
         {
             out.push(r.value.clone());
@@ -85,11 +85,11 @@ fn passed(pipeline: &Pipeline, job: &Job) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut gated: Vec<(String, Vec<At<String>>)> = Vec::new();
     visit_job(job, &mut |s| {
-        if let StepKind::Get {
+        if let StepKind::Get(super::leaf_step::GetStep {
             resource: r,
             passed: Some(p),
             ..
-        } = &s.kind
+        }) = &s.kind
         {
             gated.push((r.value.clone(), p.value.clone()));
         }
@@ -151,7 +151,7 @@ fn one_passed(
 fn puts(job: &Job, resource: &str) -> bool {
     let mut found = false;
     visit_job(job, &mut |s| {
-        found |= matches!(&s.kind, StepKind::Put { resource: r, .. } if r.value == resource);
+        found |= matches!(&s.kind, StepKind::Put(super::leaf_step::PutStep { resource: r, .. }) if r.value == resource);
     });
     found
 }

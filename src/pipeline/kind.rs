@@ -3,14 +3,10 @@
 //! kind. The kinds themselves ([`super::step::StepKind`], [`super::step::Kind`]) are beside
 //! [`Step`].
 
-use std::collections::BTreeMap;
-
-use super::agent_call::{AgentCall, TaskKeys};
 use super::at::{At, Pos};
 use super::flow_keys::FAILURE_VERDICT;
 use super::raw_step::RawStep;
 use super::step::{Step, StepKind};
-use super::step_keys::RunSpec;
 
 /// Why a step has no single kind.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -192,59 +188,6 @@ impl RawStep {
 }
 
 impl Step {
-    /// The agent of an `agent:` step.
-    pub fn agent_name(&self) -> Option<&At<String>> {
-        self.agent_call().map(|c| &c.agent)
-    }
-
-    /// The keys of an `agent:` step.
-    pub fn agent_call(&self) -> Option<&AgentCall> {
-        match &self.kind {
-            StepKind::Agent(call) => Some(call),
-            _ => None,
-        }
-    }
-
-    /// The `fix:` and mappings of a `task:` step.
-    pub fn task_keys(&self) -> Option<&TaskKeys> {
-        match &self.kind {
-            StepKind::Task { keys, .. } => Some(keys),
-            _ => None,
-        }
-    }
-
-    /// The artifact a `get:` step fetches into: the value of `get:`.
-    pub fn got(&self) -> Option<&At<String>> {
-        match &self.kind {
-            StepKind::Get { name, .. } => Some(name),
-            _ => None,
-        }
-    }
-
-    /// The `params:` of a `get:` or `put:` step.
-    pub fn params(&self) -> Option<&BTreeMap<String, serde_json::Value>> {
-        match &self.kind {
-            StepKind::Get { params, .. } | StepKind::Put { params, .. } => params.as_ref(),
-            _ => None,
-        }
-    }
-
-    /// The `version:` of a `get:` step.
-    pub fn version(&self) -> Option<&At<super::resource_type::VersionSpec>> {
-        match &self.kind {
-            StepKind::Get { version, .. } => version.as_ref(),
-            _ => None,
-        }
-    }
-
-    /// The command of a `task:` step.
-    pub fn run(&self) -> Option<&At<RunSpec>> {
-        match &self.kind {
-            StepKind::Task { run, .. } => Some(run),
-            _ => None,
-        }
-    }
-
     /// The step's name: `name:` if given, else the value of its kind key, else the kind.
     pub fn display_name(&self) -> String {
         if let Some(n) = &self.name {
@@ -253,32 +196,6 @@ impl Step {
         self.kind
             .named()
             .unwrap_or_else(|| self.kind.key().to_owned())
-    }
-
-    /// The question of an `input:` step (`None` without `question:`): its schema (default:
-    /// any string), choices and default answer.
-    pub fn input_question(&self) -> Option<treadle_session::HumanQuestion> {
-        let StepKind::Input {
-            question,
-            schema,
-            choices,
-            default,
-            ..
-        } = &self.kind
-        else {
-            return None;
-        };
-        let text = &question.as_ref()?.value;
-        let mut question = treadle_session::HumanQuestion::new(text.clone());
-        let choices = choices.clone().unwrap_or_default();
-        question.schema = match (schema, choices.is_empty()) {
-            (Some(schema), _) => schema.clone(),
-            (None, false) => serde_json::json!({ "enum": choices }),
-            (None, true) => question.schema,
-        };
-        question.choices = choices;
-        question.default = default.clone();
-        Some(question)
     }
 
     /// The nested steps of a container (not its hooks), in the order they are written:
@@ -341,8 +258,7 @@ impl Step {
     /// Whether this is a `get` with `version: every` (from it on, the plan runs once per
     /// version not taken yet).
     pub fn is_every_get(&self) -> bool {
-        matches!(&self.kind, StepKind::Get { version: Some(v), .. }
-            if v.value == super::resource_type::VersionSpec::Every)
+        matches!(&self.kind, StepKind::Get(get) if get.is_every())
     }
 
     /// Every route target this step names, with the outcome or verdict that takes it.
@@ -357,16 +273,12 @@ impl Step {
 
     /// The artifacts this step sees under another name (`input_mapping:`,
     /// `output_mapping:`), as `(artifact, name in the step directory)`.
+    /// Only a task maps; every other step sees its artifacts under their own names.
     pub fn mounts(&self) -> Vec<(String, String)> {
-        let Some(keys) = self.task_keys() else {
-            return Vec::new();
-        };
-        [&keys.input_mapping, &keys.output_mapping]
-            .into_iter()
-            .flatten()
-            .flat_map(|m| m.value.iter())
-            .map(|(inner, artifact)| (artifact.clone(), inner.clone()))
-            .collect()
+        match &self.kind {
+            StepKind::Task { keys, .. } => keys.mounts(),
+            _ => Vec::new(),
+        }
     }
 
     /// The hooks present, in the order they may run.

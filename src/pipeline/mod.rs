@@ -29,6 +29,8 @@
 //! * `duration`: durations (`90s`, `1h30m`).
 //! * `step`: the typed [`Step`] loading makes of a written one, its [`StepKind`] and [`Kind`].
 //! * `kind`: what a step's kind says (display name, nested steps) and the keys each kind takes.
+//! * `leaf_step`: the payloads of `input:` ([`InputStep`], its question), `get:` and `put:`
+//!   ([`GetStep`], [`PutStep`]).
 //! * `agent_call`: the keys of an agent step ([`AgentCall`]) and those only a task takes
 //!   ([`TaskKeys`]).
 //! * `http_step`: the `http:` step's request (its load checks and its part of the key).
@@ -102,6 +104,7 @@ pub mod hook_def;
 pub mod http_step;
 pub mod in_parallel;
 pub mod kind;
+pub mod leaf_step;
 pub mod load;
 pub mod mcp;
 pub mod model;
@@ -133,6 +136,7 @@ pub use format::{
     Agent, AgentSource, Budget, InParallel, Job, JobAssert, McpServerSpec, Pipeline, RawStep,
     Resource, RunConfig, RunSpec, Step, StepAssert, ToolCallAssert,
 };
+pub use leaf_step::{GetStep, InputStep, PutStep};
 pub use model::ResolvedModel;
 pub use resource_type::{Defaults, ResourceType, Version, VersionSpec};
 pub use settings::{CacheConfig, ModelPrice, Prices, SizeSpec};

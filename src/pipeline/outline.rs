@@ -83,7 +83,10 @@ impl Outline {
             name: step.display_name(),
             kind,
             depth,
-            agent: step.agent_name().map(|a| a.value.clone()),
+            agent: match &step.kind {
+                StepKind::Agent(call) => Some(call.agent.value.clone()),
+                _ => None,
+            },
             cell: None,
         });
         match &step.kind {

@@ -4,17 +4,14 @@
 //! [`Kind`] names the kinds. `super::typing::Typer` is the one conversion; a step with no
 //! kind, several, or a key of another kind is a located load error there.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use super::agent_call::{AgentCall, TaskKeys};
 use super::at::At;
 use super::duration::DurationSpec;
 use super::ensemble::Ensemble;
 use super::flow_keys::{Axis, Race, To, When};
 use super::in_parallel::InParallel;
+use super::leaf_step::{GetStep, InputStep, PutStep};
 use super::step_keys::{RunSpec, StepAssert};
-use super::typed_resource::TypedResource;
 
 /// One loaded step: its kind with the kind's configuration (an agent step's keys in its
 /// [`AgentCall`], a task's `fix:` and mappings in its [`TaskKeys`]), and the keys every
@@ -172,46 +169,11 @@ pub enum StepKind {
         policy: super::approval_policy::ApprovalPolicy,
     },
     /// `input:`: a question a person answers.
-    Input {
-        /// The value of `input:`, the step's name.
-        name: At<String>,
-        /// What is asked.
-        question: Option<At<String>>,
-        /// The JSON Schema the answer must fit.
-        schema: Option<serde_json::Value>,
-        /// The only answers allowed.
-        choices: Option<Vec<String>>,
-        /// The answer taken when the step's `timeout` passes.
-        default: Option<serde_json::Value>,
-    },
+    Input(InputStep),
     /// `get:` of a resource.
-    Get {
-        /// The value of `get:`, the artifact fetched into.
-        name: At<String>,
-        /// The resource: `resource:`, else the name.
-        resource: At<String>,
-        /// That resource, its type resolved at load (`Loaded::resources`).
-        typed: Arc<TypedResource>,
-        /// Resource-specific parameters.
-        params: Option<BTreeMap<String, serde_json::Value>>,
-        /// `latest`, `every`, or a pinned version.
-        version: Option<At<super::resource_type::VersionSpec>>,
-        /// Whether `treadle watch` builds the job on a new version.
-        trigger: Option<At<bool>>,
-        /// Only versions that passed these jobs together.
-        passed: Option<At<Vec<At<String>>>>,
-    },
+    Get(GetStep),
     /// `put:` to a resource.
-    Put {
-        /// The value of `put:`.
-        name: At<String>,
-        /// The resource: `resource:`, else the name.
-        resource: At<String>,
-        /// That resource, its type resolved at load (`Loaded::resources`).
-        typed: Arc<TypedResource>,
-        /// Resource-specific parameters.
-        params: Option<BTreeMap<String, serde_json::Value>>,
-    },
+    Put(PutStep),
     /// `do:`.
     Do(Vec<At<Step>>),
     /// `in_parallel:`.
@@ -250,9 +212,9 @@ impl StepKind {
             Self::Task { .. } => Kind::Task,
             Self::Agent(_) => Kind::Agent,
             Self::Approval { .. } => Kind::Approval,
-            Self::Input { .. } => Kind::Input,
-            Self::Get { .. } => Kind::Get,
-            Self::Put { .. } => Kind::Put,
+            Self::Input(_) => Kind::Input,
+            Self::Get(_) => Kind::Get,
+            Self::Put(_) => Kind::Put,
             Self::Do(_) => Kind::Do,
             Self::InParallel(_) => Kind::InParallel,
             Self::Try(_) => Kind::Try,
@@ -267,10 +229,10 @@ impl StepKind {
     pub(super) fn named(&self) -> Option<String> {
         match self {
             Self::Agent(call) => Some(call.agent.value.clone()),
-            Self::Task { name, .. }
-            | Self::Input { name, .. }
-            | Self::Get { name, .. }
-            | Self::Put { name, .. }
+            Self::Input(InputStep { name, .. })
+            | Self::Get(GetStep { name, .. })
+            | Self::Put(PutStep { name, .. })
+            | Self::Task { name, .. }
             | Self::LoadVar { name, .. }
             | Self::Http { name, .. } => Some(name.value.clone()),
             Self::Approval { name, .. } => Some(name.value.name().to_owned()),

@@ -16,6 +16,7 @@ use super::ensemble::{Ensemble, Rule};
 use super::flow_keys::Race;
 use super::format::{Job, Pipeline};
 use super::in_parallel::{InParallel, InParallelConfig};
+use super::leaf_step::{GetStep, InputStep, PutStep};
 use super::raw_step::RawStep;
 use super::step::{Step, StepKind};
 use super::typed_resource::{Resources, TypedResource};
@@ -305,17 +306,17 @@ impl<'f> Typer<'f> {
             });
         }
         if let Some(name) = raw.input.take() {
-            return Some(StepKind::Input {
+            return Some(StepKind::Input(InputStep {
                 name,
                 question: raw.question.take(),
                 schema: raw.schema.take(),
                 choices: raw.choices.take(),
                 default: raw.default.take(),
-            });
+            }));
         }
         if let Some(name) = raw.get.take() {
             let resource = raw.resource.take().unwrap_or_else(|| name.clone());
-            return Some(StepKind::Get {
+            return Some(StepKind::Get(GetStep {
                 typed: self.resource(&resource),
                 name,
                 resource,
@@ -323,16 +324,16 @@ impl<'f> Typer<'f> {
                 version: raw.version.take(),
                 trigger: raw.trigger.take(),
                 passed: raw.passed.take(),
-            });
+            }));
         }
         if let Some(name) = raw.put.take() {
             let resource = raw.resource.take().unwrap_or_else(|| name.clone());
-            return Some(StepKind::Put {
+            return Some(StepKind::Put(PutStep {
                 typed: self.resource(&resource),
                 name,
                 resource,
                 params: raw.params.take(),
-            });
+            }));
         }
         if let Some(steps) = raw.do_.take() {
             return self.steps(steps).map(StepKind::Do);

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::agent::AgentStep;
 use crate::agent::context_files::ReadError;
-use crate::pipeline::Step;
+use crate::pipeline::AgentCall;
 
 /// Why an agent step could not be handed what it reads before its first turn (the step
 /// fails).
@@ -59,7 +59,7 @@ pub(super) fn hand_over(
 /// (rendered per `across:` cell) and the prompt of `prompt_file: { artifact, path }`, read
 /// from the step directory `dir` (`work`: its `dir:`).
 pub(super) fn handed_files(
-    step: &Step,
+    call: &AgentCall,
     dir: &Path,
     work: &Path,
     vars: Option<&crate::pipeline::vars::Vars>,
@@ -67,7 +67,7 @@ pub(super) fn handed_files(
 ) -> Result<(Vec<crate::agent::context_files::ContextFile>, String), HandingError> {
     use crate::agent::context_files::{read_confined, read_context};
     let mut context = Vec::new();
-    if let Some(paths) = step.agent_call().and_then(|c| c.context_paths.as_ref()) {
+    if let Some(paths) = &call.context_paths {
         let paths: Vec<String> = paths
             .iter()
             .map(|p| match vars {
@@ -78,7 +78,7 @@ pub(super) fn handed_files(
         context = read_context(work, &paths, limit).map_err(HandingError::Context)?;
     }
     let mut prompt = String::new();
-    if let Some(f) = step.agent_call().and_then(|c| c.prompt.file()) {
+    if let Some(f) = call.prompt.file() {
         let path = format!("{}/{}", f.artifact.value, f.path.value);
         prompt = read_confined(dir, &path)?;
         prompt.push_str("\n\n");

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentStep, Quiet, RecordedCall, run_agent_step};
-use crate::pipeline::{Agent, AgentSource, At, Job, Loaded, Step};
+use crate::pipeline::{Agent, AgentCall, AgentSource, At, Job, Loaded, Step, StepKind};
 use crate::run::FailureKind;
 use crate::run::state::{RunRecord, StateError, StepRecord, StepStatus, Store};
 pub use kept::{StepTrace, Traced};
@@ -203,9 +203,7 @@ async fn shadow_in(
     let mut traces = Vec::new();
     for (record, calls) in &recorded.agent_steps {
         // A step the file no longer has, or no longer as an agent step, has no shadow.
-        let Some((step, call)) =
-            find_step(job, &record.name).and_then(|s| Some((s, s.agent_call()?)))
-        else {
+        let Some((step, call)) = find_step(job, &record.name) else {
             continue;
         };
         let dir = scratch.join("steps").join(record.seq.to_string());
@@ -397,11 +395,12 @@ fn spend_of(usage: Option<&serde_json::Value>) -> report::Spend {
     }
 }
 
-/// The agent step of `job` recorded under `name`.
-fn find_step<'j>(job: &'j Job, name: &str) -> Option<&'j Step> {
-    job_steps(job)
-        .into_iter()
-        .find(|s| s.agent_name().is_some() && s.display_name() == name)
+/// The agent step of `job` recorded under `name`, with its call.
+fn find_step<'j>(job: &'j Job, name: &str) -> Option<(&'j Step, &'j AgentCall)> {
+    job_steps(job).into_iter().find_map(|s| match &s.kind {
+        StepKind::Agent(call) if s.display_name() == name => Some((s, call.as_ref())),
+        _ => None,
+    })
 }
 
 /// Every step of a job (nested and hooks included), in file order.

@@ -81,12 +81,12 @@ impl Watched {
 fn watched_job(job: &Job) -> WatchedJob {
     let mut gets: Vec<Get> = Vec::new();
     visit_job(job, &mut |s| {
-        let StepKind::Get {
+        let StepKind::Get(crate::pipeline::GetStep {
             resource: r,
             trigger,
             passed,
             ..
-        } = &s.kind
+        }) = &s.kind
         else {
             return;
         };

@@ -276,7 +276,10 @@ mod tests {
             matches!(&unknown, Err(super::FlowError::Refused { reason, .. }) if reason.contains("unknown agent `b`")),
             "{unknown:?}"
         );
-        let b = step.agent_call().and_then(|c| c.budget.as_ref());
+        let crate::pipeline::StepKind::Agent(call) = &step.kind else {
+            panic!("an agent task makes an agent step: {step:?}");
+        };
+        let b = call.budget.as_ref();
         assert_eq!(b.and_then(|b| b.tokens), Some(1200));
         assert_eq!(b.and_then(|b| b.dollars), Some(0.5));
     }
@@ -314,7 +317,10 @@ mod tests {
         };
         let both = loaded_of(crate::workflow::Agents::none().with(lead).with(helper));
         let step = AgentTask::new("lead", "p").into_step("s", &both);
-        let call = step.as_ref().ok().and_then(|s| s.agent_call());
+        let call = step.as_ref().ok().and_then(|s| match &s.kind {
+            crate::pipeline::StepKind::Agent(call) => Some(call),
+            _ => None,
+        });
         let sub = call.map(|c| both.pipeline.agent_at(c.def.delegations[0].agent));
         assert_eq!(sub.map(|a| a.name.value.as_str()), Some("helper"));
     }

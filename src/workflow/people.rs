@@ -194,13 +194,13 @@ impl Flow {
         T: DeserializeOwned + schemars::JsonSchema,
     {
         let (full, ask) = (self.named(name), ask.into());
-        let mut step = Step::of_kind(StepKind::Input {
+        let mut step = Step::of_kind(StepKind::Input(crate::pipeline::InputStep {
             name: At::new(full.clone()),
             question: Some(At::new(ask.question)),
             schema: Some(schemars::schema_for!(T).to_value()),
             choices: None,
             default: ask.default,
-        });
+        }));
         step.timeout = ask.deadline.map(|d| At::new(DurationSpec(d)));
         step.outputs = vec![At::new(full.clone())];
         self.step(step).await?;

@@ -104,7 +104,7 @@ impl Facts {
             }
         }
         k.delivered = self.delivered(step, &mut k.delivered_sure);
-        if let StepKind::Get { resource: res, .. } = &step.kind {
+        if let StepKind::Get(crate::pipeline::GetStep { resource: res, .. }) = &step.kind {
             k.version = Some(sh.version(&res.value));
         }
         k

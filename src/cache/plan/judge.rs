@@ -218,9 +218,9 @@ fn reasons(step: &Step, parts: &KeyParts, last: Option<&KeyParts>, known: &Known
             _ if step.across.is_some() && !step.outputs.is_empty() => {
                 "a cell of a collecting matrix is never replayed".to_owned()
             }
-            StepKind::Put { .. } => "a put is never replayed".to_owned(),
+            StepKind::Put(_) => "a put is never replayed".to_owned(),
             StepKind::Approval { .. } => "an approval is never replayed".to_owned(),
-            StepKind::Input { .. } => "a question is never replayed".to_owned(),
+            StepKind::Input(_) => "a question is never replayed".to_owned(),
             _ => "unchanged, but its cache entry was evicted or is corrupt".to_owned(),
         });
     }

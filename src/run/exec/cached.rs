@@ -184,9 +184,7 @@ async fn key_parts<'a>(
     }
     ctx.state.set_inputs_before(entry.seq, before);
     let version = match &step.kind {
-        StepKind::Get { typed, .. } => {
-            Some(super::version::resolve_version(ctx, step, typed, entry).await?)
-        }
+        StepKind::Get(get) => Some(super::version::resolve_version(ctx, get, entry).await?),
         _ => None,
     };
     // An agent step is built once (kept in the run's state) and keyed on what runs.
@@ -337,7 +335,9 @@ fn note_reused<'a>(
             cache.know_tree(path, t.digest, t.manifest.clone());
         }
     }
-    if let (Some(v), StepKind::Get { name, resource, .. }) = (&outcome.version, &step.kind) {
+    if let (Some(v), StepKind::Get(crate::pipeline::GetStep { name, resource, .. })) =
+        (&outcome.version, &step.kind)
+    {
         let artifact = name.value.clone();
         ctx.state.set_version(entry.seq, v.clone());
         ctx.state

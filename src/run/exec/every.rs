@@ -22,7 +22,9 @@ fn every_gets<'p>(ctx: &Ctx<'_>, plan: &'p [At<Step>]) -> Vec<(u32, &'p TypedRes
     plan.iter()
         .filter(|s| s.is_every_get())
         .filter_map(|s| match (&s.kind, ctx.outline.entry(s)) {
-            (StepKind::Get { typed, .. }, Some(e)) => Some((e.seq, typed.as_ref())),
+            (StepKind::Get(crate::pipeline::GetStep { typed, .. }), Some(e)) => {
+                Some((e.seq, typed.as_ref()))
+            }
             _ => None,
         })
         .collect()

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Ctx, Done};
 use crate::agent::AgentStep;
-use crate::pipeline::agent_call::Prompt;
+use crate::pipeline::agent_call::{Fixer, Prompt};
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{AgentCall, At, RunSpec, Step};
@@ -39,19 +39,16 @@ fn instruction(task: &str, run: &RunSpec, failure: &str, output: &str) -> String
     )
 }
 
-/// Runs the fixer of `step` (a task that failed with `failure`, printing `output`) in
+/// Runs `fix`, the fixer of a task that failed with `failure`, printing `output`, in
 /// the task's directory `dir`. `Err` when the fixer could not be run at all.
 pub(crate) async fn fix<'a>(
     ctx: &Ctx<'a>,
-    step: &Step,
+    fix: &At<Fixer>,
     entry: &Entry,
     dir: &Path,
     (run, failure, output): (&RunSpec, &str, &str),
     cancel: &CancellationToken,
 ) -> Result<(), Done> {
-    let Some(fix) = step.task_keys().and_then(|k| k.fix.as_ref()) else {
-        return Ok(());
-    };
     let spec = &fix.value.spec;
     let mut prompt = instruction(&entry.name, run, failure, output);
     if let Some(extra) = &spec.prompt {

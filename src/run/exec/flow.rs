@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Ctx, Done, Status, worst};
 use crate::pipeline::flow_keys::{Race, When};
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{At, RunSpec, Step};
+use crate::pipeline::{At, RunSpec, Step, StepKind};
 use crate::run::admit::{Admission, Admit};
 use crate::run::artifacts::copy_tree;
 use crate::run::cell::{Given, cells};
@@ -296,20 +296,16 @@ pub(crate) async fn across<'a>(
 /// each running cell its reservation (the block's `reserve_per_cell:`, else the cell
 /// agent's own `budget.tokens`). Warns when the ceiling can hold nothing back.
 fn admission<'a>(ctx: &Ctx<'a>, step: &Step, total: usize, in_flight: usize) -> Admission {
-    let budget = step.agent_call().and_then(|c| c.budget.as_ref());
+    // Only an agent step has a budget: a task's cells are admitted without one.
+    let call = match &step.kind {
+        StepKind::Agent(call) => Some(call.as_ref()),
+        _ => None,
+    };
+    let budget = call.and_then(|c| c.budget.as_ref());
     let limit = budget.and_then(|b| b.tokens);
     let reserve = budget
         .and_then(|b| b.reserve_per_cell.as_ref().map(|r| r.value))
-        .or_else(|| {
-            let name = &step.agent_name()?.value;
-            let agent = ctx
-                .loaded
-                .pipeline
-                .agents
-                .iter()
-                .find(|a| a.name.value == *name)?;
-            agent.budget.as_ref()?.tokens
-        })
+        .or_else(|| call?.def.budget.as_ref()?.tokens)
         .unwrap_or(0);
     if limit.is_some() && reserve == 0 && in_flight > 1 && in_flight >= total {
         ctx.emit(Event::Notice {

@@ -14,8 +14,8 @@ use treadle_session::GateAnswer;
 use super::{Ctx, Done};
 use crate::agent::Answerer;
 use crate::assert::StepFacts;
-use crate::pipeline::Step;
 use crate::pipeline::outline::Entry;
+use crate::pipeline::{InputStep, Step};
 use crate::run::approval::question::{Asked, Asker};
 use crate::run::failure::FailureKind;
 
@@ -58,11 +58,12 @@ pub(crate) fn answerer<'a>(
 pub(crate) async fn input<'a>(
     ctx: &'a Ctx<'a>,
     step: &'a Step,
+    asked: &'a InputStep,
     entry: &'a Entry,
     attempt: u32,
     cancel: CancellationToken,
 ) -> Done {
-    let Some(question) = step.input_question() else {
+    let Some(question) = asked.question() else {
         return Done::fail(
             FailureKind::Configuration,
             format!("input `{}` has no `question:`", entry.name),

@@ -16,7 +16,7 @@ use crate::agent::{AgentStep, BuildError};
 use crate::assert::StepFacts;
 use crate::pipeline::model::process_env;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{AgentCall, RunSpec, Step};
+use crate::pipeline::{AgentCall, RunSpec, Step, TaskKeys};
 use crate::run::cell::{Cell, Given};
 use crate::run::failure::{FailureKind, StepFailure};
 use crate::run::output_limit::OutputLimit;
@@ -28,7 +28,7 @@ pub(crate) async fn task<'a>(
     step: &'a Step,
     entry: &'a Entry,
     attempt: u32,
-    run: &'a RunSpec,
+    (run, keys): (&'a RunSpec, &'a TaskKeys),
     cancel: CancellationToken,
     given: Given<'a>,
 ) -> Done {
@@ -79,11 +79,10 @@ pub(crate) async fn task<'a>(
     // `fix:`: a command that ended badly (not one that was cancelled) is handed to
     // the fixer, then runs once more; that run decides.
     let failed = ended_badly(&result.end);
-    if let Some(failure) = failed.filter(|_| step.task_keys().is_some_and(|k| k.fix.is_some())) {
+    if let (Some(failure), Some(fixer)) = (failed, keys.fix.as_ref()) {
         let output = ctx.transcript.redactor().mask(&result.tail);
-        if let Err(done) =
-            super::fix::fix(ctx, step, entry, &dir, (run, &failure, &output), &cancel).await
-        {
+        let failed = (run, failure.as_str(), output.as_str());
+        if let Err(done) = super::fix::fix(ctx, fixer, entry, &dir, failed, &cancel).await {
             return done;
         }
         result = match run_task(&spec, None, &limit.token, &on_line).await {
@@ -266,12 +265,12 @@ pub(crate) fn delivered<'a>(ctx: &Ctx<'a>, step: &Step) -> Vec<crate::run::upstr
 fn shaped<'a>(
     ctx: &Ctx<'a>,
     built: &AgentStep,
-    step: &Step,
+    (step, call): (&Step, &AgentCall),
     dir: &Path,
     given: Given<'_>,
 ) -> Result<AgentStep, Done> {
     // `dir:` is where the agent works: its tool paths are relative to it.
-    let sub = step.agent_call().and_then(|c| c.dir.as_ref());
+    let sub = call.dir.as_ref();
     let work = sub.map_or(dir.to_path_buf(), |d| dir.join(&d.value));
     let mut agent_step = built.clone().in_dir(work.clone());
     // A cell of an `across:` step gets its values in its prompt.
@@ -289,7 +288,7 @@ fn shaped<'a>(
         .unwrap_or(crate::agent::context_files::DEFAULT_CONTEXT_BYTES);
     let delivered = delivered(ctx, step);
     let (context, prompt) =
-        crate::run::handing::handed_files(step, dir, &work, given.cell.map(Cell::vars), limit)
+        crate::run::handing::handed_files(call, dir, &work, given.cell.map(Cell::vars), limit)
             .map_err(|e| Done::failed(e.to_string()))?;
     let before = crate::run::handing::hand_over(&mut agent_step, &delivered, context)
         .map_err(|e| Done::failed(e.to_string()))?;
@@ -317,7 +316,7 @@ pub(crate) async fn agent<'a>(
         Ok(a) => a,
         Err(e) => return Done::fail(FailureKind::Configuration, e.to_string()),
     };
-    let built = on_picked_source(ctx, step, built);
+    let built = on_picked_source(ctx, call, built);
     // The session reads the key itself; a variable that is not set stops the step here,
     // with the hint, before a directory is made.
     if let Err(e) = built.model.check_key(&process_env) {
@@ -332,7 +331,7 @@ pub(crate) async fn agent<'a>(
         Ok(placed) => placed,
         Err(done) => return done,
     };
-    let mut agent_step = match shaped(ctx, &built, step, &dir, given) {
+    let mut agent_step = match shaped(ctx, &built, (step, call), &dir, given) {
         Ok(a) => a,
         Err(done) => return done,
     };
@@ -417,16 +416,16 @@ async fn agent_dir(
 /// The agent step on the source the pre-run probe picked for its agent (a `fallback:`
 /// entry when its primary is down). Which source serves is availability, not content: the
 /// key is the primary's.
-fn on_picked_source(ctx: &Ctx<'_>, step: &Step, built: Arc<AgentStep>) -> Arc<AgentStep> {
+fn on_picked_source(ctx: &Ctx<'_>, call: &AgentCall, built: Arc<AgentStep>) -> Arc<AgentStep> {
     let picked = ctx.state.with(|s| s.picked.clone());
-    match step.agent_name() {
-        Some(name) if !picked.is_empty() => Arc::new(crate::agent::source_pick::on_picked(
-            (*built).clone(),
-            &name.value,
-            &picked,
-        )),
-        _ => built,
+    if picked.is_empty() {
+        return built;
     }
+    Arc::new(crate::agent::source_pick::on_picked(
+        (*built).clone(),
+        &call.agent.value,
+        &picked,
+    ))
 }
 
 /// Keeps what an agent step said in its record (masked): its verdict, note, usage and the

@@ -375,12 +375,10 @@ impl<'a> Ctx<'a> {
         let work = self.kind(step, entry, attempt, token.clone(), given);
         // An approval's (or input's) timeout is its deadline, which its `on_timeout` (or
         // `default:`) answers.
-        let limit = step.timeout.as_ref().filter(|_| {
-            !matches!(
-                step.kind,
-                StepKind::Approval { .. } | StepKind::Input { .. }
-            )
-        });
+        let limit = step
+            .timeout
+            .as_ref()
+            .filter(|_| !matches!(step.kind, StepKind::Approval { .. } | StepKind::Input(_)));
         // Zero means no limit (steps' convention for every dial of an agent step): `timeout:
         // "0"` is no deadline, not one that has already passed.
         let Some(limit) = limit.map(|t| t.value.0).filter(|d| !d.is_zero()) else {
@@ -413,8 +411,8 @@ impl<'a> Ctx<'a> {
                 return Done::fail(FailureKind::Configuration, why);
             }
             match &step.kind {
-                StepKind::Task { run, .. } => {
-                    let work = Work::Task(run);
+                StepKind::Task { run, keys, .. } => {
+                    let work = Work::Task(run, keys);
                     self.leaf(step, work, entry, attempt, cancel, given).await
                 }
                 StepKind::Agent(call) => {
@@ -450,19 +448,17 @@ impl<'a> Ctx<'a> {
                     };
                     approval_step::approval(self, step, asked, entry, cancel).await
                 }
-                StepKind::Input { .. } => input::input(self, step, entry, attempt, cancel).await,
+                StepKind::Input(asked) => {
+                    input::input(self, step, asked, entry, attempt, cancel).await
+                }
                 StepKind::LoadVar { name, file } => {
                     flow::load_var(self, &name.value, file.as_ref()).await
                 }
                 StepKind::Http { call, .. } => {
                     http_step::http(self, step, entry, attempt, call, cancel).await
                 }
-                StepKind::Get { typed, .. } => {
-                    resource::get_step(self, step, entry, attempt, typed, &cancel).await
-                }
-                StepKind::Put { typed, .. } => {
-                    resource::put_step(self, step, entry, typed, &cancel).await
-                }
+                StepKind::Get(get) => resource::get_step(self, entry, attempt, get, &cancel).await,
+                StepKind::Put(put) => resource::put_step(self, step, entry, put, &cancel).await,
             }
         }
         .boxed()
@@ -488,7 +484,7 @@ impl<'a> Ctx<'a> {
             return remote.leaf(self, step, entry, attempt, cancel, cell).await;
         }
         match work {
-            Work::Task(run) => {
+            Work::Task(run, keys) => {
                 let run = match given.cell {
                     Some(c) => match c.render_run(&run.value) {
                         Ok(run) => run,
@@ -499,7 +495,7 @@ impl<'a> Ctx<'a> {
                     None => run.value.clone(),
                 };
                 let run = flow::with_vars(self, &run);
-                leaf::task(self, step, entry, attempt, &run, cancel, given).await
+                leaf::task(self, step, entry, attempt, (&run, keys), cancel, given).await
             }
             Work::Agent(call) => {
                 leaf::agent(self, (step, call), entry, attempt, cancel, given).await

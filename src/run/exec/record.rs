@@ -88,7 +88,7 @@ pub(crate) fn log_leaf<'a>(ctx: &Ctx<'a>, step: &Step, entry: &Entry) {
     // A get is logged under the resource it fetched (`resource:` renames only its
     // artifact), as `steps` records it.
     let name = match &step.kind {
-        StepKind::Get { resource, .. } => resource.value.clone(),
+        StepKind::Get(crate::pipeline::GetStep { resource, .. }) => resource.value.clone(),
         _ => entry.name.clone(),
     };
     log_as(ctx, entry, name);

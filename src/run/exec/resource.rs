@@ -14,9 +14,9 @@ use super::{Ctx, Done};
 use crate::agent::commit::{self, Keep, ManagedWork};
 use crate::blocking::blocking;
 use crate::cache::records::SuccessRecord;
-use crate::pipeline::Step;
 use crate::pipeline::Version;
 use crate::pipeline::outline::Entry;
+use crate::pipeline::{GetStep, PutStep, Step};
 use crate::pipeline::{ResolvedResource, TypedResource};
 use crate::resource::{GitSource, ResourceError, git, ops};
 use crate::run::artifacts::copy_tree;
@@ -35,19 +35,19 @@ fn git_dir<'a>(ctx: &Ctx<'a>) -> PathBuf {
 
 /// Where a `get:` or `put:` goes: a git resource handled here, or a versioned one (`time`,
 /// a `resource_types:` entry) handled in `resource_scripted`.
-enum Target<'a> {
+enum Target {
     Git(GitSource),
-    Versioned(&'a TypedResource),
+    Versioned,
 }
 
 /// Where the resource of a `get:` or `put:` (resolved at load) goes. An unavailable one
 /// is an error here, when the step runs, and not at load: it is a fact about this
 /// treadle (it cannot talk to Slack), not a name that failed to resolve, and a file
 /// with one loads and checks (and may run its other jobs).
-fn target(typed: &TypedResource) -> Result<Target<'_>, ResourceError> {
+fn target(typed: &TypedResource) -> Result<Target, ResourceError> {
     match &typed.kind {
         ResolvedResource::Git(s) => Ok(Target::Git(s.clone())),
-        ResolvedResource::Time(_) | ResolvedResource::Scripted(_) => Ok(Target::Versioned(typed)),
+        ResolvedResource::Time(_) | ResolvedResource::Scripted(_) => Ok(Target::Versioned),
         ResolvedResource::Unavailable => Err(ResourceError::unavailable(typed)),
     }
 }
@@ -55,36 +55,30 @@ fn target(typed: &TypedResource) -> Result<Target<'_>, ResourceError> {
 /// `get:` a resource into the artifact named by the step.
 pub(crate) async fn get_step<'a>(
     ctx: &'a Ctx<'a>,
-    step: &'a Step,
     entry: &'a Entry,
     attempt: u32,
-    typed: &'a TypedResource,
+    get: &'a GetStep,
     cancel: &CancellationToken,
 ) -> Done {
-    let resource = typed.name();
-    let src = match target(typed) {
+    let resource = get.typed.name();
+    let src = match target(&get.typed) {
         Ok(Target::Git(s)) => s,
-        Ok(Target::Versioned(typed)) => {
-            return super::resource_scripted::get_versioned(
-                ctx, typed, step, entry, attempt, cancel,
-            )
-            .await;
+        Ok(Target::Versioned) => {
+            return super::resource_scripted::get_versioned(ctx, get, entry, attempt, cancel).await;
         }
         Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let known = match ctx.state.version(entry.seq) {
         Some(v) => Some(v),
-        None if step.version().is_some() => {
-            match super::version::pick_version(ctx, step, entry, typed).await {
+        None if get.version.is_some() => {
+            match super::version::pick_version(ctx, get, entry).await {
                 Ok(v) => Some(v),
                 Err(d) => return d,
             }
         }
         None => None,
     };
-    let artifact = step
-        .got()
-        .map_or_else(|| resource.to_owned(), |g| g.value.clone());
+    let artifact = get.name.value.clone();
     let (ws, mirror) = (
         ctx.artifacts.clone(),
         git::mirror_of(&git_dir(ctx), &src.uri),
@@ -128,19 +122,20 @@ pub(crate) async fn put_step<'a>(
     ctx: &'a Ctx<'a>,
     step: &'a Step,
     entry: &'a Entry,
-    typed: &'a TypedResource,
+    put: &'a PutStep,
     cancel: &CancellationToken,
 ) -> Done {
-    let resource = typed.name();
-    let src = match target(typed) {
+    let resource = put.typed.name();
+    let src = match target(&put.typed) {
         Ok(Target::Git(s)) => s,
-        Ok(Target::Versioned(typed)) => {
-            return super::resource_scripted::put_versioned(ctx, typed, step, entry, cancel).await;
+        Ok(Target::Versioned) => {
+            return super::resource_scripted::put_versioned(ctx, put, step, entry, cancel).await;
         }
         Err(e) => return Done::fail(FailureKind::Infrastructure, e.to_string()),
     };
     let param = |k: &str| {
-        step.params()
+        put.params
+            .as_ref()
             .and_then(|p| p.get(k))
             .and_then(|v| v.as_str())
             .map(str::to_owned)

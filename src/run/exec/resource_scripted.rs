@@ -2,12 +2,14 @@
 //! `resource_types:` (their `in` and `out` scripts) and the built-in `time` type. The git
 //! type's steps are in `super::resource`.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{Ctx, Done};
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{Defaults, Step, Version};
+use crate::pipeline::{Defaults, GetStep, PutStep, Step, Version};
 use crate::pipeline::{ResolvedResource, TypedResource};
 use crate::resource::history::History;
 use crate::resource::scripted::Scripted;
@@ -21,25 +23,25 @@ fn scripted<'a>(typed: &'a TypedResource, kind: &'a crate::pipeline::ResourceTyp
     }
 }
 
-fn params_of(step: &Step) -> Option<Value> {
-    step.params().and_then(|p| serde_json::to_value(p).ok())
+fn params_of(params: Option<&BTreeMap<String, Value>>) -> Option<Value> {
+    params.and_then(|p| serde_json::to_value(p).ok())
 }
 
 /// `get:` of a scripted or `time` resource: its version (resolved before, or now),
 /// fetched into the step's artifact.
 pub(crate) async fn get_versioned<'a>(
     ctx: &'a Ctx<'a>,
-    typed: &'a TypedResource,
-    step: &'a Step,
+    get: &'a GetStep,
     entry: &'a Entry,
     attempt: u32,
     cancel: &CancellationToken,
 ) -> Done {
+    let typed = get.typed.as_ref();
     let resource = typed.name();
     let known = ctx.state.version(entry.seq);
     let text = match known {
         Some(v) => v,
-        None => match super::version::pick_version(ctx, step, entry, typed).await {
+        None => match super::version::pick_version(ctx, get, entry).await {
             Ok(v) => v,
             Err(d) => return d,
         },
@@ -53,9 +55,7 @@ pub(crate) async fn get_versioned<'a>(
             );
         }
     };
-    let artifact = step
-        .got()
-        .map_or_else(|| resource.to_owned(), |g| g.value.clone());
+    let artifact = get.name.value.clone();
     let arts = std::slice::from_ref(&artifact);
     let dir = match ctx
         .artifacts
@@ -66,7 +66,13 @@ pub(crate) async fn get_versioned<'a>(
     };
     let fetched = match &typed.kind {
         ResolvedResource::Scripted(kind) => scripted(typed, kind)
-            .fetch(&version, params_of(step).as_ref(), &dir, &artifact, cancel)
+            .fetch(
+                &version,
+                params_of(get.params.as_ref()).as_ref(),
+                &dir,
+                &artifact,
+                cancel,
+            )
             .await
             .map_err(|e| e.to_string()),
         ResolvedResource::Time(_) => {
@@ -138,11 +144,12 @@ pub(crate) async fn record_put<'a>(
 /// the step's inputs; the version it printed is shown.
 pub(crate) async fn put_versioned<'a>(
     ctx: &'a Ctx<'a>,
-    typed: &'a TypedResource,
+    put: &'a PutStep,
     step: &'a Step,
     entry: &'a Entry,
     cancel: &CancellationToken,
 ) -> Done {
+    let typed = put.typed.as_ref();
     let resource = typed.name();
     let inputs = ctx.artifacts.inputs_of(step);
     if let Some(missing) = inputs.iter().find(|i| ctx.artifacts.artifact(i).is_none()) {
@@ -159,7 +166,7 @@ pub(crate) async fn put_versioned<'a>(
     };
     let published = match &typed.kind {
         ResolvedResource::Scripted(kind) => scripted(typed, kind)
-            .publish(params_of(step).as_ref(), &dir, cancel)
+            .publish(params_of(put.params.as_ref()).as_ref(), &dir, cancel)
             .await
             .map_err(|e| e.to_string()),
         ResolvedResource::Time(_) => Ok(Some(time::stamp(std::time::SystemTime::now()))),

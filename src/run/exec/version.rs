@@ -4,9 +4,9 @@
 
 use super::{Ctx, Done};
 use crate::blocking::blocking;
-use crate::pipeline::Step;
+use crate::pipeline::GetStep;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{ResolvedResource, TypedResource, VersionSpec};
+use crate::pipeline::{ResolvedResource, VersionSpec};
 use crate::resource::check::Checker;
 use crate::resource::{ResourceError, ops};
 use crate::run::failure::FailureKind;
@@ -15,14 +15,13 @@ use crate::run::failure::FailureKind;
 /// JSON); remembered for the step.
 pub(crate) async fn resolve_version<'a>(
     ctx: &Ctx<'a>,
-    step: &Step,
-    resource: &TypedResource,
+    get: &GetStep,
     entry: &Entry,
 ) -> Result<String, Done> {
-    let version = match ctx.versions.get(resource.name()) {
+    let version = match ctx.versions.get(get.typed.name()) {
         // A triggered build fetches the version it was queued with, not the latest.
         Some(pinned) => pinned.clone(),
-        None => pick_version(ctx, step, entry, resource).await?,
+        None => pick_version(ctx, get, entry).await?,
     };
     ctx.state.set_version(entry.seq, version.clone());
     Ok(version)
@@ -33,12 +32,16 @@ pub(crate) async fn resolve_version<'a>(
 /// it reported in the version history and takes the version from there.
 pub(crate) async fn pick_version<'a>(
     ctx: &Ctx<'a>,
-    step: &Step,
+    get: &GetStep,
     entry: &Entry,
-    typed: &TypedResource,
 ) -> Result<String, Done> {
+    let typed = get.typed.as_ref();
     let resource = typed.name();
-    let mode = step.version().map(|v| v.value.clone()).unwrap_or_default();
+    let mode = get
+        .version
+        .as_ref()
+        .map(|v| v.value.clone())
+        .unwrap_or_default();
     // An `every` get of an input set: the set decided its version.
     if mode == VersionSpec::Every
         && let Some(v) = every_version(ctx, entry.seq)
