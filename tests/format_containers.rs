@@ -108,6 +108,23 @@ fn container_keys_without_an_image_are_load_errors() {
         "5:14",
         "`network` needs `image:`",
     );
+    // The keys that only mean something beside `image:` are refused where they are written.
+    refused(
+        "jobs:\n- name: j\n  plan:\n  - task: a\n    privileged: true\n    run: 'true'\n",
+        "5:17",
+        "`privileged` needs `image:`",
+    );
+    refused(
+        "jobs:\n- name: j\n  plan:\n  - task: a\n    user: root\n    run: 'true'\n",
+        "5:11",
+        "`user` needs `image:`",
+    );
+    // A resource's commands run here: no container key belongs on a get or a put.
+    refused(
+        "resources:\n- name: r\n  type: time\n  source: { interval: 1h }\njobs:\n- name: j\n  plan:\n  - get: r\n    image: alpine\n",
+        "9:12",
+        "`image` does not belong on a `get`/`put` step",
+    );
     refused(
         "jobs:\n- name: j\n  plan:\n  - task: a\n    image: alpine\n    container_limits: {}\n    run: 'true'\n",
         "6:23",

@@ -41,8 +41,8 @@ pub fn warnings(pipeline: &Pipeline) -> Vec<(Pos, String)> {
     }
     for job in &pipeline.jobs {
         visit_job(job, &mut |s| {
-            if let Some(image) = &s.image {
-                out.push((image.pos, no_runtime(&image.value)));
+            if let Some(c) = &s.container {
+                out.push((c.image.pos, no_runtime(&c.image.value)));
             }
         });
     }
@@ -109,91 +109,70 @@ fn container_network(network: Option<&At<Network>>) -> Option<Pos> {
         .map(|n| n.pos)
 }
 
-/// The position of a step's `network:` where it is out of place: on a `get`/`put` step
-/// (any value), elsewhere a container network name without `image:`.
-fn resource_network(step: &At<Step>) -> Option<Pos> {
-    if matches!(&step.kind, StepKind::Get(_) | StepKind::Put(_)) {
-        step.network.as_ref().map(|n| n.pos)
-    } else {
-        container_network(step.network.as_ref())
-    }
-}
-
-/// Checks the container keys of a step.
+/// Checks the container keys of a step: its `network:` (no `network:` on a `get`/`put`
+/// step, a container network only beside `image:`, a real name), the user's name, the
+/// image's, and the limits. Which keys go beside `image:` was settled when the step was
+/// typed (`super::typing_folds`).
 pub fn step(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
     let resource = matches!(&step.kind, StepKind::Get(_) | StepKind::Put(_));
-    let keys: [(&str, Option<Pos>); 5] = [
-        ("image", step.image.as_ref().map(|i| i.pos)),
-        ("network", resource_network(step)),
-        ("privileged", step.privileged.as_ref().map(|p| p.pos)),
-        ("user", step.user.as_ref().map(|u| u.pos)),
-        (
-            "container_limits",
-            step.container_limits.as_ref().map(|c| c.pos),
-        ),
-    ];
-    for (key, pos) in keys {
-        let Some(pos) = pos else { continue };
+    if let Some(n) = &step.network {
         if resource {
             out.push((
-                pos,
+                n.pos,
                 Problem::BadStep,
-                format!("`{key}` does not belong on a `get`/`put` step"),
+                "`network` does not belong on a `get`/`put` step".to_owned(),
                 "a resource's commands run on this machine; set it on a task or agent step"
                     .to_owned(),
             ));
-        } else if key != "image" && step.image.is_none() {
+        } else if step.container.is_none()
+            && let Some(pos) = container_network(Some(n))
+        {
             out.push((
                 pos,
                 Problem::BadStep,
-                format!("`{key}` needs `image:`"),
-                needs_image_fix(key),
+                "`network` needs `image:`".to_owned(),
+                needs_image_fix("network"),
             ));
         }
-    }
-    if let Some(n) = &step.network
-        && let Network::Container(name) = &n.value
-        && (name.starts_with('-') || name.is_empty())
-    {
-        out.push((
-            n.pos,
-            Problem::InvalidValue,
-            format!("`network: {name}` is not a network name"),
-            "write none, loopback, any, or a list of host:port".to_owned(),
-        ));
-    }
-    for (key, value) in [("user", &step.user)] {
-        if let Some(v) = value
-            && (v.value.starts_with('-') || v.value.is_empty())
+        if let Network::Container(name) = &n.value
+            && (name.starts_with('-') || name.is_empty())
         {
             out.push((
-                v.pos,
+                n.pos,
                 Problem::InvalidValue,
-                format!("`{key}: {}` is not a {key} name", v.value),
-                format!(
-                    "write a plain name, e.g. `{key}: {}`",
-                    if key == "user" { "root" } else { "none" }
-                ),
+                format!("`network: {name}` is not a network name"),
+                "write none, loopback, any, or a list of host:port".to_owned(),
             ));
         }
     }
-    if let Some(image) = &step.image
-        && image.value.trim().is_empty()
+    let Some(container) = &step.container else {
+        return out;
+    };
+    if let Some(v) = &container.user
+        && (v.value.starts_with('-') || v.value.is_empty())
     {
         out.push((
-            image.pos,
+            v.pos,
+            Problem::InvalidValue,
+            format!("`user: {}` is not a user name", v.value),
+            "write a plain name, e.g. `user: root`".to_owned(),
+        ));
+    }
+    if container.image.value.trim().is_empty() {
+        out.push((
+            container.image.pos,
             Problem::InvalidValue,
             "`image` is empty".to_owned(),
             "name an image, e.g. `image: alpine:3.20`, or remove the key".to_owned(),
         ));
     }
-    out.extend(step.container_limits.as_ref().and_then(empty_limits));
+    out.extend(container.limits.as_ref().and_then(empty_limits));
     out
 }
 
 /// How to fix a container key written without `image:`.
-fn needs_image_fix(key: &str) -> String {
+pub(super) fn needs_image_fix(key: &str) -> String {
     if key == "network" {
         return "without `image:`, `network:` is none, loopback, any, or a list of host:port"
             .to_owned();

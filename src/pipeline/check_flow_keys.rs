@@ -318,26 +318,14 @@ fn agent_budget(step: &Step) -> Option<&Budget> {
 
 fn across(step: &At<Step>) -> Vec<Finding> {
     let mut out = Vec::new();
-    let Some(axes) = &step.across else {
+    let Some(across) = &step.across else {
         out.extend(reserve_outside_across(
             agent_budget(step),
             &format!("step `{}`", step.display_name()),
         ));
-        for (key, pos) in [
-            ("max_in_flight", step.max_in_flight.as_ref().map(|m| m.pos)),
-            ("fail_fast", step.fail_fast.map(|_| step.pos)),
-        ] {
-            if let Some(pos) = pos {
-                out.push(finding(
-                    pos,
-                    Problem::BadStep,
-                    format!("`{key}` only works with `across:`"),
-                    format!("remove `{key}`, or add `across:` (for `in_parallel:` write it inside the block)"),
-                ));
-            }
-        }
         return out;
     };
+    let axes = &across.axes;
     out.extend(across_budget(step));
     if axes.value.is_empty() {
         out.push(finding(
@@ -380,7 +368,7 @@ fn across(step: &At<Step>) -> Vec<Finding> {
             _ => {}
         }
     }
-    if let Some(m) = &step.max_in_flight
+    if let Some(m) = &across.max_in_flight
         && m.value == 0
     {
         out.push(finding(

@@ -27,6 +27,22 @@ pub struct ContainerLimits {
     pub memory: Option<u64>,
 }
 
+/// A step's container: `image:` and the keys that only mean something beside it. Made
+/// when the step is typed, so a `privileged:`, `user:` or `container_limits:` without an
+/// image is a load error, not a value to check later.
+#[derive(Debug, Clone)]
+pub struct Container {
+    /// The image the step's commands need (treadle has no container runtime: such a step
+    /// fails saying so, and `validate` warns).
+    pub image: At<String>,
+    /// Run the container privileged.
+    pub privileged: Option<At<bool>>,
+    /// The user the container's commands run as.
+    pub user: Option<At<String>>,
+    /// The container's CPU share and memory cap.
+    pub limits: Option<At<ContainerLimits>>,
+}
+
 /// A step's `env:`: variables with values (`{ NAME: value }`), or, as `steps` writes it,
 /// a list of names of treadle's own variables to pass through (the same as `pass_env:`).
 #[derive(Debug, Clone, JsonSchema)]

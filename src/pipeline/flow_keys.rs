@@ -227,6 +227,18 @@ impl<'de> Deserialize<'de> for Scalar {
     }
 }
 
+/// `across:` with its dials, made when the step is typed (a `max_in_flight:` or
+/// `fail_fast:` without `across:` is a load error).
+#[derive(Debug, Clone)]
+pub struct Across {
+    /// The axes: the step runs once per combination of their values.
+    pub axes: At<Vec<Axis>>,
+    /// How many cells run at once (default 1).
+    pub max_in_flight: Option<At<u32>>,
+    /// Start no further cell once one failed (default false).
+    pub fail_fast: bool,
+}
+
 /// What the cells of an `across:` step are made from: its axes and its name. The typed step
 /// ([`super::step::Step`]) has them; a trait, so that this file needs no step type.
 pub trait AcrossStep {

@@ -283,14 +283,6 @@ impl Step {
 
     /// The hooks present, in the order they may run.
     pub fn hooks(&self) -> impl Iterator<Item = (&'static str, &At<Step>)> {
-        [
-            ("on_success", &self.on_success),
-            ("on_failure", &self.on_failure),
-            ("on_error", &self.on_error),
-            ("on_abort", &self.on_abort),
-            ("ensure", &self.ensure),
-        ]
-        .into_iter()
-        .filter_map(|(k, h)| h.as_deref().map(|h| (k, h)))
+        self.outcomes.iter()
     }
 }

@@ -36,6 +36,8 @@
 //! * `http_step`: the `http:` step's request (its load checks and its part of the key).
 //! * `typing`: the conversion of written steps into typed ones (a located error for a step
 //!   with no single kind or a key of another), `ensemble:` expanded before it.
+//! * `typing_folds`: typing the keys that are one value: the container keys into a
+//!   [`container::Container`], `across:` and its dials into a [`flow_keys::Across`].
 //! * `typing_agent`: typing an agent step: its agent (and `escalate_to:`, a task's
 //!   `fix:`) resolved to a definition of `agents:`, its prompt one [`agent_call::Prompt`].
 //! * `load`: reading and parsing with located errors.
@@ -122,6 +124,7 @@ pub mod tool_grant;
 pub mod typed_resource;
 pub mod typing;
 pub mod typing_agent;
+mod typing_folds;
 pub mod vars;
 pub mod walk;
 

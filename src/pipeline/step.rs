@@ -6,9 +6,10 @@
 
 use super::agent_call::{AgentCall, TaskKeys};
 use super::at::At;
+use super::container::Container;
 use super::duration::DurationSpec;
 use super::ensemble::Ensemble;
-use super::flow_keys::{Axis, Race, To, When};
+use super::flow_keys::{Across, Axis, Race, To, When};
 use super::in_parallel::InParallel;
 use super::leaf_step::{GetStep, InputStep, PutStep};
 use super::step_keys::{RunSpec, StepAssert};
@@ -26,12 +27,9 @@ pub struct Step {
     pub when: Option<At<When>>,
     /// Where the plan goes next after a success or a failure.
     pub to: Option<At<To>>,
-    /// Runs the step once per combination of these variables' values.
-    pub across: Option<At<Vec<Axis>>>,
-    /// With `across:`, how many cells run at once (default 1).
-    pub max_in_flight: Option<At<u32>>,
-    /// With `across:`, start no further cell once one failed (default false).
-    pub fail_fast: Option<bool>,
+    /// Runs the step once per combination of these variables' values (`across:`, with
+    /// `max_in_flight:` and `fail_fast:`).
+    pub across: Option<Across>,
     /// Step name, when the kind key does not give one (e.g. two steps of the same agent).
     pub name: Option<At<String>>,
     /// Decisions of other steps handed to this one.
@@ -60,23 +58,23 @@ pub struct Step {
     pub max_visits: Option<At<u32>>,
     /// Deterministic checks of what the step did.
     pub assert: Option<At<StepAssert>>,
-    /// The container image the step's commands need (treadle has no container runtime:
-    /// such a step fails saying so, and `validate` warns).
-    pub image: Option<At<String>>,
+    /// `image:` and the keys beside it (`privileged:`, `user:`, `container_limits:`).
+    pub container: Option<Container>,
     /// What the step's commands may connect to (`crate::pipeline::network`); unset: the
     /// agent's, then `defaults:`'s, then `none` for a confined step.
     pub network: Option<At<super::network::Network>>,
-    /// With `image:`, run the container privileged.
-    pub privileged: Option<At<bool>>,
-    /// With `image:`, the user the container's commands run as.
-    pub user: Option<At<String>>,
-    /// With `image:`, the container's CPU share and memory cap.
-    pub container_limits: Option<At<super::container::ContainerLimits>>,
     /// Never replay this step from the cache (it reads something its key cannot see).
     pub volatile: bool,
     /// `keep_on_failure: true` (a task or agent step): when it fails, its outputs are kept
     /// for inspection and as the starting state of a `--rerun` of it (`crate::run::exec::kept`).
     pub keep_on_failure: Option<At<bool>>,
+    /// The steps run after it, by how it ended (`on_success:` ... `ensure:`).
+    pub outcomes: Outcomes,
+}
+
+/// The outcome steps of a step: each runs after it ended a certain way.
+#[derive(Debug, Clone, Default)]
+pub struct Outcomes {
     /// Runs after the step succeeded; its failure fails the step.
     pub on_success: Option<Box<At<Step>>>,
     /// Runs after the step failed; the step stays failed.
@@ -89,9 +87,35 @@ pub struct Step {
     pub ensure: Option<Box<At<Step>>>,
 }
 
+impl Outcomes {
+    /// The outcome steps present, with their keys, in the order they may run.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &At<Step>)> {
+        [
+            ("on_success", &self.on_success),
+            ("on_failure", &self.on_failure),
+            ("on_error", &self.on_error),
+            ("on_abort", &self.on_abort),
+            ("ensure", &self.ensure),
+        ]
+        .into_iter()
+        .filter_map(|(k, h)| h.as_deref().map(|h| (k, h)))
+    }
+
+    /// Each slot, present or not, to change in place.
+    pub fn slots_mut(&mut self) -> [&mut Option<Box<At<Step>>>; 5] {
+        [
+            &mut self.on_success,
+            &mut self.on_failure,
+            &mut self.on_error,
+            &mut self.on_abort,
+            &mut self.ensure,
+        ]
+    }
+}
+
 impl super::flow_keys::AcrossStep for Step {
     fn across_axes(&self) -> Option<&At<Vec<Axis>>> {
-        self.across.as_ref()
+        self.across.as_ref().map(|a| &a.axes)
     }
     fn shown_name(&self) -> String {
         self.display_name()
@@ -113,8 +137,6 @@ impl Step {
             when: None,
             to: None,
             across: None,
-            max_in_flight: None,
-            fail_fast: None,
             name: None,
             context: None,
             inputs: Vec::new(),
@@ -127,18 +149,11 @@ impl Step {
             attempts: None,
             max_visits: None,
             assert: None,
-            image: None,
+            container: None,
             network: None,
-            privileged: None,
-            user: None,
-            container_limits: None,
             volatile: false,
             keep_on_failure: None,
-            on_success: None,
-            on_failure: None,
-            on_error: None,
-            on_abort: None,
-            ensure: None,
+            outcomes: Outcomes::default(),
         }
     }
 }

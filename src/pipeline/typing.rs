@@ -18,7 +18,7 @@ use super::format::{Job, Pipeline};
 use super::in_parallel::{InParallel, InParallelConfig};
 use super::leaf_step::{GetStep, InputStep, PutStep};
 use super::raw_step::RawStep;
-use super::step::{Step, StepKind};
+use super::step::{Outcomes, Step, StepKind};
 use super::typed_resource::{Resources, TypedResource};
 
 /// A key of `agent:` or `task:` steps written on a step of another kind (found once the
@@ -229,6 +229,8 @@ impl<'f> Typer<'f> {
         }
         let misplaced = raw.misplaced(key);
         let kind = self.kind(&mut raw);
+        let container = self.container(&mut raw, key);
+        let across = self.across(&mut raw, pos);
         let [on_success, on_failure, on_error, on_abort, ensure] = [
             raw.on_success.take(),
             raw.on_failure.take(),
@@ -242,9 +244,7 @@ impl<'f> Typer<'f> {
             description: raw.description,
             when: raw.when,
             to: raw.to,
-            across: raw.across,
-            max_in_flight: raw.max_in_flight,
-            fail_fast: raw.fail_fast,
+            across,
             name: raw.name,
             context: raw.context,
             inputs: raw.inputs,
@@ -257,18 +257,17 @@ impl<'f> Typer<'f> {
             attempts: raw.attempts,
             max_visits: raw.max_visits,
             assert: raw.assert,
-            image: raw.image,
+            container,
             network: raw.network,
-            privileged: raw.privileged,
-            user: raw.user,
-            container_limits: raw.container_limits,
             volatile: raw.volatile,
             keep_on_failure: raw.keep_on_failure,
-            on_success: on_success?,
-            on_failure: on_failure?,
-            on_error: on_error?,
-            on_abort: on_abort?,
-            ensure: ensure?,
+            outcomes: Outcomes {
+                on_success: on_success?,
+                on_failure: on_failure?,
+                on_error: on_error?,
+                on_abort: on_abort?,
+                ensure: ensure?,
+            },
         };
         if let StepKind::Http { call, .. } = &value.kind {
             call.add_output(&mut value.outputs);

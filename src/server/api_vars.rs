@@ -182,16 +182,7 @@ fn children_mut(step: &mut Step) -> Vec<&mut At<Step>> {
         StepKind::Try(inner) => out.push(inner),
         _ => {}
     }
-    for hook in [
-        &mut step.on_success,
-        &mut step.on_failure,
-        &mut step.on_error,
-        &mut step.on_abort,
-        &mut step.ensure,
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for hook in step.outcomes.slots_mut().into_iter().flatten() {
         out.push(hook);
     }
     out

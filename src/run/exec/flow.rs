@@ -19,7 +19,7 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{Ctx, Done, Status, worst};
-use crate::pipeline::flow_keys::{Race, When};
+use crate::pipeline::flow_keys::{Across, Race, When};
 use crate::pipeline::outline::Entry;
 use crate::pipeline::{At, RunSpec, Step, StepKind};
 use crate::run::admit::{Admission, Admit};
@@ -206,11 +206,11 @@ pub(crate) async fn race<'a>(
 /// Runs an `across:` step: every cell admitted, then the worst outcome among them.
 pub(crate) async fn across<'a>(
     ctx: &'a Ctx<'a>,
-    step: &'a At<Step>,
+    (step, across): (&'a At<Step>, &'a Across),
     entry: &Entry,
     cancel: &CancellationToken,
 ) -> Done {
-    let axes = match axes(ctx, step) {
+    let axes = match axes(ctx, across) {
         Ok(a) => a,
         Err(done) => return super::outcome_steps::after_step(ctx, step, done, cancel).await,
     };
@@ -226,7 +226,7 @@ pub(crate) async fn across<'a>(
     if let Err(e) = ctx.artifacts.begin_collection(&collect) {
         return Done::fail(FailureKind::Infrastructure, e.to_string());
     }
-    let in_flight = step.max_in_flight.as_ref().map_or(1, |m| m.value.max(1)) as usize;
+    let in_flight = across.max_in_flight.as_ref().map_or(1, |m| m.value.max(1)) as usize;
     let admission = admission(ctx, step, cells.len(), in_flight);
     let spent_before = ctx.state.tokens();
     let spent = || ctx.state.tokens().saturating_sub(spent_before);
@@ -262,7 +262,7 @@ pub(crate) async fn across<'a>(
                 }
                 let d = ctx.exec_in(step, cancel.clone(), Given::cell(cell)).await;
                 admission.release();
-                if !d.is_ok() && step.fail_fast == Some(true) {
+                if !d.is_ok() && across.fail_fast {
                     admission.close();
                 }
                 Some(d)
@@ -320,9 +320,9 @@ fn admission<'a>(ctx: &Ctx<'a>, step: &Step, total: usize, in_flight: usize) -> 
 }
 
 /// Each axis's variable and values; a `from_file:` axis reads its artifact now.
-fn axes<'a>(ctx: &Ctx<'a>, step: &Step) -> Result<Vec<(String, Vec<String>)>, Done> {
+fn axes<'a>(ctx: &Ctx<'a>, across: &Across) -> Result<Vec<(String, Vec<String>)>, Done> {
     let mut axes = Vec::new();
-    for axis in step.across.iter().flat_map(|a| a.value.iter()) {
+    for axis in &across.axes.value {
         let values = match (&axis.values, &axis.from_file) {
             (Some(v), _) => v.iter().map(|s| s.value.0.clone()).collect(),
             (None, Some(path)) => file_axis(ctx, &path.value)?,

@@ -254,8 +254,8 @@ impl<'a> Ctx<'a> {
                     format!("step `{}` is missing from the outline", step.display_name()),
                 );
             };
-            if step.across.is_some() && given.cell.is_none() {
-                return flow::across(self, step, outlined, &cancel).await;
+            if let Some(across) = step.across.as_ref().filter(|_| given.cell.is_none()) {
+                return flow::across(self, (step, across), outlined, &cancel).await;
             }
             let entry = &match given.cell {
                 Some(c) => c.entry(outlined),
@@ -406,8 +406,8 @@ impl<'a> Ctx<'a> {
         given: Given<'a>,
     ) -> BoxFuture<'a, Done> {
         async move {
-            if let Some(image) = &step.image {
-                let why = crate::pipeline::container::no_runtime(&image.value);
+            if let Some(container) = &step.container {
+                let why = crate::pipeline::container::no_runtime(&container.image.value);
                 return Done::fail(FailureKind::Configuration, why);
             }
             match &step.kind {

@@ -24,11 +24,11 @@ pub(crate) async fn after_step<'a>(
     cancel: &CancellationToken,
 ) -> Done {
     let steps = OutcomeSteps {
-        on_success: step.on_success.as_deref(),
-        on_failure: step.on_failure.as_deref(),
-        on_error: step.on_error.as_deref(),
-        on_abort: step.on_abort.as_deref(),
-        ensure: step.ensure.as_deref(),
+        on_success: step.outcomes.on_success.as_deref(),
+        on_failure: step.outcomes.on_failure.as_deref(),
+        on_error: step.outcomes.on_error.as_deref(),
+        on_abort: step.outcomes.on_abort.as_deref(),
+        ensure: step.outcomes.ensure.as_deref(),
     };
     run_after(ctx, &steps, done, cancel).await
 }
