@@ -159,6 +159,16 @@ fn max_in_flight_without_across() {
 }
 
 #[test]
+fn fail_fast_without_across() {
+    // `fail_fast: true` has no position of its own: the step's is given.
+    refused(
+        &format!("{HEAD}  - task: a\n    run: 'true'\n    fail_fast: true\n"),
+        "4:5",
+        "`fail_fast` only works with `across:`",
+    );
+}
+
+#[test]
 fn job_timeout_that_is_not_a_duration() {
     refused(
         "jobs:\n- name: j\n  timeout: soon\n  plan:\n  - task: a\n    run: 'true'\n",
