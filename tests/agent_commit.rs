@@ -273,3 +273,68 @@ async fn a_refused_push_errors_the_step_wipes_its_work_and_caches_nothing() {
     assert_eq!(branches(&bare), "main\ntreadle/run-2");
     drop(f);
 }
+
+/// A `time` get replayed from the cache holds no git input: an agent step that runs again
+/// after it (its prompt changed) keeps its work on the artifact, as it does when the get
+/// ran, and nothing is wiped or committed. The replay once recorded every replayed get's
+/// version as a git commit, so the agent's work was wiped as if it were on a git checkout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replayed_time_get_is_not_taken_for_a_git_input() {
+    let stamp = |v: &str| {
+        [
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "tick/stamped.txt", "content": format!("stamped {v}\n")}),
+            ),
+            Reply::text("Done."),
+        ]
+    };
+    let replies = stamp("v1").into_iter().chain(stamp("v2"));
+    let server = ScriptedServer::start(Script::new(replies))
+        .await
+        .expect("server");
+    let yaml = |prompt: &str| {
+        format!(
+            r#"
+resources:
+  - name: tick
+    type: time
+    source: {{ interval: 1h }}
+agents:
+  - name: stamper
+    tools: [write_file]
+jobs:
+  - name: stamp
+    plan:
+      - get: tick
+      - agent: stamper
+        name: stamp
+        inputs: [tick]
+        outputs: [tick]
+        prompt: {prompt}
+      - task: after
+        inputs: [tick]
+        run: cat tick/stamped.txt
+"#
+        )
+    };
+    let f = Fixture::new(&yaml("Stamp it."));
+    let (f, run) = f.run_at(server.base_url()).await;
+    run.expect_code(0);
+    assert!(run.stdout().contains("stamped v1"), "{}", run.stdout());
+
+    // Run 2: the get is replayed, the edited agent step runs again.
+    std::fs::write(f.file(), yaml("Stamp it again.")).expect("pipeline");
+    let (f, run) = f.run_at(server.base_url()).await;
+    let out = run.stdout();
+    assert_eq!(server.request_count(), 4, "the agent ran twice:\n{out}");
+    assert!(out.contains("[get] cached"), "the get was replayed:\n{out}");
+    assert!(!out.contains("wiped"), "{out}");
+    assert!(!out.contains("commit"), "{out}");
+    run.expect_code(0);
+    assert!(
+        out.contains("stamped v2"),
+        "the agent's work is kept:\n{out}"
+    );
+    drop(f);
+}

@@ -363,3 +363,34 @@ async fn a_fixer_that_repairs_nothing_leaves_the_task_failed_and_a_green_task_ne
     passed(&run);
     assert!(bodies.is_empty(), "{bodies:?}");
 }
+
+/// A fixer that fails by its own doing (here its `max_turns: 1` runs out after it wrote
+/// the file) is a notice of the run, not the task's failure: the command runs again and
+/// that run decides the step, as `fix:` promises. Only a fixer that could not run at all
+/// (its model down, its key missing) fails the task.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fixer_that_fails_by_its_own_doing_is_a_notice_and_the_rerun_decides() {
+    let yaml = FIXED_TASK.replace(
+        "  tools: [write_file]\n",
+        "  tools: [write_file]\n  max_turns: 1\n",
+    );
+    let (run, bodies) = test_scripted(
+        &yaml,
+        vec![
+            Reply::tool_call(
+                "write_file",
+                json!({"path": "config.json", "content": "{}"}),
+            ),
+            Reply::text("Created config.json."),
+        ],
+    )
+    .await;
+    assert_eq!(
+        bodies.len(),
+        1,
+        "the fixer stopped at its limit: {bodies:?}"
+    );
+    let out = run.stdout();
+    assert!(out.contains("fix: agent `fixer` failed:"), "{out}");
+    passed(&run);
+}

@@ -134,3 +134,44 @@ async fn an_all_cached_run_on_an_unpriced_model_is_unpriced_never_zero() {
     assert_eq!(api["steps"][0]["cost_usd"], Value::Null, "{api}");
     assert_eq!(api["tokens"], 60, "{api}");
 }
+
+/// A model outage after one answered round: the step errors (`model_outage`, exit code
+/// 2), and its record keeps what that round spent (its usage, one model call) and how the
+/// turn ended, so the run's totals count it; the transcript keeps the round. (Until the
+/// outage was read from the step's outcome, the step ended before its record was written:
+/// no usage, no tail, the run's tokens short.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_outage_keeps_its_steps_spending_and_partial_record() {
+    let first = Reply::text("Looking around first.")
+        .with_tool_calls([treadle_scripted::ToolCall::new(
+            "list_dir",
+            serde_json::json!({"path": "."}),
+        )])
+        .usage(300, 20);
+    let server = ScriptedServer::start(Script::new([first, Reply::status(500)]))
+        .await
+        .expect("server");
+    let yaml = "agents:\n  - name: a\n    tools: [list_dir]\njobs:\n  - name: j\n    plan:\n      - agent: a\n        name: first\n        attempts: 1\n        prompt: look then answer\n";
+    let (f, ran) = run(Fixture::new(&format!("{PRICES}{yaml}")), &server).await;
+    ran.expect_code(2);
+    assert_eq!(server.request_count(), 2, "{}", ran.stdout());
+    let api = api_run(&f, 1).await;
+    let step = &api["steps"][0];
+    assert_eq!(step["failure"], "model_outage", "{api}");
+    assert_eq!(step["tokens"], 320, "the answered round's tokens:\n{api}");
+    assert_eq!(step["usage"]["model_calls"], 1, "{api}");
+    assert!(
+        step["output_tail"]
+            .as_str()
+            .is_some_and(|t| t.contains("HTTP 500")),
+        "the record keeps how the turn ended:\n{api}"
+    );
+    assert_eq!(api["tokens"], 320, "{api}");
+    let runs = f.treadle(&["runs", "--cost"]).stdout();
+    assert!(row(&runs, "1").contains(" 300 "), "{runs}");
+    let shown = f.treadle(&["runs", "--show", "1"]).stdout();
+    assert!(
+        shown.contains("→ list_dir"),
+        "the round before it:\n{shown}"
+    );
+}

@@ -25,6 +25,7 @@
 use std::path::Path;
 
 use crate::pipeline::{AgentCall, Step, StepKind};
+use crate::resource::GitSource;
 use crate::resource::git::{self, GitError};
 
 /// The branch a run's committed agent work goes to: its own, so that an agent never moves
@@ -43,15 +44,25 @@ pub enum Keep {
     Wipe,
 }
 
+/// An artifact that holds a git resource's tree: the resource's source, resolved at load
+/// (so committing to it looks nothing up by name), and the commit the tree is at. Only a
+/// `get:` of a git resource (run or replayed) and a commit on one make it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitInput {
+    /// The git resource's source.
+    pub source: GitSource,
+    /// The commit the artifact holds.
+    pub commit: String,
+}
+
 /// One managed artifact of a step and what becomes of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagedWork {
     /// The artifact.
     pub artifact: String,
-    /// The git resource it came from.
-    pub resource: String,
-    /// The commit the step started from (the fetched one, or an earlier step's).
-    pub base: String,
+    /// The git resource it came from, and the commit the step started from (the fetched
+    /// one, or an earlier step's).
+    pub base: GitInput,
     /// Commit or wipe.
     pub keep: Keep,
 }
@@ -66,10 +77,7 @@ pub fn commit_message(call: &AgentCall) -> Option<&str> {
 
 /// The rule: the managed artifacts of `step` and what becomes of each when it succeeds.
 /// `git_input` answers, for an artifact, the git resource and commit it holds, if any.
-pub fn managed_work(
-    step: &Step,
-    git_input: impl Fn(&str) -> Option<(String, String)>,
-) -> Vec<ManagedWork> {
+pub fn managed_work(step: &Step, git_input: impl Fn(&str) -> Option<GitInput>) -> Vec<ManagedWork> {
     let StepKind::Agent(call) = &step.kind else {
         return Vec::new();
     };
@@ -81,9 +89,8 @@ pub fn managed_work(
         .iter()
         .filter(|i| step.outputs.iter().any(|o| o.value == i.value))
         .filter_map(|i| {
-            git_input(&i.value).map(|(resource, base)| ManagedWork {
+            git_input(&i.value).map(|base| ManagedWork {
                 artifact: i.value.clone(),
-                resource,
                 base,
                 keep: keep.clone(),
             })
@@ -212,8 +219,18 @@ mod tests {
         step
     }
 
-    fn from_git(artifact: &str) -> Option<(String, String)> {
-        (artifact == "repo").then(|| ("repo-res".to_owned(), "abc".to_owned()))
+    fn repo_at_abc() -> GitInput {
+        GitInput {
+            source: GitSource {
+                uri: "/srv/repo.git".into(),
+                branch: "main".into(),
+            },
+            commit: "abc".into(),
+        }
+    }
+
+    fn from_git(artifact: &str) -> Option<GitInput> {
+        (artifact == "repo").then(repo_at_abc)
     }
 
     #[test]
@@ -226,8 +243,7 @@ mod tests {
             managed_work(&step, from_git),
             vec![ManagedWork {
                 artifact: "repo".into(),
-                resource: "repo-res".into(),
-                base: "abc".into(),
+                base: repo_at_abc(),
                 keep: Keep::Commit("keep it".into()),
             }]
         );

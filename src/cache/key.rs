@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use super::digest::Digest;
 use crate::agent::{AgentStep, BuildError};
+use crate::pipeline::at::values;
 use crate::pipeline::{
     AgentCall, GetStep, InputStep, Kind, PutStep, ResolvedResource, RunSpec, Step, StepKind,
 };
@@ -200,10 +201,6 @@ pub enum ConfigError {
     Agent(#[from] BuildError),
 }
 
-fn names(list: &[crate::pipeline::At<String>]) -> Vec<String> {
-    list.iter().map(|s| s.value.clone()).collect()
-}
-
 fn run_json(run: &RunSpec) -> Value {
     match run {
         RunSpec::Shell(line) => json!({ "shell": line }),
@@ -219,8 +216,8 @@ fn config(
     agent: &dyn Fn(&AgentCall) -> Result<Arc<AgentStep>, BuildError>,
 ) -> Result<Value, ConfigError> {
     let common = json!({
-        "inputs": names(&step.inputs),
-        "outputs": names(&step.outputs),
+        "inputs": values(&step.inputs),
+        "outputs": values(&step.outputs),
         "env": step.env,
         "assert": step.assert.as_ref().map(|a| serde_json::to_value(&a.value).unwrap_or(Value::Null)),
     });

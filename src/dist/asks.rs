@@ -311,7 +311,7 @@ fn orphan_asker(
         crate::run::transcript::Style::Quiet,
         crate::run::transcript::Redactor::default(),
     );
-    crate::run::approval::ask::MailboxAsker {
+    let step = crate::run::approval::question::Asker {
         store,
         transcript: std::sync::Arc::new(quiet),
         run,
@@ -319,9 +319,7 @@ fn orphan_asker(
         name,
         job,
         answer_args: String::new(),
-        deadline: None,
         answerable: true,
-        cancel,
-        turn: tokio::sync::Mutex::new(()),
-    }
+    };
+    crate::run::approval::ask::MailboxAsker::new(step, None, cancel)
 }

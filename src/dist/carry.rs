@@ -9,13 +9,51 @@ use std::path::{Component, Path, PathBuf};
 
 use super::DistError;
 use super::bus::{Bus, retrying};
+use crate::blocking::WorkerStopped;
 
 const DIR: u8 = 0;
 const FILE: u8 = 1;
 const LINK: u8 = 2;
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DistError + '_ {
-    move |e| DistError::Artifact(format!("{}: {e}", path.display()))
+/// Why an artifact cannot be packed, fetched or unpacked. A damaged object (`Truncated`,
+/// `TooLarge`, `Outside`, `UnknownEntry`, `NotItsDigest`) is the sender's or the store's
+/// fault and sending it again may help; `Io` is this machine's disk.
+#[derive(Debug, thiserror::Error)]
+pub enum CarryError {
+    /// A file of the tree cannot be read or written here.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The packed bytes end inside an entry.
+    #[error("a packed artifact is truncated")]
+    Truncated,
+    /// An entry's length does not fit in memory here.
+    #[error("a packed artifact is too large")]
+    TooLarge,
+    /// An entry's path leaves the artifact's directory (`..`, an absolute path).
+    #[error("a packed artifact names `{}`, outside its directory", .0.display())]
+    Outside(PathBuf),
+    /// An entry is neither a directory, a file nor a link.
+    #[error("a packed artifact has an entry of unknown kind {0}")]
+    UnknownEntry(u8),
+    /// The object fetched is not the one its name (a blake3 digest) promises.
+    #[error("object {0} does not match its digest")]
+    NotItsDigest(String),
+    /// The blocking task that packed or unpacked it stopped.
+    #[error(transparent)]
+    Stopped(#[from] WorkerStopped),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CarryError + '_ {
+    move |source| CarryError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -24,13 +62,13 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// Packs the tree under `dir` (sorted, so the same tree packs to the same bytes).
-pub fn pack(dir: &Path) -> Result<Vec<u8>, DistError> {
+pub fn pack(dir: &Path) -> Result<Vec<u8>, CarryError> {
     let mut out = Vec::new();
     pack_into(dir, Path::new(""), &mut out)?;
     Ok(out)
 }
 
-fn pack_into(root: &Path, rel: &Path, out: &mut Vec<u8>) -> Result<(), DistError> {
+fn pack_into(root: &Path, rel: &Path, out: &mut Vec<u8>) -> Result<(), CarryError> {
     let here = root.join(rel);
     let mut entries: Vec<_> = fs::read_dir(&here)
         .map_err(io(&here))?
@@ -65,39 +103,33 @@ fn pack_into(root: &Path, rel: &Path, out: &mut Vec<u8>) -> Result<(), DistError
 struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DistError> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CarryError> {
         if self.0.len() < n {
-            return Err(DistError::Artifact(
-                "a packed artifact is truncated".to_owned(),
-            ));
+            return Err(CarryError::Truncated);
         }
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
         Ok(head)
     }
-    fn bytes(&mut self) -> Result<&'a [u8], DistError> {
+    fn bytes(&mut self) -> Result<&'a [u8], CarryError> {
         let mut len = [0u8; 8];
         len.copy_from_slice(self.take(8)?);
-        let n = usize::try_from(u64::from_le_bytes(len))
-            .map_err(|_| DistError::Artifact("a packed artifact is too large".to_owned()))?;
+        let n = usize::try_from(u64::from_le_bytes(len)).map_err(|_| CarryError::TooLarge)?;
         self.take(n)
     }
     /// A relative path that stays inside the tree.
-    fn path(&mut self) -> Result<PathBuf, DistError> {
+    fn path(&mut self) -> Result<PathBuf, CarryError> {
         let p = PathBuf::from(String::from_utf8_lossy(self.bytes()?).into_owned());
         if p.components().all(|c| matches!(c, Component::Normal(_))) {
             Ok(p)
         } else {
-            Err(DistError::Artifact(format!(
-                "a packed artifact names `{}`, outside its directory",
-                p.display()
-            )))
+            Err(CarryError::Outside(p))
         }
     }
 }
 
 /// Unpacks `packed` into the new directory `dest`.
-pub fn unpack(packed: &[u8], dest: &Path) -> Result<(), DistError> {
+pub fn unpack(packed: &[u8], dest: &Path) -> Result<(), CarryError> {
     fs::create_dir_all(dest).map_err(io(dest))?;
     let mut r = Reader(packed);
     while let Some(&kind) = r.0.first() {
@@ -116,11 +148,7 @@ pub fn unpack(packed: &[u8], dest: &Path) -> Result<(), DistError> {
                 let perms = fs::Permissions::from_mode(u32::from_le_bytes(mode) & 0o7777);
                 fs::set_permissions(&path, perms).map_err(io(&path))?;
             }
-            other => {
-                return Err(DistError::Artifact(format!(
-                    "a packed artifact has an entry of unknown kind {other}"
-                )));
-            }
+            other => return Err(CarryError::UnknownEntry(other)),
         }
     }
     Ok(())
@@ -162,9 +190,7 @@ pub async fn get(bus: &Bus, digest: &str) -> Result<Vec<u8>, DistError> {
     })
     .await;
     if blake3::hash(&bytes).to_hex().as_str() != digest {
-        return Err(DistError::Artifact(format!(
-            "object {digest} does not match its digest"
-        )));
+        return Err(CarryError::NotItsDigest(digest.to_owned()).into());
     }
     Ok(bytes)
 }
@@ -174,7 +200,7 @@ pub async fn get(bus: &Bus, digest: &str) -> Result<Vec<u8>, DistError> {
 pub async fn receive(bus: &Bus, digest: &str, dest: &Path) -> Result<(), DistError> {
     let packed = get(bus, digest).await?;
     let dest = dest.to_path_buf();
-    crate::blocking::blocking(move || unpack(&packed, &dest)).await
+    Ok(crate::blocking::blocking(move || unpack(&packed, &dest)).await?)
 }
 
 #[cfg(test)]
@@ -214,6 +240,7 @@ mod tests {
         put_bytes(&mut packed, b"x");
         let tmp = tempfile::tempdir().unwrap();
         let err = unpack(&packed, &tmp.path().join("d")).unwrap_err();
+        assert!(matches!(err, CarryError::Outside(_)), "{err}");
         assert!(err.to_string().contains("outside"), "{err}");
     }
 }

@@ -93,12 +93,15 @@ pub enum DistError {
         /// Why, with how to fix it.
         why: String,
     },
-    /// An artifact cannot be packed, stored, fetched or unpacked.
+    /// An artifact cannot be packed, fetched or unpacked.
     #[error("artifact: {0}")]
-    Artifact(String),
+    Artifact(#[from] carry::CarryError),
+    /// A worker's run directory cannot be made, or a received input cannot be adopted.
+    #[error("artifact: {0}")]
+    Workspace(#[from] crate::run::artifacts::ArtifactError),
     /// The session of a step taken over cannot be rebuilt from its mirrored events.
     #[error("taking the step over: {0}")]
-    Takeover(String),
+    Takeover(#[from] takeover::TakeoverError),
     /// The pipeline the server sent does not load here: its located errors.
     #[error("the step's pipeline does not load on this worker: {0}")]
     Pipeline(#[source] crate::pipeline::LoadError),
@@ -113,7 +116,7 @@ pub enum DistError {
 
 impl From<crate::blocking::WorkerStopped> for DistError {
     fn from(stopped: crate::blocking::WorkerStopped) -> Self {
-        DistError::Artifact(stopped.to_string())
+        DistError::Artifact(carry::CarryError::Stopped(stopped))
     }
 }
 

@@ -23,6 +23,26 @@ use treadle_session::event::{Event, EventKind, SessionId};
 use super::DistError;
 use super::bus::{Bus, EVENTS_STREAM, retrying};
 
+/// Why the session of a step taken over cannot be rebuilt from its mirrored events.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeoverError {
+    /// A mirrored event does not parse (written by another version of treadle?).
+    #[error("a session event of the step (stream seq {seq}) does not parse: {source}")]
+    Event {
+        /// Its sequence number in the events stream.
+        seq: u64,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The local journal cannot be read.
+    #[error("cannot rebuild the step's journal: {0}")]
+    Read(#[source] treadle_session::journal::ReadError),
+    /// The events cannot be imported into the local journal.
+    #[error("cannot rebuild the step's journal: {0}")]
+    Import(#[source] treadle_session::ImportError),
+}
+
 /// The subject a step's session events are mirrored to (inside the run's events stream,
 /// outside the subject its followers read).
 pub fn subject(attempt_id: &str) -> String {
@@ -87,11 +107,11 @@ pub(crate) async fn mirrored(bus: &Bus, attempt_id: &str) -> Result<Vec<Event>, 
         let Some(message) = next else {
             return Ok(events);
         };
-        let event = serde_json::from_slice::<Event>(&message.payload).map_err(|e| {
-            DistError::Takeover(format!(
-                "a session event of the step (stream seq {}) does not parse: {e}",
-                message.sequence
-            ))
+        let event = serde_json::from_slice::<Event>(&message.payload).map_err(|source| {
+            TakeoverError::Event {
+                seq: message.sequence,
+                source,
+            }
         })?;
         events.push(event);
         from = message.sequence + 1;
@@ -106,7 +126,6 @@ pub(crate) async fn adopt(
     journal: &Journal,
     events: Vec<Event>,
 ) -> Result<Option<SessionId>, DistError> {
-    let why = |e: String| DistError::Takeover(format!("cannot rebuild the step's journal: {e}"));
     let mut session = None;
     let mut missing = Vec::new();
     for event in events {
@@ -116,7 +135,7 @@ pub(crate) async fn adopt(
         // A worker restarted on the same state file already has what it wrote itself.
         if journal
             .seq_of(event.id())
-            .map_err(|e| why(e.to_string()))?
+            .map_err(TakeoverError::Read)?
             .is_none()
         {
             missing.push(event);
@@ -125,6 +144,6 @@ pub(crate) async fn adopt(
     journal
         .import(missing)
         .await
-        .map_err(|e| why(e.to_string()))?;
+        .map_err(TakeoverError::Import)?;
     Ok(session)
 }

@@ -382,15 +382,11 @@ impl Worker {
     ) -> Result<StepResult, DistError> {
         let loaded = self.parsed.load(&job.file, &job.job, &job.source)?;
         let job_def = loaded.job(Some(&job.job)).map_err(DistError::NoJob)?;
-        let artifacts = Arc::new(
-            Artifacts::create(place, job.run).map_err(|e| DistError::Artifact(e.to_string()))?,
-        );
+        let artifacts = Arc::new(Artifacts::create(place, job.run)?);
         for input in &job.inputs {
             let incoming = artifacts.root().join("incoming").join(&input.name);
             carry::receive(&self.bus, &input.digest, &incoming).await?;
-            artifacts
-                .adopt(&input.name, &incoming)
-                .map_err(|e| DistError::Artifact(e.to_string()))?;
+            artifacts.adopt(&input.name, &incoming)?;
         }
         let sink = Arc::new(Collect {
             events: Mutex::default(),

@@ -50,6 +50,12 @@ impl<T> At<T> {
     }
 }
 
+/// The values of a list as written, without their positions (a step's `inputs:` as the
+/// names an artifact store or a cache key takes).
+pub fn values<T: Clone>(list: &[At<T>]) -> Vec<T> {
+    list.iter().map(|a| a.value.clone()).collect()
+}
+
 impl<T> std::ops::Deref for At<T> {
     type Target = T;
     fn deref(&self) -> &T {

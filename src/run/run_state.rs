@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::cell::CellAt;
 use super::state::StepRecord;
 use crate::agent::AgentStep;
+use crate::agent::commit::GitInput;
 use crate::pipeline::vars::Vars;
 
 /// One entry of the execution log: a leaf step (or a cell) that ran to its end.
@@ -54,8 +55,9 @@ pub(crate) struct RunState {
     /// Where each step's input artifacts were before it ran, by outline seq (to wipe an
     /// agent's work).
     pub inputs_before: HashMap<u32, HashMap<String, PathBuf>>,
-    /// Artifacts that came from a git resource: name → (resource, commit).
-    pub git_inputs: HashMap<String, (String, String)>,
+    /// Artifacts that hold a git resource's tree, by artifact name (the name steps list
+    /// under `inputs:`): the resource and the commit.
+    pub git_inputs: HashMap<String, GitInput>,
     /// The commits an agent step made on its git inputs, by outline seq: artifact → commit.
     pub commits: HashMap<u32, BTreeMap<String, String>>,
 }
@@ -135,13 +137,13 @@ impl Owner {
         self.with(|s| s.versions.get(&seq).cloned())
     }
 
-    /// Artifact `artifact` came from git `resource` at `commit`.
-    pub(crate) fn set_git_input(&self, artifact: String, resource: String, commit: String) {
-        self.with(|s| s.git_inputs.insert(artifact, (resource, commit)));
+    /// Artifact `artifact` holds `input` (a git resource's tree at a commit).
+    pub(crate) fn set_git_input(&self, artifact: String, input: GitInput) {
+        self.with(|s| s.git_inputs.insert(artifact, input));
     }
 
-    /// The git resource and commit artifact `artifact` came from, if it did.
-    pub(crate) fn git_input(&self, artifact: &str) -> Option<(String, String)> {
+    /// The git resource and commit artifact `artifact` holds, if it holds one.
+    pub(crate) fn git_input(&self, artifact: &str) -> Option<GitInput> {
         self.with(|s| s.git_inputs.get(artifact).cloned())
     }
 

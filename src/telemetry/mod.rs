@@ -60,9 +60,12 @@ pub enum TelemetryError {
         /// What the parser said.
         detail: String,
     },
+    /// The OTLP exporter's HTTP client cannot be set up (no TLS backend, say).
+    #[error("cannot export traces over OTLP: cannot set up the HTTP client: {0}")]
+    OtlpClient(#[source] reqwest::Error),
     /// The OTLP exporter cannot be set up (an invalid endpoint, say).
     #[error("cannot export traces over OTLP: {0}")]
-    Otlp(String),
+    Otlp(#[source] opentelemetry_otlp::ExporterBuildError),
 }
 
 /// The telemetry of the process, live until [`Telemetry::finish`].

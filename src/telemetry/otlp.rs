@@ -40,14 +40,14 @@ pub fn provider(runtime: Handle) -> Result<SdkTracerProvider, TelemetryError> {
     let http = reqwest::Client::builder()
         .timeout(EXPORT_TIMEOUT)
         .build()
-        .map_err(|e| TelemetryError::Otlp(format!("cannot set up the HTTP client: {e}")))?;
+        .map_err(TelemetryError::OtlpClient)?;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
         .with_timeout(EXPORT_TIMEOUT)
         .with_http_client(RuntimeClient { http, runtime })
         .build()
-        .map_err(|e| TelemetryError::Otlp(e.to_string()))?;
+        .map_err(TelemetryError::Otlp)?;
     let mut resource = Resource::builder();
     if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
         resource = resource.with_service_name("treadle");

@@ -171,9 +171,15 @@ fn arguments(schema: &Value) -> String {
 /// Why the page cannot be rendered: a tool could not be built, or an example does not fit.
 #[derive(Debug, thiserror::Error)]
 pub enum ReferenceError {
+    /// The scratch directory the tools are built in.
+    #[error("cannot make a scratch workspace: {0}")]
+    Scratch(#[source] std::io::Error),
     /// The scratch workspace the tools are built on.
     #[error("cannot make a scratch workspace: {0}")]
-    Workspace(String),
+    Workspace(#[source] super::WorkspaceError),
+    /// A built-in tool of the list is not known (a treadle bug).
+    #[error("cannot make a scratch workspace: {0}")]
+    Tool(#[source] super::UnknownTool),
     /// An example call does not fit its tool's schema.
     #[error("the example call of `{tool}` does not fit its schema: {why}")]
     Example {
@@ -186,9 +192,9 @@ pub enum ReferenceError {
 
 /// The page, rendered from the tools built on a scratch workspace.
 pub fn page() -> Result<String, ReferenceError> {
-    let dir = tempfile::tempdir().map_err(|e| ReferenceError::Workspace(e.to_string()))?;
-    let ws = Workspace::new(dir.path()).map_err(|e| ReferenceError::Workspace(e.to_string()))?;
-    let tools = grant(&BUILTIN, &ws).map_err(|e| ReferenceError::Workspace(e.to_string()))?;
+    let dir = tempfile::tempdir().map_err(ReferenceError::Scratch)?;
+    let ws = Workspace::new(dir.path()).map_err(ReferenceError::Workspace)?;
+    let tools = grant(&BUILTIN, &ws).map_err(ReferenceError::Tool)?;
     let mut out = String::from(HEADER);
     for tool in &tools {
         let name = tool.name();

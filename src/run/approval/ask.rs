@@ -19,40 +19,47 @@ use super::step::{WaitEnd, wait_for};
 use super::{ApprovalRecord, ApprovalStatus};
 use crate::agent::{Answered, Asker, Question};
 use crate::clock::now_ms;
-use crate::run::state::Store;
-use crate::run::transcript::{Event, Transcript};
+use crate::run::transcript::Event;
 
 /// Asks through the approval mailbox of the run's state file.
 pub(crate) struct MailboxAsker {
-    pub(crate) store: std::sync::Arc<Store>,
-    pub(crate) transcript: std::sync::Arc<Transcript>,
-    pub(crate) run: u64,
-    pub(crate) seq: u32,
-    /// The step's name.
-    pub(crate) name: String,
-    pub(crate) job: String,
-    /// What comes after `RUN N` in `treadle approve` for this run's state file.
-    pub(crate) answer_args: String,
+    /// The step that asks: its run, number, name and job, the state file and transcript,
+    /// how its questions are answered, and whether anyone can answer.
+    step: super::question::Asker,
     /// The step's `timeout:`.
-    pub(crate) deadline: Option<Duration>,
-    /// Whether someone can answer (a terminal, or a server that runs the run).
-    pub(crate) answerable: bool,
-    pub(crate) cancel: CancellationToken,
+    deadline: Option<Duration>,
+    cancel: CancellationToken,
     /// One question at a time.
-    pub(crate) turn: tokio::sync::Mutex<()>,
+    turn: tokio::sync::Mutex<()>,
 }
 
 impl MailboxAsker {
+    /// The asker of `step`'s agent questions, each waiting until `deadline` or `cancel`:
+    /// the one way it is built, for a running step and for a worker's question whose walk
+    /// is gone (`dist::asks`).
+    pub(crate) fn new(
+        step: super::question::Asker,
+        deadline: Option<Duration>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            step,
+            deadline,
+            cancel,
+            turn: tokio::sync::Mutex::new(()),
+        }
+    }
+
     async fn record(&self, record: ApprovalRecord) {
-        let store = self.store.clone();
+        let store = self.step.store.clone();
         // A lost record must not block the answer: the mailbox carries the question.
         let _ = tokio::task::spawn_blocking(move || store.put_approval(&record)).await;
     }
 
     fn answered(&self, status: ApprovalStatus, by: &str) {
-        self.transcript.emit(&Event::ApprovalAnswered {
-            run: self.run,
-            seq: self.seq,
+        self.step.transcript.emit(&Event::ApprovalAnswered {
+            run: self.step.run,
+            seq: self.step.seq,
             status,
             by: by.to_owned(),
         });
@@ -66,9 +73,9 @@ impl Asker for MailboxAsker {
         let asked_ms = now_ms();
         let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let mut record = ApprovalRecord {
-            run: self.run,
-            seq: self.seq,
-            name: self.name.clone(),
+            run: self.step.run,
+            seq: self.step.seq,
+            name: self.step.name.clone(),
             message: Some(format!("{}: {}", question.kind.as_str(), question.message)),
             status: ApprovalStatus::Pending,
             asked_ms,
@@ -83,7 +90,7 @@ impl Asker for MailboxAsker {
             answers: Vec::new(),
             escalated_ms: None,
         };
-        if self.deadline.is_none() && !self.answerable {
+        if !self.step.can_ask(self.deadline) {
             record.status = ApprovalStatus::Rejected;
             record.answered_ms = Some(asked_ms);
             record.by = Some("headless".to_owned());
@@ -92,13 +99,13 @@ impl Asker for MailboxAsker {
             return Answered::refused("headless (no terminal and no `timeout:` on the step)");
         }
         self.record(record.clone()).await;
-        let mailbox = Mailbox::of_state(self.store.path());
+        let mailbox = Mailbox::of_state(self.step.store.path());
         let pending = Pending {
-            run: self.run,
-            seq: self.seq,
-            name: self.name.clone(),
+            run: self.step.run,
+            seq: self.step.seq,
+            name: self.step.name.clone(),
             message: record.message.clone(),
-            job: self.job.clone(),
+            job: self.step.job.clone(),
             asked_ms,
             deadline_ms: record.deadline_ms,
             on_timeout: Answer::Reject,
@@ -109,11 +116,14 @@ impl Asker for MailboxAsker {
         if let Err(e) = mailbox.park(&pending) {
             return Answered::refused(format!("nobody (the question could not be parked: {e})"));
         }
-        let answer = format!("{} {}{}", self.run, self.seq, self.answer_args);
-        self.transcript.emit(&Event::ApprovalWaiting {
-            run: self.run,
-            seq: self.seq,
-            name: self.name.clone(),
+        let answer = format!(
+            "{} {}{}",
+            self.step.run, self.step.seq, self.step.answer_args
+        );
+        self.step.transcript.emit(&Event::ApprovalWaiting {
+            run: self.step.run,
+            seq: self.step.seq,
+            name: self.step.name.clone(),
             message: record.message.clone(),
             deadline_ms: record.deadline_ms,
             summary: format!(
@@ -121,8 +131,15 @@ impl Asker for MailboxAsker {
                 question.kind.as_str()
             ),
         });
-        let outcome = wait_for(&mailbox, self.run, self.seq, self.deadline, &self.cancel).await;
-        let _ = mailbox.clear(self.run, self.seq);
+        let outcome = wait_for(
+            &mailbox,
+            self.step.run,
+            self.step.seq,
+            self.deadline,
+            &self.cancel,
+        )
+        .await;
+        let _ = mailbox.clear(self.step.run, self.step.seq);
         let answered = match outcome {
             Ok(WaitEnd::Answered(reply)) => Answered {
                 approved: reply.answer == Answer::Approve,

@@ -11,27 +11,19 @@ use crate::run::failure::{FailureKind, StepFailure};
 use tokio_util::sync::CancellationToken;
 use treadle_session::event::FailureCause;
 
-/// Who an agent step's questions go to: the approval mailbox, under the step's number.
+/// Who an agent step's questions go to: the approval mailbox, under the step's number,
+/// each waiting until the step's `timeout:`.
 pub(crate) fn asker<'a>(
     ctx: &Ctx<'a>,
     step: &Step,
     entry: &Entry,
     cancel: &CancellationToken,
 ) -> std::sync::Arc<dyn crate::agent::Asker> {
-    use std::io::IsTerminal;
-    std::sync::Arc::new(crate::run::approval::ask::MailboxAsker {
-        store: ctx.store.clone(),
-        transcript: ctx.transcript.clone(),
-        run: ctx.run,
-        seq: entry.seq,
-        name: entry.name.clone(),
-        job: ctx.job.name.value.clone(),
-        answer_args: super::approval_step::answer_args(ctx),
-        deadline: step.timeout.as_ref().map(|t| t.value.0),
-        answerable: ctx.answerable || std::io::stdin().is_terminal(),
-        cancel: cancel.clone(),
-        turn: tokio::sync::Mutex::new(()),
-    })
+    std::sync::Arc::new(crate::run::approval::ask::MailboxAsker::new(
+        super::input::question_asker(ctx, entry),
+        step.timeout.as_ref().map(|t| t.value.0),
+        cancel.clone(),
+    ))
 }
 
 /// Adds the job's token and dollar budgets, less what earlier steps spent.

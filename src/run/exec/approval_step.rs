@@ -302,11 +302,11 @@ impl Wait<'_> {
 
 /// What the run keeps of the step's policy.
 fn runtime(policy: &ApprovalPolicy) -> Policy {
-    let names = |v: &[At<String>]| v.iter().map(|n| n.value.clone()).collect();
+    use crate::pipeline::at::values;
     Policy {
-        assignees: names(&policy.assignees),
+        assignees: values(&policy.assignees),
         approvers: policy.quorum(),
-        escalate_to: names(&policy.escalate_to),
+        escalate_to: values(&policy.escalate_to),
         escalated: false,
     }
 }

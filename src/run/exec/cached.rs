@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{Ctx, Done, now_ms};
+use crate::agent::commit::GitInput;
 use crate::blocking::{WorkerStopped, blocking};
 use crate::cache::digest::Digest;
 use crate::cache::key::{self, ConfigError, KeyFacts, KeyParts};
@@ -17,7 +18,7 @@ use crate::cache::{
     CacheError, Lookup, Miss, Slot, StepCache, cell_replayable, is_leaf, produced, replayable,
 };
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{AgentCall, At, Step, StepKind};
+use crate::pipeline::{AgentCall, At, ResolvedResource, Step, StepKind};
 use crate::run::artifacts::ArtifactError;
 use crate::run::cell::{Cell, CellAt, is_cell};
 use crate::run::failure::FailureKind;
@@ -335,13 +336,19 @@ fn note_reused<'a>(
             cache.know_tree(path, t.digest, t.manifest.clone());
         }
     }
-    if let (Some(v), StepKind::Get(crate::pipeline::GetStep { name, resource, .. })) =
+    if let (Some(v), StepKind::Get(crate::pipeline::GetStep { name, typed, .. })) =
         (&outcome.version, &step.kind)
     {
-        let artifact = name.value.clone();
         ctx.state.set_version(entry.seq, v.clone());
-        ctx.state
-            .set_git_input(artifact, resource.value.clone(), v.clone());
+        // Only a git resource's version is a commit its artifact holds (a `time` or
+        // `resource_types:` get's is a version as JSON, on no repository).
+        if let ResolvedResource::Git(source) = &typed.kind {
+            let input = GitInput {
+                source: source.clone(),
+                commit: v.clone(),
+            };
+            ctx.state.set_git_input(name.value.clone(), input);
+        }
     }
     let touched = outcome.run == from_run && ctx.mode.recorded_from(entry.seq).is_none();
     cache.reused(slot(entry, is_cell(entry)), outcome.key, touched);

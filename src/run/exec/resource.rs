@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::{Ctx, Done};
-use crate::agent::commit::{self, Keep, ManagedWork};
+use crate::agent::commit::{self, GitInput, Keep, ManagedWork};
 use crate::blocking::blocking;
 use crate::cache::records::SuccessRecord;
 use crate::pipeline::Version;
@@ -22,10 +22,6 @@ use crate::resource::{GitSource, ResourceError, git, ops};
 use crate::run::artifacts::copy_tree;
 use crate::run::failure::FailureKind;
 use tokio_util::sync::CancellationToken;
-
-fn git_source<'a>(ctx: &Ctx<'a>, resource: &str) -> Result<GitSource, ResourceError> {
-    ops::source(ctx.loaded, resource)
-}
 
 fn git_dir<'a>(ctx: &Ctx<'a>) -> PathBuf {
     ctx.cache
@@ -60,7 +56,6 @@ pub(crate) async fn get_step<'a>(
     get: &'a GetStep,
     cancel: &CancellationToken,
 ) -> Done {
-    let resource = get.typed.name();
     let src = match target(&get.typed) {
         Ok(Target::Git(s)) => s,
         Ok(Target::Versioned) => {
@@ -108,8 +103,13 @@ pub(crate) async fn get_step<'a>(
     let line = format!("fetched {} {} at {commit}", src.uri, src.branch);
     ctx.step_line(entry, line.clone());
     ctx.state.set_version(entry.seq, commit.clone());
-    ctx.state
-        .set_git_input(artifact, resource.to_owned(), commit.clone());
+    ctx.state.set_git_input(
+        artifact,
+        GitInput {
+            source: src,
+            commit,
+        },
+    );
     super::record::update(ctx, entry.seq, |r| {
         r.produced.stdout_tail = format!("{line}\n")
     })
@@ -219,14 +219,14 @@ async fn commit_work(
     work: &ManagedWork,
     message: &str,
 ) -> Result<(), ResourceError> {
-    let src = git_source(ctx, &work.resource)?;
+    let src = &work.base.source;
     let Some(path) = ctx.artifacts.artifact(&work.artifact) else {
         return Ok(());
     };
     let mirror = git::mirror_of(&git_dir(ctx), &src.uri);
     let branch = commit::run_branch(ctx.run);
     let text = commit::commit_text(message, ctx.run, &entry.name);
-    let (base, uri, to) = (work.base.clone(), src.uri.clone(), branch.clone());
+    let (base, uri, to) = (work.base.commit.clone(), src.uri.clone(), branch.clone());
     let made = blocking::<_, ResourceError>(move || {
         Ok(commit::commit_work(
             &mirror, &uri, &path, &base, &text, &to,
@@ -241,8 +241,11 @@ async fn commit_work(
             message.lines().next().unwrap_or_default()
         ),
     );
-    ctx.state
-        .set_git_input(work.artifact.clone(), work.resource.clone(), made.clone());
+    let now = GitInput {
+        source: src.clone(),
+        commit: made.clone(),
+    };
+    ctx.state.set_git_input(work.artifact.clone(), now);
     ctx.state.set_commit(entry.seq, work.artifact.clone(), made);
     Ok(())
 }
@@ -256,13 +259,16 @@ pub(crate) async fn restore_commits(
 ) -> Result<BTreeMap<String, String>, ResourceError> {
     let mut now = BTreeMap::new();
     for (artifact, made) in &outcome.commits {
-        let Some((resource, base)) = ctx.state.git_input(artifact) else {
+        let Some(GitInput {
+            source: src,
+            commit: base,
+        }) = ctx.state.git_input(artifact)
+        else {
             return Err(ResourceError::Git(git::GitError::Failed {
                 what: "replay",
                 detail: format!("`{artifact}` holds no git resource in this run"),
             }));
         };
-        let src = git_source(ctx, &resource)?;
         let mirror = git::mirror_of(&git_dir(ctx), &src.uri);
         let (branch, made_on) = (commit::run_branch(ctx.run), commit::run_branch(outcome.run));
         let (uri, made, to) = (src.uri.clone(), made.clone(), branch.clone());
@@ -279,8 +285,11 @@ pub(crate) async fn restore_commits(
                 outcome.run, src.uri
             ),
         );
-        ctx.state
-            .set_git_input(artifact.clone(), resource, kept.clone());
+        let holds = GitInput {
+            source: src,
+            commit: kept.clone(),
+        };
+        ctx.state.set_git_input(artifact.clone(), holds);
         ctx.state
             .set_commit(entry.seq, artifact.clone(), kept.clone());
         now.insert(artifact.clone(), kept);

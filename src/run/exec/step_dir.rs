@@ -4,16 +4,13 @@
 
 use super::{Ctx, Done};
 use crate::assert::{self, StepFacts};
+use crate::pipeline::Step;
+use crate::pipeline::at::values;
 use crate::pipeline::outline::Entry;
-use crate::pipeline::{At, Step};
 use crate::run::artifacts::ArtifactError;
 use crate::run::cell::Cell;
 use crate::run::failure::FailureKind;
 use std::path::{Path, PathBuf};
-
-pub(crate) fn names(list: &[At<String>]) -> Vec<String> {
-    list.iter().map(|s| s.value.clone()).collect()
-}
 
 pub(crate) async fn prepare<'a>(
     ctx: &Ctx<'a>,
@@ -21,7 +18,7 @@ pub(crate) async fn prepare<'a>(
     entry: &Entry,
     attempt: u32,
 ) -> Result<PathBuf, Done> {
-    let (inputs, outputs) = (names(&step.inputs), names(&step.outputs));
+    let (inputs, outputs) = (values(&step.inputs), values(&step.outputs));
     // Cells of one step share its number; their index keeps their directories apart.
     let name = match entry.cell {
         Some(cell) => format!("c{cell}-{}", entry.name),
@@ -74,7 +71,7 @@ pub(crate) async fn conclude<'a>(
             return Done::asserts_failed("assert", failures);
         }
     }
-    let outputs = names(&step.outputs);
+    let outputs = values(&step.outputs);
     if let Err(e) = remount(dir, &step.mounts(), true) {
         return Done::fail(FailureKind::Infrastructure, e.to_string());
     }
