@@ -303,9 +303,10 @@ impl<'a> Ctx<'a> {
             // The outcome is stored in the commit that marks the step succeeded
             // (`record::ended`), so a step its record calls succeeded never runs again. One
             // that started from kept outputs read what its key does not cover: not stored.
-            let stored = match done.is_ok() && !kept::started_from_kept(self, entry) {
-                true => cached::cache_after(self, step, entry).await,
-                false => None,
+            let stored = if done.is_ok() && !kept::started_from_kept(self, entry) {
+                cached::cache_after(self, step, entry).await
+            } else {
+                None
             };
             let shared = stored.as_ref().and_then(cached::Stored::shared);
             record::ended(self, step, entry, &done, started, stored).await;
