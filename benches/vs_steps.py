@@ -2,7 +2,7 @@
 """steps and treadle side by side on pipelines of `true` tasks (issue 42, "Must show").
 
     python3 benches/vs_steps.py [--sizes 10,100,1000] [--rounds 3]
-                                [--treadle PATH] [--steps PATH] [--quick]
+                                [--treadle PATH] [--steps PATH] [--before PATH] [--quick]
 
 For each size N, one job of N tasks that each run `true`. Each round, for each tool (the
 order swapped every round, so that load from the rest of the machine falls on both alike):
@@ -19,6 +19,9 @@ it with `cargo build --release --workspace --bin treadle`), steps is `../shared/
 beside the repository (jtarchie/steps at 63e66e0, prebuilt; see its README). Both run with
 their defaults: treadle confined (Landlock) and durable (every step's end synced), steps
 with its SQLite store. `--quick` runs 2 and 5 tasks once, to check the script itself.
+`--before PATH`: another treadle build (the one a change started from) run in the same
+rounds, so that a change's before and after are measured under the same load; the table
+then adds its figures and after / before.
 
 Why a script: the comparison is of whole processes of two programs, started from a shell
 as a user would; the timing is `/usr/bin/time`'s.
@@ -58,7 +61,7 @@ def loadavg():
 
 # How each tool says, in its output, that it replayed a step instead of running it.
 # steps says `skip: t0 (cached)` for the first and `skip: t1 (chain)` for those after it.
-REPLAYED = {"steps": "skip: ", "treadle": "cached: not run"}
+REPLAYED = {"steps": "skip: ", "treadle": "cached: not run", "before": "cached: not run"}
 
 
 def fail(why, said):
@@ -131,11 +134,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--treadle", default=default_treadle())
     ap.add_argument("--steps", default=default_steps())
+    ap.add_argument("--before", help="another treadle build, timed in the same rounds")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     sizes = [2, 5] if args.quick else [int(s.replace("_", "")) for s in args.sizes.split(",")]
     rounds = 1 if args.quick else args.rounds
     tools = {"steps": args.steps, "treadle": args.treadle}
+    if args.before:
+        tools["before"] = args.before
     for name, path in tools.items():
         if not os.access(path, os.X_OK):
             sys.exit(f"SKIP: no {name} binary at {path} (--{name} PATH)")
@@ -162,18 +168,26 @@ def main():
     print(f"Load average before / after: {load_before} / {load_after}; {os.cpu_count()} cores;")
     print(f"medians of {rounds}; treadle {args.treadle}; steps {args.steps}")
     print()
-    print("| N `true` tasks, one job | steps wall / CPU | treadle wall / CPU | treadle / steps "
-          "| peak RSS steps / treadle |")
-    print("|---|---|---|---|---|")
+    head = "| N `true` tasks, one job | steps wall / CPU | treadle wall / CPU | treadle / steps "
+    head += "| peak RSS steps / treadle |"
+    if args.before:
+        head += " treadle before: wall / CPU | after / before |"
+    print(head)
+    print("|---" * head.count(" |") + "|")
     for n in sizes:
         for kind in ("fresh", "cached"):
             s, t = got[("steps", n, kind)], got[("treadle", n, kind)]
             sw, sc, sr = (median([x[i] for x in s]) for i in range(3))
             tw, tc, tr = (median([x[i] for x in t]) for i in range(3))
-            print(
+            row = (
                 f"| {n:,}, {kind} | {sw:.2f} s / {sc:.2f} s | {tw:.2f} s / {tc:.2f} s "
                 f"| {ratios(tw, tc, sw, sc)} | {sr:.0f} / {tr:.0f} MB |"
             )
+            if args.before:
+                b = got[("before", n, kind)]
+                bw, bc = (median([x[i] for x in b]) for i in range(2))
+                row += f" {bw:.2f} s / {bc:.2f} s | {ratios(tw, tc, bw, bc)} |"
+            print(row)
 
 
 if __name__ == "__main__":

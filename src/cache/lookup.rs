@@ -223,8 +223,9 @@ impl StepCache {
         })
     }
 
-    /// [`StepCache::put_success`] inside the caller's transaction `txn`, which the caller
-    /// commits (with the run's record of the step). Blocking.
+    /// Records a succeeded step at `path` of this run's job (`replayable`: the record may
+    /// stand in for the step in later runs) inside the caller's transaction `txn`, which
+    /// the caller commits with the run's record of the step and its events. Blocking.
     pub(crate) fn put_success_in(
         &self,
         txn: &redb::WriteTransaction,
@@ -235,20 +236,5 @@ impl StepCache {
         Ok(self
             .records
             .put_success_in(txn, &self.job, path, outcome, replayable)?)
-    }
-
-    /// Records a succeeded step at `path` of this run's job. `replayable`: the record may
-    /// stand in for the step in later runs; `durable`: committed with an fsync of its own.
-    /// Blocking.
-    pub(crate) fn put_success(
-        &self,
-        path: &str,
-        outcome: &SuccessRecord,
-        replayable: bool,
-        durable: bool,
-    ) -> Result<(), CacheError> {
-        Ok(self
-            .records
-            .put_success(&self.job, path, outcome, replayable, durable)?)
     }
 }

@@ -116,7 +116,7 @@ impl EventLog {
     pub fn record(&self, json: &str) -> Result<u64, StateError> {
         // Not synced: the run's end (a durable commit) persists every event before it. A crash
         // loses at most the tail, after which the run is recorded as running, which is true.
-        self.commit(json, redb::Durability::None, |_| Ok(()))
+        self.commit(&[json], redb::Durability::None, |_| Ok(()))
     }
 
     /// Commits one event line durably in one transaction with `also` (other writes to the
@@ -128,12 +128,26 @@ impl EventLog {
         json: &str,
         also: impl FnOnce(&redb::WriteTransaction) -> Result<(), StateError>,
     ) -> Result<u64, StateError> {
-        self.commit(json, redb::Durability::Immediate, also)
+        self.commit(&[json], redb::Durability::Immediate, also)
+    }
+
+    /// Commits event lines (already masked) in one transaction with `also`, at
+    /// `durability`, then publishes them in order; returns the seq of the first. A step's
+    /// events go with its record: its start with the record that says it runs, its end
+    /// with the record of its end and the cache's result of it, one commit each instead
+    /// of one per event and one per record (issue 42). No line: `also` alone.
+    pub fn record_all_with(
+        &self,
+        lines: &[&str],
+        durability: redb::Durability,
+        also: impl FnOnce(&redb::WriteTransaction) -> Result<(), StateError>,
+    ) -> Result<u64, StateError> {
+        self.commit(lines, durability, also)
     }
 
     fn commit(
         &self,
-        json: &str,
+        lines: &[&str],
         durability: redb::Durability,
         also: impl FnOnce(&redb::WriteTransaction) -> Result<(), StateError>,
     ) -> Result<u64, StateError> {
@@ -141,23 +155,28 @@ impl EventLog {
             .next
             .lock()
             .map_err(|_| StateError::Poisoned("the run journal"))?;
-        let seq = *next;
+        let first = *next;
         let mut txn = self.db.begin_write().map_err(db_err)?;
         let _ = txn.set_durability(durability);
-        txn.open_table(RUN_EVENTS)
-            .map_err(db_err)?
-            .insert((self.run, seq), json)
-            .map_err(db_err)?;
+        if !lines.is_empty() {
+            let mut table = txn.open_table(RUN_EVENTS).map_err(db_err)?;
+            for (seq, json) in (first..).zip(lines) {
+                table.insert((self.run, seq), *json).map_err(db_err)?;
+            }
+        }
         also(&txn)?;
         txn.commit().map_err(db_err)?;
-        *next = seq + 1;
-        // No follower is not an error: the event is in the journal for later ones.
-        let _ = self.live.send(Live::Event(Journaled {
-            seq,
-            kind: kind_of(json),
-            json: Arc::from(json),
-        }));
-        Ok(seq)
+        *next = first + lines.len() as u64;
+        // Published only now, in seq order under the lock: no follower sees an event
+        // before its commit. No follower is not an error: the events are in the journal.
+        for (seq, json) in (first..).zip(lines) {
+            let _ = self.live.send(Live::Event(Journaled {
+                seq,
+                kind: kind_of(json),
+                json: Arc::from(*json),
+            }));
+        }
+        Ok(first)
     }
 
     /// Publishes a token delta of agent step `step` to whoever follows now.
@@ -411,6 +430,53 @@ mod tests {
     fn line(run: u64, i: u64, last: bool) -> String {
         let kind = if last { "run_finished" } else { "output" };
         format!("{{\"event\":\"{kind}\",\"run\":{run},\"line\":\"{i}\"}}")
+    }
+
+    /// Several events and another write in one commit: all of them or none (a failing
+    /// `also` leaves no event behind and publishes nothing), numbered on from the events
+    /// before, and published in order once committed.
+    #[test]
+    fn events_committed_together_with_a_write_are_all_or_nothing() {
+        const OTHER: TableDefinition<u64, u64> = TableDefinition::new("other");
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("j.redb")).unwrap());
+        let journal = EventLog::open(db.clone(), 3).unwrap();
+        let mut live = journal.subscribe();
+        journal.record(&line(3, 1, false)).unwrap();
+        let (two, three) = (line(3, 2, false), line(3, 3, false));
+        let failed = journal.record_all_with(&[&two, &three], redb::Durability::None, |txn| {
+            txn.open_table(OTHER)
+                .map_err(db_err)?
+                .insert(1, 1)
+                .map_err(db_err)?;
+            Err(StateError::Poisoned("a write that fails"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(last_seq(&db, 3).unwrap(), 1, "no event of a failed commit");
+        let first = journal
+            .record_all_with(&[&two, &three], redb::Durability::Immediate, |txn| {
+                txn.open_table(OTHER)
+                    .map_err(db_err)?
+                    .insert(1, 7)
+                    .map_err(db_err)?;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(first, 2);
+        let read = db.begin_read().unwrap();
+        let other = read.open_table(OTHER).unwrap();
+        assert_eq!(other.get(1).unwrap().map(|v| v.value()), Some(7));
+        let seqs: Vec<u64> = read_after(&db, 3, 0)
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, [1, 2, 3]);
+        let mut published = Vec::new();
+        while let Ok(Live::Event(e)) = live.try_recv() {
+            published.push((e.seq, e.json.to_string()));
+        }
+        assert_eq!(published, [(1, line(3, 1, false)), (2, two), (3, three)]);
     }
 
     /// Followers that join at random moments, from random cursors, while the run writes

@@ -253,29 +253,6 @@ impl Store {
         Ok(id)
     }
 
-    /// Writes a step's record and what `also` writes in the same transaction, synced
-    /// when `durable` (without the group commit of [`Store::put_step_as`]): a replayed
-    /// step's record and its cache result, one commit instead of two.
-    pub fn put_step_with(
-        &self,
-        run: u64,
-        step: &StepRecord,
-        durable: bool,
-        also: impl FnOnce(&redb::WriteTransaction) -> Result<(), StateError>,
-    ) -> Result<(), StateError> {
-        let bytes = encode(step)?;
-        let mut txn = self.db.begin_write()?;
-        if !durable {
-            // Refused only where durability cannot be lowered; the commit then just syncs.
-            let _ = txn.set_durability(redb::Durability::None);
-        }
-        txn.open_table(STEPS)?
-            .insert((run, step.seq), bytes.as_slice())?;
-        also(&txn)?;
-        txn.commit()?;
-        Ok(())
-    }
-
     /// Writes a step's record. Only a step's final status is made durable: the transitions
     /// before it (running, attempt, exit code) are committed without a sync, and the final
     /// commit persists them too. A crash can lose only those, and the run is then recorded
@@ -298,7 +275,7 @@ impl Store {
         lasting: bool,
     ) -> Result<(), StateError> {
         let bytes = encode(step)?;
-        let write = |durability: redb::Durability| -> Result<(), StateError> {
+        self.commit_as(lasting, |durability| {
             let mut txn = self.db.begin_write()?;
             // Refused only where durability cannot be lowered; the commit then just syncs.
             let _ = txn.set_durability(durability);
@@ -306,7 +283,19 @@ impl Store {
                 .insert((run, step.seq), bytes.as_slice())?;
             txn.commit()?;
             Ok(())
-        };
+        })
+    }
+
+    /// Runs `write`, one transaction's commit at the durability it is given (the caller's,
+    /// which may journal events with it, `super::event_log::EventLog::record_all_with`),
+    /// made durable when `lasting`: then it shares its sync with the writes of steps that
+    /// end at the same time ([`GroupSync`]) and is durable when this returns; otherwise it
+    /// is committed without a sync.
+    pub fn commit_as(
+        &self,
+        lasting: bool,
+        write: impl FnOnce(redb::Durability) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
         if !lasting {
             return write(redb::Durability::None);
         }
@@ -315,6 +304,21 @@ impl Store {
             self.db.begin_write()?.commit()?;
             Ok(())
         })
+    }
+
+    /// One write transaction: what `write` writes, committed at `durability` (for
+    /// [`Store::commit_as`], when no event journal takes the write in its commit).
+    pub fn write_in(
+        &self,
+        durability: redb::Durability,
+        write: impl FnOnce(&redb::WriteTransaction) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
+        let mut txn = self.db.begin_write()?;
+        // Refused only where durability cannot be lowered; the commit then just syncs.
+        let _ = txn.set_durability(durability);
+        write(&txn)?;
+        txn.commit()?;
+        Ok(())
     }
 
     /// Ends a run (with why it did not succeed), turning every step still pending or
@@ -426,6 +430,18 @@ pub(super) fn read_steps(
         out.push(decode(e?.1.value())?);
     }
     Ok(out)
+}
+
+/// Writes step record `step` of run `run` in the caller's transaction `txn` (which the
+/// caller commits with what else belongs to it: the step's events, its cache result).
+pub(crate) fn put_step_in(
+    txn: &redb::WriteTransaction,
+    run: u64,
+    step: &StepRecord,
+) -> Result<(), StateError> {
+    txn.open_table(STEPS)?
+        .insert((run, step.seq), encode(step)?.as_slice())?;
+    Ok(())
 }
 
 /// [`Store::end_run`] in a transaction of the caller's (the one that journals the run's

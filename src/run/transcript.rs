@@ -183,6 +183,39 @@ impl Transcript {
         recorded
     }
 
+    /// Journals `events` in one transaction with `also` (the step's record, its cache
+    /// result) at `durability`, then publishes them (`EventLog::record_all_with`); shown
+    /// by [`Transcript::show_all`] once the commit is made durable. Without a journal,
+    /// `also` is not run: `Ok(false)`, and the caller writes it alone.
+    pub fn journal_all_with(
+        &self,
+        lines: &[Option<String>],
+        durability: redb::Durability,
+        also: impl FnOnce(&redb::WriteTransaction) -> Result<(), super::state::StateError>,
+    ) -> Result<bool, super::state::StateError> {
+        let Some(journal) = &self.journal else {
+            return Ok(false);
+        };
+        let lines: Vec<&str> = lines.iter().flatten().map(String::as_str).collect();
+        journal
+            .record_all_with(&lines, durability, also)
+            .map(|_| true)
+    }
+
+    /// The masked JSON lines of `events`, for [`Transcript::journal_all_with`] and
+    /// [`Transcript::show_all`].
+    pub fn lines_of(&self, events: &[Event]) -> Vec<Option<String>> {
+        events.iter().map(|e| self.json_of(e)).collect()
+    }
+
+    /// Shows `events` (journaled already, by [`Transcript::journal_all_with`]), with their
+    /// lines from [`Transcript::lines_of`].
+    pub fn show_all(&self, events: &[Event], lines: Vec<Option<String>>) {
+        for (event, json) in events.iter().zip(lines) {
+            self.show(event, json);
+        }
+    }
+
     /// The event as its masked JSON line, when something takes lines.
     fn json_of(&self, event: &Event) -> Option<String> {
         (self.style == Style::Json || self.journal.is_some() || self.sink.is_some())

@@ -246,7 +246,6 @@ async fn reuse<'a>(
             ..Done::ok()
         });
     }
-    show_reused(ctx, entry, &outcome, from_run);
     let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     record_reused(ctx, cache, entry, &outcome, from_run, took).await;
     Some(Done {
@@ -256,7 +255,8 @@ async fn reuse<'a>(
 }
 
 /// Records a step brought back from run `from_run`'s `outcome` in `took` ms: its record
-/// succeeded with the outcome's facts, shown, and the outcome kept as this run's.
+/// succeeded with the outcome's facts, its transcript (`step_cached`, what it showed,
+/// `step_finished`) and the outcome kept as this run's, in one commit.
 async fn record_reused(
     ctx: &Ctx<'_>,
     cache: &Arc<StepCache>,
@@ -276,38 +276,34 @@ async fn record_reused(
         r.set_failure(None);
         Some(r.clone())
     });
+    let mut events = reused_events(ctx, entry, outcome, from_run);
     // The record now holds the outcome's exit code and verdict, which the line shows.
-    super::record::finished(
+    events.push(super::record::finished_event(
         ctx,
         entry,
         &Done::ok(),
         std::time::Duration::from_millis(took),
-    );
+    ));
     let mine = SuccessRecord {
         run: ctx.run,
         seq: entry.seq,
         last_used_ms: now_ms(),
         ..outcome.clone()
     };
-    let (cache, path) = (cache.clone(), entry.path.clone());
-    let (store, run) = (ctx.store.clone(), ctx.run);
+    let (cache, path, run) = (cache.clone(), entry.path.clone(), ctx.run);
     // A cache hit is written without an fsync of its own (the run's end persists it; a
     // crash before only means it is replayed again); a step brought back from a resumed
     // run's record is durable, since only that record could bring it back again.
     let durable = ctx.mode.recorded_from(entry.seq).is_some() && !is_cell(entry);
-    // The run's record and the cache's result of the step: one commit.
-    let written = blocking::<_, CachedError>(move || match record {
-        Some(r) => Ok(store.put_step_with(run, &r, durable, |txn| {
-            cache
-                .put_success_in(txn, &path, &mine, false)
-                .map_err(|e| StateError::Tables(Box::new(e)))
-        })?),
-        None => Ok(cache.put_success(&path, &mine, false, durable)?),
+    super::record::commit_with(ctx, events, durable, move |txn| {
+        if let Some(r) = &record {
+            crate::run::state::put_step_in(txn, run, r)?;
+        }
+        cache
+            .put_success_in(txn, &path, &mine, false)
+            .map_err(|e| StateError::Tables(Box::new(e)))
     })
     .await;
-    if let Err(e) = written {
-        super::record::keep_state_error(ctx, e.to_string());
-    }
 }
 
 /// Where a reused outcome's verdict sends the run (`None`: on in order).
@@ -382,8 +378,15 @@ async fn restore<'a>(
     .await
 }
 
-fn show_reused<'a>(ctx: &Ctx<'a>, entry: &Entry, outcome: &SuccessRecord, from_run: u64) {
-    ctx.emit(Event::StepCached {
+/// What a reused step shows: `step_cached`, an agent's recorded calls, then the tail of
+/// what it printed.
+fn reused_events<'a>(
+    ctx: &Ctx<'a>,
+    entry: &Entry,
+    outcome: &SuccessRecord,
+    from_run: u64,
+) -> Vec<Event> {
+    let mut events = vec![Event::StepCached {
         run: ctx.run,
         seq: entry.seq,
         name: entry.name.clone(),
@@ -391,7 +394,7 @@ fn show_reused<'a>(ctx: &Ctx<'a>, entry: &Entry, outcome: &SuccessRecord, from_r
         depth: entry.depth,
         key: outcome.key.hex(),
         from_run,
-    });
+    }];
     // An agent step's calls came before its answer: replayed in that order.
     for e in &outcome.events {
         let what = e.get("what").and_then(|w| w.as_str()).unwrap_or("event");
@@ -404,7 +407,7 @@ fn show_reused<'a>(ctx: &Ctx<'a>, entry: &Entry, outcome: &SuccessRecord, from_r
             "tool_call" => replayed_call(&data),
             other => other.to_owned(),
         };
-        ctx.emit(Event::Agent {
+        events.push(Event::Agent {
             run: ctx.run,
             seq: entry.seq,
             what: what.to_owned(),
@@ -414,21 +417,68 @@ fn show_reused<'a>(ctx: &Ctx<'a>, entry: &Entry, outcome: &SuccessRecord, from_r
         });
     }
     for line in outcome.produced.stdout_tail.lines() {
-        ctx.step_line(entry, line.to_owned());
+        events.push(ctx.step_line_event(entry, line.to_owned()));
+    }
+    events
+}
+
+/// A succeeded step's outcome, ready to be stored in the commit of its end
+/// (`super::record::ended`).
+pub(crate) struct Stored {
+    cache: Arc<StepCache>,
+    path: String,
+    outcome: SuccessRecord,
+    replay: bool,
+    /// Its output trees, by output name, when it is shared through NATS.
+    dirs: Option<Vec<(String, std::path::PathBuf)>>,
+}
+
+/// What is shared through NATS once a step's outcome is in the state file.
+pub(crate) struct Shared {
+    outcome: SuccessRecord,
+    dirs: Vec<(String, std::path::PathBuf)>,
+}
+
+impl Stored {
+    /// Writes the outcome in the caller's transaction.
+    pub(crate) fn put_in(&self, txn: &redb::WriteTransaction) -> Result<(), StateError> {
+        self.cache
+            .put_success_in(txn, &self.path, &self.outcome, self.replay)
+            .map_err(|e| StateError::Tables(Box::new(e)))
+    }
+
+    /// What to share once it is stored (under `--nats`, a replayable outcome).
+    pub(crate) fn shared(&self) -> Option<Shared> {
+        let dirs = self.dirs.clone()?;
+        Some(Shared {
+            outcome: self.outcome.clone(),
+            dirs,
+        })
     }
 }
 
-/// Stores a succeeded leaf step's outputs and record.
-pub(crate) async fn cache_after<'a>(ctx: &Ctx<'a>, step: &At<Step>, entry: &Entry) {
-    let Some(cache) = step_cache(ctx) else {
-        return;
-    };
-    let Some(parts) = cache.take_parts(&entry.path) else {
-        return;
-    };
+/// A succeeded leaf step's outputs stored, and its outcome made ready for the commit of
+/// its end; `None` when it is not cached.
+pub(crate) async fn cache_after<'a>(
+    ctx: &Ctx<'a>,
+    step: &At<Step>,
+    entry: &Entry,
+) -> Option<Stored> {
+    let cache = step_cache(ctx)?;
+    let parts = cache.take_parts(&entry.path)?;
     match record_success(ctx, &cache, step, entry, parts).await {
-        Ok(()) => {}
-        Err(e) => crate::console::tell!("treadle: step `{}` was not cached: {e}", entry.name),
+        Ok(stored) => Some(stored),
+        Err(e) => {
+            crate::console::tell!("treadle: step `{}` was not cached: {e}", entry.name);
+            None
+        }
+    }
+}
+
+/// Under `--nats`, shares a stored outcome for every server, once it is in the state file.
+pub(crate) async fn share<'a>(ctx: &Ctx<'a>, shared: Option<Shared>) {
+    if let (Some(remote), Some(shared)) = (&ctx.remote, shared) {
+        remote.share(&shared.outcome, shared.dirs).await;
     }
 }
 
@@ -438,7 +488,7 @@ async fn record_success<'a>(
     step: &At<Step>,
     entry: &Entry,
     parts: KeyParts,
-) -> Result<(), CachedError> {
+) -> Result<Stored, CachedError> {
     let (mut outputs, mut dirs) = (Vec::new(), Vec::new());
     for name in produced(step) {
         let Some(path) = ctx.artifacts.artifact(&name) else {
@@ -481,18 +531,13 @@ async fn record_success<'a>(
     } else {
         replayable(step)
     };
-    let shared = (replay && ctx.remote.is_some()).then(|| outcome.clone());
-    let (cache, path) = (cache.clone(), entry.path.clone());
-    // Committed without a sync of its own: the step's end, recorded next in the same
-    // state file, is durable and persists this with it (one sync per step, not two), and
-    // a crash before it loses both, leaving the step unfinished, which it then is.
-    blocking::<_, CachedError>(move || Ok(cache.put_success(&path, &outcome, replay, false)?))
-        .await?;
-    // Under `--nats`, shared for every server, once it is in the state file.
-    if let (Some(remote), Some(outcome)) = (&ctx.remote, shared) {
-        remote.share(&outcome, dirs).await;
-    }
-    Ok(())
+    Ok(Stored {
+        cache: cache.clone(),
+        path: entry.path.clone(),
+        outcome,
+        replay,
+        dirs: (replay && ctx.remote.is_some()).then_some(dirs),
+    })
 }
 
 /// Where the key of `entry` belongs in the run's cache.

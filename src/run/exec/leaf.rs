@@ -99,12 +99,13 @@ pub(crate) async fn task<'a>(
     };
     let tail = ctx.transcript.redactor().mask(&result.tail);
     let streams = masked_streams(ctx, &result.streams);
-    super::record::update_at(ctx, entry, |r| {
+    // Written with the step's end (`record::ended`), which follows whatever happens now:
+    // a crash before it reruns the step, whose record would not count anyway.
+    super::record::change_at(ctx, entry, |r| {
         r.produced.exit_code = code;
         r.produced.stdout_tail = tail;
         r.produced.streams = Some(streams);
-    })
-    .await;
+    });
     let done = task_end(ctx, step, &result, spec.confined, &dir);
     if !done.is_ok() {
         return done;

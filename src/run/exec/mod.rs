@@ -163,12 +163,17 @@ impl<'a> Ctx<'a> {
     /// A line of the step at `entry`'s output, as the step's own command would print it
     /// (a `get`'s version, an `http` step's body, a replayed step's tail).
     pub(crate) fn step_line(&self, entry: &Entry, line: String) {
-        self.emit(Event::Output {
+        self.emit(self.step_line_event(entry, line));
+    }
+
+    /// [`Self::step_line`]'s event, for a commit of several.
+    pub(crate) fn step_line_event(&self, entry: &Entry, line: String) -> Event {
+        Event::Output {
             run: self.run,
             seq: entry.seq,
             stream: "stdout".into(),
             line,
-        });
+        }
     }
 
     /// The status a cancelled step ends with: aborted on Ctrl-C, else interrupted by a
@@ -278,12 +283,12 @@ impl<'a> Ctx<'a> {
                 record::log_leaf(self, step, entry);
                 return outcome_steps::after_step(self, step, d.clone(), &cancel).await;
             }
-            record::update(self, entry.seq, |r| {
+            // Written with the first attempt's `step_started` (`record::started`).
+            record::change(self, entry.seq, |r| {
                 r.status = StepStatus::Running;
                 r.started_ms = Some(now_ms());
                 r.set_failure(None);
-            })
-            .await;
+            });
             let mut done = self
                 .attempts(step, entry, before.as_ref(), &cancel, given)
                 .await;
@@ -295,15 +300,17 @@ impl<'a> Ctx<'a> {
                 done = failed;
             }
             kept::keep_failed(self, step, entry, &done).await;
-            record::finished(self, entry, &done, started.elapsed());
-            // The outcome is stored (durably) before the step is marked succeeded: a run
-            // killed between the two is resumed from the stored outcome, so a step its
-            // record calls succeeded never runs again. One that started from kept outputs
-            // read what its key does not cover: not stored.
-            if done.is_ok() && !kept::started_from_kept(self, entry) {
-                cached::cache_after(self, step, entry).await;
-            }
-            record::record_end(self, step, entry, &done, started).await;
+            // The outcome is stored in the commit that marks the step succeeded
+            // (`record::ended`), so a step its record calls succeeded never runs again. One
+            // that started from kept outputs read what its key does not cover: not stored.
+            let stored = if done.is_ok() && !kept::started_from_kept(self, entry) {
+                cached::cache_after(self, step, entry).await
+            } else {
+                None
+            };
+            let shared = stored.as_ref().and_then(cached::Stored::shared);
+            record::ended(self, step, entry, &done, started, stored).await;
+            cached::share(self, shared).await;
             // A step its group cancelled (a lost race, a fail_fast sibling) did not run to
             // its end, so it is not in the execution log.
             if done.is_ok() || !cancel.is_cancelled() {
@@ -341,15 +348,7 @@ impl<'a> Ctx<'a> {
                 done = self.cancelled();
                 break;
             }
-            self.emit(Event::StepStarted {
-                run: self.run,
-                seq: entry.seq,
-                name: entry.name.clone(),
-                kind: entry.kind,
-                depth: entry.depth,
-                attempt,
-            });
-            record::update(self, entry.seq, |r| r.attempts = attempt).await;
+            record::started(self, entry, attempt).await;
             let t0 = Instant::now();
             let timed_out;
             (done, timed_out) = self.attempt(step, entry, attempt, cancel, given).await;

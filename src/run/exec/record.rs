@@ -9,7 +9,7 @@ use crate::pipeline::outline::Entry;
 use crate::pipeline::{Kind, Step, StepKind};
 use crate::run::cell::CellAt;
 use crate::run::exec::{Ctx, Done, Logged};
-use crate::run::state::{StepRecord, StepStatus, Store};
+use crate::run::state::{StateError, StepRecord, StepStatus, Store, put_step_in};
 use crate::run::transcript::Event;
 
 fn millis(d: Duration) -> u64 {
@@ -54,30 +54,98 @@ pub(crate) fn keep_state_error<'a>(ctx: &Ctx<'a>, error: String) {
     });
 }
 
-/// Records how a step ended in its record: durably for a leaf (it did work that must not
-/// run again), with the ends of leaves that end at the same time ([`Store::put_step_as`]);
-/// without a sync for a step that only holds others (`do:`, `in_parallel:`, ...), which
-/// did nothing of its own: its children's records are durable, and a crash that loses its
-/// end leaves it running, to go on through them.
-pub(crate) async fn record_end<'a>(
+/// Records that a step's attempt `attempt` starts: the record says it runs (its status
+/// and start time changed before, in memory, by [`change()`]) and the transcript's
+/// `step_started`, in one commit without a sync. Nothing relies on it across a crash: a
+/// step whose end is not durable runs again whatever its record said; it is there for
+/// whoever follows the run now.
+pub(crate) async fn started<'a>(ctx: &Ctx<'a>, entry: &Entry, attempt: u32) {
+    let record = changed(ctx, entry.seq, None, |r| r.attempts = attempt);
+    let event = Event::StepStarted {
+        run: ctx.run,
+        seq: entry.seq,
+        name: entry.name.clone(),
+        kind: entry.kind,
+        depth: entry.depth,
+        attempt,
+    };
+    let run = ctx.run;
+    commit_with(ctx, vec![event], false, move |txn| match &record {
+        Some(r) => put_step_in(txn, run, r),
+        None => Ok(()),
+    })
+    .await;
+}
+
+/// Records how a step ended: its record, the transcript's `step_finished` and, for a
+/// step that succeeded, the cache's result of it (`stored`) in one commit, durable for a
+/// leaf (it did work that must not run again), with the ends of leaves that end at the
+/// same time ([`Store::commit_as`]); without a sync for a step that only holds others
+/// (`do:`, `in_parallel:`, ...), which did nothing of its own: its children's records are
+/// durable, and a crash that loses its end leaves it running, to go on through them.
+/// The outcome and the record are one commit, so a run killed around it finds both or
+/// neither: a step its record calls succeeded has its outcome stored, and is never run
+/// again. `step_finished` is published after that commit and shown once it is durable.
+pub(crate) async fn ended<'a>(
     ctx: &Ctx<'a>,
     step: &Step,
     entry: &Entry,
     done: &Done,
     started: Instant,
+    stored: Option<super::cached::Stored>,
 ) {
     let (status, failure) = (StepStatus::from(done.status), done.failure.clone());
     let lasting = Kind::of(step).is_leaf();
+    let took = started.elapsed();
     let change = move |r: &mut StepRecord| {
         r.status = status;
-        r.duration_ms = Some(millis(started.elapsed()));
+        r.duration_ms = Some(millis(took));
         r.set_failure(failure);
     };
-    let Some(record) = changed(ctx, entry.seq, None, change) else {
-        return;
-    };
+    let record = changed(ctx, entry.seq, None, change);
+    let event = finished_event(ctx, entry, done, took);
     let run = ctx.run;
-    write_state(ctx, move |store| store.put_step_as(run, &record, lasting)).await;
+    commit_with(ctx, vec![event], lasting, move |txn| {
+        if let Some(r) = &record {
+            put_step_in(txn, run, r)?;
+        }
+        match &stored {
+            Some(s) => s.put_in(txn),
+            None => Ok(()),
+        }
+    })
+    .await;
+}
+
+/// Commits `events` in one transaction with what `also` writes (a step's record, its
+/// cache result), durably when `lasting` (sharing the sync of steps that end at the same
+/// time), off the async threads, then shows them. A failure does not stop the step; the
+/// first one is kept and makes the run exit 2 at its end (as [`write_state`]).
+pub(crate) async fn commit_with<'a>(
+    ctx: &Ctx<'a>,
+    events: Vec<Event>,
+    lasting: bool,
+    also: impl Fn(&redb::WriteTransaction) -> Result<(), StateError> + Send + 'static,
+) {
+    let (store, transcript) = (ctx.store.clone(), ctx.transcript.clone());
+    let result = tokio::task::spawn_blocking(move || {
+        let lines = transcript.lines_of(&events);
+        let written = store.commit_as(lasting, |durability| {
+            if transcript.journal_all_with(&lines, durability, &also)? {
+                return Ok(());
+            }
+            // No run journal (a worker's step): the writes alone.
+            store.write_in(durability, &also)
+        });
+        transcript.show_all(&events, lines);
+        written.map_err(|e| e.to_string())
+    });
+    let error = match result.await {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(e) => e.to_string(),
+    };
+    keep_state_error(ctx, error);
 }
 
 /// Adds a leaf step that ran to the execution log (containers record nothing).
@@ -111,6 +179,17 @@ pub(crate) fn log_as<'a>(ctx: &Ctx<'a>, entry: &Entry, name: String) {
 
 /// Shows that a step (or one attempt of it) ended, with what its record holds.
 pub(crate) fn finished<'a>(ctx: &Ctx<'a>, entry: &Entry, done: &Done, took: Duration) {
+    ctx.emit(finished_event(ctx, entry, done, took));
+}
+
+/// The transcript's `step_finished` of a step (or one attempt of it), with what its
+/// record holds.
+pub(crate) fn finished_event<'a>(
+    ctx: &Ctx<'a>,
+    entry: &Entry,
+    done: &Done,
+    took: Duration,
+) -> Event {
     let (exit_code, verdict) = ctx
         .state
         .with(|s| {
@@ -119,7 +198,7 @@ pub(crate) fn finished<'a>(ctx: &Ctx<'a>, entry: &Entry, done: &Done, took: Dura
                 .map(|r| (r.produced.exit_code, r.produced.verdict.clone()))
         })
         .unwrap_or_default();
-    ctx.emit(Event::StepFinished {
+    Event::StepFinished {
         run: ctx.run,
         seq: entry.seq,
         name: entry.name.clone(),
@@ -132,7 +211,19 @@ pub(crate) fn finished<'a>(ctx: &Ctx<'a>, entry: &Entry, done: &Done, took: Dura
         error: done.error().map(str::to_owned),
         failure: done.kind(),
         asserts: done.asserts.clone(),
-    });
+    }
+}
+
+/// Changes a step's record in memory only (as [`update`]): what the step's next commit
+/// writes with it, its start or its end.
+pub(crate) fn change<'a>(ctx: &Ctx<'a>, seq: u32, change: impl FnOnce(&mut StepRecord)) {
+    changed(ctx, seq, None, change);
+}
+
+/// Changes a step's record in memory only (a leaf that may be a cell, as [`update_at`]):
+/// what the step's next commit writes with it, its start or its end.
+pub(crate) fn change_at<'a>(ctx: &Ctx<'a>, entry: &Entry, change: impl FnOnce(&mut StepRecord)) {
+    changed(ctx, entry.seq, CellAt::of(entry), change);
 }
 
 /// `update` for a leaf that may be an `across:` cell: a cell also keeps the
