@@ -380,7 +380,10 @@ impl LoopState {
             },
         );
         self.ctx.hub.commit(event).await?;
-        self.history.compact(replaced, compacted.summary);
+        // The history is rewritten as one group (compactions are rare).
+        let mut messages = self.history.to_vec();
+        crate::compact::apply(&mut messages, replaced, compacted.summary);
+        self.history = History::from(messages);
         Ok(())
     }
 

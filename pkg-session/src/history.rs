@@ -100,14 +100,6 @@ impl History {
         messages
     }
 
-    /// Replaces its first `replaced` messages with `summary` (a compaction, by
-    /// [`crate::compact::apply`]'s rule); the result is one group.
-    pub(crate) fn compact(&mut self, replaced: usize, summary: Message) {
-        let mut messages = self.to_vec();
-        crate::compact::apply(&mut messages, replaced, summary);
-        *self = History::from(messages);
-    }
-
     /// Holds no spare room (a loop parked between turns, perhaps for long).
     pub(crate) fn shrink_to_fit(&mut self) {
         self.groups.shrink_to_fit();
@@ -159,16 +151,5 @@ mod tests {
             panic!("not a result: {group:?}");
         };
         assert_eq!(content.capacity(), 1);
-    }
-
-    #[test]
-    fn a_compaction_rewrites_it_as_one_group() {
-        let mut history = History::from(vec![Message::user("one")]);
-        history.push_group(vec![Message::text(Role::Assistant, "two")].into());
-        history.push(Message::user("three"));
-        history.compact(2, Message::user("summary"));
-        let texts: Vec<String> = history.iter().map(Message::text_content).collect();
-        assert_eq!(texts, ["summarythree"]);
-        assert_eq!(history.len(), 1);
     }
 }

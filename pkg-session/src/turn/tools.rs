@@ -264,7 +264,9 @@ impl Turn {
     /// Whether a text answer made only of tool calls is taken as those calls: when tools
     /// are offered and the answer is not asked for in a shape of its own.
     pub(super) fn calls_may_be_text(&self) -> bool {
-        self.request.offers_tools() && !self.request.has_response_format() && self.report_tool.is_none()
+        self.request.offers_tools()
+            && !self.request.has_response_format()
+            && self.report_tool.is_none()
     }
 
     /// If the model called this turn's reporting tool, keeps only that call in the message
