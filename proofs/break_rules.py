@@ -24,7 +24,7 @@ breaks = [
   "deltas_before_done"),
  ("discarded-step", "pkg-session/src/turn/mod.rs",
   "            Some(Err(error)) => {\n                let kind = error.failure();\n                let error = error.to_string();",
-  "            Some(Err(error)) => {\n                let partial = crate::protocol::StepCommit { step, index: self.steps, messages: vec![Message::text(treadle_event::Role::Assistant, \"partial\")], usage: Usage::default(), model: String::new(), effects: Vec::new() };\n                let _ = self.commit(partial).await;\n                let kind = error.failure();\n                let error = error.to_string();",
+  "            Some(Err(error)) => {\n                let partial = crate::protocol::StepCommit { step, index: self.steps, messages: vec![Message::text(treadle_event::Role::Assistant, \"partial\")].into(), usage: Usage::default(), model: String::new(), effects: Vec::new() };\n                let _ = self.commit(partial).await;\n                let kind = error.failure();\n                let error = error.to_string();",
   "discarded_step"),
  ("hook-order", "pkg-session/src/turn/mod.rs",
   "                    StepEnd::Discarded(end) => match outcome_of(end) {",

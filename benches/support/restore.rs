@@ -235,7 +235,7 @@ fn step(i: usize) -> EventKind {
     ];
     EventKind::StepDone {
         index: i as u32,
-        messages,
+        messages: messages.into(),
         usage: Usage::default(),
         model: "scripted".into(),
     }

@@ -1,5 +1,6 @@
 //! The event union, its header of coordinates, and each kind's class and scope.
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -184,7 +185,10 @@ pub enum EventKind {
     /// One step's messages, committed to history, and the tokens it spent.
     StepDone {
         index: u32,
-        messages: Vec<Message>,
+        /// Shared, not copied: the loop's history, the journal's write and each
+        /// subscriber's event hold this one allocation. Encoded as a JSON array, as a
+        /// `Vec` was.
+        messages: Arc<[Message]>,
         usage: Usage,
         model: String,
     },

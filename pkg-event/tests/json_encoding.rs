@@ -63,7 +63,7 @@ fn every_kind() -> Vec<EventKind> {
         },
         EventKind::StepDone {
             index: 0,
-            messages: vec![assistant, results],
+            messages: vec![assistant, results].into(),
             usage,
             model: "m".into(),
         },
@@ -240,4 +240,19 @@ fn a_fork_link_rides_in_session_started_and_older_events_decode_without_it() {
         decoded.kind,
         EventKind::SessionStarted { fork: None, .. }
     ));
+}
+
+/// A step's messages are shared (`Arc<[Message]>`) since issue 42, and encode byte for byte
+/// as the `Vec<Message>` they were: journals written before read back, and after encode the
+/// same. The text below is a `StepDone` as a build with a `Vec` wrote it.
+#[test]
+fn step_done_messages_encode_as_the_array_they_always_were() {
+    let written = r#"{"id":"01938a4b-7c00-7000-8000-000000000001","session":"01938a4b-7c00-7000-8000-000000000002","loop":"01938a4b-7c00-7000-8000-000000000003","turn":"01938a4b-7c00-7000-8000-000000000004","step":"01938a4b-7c00-7000-8000-000000000005","at_ms":1733500000000,"type":"step_done","index":0,"messages":[{"role":"assistant","content":[{"type":"text","text":"calling"},{"type":"tool_use","id":"call_1","name":"echo","arguments":"{\"i\":1}"}]},{"role":"tool","content":[{"type":"tool_result","call_id":"call_1","content":"1"}]}],"usage":{"prompt_tokens":12,"completion_tokens":3,"cached_tokens":0},"model":"m"}"#;
+    let event: Event = serde_json::from_str(written).unwrap();
+    let EventKind::StepDone { messages, .. } = &event.kind else {
+        panic!("not a StepDone: {event:?}");
+    };
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[1].role, Role::Tool);
+    assert_eq!(serde_json::to_string(&event).unwrap(), written);
 }

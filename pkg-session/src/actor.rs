@@ -17,6 +17,7 @@ use treadle_event::{Event, EventKind, Header, InputId, Message, TurnId};
 use crate::context::LoopContext;
 use crate::error::{CommitError, GateError, SubmitError};
 use crate::gate::Gates;
+use crate::history::History;
 use crate::journal::AppendError;
 use crate::protocol::{LoopMsg, StepCommit, TurnCoords, TurnOptions};
 use crate::resume::ResumedTurn;
@@ -26,7 +27,7 @@ pub(crate) struct LoopActor;
 
 pub(crate) struct LoopState {
     ctx: Arc<LoopContext>,
-    history: Vec<Message>,
+    history: History,
     queue: VecDeque<(InputId, String, TurnOptions)>,
     running: Option<Running>,
     turns_started: u32,
@@ -50,7 +51,7 @@ struct Stopping {
 
 pub(crate) struct LoopArgs {
     pub ctx: Arc<LoopContext>,
-    pub history: Vec<Message>,
+    pub history: History,
     /// Turns this loop already ran (non-zero after a restore); numbers the next turn.
     pub turns_started: u32,
     /// A turn that was parked on a gate at a crash, to resume (see `resume.rs`).
@@ -167,7 +168,7 @@ impl LoopState {
                 }
             }
             LoopMsg::History { reply } => {
-                let _ = reply.send(self.history.clone());
+                let _ = reply.send(self.history.to_vec());
             }
             LoopMsg::Record {
                 header,
@@ -340,7 +341,8 @@ impl LoopState {
             .into_iter()
             .map(|kind| Event::new(header(), kind))
             .collect();
-        let messages = commit.messages.clone();
+        // Shared with the event and the turn's request, not copied.
+        let messages = Arc::clone(&commit.messages);
         events.push(Event::new(
             header(),
             EventKind::StepDone {
@@ -353,7 +355,7 @@ impl LoopState {
         // Journaled and acknowledged before anyone sees it (rule 2); the messages join the
         // history only after that acknowledgement.
         self.ctx.hub.commit_group(events).await?;
-        self.history.extend(messages);
+        self.history.push_group(messages);
         Ok(())
     }
 
@@ -378,7 +380,10 @@ impl LoopState {
             },
         );
         self.ctx.hub.commit(event).await?;
-        crate::compact::apply(&mut self.history, replaced, compacted.summary);
+        // The history is rewritten as one group (compactions are rare).
+        let mut messages = self.history.to_vec();
+        crate::compact::apply(&mut messages, replaced, compacted.summary);
+        self.history = History::from(messages);
         Ok(())
     }
 

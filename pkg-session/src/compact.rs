@@ -42,7 +42,7 @@ pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, request: &mut Prepa
         return;
     }
     let budget = scope.ctx.compaction.budget;
-    let tokens = estimate(request.messages());
+    let tokens = estimate(request.messages().iter());
     // Boxed: a compaction (a model call, hooks, the actor's commit) is rare, and its
     // future inline would size every step's future, held for the whole turn.
     Box::pin(compact(scope, request, budget, tokens)).await;
@@ -51,7 +51,7 @@ pub(crate) async fn compact_if_due(scope: &CompactScope<'_>, request: &mut Prepa
 /// Whether the next model call of `request` compacts the history first.
 pub(crate) fn due(ctx: &LoopContext, request: &PreparedRequest) -> bool {
     let budget = ctx.compaction.budget;
-    budget != 0 && estimate(request.messages()) > budget
+    budget != 0 && estimate(request.messages().iter()) > budget
 }
 
 /// [`compact_if_due`] once it is due: `tokens` of the history are past `budget`.
@@ -62,9 +62,10 @@ async fn compact(
     tokens: u64,
 ) {
     let ctx = scope.ctx;
-    let messages = request.messages();
+    // A copy: the compaction rewrites the history, which is rare (once per budget).
+    let messages = request.messages().to_vec();
     let keep = budget.saturating_mul(KEEP_SHARE_PERCENT) / 100;
-    let Some(at) = split_point(messages, keep) else {
+    let Some(at) = split_point(&messages, keep) else {
         return;
     };
     let payload = Payload::Compaction {
@@ -82,7 +83,7 @@ async fn compact(
         // Observed, not guarded: the runner ignores a deny here.
         ctx.hooks.begin(call).await.ok()
     };
-    let result = match summarise_and_commit(scope, messages, at, tokens).await {
+    let result = match summarise_and_commit(scope, &messages, at, tokens).await {
         Ok((compacted, summary)) => {
             request.replace_messages(compacted);
             Ok(summary)
@@ -165,9 +166,9 @@ const SUMMARY_RESULT_BYTES: usize = 4000;
 
 /// The estimated tokens of `messages`: the bytes of their text, tool arguments and results,
 /// divided by four.
-pub(crate) fn estimate(messages: &[Message]) -> u64 {
+pub(crate) fn estimate<'m>(messages: impl IntoIterator<Item = &'m Message>) -> u64 {
     let bytes: usize = messages
-        .iter()
+        .into_iter()
         .flat_map(|m| &m.content)
         .map(|block| match block {
             Block::Text { text } | Block::Reasoning { text } => text.len(),

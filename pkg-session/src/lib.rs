@@ -110,6 +110,8 @@ pub mod tls;
 // * `protocol`: the loop actor's messages (`LoopMsg`, `StepCommit`, turn coordinates);
 //   actor, turn and batch depend on it, never on each other.
 // * `actor`: the loop actor (ractor), sole writer of a loop's committed history.
+// * `history`: `History`, a loop's history as the shared groups its steps committed (one
+//   allocation per step for the history, the turn's request and the `StepDone`).
 // * `compact`: long conversations: older turns summarised past the loop's budget
 //   (journaled as `Compacted`), and the cap on one tool result's inline size.
 // * `compaction`: the settings that bound a loop's history (budget, inline cap).
@@ -175,6 +177,7 @@ mod footprint;
 mod fork;
 mod from_env;
 pub mod gate;
+mod history;
 mod hub;
 mod human;
 mod interned;

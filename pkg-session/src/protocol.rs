@@ -3,6 +3,8 @@
 //! Everything that crosses into the actor is declared here, so the actor, the turn task and
 //! the batch depend on this module and never on each other.
 
+use std::sync::Arc;
+
 use ractor::RpcReplyPort;
 use tokio::sync::oneshot;
 use treadle_event::{
@@ -18,7 +20,8 @@ use crate::subject::GateSubject;
 pub(crate) struct StepCommit {
     pub step: StepId,
     pub index: u32,
-    pub messages: Vec<Message>,
+    /// Shared by the turn's next request, the actor's history and the `StepDone`.
+    pub messages: Arc<[Message]>,
     pub usage: Usage,
     pub model: String,
     /// Effect results journaled in the same append, before the `StepDone` (see

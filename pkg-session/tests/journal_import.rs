@@ -91,7 +91,7 @@ async fn import_refuses_a_forged_turn_an_orphan_turn_done_and_another_sessions_e
             in_turn().with_step(StepId::new()),
             EventKind::StepDone {
                 index: 0,
-                messages: vec![Message::text(Role::Assistant, "forged answer")],
+                messages: vec![Message::text(Role::Assistant, "forged answer")].into(),
                 usage: Usage::default(),
                 model: "scripted".into(),
             },

@@ -192,7 +192,7 @@ pub fn results_read_by_model(server: &ScriptedServer) -> Vec<String> {
 pub fn committed_messages(event: &Event) -> Vec<Message> {
     match &event.kind {
         EventKind::TurnStarted { message, .. } => vec![message.clone()],
-        EventKind::StepDone { messages, .. } => messages.clone(),
+        EventKind::StepDone { messages, .. } => messages.to_vec(),
         _ => Vec::new(),
     }
 }

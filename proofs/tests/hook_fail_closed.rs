@@ -172,7 +172,7 @@ async fn no_call_runs_unless_its_command_guard_allowed_it() {
         let results: Vec<(String, String, bool)> = events
             .iter()
             .filter_map(|(_, e)| match &e.kind {
-                EventKind::StepDone { messages, .. } => Some(messages.clone()),
+                EventKind::StepDone { messages, .. } => Some(messages.to_vec()),
                 _ => None,
             })
             .flatten()

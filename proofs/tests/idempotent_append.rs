@@ -38,7 +38,7 @@ fn step_done(session: SessionId, loop_id: LoopId, turn: TurnId, index: u32) -> E
         Header::in_loop(session, loop_id).with_turn(turn),
         EventKind::StepDone {
             index,
-            messages: vec![Message::user(format!("message {index}"))],
+            messages: vec![Message::user(format!("message {index}"))].into(),
             usage: Usage::default(),
             model: "m".into(),
         },

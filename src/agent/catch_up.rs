@@ -212,7 +212,7 @@ mod tests {
             header: Header::session(treadle_event::SessionId::new()),
             kind: EventKind::StepDone {
                 index: n,
-                messages: vec![call, result],
+                messages: vec![call, result].into(),
                 usage: Usage::default(),
                 model: String::new(),
             },

@@ -84,7 +84,7 @@ mod tests {
         };
         let done = |index| EventKind::StepDone {
             index,
-            messages: Vec::new(),
+            messages: Vec::new().into(),
             usage: Usage {
                 prompt_tokens: 10,
                 completion_tokens: 40,

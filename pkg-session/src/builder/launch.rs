@@ -187,7 +187,7 @@ async fn spawn_loop(
     let restored = restored.unwrap_or_default();
     let args = LoopArgs {
         ctx: Arc::new(ctx),
-        history: restored.history,
+        history: restored.history.into(),
         turns_started: restored.turns_started,
         resume,
     };

@@ -4,10 +4,14 @@
 //! tree in between; a turn's [`PreparedRequest`] keeps each message's encoding, so only
 //! what a step adds is encoded on that step.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use treadle_event::{Block, Message, Role};
+
+use crate::history::History;
 
 /// A tool the model may call, described by a JSON schema of its arguments.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,8 +58,12 @@ pub struct InferenceRequest {
 /// conversation only grows (or is replaced whole, by compaction), so a step's encoding
 /// costs what the step adds, not the whole history. A turn holds one for its life.
 pub(crate) struct PreparedRequest {
+    /// The request as it stands, but for its messages, which are in `history`.
     request: InferenceRequest,
-    /// The system prompt and every message of `request.messages`, as wire messages.
+    /// The conversation, in the groups it was committed in: a step's group is shared with
+    /// the loop's history and the step's `StepDone`, not copied (see `history.rs`).
+    history: History,
+    /// The system prompt and every message of `history`, as wire messages.
     messages: Vec<Box<RawValue>>,
     tools: Option<Box<RawValue>>,
     tool_choice: Option<Box<RawValue>>,
@@ -69,9 +77,17 @@ impl From<InferenceRequest> for PreparedRequest {
 }
 
 impl PreparedRequest {
-    pub(crate) fn new(request: InferenceRequest) -> Self {
-        let mut messages = Vec::with_capacity(request.messages.len() + 1);
-        encode_history(request.system.as_deref(), &request.messages, &mut messages);
+    pub(crate) fn new(mut request: InferenceRequest) -> Self {
+        let history = History::from(std::mem::take(&mut request.messages));
+        Self::with_history(request, history)
+    }
+
+    /// A request of `history` (shared, not copied) after `request`'s own messages.
+    pub(crate) fn with_history(mut request: InferenceRequest, history: History) -> Self {
+        let mut joined = History::from(std::mem::take(&mut request.messages));
+        joined.append(&history);
+        let mut messages = Vec::with_capacity(joined.len() + 1);
+        encode_history(request.system.as_deref(), joined.iter(), &mut messages);
         // Servers reject a tool choice with no tools, so neither is sent without tools.
         let (tools, tool_choice) = if request.tools.is_empty() {
             (None, None)
@@ -86,6 +102,7 @@ impl PreparedRequest {
         let response_format = request.response_format.as_ref().map(raw);
         Self {
             request,
+            history: joined,
             messages,
             tools,
             tool_choice,
@@ -93,28 +110,34 @@ impl PreparedRequest {
         }
     }
 
-    /// The request as it stands.
     /// Lets the model choose again: no `tool_choice` is sent from now on.
     pub(crate) fn clear_tool_choice(&mut self) {
         self.request.tool_choice = None;
         self.tool_choice = None;
     }
 
-    pub(crate) fn request(&self) -> &InferenceRequest {
-        &self.request
+    /// Whether tools are offered.
+    pub(crate) fn offers_tools(&self) -> bool {
+        !self.request.tools.is_empty()
+    }
+
+    /// Whether the answer is asked for in a shape of its own (`response_format`).
+    pub(crate) fn has_response_format(&self) -> bool {
+        self.request.response_format.is_some()
     }
 
     /// The conversation, oldest first.
-    pub(crate) fn messages(&self) -> &[Message] {
-        &self.request.messages
+    pub(crate) fn messages(&self) -> &History {
+        &self.history
     }
 
-    /// Appends `messages` to the conversation, encoding only them.
-    pub(crate) fn extend(&mut self, messages: impl IntoIterator<Item = Message>) {
-        for message in messages {
-            encode_message(&message, &mut self.messages);
-            self.request.messages.push(message);
+    /// Appends a step's `group` of messages to the conversation, encoding only them and
+    /// sharing the group.
+    pub(crate) fn extend(&mut self, group: Arc<[Message]>) {
+        for message in group.iter() {
+            encode_message(message, &mut self.messages);
         }
+        self.history.push_group(group);
     }
 
     /// Replaces the whole conversation (a compaction), encoding it anew.
@@ -122,10 +145,10 @@ impl PreparedRequest {
         self.messages.clear();
         encode_history(
             self.request.system.as_deref(),
-            &messages,
+            messages.iter(),
             &mut self.messages,
         );
-        self.request.messages = messages;
+        self.history = History::from(messages);
     }
 
     /// About how many bytes the encoded body takes: the encoded parts plus room for the
@@ -203,7 +226,11 @@ fn temperature_number(t: f32) -> Option<serde_json::Number> {
 }
 
 /// The system prompt (if any), then each message, as wire messages.
-fn encode_history(system: Option<&str>, messages: &[Message], out: &mut Vec<Box<RawValue>>) {
+fn encode_history<'m>(
+    system: Option<&str>,
+    messages: impl Iterator<Item = &'m Message>,
+    out: &mut Vec<Box<RawValue>>,
+) {
     if let Some(system) = system {
         out.push(raw(&WireText::new("system", system)));
     }
@@ -525,13 +552,13 @@ mod tests {
             ..whole.clone()
         });
         for message in &whole.messages[1..] {
-            grown.extend([message.clone()]);
+            grown.extend(Arc::from([message.clone()]));
         }
         let fresh = PreparedRequest::new(whole.clone());
         let json =
             |p: &PreparedRequest| serde_json::to_string(&p.body("m", &Sampling::default())).ok();
         assert_eq!(json(&grown), json(&fresh));
-        assert_eq!(grown.messages(), whole.messages.as_slice());
+        assert_eq!(grown.messages().to_vec(), whole.messages);
 
         grown.replace_messages(vec![Message::user("summary")]);
         let replaced = PreparedRequest::new(InferenceRequest {

@@ -26,6 +26,7 @@ use treadle_event::{
 use treadle_hook::{Active, HookCall, Operation, OperationOutcome, Payload};
 
 use crate::context::LoopContext;
+use crate::history::History;
 use crate::inference::{Completion, InferenceRequest, PreparedRequest, ToolChoice, ToolSpec};
 use crate::protocol::{LoopMsg, TurnCoords, TurnOptions};
 use crate::repeats::RepeatWatch;
@@ -94,8 +95,8 @@ pub(crate) struct TurnStart {
     /// The turn's number in its loop.
     pub index: u32,
     /// The committed history, ending with this turn's input (and, for a resumed turn,
-    /// the steps it committed before the crash).
-    pub history: Vec<Message>,
+    /// the steps it committed before the crash); shared with the actor's, not copied.
+    pub history: History,
     pub input: String,
     pub options: TurnOptions,
     pub cancel: CancellationToken,
@@ -134,13 +135,16 @@ pub(crate) async fn run(start: Box<TurnStart>) {
         tools.push(spec);
         name
     });
-    let request = PreparedRequest::new(InferenceRequest {
-        system: ctx.system.clone(),
-        messages: history,
-        tools,
-        tool_choice,
-        response_format: options.response_format,
-    });
+    let request = PreparedRequest::with_history(
+        InferenceRequest {
+            system: ctx.system.clone(),
+            messages: Vec::new(),
+            tools,
+            tool_choice,
+            response_format: options.response_format,
+        },
+        history,
+    );
     let mut turn = Turn {
         ctx,
         actor,

@@ -1,6 +1,8 @@
 //! A step's tool half: its batch run, loop detection, the closing step after a
 //! turn-ending tool, and the commit through the loop actor.
 
+use std::sync::Arc;
+
 use tokio::sync::oneshot;
 use treadle_event::{Block, EventKind, FailureCause, Message, Role, StepId, Usage};
 
@@ -234,8 +236,9 @@ impl Turn {
         StepEnd::Committed(None)
     }
 
-    /// A step's group as the actor commits it, and its messages for the next request. The
-    /// commit before it is acknowledged first: the actor takes one step at a time.
+    /// A step's group as the actor commits it, and its messages for the next request (the
+    /// same allocation: see `history.rs`). The commit before it is acknowledged first: the
+    /// actor takes one step at a time.
     async fn step_commit(
         &mut self,
         step: StepId,
@@ -243,13 +246,14 @@ impl Turn {
         messages: Vec<Message>,
         mut usage: Usage,
         model: String,
-    ) -> Result<(StepCommit, Vec<Message>), CommitError> {
+    ) -> Result<(StepCommit, Arc<[Message]>), CommitError> {
         self.settle().await?;
         usage += self.ctx.take_delegated();
+        let messages = crate::history::group(messages);
         let commit = StepCommit {
             step,
             index,
-            messages: messages.clone(),
+            messages: Arc::clone(&messages),
             usage,
             model,
             effects: std::mem::take(&mut self.effects),
@@ -260,8 +264,9 @@ impl Turn {
     /// Whether a text answer made only of tool calls is taken as those calls: when tools
     /// are offered and the answer is not asked for in a shape of its own.
     pub(super) fn calls_may_be_text(&self) -> bool {
-        let request = self.request.request();
-        !request.tools.is_empty() && request.response_format.is_none() && self.report_tool.is_none()
+        self.request.offers_tools()
+            && !self.request.has_response_format()
+            && self.report_tool.is_none()
     }
 
     /// If the model called this turn's reporting tool, keeps only that call in the message
