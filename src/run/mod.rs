@@ -23,7 +23,8 @@
 //!     concluded (asserts, outputs); `agent_from_run.rs`: the job's budgets, the session
 //!     it goes on in, and where its questions go;
 //!   * `cached.rs`: the cache around a leaf step: its key, a hit shown and recorded
-//!     instead of running it, its outputs stored after;
+//!     instead of running it, its outputs stored after; `stored.rs`: a succeeded step's
+//!     outcome on its way into the commit of its end;
 //!   * `resource.rs`: `get` and `put` steps, and an agent's work on a git input;
 //!     `resource_scripted.rs`: those of `resource_types:` and `time` resources;
 //!     `version.rs`: which version a `get` fetches;

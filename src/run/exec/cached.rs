@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::stored::{Shared, Stored};
 use super::{Ctx, Done, now_ms};
 use crate::agent::commit::GitInput;
 use crate::blocking::{WorkerStopped, blocking};
@@ -420,41 +421,6 @@ fn reused_events<'a>(
         events.push(ctx.step_line_event(entry, line.to_owned()));
     }
     events
-}
-
-/// A succeeded step's outcome, ready to be stored in the commit of its end
-/// (`super::record::ended`).
-pub(crate) struct Stored {
-    cache: Arc<StepCache>,
-    path: String,
-    outcome: SuccessRecord,
-    replay: bool,
-    /// Its output trees, by output name, when it is shared through NATS.
-    dirs: Option<Vec<(String, std::path::PathBuf)>>,
-}
-
-/// What is shared through NATS once a step's outcome is in the state file.
-pub(crate) struct Shared {
-    outcome: SuccessRecord,
-    dirs: Vec<(String, std::path::PathBuf)>,
-}
-
-impl Stored {
-    /// Writes the outcome in the caller's transaction.
-    pub(crate) fn put_in(&self, txn: &redb::WriteTransaction) -> Result<(), StateError> {
-        self.cache
-            .put_success_in(txn, &self.path, &self.outcome, self.replay)
-            .map_err(|e| StateError::Tables(Box::new(e)))
-    }
-
-    /// What to share once it is stored (under `--nats`, a replayable outcome).
-    pub(crate) fn shared(&self) -> Option<Shared> {
-        let dirs = self.dirs.clone()?;
-        Some(Shared {
-            outcome: self.outcome.clone(),
-            dirs,
-        })
-    }
 }
 
 /// A succeeded leaf step's outputs stored, and its outcome made ready for the commit of

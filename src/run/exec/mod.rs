@@ -45,6 +45,7 @@ pub(crate) mod record;
 pub(crate) mod resource;
 pub(crate) mod resource_scripted;
 pub(crate) mod step_dir;
+pub(crate) mod stored;
 pub(crate) mod version;
 pub(crate) mod walk;
 
@@ -308,7 +309,7 @@ impl<'a> Ctx<'a> {
             } else {
                 None
             };
-            let shared = stored.as_ref().and_then(cached::Stored::shared);
+            let shared = stored.as_ref().and_then(stored::Stored::shared);
             record::ended(self, step, entry, &done, started, stored).await;
             cached::share(self, shared).await;
             // A step its group cancelled (a lost race, a fail_fast sibling) did not run to

@@ -92,7 +92,7 @@ pub(crate) async fn ended<'a>(
     entry: &Entry,
     done: &Done,
     started: Instant,
-    stored: Option<super::cached::Stored>,
+    stored: Option<super::stored::Stored>,
 ) {
     let (status, failure) = (StepStatus::from(done.status), done.failure.clone());
     let lasting = Kind::of(step).is_leaf();
