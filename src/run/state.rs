@@ -274,15 +274,8 @@ impl Store {
         step: &StepRecord,
         lasting: bool,
     ) -> Result<(), StateError> {
-        let bytes = encode(step)?;
         self.commit_as(lasting, |durability| {
-            let mut txn = self.db.begin_write()?;
-            // Refused only where durability cannot be lowered; the commit then just syncs.
-            let _ = txn.set_durability(durability);
-            txn.open_table(STEPS)?
-                .insert((run, step.seq), bytes.as_slice())?;
-            txn.commit()?;
-            Ok(())
+            self.write_in(durability, |txn| put_step_in(txn, run, step))
         })
     }
 

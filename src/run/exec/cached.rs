@@ -291,7 +291,14 @@ async fn record_reused(
         last_used_ms: now_ms(),
         ..outcome.clone()
     };
-    let (cache, path, run) = (cache.clone(), entry.path.clone(), ctx.run);
+    let run = ctx.run;
+    let stored = Stored {
+        cache: cache.clone(),
+        path: entry.path.clone(),
+        outcome: mine,
+        replay: false,
+        dirs: None,
+    };
     // A cache hit is written without an fsync of its own (the run's end persists it; a
     // crash before only means it is replayed again); a step brought back from a resumed
     // run's record is durable, since only that record could bring it back again.
@@ -300,9 +307,7 @@ async fn record_reused(
         if let Some(r) = &record {
             crate::run::state::put_step_in(txn, run, r)?;
         }
-        cache
-            .put_success_in(txn, &path, &mine, false)
-            .map_err(|e| StateError::Tables(Box::new(e)))
+        stored.put_in(txn)
     })
     .await;
 }
